@@ -1,0 +1,26 @@
+# Sourced by scripts/demo and scripts/test: create or reuse .venv and install the project into it.
+# Re-installs only when pyproject.toml changed since the last install.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+py="${PYTHON:-python3}"
+if ! command -v "$py" >/dev/null 2>&1; then
+  echo "specrun needs Python 3.11 or newer on PATH (python3 was not found)." >&2
+  exit 1
+fi
+if ! "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
+  echo "specrun needs Python 3.11 or newer; $("$py" --version 2>&1) was found." >&2
+  exit 1
+fi
+if [[ ! -x .venv/bin/python ]]; then
+  "$py" -m venv .venv
+fi
+stamp=.venv/.specrun-installed
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [[ ! -f $stamp || "$(cat "$stamp")" != "$want" ]]; then
+  echo "Installing specrun and its dependencies into .venv ..." >&2
+  .venv/bin/python -m pip install --quiet --upgrade pip >&2
+  .venv/bin/python -m pip install --quiet -e '.[test]' >&2
+  echo "$want" > "$stamp"
+fi
+export PATH="$root/.venv/bin:$PATH"
