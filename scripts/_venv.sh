@@ -18,9 +18,13 @@ fi
 stamp=.venv/.specrun-installed
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [[ ! -f $stamp || "$(cat "$stamp")" != "$want" ]]; then
-  echo "Installing specrun and its dependencies into .venv ..." >&2
-  .venv/bin/python -m pip install --quiet --upgrade pip >&2
-  .venv/bin/python -m pip install --quiet -e '.[test]' >&2
+  echo "Installing specrun and its dependencies into .venv (log: .venv/install.log) ..." >&2
+  if ! { .venv/bin/python -m pip install --upgrade pip \
+         && .venv/bin/python -m pip install -e '.[test]'; } >.venv/install.log 2>&1; then
+    tail -n 30 .venv/install.log >&2
+    echo "Installing specrun's dependencies failed; the full log is in .venv/install.log." >&2
+    exit 1
+  fi
   echo "$want" > "$stamp"
 fi
 export PATH="$root/.venv/bin:$PATH"

@@ -1,0 +1,222 @@
+"""The chat data model that crosses processes.
+
+One schema for the coordinator's main history, the worker's forked chat, the
+persisted history file and the wire. It converts to and from the OpenAI
+chat-completions format at the model client's edge only.
+
+A ``tool`` message holds *all* responses to the preceding assistant message's
+calls, in call order (response *i* pairs with call *i*), like a Gemini
+function-response turn. On the OpenAI wire it becomes one ``tool`` message per
+result. ``reminders`` are system-reminder texts attached to a user or tool
+message: before the user's text on a user message, after the tool results on a
+tool message (the API needs tool results right after the calls).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ToolCall(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A named tool call as the model produced it. ``arguments`` is the JSON text, kept
+    byte-for-byte so a forked request reproduces the main chat's prefix exactly."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    def args(self) -> dict[str, Any]:
+        """The arguments as a dict; malformed JSON or a non-object gives ``{}``."""
+        try:
+            value = msgspec.json.decode(self.arguments or "{}")
+        except msgspec.DecodeError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+
+class ToolResult(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The response to one tool call: exactly one of ``output`` or ``error`` is set."""
+
+    call_id: str
+    name: str
+    output: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def content(self) -> str:
+        """The JSON body the model sees: ``{"output": …}`` or ``{"error": …}``."""
+        body = {"error": self.error} if self.error is not None else {"output": self.output or ""}
+        return msgspec.json.encode(body).decode()
+
+
+class Message(msgspec.Struct, frozen=True, omit_defaults=True):
+    role: Role
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_results: tuple[ToolResult, ...] = ()
+    reminders: tuple[str, ...] = ()
+
+    @classmethod
+    def user(cls, text: str, reminders: tuple[str, ...] = ()) -> Message:
+        return cls(role="user", text=text, reminders=reminders)
+
+    @classmethod
+    def assistant(cls, text: str = "", tool_calls: tuple[ToolCall, ...] = ()) -> Message:
+        return cls(role="assistant", text=text, tool_calls=tool_calls)
+
+    @classmethod
+    def tool(cls, results: tuple[ToolResult, ...], reminders: tuple[str, ...] = ()) -> Message:
+        return cls(role="tool", tool_results=results, reminders=reminders)
+
+
+class ToolSpec(msgspec.Struct, frozen=True):
+    """A tool as the model sees it (OpenAI function schema)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+def _wrap_reminder(text: str) -> str:
+    return f"<system-reminder>\n{text}\n</system-reminder>"
+
+
+def message_to_openai(message: Message) -> list[dict[str, Any]]:
+    """One chat message as OpenAI messages (a tool message may expand to several)."""
+    if message.role == "tool":
+        out: list[dict[str, Any]] = [
+            {"role": "tool", "tool_call_id": r.call_id, "content": r.content()}
+            for r in message.tool_results
+        ]
+        if message.reminders:
+            out.append(
+                {"role": "user", "content": "\n".join(_wrap_reminder(r) for r in message.reminders)}
+            )
+        return out
+    if message.role == "assistant":
+        entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+        if message.tool_calls:
+            entry["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in message.tool_calls
+            ]
+        return [entry]
+    if message.role == "user" and message.reminders:
+        parts = [_wrap_reminder(r) for r in message.reminders]
+        parts.append(message.text)
+        return [{"role": "user", "content": "\n".join(parts)}]
+    return [{"role": message.role, "content": message.text}]
+
+
+def to_openai(system: str | None, history: list[Message] | tuple[Message, ...]) -> list[dict[str, Any]]:
+    """The ``messages`` array of a chat-completions request."""
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for message in history:
+        out.extend(message_to_openai(message))
+    return out
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def from_openai(messages: list[dict[str, Any]]) -> tuple[str | None, list[Message]]:
+    """Parse an OpenAI ``messages`` array back into (system, history).
+
+    Consecutive ``tool`` messages fold into one tool message; tool names are
+    recovered from the preceding assistant calls.
+    """
+    system: str | None = None
+    history: list[Message] = []
+    names: dict[str, str] = {}
+    pending: list[ToolResult] = []
+
+    def flush() -> None:
+        if pending:
+            history.append(Message.tool(tuple(pending)))
+            pending.clear()
+
+    for raw in messages:
+        role = raw.get("role")
+        if role == "tool":
+            call_id = str(raw.get("tool_call_id", ""))
+            body = _content_text(raw.get("content"))
+            output: str | None = body
+            error: str | None = None
+            try:
+                decoded = msgspec.json.decode(body)
+                if isinstance(decoded, dict) and "error" in decoded:
+                    output, error = None, str(decoded["error"])
+                elif isinstance(decoded, dict) and "output" in decoded:
+                    output = str(decoded["output"])
+            except msgspec.DecodeError:
+                pass
+            pending.append(ToolResult(call_id, names.get(call_id, ""), output, error))
+            continue
+        flush()
+        if role == "system" and system is None and not history:
+            system = _content_text(raw.get("content"))
+        elif role == "assistant":
+            calls = tuple(
+                ToolCall(
+                    id=str(c.get("id", "")),
+                    name=str(c.get("function", {}).get("name", "")),
+                    arguments=str(c.get("function", {}).get("arguments", "") or "{}"),
+                )
+                for c in raw.get("tool_calls") or ()
+            )
+            for c in calls:
+                names[c.id] = c.name
+            history.append(Message.assistant(_content_text(raw.get("content")), calls))
+        elif role in ("user", "system"):
+            history.append(Message(role=role, text=_content_text(raw.get("content"))))
+    flush()
+    return system, history
+
+
+class Usage(msgspec.Struct, frozen=True):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cached_tokens: int = 0
+
+
+class CacheSafeSnapshot(msgspec.Struct, frozen=True):
+    """What a forked chat needs to reproduce the main chat's request prefix byte for byte:
+    system instruction, tools, the last ``MAX_HISTORY_FOR_CACHE`` history entries, the model,
+    and a version that changes only when the system instruction or the tools change."""
+
+    system: str
+    tools: tuple[ToolSpec, ...]
+    history: tuple[Message, ...]
+    model: str
+    version: int
