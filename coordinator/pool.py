@@ -1,0 +1,394 @@
+"""The warm pool of worker processes.
+
+Workers come from a ``multiprocess`` fork server with the worker modules
+preloaded, never from a fork of this (asyncio + ZeroMQ) process. The pool keeps
+``size`` idle workers ready so a speculation starts in milliseconds, notices a
+death at once through a pidfd on each worker, notices a hang through missed
+heartbeats, and replaces lost or finished workers in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import multiprocess
+import multiprocess.spawn
+import psutil
+import zmq
+import zmq.asyncio
+
+from coordinator.kill import kill_tree
+from protocol import codec
+from protocol.control import WorkerInfo
+from protocol.endpoints import make_router
+from protocol.work import Heartbeat, Hello, Shutdown, WorkerEvent, WorkerJob
+
+log = logging.getLogger("specrun.pool")
+
+PRELOAD = [
+    "worker.process",
+    "worker.jobs",
+    "overlay",
+    "overlay.sandbox",
+    "protocol.codec",
+    "zmq.asyncio",
+    "httpx",
+    "bashlex",
+]
+
+
+def _without_main(get_preparation_data: Callable[[str], dict[str, Any]]) -> Callable[[str], dict[str, Any]]:
+    def prepare(name: str) -> dict[str, Any]:
+        data = get_preparation_data(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    return prepare
+
+
+# A worker's target lives in an importable module, so a child never needs the parent's
+# __main__; by default multiprocess re-runs it in every child (pytest, a script, the CLI),
+# which is slow at best and re-enters the caller's code at worst.
+if not getattr(multiprocess.spawn.get_preparation_data, "_specrun", False):
+    multiprocess.spawn.get_preparation_data = _without_main(multiprocess.spawn.get_preparation_data)
+    multiprocess.spawn.get_preparation_data._specrun = True  # type: ignore[attr-defined]
+
+
+class WorkerState(enum.StrEnum):
+    STARTING = "starting"
+    IDLE = "idle"
+    BUSY = "busy"
+    STOPPING = "stopping"
+    DEAD = "dead"
+
+
+@dataclass(eq=False)
+class WorkerHandle:
+    pid: int
+    process: Any
+    started_at: float
+    state: WorkerState = WorkerState.STARTING
+    sandbox: str = "unknown"
+    job_id: str | None = None
+    job_kind: str | None = None
+    overlay_dir: str | None = None
+    last_seen: float = field(default_factory=time.monotonic)
+    ready: asyncio.Future[None] | None = None
+    dead: asyncio.Future[float] | None = None  # resolves to the monotonic time death was seen
+    pidfd: int | None = None
+    killed_at: float | None = None
+
+    @property
+    def identity(self) -> bytes:
+        return f"w{self.pid}".encode()
+
+    def info(self) -> WorkerInfo:
+        try:
+            rss: int | None = psutil.Process(self.pid).memory_info().rss
+        except psutil.Error:
+            rss = None
+        return WorkerInfo(
+            pid=self.pid,
+            state=str(self.state),
+            job_id=self.job_id,
+            job_kind=self.job_kind,
+            overlay_dir=self.overlay_dir,
+            age_s=round(time.monotonic() - self.started_at, 3),
+            rss_bytes=rss,
+            sandbox=self.sandbox,
+        )
+
+
+EventHandler = Callable[[WorkerHandle, WorkerEvent], Awaitable[None] | None]
+DeathHandler = Callable[[WorkerHandle], Awaitable[None] | None]
+
+
+class WorkerStartError(RuntimeError):
+    pass
+
+
+class WorkerPool:
+    def __init__(
+        self,
+        endpoint: str,
+        epoch: int,
+        *,
+        size: int = 2,
+        heartbeat_s: float = 1.0,
+        hang_after_s: float = 5.0,
+        start_timeout_s: float = 15.0,
+    ) -> None:
+        self.endpoint = endpoint
+        self.epoch = epoch
+        self.size = max(0, size)
+        self.heartbeat_s = heartbeat_s
+        self.hang_after_s = hang_after_s
+        self.start_timeout_s = start_timeout_s
+        self.on_event: EventHandler | None = None
+        self.on_death: DeathHandler | None = None
+        self.sandbox = "unknown"
+        self.deaths_detected: list[float] = []  # seconds from kill to detection, for stats
+        self._workers: dict[int, WorkerHandle] = {}
+        self._early_hellos: dict[int, Hello] = {}
+        self._ctx = zmq.asyncio.Context()
+        self._sock: zmq.asyncio.Socket | None = None
+        self._jobs = codec.coordinator_to_worker()
+        self._events = codec.worker_to_coordinator()
+        self._mp = multiprocess.get_context("forkserver")
+        self._mp.set_forkserver_preload(PRELOAD)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closing = False
+        self._refill_lock = asyncio.Lock()
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._sock = make_router(self._ctx, self.endpoint)  # type: ignore[arg-type,assignment]
+        self._spawn_task(self._receive_loop())
+        self._spawn_task(self._watch_hangs())
+        await self.refill()
+
+    async def close(self) -> None:
+        """Kill every worker and wait until each is reaped."""
+        self._closing = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(self.kill(h, "shutdown") for h in list(self._workers.values())))
+        if self._sock is not None:
+            self._sock.close(linger=0)
+        self._ctx.term()
+
+    def _spawn_task(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- spawning --------------------------------------------------------------
+
+    def _warm_count(self) -> int:
+        return sum(
+            1 for w in self._workers.values() if w.state in (WorkerState.IDLE, WorkerState.STARTING)
+        )
+
+    async def refill(self) -> None:
+        """Start workers until ``size`` are idle or starting."""
+        async with self._refill_lock:
+            missing = self.size - self._warm_count()
+            if missing <= 0 or self._closing:
+                return
+            results = await asyncio.gather(
+                *(self._spawn() for _ in range(missing)), return_exceptions=True
+            )
+        for result in results:
+            if isinstance(result, BaseException):
+                log.error("could not start a worker: %s", result)
+
+    def refill_soon(self) -> None:
+        if not self._closing:
+            self._spawn_task(self.refill())
+
+    async def _spawn(self) -> WorkerHandle:
+        from worker.process import worker_entry  # noqa: PLC0415 - the spawn entry only
+
+        loop = asyncio.get_running_loop()
+        process = self._mp.Process(
+            target=worker_entry,
+            args=(self.endpoint, self.epoch, os.getpid(), self.heartbeat_s),
+            daemon=False,
+        )
+        started = time.monotonic()
+        await asyncio.to_thread(process.start)
+        pid = int(process.pid)
+        handle = WorkerHandle(pid=pid, process=process, started_at=started)
+        handle.ready = loop.create_future()
+        handle.dead = loop.create_future()
+        self._workers[pid] = handle
+        handle.pidfd = _pidfd(pid)
+        if handle.pidfd is None:
+            self._on_exit(handle)
+        else:
+            loop.add_reader(handle.pidfd, self._on_exit, handle)
+        early = self._early_hellos.pop(pid, None)
+        if early is not None:
+            self._on_hello(handle, early)
+        try:
+            await asyncio.wait_for(asyncio.shield(handle.ready), self.start_timeout_s)
+        except (TimeoutError, asyncio.CancelledError):
+            await self.kill(handle, "no hello")
+            raise WorkerStartError(f"worker {pid} did not say hello in time") from None
+        return handle
+
+    # -- jobs ------------------------------------------------------------------
+
+    async def acquire(self, kind: str, job_id: str, overlay_dir: str | None = None) -> WorkerHandle:
+        """An idle worker, now marked busy with ``job_id``; starts one if none is idle."""
+        while True:
+            idle = next((w for w in self._workers.values() if w.state is WorkerState.IDLE), None)
+            if idle is None:
+                handle = await self._spawn()
+                if handle.state is not WorkerState.IDLE:
+                    continue
+                idle = handle
+            idle.state = WorkerState.BUSY
+            idle.job_id, idle.job_kind, idle.overlay_dir = job_id, kind, overlay_dir
+            self.refill_soon()
+            return idle
+
+    async def send(self, handle: WorkerHandle, job: WorkerJob) -> None:
+        assert self._sock is not None
+        try:
+            await self._sock.send_multipart([handle.identity, self._jobs.encode(job)])
+        except zmq.ZMQError as exc:  # EHOSTUNREACH: the worker is gone
+            raise WorkerStartError(f"worker {handle.pid} is unreachable: {exc}") from None
+
+    def release(self, handle: WorkerHandle) -> None:
+        """A tool job finished; the worker is reusable."""
+        if handle.state is WorkerState.BUSY:
+            handle.state = WorkerState.IDLE
+            handle.job_id = handle.job_kind = handle.overlay_dir = None
+
+    async def kill(self, handle: WorkerHandle, reason: str) -> float:
+        """SIGKILL the worker and its tool processes; returns once it is reaped.
+        Returns the seconds from the kill to the death being seen."""
+        if handle.state is WorkerState.DEAD:
+            return 0.0
+        log.info("killing worker %s (%s)", handle.pid, reason)
+        handle.state = WorkerState.STOPPING
+        handle.killed_at = time.monotonic()
+        kill_tree(handle.pid)
+        assert handle.dead is not None
+        try:
+            seen = await asyncio.wait_for(asyncio.shield(handle.dead), 10.0)
+        except TimeoutError:
+            log.error("worker %s did not die after SIGKILL", handle.pid)
+            return 10.0
+        return seen - handle.killed_at
+
+    def find(self, pid: int) -> WorkerHandle | None:
+        return self._workers.get(pid)
+
+    def infos(self) -> list[WorkerInfo]:
+        return [w.info() for w in sorted(self._workers.values(), key=lambda w: w.started_at)]
+
+    def handles(self) -> list[WorkerHandle]:
+        return list(self._workers.values())
+
+    # -- events ----------------------------------------------------------------
+
+    async def _receive_loop(self) -> None:
+        assert self._sock is not None
+        while True:
+            parts = await self._sock.recv_multipart()
+            try:
+                self._dispatch(parts)
+            except Exception:  # a bad frame must never stop the loop
+                log.exception("error handling a worker frame")
+
+    def _dispatch(self, parts: list[bytes]) -> None:
+        if len(parts) != 2:
+            log.warning("dropping a worker frame with %d parts", len(parts))
+            return
+        identity, frame = parts
+        try:
+            event = self._events.decode(frame)
+        except codec.ProtocolError as exc:
+            log.warning("dropping a worker frame: %s", exc)
+            return
+        if event.epoch != self.epoch:
+            log.info("dropping a %s from a previous coordinator", type(event).__name__)
+            return
+        pid = _pid_of(identity)
+        handle = self._workers.get(pid) if pid is not None else None
+        if isinstance(event, Hello):
+            if handle is None and pid == event.pid:
+                self._early_hellos[event.pid] = event
+            elif handle is not None:
+                self._on_hello(handle, event)
+            return
+        if handle is None:
+            log.info("dropping a %s from unknown worker %r", type(event).__name__, identity)
+            return
+        handle.last_seen = time.monotonic()
+        if isinstance(event, Heartbeat) or self.on_event is None:
+            return
+        result = self.on_event(handle, event)
+        if asyncio.iscoroutine(result):
+            self._spawn_task(result)
+
+    def _on_hello(self, handle: WorkerHandle, hello: Hello) -> None:
+        handle.sandbox = hello.sandbox
+        self.sandbox = hello.sandbox
+        handle.last_seen = time.monotonic()
+        if handle.state is WorkerState.STARTING:
+            handle.state = WorkerState.IDLE
+        if handle.ready is not None and not handle.ready.done():
+            handle.ready.set_result(None)
+
+    def _on_exit(self, handle: WorkerHandle) -> None:
+        seen = time.monotonic()
+        loop = asyncio.get_running_loop()
+        if handle.pidfd is not None:
+            loop.remove_reader(handle.pidfd)
+            os.close(handle.pidfd)
+            handle.pidfd = None
+        was = handle.state
+        handle.state = WorkerState.DEAD
+        self._workers.pop(handle.pid, None)
+        if handle.killed_at is not None:
+            self.deaths_detected.append(seen - handle.killed_at)
+        # Reap: the fork server is the parent; join() collects the exit status it reports.
+        self._spawn_task(asyncio.to_thread(handle.process.join, 5))
+        if handle.ready is not None and not handle.ready.done():
+            handle.ready.cancel()
+        if handle.dead is not None and not handle.dead.done():
+            handle.dead.set_result(seen)
+        if was is not WorkerState.STOPPING:
+            log.warning("worker %s died (was %s)", handle.pid, was)
+        if self.on_death is not None:
+            result = self.on_death(handle)
+            if asyncio.iscoroutine(result):
+                self._spawn_task(result)
+        self.refill_soon()
+
+    async def _watch_hangs(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            now = time.monotonic()
+            for handle in list(self._workers.values()):
+                silent = now - handle.last_seen
+                if handle.state in (WorkerState.IDLE, WorkerState.BUSY) and silent > self.hang_after_s:
+                    log.warning("worker %s silent for %.1fs: treating it as hung", handle.pid, silent)
+                    self._spawn_task(self.kill(handle, "hung"))
+
+    async def shutdown_idle(self) -> None:
+        for handle in list(self._workers.values()):
+            if handle.state is WorkerState.IDLE:
+                with contextlib.suppress(WorkerStartError):
+                    await self.send(handle, Shutdown(epoch=self.epoch))
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+
+
+def _pid_of(identity: bytes) -> int | None:
+    if identity[:1] != b"w":
+        return None
+    try:
+        return int(identity[1:])
+    except ValueError:
+        return None

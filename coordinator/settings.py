@@ -1,0 +1,183 @@
+"""Configuration: project settings.json, then user settings.json, then environment,
+then flags (later wins: the order SPEC §8 gives, with flags the strongest). Every value remembers where it came from, so
+``specrun config show`` can say so, and a bad file or key is reported with its
+file and key in one sentence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from protocol.approval import ApprovalMode
+
+
+class SettingsError(ValueError):
+    """A settings file or value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    kind: type
+    default: Any
+    help: str
+
+
+KEYS: dict[str, Key] = {
+    k.name: k
+    for k in (
+        Key("model", str, "scripted", "main chat model name"),
+        Key("fastModel", str, "", "model for suggestions, speculation and recall (empty: main model)"),
+        Key("baseUrl", str, "", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (empty: embedded scripted model)"),
+        Key("apiKey", str, "", "API key (prefer the OPENAI_API_KEY / DASHSCOPE_API_KEY variables)"),
+        Key("approvalMode", str, "default", "default | plan | auto-edit | yolo"),
+        Key("enableSpeculation", bool, True, "run the predicted prompt before it is accepted"),
+        Key("enableFollowupSuggestions", bool, True, "predict the next prompt after each turn"),
+        Key("enableCacheSharing", bool, True, "reuse the provider's prefix cache in forked requests"),
+        Key("enableMemory", bool, True, "recall relevant memories for each query"),
+        Key("workerPool", int, 2, "number of warm idle workers"),
+        Key("memoryDir", str, "", "project memory directory (default <project>/.specrun/memory)"),
+        Key("scenario", str, "", "scenario file for the embedded scripted model"),
+        Key("maxSessionTurns", int, 200, "turns per session before the chat asks for a reset"),
+        Key("maxTurnsPerQuery", int, 50, "model round trips per user query (at most 100)"),
+        Key("sessionTokenLimit", int, 0, "total tokens per session (0: no limit)"),
+    )
+}
+
+ENV_KEYS = {
+    "OPENAI_BASE_URL": "baseUrl",
+    "OPENAI_API_KEY": "apiKey",
+    "DASHSCOPE_API_KEY": "apiKey",
+    "SPECRUN_MODEL": "model",
+    "SPECRUN_FAST_MODEL": "fastModel",
+}
+
+
+@dataclass
+class Settings:
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def approval_mode(self) -> ApprovalMode:
+        return ApprovalMode(self.values["approvalMode"])
+
+    @property
+    def fast_model(self) -> str:
+        return self.values["fastModel"] or self.values["model"]
+
+    @property
+    def uses_scripted_model(self) -> bool:
+        return not self.values["baseUrl"]
+
+    def public(self) -> dict[str, Any]:
+        """Values safe to print: the key is masked."""
+        shown = dict(self.values)
+        if shown.get("apiKey"):
+            shown["apiKey"] = "***"
+        return shown
+
+
+def _coerce(key: Key, value: Any, where: str) -> Any:
+    if key.kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            return value.lower() in ("1", "true", "yes", "on")
+    elif key.kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+    elif key.kind is str and isinstance(value, str):
+        if key.name == "approvalMode" and value not in {m.value for m in ApprovalMode}:
+            raise SettingsError(
+                f"{where}: approvalMode must be one of default, plan, auto-edit, yolo (got {value!r})."
+            )
+        return value
+    raise SettingsError(f"{where}: {key.name} must be a {key.kind.__name__} (got {value!r}).")
+
+
+def _apply(settings: Settings, raw: Mapping[str, Any], source: str) -> None:
+    for name, value in raw.items():
+        key = KEYS.get(name)
+        if key is None:
+            known = ", ".join(sorted(KEYS))
+            raise SettingsError(f"{source}: unknown key {name!r} (known keys: {known}).")
+        settings.values[name] = _coerce(key, value, source)
+        settings.sources[name] = source
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise SettingsError(f"{path}: cannot be read ({exc.strerror}).") from None
+    try:
+        raw = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg}).") from None
+    if not isinstance(raw, dict):
+        raise SettingsError(f"{path}: must hold a JSON object.")
+    return raw
+
+
+def project_settings_path(project_root: Path) -> Path:
+    return project_root / ".specrun" / "settings.json"
+
+
+def user_settings_path(home: Path | None = None) -> Path:
+    return (home or Path.home()) / ".specrun" / "settings.json"
+
+
+def load_settings(
+    project_root: Path,
+    *,
+    flags: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    home: Path | None = None,
+) -> Settings:
+    """Merge defaults, user file, project file, environment and flags.
+
+    Precedence follows SPEC §8 literally: project file < user file < environment <
+    flags. A user-wide setting therefore overrides a project's file (a person's own
+    choice of endpoint or model beats what a repository ships)."""
+    settings = Settings()
+    for key in KEYS.values():
+        settings.values[key.name] = key.default
+        settings.sources[key.name] = "default"
+    for path in (project_settings_path(project_root), user_settings_path(home)):
+        _apply(settings, read_settings_file(path), str(path))
+    environ = os.environ if env is None else env
+    for var, name in ENV_KEYS.items():
+        if environ.get(var):
+            _apply(settings, {name: environ[var]}, f"${var}")
+    _apply(settings, {k: v for k, v in (flags or {}).items() if v is not None}, "flag")
+    if not 0 < settings.values["maxTurnsPerQuery"] <= 100:
+        raise SettingsError("maxTurnsPerQuery must be between 1 and 100.")
+    return settings
+
+
+def set_project_setting(project_root: Path, name: str, value: str) -> Path:
+    """Write one key into the project's settings.json (atomically)."""
+    key = KEYS.get(name)
+    if key is None:
+        raise SettingsError(f"unknown key {name!r} (known keys: {', '.join(sorted(KEYS))}).")
+    path = project_settings_path(project_root)
+    raw = read_settings_file(path)
+    raw[name] = _coerce(key, value, "value")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,67 @@
+"""One reusable msgpack encoder and one typed decoder per direction.
+
+Decoding is strict: the tagged unions reject unknown types and wrong fields.
+A bad frame becomes a ``ProtocolError`` with a short reason, never an
+exception that could escape an event loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+import msgspec
+
+from protocol.control import ControlReply, ControlRequest
+from protocol.work import WorkerEvent, WorkerJob
+
+T = TypeVar("T")
+
+
+class ProtocolError(ValueError):
+    """A frame that is not a valid message for its socket."""
+
+
+class Codec(Generic[T]):
+    def __init__(self, kind: Any, name: str) -> None:
+        self.name = name
+        self._encoder = msgspec.msgpack.Encoder()
+        self._decoder: msgspec.msgpack.Decoder[T] = msgspec.msgpack.Decoder(kind)
+
+    def encode(self, message: T) -> bytes:
+        return self._encoder.encode(message)
+
+    def decode(self, frame: bytes) -> T:
+        try:
+            return self._decoder.decode(frame)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ProtocolError(f"malformed {self.name} frame: {exc}") from None
+
+
+def client_to_coordinator() -> Codec[ControlRequest]:
+    return Codec(ControlRequest, "control request")
+
+
+def coordinator_to_client() -> Codec[ControlReply]:
+    return Codec(ControlReply, "control reply")
+
+
+def coordinator_to_worker() -> Codec[WorkerJob]:
+    return Codec(WorkerJob, "worker job")
+
+
+def worker_to_coordinator() -> Codec[WorkerEvent]:
+    return Codec(WorkerEvent, "worker event")
+
+
+def peek_req_id(frame: bytes) -> int | None:
+    """Best effort: the ``req_id`` of a frame that failed to decode, so the client
+    still gets an error reply it can match."""
+    try:
+        raw = msgspec.msgpack.decode(frame)
+    except Exception:
+        return None
+    if isinstance(raw, dict):
+        value = raw.get("req_id")
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None

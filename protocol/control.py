@@ -1,0 +1,267 @@
+"""CLI <-> coordinator messages (the control API).
+
+A client (DEALER) sends a request with its own ``req_id``; the coordinator
+(ROUTER) answers with one or more replies carrying that id. Simple requests get
+exactly one reply. ``Ask`` and ``Accept`` stream turn events and end with
+``TurnEnded``; any request may end with ``ErrorReply`` instead. ``is_final``
+tells a client when a request is over.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from protocol.approval import ApprovalMode
+from protocol.chat import ToolCall
+
+# --- requests (client -> coordinator) -----------------------------------------
+
+
+class StatusRequest(msgspec.Struct, frozen=True, tag="status"):
+    req_id: int
+
+
+class StopRequest(msgspec.Struct, frozen=True, tag="stop"):
+    req_id: int
+
+
+class AskRequest(msgspec.Struct, frozen=True, tag="ask"):
+    """A user query. ``can_confirm``: the client is a terminal that can answer
+    ``ApprovalNeeded``; without it, calls that need a yes are refused."""
+
+    req_id: int
+    text: str
+    approval_mode: ApprovalMode | None = None
+    can_confirm: bool = False
+    accept_method: Literal["enter", "tab", "right", "cli"] = "enter"
+
+
+class SuggestionRequest(msgspec.Struct, frozen=True, tag="suggestion"):
+    req_id: int
+    wait_visible: bool = False
+
+
+class AcceptRequest(msgspec.Struct, frozen=True, tag="accept"):
+    req_id: int
+    method: Literal["tab", "enter", "right", "cli"] = "cli"
+
+
+class RejectRequest(msgspec.Struct, frozen=True, tag="reject"):
+    req_id: int
+
+
+class ResetRequest(msgspec.Struct, frozen=True, tag="reset"):
+    req_id: int
+
+
+class WorkersRequest(msgspec.Struct, frozen=True, tag="workers"):
+    req_id: int
+
+
+class StatsRequest(msgspec.Struct, frozen=True, tag="stats"):
+    req_id: int
+
+
+class KillWorkerRequest(msgspec.Struct, frozen=True, tag="kill_worker"):
+    """Debug: SIGKILL one worker (``pid``) or a random one (``pid`` None)."""
+
+    req_id: int
+    pid: int | None = None
+
+
+class ApprovalAnswer(msgspec.Struct, frozen=True, tag="approval_answer"):
+    req_id: int
+    ask_req_id: int
+    call_id: str
+    approved: bool
+
+
+class CancelRequest(msgspec.Struct, frozen=True, tag="cancel"):
+    """Abort the running turn of ``ask_req_id`` (Ctrl-C)."""
+
+    req_id: int
+    ask_req_id: int
+
+
+ControlRequest = (
+    StatusRequest
+    | StopRequest
+    | AskRequest
+    | SuggestionRequest
+    | AcceptRequest
+    | RejectRequest
+    | ResetRequest
+    | WorkersRequest
+    | StatsRequest
+    | KillWorkerRequest
+    | ApprovalAnswer
+    | CancelRequest
+)
+
+# --- replies (coordinator -> client) ------------------------------------------
+
+
+class ErrorReply(msgspec.Struct, frozen=True, tag="error"):
+    req_id: int
+    code: str  # bad_request | busy | not_found | model | internal | ...
+    message: str  # one sentence saying what happened and what to do
+
+
+class OkReply(msgspec.Struct, frozen=True, tag="ok"):
+    req_id: int
+    message: str = ""
+
+
+class WorkerInfo(msgspec.Struct, frozen=True):
+    pid: int
+    state: str  # starting | idle | busy | stopping
+    job_id: str | None
+    job_kind: str | None
+    overlay_dir: str | None
+    age_s: float
+    rss_bytes: int | None
+    sandbox: str
+
+
+class WorkersReply(msgspec.Struct, frozen=True, tag="workers"):
+    req_id: int
+    workers: tuple[WorkerInfo, ...]
+
+
+class StatusReply(msgspec.Struct, frozen=True, tag="status"):
+    req_id: int
+    project: str
+    pid: int
+    epoch: int
+    uptime_s: float
+    model_endpoint: str
+    scripted_model: bool
+    model: str
+    fast_model: str
+    approval_mode: ApprovalMode
+    session_id: str
+    sandbox: str
+    workers: tuple[WorkerInfo, ...]
+    speculation_enabled: bool
+    suggestions_enabled: bool
+
+
+class SpeculationInfo(msgspec.Struct, frozen=True):
+    id: str
+    status: str  # running | completed | boundary | aborted | failed | accepted
+    turns: int
+    tool_uses: int
+    files_written: tuple[str, ...]
+    boundary_reason: str | None
+    elapsed_s: float
+    worker_pid: int | None
+    pipelined_suggestion: str | None
+
+
+class SuggestionReply(msgspec.Struct, frozen=True, tag="suggestion"):
+    req_id: int
+    text: str | None
+    visible: bool
+    suppressed_reason: str | None
+    speculation: SpeculationInfo | None
+
+
+class CountByReason(msgspec.Struct, frozen=True):
+    total: int
+    by_reason: dict[str, int]
+
+
+class StatsReply(msgspec.Struct, frozen=True, tag="stats"):
+    req_id: int
+    suggestions_shown: int
+    suggestions_accepted: int
+    accepted_by_method: dict[str, int]
+    suggestions_ignored: int
+    suggestions_suppressed: CountByReason
+    speculations_completed: int
+    speculations_boundary: CountByReason
+    speculations_aborted: int
+    speculations_failed: int
+    time_saved_s: tuple[float, ...]
+    time_saved_median_s: float
+    time_saved_total_s: float
+
+
+# Turn events, streamed while a query or an accept runs.
+
+
+class TextChunk(msgspec.Struct, frozen=True, tag="text"):
+    req_id: int
+    text: str
+
+
+class ToolShown(msgspec.Struct, frozen=True, tag="tool"):
+    """A tool call as the user sees it: first ``running``, then its final status."""
+
+    req_id: int
+    call_id: str
+    name: str
+    args: str  # `key: value` pairs, each cut to 80 chars
+    status: Literal["running", "success", "error", "refused", "cancelled"]
+    result: str = ""  # cut to 500 chars
+
+
+class ApprovalNeeded(msgspec.Struct, frozen=True, tag="approval_needed"):
+    req_id: int
+    call: ToolCall
+    reason: str
+
+
+class Notice(msgspec.Struct, frozen=True, tag="notice"):
+    req_id: int
+    text: str
+
+
+class TranscriptEntry(msgspec.Struct, frozen=True):
+    kind: Literal["user", "model", "tool"]
+    text: str = ""
+    tool: str = ""
+    args: str = ""
+    status: str = ""
+
+
+class Transcript(msgspec.Struct, frozen=True, tag="transcript"):
+    """An accepted speculation, rendered: user text, model text and tool groups."""
+
+    req_id: int
+    entries: tuple[TranscriptEntry, ...]
+    files: tuple[str, ...]
+    time_saved_s: float
+
+
+class TurnEnded(msgspec.Struct, frozen=True, tag="turn_ended"):
+    req_id: int
+    reason: str  # completed | accepted | aborted | error | max_session_turns | ...
+    message: str = ""
+    speculated: bool = False
+    elapsed_s: float = 0.0
+
+
+ControlReply = (
+    ErrorReply
+    | OkReply
+    | WorkersReply
+    | StatusReply
+    | SuggestionReply
+    | StatsReply
+    | TextChunk
+    | ToolShown
+    | ApprovalNeeded
+    | Notice
+    | Transcript
+    | TurnEnded
+)
+
+_STREAMING = (TextChunk, ToolShown, ApprovalNeeded, Notice, Transcript)
+
+
+def is_final(reply: ControlReply) -> bool:
+    """True for the last reply a request gets."""
+    return not isinstance(reply, _STREAMING)

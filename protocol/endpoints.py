@@ -1,0 +1,95 @@
+"""Where a project's service listens, and how its ZeroMQ sockets are made.
+
+Each project gets a private runtime directory (mode 0700, so other users cannot
+connect to its ``ipc://`` sockets) holding the control socket, the worker
+socket and the pidfile. ``SPECRUN_RUNTIME_DIR`` overrides the base (tests).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import zmq
+
+# ipc:// paths are limited to ~107 bytes by sockaddr_un; a short key keeps us far below.
+_KEY_LEN = 12
+
+
+class RuntimeDirError(RuntimeError):
+    """The runtime directory exists but is not private to this user."""
+
+
+def runtime_base() -> Path:
+    override = os.environ.get("SPECRUN_RUNTIME_DIR")
+    if override:
+        return Path(override)
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.access(xdg, os.W_OK):
+        return Path(xdg) / "specrun"
+    return Path(tempfile.gettempdir()) / f"specrun-{os.getuid()}"
+
+
+def project_key(project_root: Path) -> str:
+    return hashlib.sha256(str(project_root.resolve()).encode()).hexdigest()[:_KEY_LEN]
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise RuntimeDirError(f"{path} is not a directory owned by you; remove it and retry.")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        path.chmod(0o700)
+    return path
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    directory: Path
+
+    @classmethod
+    def for_project(cls, project_root: Path, create: bool = True) -> Endpoints:
+        base = runtime_base()
+        directory = base / project_key(project_root)
+        if create:
+            _private_dir(base)
+            _private_dir(directory)
+        return cls(directory)
+
+    @property
+    def control(self) -> str:
+        return f"ipc://{self.directory / 'control.sock'}"
+
+    @property
+    def workers(self) -> str:
+        return f"ipc://{self.directory / 'workers.sock'}"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.directory / "coordinator.pid"
+
+    def socket_paths(self) -> list[Path]:
+        return [self.directory / "control.sock", self.directory / "workers.sock"]
+
+
+def make_router(ctx: zmq.Context, endpoint: str) -> zmq.Socket:  # type: ignore[type-arg]
+    sock = ctx.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    # An unroutable reply (the peer is gone) raises EHOSTUNREACH instead of vanishing.
+    sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    sock.bind(endpoint)
+    return sock
+
+
+def make_dealer(ctx: zmq.Context, endpoint: str, identity: bytes | None = None) -> zmq.Socket:  # type: ignore[type-arg]
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    if identity is not None:
+        sock.setsockopt(zmq.IDENTITY, identity)
+    sock.connect(endpoint)
+    return sock

@@ -1,0 +1,183 @@
+"""Coordinator <-> worker messages.
+
+Jobs flow coordinator -> worker; events flow worker -> coordinator. Every
+message names its job (a speculation id or a tool-job id) and the coordinator
+epoch it belongs to: the coordinator drops any event whose (job, epoch) is not
+the one it is waiting for, so a late message from a killed worker, or from a
+worker of a previous coordinator, is never applied.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from protocol.approval import ApprovalMode
+from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult
+
+# --- shared pieces -----------------------------------------------------------
+
+
+class ModelEndpoint(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Where a worker sends its model requests. The key crosses the process boundary
+    inside the job only; it is never logged."""
+
+    base_url: str
+    api_key: str | None = None
+    cache_sharing: bool = True
+
+    def __repr__(self) -> str:  # keep the key out of logs and tracebacks
+        return f"ModelEndpoint(base_url={self.base_url!r}, api_key={'***' if self.api_key else None})"
+
+
+class SpeculationLimits(msgspec.Struct, frozen=True):
+    max_turns: int = 20
+    max_messages: int = 100
+    shell_timeout_s: float = 30.0
+
+
+class Fingerprint(msgspec.Struct, frozen=True):
+    """A file as it was when the overlay copied it up."""
+
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+class WrittenFile(msgspec.Struct, frozen=True):
+    """One file a speculation wrote: where its new content is, and what the real file
+    looked like at copy-up (``None``: it did not exist)."""
+
+    overlay_path: str
+    original: Fingerprint | None = None
+
+
+# --- coordinator -> worker ---------------------------------------------------
+
+
+class RunSpeculation(msgspec.Struct, frozen=True, tag="run_speculation"):
+    job_id: str
+    epoch: int
+    suggestion: str
+    snapshot: CacheSafeSnapshot
+    approval_mode: ApprovalMode
+    model: str
+    project_root: str
+    overlay_dir: str
+    endpoint: ModelEndpoint
+    limits: SpeculationLimits = SpeculationLimits()
+    pipelined: bool = True
+    sandbox: bool = True
+
+
+class RunTool(msgspec.Struct, frozen=True, tag="run_tool"):
+    """Run one of the main chat's tool calls (no overlay; already approved)."""
+
+    job_id: str
+    epoch: int
+    call: ToolCall
+    project_root: str
+    shell: Literal["read_only", "full"] = "full"
+    timeout_s: float = 120.0
+
+
+class Shutdown(msgspec.Struct, frozen=True, tag="shutdown"):
+    epoch: int
+
+
+WorkerJob = RunSpeculation | RunTool | Shutdown
+
+
+# --- worker -> coordinator ---------------------------------------------------
+
+
+class Hello(msgspec.Struct, frozen=True, tag="hello"):
+    pid: int
+    epoch: int
+    sandbox: str  # "landlock" when the kernel can confine speculations, else "none"
+
+
+class Heartbeat(msgspec.Struct, frozen=True, tag="heartbeat"):
+    pid: int
+    epoch: int
+    job_id: str | None = None
+
+
+class ModelText(msgspec.Struct, frozen=True, tag="model_text"):
+    job_id: str
+    epoch: int
+    turn: int
+    text: str
+
+
+class ToolStarted(msgspec.Struct, frozen=True, tag="tool_started"):
+    job_id: str
+    epoch: int
+    turn: int
+    call: ToolCall
+    decision: str  # allow | redirect
+
+
+class ToolFinished(msgspec.Struct, frozen=True, tag="tool_finished"):
+    job_id: str
+    epoch: int
+    turn: int
+    result: ToolResult
+
+
+class SpeculationOutcome(msgspec.Struct, frozen=True):
+    """What a finished speculative loop produced."""
+
+    messages: tuple[Message, ...]
+    written_files: dict[str, WrittenFile]
+    tool_use_count: int
+    turns: int
+
+
+class Boundary(msgspec.Struct, frozen=True, tag="boundary"):
+    job_id: str
+    epoch: int
+    reason: str
+    outcome: SpeculationOutcome
+
+
+class Completed(msgspec.Struct, frozen=True, tag="completed"):
+    job_id: str
+    epoch: int
+    outcome: SpeculationOutcome
+
+
+class PipelinedSuggestion(msgspec.Struct, frozen=True, tag="pipelined_suggestion"):
+    """Sent just after ``Completed``: the next prompt, or ``None`` with why not."""
+
+    job_id: str
+    epoch: int
+    text: str | None
+    reason: str | None = None
+
+
+class ToolDone(msgspec.Struct, frozen=True, tag="tool_done"):
+    job_id: str
+    epoch: int
+    result: ToolResult
+
+
+class Failed(msgspec.Struct, frozen=True, tag="failed"):
+    job_id: str
+    epoch: int
+    error: str
+
+
+WorkerEvent = (
+    Hello
+    | Heartbeat
+    | ModelText
+    | ToolStarted
+    | ToolFinished
+    | Boundary
+    | Completed
+    | PipelinedSuggestion
+    | ToolDone
+    | Failed
+)

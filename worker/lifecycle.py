@@ -1,0 +1,38 @@
+"""How a worker process detaches from its parent and notices the coordinator's death.
+
+A worker is its own session and process group, so the coordinator can kill it
+together with every tool subprocess it started. It must never outlive the
+coordinator: the kernel's parent-death signal covers its direct parent (the
+fork server, which exits when the coordinator does), and a pidfd on the
+coordinator itself covers the rest without polling.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+
+_PR_SET_PDEATHSIG = 1
+
+
+def detach_session() -> None:
+    """Become a session leader (pgid == sid == our pid)."""
+    try:
+        os.setsid()
+    except PermissionError:  # already a session leader
+        pass
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+
+
+def open_pidfd(pid: int) -> int | None:
+    """A pidfd that becomes readable when ``pid`` exits; None if it is already gone."""
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None

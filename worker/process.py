@@ -1,0 +1,119 @@
+"""The worker process: connect, say hello, beat, run jobs until told to stop.
+
+Entry point for the coordinator's pool (``worker_entry``). A worker runs any
+number of tool jobs, but at most one speculation: a speculation may confine the
+process (Landlock cannot be undone), so the worker exits afterwards and the pool
+starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+
+import zmq
+import zmq.asyncio
+
+from protocol import codec
+from protocol.endpoints import make_dealer
+from protocol.work import (
+    Failed,
+    Heartbeat,
+    Hello,
+    RunSpeculation,
+    RunTool,
+    Shutdown,
+    WorkerEvent,
+)
+from worker.lifecycle import detach_session, die_with_parent, open_pidfd
+
+log = logging.getLogger("specrun.worker")
+
+
+class Outbox:
+    """Sends worker events to the coordinator; one encoder, one socket."""
+
+    def __init__(self, sock: zmq.asyncio.Socket) -> None:
+        self._sock = sock
+        self._codec = codec.worker_to_coordinator()
+
+    async def send(self, event: WorkerEvent) -> None:
+        await self._sock.send(self._codec.encode(event))
+
+
+def worker_entry(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: float) -> None:
+    detach_session()
+    die_with_parent()
+    # The coordinator may have died between our fork and the prctl above.
+    if open_pidfd(coordinator_pid) is None:
+        os._exit(0)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    try:
+        asyncio.run(_serve(endpoint, epoch, coordinator_pid, heartbeat_s))
+    finally:
+        # Skip interpreter teardown: nothing to flush, and it keeps exit fast.
+        os._exit(0)
+
+
+async def _serve(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: float) -> None:
+    from overlay.sandbox import sandbox_kind  # noqa: PLC0415 - preloaded by the fork server
+    from worker.jobs import run_speculation, run_tool  # noqa: PLC0415
+
+    pid = os.getpid()
+    ctx = zmq.asyncio.Context()
+    sock = make_dealer(ctx, endpoint, identity=f"w{pid}".encode())  # type: ignore[arg-type]
+    outbox = Outbox(sock)  # type: ignore[arg-type]
+    jobs = codec.coordinator_to_worker()
+    stop = asyncio.Event()
+    current: dict[str, str | None] = {"job": None}
+
+    loop = asyncio.get_running_loop()
+    pidfd = open_pidfd(coordinator_pid)
+    if pidfd is None:
+        return
+    loop.add_reader(pidfd, stop.set)
+
+    async def beat() -> None:
+        while True:
+            await outbox.send(Heartbeat(pid=pid, epoch=epoch, job_id=current["job"]))
+            await asyncio.sleep(heartbeat_s)
+
+    async def receive() -> None:
+        while True:
+            frame = await sock.recv()
+            try:
+                job = jobs.decode(frame)
+            except codec.ProtocolError as exc:
+                log.warning("dropping %s", exc)
+                continue
+            if job.epoch != epoch or isinstance(job, Shutdown):
+                if isinstance(job, Shutdown):
+                    return
+                continue
+            current["job"] = job.job_id
+            try:
+                if isinstance(job, RunTool):
+                    await run_tool(job, outbox)
+                elif isinstance(job, RunSpeculation):
+                    await run_speculation(job, outbox)
+                    return  # one speculation per worker process
+            except Exception as exc:  # a bug in a job must still answer the coordinator
+                log.exception("job %s failed", job.job_id)
+                await outbox.send(Failed(job_id=job.job_id, epoch=epoch, error=str(exc)))
+            finally:
+                current["job"] = None
+
+    await outbox.send(Hello(pid=pid, epoch=epoch, sandbox=sandbox_kind()))
+    beater = asyncio.create_task(beat())
+    receiver = asyncio.create_task(receive())
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait({receiver, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    for task in (beater, receiver, stopper):
+        task.cancel()
+    with contextlib.suppress(BaseException):
+        await asyncio.gather(beater, receiver, stopper, return_exceptions=True)
+    sock.close(linger=0)
+    ctx.term()
