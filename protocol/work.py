@@ -14,7 +14,7 @@ from typing import Literal
 import msgspec
 
 from protocol.approval import ApprovalMode
-from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult
+from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
 
 # --- shared pieces -----------------------------------------------------------
 
@@ -72,13 +72,17 @@ class RunSpeculation(msgspec.Struct, frozen=True, tag="run_speculation"):
 
 
 class RunTool(msgspec.Struct, frozen=True, tag="run_tool"):
-    """Run one of the main chat's tool calls (no overlay; already approved)."""
+    """Run one of the main chat's tool calls in the real tree (no overlay).
+
+    ``shell="read_only"``: a shell command runs only if the classifier proves it
+    read-only (with the safe runner); otherwise nothing runs and ``ToolDone`` comes
+    back with ``needs_approval`` set. ``shell="full"``: the user already said yes."""
 
     job_id: str
     epoch: int
     call: ToolCall
     project_root: str
-    shell: Literal["read_only", "full"] = "full"
+    shell: Literal["read_only", "full"] = "read_only"
     timeout_s: float = 120.0
 
 
@@ -93,9 +97,14 @@ WorkerJob = RunSpeculation | RunTool | Shutdown
 
 
 class Hello(msgspec.Struct, frozen=True, tag="hello"):
+    """First message of every worker. ``tools`` is the worker's tool registry in its fixed
+    order: the coordinator sends exactly these to the model, so the main chat and every
+    fork share a byte-identical ``tools`` array."""
+
     pid: int
     epoch: int
     sandbox: str  # "landlock" when the kernel can confine speculations, else "none"
+    tools: tuple[ToolSpec, ...] = ()
 
 
 class Heartbeat(msgspec.Struct, frozen=True, tag="heartbeat"):
@@ -158,9 +167,13 @@ class PipelinedSuggestion(msgspec.Struct, frozen=True, tag="pipelined_suggestion
 
 
 class ToolDone(msgspec.Struct, frozen=True, tag="tool_done"):
+    """A main-chat tool job finished; ``needs_approval`` (the reason) when it did not run
+    because the user must say yes first."""
+
     job_id: str
     epoch: int
     result: ToolResult
+    needs_approval: str | None = None
 
 
 class Failed(msgspec.Struct, frozen=True, tag="failed"):
