@@ -1,0 +1,528 @@
+"""The OpenAI-compatible chat-completions client (async, one per process).
+
+Creating an ``httpx.AsyncClient`` costs about 20 ms, so a process keeps one
+:class:`ModelClient` for its lifetime and closes it with :meth:`ModelClient.aclose`.
+
+Retries (429, 5xx, connection failures) use exponential backoff with jitter and
+honour ``Retry-After`` up to a cap. A streamed request is retried only while
+nothing of its body has reached the caller: once the server answered 200, the
+events flow and a failure is reported, not retried. Every stream is read to its
+end, because a response abandoned half-way cannot go back to the connection pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import socket
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import httpx
+import msgspec
+from httpx_sse import EventSource, SSEError
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity.wait import wait_exponential_jitter
+
+from protocol.model.assemble import StreamAssembler, parse_completion
+from protocol.model.errors import ErrorKind, ModelError, one_line, redact
+from protocol.model.request import (
+    ChatRequest,
+    ChatResult,
+    StreamEvent,
+    build_body,
+    encode_body,
+)
+
+log = logging.getLogger("specrun.model")
+
+PURPOSE_HEADER = "X-Specrun-Purpose"
+DASHSCOPE_CACHE_HEADER = "X-DashScope-CacheControl"
+USER_AGENT = "specrun/0.1"
+
+EventCallback = Callable[[StreamEvent], Awaitable[None] | None]
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    return isinstance(exc, ModelError) and exc.retryable
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _cause_chain(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(chain) < 12:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+class ModelClient:
+    """An async client for one OpenAI-compatible endpoint.
+
+    ``base_url`` is the OpenAI base (for example ``http://127.0.0.1:8000/v1`` or
+    ``https://dashscope.aliyuncs.com/compatible-mode/v1``); requests go to
+    ``{base_url}/chat/completions`` and ``{base_url}/models``.
+
+    ``timeout_s`` bounds every wait for bytes (the first token included);
+    ``connect_timeout_s`` the TCP/TLS connect; ``total_timeout_s`` (off by default)
+    the whole request. ``max_retries`` counts retries after the first attempt.
+    ``cache_sharing`` enables DashScope's explicit cache markers; ``dashscope``
+    forces (``True``) or disables (``False``) the DashScope dialect, which by
+    default follows the host name. ``transport`` replaces the HTTP transport
+    (tests, proxies).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = 120.0,
+        connect_timeout_s: float = 10.0,
+        total_timeout_s: float | None = None,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+        backoff_max_s: float = 8.0,
+        retry_after_cap_s: float = 30.0,
+        cache_sharing: bool = True,
+        dashscope: bool | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._base_url = base_url.rstrip("/")
+        self._api_key = api_key or None
+        self._timeout_s = timeout_s
+        self._connect_timeout_s = connect_timeout_s
+        self._total_timeout_s = total_timeout_s
+        self._max_retries = max(0, max_retries)
+        self._backoff = wait_exponential_jitter(
+            initial=backoff_s, max=backoff_max_s, jitter=backoff_s
+        )
+        self._retry_after_cap_s = retry_after_cap_s
+        self.cache_sharing = cache_sharing
+        host = (urlsplit(self._base_url).hostname or "").lower()
+        self.dashscope = ("dashscope" in host) if dashscope is None else dashscope
+        self._thinking_style: Literal["top_level", "both", "omit"]
+        if self.dashscope:
+            self._thinking_style = "top_level"
+        elif host == "api.openai.com":
+            self._thinking_style = "omit"  # OpenAI rejects unknown body fields
+        else:
+            self._thinking_style = "both"  # vLLM / SGLang / llama.cpp read chat_template_kwargs
+        self._http = httpx.AsyncClient(
+            timeout=httpx.Timeout(
+                timeout_s, connect=connect_timeout_s, read=timeout_s, write=timeout_s
+            ),
+            transport=transport,
+            headers={"User-Agent": USER_AGENT},
+            follow_redirects=False,
+        )
+
+    # ------------------------------------------------------------------ basics
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    @property
+    def has_api_key(self) -> bool:
+        return self._api_key is not None
+
+    def __repr__(self) -> str:
+        key = "<set>" if self._api_key else None
+        return (
+            f"ModelClient(base_url={self._base_url!r}, api_key={key}, "
+            f"dashscope={self.dashscope})"
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> ModelClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def build_body(self, req: ChatRequest, *, stream: bool) -> dict[str, Any]:
+        """The request body this client sends for ``req`` (deterministic)."""
+        return build_body(
+            req,
+            stream=stream,
+            cache_markers=self.dashscope and self.cache_sharing,
+            thinking_style=self._thinking_style,
+        )
+
+    def _headers(self, purpose: str, *, stream: bool) -> dict[str, str]:
+        headers = {PURPOSE_HEADER: purpose}
+        if stream:
+            headers["Accept"] = "text/event-stream"
+            headers["Cache-Control"] = "no-store"
+        else:
+            headers["Accept"] = "application/json"
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        if self.dashscope and self.cache_sharing:
+            headers[DASHSCOPE_CACHE_HEADER] = "enable"
+        return headers
+
+    # ------------------------------------------------------------------ errors
+
+    def _error(self, kind: ErrorKind, message: str, **extra: Any) -> ModelError:
+        return ModelError(kind, redact(message, self._api_key), endpoint=self._base_url, **extra)
+
+    def _transport_error(self, exc: Exception, *, started: bool) -> ModelError:
+        """A ``ModelError`` for an httpx exception (``started``: the body was flowing)."""
+        ep = self._base_url
+        if isinstance(exc, httpx.ConnectTimeout):
+            return self._error(
+                "timeout",
+                f"Connecting to the model endpoint {ep} timed out after "
+                f"{self._connect_timeout_s:g} s.",
+            )
+        if isinstance(exc, httpx.TimeoutException):
+            what = "stopped sending" if started else "sent nothing"
+            return self._error(
+                "timeout",
+                f"The model endpoint {ep} {what} for {self._timeout_s:g} s, "
+                "so the request was given up.",
+            )
+        if isinstance(exc, httpx.ConnectError):
+            chain = _cause_chain(exc)
+            if any(isinstance(e, ConnectionRefusedError) for e in chain):
+                return self._error(
+                    "connect",
+                    f"The model endpoint {ep} refused the connection; is the server running?",
+                )
+            if any(isinstance(e, socket.gaierror) for e in chain):
+                return self._error(
+                    "connect",
+                    f"The host of the model endpoint {ep} could not be resolved; "
+                    "check the base URL and the network.",
+                )
+            return self._error(
+                "connect", f"Could not connect to the model endpoint {ep} ({one_line(str(exc))})."
+            )
+        if started:
+            return self._error(
+                "connect",
+                f"The model endpoint {ep} dropped the connection in the middle of a response.",
+            )
+        return self._error(
+            "connect",
+            f"The connection to the model endpoint {ep} failed before an answer arrived "
+            f"({one_line(str(exc)) or type(exc).__name__}).",
+        )
+
+    def _status_error(self, response: httpx.Response) -> ModelError:
+        status = response.status_code
+        detail = self._error_detail(response)
+        suffix = f": {detail}" if detail else ""
+        ep = self._base_url
+        if status in (401, 403):
+            if self._api_key:
+                text = f"The model endpoint {ep} rejected the API key (HTTP {status}){suffix}."
+            else:
+                text = (
+                    f"The model endpoint {ep} requires an API key (HTTP {status}); set "
+                    "OPENAI_API_KEY or DASHSCOPE_API_KEY."
+                )
+            return self._error("auth", text, status=status)
+        if status == 429:
+            return self._error(
+                "rate_limit",
+                f"The model endpoint {ep} is rate limiting requests (HTTP 429){suffix}.",
+                status=status,
+                retry_after=_parse_retry_after(response.headers.get("retry-after")),
+            )
+        if status >= 500:
+            return self._error(
+                "server",
+                f"The model endpoint {ep} failed with HTTP {status}{suffix}.",
+                status=status,
+                retry_after=_parse_retry_after(response.headers.get("retry-after")),
+            )
+        if status == 408:
+            return self._error(
+                "timeout", f"The model endpoint {ep} timed out the request (HTTP 408).", status=408
+            )
+        if status == 404 and not detail:
+            detail = f"no {response.request.url.path} there; is the base URL right (often .../v1)?"
+            suffix = f": {detail}"
+        return self._error(
+            "bad_request",
+            f"The model endpoint {ep} rejected the request (HTTP {status}){suffix}.",
+            status=status,
+        )
+
+    def _error_detail(self, response: httpx.Response) -> str:
+        """The server's own error text, if any, on one line."""
+        try:
+            raw = response.content
+        except httpx.ResponseNotRead:
+            return ""
+        if not raw:
+            return ""
+        try:
+            payload = msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            text = raw.decode("utf-8", "replace")
+            return "" if text.lstrip().startswith("<") else one_line(text)
+        message: Any = payload
+        if isinstance(message, dict) and "error" in message:
+            message = message["error"]
+        if isinstance(message, dict):
+            message = message.get("message") or message.get("msg") or message.get("detail")
+        return one_line(message) if isinstance(message, str) else ""
+
+    # ------------------------------------------------------------------ sending
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(exc, ModelError) and exc.retry_after is not None:
+            return min(exc.retry_after, self._retry_after_cap_s)
+        return float(self._backoff(state))
+
+    def _before_sleep(self, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        delay = state.next_action.sleep if state.next_action is not None else 0.0
+        log.warning(
+            "model request failed (%s), retry %d of %d in %.2f s",
+            exc.kind if isinstance(exc, ModelError) else type(exc).__name__,
+            state.attempt_number,
+            self._max_retries,
+            delay,
+        )
+
+    async def _attempt(
+        self, method: str, url: str, content: bytes | None, headers: dict[str, str], stream: bool
+    ) -> httpx.Response:
+        """One request; returns a 2xx response (open when ``stream``, else read)."""
+        request = self._http.build_request(method, url, content=content, headers=headers)
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc, started=False) from exc
+        try:
+            if response.status_code >= 400 or not stream:
+                await response.aread()
+        except httpx.HTTPError as exc:
+            await response.aclose()
+            raise self._transport_error(exc, started=False) from exc
+        except BaseException:
+            await response.aclose()
+            raise
+        if response.status_code >= 400:
+            await response.aclose()
+            raise self._status_error(response)
+        return response
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes | None,
+        headers: dict[str, str],
+        stream: bool,
+    ) -> httpx.Response:
+        """``_attempt`` with retries (429, 5xx, connection failures)."""
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._max_retries + 1),
+            wait=self._wait,
+            retry=retry_if_exception(_is_retryable),
+            before_sleep=self._before_sleep,
+            reraise=True,
+        )
+        response: httpx.Response | None = None
+        attempts = 0
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    response = await self._attempt(method, url, content, headers, stream)
+        except ModelError as exc:
+            raise exc.with_attempts(attempts) from exc.__cause__
+        assert response is not None
+        return response
+
+    def _deadline(self) -> float | None:
+        if self._total_timeout_s is None:
+            return None
+        return asyncio.get_running_loop().time() + self._total_timeout_s
+
+    def _total_timeout_error(self) -> ModelError:
+        return self._error(
+            "timeout",
+            f"The request to the model endpoint {self._base_url} took longer than the "
+            f"{self._total_timeout_s:g} s limit.",
+        )
+
+    # ------------------------------------------------------------------ API
+
+    async def stream(self, req: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+        """Stream one request: text, thinking and tool-call events, then the
+        :class:`ChatResult` as the last event.
+
+        Close the iterator if you stop early (``contextlib.aclosing``); cancelling the
+        consuming task closes the response.
+        """
+        url = f"{self._base_url}/chat/completions"
+        content = encode_body(self.build_body(req, stream=True))
+        headers = self._headers(req.purpose, stream=True)
+        deadline = self._deadline()
+        log.debug("model request purpose=%s model=%s stream=true", req.purpose, req.model)
+        try:
+            async with asyncio.timeout_at(deadline):
+                response = await self._send(
+                    "POST", url, content=content, headers=headers, stream=True
+                )
+        except TimeoutError:
+            raise self._total_timeout_error() from None
+        try:
+            assembler = StreamAssembler()
+            started = False
+            async with aclosing(EventSource(response).aiter_sse()) as events:
+                while True:
+                    try:
+                        async with asyncio.timeout_at(deadline):
+                            sse = await anext(events)
+                    except StopAsyncIteration:
+                        break
+                    except TimeoutError:
+                        raise self._total_timeout_error() from None
+                    except SSEError as exc:
+                        raise self._error(
+                            "protocol",
+                            f"The model endpoint {self._base_url} did not answer with an event "
+                            f"stream ({one_line(str(exc))}).",
+                        ) from exc
+                    except httpx.HTTPError as exc:
+                        raise self._transport_error(exc, started=started) from exc
+                    started = True
+                    data = sse.data.strip()
+                    if not data:
+                        continue
+                    if data == "[DONE]":
+                        assembler.done = True  # keep reading: the stream ends by itself
+                        continue
+                    chunk = self._decode_chunk(data)
+                    for event in assembler.feed(chunk):
+                        yield event
+            for event in assembler.finish():
+                yield event
+            if not assembler.complete:
+                raise self._error(
+                    "protocol",
+                    f"The model endpoint {self._base_url} ended the stream before the "
+                    "answer was complete.",
+                )
+            yield assembler.result(response.headers.get("x-request-id"))
+        finally:
+            await response.aclose()
+
+    def _decode_chunk(self, data: str) -> dict[str, Any]:
+        try:
+            chunk = msgspec.json.decode(data)
+        except msgspec.DecodeError:
+            raise self._error(
+                "protocol",
+                f"The model endpoint {self._base_url} sent a stream event that is not "
+                f"JSON ({one_line(data, 80)}).",
+            ) from None
+        if not isinstance(chunk, dict):
+            raise self._error(
+                "protocol",
+                f"The model endpoint {self._base_url} sent a stream event that is not "
+                "a JSON object.",
+            )
+        error = chunk.get("error")
+        if error:
+            text = error.get("message") if isinstance(error, dict) else error
+            raise self._error(
+                "server",
+                f"The model endpoint {self._base_url} reported an error mid-stream: "
+                f"{one_line(str(text))}.",
+            )
+        return chunk
+
+    async def chat(self, req: ChatRequest, on_event: EventCallback | None = None) -> ChatResult:
+        """Stream ``req`` to its end, passing each delta to ``on_event``; the result."""
+        result: ChatResult | None = None
+        async with aclosing(self.stream(req)) as events:
+            async for event in events:
+                if isinstance(event, ChatResult):
+                    result = event
+                elif on_event is not None:
+                    outcome = on_event(event)
+                    if outcome is not None:
+                        await outcome
+        assert result is not None  # stream() always ends with the result or raises
+        return result
+
+    async def complete(self, req: ChatRequest) -> ChatResult:
+        """One non-streamed request."""
+        url = f"{self._base_url}/chat/completions"
+        content = encode_body(self.build_body(req, stream=False))
+        headers = self._headers(req.purpose, stream=False)
+        log.debug("model request purpose=%s model=%s stream=false", req.purpose, req.model)
+        try:
+            async with asyncio.timeout_at(self._deadline()):
+                response = await self._send(
+                    "POST", url, content=content, headers=headers, stream=False
+                )
+        except TimeoutError:
+            raise self._total_timeout_error() from None
+        try:
+            return parse_completion(
+                msgspec.json.decode(response.content), response.headers.get("x-request-id")
+            )
+        except (msgspec.DecodeError, ValueError) as exc:
+            raise self._error(
+                "protocol",
+                f"The model endpoint {self._base_url} sent an answer that could not be "
+                f"read ({one_line(str(exc), 80)}).",
+            ) from None
+
+    async def list_models(self) -> list[str]:
+        """The model ids the endpoint offers (``GET {base_url}/models``)."""
+        headers = self._headers("main", stream=False)
+        headers.pop(DASHSCOPE_CACHE_HEADER, None)
+        try:
+            async with asyncio.timeout_at(self._deadline()):
+                response = await self._send(
+                    "GET", f"{self._base_url}/models", content=None, headers=headers, stream=False
+                )
+        except TimeoutError:
+            raise self._total_timeout_error() from None
+        try:
+            payload = msgspec.json.decode(response.content)
+        except msgspec.DecodeError:
+            payload = None
+        data = payload.get("data") if isinstance(payload, dict) else None
+        if not isinstance(data, list):
+            raise self._error(
+                "protocol",
+                f"The model endpoint {self._base_url} answered the model list with "
+                "something other than an OpenAI model list.",
+            )
+        return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
