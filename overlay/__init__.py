@@ -1,1 +1,45 @@
-"""overlay package."""
+"""Copy-on-write speculation overlays with an all-or-nothing, conflict-checked apply.
+
+A pure library (stdlib + psutil). Typical use::
+
+    ov = Overlay(project_root, overlay_dir_for(os.getpid(), speculation_id))
+    path = ov.redirect_write("src/app.py")   # write the speculative content here
+    ...
+    ov.apply_to_real()                       # on accept: all files or none
+    ov.cleanup()                             # always
+
+At coordinator start: ``recover(project_root)`` then ``sweep()``.
+"""
+
+from overlay.apply import ApplyResult, RecoveryResult, recover
+from overlay.cow import Overlay, RecordEntry
+from overlay.errors import (
+    ApplyError,
+    ConflictError,
+    InvalidTargetError,
+    OverlayError,
+    OverlayEscapeError,
+    RecoveryError,
+)
+from overlay.fingerprint import Fingerprint
+from overlay.paths import overlay_dir_for, speculation_base_dir
+from overlay.sweep import pid_alive, sweep
+
+__all__ = [
+    "ApplyError",
+    "ApplyResult",
+    "ConflictError",
+    "Fingerprint",
+    "InvalidTargetError",
+    "Overlay",
+    "OverlayError",
+    "OverlayEscapeError",
+    "RecordEntry",
+    "RecoveryError",
+    "RecoveryResult",
+    "overlay_dir_for",
+    "pid_alive",
+    "recover",
+    "speculation_base_dir",
+    "sweep",
+]

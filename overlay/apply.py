@@ -1,0 +1,672 @@
+"""All-or-nothing, conflict-checked apply of overlay files onto the real tree, and recovery.
+
+Protocol (one apply, under an exclusive ``flock`` on the project root directory):
+
+1. Plan: skip entries whose overlay file was never written and entries whose overlay content
+   equals the original; check every other real file against its copy-up fingerprint (and its
+   parent directories against symlink swaps). Any mismatch raises ConflictError before anything
+   is touched.
+2. Write the journal ``<root>/.specrun/journal/<id>.json`` in state ``intent`` (tmp file +
+   rename, so it is never seen half-written). It names every stage file, backup name and
+   directory the apply may create, so a crash during staging can be cleaned up.
+3. Stage: create missing parent directories, then copy each overlay file to
+   ``.<name>.specrun-stage-<id>`` in its target's own directory.
+4. Rewrite the journal in state ``commit``: from here on, every stage file is complete.
+5. For each file: hard-link the original to ``.<name>.specrun-backup-<id>`` (or rename it there
+   where hard links are unsupported), then rename the stage file over the target.
+6. Delete the backups, then the journal.
+
+Recovery reads a left-over journal: ``intent`` means nothing was renamed yet, so it only removes
+stage files and created directories. ``commit`` is rolled forward when every stage file, or the
+target it was already renamed to, is present; otherwise it is rolled back from the backups. Every
+step is idempotent, so a crash during recovery is handled by the next recovery. A lone
+``<id>.json.tmp`` is a journal write that never completed: nothing was staged under it, or (next
+to an ``intent`` journal) nothing was renamed yet; it is removed.
+
+Durability (``durable=True``, the default): process crashes (SIGKILL, OOM kill) need no fsync at
+all, because every completed system call is visible to the next process through the page cache,
+in order. Power loss and kernel crashes do need it, and only at the points where an order must
+hold on disk: stage contents and their directory entries before the ``commit`` journal (else a
+recovery could mistake a lost stage file for a completed rename), the ``commit`` journal before
+the first rename, the renames before the backups are deleted, and the backup deletions before the
+journal is. So each stage file is fsynced once (a batch of cheap fsyncs on files that are then
+already written back), each touched directory is fsynced once per phase (not once per file), and
+the journal gets its own fsync. ``durable=False`` skips every fsync: still all-or-nothing
+against process crashes, not against power loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import signal
+import stat
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from overlay import _fs
+from overlay.errors import ApplyError, ConflictError, RecoveryError
+from overlay.fingerprint import Fingerprint, check_unchanged, hash_regular_file
+from overlay.paths import JOURNAL_REL, real_root
+
+JOURNAL_VERSION = 1
+STAGE_MARK = ".specrun-stage-"
+BACKUP_MARK = ".specrun-backup-"
+ROLLBACK_SUFFIX = ".rollback"
+#: Test-only hook: ``sleep=SECONDS`` pauses at every checkpoint, ``kill=N`` SIGKILLs the
+#: process at the N-th checkpoint. Read once per apply/recover call; unset costs nothing else.
+TEST_HOOK_ENV = "SPECRUN_OVERLAY_TEST_HOOK"
+
+_MAX_NAME_BYTES = 160
+_CUT_NAME_BYTES = 100
+
+Hook = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyItem:
+    """One overlay entry to apply: relative posix path, overlay file, copy-up fingerprint."""
+
+    rel: str
+    overlay_path: str
+    fingerprint: Fingerprint | None
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """Outcome of a successful apply.
+
+    ``applied``: files written to the real tree. ``skipped``: registered entries whose overlay
+    file was never written. ``unchanged``: entries whose overlay content still equals the
+    original, so there was nothing to apply. ``elapsed_s``: wall time of the whole apply.
+    """
+
+    applied: list[str]
+    skipped: list[str]
+    unchanged: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class RecoveryResult:
+    """What :func:`recover` did: relative paths rolled forward (now the applied state) or rolled
+    back (now the original state), the apply ids it handled, and removed stray journal tmps."""
+
+    rolled_forward: list[str]
+    rolled_back: list[str]
+    apply_ids: list[str]
+    removed_temp_files: list[str] = field(default_factory=list)
+
+    @property
+    def action(self) -> str:
+        """``rolled_forward``, ``rolled_back``, ``mixed`` or ``cleaned`` (tmp files only)."""
+        if self.rolled_forward and self.rolled_back:
+            return "mixed"
+        if self.rolled_forward:
+            return "rolled_forward"
+        if self.rolled_back:
+            return "rolled_back"
+        return "cleaned"
+
+
+@dataclass(slots=True)
+class _Step:
+    rel: str
+    target: str
+    stage: str
+    backup: str | None  # None: the target did not exist before the apply
+    source: str = ""  # overlay file (not journaled: not needed for recovery)
+
+
+@dataclass(slots=True)
+class _Journal:
+    apply_id: str
+    root: str
+    steps: list[_Step]
+    dirs: list[str]  # directories the apply creates, parents first
+    state: str = "intent"
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.root, JOURNAL_REL, self.apply_id + ".json")
+
+    @property
+    def rollback_path(self) -> str:
+        """The journal's name once a rollback was decided (see :func:`_mark_rollback`)."""
+        return os.path.join(self.root, JOURNAL_REL, self.apply_id + ROLLBACK_SUFFIX)
+
+    def remove(self) -> None:
+        for path in (self.path + ".tmp", self.rollback_path, self.path):
+            _fs.unlink_quiet(path)
+
+    def to_json(self) -> bytes:
+        def rel(path: str) -> str:
+            return os.path.relpath(path, self.root)
+
+        data = {
+            "version": JOURNAL_VERSION,
+            "id": self.apply_id,
+            "state": self.state,
+            "pid": os.getpid(),
+            "steps": [
+                {
+                    "rel": s.rel,
+                    "stage": rel(s.stage),
+                    "backup": rel(s.backup) if s.backup else None,
+                }
+                for s in self.steps
+            ],
+            "dirs": [rel(d) for d in self.dirs],
+        }
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode(
+            "utf-8", "surrogateescape"
+        )
+
+    @classmethod
+    def load(cls, root: str, path: str) -> _Journal:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        data = json.loads(raw.decode("utf-8", "surrogateescape"))
+        if not isinstance(data, dict) or data.get("version") != JOURNAL_VERSION:
+            raise ValueError("unknown journal format")
+        state = data.get("state")
+        if state not in ("intent", "commit"):
+            raise ValueError("unknown journal state")
+        steps = []
+        for item in data["steps"]:
+            rel = _checked_rel(item["rel"])
+            target = os.path.join(root, rel)
+            stage = os.path.join(root, _checked_rel(item["stage"]))
+            backup = item.get("backup")
+            backup_path = os.path.join(root, _checked_rel(backup)) if backup else None
+            # Recovery only ever touches our own stage/backup names next to their target.
+            for extra, mark in ((stage, STAGE_MARK), (backup_path, BACKUP_MARK)):
+                if extra is not None and (
+                    os.path.dirname(extra) != os.path.dirname(target)
+                    or mark not in os.path.basename(extra)
+                ):
+                    raise ValueError("journal names a file that is not a stage or backup file")
+            steps.append(_Step(rel=rel, target=target, stage=stage, backup=backup_path))
+        dirs = [os.path.join(root, _checked_rel(d)) for d in data["dirs"]]
+        apply_id = str(data["id"])
+        return cls(apply_id=apply_id, root=root, steps=steps, dirs=dirs, state=state)
+
+
+def _checked_rel(value: Any) -> str:
+    """A journal path must be relative and must not climb out of the root."""
+    if not isinstance(value, str) or not value or os.path.isabs(value) or "\x00" in value:
+        raise ValueError("bad path in journal")
+    if ".." in value.split(os.sep):
+        raise ValueError("bad path in journal")
+    return value
+
+
+# --------------------------------------------------------------------------- test hook
+
+
+def _make_hook() -> Hook | None:
+    spec = os.environ.get(TEST_HOOK_ENV)
+    if not spec:
+        return None
+    sleep_s = 0.0
+    kill_at = 0
+    for part in spec.split(","):
+        key, _, value = part.partition("=")
+        if key.strip() == "sleep":
+            sleep_s = float(value)
+        elif key.strip() == "kill":
+            kill_at = int(value)
+    count = 0
+
+    def hook(_label: str) -> None:
+        nonlocal count
+        count += 1
+        if kill_at and count == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if sleep_s:
+            time.sleep(sleep_s)
+
+    return hook
+
+
+# --------------------------------------------------------------------------- locking
+
+
+@contextlib.contextmanager
+def _root_lock(root: str) -> Iterator[None]:
+    """Exclusive advisory lock on the project root directory for one apply or recovery.
+
+    The root is never removed by us, so the lock cannot end up on a deleted inode, and the
+    kernel drops it when the holder dies, so a crashed apply never blocks recovery.
+    """
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+# --------------------------------------------------------------------------- names
+
+
+def _side_name(name: str, mark: str, apply_id: str, index: int) -> str:
+    """``.<name><mark><id>``; over-long names are cut (and made unique by their index)."""
+    encoded = os.fsencode(name)
+    if len(encoded) > _MAX_NAME_BYTES:
+        short = os.fsdecode(encoded[:_CUT_NAME_BYTES])
+        name = f"{short}~{index}"
+    return f".{name}{mark}{apply_id}"
+
+
+def _journal_dir(root: str) -> str:
+    return os.path.join(root, JOURNAL_REL)
+
+
+def _ensure_journal_dir(root: str, durable: bool) -> str:
+    jdir = _journal_dir(root)
+    if not os.path.isdir(jdir):
+        created: list[str] = []
+        path = jdir
+        while not os.path.isdir(path):
+            created.append(path)
+            path = os.path.dirname(path)
+        for path in reversed(created):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(path, 0o700)
+        if durable:
+            _fs.fsync_dirs(os.path.dirname(p) for p in reversed(created))
+    if os.path.realpath(jdir) != jdir:
+        raise OSError(f"{jdir} is not a plain directory inside the project")
+    return jdir
+
+
+def _remove_journal_dir(root: str) -> None:
+    """Drop ``.specrun/journal`` and ``.specrun`` again if we left them empty."""
+    jdir = _journal_dir(root)
+    if _fs.rmdir_quiet(jdir):
+        _fs.rmdir_quiet(os.path.dirname(jdir))
+
+
+def _write_journal(journal: _Journal, durable: bool) -> None:
+    """Atomically (tmp + rename) write the journal in its current state."""
+    final = journal.path
+    tmp = final + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        _fs.write_all(fd, journal.to_json())
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, final)
+    if durable:
+        _fs.fsync_dir(os.path.dirname(final))
+
+
+# --------------------------------------------------------------------------- planning
+
+
+@dataclass
+class _Plan:
+    steps: list[_Step]
+    dirs: list[str]
+    skipped: list[str]
+    unchanged: list[str]
+
+
+def _plan(root: str, items: Sequence[ApplyItem], apply_id: str) -> _Plan:
+    skipped: list[str] = []
+    unchanged: list[str] = []
+    conflicts: dict[str, str] = {}
+    todo: list[tuple[ApplyItem, bool]] = []
+    for item in items:
+        try:
+            ost = os.lstat(item.overlay_path)
+        except (FileNotFoundError, NotADirectoryError):
+            skipped.append(item.rel)
+            continue
+        if not stat.S_ISREG(ost.st_mode):
+            raise ApplyError(
+                [item.rel],
+                OSError(f"the overlay copy {item.overlay_path} is not a regular file"),
+                failed_path=item.rel,
+            )
+        fp = item.fingerprint
+        target = os.path.join(root, item.rel)
+        if fp is not None and ost.st_size == fp.size:
+            own = hash_regular_file(item.overlay_path)
+            if own is not None and own[1] == fp.sha256:
+                # The speculation did not change this file's content.
+                reason = check_unchanged(target, fp)
+                if reason is not None or stat.S_IMODE(os.lstat(target).st_mode) == own[2]:
+                    unchanged.append(item.rel)
+                    continue
+        reason = check_unchanged(target, fp)
+        if reason is not None:
+            conflicts[item.rel] = reason
+            continue
+        todo.append((item, fp is not None))
+
+    # Parent directories: must still be the real directories (no symlink swapped in, no file
+    # in the way); missing ones are created by the apply.
+    dirs: list[str] = []
+    known: dict[str, bool] = {root: True}
+    for item, _existed in todo:
+        problem = _check_parent(root, os.path.dirname(os.path.join(root, item.rel)), known, dirs)
+        if problem:
+            conflicts[item.rel] = problem
+    if conflicts:
+        raise ConflictError(conflicts)
+
+    steps = []
+    for index, (item, existed) in enumerate(todo):
+        target = os.path.join(root, item.rel)
+        parent, name = os.path.split(target)
+        stage = os.path.join(parent, _side_name(name, STAGE_MARK, apply_id, index))
+        backup = (
+            os.path.join(parent, _side_name(name, BACKUP_MARK, apply_id, index))
+            if existed
+            else None
+        )
+        steps.append(
+            _Step(rel=item.rel, target=target, stage=stage, backup=backup, source=item.overlay_path)
+        )
+    return _Plan(steps=steps, dirs=dirs, skipped=skipped, unchanged=unchanged)
+
+
+def _check_parent(root: str, parent: str, known: dict[str, bool], missing: list[str]) -> str:
+    """Classify ``parent`` (cached in ``known``); append missing dirs to ``missing``."""
+    chain: list[str] = []
+    path = parent
+    while path not in known:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            chain.append(path)
+            path = os.path.dirname(path)
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            known[path] = True
+        else:
+            known[path] = False
+        break
+    if not known[path]:
+        for p in chain:
+            known[p] = False
+        return "a parent directory was replaced by a file or symlink"
+    for p in reversed(chain):
+        known[p] = True
+        missing.append(p)
+    return ""
+
+
+# --------------------------------------------------------------------------- apply
+
+
+def apply_items(root: str, items: Sequence[ApplyItem], *, durable: bool = True) -> ApplyResult:
+    """Apply overlay files to ``root`` all-or-nothing; see the module docstring.
+
+    Raises ConflictError (nothing changed) or ApplyError (rolled back, unless its
+    ``rolled_back`` is False, in which case the journal is left for :func:`recover`).
+    """
+    started = time.perf_counter()
+    root = real_root(root)
+    hook = _make_hook()
+    apply_id = f"{os.getpid()}-{secrets.token_hex(4)}"
+    with _root_lock(root):
+        plan = _plan(root, items, apply_id)
+        if plan.steps:
+            _run(root, apply_id, plan, durable, hook)
+    return ApplyResult(
+        applied=[s.rel for s in plan.steps],
+        skipped=plan.skipped,
+        unchanged=plan.unchanged,
+        elapsed_s=time.perf_counter() - started,
+    )
+
+
+def _run(root: str, apply_id: str, plan: _Plan, durable: bool, hook: Hook | None) -> None:
+    steps = plan.steps
+    paths = [s.rel for s in steps]
+    try:
+        _ensure_journal_dir(root, durable)
+        journal = _Journal(apply_id=apply_id, root=root, steps=steps, dirs=list(plan.dirs))
+        _write_journal(journal, durable)
+    except Exception as exc:
+        with contextlib.suppress(OSError):
+            _fs.unlink_quiet(os.path.join(_journal_dir(root), apply_id + ".json.tmp"))
+            _remove_journal_dir(root)
+        raise ApplyError(paths, exc) from exc
+    if hook is not None:
+        hook("intent")
+
+    current = ""
+    try:
+        for d in plan.dirs:
+            current = os.path.relpath(d, root)
+            os.mkdir(d)
+        for step in steps:
+            current = step.rel
+            _stage(step, durable)
+            if hook is not None:
+                hook("stage")
+        if durable:
+            _fs.fsync_dirs(os.path.dirname(p) for p in (*plan.dirs, *(s.target for s in steps)))
+
+        current = ""
+        journal.state = "commit"
+        _write_journal(journal, durable)
+        if hook is not None:
+            hook("commit")
+
+        for step in steps:
+            current = step.rel
+            if step.backup is not None:
+                _make_backup(step.target, step.backup)
+                if hook is not None:
+                    hook("backup")
+            os.replace(step.stage, step.target)
+            if hook is not None:
+                hook("rename")
+        current = ""
+        if durable:
+            _fs.fsync_dirs(os.path.dirname(s.target) for s in steps)
+    except BaseException as exc:
+        try:
+            if journal.state == "commit":
+                with contextlib.suppress(OSError):
+                    _mark_rollback(journal, durable)
+            _rollback(journal, durable, None)
+            journal.remove()
+            _remove_journal_dir(root)
+        except Exception as rollback_exc:
+            if isinstance(exc, Exception):
+                raise ApplyError(
+                    paths, exc, failed_path=current or None, rolled_back=False
+                ) from rollback_exc
+            raise
+        if isinstance(exc, Exception):
+            raise ApplyError(paths, exc, failed_path=current or None) from exc
+        raise
+
+    # Every target now has its new content: the apply has happened. What is left is tidying,
+    # which recovery redoes if we are interrupted, so errors here are not the caller's problem.
+    with contextlib.suppress(OSError):
+        _finish(journal, durable, hook)
+
+
+def _stage(step: _Step, durable: bool) -> None:
+    src = os.open(step.source, _fs.READ_FLAGS)
+    try:
+        st = os.fstat(src)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"the overlay copy {step.source} is not a regular file")
+        dst = os.open(step.stage, _fs.CREATE_FLAGS, 0o600)
+        try:
+            _fs.copy_fd(src, dst)
+            os.fchmod(dst, stat.S_IMODE(st.st_mode))
+            if durable:
+                os.fsync(dst)
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+
+
+def _make_backup(target: str, backup: str) -> None:
+    """Keep the original under the backup name; the target itself stays in place if we can."""
+    try:
+        os.link(target, backup, follow_symlinks=False)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        # No hard links here (e.g. EPERM on vfat): move the original aside instead. Recovery
+        # handles the moment in between, when the target is missing and the backup exists.
+        os.replace(target, backup)
+
+
+def _finish(journal: _Journal, durable: bool, hook: Hook | None) -> None:
+    backups = [s.backup for s in journal.steps if s.backup is not None]
+    for backup in backups:
+        _fs.unlink_quiet(backup)
+        if hook is not None:
+            hook("drop-backup")
+    if durable and backups:
+        _fs.fsync_dirs(os.path.dirname(b) for b in backups)
+    journal.remove()
+    if hook is not None:
+        hook("drop-journal")
+    _remove_journal_dir(journal.root)
+
+
+def _mark_rollback(journal: _Journal, durable: bool) -> None:
+    """Record, before undoing anything, that a committed apply is being rolled back.
+
+    Without it a crash half-way through a rollback could leave a journal that still allows a
+    roll-forward, which would then skip the files already restored: a mixed tree. It is a
+    rename, so it needs no free space (the usual reason to roll back is a full disk).
+    """
+    os.replace(journal.path, journal.rollback_path)
+    if durable:
+        _fs.fsync_dir(os.path.dirname(journal.path))
+
+
+def _rollback(journal: _Journal, durable: bool, hook: Hook | None) -> None:
+    """Put every target back to its original state and remove what the apply created."""
+    committed = journal.state == "commit"
+    touched: list[str] = []
+    for step in reversed(journal.steps):
+        staged = os.path.lexists(step.stage)
+        if committed and not staged:
+            # The stage file was renamed over the target: restore the original.
+            if step.backup is not None:
+                if os.path.lexists(step.backup):
+                    os.replace(step.backup, step.target)
+            else:
+                _fs.unlink_quiet(step.target)
+        else:
+            if staged:
+                _fs.unlink_quiet(step.stage)
+            if step.backup is not None and os.path.lexists(step.backup):
+                if os.path.lexists(step.target):
+                    _fs.unlink_quiet(step.backup)  # a hard link of the untouched target
+                else:
+                    os.replace(step.backup, step.target)  # renamed away, not yet replaced
+        touched.append(os.path.dirname(step.target))
+        if hook is not None:
+            hook("undo")
+    for d in reversed(journal.dirs):
+        _fs.rmdir_quiet(d)
+    if durable:
+        parents = (*touched, *(os.path.dirname(d) for d in journal.dirs))
+        _fs.fsync_dirs(p for p in parents if os.path.isdir(p))
+
+
+def _roll_forward(journal: _Journal, durable: bool, hook: Hook | None) -> None:
+    for step in journal.steps:
+        if os.path.lexists(step.stage):
+            os.replace(step.stage, step.target)
+        if hook is not None:
+            hook("redo")
+    if durable:
+        _fs.fsync_dirs(os.path.dirname(s.target) for s in journal.steps)
+    _finish(journal, durable, hook)
+
+
+def _can_roll_forward(journal: _Journal) -> bool:
+    if journal.state != "commit":
+        return False
+    return all(os.path.lexists(s.stage) or os.path.lexists(s.target) for s in journal.steps)
+
+
+# --------------------------------------------------------------------------- recovery
+
+
+def recover(root: str | os.PathLike[str], *, durable: bool = True) -> RecoveryResult | None:
+    """Finish or undo an apply that a crash interrupted; None if there was nothing to do.
+
+    Afterwards each interrupted apply has either fully happened or not at all, and no stage,
+    backup or journal file is left. Safe to call at any time: it waits for an apply running in
+    another process or thread to end first.
+    """
+    rroot = real_root(root)
+    jdir = _journal_dir(rroot)
+    if not os.path.isdir(jdir):
+        return None
+    hook = _make_hook()
+    forward: list[str] = []
+    back: list[str] = []
+    ids: list[str] = []
+    removed: list[str] = []
+    with _root_lock(rroot):
+        try:
+            names = sorted(os.listdir(jdir))
+        except FileNotFoundError:
+            return None
+        finals = {n[: -len(".json")] for n in names if n.endswith(".json")}
+        undos = {n[: -len(ROLLBACK_SUFFIX)] for n in names if n.endswith(ROLLBACK_SUFFIX)}
+        for apply_id in sorted(finals | undos):
+            undoing = apply_id in undos
+            path = os.path.join(jdir, apply_id + (ROLLBACK_SUFFIX if undoing else ".json"))
+            try:
+                journal = _Journal.load(rroot, path)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise RecoveryError(path, exc) from exc
+            try:
+                if not undoing and _can_roll_forward(journal):
+                    _roll_forward(journal, durable, hook)
+                    forward.extend(s.rel for s in journal.steps)
+                else:
+                    if not undoing and journal.state == "commit":
+                        _mark_rollback(journal, durable)
+                        if hook is not None:
+                            hook("mark-rollback")
+                    _rollback(journal, durable, hook)
+                    back.extend(s.rel for s in journal.steps)
+                journal.remove()
+            except OSError as exc:
+                raise RecoveryError(path, exc) from exc
+            ids.append(apply_id)
+        known = finals | undos
+        for name in names:
+            # A journal write that never completed: nothing was staged under it.
+            orphan = name.endswith(".json.tmp") and name[: -len(".json.tmp")] not in known
+            if orphan and _fs.unlink_quiet(os.path.join(jdir, name)):
+                removed.append(os.path.join(JOURNAL_REL, name))
+        _remove_journal_dir(rroot)
+    if not (ids or removed):
+        return None
+    return RecoveryResult(
+        rolled_forward=forward, rolled_back=back, apply_ids=ids, removed_temp_files=removed
+    )
+
+
+def leftover_files(paths: Iterable[str]) -> list[str]:
+    """Names among ``paths`` that look like our stage, backup or journal files (for checks)."""
+    return [p for p in paths if STAGE_MARK in p or BACKUP_MARK in p or p.endswith(".json.tmp")]

@@ -1,0 +1,284 @@
+"""The copy-on-write overlay of one speculation."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypedDict
+
+from overlay import _fs
+from overlay.apply import ApplyItem, ApplyResult, apply_items
+from overlay.errors import InvalidTargetError, OverlayError, describe_cause
+from overlay.fingerprint import Fingerprint, copy_with_fingerprint
+from overlay.paths import (
+    StrPath,
+    real_root,
+    resolve_relative,
+    resolve_target,
+    speculation_base_dir,
+)
+
+
+class RecordEntry(TypedDict):
+    """Plain-data form of one entry, as sent from a worker to the coordinator."""
+
+    overlay_path: str
+    size: int | None
+    mtime_ns: int | None
+    sha256: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    overlay_path: str
+    fingerprint: Fingerprint | None
+
+
+class Overlay:
+    """Copy-on-write view of a project for one speculation.
+
+    ``root`` is the real project; ``overlay_dir`` (usually
+    ``<tmp>/specrun-speculation/<pid>/<speculation id>/``) is created on the first write. A
+    file written in the speculation lives at ``overlay_dir/<relative path>``.
+    """
+
+    def __init__(self, root: StrPath, overlay_dir: StrPath) -> None:
+        self._root_given = Path(root)
+        self._root = real_root(root)
+        self._dir = os.path.abspath(os.fspath(overlay_dir))
+        if self._dir == self._root or self._root.startswith(self._dir + os.sep):
+            raise OverlayError(
+                f"The overlay directory {self._dir} contains the project root {self._root}."
+            )
+        self._entries: dict[str, _Entry] = {}
+        self._made_dirs: set[str] = set()  # overlay directories known to exist
+        self._used_as_dir: set[str] = set()  # relative dirs that hold registered entries
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def root(self) -> Path:
+        """The project root as given."""
+        return self._root_given
+
+    @property
+    def overlay_dir(self) -> Path:
+        return Path(self._dir)
+
+    def __repr__(self) -> str:
+        return (
+            f"Overlay(root={self._root!r}, overlay_dir={self._dir!r}, files={len(self._entries)})"
+        )
+
+    def __enter__(self) -> Overlay:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.cleanup()
+
+    # ------------------------------------------------------------------ writes and reads
+
+    def redirect_write(self, path: StrPath) -> Path:
+        """Overlay path to write instead of ``path``; copies the original up on first use.
+
+        Raises OverlayEscapeError if ``path`` resolves outside the root, InvalidTargetError if
+        it cannot be a file, OverlayError if the copy-up fails.
+        """
+        real, rel = resolve_target(self._root, path)
+        with self._lock:
+            entry = self._entries.get(rel)
+            if entry is not None:
+                return Path(entry.overlay_path)
+            self._check_shape(rel, path)
+            target = os.path.join(self._dir, rel)
+            try:
+                self._make_dirs(os.path.dirname(target))
+                fingerprint = self._copy_up(real, target)
+            except OSError as exc:
+                raise OverlayError(
+                    f"Could not copy {rel} into the overlay {self._dir}: {describe_cause(exc)}."
+                ) from exc
+            self._register(rel, _Entry(target, fingerprint))
+            return Path(target)
+
+    def resolve_read(self, path: StrPath) -> Path:
+        """The overlay copy if ``path`` was written in this speculation, else ``path`` itself
+        (relative paths are taken against the root)."""
+        rel = resolve_relative(self._root, path)
+        if rel is not None:
+            entry = self._entries.get(rel)
+            if entry is not None:
+                return Path(entry.overlay_path)
+        raw = Path(path)
+        return raw if raw.is_absolute() else self._root_given / raw
+
+    def written_files(self) -> dict[str, Path]:
+        """Relative posix path -> overlay path, in the order first written (a copy)."""
+        with self._lock:
+            return {rel: Path(e.overlay_path) for rel, e in self._entries.items()}
+
+    def fingerprints(self) -> dict[str, Fingerprint | None]:
+        """Relative path -> copy-up fingerprint (None: the file did not exist then)."""
+        with self._lock:
+            return {rel: e.fingerprint for rel, e in self._entries.items()}
+
+    # ------------------------------------------------------------------ crossing processes
+
+    def record(self) -> dict[str, RecordEntry]:
+        """Plain data (JSON/msgpack-safe) describing every entry; see :meth:`from_record`."""
+        with self._lock:
+            out: dict[str, RecordEntry] = {}
+            for rel, e in self._entries.items():
+                fp = e.fingerprint
+                out[rel] = RecordEntry(
+                    overlay_path=e.overlay_path,
+                    size=fp.size if fp else None,
+                    mtime_ns=fp.mtime_ns if fp else None,
+                    sha256=fp.sha256 if fp else None,
+                )
+            return out
+
+    @classmethod
+    def from_record(
+        cls, root: StrPath, overlay_dir: StrPath, entries: Mapping[str, Mapping[str, Any]]
+    ) -> Overlay:
+        """Rebuild an overlay recorded by :meth:`record`, e.g. in another process.
+
+        The record is not trusted: every path must map inside ``root`` exactly as recorded
+        and every overlay path must be ``overlay_dir/<relative path>``.
+        """
+        overlay = cls(root, overlay_dir)
+        for rel, data in entries.items():
+            if not isinstance(rel, str) or not isinstance(data, Mapping):
+                raise OverlayError(f"Invalid overlay record entry {rel!r}.")
+            _real, canonical = resolve_target(overlay._root, rel)
+            if canonical != rel:
+                raise OverlayError(
+                    f"Invalid overlay record entry {rel!r}: it resolves to {canonical!r}."
+                )
+            expected = os.path.join(overlay._dir, rel)
+            given = data.get("overlay_path")
+            if not isinstance(given, str) or os.path.abspath(given) != expected:
+                raise OverlayError(
+                    f"Invalid overlay record entry {rel!r}: its overlay path {given!r} is not "
+                    f"{expected}."
+                )
+            fp_fields = {k: data.get(k) for k in ("size", "mtime_ns", "sha256")}
+            fingerprint: Fingerprint | None
+            if all(v is None for v in fp_fields.values()):
+                fingerprint = None
+            else:
+                try:
+                    fingerprint = Fingerprint.from_dict(fp_fields)
+                except ValueError as exc:
+                    raise OverlayError(f"Invalid overlay record entry {rel!r}: {exc}.") from None
+            overlay._check_shape(rel, rel)
+            overlay._register(rel, _Entry(expected, fingerprint))
+        return overlay
+
+    # ------------------------------------------------------------------ apply and cleanup
+
+    def apply_to_real(self, *, durable: bool = True) -> ApplyResult:
+        """Copy the overlay files onto the real tree: all-or-nothing and conflict-checked.
+
+        Raises ConflictError (nothing applied) or ApplyError (rolled back). ``durable=False``
+        skips fsync: still safe against a crashed process, not against power loss.
+        """
+        with self._lock:
+            items = [
+                ApplyItem(rel, e.overlay_path, e.fingerprint) for rel, e in self._entries.items()
+            ]
+            return apply_items(self._root, items, durable=durable)
+
+    def cleanup(self) -> None:
+        """Remove the overlay directory (and an emptied per-pid parent). Never raises."""
+        with contextlib.suppress(Exception), self._lock:
+            self._entries.clear()
+            self._made_dirs.clear()
+            self._used_as_dir.clear()
+            shutil.rmtree(self._dir, ignore_errors=True)
+            parent = os.path.dirname(self._dir)
+            if os.path.basename(parent).isdigit():
+                _fs.rmdir_quiet(parent)
+
+    # ------------------------------------------------------------------ internals
+
+    def _register(self, rel: str, entry: _Entry) -> None:
+        self._entries[rel] = entry
+        parent = rel.rpartition("/")[0]
+        while parent and parent not in self._used_as_dir:
+            self._used_as_dir.add(parent)
+            parent = parent.rpartition("/")[0]
+
+    def _check_shape(self, rel: str, shown: StrPath) -> None:
+        """A path cannot be both a file and a directory within one speculation."""
+        if rel in self._used_as_dir:
+            raise InvalidTargetError(
+                os.fspath(shown), "files below it were already written in this speculation"
+            )
+        parent = rel.rpartition("/")[0]
+        while parent:
+            if parent in self._entries:
+                raise InvalidTargetError(
+                    os.fspath(shown),
+                    f"its parent {parent} was already written as a file in this speculation",
+                )
+            parent = parent.rpartition("/")[0]
+
+    def _copy_up(self, real: str, target: str) -> Fingerprint | None:
+        """Copy the original into the overlay; None when it does not exist (a new file)."""
+        try:
+            return copy_with_fingerprint(real, target)
+        except FileNotFoundError:
+            if os.path.lexists(real):
+                raise
+            return None
+
+    def _make_dirs(self, path: str) -> None:
+        if path in self._made_dirs:
+            return
+        if path == self._dir or not os.path.isdir(self._dir):
+            self._make_overlay_root()
+        os.makedirs(path, exist_ok=True)
+        self._made_dirs.add(path)
+
+    def _make_overlay_root(self) -> None:
+        """Create ``overlay_dir`` (private); a per-pid parent must be a private dir of ours."""
+        parent = os.path.dirname(self._dir)
+        base = os.path.dirname(parent)
+        per_pid = os.path.basename(parent).isdigit()
+        for _attempt in range(5):
+            try:
+                if not os.path.isdir(base):
+                    os.makedirs(base, exist_ok=True)
+                    if base == str(speculation_base_dir()):
+                        # Shared by every user of the machine, like /tmp itself.
+                        with contextlib.suppress(OSError):
+                            os.chmod(base, 0o1777)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(parent, 0o700)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(self._dir, 0o700)
+                break
+            except FileNotFoundError:
+                continue  # a concurrent cleanup removed an empty per-pid dir: try again
+        if per_pid:
+            st = os.lstat(parent)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+                raise PermissionError(f"{parent} is not a directory owned by this user")
+        if not os.path.isdir(self._dir) or os.path.islink(self._dir):
+            raise NotADirectoryError(f"{self._dir} is not a directory")
+        self._made_dirs.add(self._dir)
