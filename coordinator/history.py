@@ -1,0 +1,353 @@
+"""Append-only, crash-safe persistence of the main chat history.
+
+One file per session, ``<project>/.specrun/sessions/<session-id>.jsonl``::
+
+    {"format":"specrun-session/1","session_id":"…","created":1715000000.0}   header (line 1)
+    {"role":"user","text":"…"}                                               one Message per line
+    {"batch":2}                                                               marks a multi-message
+    {"role":"assistant",…}                                                    append: the next 2
+    {"role":"tool",…}                                                         lines go together
+
+Guarantees:
+
+* ``append`` returns only after the bytes are written, flushed and fsynced; an answered turn that
+  was appended survives a crash or SIGKILL of the coordinator.
+* A multi-message ``append`` is all-or-nothing: its lines are preceded by a batch marker and
+  ``load`` drops a batch that is not complete (a crash in the middle of the write).
+* ``load`` never fails because of a crash: a torn last line, an incomplete batch or a
+  corrupt line is skipped (with a log line). Before the next append the torn tail is cut off,
+  so new records never get glued to a fragment.
+* ``sessions/CURRENT`` names the current session, so a restarted service reloads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from protocol.chat import Message
+
+log = logging.getLogger(__name__)
+
+FORMAT = "specrun-session/1"
+CURRENT_FILE = "CURRENT"
+_BATCH_PREFIX = b'{"batch":'
+
+
+class SessionHeader(msgspec.Struct, frozen=True):
+    session_id: str
+    created: float
+    format: str = FORMAT
+
+
+class _BatchMarker(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    batch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    id: str
+    path: Path
+    created: float
+
+    @property
+    def session_id(self) -> str:
+        return self.id
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReport:
+    """What ``load`` found, for diagnostics and tests."""
+
+    messages: list[Message]
+    valid_bytes: int  # length of the prefix made of complete, accepted records
+    total_bytes: int
+    skipped_lines: int  # corrupt lines in the middle and records of dropped batches
+    torn_tail: bool  # the file ended in a partial line or an incomplete batch
+
+
+_ENC = msgspec.json.Encoder()
+_MSG_DEC = msgspec.json.Decoder(Message)
+_HEADER_DEC = msgspec.json.Decoder(SessionHeader)
+_MARKER_DEC = msgspec.json.Decoder(_BatchMarker)
+
+
+def new_session_id(now: float | None = None) -> str:
+    """Sortable by creation time: ``20260515-101112-123456-a1b2c3``."""
+    now = time.time() if now is None else now
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+    micros = int((now % 1) * 1_000_000)
+    return f"{stamp}-{micros:06d}-{secrets.token_hex(3)}"
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _atomic_write(path: Path, data: bytes, *, replace: bool) -> bool:
+    """Write ``data`` to ``path`` through a fsynced temp file; with ``replace=False`` never
+    overwrite (returns False if the name exists)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if replace:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+        _fsync_dir(path.parent)
+        return True
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def parse_session_bytes(data: bytes) -> tuple[SessionHeader | None, LoadReport]:
+    """Decode a session file's bytes; never raises."""
+    messages: list[Message] = []
+    skipped = 0
+    torn = False
+    header: SessionHeader | None = None
+    pos = 0
+    valid_end = 0
+    size = len(data)
+
+    def next_line() -> tuple[bytes, int] | None:
+        """(line without newline, end offset) of the line at ``pos``; None at a torn end."""
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            return None
+        return data[pos:nl], nl + 1
+
+    first = next_line()
+    if first is not None:
+        try:
+            header = _HEADER_DEC.decode(first[0])
+            pos = valid_end = first[1]
+        except msgspec.DecodeError:
+            log.warning("session file has no valid header; reading its messages anyway")
+    while pos < size:
+        item = next_line()
+        if item is None:  # partial last line (the write was cut off)
+            torn = True
+            break
+        line, end = item
+        if not line.strip():
+            pos = end
+            valid_end = end
+            continue
+        if line.startswith(_BATCH_PREFIX):
+            try:
+                count = _MARKER_DEC.decode(line).batch
+            except msgspec.DecodeError:
+                skipped += 1
+                pos = end
+                continue
+            pos = end
+            batch: list[Message] = []
+            while len(batch) < count:
+                inner = next_line()
+                if inner is None or inner[0].startswith(_BATCH_PREFIX):
+                    break
+                try:
+                    batch.append(_MSG_DEC.decode(inner[0]))
+                except msgspec.DecodeError:
+                    break
+                pos = inner[1]
+            if len(batch) == count:
+                messages.extend(batch)
+                valid_end = pos
+            else:
+                skipped += len(batch) + 1
+                log.warning(
+                    "dropping an incomplete batch of %d message(s) (crash mid-append)", count
+                )
+            continue
+        try:
+            messages.append(_MSG_DEC.decode(line))
+            valid_end = end
+        except msgspec.DecodeError:
+            skipped += 1
+            log.warning("skipping a corrupt history line at byte %d", pos)
+        pos = end
+    torn = torn or data[valid_end:].strip() != b""
+    return header, LoadReport(messages, valid_end, size, skipped, torn)
+
+
+class HistoryStore:
+    """The main chat's persisted history for one project."""
+
+    def __init__(
+        self,
+        project_root: str | os.PathLike[str],
+        *,
+        sessions_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.project_root = Path(project_root).resolve()
+        self.sessions_dir = (
+            Path(sessions_dir).resolve()
+            if sessions_dir is not None
+            else self.project_root / ".specrun" / "sessions"
+        )
+        self._lock = threading.Lock()
+        self._session: Session | None = None
+        self._fd: int | None = None
+        self._needs_repair = True
+
+    # -- sessions
+
+    def current_session(self) -> Session:
+        """The session being appended to: the one named by ``CURRENT``, else the newest file,
+        else a new one."""
+        with self._lock:
+            if self._session is None:
+                self._session = self._find_current() or self._create_session()
+            return self._session
+
+    def new_session(self) -> Session:
+        """Start a fresh session (``specrun reset``); the old file stays on disk."""
+        with self._lock:
+            self._close_fd()
+            self._session = self._create_session()
+            return self._session
+
+    def list_sessions(self) -> list[Session]:
+        out = []
+        for path in sorted(self.sessions_dir.glob("*.jsonl")):
+            header = self._read_header(path)
+            if header is not None:
+                out.append(Session(header.session_id, path, header.created))
+        return out
+
+    def _find_current(self) -> Session | None:
+        pointer = self.sessions_dir / CURRENT_FILE
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            sid = pointer.read_text("utf-8").strip()
+            if sid and "/" not in sid and sid not in (".", ".."):
+                path = self.sessions_dir / f"{sid}.jsonl"
+                header = self._read_header(path)
+                if header is not None:
+                    return Session(header.session_id, path, header.created)
+        sessions = self.list_sessions()
+        return max(sessions, key=lambda s: (s.created, s.id)) if sessions else None
+
+    def _read_header(self, path: Path) -> SessionHeader | None:
+        try:
+            with path.open("rb") as fh:
+                first = fh.readline(64 * 1024)
+            return _HEADER_DEC.decode(first.rstrip(b"\n"))
+        except (OSError, msgspec.DecodeError):
+            return None
+
+    def _create_session(self) -> Session:
+        self.sessions_dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            created = time.time()
+            sid = new_session_id(created)
+            path = self.sessions_dir / f"{sid}.jsonl"
+            header = _ENC.encode(SessionHeader(session_id=sid, created=created)) + b"\n"
+            if _atomic_write(path, header, replace=False):
+                break
+        _atomic_write(self.sessions_dir / CURRENT_FILE, sid.encode() + b"\n", replace=True)
+        self._needs_repair = False
+        return Session(sid, path, created)
+
+    # -- writing
+
+    def append(self, messages: Iterable[Message]) -> None:
+        """Persist ``messages`` (write + fsync), all-or-nothing; returns once durable."""
+        batch = list(messages)
+        if not batch:
+            return
+        lines = [_ENC.encode(m) for m in batch]
+        data = b"\n".join(lines) + b"\n"
+        if len(batch) > 1:
+            data = _ENC.encode(_BatchMarker(len(batch))) + b"\n" + data
+        with self._lock:
+            if self._session is None:
+                self._session = self._find_current() or self._create_session()
+            fd = self._open_fd()
+            if self._needs_repair:
+                self._repair(fd)
+            self._needs_repair = True  # until this write is complete and synced
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+            self._needs_repair = False
+
+    def _open_fd(self) -> int:
+        if self._fd is None:
+            assert self._session is not None
+            self._fd = os.open(self._session.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            self._needs_repair = True
+        return self._fd
+
+    def _repair(self, fd: int) -> None:
+        """Cut off a torn tail left by a crash so the next record starts on a clean line."""
+        assert self._session is not None
+        data = self._session.path.read_bytes()
+        _, report = parse_session_bytes(data)
+        if report.valid_bytes < len(data):
+            log.warning(
+                "history %s: cutting %d torn byte(s) left by an interrupted append",
+                self._session.path.name,
+                len(data) - report.valid_bytes,
+            )
+            os.ftruncate(fd, report.valid_bytes)
+            os.fsync(fd)
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_fd()
+
+    # -- reading
+
+    def load(self, session_id: str | None = None) -> list[Message]:
+        """The messages of the current (or the given) session; never fails because of a crash."""
+        return self.load_report(session_id).messages
+
+    def load_report(self, session_id: str | None = None) -> LoadReport:
+        if session_id is None:
+            path = self.current_session().path
+        else:
+            path = self.sessions_dir / f"{session_id}.jsonl"
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return LoadReport([], 0, 0, 0, False)
+        _, report = parse_session_bytes(data)
+        return report
+
+    def __enter__(self) -> HistoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
