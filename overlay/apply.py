@@ -289,8 +289,8 @@ def _ensure_journal_dir(root: str, durable: bool) -> str:
 def _remove_journal_dir(root: str) -> None:
     """Drop ``.specrun/journal`` and ``.specrun`` again if we left them empty."""
     jdir = _journal_dir(root)
-    if _fs.rmdir_quiet(jdir):
-        _fs.rmdir_quiet(os.path.dirname(jdir))
+    _fs.rmdir_quiet(jdir)
+    _fs.rmdir_quiet(os.path.dirname(jdir))
 
 
 def _write_journal(journal: _Journal, durable: bool) -> None:

@@ -1,0 +1,50 @@
+"""Shared helpers for the overlay tests: tree snapshots and stray-file checks."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from overlay.apply import BACKUP_MARK, STAGE_MARK
+
+Snapshot = dict[str, tuple[object, ...]]
+
+
+def snapshot(root: Path) -> Snapshot:
+    """Every path below ``root`` -> (kind, content/target, mode): an exact picture of a tree."""
+    out: Snapshot = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            rel = path.relative_to(root).as_posix()
+            st = path.lstat()
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(path))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", mode)
+            else:
+                out[rel] = ("file", path.read_bytes(), mode)
+    return out
+
+
+def strays(root: Path) -> list[str]:
+    """Stage, backup and journal files (and the journal dir) left anywhere below ``root``."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            rel = Path(dirpath, name).relative_to(root).as_posix()
+            if STAGE_MARK in name or BACKUP_MARK in name or rel.startswith(".specrun/journal"):
+                found.append(rel)
+    return found
+
+
+def make_tree(root: Path, files: dict[str, bytes | str], mode: int | None = None) -> None:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = content.encode() if isinstance(content, str) else content
+        path.write_bytes(data)
+        if mode is not None:
+            path.chmod(mode)
