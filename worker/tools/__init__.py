@@ -1,0 +1,85 @@
+"""The agent's tools, shared by speculations and by the main chat's tool calls.
+
+One module per tool, each defining ``SPEC`` (the OpenAI function schema the model sees) and
+``TOOL``. :data:`TOOL_SPECS` lists them in a fixed order so the main chat and every fork send a
+byte-identical ``tools`` array. :func:`execute` runs one call and never raises for a tool's own
+failure: it answers with an error result instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from protocol.chat import ToolCall, ToolResult, ToolSpec
+from worker.tools import (
+    edit,
+    glob,
+    grep_search,
+    list_directory,
+    read_file,
+    run_shell_command,
+    write_file,
+)
+from worker.tools.access import DirectAccess, FileAccess, OverlayAccess
+from worker.tools.base import (
+    ShellMode,
+    Tool,
+    ToolContext,
+    ToolError,
+    cap_text,
+    check_arguments,
+    decode_arguments,
+    describe_error,
+)
+
+__all__ = [
+    "TOOLS",
+    "TOOL_SPECS",
+    "DirectAccess",
+    "FileAccess",
+    "OverlayAccess",
+    "ShellMode",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "execute",
+    "get_tool",
+]
+
+TOOLS: tuple[Tool, ...] = (
+    read_file.TOOL,
+    write_file.TOOL,
+    edit.TOOL,
+    grep_search.TOOL,
+    glob.TOOL,
+    list_directory.TOOL,
+    run_shell_command.TOOL,
+)
+"""Every tool, in the fixed order the model sees them."""
+
+TOOL_SPECS: tuple[ToolSpec, ...] = tuple(tool.spec for tool in TOOLS)
+"""The tool schemas in their fixed order (send these, never a re-sorted copy)."""
+
+_BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
+
+
+def get_tool(name: str) -> Tool | None:
+    """The tool called ``name``, or ``None``."""
+    return _BY_NAME.get(name)
+
+
+async def execute(call: ToolCall, ctx: ToolContext) -> ToolResult:
+    """Run one tool call: ``output`` on success; ``error`` for an unknown tool, bad arguments
+    or a failure (the exception's message). Output is capped at ``ctx.output_cap`` characters
+    with a note. Cancellation propagates."""
+    tool = _BY_NAME.get(call.name)
+    if tool is None:
+        return ToolResult(call.id, call.name, error=f"Tool '{call.name}' not found")
+    try:
+        args = check_arguments(tool.spec, decode_arguments(call.name, call.arguments))
+        output = await tool.run(args, ctx)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        return ToolResult(call.id, call.name, error=cap_text(describe_error(exc), ctx.output_cap))
+    return ToolResult(call.id, call.name, output=cap_text(output, ctx.output_cap))

@@ -1,0 +1,146 @@
+"""Where a tool's paths lead: the real tree (main chat) or a speculation's overlay.
+
+Tools never touch a path directly; they ask the access object. Every path argument may be
+relative (to the project root) or absolute. Besides the read/write resolution, an access object
+knows the *logical* place of a path (an overlay file maps back to its place in the project, so
+output never shows overlay locations) and which files a speculation has written, so directory
+listings and searches include them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from worker.tools.base import ToolError
+
+__all__ = ["DirectAccess", "FileAccess", "OverlayAccess", "OverlayLike"]
+
+
+@runtime_checkable
+class FileAccess(Protocol):
+    root: Path
+    """The project root (absolute, symlinks resolved)."""
+
+    def resolve_read(self, path: str) -> Path:
+        """The file to read for ``path``."""
+        ...
+
+    def resolve_write(self, path: str) -> Path:
+        """The file to write for ``path``; raises ``ToolError`` when writing there is refused."""
+        ...
+
+    def logical_path(self, path: str) -> Path:
+        """``path`` as an absolute path in the project's view of the tree (no symlinks resolved);
+        a file inside the overlay maps back to the project path it stands for."""
+        ...
+
+    def overlay_files(self) -> Mapping[Path, Path]:
+        """Logical path → file holding its speculative content, for every file written in this
+        speculation (empty outside a speculation)."""
+        ...
+
+
+def _absolute(root: Path, path: str) -> Path:
+    """``path`` made absolute against ``root`` and normalised lexically (``..`` collapsed)."""
+    if not path:
+        raise ToolError("Path is empty")
+    if "\0" in path:
+        raise ToolError("Path contains a NUL character")
+    return Path(os.path.normpath(os.path.join(root, path)))
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or path.is_relative_to(root)
+
+
+class DirectAccess:
+    """The real tree, for the main chat's tool calls (after the user's approval).
+
+    Relative paths are taken against ``root``. Reads may go anywhere; writes must land inside
+    ``root`` once ``..`` and symlinks are resolved, else a ``ToolError`` explains the refusal.
+    """
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root).resolve()
+
+    def __repr__(self) -> str:
+        return f"DirectAccess({str(self.root)!r})"
+
+    def resolve_read(self, path: str) -> Path:
+        return _absolute(self.root, path)
+
+    def resolve_write(self, path: str) -> Path:
+        target = _absolute(self.root, path)
+        real = Path(self.root, path).resolve()  # follows symlinks the way the kernel will
+        if not _inside(real, self.root):
+            via = "" if real == target else f" (it resolves to {real})"
+            raise ToolError(
+                f"Refusing to write {path}: it is outside the project root {self.root}{via}"
+            )
+        return real
+
+    def logical_path(self, path: str) -> Path:
+        return _absolute(self.root, path)
+
+    def overlay_files(self) -> Mapping[Path, Path]:
+        return {}
+
+
+class OverlayLike(Protocol):
+    """What :class:`OverlayAccess` uses of ``overlay.Overlay``."""
+
+    @property
+    def root(self) -> Path: ...
+
+    def redirect_write(self, path: str) -> Path: ...
+
+    def resolve_read(self, path: str) -> Path: ...
+
+    def written_files(self) -> Mapping[str, Path]: ...
+
+
+class OverlayAccess:
+    """A speculation's view: reads see files written in this speculation, writes go to the
+    overlay, the real tree is never written.
+
+    The tool gate may already have rewritten a path argument into the overlay; such a path
+    (one of the overlay's written files) passes through unchanged in both directions. Writes
+    outside the project root are refused by the overlay itself (its error message is what the
+    model sees).
+    """
+
+    def __init__(self, overlay: OverlayLike) -> None:
+        self.overlay = overlay
+        self.root = Path(overlay.root).resolve()
+
+    def __repr__(self) -> str:
+        return f"OverlayAccess({self.overlay!r})"
+
+    def _written(self) -> dict[Path, Path]:
+        """Overlay file → logical path."""
+        return {
+            Path(os.path.normpath(phys)): Path(os.path.normpath(self.root / rel))
+            for rel, phys in self.overlay.written_files().items()
+        }
+
+    def resolve_read(self, path: str) -> Path:
+        target = _absolute(self.root, path)
+        if target in self._written():
+            return target
+        return Path(self.overlay.resolve_read(str(target)))
+
+    def resolve_write(self, path: str) -> Path:
+        target = _absolute(self.root, path)
+        if target in self._written():
+            return target
+        return Path(self.overlay.redirect_write(str(target)))
+
+    def logical_path(self, path: str) -> Path:
+        target = _absolute(self.root, path)
+        return self._written().get(target, target)
+
+    def overlay_files(self) -> Mapping[Path, Path]:
+        return {logical: phys for phys, logical in self._written().items()}

@@ -1,0 +1,197 @@
+"""Shared pieces of the tools: errors, the execution context, argument checking, text helpers."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from protocol.chat import ToolSpec
+
+if TYPE_CHECKING:
+    from worker.tools.access import FileAccess
+
+ShellMode = Literal["read_only", "full"]
+
+BINARY_SNIFF_BYTES = 8192
+
+
+class ToolError(Exception):
+    """A tool failure; its message is what the model sees as the ``error``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Everything a tool needs besides its arguments.
+
+    ``access`` decides where paths lead (the real tree for the main chat, the overlay for a
+    speculation). ``shell_mode`` ``"read_only"`` runs commands with the safe read-only runner
+    (speculation); ``"full"`` runs them as they are (main chat, after the user's approval).
+    """
+
+    access: FileAccess
+    shell_mode: ShellMode = "read_only"
+    cwd: Path | None = None
+    """Working directory of shell commands; ``None`` means the project root."""
+    shell_env: Mapping[str, str] | None = None
+    """Environment for ``"full"`` shell commands; ``None`` means the runner's default."""
+    shell_timeout_s: float = 120.0
+    """Shell timeout when the call gives none."""
+    shell_max_timeout_s: float = 600.0
+    """Upper bound for a timeout the model asks for."""
+    output_cap: int = 30_000
+    """Characters of tool output the model sees at most."""
+    read_max_lines: int = 2000
+    """Lines ``read_file`` returns when the call gives no ``limit``."""
+    read_max_line_chars: int = 2000
+    """Longer lines are cut by ``read_file``."""
+    read_max_bytes: int = 10 * 1024 * 1024
+    """Files larger than this are read only with an explicit ``offset``/``limit``."""
+    search_max_matches: int = 500
+    """``grep_search`` stops after this many matching lines."""
+    search_max_line_chars: int = 500
+    """Matching lines longer than this are cut in ``grep_search`` output."""
+    search_max_file_bytes: int = 10 * 1024 * 1024
+    """``grep_search`` skips larger files."""
+    list_max_entries: int = 1000
+    """``glob`` and ``list_directory`` show at most this many paths."""
+
+
+Runner = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One tool: the schema the model sees and the coroutine that runs it."""
+
+    spec: ToolSpec
+    run: Runner
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+# --- arguments ---------------------------------------------------------------------------------
+
+_TYPE_NAMES = {"string": "a string", "integer": "an integer", "boolean": "true or false"}
+
+
+def _coerce(value: Any, kind: str) -> Any:
+    """``value`` as JSON-schema type ``kind``, or raise ``ValueError``.
+
+    Lenient only where models are known to slip: integral floats and digit strings for
+    integers, ``"true"``/``"false"`` for booleans.
+    """
+    if kind == "string":
+        if isinstance(value, str):
+            return value
+    elif kind == "integer":
+        if isinstance(value, bool):
+            raise ValueError
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value.strip())
+    elif kind == "boolean":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+    raise ValueError
+
+
+def decode_arguments(tool: str, text: str) -> dict[str, Any]:
+    """The JSON object of a tool call's arguments, or a ``ToolError`` saying what is wrong."""
+    try:
+        value = json.loads(text or "{}")
+    except ValueError as exc:
+        raise ToolError(f"Invalid arguments for {tool}: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ToolError(f"Invalid arguments for {tool}: expected a JSON object")
+    return value
+
+
+def check_arguments(spec: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
+    """Arguments checked against ``spec.parameters``: required keys present, types right,
+    ``minimum`` respected. A ``null`` counts as absent; unknown keys are dropped."""
+    params: dict[str, Any] = spec.parameters.get("properties", {})
+    required: list[str] = spec.parameters.get("required", [])
+    out: dict[str, Any] = {}
+    for key, schema in params.items():
+        value = args.get(key)
+        if value is None:
+            if key in required:
+                raise ToolError(f"Invalid arguments for {spec.name}: '{key}' is required")
+            continue
+        kind = schema.get("type", "string")
+        try:
+            value = _coerce(value, kind)
+        except ValueError:
+            expected = _TYPE_NAMES.get(kind, kind)
+            raise ToolError(
+                f"Invalid arguments for {spec.name}: '{key}' must be {expected}, "
+                f"got {json.dumps(value)[:80]}"
+            ) from None
+        minimum = schema.get("minimum")
+        if minimum is not None and value < minimum:
+            raise ToolError(
+                f"Invalid arguments for {spec.name}: '{key}' must be at least {minimum}"
+            )
+        out[key] = value
+    return out
+
+
+# --- text --------------------------------------------------------------------------------------
+
+
+def cap_text(text: str, cap: int) -> str:
+    """``text`` cut to ``cap`` characters, with a note saying so when it was cut."""
+    if len(text) <= cap:
+        return text
+    return (
+        text[:cap].rstrip("\n")
+        + f"\n[Output truncated: showing {cap:,} of {len(text):,} characters.]"
+    )
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as the tools count them: split on ``\\n`` only (``\\r\\n`` too), so
+    ``read_file`` and ``grep_search`` agree on line numbers."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def looks_binary(head: bytes) -> bool:
+    """A NUL byte in the first 8 KB marks a binary file."""
+    return b"\0" in head[:BINARY_SNIFF_BYTES]
+
+
+def show_path(root: Path, path: Path) -> str:
+    """How a path appears in tool output: relative to the project root when inside it,
+    absolute otherwise; JSON-quoted when it holds control characters (a newline in a name
+    would otherwise break one-path-per-line output)."""
+    try:
+        text = path.relative_to(root).as_posix()
+    except ValueError:
+        text = str(path)
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        return json.dumps(text, ensure_ascii=False)
+    return text
+
+
+def describe_error(exc: BaseException) -> str:
+    """One readable line for an exception raised by a tool."""
+    if isinstance(exc, OSError) and exc.strerror:
+        if exc.filename is not None:
+            return f"{exc.strerror}: {os.fsdecode(exc.filename)}"
+        return exc.strerror
+    text = str(exc)
+    return text if text else type(exc).__name__

@@ -1,0 +1,111 @@
+"""``edit``: replace exact text in a file (or create a file from an empty ``old_string``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from protocol.chat import ToolSpec
+from worker.tools.base import Tool, ToolContext, ToolError, looks_binary, show_path
+
+SPEC = ToolSpec(
+    name="edit",
+    description=(
+        "Replace text in a file. 'old_string' must match the file's current text exactly, "
+        "including whitespace and indentation, and must occur exactly once unless "
+        "'replace_all' is true; include enough surrounding lines to make it unique. With an "
+        "empty 'old_string' and a file that does not exist yet, the file is created with "
+        "'new_string' as its content. Paths must be inside the project."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "file_path": {
+                "type": "string",
+                "description": "File to change: a path relative to the project root, or absolute.",
+            },
+            "old_string": {
+                "type": "string",
+                "description": "The exact text to replace (empty to create a new file).",
+            },
+            "new_string": {
+                "type": "string",
+                "description": "The text to put in its place.",
+            },
+            "replace_all": {
+                "type": "boolean",
+                "description": "Replace every occurrence of old_string. Default: false.",
+            },
+        },
+        "required": ["file_path", "old_string", "new_string"],
+    },
+)
+
+
+def _edit(args: dict[str, Any], ctx: ToolContext) -> str:
+    access = ctx.access
+    raw: str = args["file_path"]
+    old: str = args["old_string"]
+    new: str = args["new_string"]
+    replace_all: bool = args.get("replace_all", False)
+    shown = show_path(access.root, access.logical_path(raw))
+    if old == new:
+        raise ToolError("old_string and new_string are identical; there is nothing to change")
+
+    source = access.resolve_read(raw)
+    if source.is_dir():
+        raise ToolError(f"{shown} is a directory, not a file")
+    if not source.exists():
+        if old:
+            raise ToolError(
+                f"File not found: {shown} (to create a file, use write_file or an empty old_string)"
+            )
+        target = access.resolve_write(raw)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(new.encode("utf-8"))
+        return f"Created {shown} ({len(new.encode('utf-8')):,} bytes)."
+
+    data = source.read_bytes()
+    if looks_binary(data):
+        raise ToolError(f"{shown} is a binary file; edit changes text files only")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"{shown} is not valid UTF-8 text; edit refuses to change it") from None
+
+    if not old:
+        if text:
+            raise ToolError(
+                f"old_string is empty but {shown} already exists and is not empty; give the "
+                f"text to replace, or use write_file to replace the whole file"
+            )
+        updated, count = new, 1
+    else:
+        count = text.count(old)
+        if count == 0 and "\r\n" in text and "\n" in old and "\r\n" not in old:
+            # The model wrote LF line ends for a CRLF file: match and write in the file's style.
+            old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+            count = text.count(old)
+        if count == 0:
+            raise ToolError(
+                f"old_string was not found in {shown}; it must match the current text exactly, "
+                f"including whitespace and indentation (read the file again to check)"
+            )
+        if count > 1 and not replace_all:
+            raise ToolError(
+                f"old_string appears {count} times in {shown}; pass replace_all or give more "
+                f"context to make it unique"
+            )
+        updated = text.replace(old, new)
+
+    target = access.resolve_write(raw)
+    target.write_bytes(updated.encode("utf-8"))
+    noun = "occurrence" if count == 1 else "occurrences"
+    return f"Edited {shown}: replaced {count} {noun}."
+
+
+async def run(args: dict[str, Any], ctx: ToolContext) -> str:
+    return await asyncio.to_thread(_edit, args, ctx)
+
+
+TOOL = Tool(SPEC, run)

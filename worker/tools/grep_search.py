@@ -1,0 +1,121 @@
+"""``grep_search``: regular-expression search over the project's text files."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from protocol.chat import ToolSpec
+from worker.tools.base import Tool, ToolContext, ToolError, looks_binary, show_path, split_lines
+from worker.tools.tree import Node, TreeView, glob_regex, walk_files
+
+SPEC = ToolSpec(
+    name="grep_search",
+    description=(
+        "Search file contents with a regular expression (Python syntax). Returns matching "
+        "lines as 'path:line:text'. Searches the project root or the given directory or file "
+        "recursively, skipping .git, files ignored by .gitignore and binary files. Use "
+        "'include' to limit the search to files matching a glob such as '*.py' or "
+        "'src/**/*.{ts,tsx}'."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "pattern": {
+                "type": "string",
+                "description": "Regular expression to search for, e.g. 'def \\w+_handler'.",
+            },
+            "path": {
+                "type": "string",
+                "description": "Directory or file to search. Default: the project root.",
+            },
+            "include": {
+                "type": "string",
+                "description": (
+                    "Glob of files to search, e.g. '*.py' (matched against file names) or "
+                    "'src/**/*.js' (matched against paths relative to the searched directory)."
+                ),
+            },
+        },
+        "required": ["pattern"],
+    },
+)
+
+
+def _search_file(
+    node: Node, regex: re.Pattern[str], ctx: ToolContext
+) -> list[tuple[int, str]] | None:
+    """Matching (line number, line) pairs, or ``None`` for a file that is not searched."""
+    try:
+        if node.physical.stat().st_size > ctx.search_max_file_bytes:
+            return None
+        data = node.physical.read_bytes()
+    except OSError:
+        return None
+    if looks_binary(data):
+        return None
+    text = data.decode("utf-8", errors="replace")
+    return [(n, line) for n, line in enumerate(split_lines(text), start=1) if regex.search(line)]
+
+
+def _grep(args: dict[str, Any], ctx: ToolContext) -> str:
+    access = ctx.access
+    pattern: str = args["pattern"]
+    include: str | None = args.get("include") or None
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise ToolError(f"Invalid regular expression {pattern!r}: {exc}") from None
+    include_regex = glob_regex(include.removeprefix("./")) if include else None
+    by_name = include is not None and "/" not in include.removeprefix("./")
+
+    view = TreeView(access)
+    start_path = access.logical_path(args.get("path") or ".")
+    start = view.node(start_path)
+    where = show_path(access.root, start_path)
+    if start is None:
+        raise ToolError(f"Path not found: {where}")
+
+    files = walk_files(view, start) if start.is_dir else iter([(start, start.name)])
+
+    lines: list[str] = []
+    matched_files = 0
+    limit_hit = False
+    for node, rel in files:
+        if include_regex is not None and not include_regex.match(node.name if by_name else rel):
+            continue
+        found = _search_file(node, regex, ctx)
+        if not found:
+            continue
+        matched_files += 1
+        shown = show_path(access.root, node.path)
+        for n, line in found:
+            if len(lines) >= ctx.search_max_matches:
+                limit_hit = True
+                break
+            if len(line) > ctx.search_max_line_chars:
+                line = line[: ctx.search_max_line_chars] + " [line cut]"
+            lines.append(f"{shown}:{n}:{line}")
+        if limit_hit:
+            break
+
+    scope = f" in {where}" + (f" (include {include!r})" if include else "")
+    if not lines:
+        return f"No matches for {pattern!r}{scope}."
+    noun = "match" if len(lines) == 1 else "matches"
+    files_noun = "file" if matched_files == 1 else "files"
+    header = f"Found {len(lines)} {noun} for {pattern!r}{scope} in {matched_files} {files_noun}:"
+    if limit_hit:
+        header = (
+            f"Showing the first {len(lines)} matches for {pattern!r}{scope} (stopped at the "
+            f"limit; narrow the pattern, path or include to see the rest):"
+        )
+    return header + "\n" + "\n".join(lines)
+
+
+async def run(args: dict[str, Any], ctx: ToolContext) -> str:
+    return await asyncio.to_thread(_grep, args, ctx)
+
+
+TOOL = Tool(SPEC, run)

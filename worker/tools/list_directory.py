@@ -1,0 +1,73 @@
+"""``list_directory``: the entries of one directory."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from protocol.chat import ToolSpec
+from worker.tools.base import Tool, ToolContext, ToolError, show_path
+from worker.tools.tree import SKIPPED_DIRS, IgnoreRules, TreeView
+
+SPEC = ToolSpec(
+    name="list_directory",
+    description=(
+        "List the files and subdirectories directly inside a directory (not recursive). "
+        "Directories are marked with a trailing '/'. Entries ignored by .gitignore and the "
+        ".git directory are left out."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "path": {
+                "type": "string",
+                "description": "Directory to list. Default: the project root.",
+            },
+        },
+        "required": [],
+    },
+)
+
+
+def _list(args: dict[str, Any], ctx: ToolContext) -> str:
+    access = ctx.access
+    path = access.logical_path(args.get("path") or ".")
+    where = show_path(access.root, path)
+    view = TreeView(access)
+    directory = view.node(path)
+    if directory is None:
+        raise ToolError(f"Directory not found: {where}")
+    if not directory.is_dir:
+        raise ToolError(f"{where} is a file, not a directory; use read_file to read it")
+    rules = IgnoreRules.at(view, path)
+    explicit_ignored = path != access.root and rules.ignored(path, True)
+    dirs: list[str] = []
+    files: list[str] = []
+    hidden = 0
+    for node in view.children(directory):
+        if node.is_dir and node.name in SKIPPED_DIRS:
+            continue
+        if not explicit_ignored and rules.ignored(node.path, node.is_dir):
+            hidden += 1
+            continue
+        name = show_path(directory.path, node.path)
+        (dirs if node.is_dir else files).append(name + "/" if node.is_dir else name)
+    entries = dirs + files
+    if not entries:
+        text = f"Directory {where} is empty."
+    else:
+        shown = entries[: ctx.list_max_entries]
+        text = f"Directory {where}:\n" + "\n".join(shown)
+        if len(entries) > len(shown):
+            text += f"\n[{len(entries) - len(shown)} more entries not shown.]"
+    if hidden:
+        noun = "entry" if hidden == 1 else "entries"
+        text += f"\n[{hidden} gitignored {noun} not shown.]"
+    return text
+
+
+async def run(args: dict[str, Any], ctx: ToolContext) -> str:
+    return await asyncio.to_thread(_list, args, ctx)
+
+
+TOOL = Tool(SPEC, run)

@@ -1,0 +1,139 @@
+"""``read_file``: a text file with line numbers, a window of it for big files."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+from protocol.chat import ToolSpec
+from worker.tools.base import Tool, ToolContext, ToolError, looks_binary, show_path, split_lines
+
+SPEC = ToolSpec(
+    name="read_file",
+    description=(
+        "Read a text file from the project. Returns its lines numbered from 1, one per output "
+        "line as '<number><TAB><text>'. Reads at most 2000 lines by default; use 'offset' and "
+        "'limit' to read a window of a longer file. Very long lines are cut. Binary files "
+        "are refused. Paths may be relative to the project root or absolute."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "file_path": {
+                "type": "string",
+                "description": "File to read: a path relative to the project root, or absolute.",
+            },
+            "offset": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Line number to start reading from (1-based). Default: 1.",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "How many lines to read. Default: up to 2000.",
+            },
+        },
+        "required": ["file_path"],
+    },
+)
+
+
+def _number(n: int, line: str) -> str:
+    return f"{n:>6}\t{line}"
+
+
+def _read(args: dict[str, Any], ctx: ToolContext) -> str:
+    access = ctx.access
+    raw: str = args["file_path"]
+    shown = show_path(access.root, access.logical_path(raw))
+    path: Path = access.resolve_read(raw)
+    offset: int = args.get("offset", 1)
+    limit: int | None = args.get("limit")
+
+    if not os.path.lexists(path):
+        raise ToolError(f"File not found: {shown}")
+    if path.is_dir():
+        raise ToolError(f"{shown} is a directory, not a file; use list_directory to see it")
+    size = path.stat().st_size
+    if size > ctx.read_max_bytes and "offset" not in args and limit is None:
+        raise ToolError(
+            f"{shown} is {size:,} bytes, more than the {ctx.read_max_bytes:,}-byte limit for "
+            f"reading a whole file; read a window with offset and limit, or use grep_search"
+        )
+    with path.open("rb") as handle:
+        if looks_binary(handle.read(8192)):
+            raise ToolError(f"{shown} is a binary file")
+        handle.seek(0)
+        data = handle.read() if size <= ctx.read_max_bytes else None
+    if data is None:
+        return _read_window_streaming(path, shown, offset, limit, ctx)
+
+    lines = split_lines(data.decode("utf-8", errors="replace"))
+    total = len(lines)
+    if total == 0:
+        return f"[{shown} is empty]"
+    if offset > total:
+        raise ToolError(f"offset {offset} is past the end of {shown} ({total} lines)")
+    count = limit if limit is not None else ctx.read_max_lines
+    window = lines[offset - 1 : offset - 1 + count]
+    return _render(window, offset, total, shown, ctx)
+
+
+def _read_window_streaming(
+    path: Path, shown: str, offset: int, limit: int | None, ctx: ToolContext
+) -> str:
+    """A window of a file too big to load: read line by line, never the whole file."""
+    count = limit if limit is not None else ctx.read_max_lines
+    window: list[str] = []
+    more = False
+    with path.open("rb") as handle:
+        for n, raw_line in enumerate(handle, start=1):
+            if n < offset:
+                continue
+            if len(window) >= count:
+                more = True
+                break
+            line = raw_line.decode("utf-8", errors="replace").rstrip("\n")
+            window.append(line[:-1] if line.endswith("\r") else line)
+    if not window:
+        raise ToolError(f"offset {offset} is past the end of {shown}")
+    return _render(window, offset, None if more else offset + len(window) - 1, shown, ctx)
+
+
+def _render(window: list[str], offset: int, total: int | None, shown: str, ctx: ToolContext) -> str:
+    out: list[str] = []
+    used = 0
+    cut_lines = 0
+    budget = ctx.output_cap - 200  # room for the notes
+    for i, line in enumerate(window):
+        if len(line) > ctx.read_max_line_chars:
+            line = line[: ctx.read_max_line_chars] + " [line cut]"
+            cut_lines += 1
+        entry = _number(offset + i, line)
+        if out and used + len(entry) + 1 > budget:
+            break
+        out.append(entry)
+        used += len(entry) + 1
+    last = offset + len(out) - 1
+    notes: list[str] = []
+    if total is None or last < total:
+        of_total = f" of {total}" if total is not None else ""
+        notes.append(
+            f"[Showing lines {offset}-{last}{of_total} of {shown}. "
+            f"Use offset={last + 1} to read more.]"
+        )
+    if cut_lines:
+        notes.append(
+            f"[{cut_lines} line(s) longer than {ctx.read_max_line_chars} characters were cut.]"
+        )
+    return "\n".join(out + notes)
+
+
+async def run(args: dict[str, Any], ctx: ToolContext) -> str:
+    return await asyncio.to_thread(_read, args, ctx)
+
+
+TOOL = Tool(SPEC, run)

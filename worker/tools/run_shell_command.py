@@ -1,0 +1,97 @@
+"""``run_shell_command``: run a bash command in the project directory.
+
+In a speculation (``shell_mode="read_only"``) the command goes through the safe read-only
+runner (clean environment, no stdin, timeout); the tool gate lets only commands proven
+read-only get here. In the main chat (``"full"``) it runs as given, after the user's approval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from protocol.chat import ToolSpec
+from worker.tools.base import Tool, ToolContext, ToolError
+
+SPEC = ToolSpec(
+    name="run_shell_command",
+    description=(
+        "Run a bash command in the project root and return its exit code, stdout and stderr. "
+        "The command gets no stdin and is killed when it exceeds its timeout. Use it for "
+        "tests, builds, git and other command-line work; prefer read_file, grep_search, glob "
+        "and list_directory for looking at files."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "command": {
+                "type": "string",
+                "description": "The bash command to run, e.g. 'pytest -q tests/test_io.py'.",
+            },
+            "description": {
+                "type": "string",
+                "description": "A short note on what the command does, shown to the user.",
+            },
+            "timeout": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Seconds before the command is killed. Default: 120.",
+            },
+        },
+        "required": ["command"],
+    },
+)
+
+
+def _section(title: str, text: str) -> str:
+    body = text.rstrip("\n")
+    return f"{title}:\n{body}" if body else f"{title}: (empty)"
+
+
+def format_shell_output(
+    exit_code: int | None,
+    stdout: str,
+    stderr: str,
+    *,
+    timed_out: bool,
+    truncated: bool,
+    timeout_s: float,
+) -> str:
+    """The text the model sees for a finished command."""
+    parts = [f"Exit code: {exit_code if exit_code is not None else 'none'}"]
+    parts.append(_section("Stdout", stdout))
+    parts.append(_section("Stderr", stderr))
+    if timed_out:
+        parts.append(f"[The command timed out after {timeout_s:g} s and was killed.]")
+    if truncated:
+        parts.append("[Output was truncated.]")
+    return "\n".join(parts)
+
+
+async def run(args: dict[str, Any], ctx: ToolContext) -> str:
+    from worker.shell.runner import run_read_only, run_shell  # the runner loads lazily
+
+    command: str = args["command"]
+    if not command.strip():
+        raise ToolError("command is empty")
+    timeout_s = float(args.get("timeout", ctx.shell_timeout_s))
+    timeout_s = min(timeout_s, ctx.shell_max_timeout_s)
+    cwd = ctx.cwd if ctx.cwd is not None else ctx.access.root
+    if ctx.shell_mode == "full":
+        env = dict(ctx.shell_env) if ctx.shell_env is not None else None
+        result = await asyncio.to_thread(
+            run_shell, command, cwd, timeout_s, ctx.output_cap, env=env
+        )
+    else:
+        result = await asyncio.to_thread(run_read_only, command, cwd, timeout_s, ctx.output_cap)
+    return format_shell_output(
+        result.exit_code,
+        result.stdout,
+        result.stderr,
+        timed_out=result.timed_out,
+        truncated=result.truncated,
+        timeout_s=timeout_s,
+    )
+
+
+TOOL = Tool(SPEC, run)
