@@ -27,6 +27,7 @@ import zmq.asyncio
 
 from coordinator.kill import kill_tree
 from protocol import codec
+from protocol.chat import ToolSpec
 from protocol.control import WorkerInfo
 from protocol.endpoints import make_router
 from protocol.work import Heartbeat, Hello, Shutdown, WorkerEvent, WorkerJob
@@ -136,6 +137,7 @@ class WorkerPool:
         self.on_event: EventHandler | None = None
         self.on_death: DeathHandler | None = None
         self.sandbox = "unknown"
+        self.tool_specs: tuple[ToolSpec, ...] = ()  # from the first hello; fixed order
         self.deaths_detected: list[float] = []  # seconds from kill to detection, for stats
         self._workers: dict[int, WorkerHandle] = {}
         self._early_hellos: dict[int, Hello] = {}
@@ -329,6 +331,8 @@ class WorkerPool:
     def _on_hello(self, handle: WorkerHandle, hello: Hello) -> None:
         handle.sandbox = hello.sandbox
         self.sandbox = hello.sandbox
+        if hello.tools and not self.tool_specs:
+            self.tool_specs = hello.tools
         handle.last_seen = time.monotonic()
         if handle.state is WorkerState.STARTING:
             handle.state = WorkerState.IDLE

@@ -1,0 +1,282 @@
+"""The main chat: one user query in, model and tools until a text-only answer.
+
+``run_turn`` is the loop and reads top to bottom; everything else here is the
+session state it needs (history on disk, the cache-safe snapshot, counters) and
+the memory prefetch that runs beside it without ever being awaited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from coordinator.emitter import Emitter
+from coordinator.history import HistoryStore
+from coordinator.memory import AbortReason, AbortSignal, MemoryPrefetcher, Recaller
+from coordinator.system_prompt import build_system_prompt
+from coordinator.tool_exec import SHELL_TOOL, ToolExecutor, shell_mode, write_policy
+from protocol.approval import ApprovalMode
+from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
+from protocol.model import ChatRequest, ChatResult, ModelClient, ModelError, TextDelta
+
+if TYPE_CHECKING:
+    from coordinator.service import Service
+
+log = logging.getLogger("specrun.chat")
+
+MAX_HISTORY_FOR_CACHE = 40
+
+
+@dataclass
+class TurnResult:
+    reason: str  # completed | aborted | error | max_session_turns | max_turns_per_query | session_token_limit
+    message: str = ""
+    elapsed_s: float = 0.0
+
+
+@dataclass
+class _Approval:
+    future: asyncio.Future[bool]
+    ask_req_id: int
+
+
+class MainChat:
+    def __init__(self, service: Service, model: ModelClient) -> None:
+        self.service = service
+        self.model = model
+        self.project_root = service.project_root
+        settings = service.settings
+        self.model_name: str = settings["model"]
+        self.fast_model: str = settings.fast_model
+        self.approval_mode = settings.approval_mode
+        self.history_store = HistoryStore(self.project_root)
+        self.history: list[Message] = self.history_store.load()
+        self.session_id = self.history_store.current_session().session_id
+        self.tools_exec = ToolExecutor(service.pool, str(self.project_root))
+        self.recaller = Recaller(
+            self.project_root,
+            model=model,
+            model_name=self.fast_model,
+            memory_dir=settings["memoryDir"] or None,
+        )
+        self.prefetcher = MemoryPrefetcher(self.recaller, enabled=bool(settings["enableMemory"]))
+        self.snapshot: CacheSafeSnapshot | None = None
+        self._snapshot_key: bytes | None = None
+        self._snapshot_version = 0
+        self.session_turns = sum(1 for m in self.history if m.role == "user")
+        self.session_tokens = 0
+        self._turn_lock = asyncio.Lock()
+        self._turn_task: asyncio.Task[TurnResult] | None = None
+        self._turn_req_id: int | None = None
+        self._approvals: dict[tuple[int, str], _Approval] = {}
+
+    # -- the loop -------------------------------------------------------------
+
+    async def run_turn(
+        self, out: Emitter, text: str, mode: ApprovalMode | None = None, can_confirm: bool = False
+    ) -> TurnResult:
+        """Run one user query to its end. Only one turn runs at a time."""
+        async with self._turn_lock:
+            self._turn_req_id = out.req_id
+            task = asyncio.ensure_future(self._turn(out, text, mode or self.approval_mode, can_confirm))
+            self._turn_task = task
+            try:
+                return await task
+            except asyncio.CancelledError:
+                if not task.cancelled():
+                    raise
+                return TurnResult("aborted", "The turn was cancelled.")
+            finally:
+                self._turn_task = None
+                self._turn_req_id = None
+
+    async def _turn(self, out: Emitter, text: str, mode: ApprovalMode, can_confirm: bool) -> TurnResult:
+        started = time.monotonic()
+        settings = self.service.settings
+        turn_abort = AbortSignal()
+        self.prefetcher.fire(text, turn_abort)  # never awaited: consumed opportunistically below
+        if self.session_turns >= settings["maxSessionTurns"]:
+            self.prefetcher.abort_and_clear(AbortReason.MAX_SESSION_TURNS)
+            return TurnResult("max_session_turns", "This session reached its turn limit; run `specrun reset`.")
+        self.session_turns += 1
+        try:
+            system, tools = self.system_prompt(), self.tools()
+            reminders: list[str] = []
+            await asyncio.sleep(0)  # let a recall that is already done settle: consume point 1
+            memory = self.prefetcher.consume_for_user_query()
+            if memory:
+                reminders.insert(0, memory)  # memory leads the system reminders
+            self.append(Message.user(text, reminders=tuple(reminders)))
+            for _ in range(settings["maxTurnsPerQuery"]):
+                answer = await self._ask_model(out, system, tools, mode)
+                self.append(answer.message)
+                if self._over_token_limit(answer):
+                    self.prefetcher.abort_and_clear(AbortReason.SESSION_TOKEN_LIMIT)
+                    return TurnResult("session_token_limit", "The session token limit was reached; run `specrun reset`.")
+                if not answer.message.tool_calls:
+                    self.save_snapshot(system, tools)
+                    return TurnResult("completed", elapsed_s=time.monotonic() - started)
+                results = [await self._run_tool(out, call, mode, can_confirm) for call in answer.message.tool_calls]
+                memory = self.prefetcher.consume_for_tool_results()  # consume point 2
+                self.append(Message.tool(tuple(results), reminders=(memory,) if memory else ()))
+            self.prefetcher.abort_and_clear(AbortReason.BOUNDED_TURNS_ZERO)
+            self.save_snapshot(system, tools)
+            return TurnResult("max_turns_per_query", f"Stopped after {settings['maxTurnsPerQuery']} model turns for one query.")
+        except ModelError as exc:
+            self.prefetcher.abort_and_clear(AbortReason.ERROR)
+            return TurnResult("error", str(exc), time.monotonic() - started)
+        except asyncio.CancelledError:
+            turn_abort.abort("turn aborted")
+            self.prefetcher.abort_and_clear(AbortReason.TURN_ABORTED)
+            self._close_unanswered_calls()
+            raise
+        except BaseException:
+            self.prefetcher.abort_and_clear(AbortReason.ABNORMAL_EXIT)
+            self._close_unanswered_calls()
+            raise
+
+    # -- steps ----------------------------------------------------------------
+
+    async def _ask_model(self, out: Emitter, system: str, tools: tuple[ToolSpec, ...], mode: ApprovalMode) -> ChatResult:
+        request = ChatRequest(system=system, history=tuple(self.history), tools=tools, model=self.model_name, purpose="main")
+        result: ChatResult | None = None
+        async for event in self.model.stream(request):
+            if isinstance(event, TextDelta):
+                await out.text(event.text)
+            elif isinstance(event, ChatResult):
+                result = event
+        assert result is not None, "the model stream ended without a result"
+        self.session_tokens += result.usage.total_tokens
+        return result
+
+    async def _run_tool(self, out: Emitter, call: ToolCall, mode: ApprovalMode, can_confirm: bool) -> ToolResult:
+        policy = write_policy(call, mode)
+        if policy == "refuse":
+            return await self._refused(out, call, f"{call.name} is not allowed in plan mode.")
+        if policy == "ask" and not await self._confirm(out, call, f"{call.name} changes files", can_confirm):
+            return await self._refused(out, call, self._refusal_text(can_confirm))
+        await out.tool(call, "running")
+        outcome = await self.tools_exec.run(call, shell_mode(call, mode))
+        if outcome.needs_approval is not None:
+            if mode is ApprovalMode.PLAN:
+                return await self._refused(out, call, "Only read-only shell commands run in plan mode.")
+            if not await self._confirm(out, call, outcome.needs_approval, can_confirm):
+                return await self._refused(out, call, self._refusal_text(can_confirm))
+            outcome = await self.tools_exec.run(call, "full")
+        result = ToolResult(call.id, call.name, outcome.result.output, outcome.result.error)
+        await out.tool(call, "success" if result.ok else "error", result.error or result.output or "")
+        return result
+
+    async def _refused(self, out: Emitter, call: ToolCall, why: str) -> ToolResult:
+        await out.tool(call, "refused", why)
+        return ToolResult(call.id, call.name, error=why)
+
+    @staticmethod
+    def _refusal_text(can_confirm: bool) -> str:
+        if can_confirm:
+            return "The user declined this tool call."
+        return (
+            "This call needs the user's approval and no terminal can ask; "
+            "rerun with --approval-mode auto-edit or yolo to allow it."
+        )
+
+    async def _confirm(self, out: Emitter, call: ToolCall, reason: str, can_confirm: bool) -> bool:
+        if not can_confirm:
+            return False
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        key = (out.req_id, call.id)
+        self._approvals[key] = _Approval(future, out.req_id)
+        try:
+            await out.approval(call, reason if call.name != SHELL_TOOL else f"shell: {reason}")
+            return await future
+        finally:
+            self._approvals.pop(key, None)
+
+    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool:
+        approval = self._approvals.get((ask_req_id, call_id))
+        if approval is None or approval.future.done():
+            return False
+        approval.future.set_result(approved)
+        return True
+
+    def cancel(self, ask_req_id: int | None = None) -> bool:
+        """Ctrl-C: abort the running turn (model request cancelled, tool worker killed)."""
+        task = self._turn_task
+        if task is None or (ask_req_id is not None and ask_req_id != self._turn_req_id):
+            return False
+        task.cancel()
+        return True
+
+    # -- session state ---------------------------------------------------------
+
+    def tools(self) -> tuple[ToolSpec, ...]:
+        return self.service.pool.tool_specs
+
+    def system_prompt(self) -> str:
+        return build_system_prompt(self.project_root, self.recaller.store.index_prompt())
+
+    def append(self, *messages: Message) -> None:
+        """Add to the history, on disk first: an answered turn survives a crash."""
+        self.history_store.append(messages)
+        self.history.extend(messages)
+
+    def _close_unanswered_calls(self) -> None:
+        """After an abort, give every call of the last model message a result, so the
+        history stays valid for the next request (results right after calls)."""
+        if self.history and self.history[-1].role == "assistant" and self.history[-1].tool_calls:
+            calls = self.history[-1].tool_calls
+            self.append(
+                Message.tool(tuple(ToolResult(c.id, c.name, error="cancelled by the user") for c in calls))
+            )
+
+    def _over_token_limit(self, answer: ChatResult) -> bool:
+        limit = int(self.service.settings["sessionTokenLimit"])
+        return limit > 0 and self.session_tokens >= limit
+
+    def save_snapshot(self, system: str, tools: tuple[ToolSpec, ...]) -> None:
+        """The cache-safe parameters a forked query needs; the version moves only when the
+        system instruction or the tools change."""
+        key = msgspec.msgpack.encode((system, tools))
+        if key != self._snapshot_key:
+            self._snapshot_key = key
+            self._snapshot_version += 1
+        self.snapshot = CacheSafeSnapshot(
+            system=system,
+            tools=tools,
+            history=tuple(self.history[-MAX_HISTORY_FOR_CACHE:]),
+            model=self.model_name,
+            version=self._snapshot_version,
+        )
+
+    def model_turns(self) -> int:
+        return sum(1 for m in self.history if m.role == "assistant")
+
+    def reset(self) -> None:
+        self.cancel()
+        self.prefetcher.abort_and_clear(AbortReason.RESET)
+        self.prefetcher.reset()
+        self.history_store.new_session()
+        self.session_id = self.history_store.current_session().session_id
+        self.history = []
+        self.snapshot = None
+        self._snapshot_key = None
+        self.session_turns = 0
+        self.session_tokens = 0
+
+    def extend_from_speculation(self, messages: list[Message]) -> None:
+        self.append(*messages)
+        self.session_turns += 1
+
+    async def shutdown(self) -> None:
+        self.cancel()
+        self.prefetcher.abort_and_clear(AbortReason.SHUTDOWN)
+        await self.prefetcher.aclose()
+        self.history_store.close()
+
+    def info(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "turns": self.session_turns}

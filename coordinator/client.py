@@ -1,0 +1,93 @@
+"""The CLI's side of the control socket: a DEALER that sends requests and reads replies."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from coordinator.pidfile import is_locked, read_pid
+from protocol import codec
+from protocol.control import ControlReply, ControlRequest, is_final
+from protocol.endpoints import Endpoints, make_dealer
+
+
+class ServiceNotRunning(RuntimeError):
+    def __init__(self, project_root: Path) -> None:
+        super().__init__(
+            f"No specrun service is running for {project_root}; start one with `specrun start`."
+        )
+
+
+class ServiceTimeout(RuntimeError):
+    pass
+
+
+class ServiceClient:
+    def __init__(self, project_root: Path, timeout_s: float = 30.0) -> None:
+        self.project_root = project_root
+        self.endpoints = Endpoints.for_project(project_root, create=False)
+        if not is_locked(self.endpoints.pidfile):
+            raise ServiceNotRunning(project_root)
+        self.pid = read_pid(self.endpoints.pidfile)
+        self.timeout_s = timeout_s
+        self._ctx = zmq.Context()
+        self._sock = make_dealer(self._ctx, self.endpoints.control)
+        self._requests = codec.client_to_coordinator()
+        self._replies = codec.coordinator_to_client()
+        self._ids = itertools.count(int.from_bytes(os.urandom(2), "big") * 1000 + 1)
+        self._buffered: dict[int, list[ControlReply]] = {}
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def send(self, request: ControlRequest) -> None:
+        self._sock.send(self._requests.encode(request))
+
+    def _receive(self, timeout_s: float | None) -> ControlReply:
+        timeout_ms = None if timeout_s is None else int(timeout_s * 1000)
+        if not self._sock.poll(timeout_ms):
+            raise ServiceTimeout(
+                f"The specrun service did not answer within {timeout_s:.0f}s; "
+                "check `specrun logs` or restart it with `specrun stop && specrun start`."
+            )
+        return self._replies.decode(self._sock.recv())
+
+    def replies(self, req_id: int, timeout_s: float | None = None) -> Iterator[ControlReply]:
+        """Replies to ``req_id`` until its final one; other requests' replies are kept."""
+        wait = self.timeout_s if timeout_s is None else timeout_s
+        while True:
+            queued = self._buffered.get(req_id)
+            if queued:
+                reply = queued.pop(0)
+            else:
+                reply = self._receive(wait)
+                if reply.req_id != req_id:
+                    self._buffered.setdefault(reply.req_id, []).append(reply)
+                    continue
+            yield reply
+            if is_final(reply):
+                self._buffered.pop(req_id, None)
+                return
+
+    def request(self, request: ControlRequest, timeout_s: float | None = None) -> ControlReply:
+        self.send(request)
+        *_, last = self.replies(request.req_id, timeout_s)
+        return last
+
+    def call(self, kind: Any, **fields: Any) -> ControlReply:
+        return self.request(kind(req_id=self.next_id(), **fields))
+
+    def close(self) -> None:
+        self._sock.close(linger=0)
+        self._ctx.term()
+
+    def __enter__(self) -> ServiceClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,46 @@
+"""suggestion, accept (Tab), reject, stats."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coordinator.commands.chat import run_query
+from coordinator.emitter import Emitter
+from protocol.control import (
+    AcceptRequest,
+    AskRequest,
+    ErrorReply,
+    OkReply,
+    RejectRequest,
+    StatsRequest,
+    SuggestionRequest,
+)
+
+if TYPE_CHECKING:
+    from coordinator.service import Service
+
+
+async def suggestion(svc: Service, identity: bytes, req: SuggestionRequest) -> None:
+    if req.wait_visible:
+        await svc.speculation.wait_visible(timeout_s=30.0)
+    await svc.send(identity, svc.speculation.suggestion_reply(req.req_id))
+
+
+async def accept(svc: Service, identity: bytes, req: AcceptRequest) -> None:
+    current = svc.speculation.current
+    if current is None:
+        await svc.send(identity, ErrorReply(req.req_id, "not_found", "There is no suggestion to accept right now."))
+        return
+    out = Emitter(svc, identity, req.req_id)
+    ask = AskRequest(req_id=req.req_id, text=current.text, accept_method=req.method)
+    await run_query(svc, out, current.text, ask, speculative_method=req.method)
+
+
+async def reject(svc: Service, identity: bytes, req: RejectRequest) -> None:
+    had = svc.speculation.current is not None
+    await svc.speculation.dismiss("rejected")
+    await svc.send(identity, OkReply(req.req_id, "dismissed" if had else "there was no suggestion"))
+
+
+async def stats(svc: Service, identity: bytes, req: StatsRequest) -> None:
+    await svc.send(identity, svc.speculation.stats.reply(req.req_id))

@@ -1,0 +1,89 @@
+"""Starting the service in the background and stopping it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from coordinator.client import ServiceClient, ServiceNotRunning, ServiceTimeout
+from coordinator.pidfile import is_locked, read_pid
+from protocol.control import StatusRequest, StopRequest
+from protocol.endpoints import Endpoints
+
+
+class StartError(RuntimeError):
+    pass
+
+
+def log_path(project_root: Path) -> Path:
+    return project_root / ".specrun" / "logs" / "service.log"
+
+
+def is_running(project_root: Path) -> bool:
+    return is_locked(Endpoints.for_project(project_root, create=False).pidfile)
+
+
+def start_daemon(project_root: Path, serve_args: list[str], timeout_s: float = 30.0) -> int:
+    """Start ``specrun serve`` detached; returns its pid once it answers ``status``."""
+    log_file = log_path(project_root)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "coordinator", "--project", str(project_root), "serve", *serve_args],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+            cwd=project_root,
+        )
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        code = proc.poll()
+        if code is not None:
+            raise StartError(
+                f"The service exited during start-up (code {code}); its log is {log_file}:\n"
+                + _tail(log_file)
+            )
+        try:
+            with ServiceClient(project_root, timeout_s=1.0) as client:
+                client.request(StatusRequest(req_id=client.next_id()), timeout_s=1.0)
+                return proc.pid
+        except (ServiceNotRunning, ServiceTimeout):
+            time.sleep(0.05)
+    proc.kill()
+    raise StartError(f"The service did not answer within {timeout_s:.0f}s; see {log_file}.")
+
+
+def stop_daemon(project_root: Path, timeout_s: float = 20.0) -> int | None:
+    """Ask the service to stop and wait until it has exited. Returns its pid, or None if
+    none was running. Escalates to SIGTERM, then SIGKILL, if it does not stop."""
+    endpoints = Endpoints.for_project(project_root, create=False)
+    pid = read_pid(endpoints.pidfile)
+    try:
+        with ServiceClient(project_root, timeout_s=5.0) as client:
+            client.request(StopRequest(req_id=client.next_id()), timeout_s=5.0)
+    except ServiceNotRunning:
+        return None
+    except ServiceTimeout:
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while is_locked(endpoints.pidfile):
+        if time.monotonic() > deadline:
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    return pid
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

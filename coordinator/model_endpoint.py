@@ -1,0 +1,37 @@
+"""Which model the service talks to: a configured endpoint, or the embedded scripted one."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+from coordinator.settings import Settings
+from protocol.model import ModelClient
+
+
+async def open_model_endpoint(
+    settings: Settings, project_root: Path, default_scenario: Path
+) -> tuple[Any, str, ModelClient]:
+    """(scripted server or None, base URL, client). The scripted model runs in this
+    process on loopback when no endpoint is configured; ``SPECRUN_MODEL_LOG`` makes it
+    log every request it receives."""
+    server: Any = None
+    if settings.uses_scripted_model:
+        from coordinator.scripted_model import ScriptedModelServer, load_scenario  # noqa: PLC0415
+
+        scenario_file = Path(settings["scenario"]) if settings["scenario"] else default_scenario
+        if not scenario_file.is_absolute():
+            scenario_file = project_root / scenario_file
+        server = ScriptedModelServer(
+            load_scenario(scenario_file), port=0, request_log=os.environ.get("SPECRUN_MODEL_LOG")
+        )
+        await asyncio.to_thread(server.start)
+        base_url = server.base_url
+        api_key = None
+    else:
+        base_url = settings["baseUrl"]
+        api_key = settings["apiKey"] or None
+    client = ModelClient(base_url, api_key, cache_sharing=bool(settings["enableCacheSharing"]))
+    return server, base_url, client

@@ -1,0 +1,177 @@
+"""The coordinator service: one per project.
+
+It owns the control socket (CLI clients), the worker pool, the model endpoint
+(the embedded scripted model when none is configured), the main chat session
+and the speculation manager, and it guarantees a clean exit: every worker
+killed and reaped, every overlay removed, the pidfile and sockets gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+import overlay
+from coordinator.commands import dispatch
+from coordinator.pidfile import PidFile
+from coordinator.pool import WorkerPool
+from coordinator.settings import Settings
+from protocol import codec
+from protocol.control import ControlReply, ErrorReply
+from protocol.endpoints import Endpoints, make_router
+
+log = logging.getLogger("specrun.service")
+
+DEFAULT_SCENARIO = Path(__file__).parent / "scenarios" / "demo.yaml"
+
+
+class Service:
+    def __init__(self, project_root: Path, settings: Settings, *, heartbeat_s: float = 1.0) -> None:
+        self.project_root = project_root.resolve()
+        self.settings = settings
+        self.epoch = secrets.randbits(62) | 1
+        self.endpoints = Endpoints.for_project(self.project_root)
+        self.started_at = time.monotonic()
+        self.heartbeat_s = heartbeat_s
+        self.stop_requested = asyncio.Event()
+        self.pool = WorkerPool(
+            self.endpoints.workers,
+            self.epoch,
+            size=int(settings["workerPool"]),
+            heartbeat_s=heartbeat_s,
+            hang_after_s=max(5.0, heartbeat_s * 5),
+        )
+        self.model_server: Any = None
+        self.base_url = ""
+        self.chat: Any = None
+        self.speculation: Any = None
+        self._ctx = zmq.asyncio.Context()
+        self._control: zmq.asyncio.Socket | None = None
+        self._replies = codec.coordinator_to_client()
+        self._requests = codec.client_to_coordinator()
+        self._pidfile = PidFile(self.endpoints.pidfile)
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def run(self) -> None:
+        self._pidfile.acquire()
+        try:
+            await self._start()
+            log.info("serving %s (pid %d, epoch %d)", self.project_root, os.getpid(), self.epoch)
+            await self.stop_requested.wait()
+        finally:
+            await self._shutdown()
+
+    async def _start(self) -> None:
+        from coordinator.chat import MainChat  # noqa: PLC0415
+        from coordinator.model_endpoint import open_model_endpoint  # noqa: PLC0415
+        from coordinator.speculation import SpeculationManager  # noqa: PLC0415
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop_requested.set)
+        # A crash mid-apply or a killed predecessor may have left state behind.
+        recovered = overlay.recover(self.project_root)
+        if recovered is not None:
+            log.warning("finished an interrupted apply: %s", recovered)
+        for removed in overlay.sweep(overlay.speculation_base_dir()):
+            log.info("removed leftover overlay %s", removed)
+        self.model_server, self.base_url, model_client = await open_model_endpoint(
+            self.settings, self.project_root, DEFAULT_SCENARIO
+        )
+        self.chat = MainChat(self, model_client)
+        self.speculation = SpeculationManager(self, model_client)
+        self.pool.on_event = self.speculation.on_worker_event
+        self.pool.on_death = self.speculation.on_worker_death
+        await self.pool.start()
+        self._control = make_router(self._ctx, self.endpoints.control)  # type: ignore[arg-type,assignment]
+        self._spawn(self._control_loop())
+        self._spawn(self._sweep_periodically())
+
+    async def _shutdown(self) -> None:
+        log.info("stopping")
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.speculation is not None:
+            await self.speculation.shutdown()
+        if self.chat is not None:
+            await self.chat.shutdown()
+        await self.pool.close()
+        for removed in overlay.sweep(overlay.speculation_base_dir()):
+            log.info("removed overlay %s", removed)
+        if self.chat is not None:
+            await self.chat.model.aclose()
+        if self.model_server is not None:
+            await asyncio.to_thread(self.model_server.stop)
+        if self._control is not None:
+            self._control.close(linger=0)
+        self._ctx.term()
+        for path in self.endpoints.socket_paths():
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        self._pidfile.release()
+        log.info("stopped")
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _sweep_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(60)
+            await asyncio.to_thread(overlay.sweep, overlay.speculation_base_dir())
+
+    @property
+    def uptime_s(self) -> float:
+        return time.monotonic() - self.started_at
+
+    # -- control socket --------------------------------------------------------
+
+    async def _control_loop(self) -> None:
+        assert self._control is not None
+        while True:
+            parts = await self._control.recv_multipart()
+            if len(parts) != 2:
+                log.warning("dropping a control frame with %d parts", len(parts))
+                continue
+            identity, frame = parts
+            try:
+                request = self._requests.decode(frame)
+            except codec.ProtocolError as exc:
+                req_id = codec.peek_req_id(frame) or 0
+                await self.send(identity, ErrorReply(req_id, "bad_request", f"{exc}."))
+                continue
+            self._spawn(self._handle(identity, request))
+
+    async def _handle(self, identity: bytes, request: Any) -> None:
+        try:
+            await dispatch(self, identity, request)
+        except Exception as exc:  # one failed request must never take the service down
+            log.exception("request %s failed", type(request).__name__)
+            await self.send(
+                identity,
+                ErrorReply(request.req_id, "internal", f"internal error: {exc}; see the service log."),
+            )
+
+    async def send(self, identity: bytes, reply: ControlReply) -> None:
+        """Send a reply; a client that went away is not an error worth more than a log line."""
+        if self._control is None:
+            return
+        try:
+            await self._control.send_multipart([identity, self._replies.encode(reply)])
+        except zmq.ZMQError as exc:
+            log.info("client %r is gone (%s); dropping %s", identity, exc, type(reply).__name__)

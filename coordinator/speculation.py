@@ -1,0 +1,407 @@
+"""The speculation manager: suggest, speculate in a worker, accept or abort.
+
+After a normal main turn the fast model predicts the next prompt; the
+speculation starts on a warm worker at once (in parallel with the 300 ms
+display delay). Accept applies the overlay (all-or-nothing, conflict-checked),
+then appends the speculated messages to the main history; anything else kills
+the worker's process group and removes its overlay. Every worker event is
+fenced by speculation id (the pool already fenced the epoch), so a late message
+from a killed worker is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import overlay
+from coordinator.emitter import Emitter
+from coordinator.pool import WorkerHandle, WorkerState, WorkerStartError
+from coordinator.stats import Stats
+from coordinator.suggestions import generate_suggestion
+from coordinator.transcript import ensure_tool_result_pairing, render_transcript
+from protocol.approval import ApprovalMode
+from protocol.chat import Message
+from protocol.control import SpeculationInfo, SuggestionReply, Transcript
+from protocol.model import ModelClient
+from protocol.work import (
+    Boundary,
+    Completed,
+    Failed,
+    ModelEndpoint,
+    ModelText,
+    PipelinedSuggestion,
+    RunSpeculation,
+    SpeculationOutcome,
+    ToolFinished,
+    WorkerEvent,
+)
+
+if TYPE_CHECKING:
+    from coordinator.service import Service
+
+log = logging.getLogger("specrun.speculation")
+
+SUGGESTION_DELAY_MS = 300
+ACCEPT_DEBOUNCE_MS = 100
+TERMINAL = frozenset({"completed", "boundary", "aborted", "failed", "accepted"})
+
+
+@dataclass(eq=False)
+class Speculation:
+    id: str
+    suggestion: str
+    overlay_dir: str = ""
+    status: str = "running"
+    started_at: float = field(default_factory=time.monotonic)
+    ended_at: float | None = None
+    worker: WorkerHandle | None = None
+    turns: int = 0
+    tool_uses: int = 0
+    boundary_reason: str | None = None
+    error: str | None = None
+    outcome: SpeculationOutcome | None = None
+    pipelined: str | None = None
+    pipelined_done: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def finish(self, status: str) -> None:
+        if self.status in TERMINAL and self.status != "completed":
+            return
+        self.status = status
+        self.ended_at = self.ended_at or time.monotonic()
+        self.finished.set()
+
+    @property
+    def elapsed_s(self) -> float:
+        return (self.ended_at or time.monotonic()) - self.started_at
+
+    def info(self) -> SpeculationInfo:
+        files = tuple(self.outcome.written_files) if self.outcome else ()
+        return SpeculationInfo(
+            id=self.id,
+            status=self.status,
+            turns=self.turns,
+            tool_uses=self.outcome.tool_use_count if self.outcome else self.tool_uses,
+            files_written=files,
+            boundary_reason=self.boundary_reason,
+            elapsed_s=round(self.elapsed_s, 4),
+            worker_pid=self.worker.pid if self.worker else None,
+            pipelined_suggestion=self.pipelined,
+        )
+
+
+@dataclass(eq=False)
+class Suggestion:
+    text: str
+    created_at: float = field(default_factory=time.monotonic)
+    delay_s: float = SUGGESTION_DELAY_MS / 1000
+    speculation: Speculation | None = None
+    settled: bool = False  # its outcome (accepted / ignored) is recorded
+
+    @property
+    def visible(self) -> bool:
+        return time.monotonic() - self.created_at >= self.delay_s
+
+
+class AcceptFallback(Exception):
+    """Accept could not use the speculation; the text runs as a normal turn."""
+
+
+class SpeculationManager:
+    def __init__(self, service: Service, model: ModelClient) -> None:
+        self.service = service
+        self.model = model
+        self.stats = Stats()
+        self.current: Suggestion | None = None
+        self.last_suppressed: str | None = None
+        self._ids = itertools.count(1)
+        self._last_accept = 0.0
+        self._tasks: set[asyncio.Task[object]] = set()
+        self._generation: asyncio.Task[object] | None = None
+
+    @property
+    def settings(self):  # type: ignore[no-untyped-def]
+        return self.service.settings
+
+    # -- suggestions -------------------------------------------------------------
+
+    def after_turn(self, reason: str, mode: ApprovalMode) -> None:
+        """A main turn ended; predict the next prompt in the background."""
+        if not self.settings["enableFollowupSuggestions"]:
+            return
+        if reason != "completed" or mode is ApprovalMode.PLAN:
+            return
+        if self.service.chat.model_turns() < 2:
+            self._suppress("early_conversation")
+            return
+        self._generation = self._spawn(self._suggest())
+
+    async def _suggest(self) -> None:
+        snapshot = self.service.chat.snapshot
+        if snapshot is None:
+            self._suppress("no_snapshot")
+            return
+        result = await generate_suggestion(self.model, snapshot, self.service.chat.fast_model)
+        if result.text is None:
+            self._suppress(result.suppressed or "empty")
+            return
+        await self.offer(result.text, delay_s=SUGGESTION_DELAY_MS / 1000)
+
+    def _suppress(self, reason: str) -> None:
+        self.last_suppressed = reason
+        self.stats.suppressed[reason] += 1
+
+    async def offer(self, text: str, delay_s: float) -> None:
+        """Make ``text`` the current suggestion and start speculating it right away."""
+        await self.dismiss("replaced")
+        suggestion = Suggestion(text, delay_s=delay_s)
+        self.current = suggestion
+        self.last_suppressed = None
+        self.stats.shown += 1
+        if self.settings["enableSpeculation"]:
+            suggestion.speculation = await self.start(text)
+
+    async def wait_visible(self, timeout_s: float) -> None:
+        """For `specrun suggestion --wait`: until a suggestion is visible or generation is over."""
+        deadline = time.monotonic() + timeout_s
+        if self._generation is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._generation), timeout_s)
+            except TimeoutError:
+                return
+        if self.current is not None and not self.current.visible:
+            await asyncio.sleep(max(0.0, min(self.current.delay_s, deadline - time.monotonic())))
+
+    # -- speculation ------------------------------------------------------------
+
+    async def start(self, text: str) -> Speculation | None:
+        chat = self.service.chat
+        if chat.snapshot is None:
+            log.info("CacheSafeParams not available for speculation")
+            self._suppress("no_snapshot")
+            return None
+        spec = Speculation(id=f"spec-{next(self._ids)}-{secrets.token_hex(3)}", suggestion=text)
+        try:
+            handle = await self.service.pool.acquire("speculation", spec.id)
+        except WorkerStartError as exc:
+            spec.error = str(exc)
+            spec.finish("failed")
+            self.stats.failed += 1
+            return spec
+        spec.worker = handle
+        spec.overlay_dir = str(overlay.overlay_dir_for(handle.pid, spec.id))
+        handle.overlay_dir = spec.overlay_dir
+        job = RunSpeculation(
+            job_id=spec.id,
+            epoch=self.service.epoch,
+            suggestion=text,
+            snapshot=chat.snapshot,
+            approval_mode=chat.approval_mode,
+            model=chat.fast_model,
+            project_root=str(self.service.project_root),
+            overlay_dir=spec.overlay_dir,
+            endpoint=ModelEndpoint(
+                base_url=self.service.base_url,
+                api_key=self.settings["apiKey"] or None,
+                cache_sharing=bool(self.settings["enableCacheSharing"]),
+            ),
+        )
+        try:
+            await self.service.pool.send(handle, job)
+        except WorkerStartError as exc:
+            spec.error = str(exc)
+            await self._end(spec, "failed")
+        return spec
+
+    def _spec_for(self, handle: WorkerHandle, job_id: str) -> Speculation | None:
+        spec = self.current.speculation if self.current else None
+        if spec is not None and spec.id == job_id and spec.worker is handle:
+            return spec
+        return None
+
+    async def on_worker_event(self, handle: WorkerHandle, event: WorkerEvent) -> None:
+        if self.service.chat.tools_exec.on_event(handle, event):
+            return
+        job_id = getattr(event, "job_id", None)
+        spec = self._spec_for(handle, job_id) if job_id else None
+        if spec is None:
+            log.info("dropping a late %s for %s", type(event).__name__, job_id)
+            return
+        if isinstance(event, ModelText):
+            spec.turns = max(spec.turns, event.turn + 1)
+        elif isinstance(event, ToolFinished):
+            spec.tool_uses += 1 if event.result.ok else 0
+        elif isinstance(event, Completed) and spec.status == "running":
+            spec.outcome = event.outcome
+            spec.turns = event.outcome.turns
+            handle.state = WorkerState.STOPPING  # it exits by itself after the pipelined step
+            spec.finish("completed")
+            self.stats.completed += 1
+        elif isinstance(event, Boundary) and spec.status == "running":
+            spec.outcome = event.outcome
+            spec.turns = event.outcome.turns
+            spec.boundary_reason = event.reason
+            handle.state = WorkerState.STOPPING
+            spec.finish("boundary")
+            spec.pipelined_done.set()
+            self.stats.boundary[event.reason.split(":", 1)[0]] += 1
+        elif isinstance(event, PipelinedSuggestion):
+            spec.pipelined = event.text
+            spec.pipelined_done.set()
+        elif isinstance(event, Failed) and spec.status == "running":
+            spec.error = event.error
+            await self._end(spec, "failed")
+
+    async def on_worker_death(self, handle: WorkerHandle) -> None:
+        self.service.chat.tools_exec.on_death(handle)
+        spec = self.current.speculation if self.current else None
+        if spec is None or spec.worker is not handle:
+            return
+        spec.pipelined_done.set()
+        if spec.status == "running":
+            spec.error = "the speculation's worker died"
+            await self._end(spec, "failed")
+
+    async def _end(self, spec: Speculation, status: str) -> None:
+        """Stop a speculation for good: kill its worker (if alive), remove its overlay."""
+        if spec.status == "running" or status in ("aborted", "failed"):
+            was_running = spec.status == "running"
+            spec.finish(status)
+            if was_running and status == "aborted":
+                self.stats.aborted += 1
+            elif was_running and status == "failed":
+                self.stats.failed += 1
+        if spec.worker is not None and spec.worker.state is not WorkerState.DEAD:
+            await self.service.pool.kill(spec.worker, f"speculation {status}")
+        spec.pipelined_done.set()
+        if spec.overlay_dir:
+            overlay.Overlay(self.service.project_root, spec.overlay_dir).cleanup()
+
+    async def abort(self, reason: str = "aborted") -> None:
+        """Idempotent: kill + reap the worker, remove the overlay, status `aborted`."""
+        spec = self.current.speculation if self.current else None
+        if spec is None:
+            return
+        if spec.status in ("running", "completed", "boundary"):
+            await self._end(spec, "aborted" if spec.status == "running" else spec.status)
+
+    async def dismiss(self, reason: str) -> None:
+        """The user did something else: record `ignored`, abort, forget the suggestion."""
+        current = self.current
+        if current is None:
+            return
+        if not current.settled:
+            current.settled = True
+            self.stats.ignored += 1
+        await self.abort(reason)
+        self.current = None
+
+    # -- accept -----------------------------------------------------------------
+
+    def matches(self, text: str) -> bool:
+        return self.current is not None and self.current.text == text.strip()
+
+    async def accept(self, method: str, out: Emitter) -> float:
+        """Apply the current completed speculation. Returns seconds saved; raises
+        ``AcceptFallback`` (after aborting) when the text must run as a normal turn."""
+        now = time.monotonic()
+        if (now - self._last_accept) * 1000 < ACCEPT_DEBOUNCE_MS:
+            raise AcceptFallback("debounced")
+        self._last_accept = now
+        suggestion = self.current
+        if suggestion is None:
+            raise AcceptFallback("there is no suggestion to accept")
+        suggestion.settled = True
+        self.stats.accepted[method] += 1
+        spec = suggestion.speculation
+        if spec is None or spec.status != "completed" or spec.outcome is None:
+            why = "no speculation ran" if spec is None else f"its speculation {_describe(spec)}"
+            await self.abort("accepted before completion")
+            self.current = None
+            raise AcceptFallback(why)
+        chat = self.service.chat
+        ov = overlay.Overlay.from_record(
+            self.service.project_root,
+            spec.overlay_dir,
+            {rel: _record_entry(wf) for rel, wf in spec.outcome.written_files.items()},
+        )
+        try:
+            # 1. files first (all or nothing), 2.-3. then the history, so a failed apply
+            # leaves neither; 5. the overlay goes in every case.
+            await asyncio.to_thread(ov.apply_to_real)
+            messages = ensure_tool_result_pairing(list(spec.outcome.messages))
+            chat.extend_from_speculation([Message.user(suggestion.text), *messages])
+            chat.save_snapshot(chat.system_prompt(), chat.tools())
+        except overlay.ConflictError as exc:
+            self.current = None
+            raise AcceptFallback(f"you changed files it also changed ({exc})") from None
+        except (overlay.OverlayError, OSError) as exc:
+            self.current = None
+            raise AcceptFallback(f"its files could not be applied ({exc})") from None
+        finally:
+            ov.cleanup()
+        spec.status = "accepted"
+        saved = max(0.0, spec.elapsed_s - (time.monotonic() - now))
+        self.stats.time_saved_s.append(saved)
+        entries = render_transcript(suggestion.text, messages)
+        await out.send(Transcript(out.req_id, tuple(entries), tuple(spec.outcome.written_files), saved))
+        self._spawn(self._continue_pipeline(spec, suggestion))
+        return saved
+
+    async def _continue_pipeline(self, spec: Speculation, accepted: Suggestion) -> None:
+        """Tab-Tab-Tab: the pipelined suggestion becomes the next one at once (waiting for
+        it if the worker is still writing it), and its speculation starts immediately."""
+        await spec.pipelined_done.wait()
+        if self.current is not accepted:
+            return  # the user moved on meanwhile
+        self.current = None
+        if spec.pipelined and self.settings["enableFollowupSuggestions"]:
+            await self.offer(spec.pipelined, delay_s=0.0)
+
+    # -- reporting & lifecycle ---------------------------------------------------
+
+    def suggestion_reply(self, req_id: int) -> SuggestionReply:
+        current = self.current
+        if current is None:
+            return SuggestionReply(req_id, None, False, self.last_suppressed, None)
+        spec = current.speculation.info() if current.speculation else None
+        return SuggestionReply(req_id, current.text, current.visible, None, spec)
+
+    async def shutdown(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.abort("shutdown")
+
+    def _spawn(self, coro: object) -> asyncio.Task[object]:
+        task: asyncio.Task[object] = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+
+def _describe(spec: Speculation) -> str:
+    if spec.status == "boundary":
+        return f"stopped at a boundary ({spec.boundary_reason})"
+    if spec.status == "failed":
+        return f"failed ({spec.error})"
+    return f"was {spec.status}"
+
+
+def _record_entry(written: object) -> dict[str, object]:
+    from protocol.work import WrittenFile  # noqa: PLC0415
+
+    assert isinstance(written, WrittenFile)
+    fp = written.original
+    return {
+        "overlay_path": written.overlay_path,
+        "size": fp.size if fp else None,
+        "mtime_ns": fp.mtime_ns if fp else None,
+        "sha256": fp.sha256 if fp else None,
+    }

@@ -1,0 +1,108 @@
+"""Running the main chat's tool calls in worker processes.
+
+The coordinator never runs a tool itself: each call is a ``RunTool`` job on a
+pool worker (no overlay), so a slow tool never blocks the event loop and
+cancelling a turn is a kill. Approval policy lives here too: which calls the
+user must confirm in each approval mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from dataclasses import dataclass
+
+from coordinator.pool import WorkerHandle, WorkerPool, WorkerStartError
+from protocol.approval import ApprovalMode
+from protocol.chat import ToolCall, ToolResult
+from protocol.work import Failed, RunTool, ToolDone, WorkerEvent
+
+log = logging.getLogger("specrun.tools")
+
+WRITE_TOOLS = frozenset({"edit", "write_file"})
+SHELL_TOOL = "run_shell_command"
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    result: ToolResult
+    needs_approval: str | None = None
+
+
+def write_policy(call: ToolCall, mode: ApprovalMode) -> str:
+    """For a write tool: ``run``, ``ask`` or ``refuse`` (plan mode). Other tools: ``run``."""
+    if call.name not in WRITE_TOOLS:
+        return "run"
+    if mode is ApprovalMode.PLAN:
+        return "refuse"
+    return "run" if mode.allows_unconfirmed_edits else "ask"
+
+
+def shell_mode(call: ToolCall, mode: ApprovalMode) -> str:
+    """``full`` when the mode already allows any command (yolo), else ``read_only``: the
+    worker runs it only if it is provably read-only and otherwise asks back."""
+    return "full" if call.name == SHELL_TOOL and mode is ApprovalMode.YOLO else "read_only"
+
+
+class ToolExecutor:
+    def __init__(self, pool: WorkerPool, project_root: str) -> None:
+        self.pool = pool
+        self.project_root = project_root
+        self._ids = itertools.count(1)
+        self._pending: dict[str, tuple[WorkerHandle, asyncio.Future[ToolOutcome]]] = {}
+
+    async def run(self, call: ToolCall, shell: str, timeout_s: float = 120.0) -> ToolOutcome:
+        job_id = f"tool-{next(self._ids)}"
+        handle = await self.pool.acquire("tool", job_id)
+        future: asyncio.Future[ToolOutcome] = asyncio.get_running_loop().create_future()
+        self._pending[job_id] = (handle, future)
+        try:
+            await self.pool.send(
+                handle,
+                RunTool(
+                    job_id=job_id,
+                    epoch=self.pool.epoch,
+                    call=call,
+                    project_root=self.project_root,
+                    shell="full" if shell == "full" else "read_only",
+                    timeout_s=timeout_s,
+                ),
+            )
+            outcome = await future
+        except asyncio.CancelledError:
+            # The turn was aborted: the tool dies with its worker.
+            await self.pool.kill(handle, "turn aborted")
+            raise
+        except WorkerStartError as exc:
+            outcome = ToolOutcome(ToolResult(call.id, call.name, error=str(exc)))
+        finally:
+            self._pending.pop(job_id, None)
+        self.pool.release(handle)
+        return outcome
+
+    def on_event(self, handle: WorkerHandle, event: WorkerEvent) -> bool:
+        """Route a worker event that belongs to a tool job; False if it is not ours."""
+        if not isinstance(event, ToolDone | Failed):
+            return False
+        entry = self._pending.get(event.job_id)
+        if entry is None or entry[0] is not handle:
+            return False
+        future = entry[1]
+        if not future.done():
+            if isinstance(event, ToolDone):
+                future.set_result(ToolOutcome(event.result, event.needs_approval))
+            else:
+                future.set_result(
+                    ToolOutcome(ToolResult(event.job_id, "", error=f"tool failed: {event.error}"))
+                )
+        return True
+
+    def on_death(self, handle: WorkerHandle) -> None:
+        for job_id, (owner, future) in list(self._pending.items()):
+            if owner is handle and not future.done():
+                future.set_result(
+                    ToolOutcome(
+                        ToolResult(job_id, "", error="the worker running this tool died before it finished")
+                    )
+                )

@@ -1,0 +1,44 @@
+"""Turning speculated messages into what the user sees on accept."""
+
+from __future__ import annotations
+
+from protocol.chat import Message
+from protocol.control import TranscriptEntry
+from coordinator.emitter import cut, format_args
+
+
+def ensure_tool_result_pairing(messages: list[Message]) -> list[Message]:
+    """The history may not end with unanswered calls: if the last message is the model's
+    and has tool calls, keep only its text, or drop it when nothing remains."""
+    if messages and messages[-1].role == "assistant" and messages[-1].tool_calls:
+        last = messages[-1]
+        head = messages[:-1]
+        return [*head, Message.assistant(last.text)] if last.text.strip() else head
+    return messages
+
+
+def render_transcript(user_text: str, messages: list[Message]) -> list[TranscriptEntry]:
+    """User text, model text, and a tool group pairing call *i* with response *i* of the
+    next message."""
+    entries = [TranscriptEntry(kind="user", text=user_text)]
+    for index, message in enumerate(messages):
+        if message.role != "assistant":
+            continue
+        if message.text.strip():
+            entries.append(TranscriptEntry(kind="model", text=message.text))
+        following = messages[index + 1] if index + 1 < len(messages) else None
+        results = following.tool_results if following is not None and following.role == "tool" else ()
+        for position, call in enumerate(message.tool_calls):
+            result = results[position] if position < len(results) else None
+            if result is None:
+                status, text = "cancelled", ""
+            elif result.ok:
+                status, text = "success", result.output or ""
+            else:
+                status, text = "error", result.error or ""
+            entries.append(
+                TranscriptEntry(
+                    kind="tool", tool=call.name, args=format_args(call), text=cut(text, 500), status=status
+                )
+            )
+    return entries
