@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from protocol.suggestion import (
     SINGLE_WORD_SUGGESTIONS,
@@ -330,3 +332,29 @@ def test_pipelined_prompt_keeps_multiline_text() -> None:
     assert prompt.startswith(
         'The user just said: "go"\nThe assistant responded: line one\nline two\n\n'
     )
+
+
+# --- properties ---------------------------------------------------------------------------------
+
+
+@given(st.text(max_size=200))
+def test_filter_is_total(text: str) -> None:
+    reason = filter_suggestion(text)
+    assert reason is None or reason in SUPPRESSION_REASONS
+    # surrounding whitespace never changes the verdict
+    assert filter_suggestion(f"  {text}\n") == reason
+
+
+@given(st.from_regex(r"/[a-z-]{1,20}", fullmatch=True))
+def test_one_word_slash_commands_always_pass(command: str) -> None:
+    assert filter_suggestion(command) is None
+
+
+@given(
+    st.text(
+        alphabet=st.characters(blacklist_characters="\"'`\u201c\u201d\u2018\u2019"), max_size=80
+    )
+)
+def test_parse_reply_round_trips_json(text: str) -> None:
+    reply = msgspec.json.encode({"suggestion": text}).decode()
+    assert parse_suggestion_reply(reply) == text.strip()
