@@ -1,0 +1,1 @@
+"""The demo: a sample project and a scripted session over it."""

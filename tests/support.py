@@ -1,0 +1,125 @@
+"""Shared test helpers: an isolated environment, the CLI as a real subprocess, and
+checks that a test left no process or overlay behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_PROJECT = REPO / "coordinator" / "demo" / "sample_project"
+
+
+def make_sample_project(dest: Path, git: bool = True) -> Path:
+    shutil.copytree(SAMPLE_PROJECT, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    if git:
+        env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+        for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "init"]):
+            subprocess.run(cmd, cwd=dest, check=True, env=env, capture_output=True)
+    return dest
+
+
+def snapshot_tree(root: Path) -> dict[str, bytes]:
+    """Every file under root except .git and .specrun, as bytes."""
+    out: dict[str, bytes] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if rel.split("/")[0] in (".git", ".specrun") or "__pycache__" in rel or not path.is_file():
+            continue
+        out[rel] = path.read_bytes()
+    return out
+
+
+@dataclass
+class Env:
+    """An isolated HOME and runtime dir; ``vars`` is the environment for subprocesses."""
+
+    home: Path
+    runtime: Path
+    vars: dict[str, str] = field(default_factory=dict)
+
+
+@contextmanager
+def isolated_env(**extra: str) -> Iterator[Env]:
+    base = Path(tempfile.mkdtemp(prefix="sr-"))  # short: ipc:// paths are length-limited
+    home, runtime = base / "home", base / "run"
+    home.mkdir()
+    runtime.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DASHSCOPE_", "SPECRUN_"))}
+    env.update(HOME=str(home), SPECRUN_RUNTIME_DIR=str(runtime), PYTHONUNBUFFERED="1", **extra)
+    try:
+        yield Env(home, runtime, env)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+class Specrun:
+    """Runs `specrun --project P ...` as a real subprocess."""
+
+    def __init__(self, project: Path, env: Env) -> None:
+        self.project = project
+        self.env = env
+
+    def run(self, *args: str, timeout: float = 60, check: bool = False, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "coordinator", "--project", str(self.project), *args],
+            env=self.env.vars, capture_output=True, text=True, timeout=timeout, input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"specrun {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def json(self, *args: str, timeout: float = 60) -> Any:
+        proc = self.run(*args, "--json", timeout=timeout, check=True)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    def json_lines(self, *args: str, timeout: float = 60) -> list[Any]:
+        proc = self.run(*args, "--json", timeout=timeout)
+        return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+    def service_pid(self) -> int:
+        return int(self.json("status")["pid"])
+
+
+def service_processes(pid: int) -> list[psutil.Process]:
+    """The service and everything below it (fork server, workers, tools)."""
+    try:
+        proc = psutil.Process(pid)
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
+
+
+def processes_with_env(marker_dir: Path) -> list[psutil.Process]:
+    """Processes whose environment points at a test runtime dir (leak detection)."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.environ().get("SPECRUN_RUNTIME_DIR") == str(marker_dir):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
