@@ -150,6 +150,7 @@ class WorkerPool:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._refill_lock = asyncio.Lock()
+        self._spawn_failures = 0
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -192,9 +193,16 @@ class WorkerPool:
             results = await asyncio.gather(
                 *(self._spawn() for _ in range(missing)), return_exceptions=True
             )
-        for result in results:
-            if isinstance(result, BaseException):
-                log.error("could not start a worker: %s", result)
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:
+            # A worker that cannot start will not start on a tight loop either: back off
+            # (0.1 s doubling to 5 s) and say so once per streak, not once per try.
+            if self._spawn_failures == 0:
+                log.error("could not start a worker: %s", failures[0])
+            self._spawn_failures += 1
+            await asyncio.sleep(min(5.0, 0.1 * 2 ** min(self._spawn_failures, 6)))
+        elif results:
+            self._spawn_failures = 0
 
     def refill_soon(self) -> None:
         if not self._closing:
@@ -213,6 +221,10 @@ class WorkerPool:
         await asyncio.to_thread(process.start)
         pid = int(process.pid)
         handle = WorkerHandle(pid=pid, process=process, started_at=started)
+        if self._closing:  # the pool closed while this one was being forked
+            kill_tree(pid)
+            await asyncio.to_thread(process.join, 5)
+            raise WorkerStartError("the pool is closing")
         handle.ready = loop.create_future()
         handle.dead = loop.create_future()
         self._workers[pid] = handle
@@ -275,6 +287,7 @@ class WorkerPool:
         except TimeoutError:
             log.error("worker %s did not die after SIGKILL", handle.pid)
             return 10.0
+        await asyncio.to_thread(handle.process.join, 5)  # reaped: no zombie left behind
         return seen - handle.killed_at
 
     def find(self, pid: int) -> WorkerHandle | None:

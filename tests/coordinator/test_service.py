@@ -1,0 +1,93 @@
+"""The service as people and scripts use it: real processes, real sockets."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import msgspec
+import psutil
+import zmq
+
+from protocol.endpoints import Endpoints
+from tests.support import Specrun, processes_with_env, service_processes, wait_until
+
+
+def test_cli_without_a_service_says_how_to_start_one(specrun: Specrun) -> None:
+    proc = specrun.run("status")
+    assert proc.returncode == 2
+    assert "specrun start" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_start_status_stop_leaves_nothing_behind(specrun: Specrun) -> None:
+    started = specrun.json("start")
+    assert started["started"] is True
+    status = specrun.json("status")
+    assert status["project"] == str(specrun.project.resolve())
+    assert status["pid"] == started["pid"]
+    assert status["scripted_model"] is True
+    assert wait_until(lambda: sum(w["state"] == "idle" for w in specrun.json("workers")["workers"]) == 2)
+    again = specrun.run("start")
+    assert again.returncode == 0 and "already running" in again.stdout
+    pid = status["pid"]
+    assert len(service_processes(pid)) >= 3  # coordinator, fork server, workers
+    stopped = specrun.json("stop")
+    assert stopped == {"stopped": True, "pid": pid}
+    assert wait_until(lambda: not processes_with_env(specrun.env.runtime), timeout=10)
+    endpoints = Endpoints.for_project(specrun.project, create=False)
+    assert list(endpoints.directory.iterdir()) == []
+    assert specrun.run("stop").returncode == 2
+
+
+def test_malformed_frames_get_an_error_and_the_service_keeps_serving(service: Specrun) -> None:
+    endpoints = Endpoints.for_project(service.project, create=False)
+    ctx = zmq.Context()
+    try:
+        control = ctx.socket(zmq.DEALER)
+        control.setsockopt(zmq.LINGER, 0)
+        control.connect(endpoints.control)
+        for frame in (b"garbage", msgspec.msgpack.encode({"type": "nope", "req_id": 77}), b""):
+            control.send(frame)
+            assert control.poll(5000), "no reply to a malformed frame"
+            reply = msgspec.msgpack.decode(control.recv())
+            assert reply["type"] == "error" and reply["code"] == "bad_request"
+        control.send_multipart([b"two", b"parts"])
+        workers = ctx.socket(zmq.DEALER)
+        workers.setsockopt(zmq.LINGER, 0)
+        workers.setsockopt(zmq.IDENTITY, b"w999999")
+        workers.connect(endpoints.workers)
+        for frame in (b"\x00\x01", msgspec.msgpack.encode({"type": "hello", "pid": "x"}), b""):
+            workers.send(frame)
+        workers.close()
+        control.close()
+    finally:
+        ctx.term()
+    assert service.json("status")["pid"] > 0
+
+
+def test_a_killed_worker_is_noticed_and_replaced(service: Specrun) -> None:
+    assert wait_until(lambda: sum(w["state"] == "idle" for w in service.json("workers")["workers"]) == 2)
+    before = {w["pid"] for w in service.json("workers")["workers"]}
+    victim = sorted(before)[0]
+    assert service.run("debug", "kill-worker", str(victim), check=True).returncode == 0
+
+    def replaced() -> bool:
+        now = {w["pid"]: w["state"] for w in service.json("workers")["workers"]}
+        return victim not in now and sum(s == "idle" for s in now.values()) == 2
+
+    assert wait_until(replaced, timeout=10)
+    assert not psutil.pid_exists(victim) or psutil.Process(victim).status() == psutil.STATUS_ZOMBIE
+
+
+def test_kill_worker_of_an_unknown_pid_is_a_clear_error(service: Specrun) -> None:
+    proc = service.run("debug", "kill-worker", "1")
+    assert proc.returncode == 1
+    assert "not a worker" in proc.stderr
+
+
+def test_sigterm_stops_the_service_cleanly(service: Specrun) -> None:
+    pid = service.service_pid()
+    os.kill(pid, signal.SIGTERM)
+    assert wait_until(lambda: not processes_with_env(service.env.runtime), timeout=10)
+    assert service.run("status").returncode == 2
