@@ -28,12 +28,15 @@ def is_running(project_root: Path) -> bool:
 
 
 def start_daemon(project_root: Path, serve_args: list[str], timeout_s: float = 30.0) -> int:
-    """Start ``specrun serve`` detached; returns its pid once it answers ``status``."""
+    """Start ``specrun serve`` detached; returns its pid once it answers ``status``.
+
+    ``-P``: the project directory must never shadow specrun's own packages in the service
+    or in its workers (a project may well have a ``worker/`` or ``protocol/`` package)."""
     log_file = log_path(project_root)
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "coordinator", "--project", str(project_root), "serve", *serve_args],
+            [sys.executable, "-P", "-m", "coordinator", "--project", str(project_root), "serve", *serve_args],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

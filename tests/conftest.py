@@ -34,8 +34,13 @@ def project(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def specrun(project: Path, env: Env) -> Specrun:
-    return Specrun(project, env)
+def specrun(project: Path, env: Env) -> Iterator[Specrun]:
+    runner = Specrun(project, env)
+    yield runner
+    # A test that started a service and failed before stopping it must not leak it.
+    if processes_with_env(env.runtime):
+        runner.run("stop")
+        wait_until(lambda: not processes_with_env(env.runtime), timeout=10)
 
 
 @pytest.fixture
