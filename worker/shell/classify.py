@@ -1,0 +1,344 @@
+"""Read-only classification of shell commands (SPEC §4), failing closed.
+
+Pipeline for one command string:
+
+1. reject blank input, over-long input and control characters (``\\r\\n`` is read as a newline;
+   a lone ``\\r`` is refused because it could hide a second command from a reviewer);
+2. :mod:`worker.shell.lexer` splits top-level statements itself (newline, ``;``, ``&``), strips
+   comments and line continuations, re-attaches here-document bodies and records every lexical
+   sign of an expansion or output redirection;
+3. each statement is parsed by bashlex; every top-level node is walked, and the parse must cover
+   every non-blank character of the statement (bashlex has been seen to stop early);
+4. decisions come from the parse tree: node kinds, redirect types, substitution nodes, the
+   command word and its arguments (argument text is re-derived from the source with
+   :func:`worker.shell.lexer.analyze_word`, because bashlex's ``word`` drops quoting);
+5. the lexical findings are a backstop: a statement the tree calls read-only is still refused
+   when the scanner saw an expansion bashlex missed (e.g. ``echo 'a'$(touch x)'b'``).
+
+Any exception anywhere makes the verdict "not read-only".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import bashlex
+
+from worker.shell.commands import command_problem
+from worker.shell.lexer import (
+    SAFE_SINKS,
+    WordInfo,
+    analyze_word,
+    assignment_name,
+    heredoc_body_problem,
+    is_plain_name,
+    parameter_problem,
+    scan,
+)
+
+MAX_COMMAND_CHARS = 64 * 1024
+
+READ_ONLY_REASON = "read-only: every command in allow list"
+ASSIGNMENT_ONLY_REASON = "read-only: assignments only"
+
+# Variables a bare assignment may not change: exported ones (the read-only runner exports
+# exactly PATH, HOME, LANG, LC_ALL, TERM) and ones bash itself acts on.
+_SENSITIVE_VARIABLES = frozenset({
+    "PATH", "HOME", "IFS", "CDPATH", "GLOBIGNORE", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS",
+    "PS4", "PROMPT_COMMAND", "TMPDIR", "TERM", "SHELL", "LANG", "LANGUAGE", "TZ", "PAGER",
+    "MANPAGER", "EDITOR", "VISUAL", "OLDPWD", "PWD", "HISTFILE", "POSIXLY_CORRECT",
+    "RIPGREP_CONFIG_PATH",
+})
+_SENSITIVE_PREFIXES = ("LC_", "GIT_", "LD_", "BASH_", "LESS", "PYTHON", "NODE_")
+
+_FD_VAR_RE = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+@dataclass(frozen=True)
+class ShellVerdict:
+    """Outcome of :func:`classify`.
+
+    ``reason`` names the rule that decided (``redirect:>``, ``command:rm``, ``git:push``,
+    ``parse-error:…``, or ``read-only: every command in allow list``); ``commands`` lists the
+    command names seen, in order.
+    """
+
+    read_only: bool
+    reason: str
+    commands: list[str] = field(default_factory=list)
+
+
+class _Refusal(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def classify(command: object) -> ShellVerdict:
+    """Decide whether ``command`` is provably read-only. Never raises."""
+    try:
+        return _classify(command)
+    except Exception as exc:  # fail closed on anything unexpected
+        return ShellVerdict(False, f"internal-error:{type(exc).__name__}", [])
+
+
+def _classify(command: object) -> ShellVerdict:
+    if not isinstance(command, str):
+        return ShellVerdict(False, "bad-input: not a string", [])
+    if not command.strip():
+        return ShellVerdict(False, "empty", [])
+    if len(command) > MAX_COMMAND_CHARS:
+        return ShellVerdict(False, f"too-long: over {MAX_COMMAND_CHARS} characters", [])
+    text = command.replace("\r\n", "\n")
+    for ch in text:
+        code = ord(ch)
+        if (code < 32 and ch not in "\t\n") or code == 127:
+            return ShellVerdict(False, f"control-char:U+{code:04X}", [])
+
+    lexed = scan(text)
+    if lexed.error is not None:
+        if lexed.findings:
+            return ShellVerdict(False, lexed.findings[0], [])
+        return ShellVerdict(False, f"parse-error: {lexed.error}", [])
+    if not lexed.statements:
+        return ShellVerdict(False, "empty", [])
+
+    commands: list[str] = []
+    first_reason: str | None = None
+    for statement in lexed.statements:
+        walker = _Walker(statement, commands)
+        reason = walker.run()
+        if reason is not None and first_reason is None:
+            first_reason = reason
+    if first_reason is not None:
+        if first_reason.startswith("parse-error") and lexed.findings:
+            first_reason = lexed.findings[0]
+        return ShellVerdict(False, first_reason, commands)
+    if lexed.findings:
+        return ShellVerdict(False, lexed.findings[0], commands)
+    return ShellVerdict(True, READ_ONLY_REASON if commands else ASSIGNMENT_ONLY_REASON, commands)
+
+
+_KEYWORD_REASONS = {
+    "if": "compound:if", "for": "compound:for", "while": "compound:while",
+    "until": "compound:until", "case": "compound:case", "select": "compound:select",
+    "function": "function", "coproc": "construct:coproc", "time": "construct:time",
+    "[[": "construct:[[", "((": "arithmetic:((...))",
+}
+
+
+def _leading_keyword(statement: str) -> str | None:
+    """Reason for a statement bashlex could not parse that opens with a refused keyword.
+
+    The statement splitter cuts ``if a; then b; fi`` at its semicolons, so such pieces never
+    parse; naming the keyword gives a clearer reason than the parse error.
+    """
+    stripped = statement.lstrip(" \t\n(")
+    if stripped.startswith("(("):
+        return _KEYWORD_REASONS["(("]
+    word = stripped.split(None, 1)[0] if stripped.split() else ""
+    return _KEYWORD_REASONS.get(word)
+
+
+class _Walker:
+    """Walks the bashlex trees of one statement; the first refusal wins."""
+
+    def __init__(self, src: str, commands: list[str]) -> None:
+        self.src = src
+        self.commands = commands
+        self.reason: str | None = None
+
+    def refuse(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+
+    def run(self) -> str | None:
+        try:
+            trees = bashlex.parse(self.src)
+        except Exception as exc:  # ParsingError, NotImplementedError, AttributeError…
+            keyword = _leading_keyword(self.src)
+            if keyword is not None:
+                return keyword
+            detail = str(exc).splitlines()[0][:80] if str(exc) else ""
+            return f"parse-error: {type(exc).__name__}" + (f": {detail}" if detail else "")
+        covered = bytearray(len(self.src))
+        for tree in trees:
+            if not hasattr(tree, "kind"):
+                return "parse-error: unexpected parse result"
+            self.mark(covered, tree.pos)
+            self.node(tree, covered)
+        for idx, ch in enumerate(self.src):
+            if not covered[idx] and not ch.isspace():
+                return f"parse-error: text the parser skipped at offset {idx}"
+        return self.reason
+
+    @staticmethod
+    def mark(covered: bytearray, pos: tuple[int, int]) -> None:
+        start, end = pos
+        covered[max(start, 0) : max(end, 0)] = b"\x01" * (max(end, 0) - max(start, 0))
+
+    def raw(self, node: Any) -> str:
+        start, end = node.pos
+        return self.src[start:end]
+
+    # -- structure ------------------------------------------------------------------------------
+
+    def node(self, n: Any, covered: bytearray) -> None:
+        kind = n.kind
+        if kind == "list":
+            for part in n.parts:
+                if part.kind == "operator":
+                    continue
+                self.node(part, covered)
+        elif kind == "pipeline":
+            for part in n.parts:
+                if part.kind == "pipe" or (part.kind == "reservedword" and part.word == "!"):
+                    continue
+                self.node(part, covered)
+        elif kind == "compound":
+            self.compound(n, covered)
+        elif kind == "command":
+            self.command(n, covered)
+        elif kind == "function":
+            name = getattr(getattr(n, "name", None), "word", "?")
+            self.refuse(f"function:{name}")
+        else:
+            self.refuse(f"construct:{kind}")
+
+    def compound(self, n: Any, covered: bytearray) -> None:
+        items = list(n.list)
+        first = items[0] if items else None
+        if first is None:
+            self.refuse("construct:empty compound")
+            return
+        if first.kind == "reservedword" and first.word in ("(", "{"):
+            for inner in items[1:-1]:
+                self.node(inner, covered)
+        elif first.kind in ("if", "for", "while", "until"):
+            self.refuse(f"compound:{first.kind}")
+        else:
+            self.refuse(f"compound:{first.kind}")
+        for redirect in n.redirects:
+            self.redirect(redirect, covered)
+
+    # -- simple commands ------------------------------------------------------------------------
+
+    def command(self, n: Any, covered: bytearray) -> None:
+        assignments: list[Any] = []
+        words: list[Any] = []
+        redirects: list[Any] = []
+        for part in n.parts:
+            if part.kind == "assignment":
+                (words if words else assignments).append(part)
+            elif part.kind == "word":
+                words.append(part)
+            elif part.kind == "redirect":
+                redirects.append(part)
+            else:
+                self.refuse(f"construct:{part.kind}")
+                return
+        if words:
+            self.commands.append(self.raw(words[0]))
+        for part in assignments + words:
+            self.expansions(part)
+        for redirect in redirects:
+            self.redirect(redirect, covered)
+        for word in words:
+            # bashlex reads "{fd}>file" as a word then a redirect; bash allocates a descriptor
+            # and assigns it to the variable.
+            follows = self.src[word.pos[1] : word.pos[1] + 1]
+            if follows in ("<", ">") and _FD_VAR_RE.fullmatch(self.raw(word)):
+                self.refuse("redirect:{var}")
+        if words and assignments:
+            name = assignment_name(self.raw(assignments[0])) or "?"
+            self.refuse(f"assignment-prefix:{name}")
+            return
+        if not words:
+            for assignment in assignments:
+                self.bare_assignment(assignment)
+            return
+        name_raw = self.raw(words[0])
+        if not is_plain_name(name_raw):
+            if "/" in name_raw:
+                self.refuse("command-name:path")
+            else:
+                self.refuse("command-name:not a plain word")
+            return
+        args = [analyze_word(self.raw(w)) for w in words[1:]]
+        problem = command_problem(name_raw, args)
+        if problem:
+            self.refuse(problem)
+
+    def bare_assignment(self, node: Any) -> None:
+        name = assignment_name(self.raw(node))
+        if name is None:
+            self.refuse("assignment:not a plain name")
+            return
+        if name in _SENSITIVE_VARIABLES or name.startswith(_SENSITIVE_PREFIXES):
+            self.refuse(f"assignment:{name}")
+
+    def expansions(self, word: Any) -> None:
+        for part in getattr(word, "parts", []) or []:
+            kind = part.kind
+            if kind == "commandsubstitution":
+                start = part.pos[0]
+                token = "`...`" if self.src[start : start + 1] == "`" else "$(...)"
+                self.refuse(f"substitution:{token}")
+            elif kind == "processsubstitution":
+                start = part.pos[0]
+                self.refuse(f"substitution:{self.src[start : start + 1] or '<'}(...)")
+            elif kind == "parameter":
+                value = getattr(part, "value", None)
+                if isinstance(value, str):
+                    problem = parameter_problem(value)
+                    if problem:
+                        self.refuse(problem)
+            elif kind == "tilde":
+                continue
+            else:
+                self.refuse(f"construct:{kind}")
+
+    # -- redirections ---------------------------------------------------------------------------
+
+    def redirect(self, r: Any, covered: bytearray) -> None:
+        rtype = r.type
+        source = getattr(r, "input", None)
+        if source is not None and not isinstance(source, int):
+            self.refuse("redirect:{var}")
+            return
+        target = r.output
+        target_info: WordInfo | None = None
+        if hasattr(target, "kind"):
+            self.expansions(target)
+            target_info = analyze_word(self.raw(target))
+        if rtype in ("<", "<<<"):
+            if target_info is not None and (
+                "/dev/tcp/" in target_info.value or "/dev/udp/" in target_info.value
+            ):
+                self.refuse("redirect:/dev/tcp")
+            return
+        if rtype in ("<<", "<<-"):
+            heredoc = getattr(r, "heredoc", None)
+            if heredoc is None:
+                self.refuse("parse-error: here-document without body")
+                return
+            self.mark(covered, heredoc.pos)
+            problem = heredoc_body_problem(heredoc.value)
+            if problem:
+                self.refuse(problem)
+            return
+        if rtype == "<&":
+            return
+        if rtype == ">&":
+            if isinstance(target, int) or target == "-":
+                return
+            if target_info is not None and re.fullmatch(r"[0-9]+-?|-", target_info.raw):
+                return
+        if rtype in (">", ">>", ">|", "&>", "&>>", ">&"):
+            if target_info is not None and target_info.literal_value() in SAFE_SINKS:
+                return
+            self.refuse(f"redirect:{rtype}")
+            return
+        self.refuse(f"redirect:{rtype}")

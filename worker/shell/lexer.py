@@ -1,0 +1,810 @@
+"""Quote-aware lexical pass over a shell command, independent of bashlex.
+
+It does three jobs that bashlex cannot be trusted with:
+
+* split the input into top-level statements (newline, ``;``, ``&``), dropping comments and
+  line continuations and re-attaching here-document bodies to the statement that opened them;
+* record every expansion that can run code or write (``$(...)``, backticks, process
+  substitution, arithmetic, dangerous ``${...}`` operators, output redirections), also inside
+  unquoted here-document bodies and ``${...}`` text, which bashlex does not parse;
+* analyse a single word's source text (quote removal, is it static, does it glob).
+
+Everything here errs on the side of "not read-only": when the scanner is unsure it records a
+finding or an error, and the classifier treats either as a refusal.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# Characters that end an unquoted word in bash.
+_METACHARS = frozenset(" \t\n;&|()<>")
+_BLANKS = " \t"
+
+# Output targets that cannot change anything on disk.
+SAFE_SINKS = frozenset({"/dev/null"})
+
+_PARAM_HEAD_RE = re.compile(r"(#?)([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])(.*)\Z", re.DOTALL)
+_OFFSET_RE = re.compile(r":\s*-?\s*[0-9]+(\s*:\s*-?\s*[0-9]+)?\Z")
+# Operators of ${name<op>word}, longest first.
+_PARAM_OPS = (
+    ":-", ":+", ":?", ":=", "##", "%%", "//", "/#", "/%", "^^", ",,",
+    "-", "+", "?", "=", "#", "%", "/", "^", ",",
+)
+
+
+class ScanError(Exception):
+    """The scanner could not make sense of the input (unbalanced quote, odd here-doc…)."""
+
+
+@dataclass
+class Scan:
+    """Result of :func:`scan`."""
+
+    statements: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# ${...} and here-document checks (shared by the scanner and the bashlex node walk)
+# --------------------------------------------------------------------------------------------
+
+
+def parameter_problem(inner: str) -> str | None:
+    """Why the text between ``${`` and ``}`` is not harmless, or ``None`` when it is.
+
+    Accepted: ``${name}``, ``${#name}``, ``${name<op>word}`` for the non-assigning operators,
+    and numeric ``${name:offset[:length]}``. Refused: assignment (``=``, ``:=``), transforms
+    (``@P``, ``@E``…), indirection (``!``), array subscripts and variable offsets (both are
+    evaluated arithmetically, which can run command substitutions stored in a variable), and any
+    operand that itself holds a command substitution or a non-trivial nested expansion.
+    """
+    m = _PARAM_HEAD_RE.match(inner)
+    if m is None:
+        if inner.startswith("!"):
+            return "parameter:${!...}"
+        if "[" in inner:
+            return "parameter:${name[...]}"
+        return "parameter:${...}"
+    length, _name, rest = m.groups()
+    if not rest:
+        return None
+    if length:
+        return "parameter:${#...}"
+    if rest.startswith("@"):
+        return f"parameter:${{...{rest[:2]}}}"
+    if rest.startswith("["):
+        return "parameter:${name[...]}"
+    for op in _PARAM_OPS:
+        if rest.startswith(op):
+            if op in ("=", ":="):
+                return f"parameter:${{...{op}...}}"
+            return _operand_problem(rest[len(op):])
+    if rest.startswith(":"):
+        if _OFFSET_RE.match(rest):
+            return None
+        return "parameter:${name:offset}"
+    return "parameter:${...}"
+
+
+def _operand_problem(word: str) -> str | None:
+    """Check the ``word`` of ``${name<op>word}``: only literal text and simple ``$name``."""
+    i = 0
+    n = len(word)
+    while i < n:
+        c = word[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "`":
+            return "substitution:`...`"
+        if c in "'\"":
+            return "parameter:quoted operand"
+        if c == "$":
+            nxt = word[i + 1] if i + 1 < n else ""
+            if nxt == "(":
+                return "substitution:$(...)"
+            if nxt == "[":
+                return "arithmetic:$[...]"
+            if nxt == "{":
+                return "parameter:nested ${...}"
+            if nxt and (nxt.isalnum() or nxt in "_@*#?$!-"):
+                i += 2
+                continue
+            return "parameter:${...}"
+        if c in "()":
+            return "parameter:operand with parentheses"
+        i += 1
+    return None
+
+
+def heredoc_body_problem(body: str) -> str | None:
+    """Expansions in an unquoted here-document body that could run code."""
+    i = 0
+    n = len(body)
+    while i < n:
+        c = body[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "`":
+            return "substitution:`...` in here-document"
+        if c == "$" and i + 1 < n:
+            nxt = body[i + 1]
+            if nxt == "(":
+                if body.startswith("((", i + 1):
+                    return "arithmetic:$((...)) in here-document"
+                return "substitution:$(...) in here-document"
+            if nxt == "[":
+                return "arithmetic:$[...] in here-document"
+            if nxt == "{":
+                end = _find_brace_end(body, i + 1)
+                if end < 0:
+                    return "parameter:unterminated ${ in here-document"
+                problem = parameter_problem(body[i + 2 : end])
+                if problem:
+                    return problem + " in here-document"
+                i = end + 1
+                continue
+        i += 1
+    return None
+
+
+def _find_brace_end(s: str, start: int) -> int:
+    """Index of the ``}`` closing the ``{`` at ``start`` (nesting-aware), or -1."""
+    depth = 0
+    i = start
+    n = len(s)
+    while i < n:
+        c = s[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+# --------------------------------------------------------------------------------------------
+# Statement scanner
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Heredoc:
+    delimiter: str
+    strip_tabs: bool
+    statement: int
+
+
+class _Scanner:
+    def __init__(self, src: str) -> None:
+        self.s = src
+        self.n = len(src)
+        self.buffers: list[list[str]] = [[]]
+        self.findings: list[str] = []
+        self.paren = 0
+        self.brace = 0
+        self.pending: list[_Heredoc] = []
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def find(self, reason: str) -> None:
+        if reason not in self.findings:
+            self.findings.append(reason)
+
+    def emit(self, text: str) -> None:
+        self.buffers[-1].append(text)
+
+    def last_unescaped_char(self) -> str:
+        """Last character emitted in this statement; ``"\\"`` stands for an escaped one."""
+        for chunk in reversed(self.buffers[-1]):
+            if chunk:
+                if len(chunk) == 2 and chunk[0] == "\\":
+                    return "\\"
+                return chunk[-1]
+        return ""
+
+    def at_word_start(self) -> bool:
+        last = self.last_unescaped_char()
+        return last == "" or last in _METACHARS
+
+    def end_statement(self) -> None:
+        self.buffers.append([])
+
+    def peek(self, i: int) -> str:
+        return self.s[i] if i < self.n else ""
+
+    # -- quoted and expanded pieces ----------------------------------------------------------
+
+    def single_quoted(self, i: int) -> int:
+        end = self.s.find("'", i + 1)
+        if end < 0:
+            raise ScanError("unterminated single quote")
+        self.emit(self.s[i : end + 1])
+        return end + 1
+
+    def ansi_c_quoted(self, i: int) -> int:
+        """``$'...'`` starting at ``i`` (the ``$``)."""
+        j = i + 2
+        while j < self.n:
+            c = self.s[j]
+            if c == "\\":
+                j += 2
+                continue
+            if c == "'":
+                self.emit(self.s[i : j + 1])
+                return j + 1
+            j += 1
+        raise ScanError("unterminated $'...' quote")
+
+    def double_quoted(self, i: int) -> int:
+        """``"..."`` starting at ``i``; line continuations inside are removed."""
+        self.emit('"')
+        j = i + 1
+        while j < self.n:
+            c = self.s[j]
+            if c == "\\":
+                if self.peek(j + 1) == "\n":
+                    j += 2
+                    continue
+                self.emit(self.s[j : j + 2])
+                j += 2
+                continue
+            if c == '"':
+                self.emit('"')
+                return j + 1
+            if c == "`":
+                j = self.backtick(j)
+                continue
+            if c == "$":
+                j = self.dollar(j, in_double_quotes=True)
+                continue
+            self.emit(c)
+            j += 1
+        raise ScanError("unterminated double quote")
+
+    def backtick(self, i: int) -> int:
+        self.find("substitution:`...`")
+        j = i + 1
+        while j < self.n:
+            c = self.s[j]
+            if c == "\\":
+                j += 2
+                continue
+            if c == "`":
+                self.emit(self.s[i : j + 1])
+                return j + 1
+            j += 1
+        raise ScanError("unterminated backtick")
+
+    def balanced_parens(self, i: int) -> int:
+        """Skip the group opened by ``(`` at ``i``; returns the index after its ``)``.
+
+        Only used for constructs that are refused anyway ($(...), <(...), $((...))), so it only
+        needs to be good enough to resynchronise the scan.
+        """
+        depth = 0
+        j = i
+        while j < self.n:
+            c = self.s[j]
+            if c == "\\":
+                j += 2
+                continue
+            if c == "'":
+                end = self.s.find("'", j + 1)
+                if end < 0:
+                    raise ScanError("unterminated single quote")
+                j = end + 1
+                continue
+            if c == '"':
+                j += 1
+                while j < self.n and self.s[j] != '"':
+                    j += 2 if self.s[j] == "\\" else 1
+                j += 1
+                continue
+            if c == "`":
+                end = self.s.find("`", j + 1)
+                if end < 0:
+                    raise ScanError("unterminated backtick")
+                j = end + 1
+                continue
+            if c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+                if depth == 0:
+                    self.emit(self.s[i : j + 1])
+                    return j + 1
+            j += 1
+        raise ScanError("unterminated parenthesis")
+
+    def braced_parameter(self, i: int) -> int:
+        """``${...}`` with ``$`` at ``i``."""
+        j = i + 2
+        depth = 1
+        while j < self.n:
+            c = self.s[j]
+            if c == "\\":
+                j += 2
+                continue
+            if c in "'\"":
+                self.find("parameter:quoted operand")
+            elif c == "`":
+                self.find("substitution:`...`")
+            elif c == "$" and self.peek(j + 1) == "(":
+                self.find("substitution:$(...)")
+            elif c == "$" and self.peek(j + 1) == "{":
+                depth += 1
+                j += 2
+                continue
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    inner = self.s[i + 2 : j]
+                    problem = parameter_problem(inner)
+                    if problem:
+                        self.find(problem)
+                    self.emit(self.s[i : j + 1])
+                    return j + 1
+            j += 1
+        raise ScanError("unterminated ${")
+
+    def dollar(self, i: int, *, in_double_quotes: bool) -> int:
+        nxt = self.peek(i + 1)
+        if nxt == "(":
+            if self.peek(i + 2) == "(":
+                self.find("arithmetic:$((...))")
+            else:
+                self.find("substitution:$(...)")
+            self.emit("$")
+            return self.balanced_parens(i + 1)
+        if nxt == "[":
+            self.find("arithmetic:$[...]")
+            end = self.s.find("]", i)
+            if end < 0:
+                raise ScanError("unterminated $[")
+            self.emit(self.s[i : end + 1])
+            return end + 1
+        if nxt == "{":
+            return self.braced_parameter(i)
+        if nxt == "'" and not in_double_quotes:
+            return self.ansi_c_quoted(i)
+        if nxt == '"' and not in_double_quotes:
+            self.emit("$")
+            return self.double_quoted(i + 1)
+        self.emit("$")
+        return i + 1
+
+    # -- redirections --------------------------------------------------------------------------
+
+    def read_word(self, i: int) -> tuple[str, int]:
+        """Raw text of the unquoted-metachar-delimited word at ``i`` (quotes kept)."""
+        j = i
+        while j < self.n and self.s[j] not in _METACHARS:
+            c = self.s[j]
+            if c == "\\":
+                j += 2
+                continue
+            if c == "'":
+                end = self.s.find("'", j + 1)
+                if end < 0:
+                    raise ScanError("unterminated single quote")
+                j = end + 1
+                continue
+            if c == '"':
+                j += 1
+                while j < self.n and self.s[j] != '"':
+                    j += 2 if self.s[j] == "\\" else 1
+                if j >= self.n:
+                    raise ScanError("unterminated double quote")
+                j += 1
+                continue
+            j += 1
+        return self.s[i : min(j, self.n)], min(j, self.n)
+
+    def skip_blanks(self, i: int) -> int:
+        while i < self.n and self.s[i] in _BLANKS:
+            i += 1
+        return i
+
+    def output_redirect(self, i: int) -> int:
+        """Unquoted ``>`` at ``i``; an ``&`` just before it makes it ``&>``."""
+        op = ">"
+        j = i + 1
+        if self.peek(j) in (">", "|", "&"):
+            op += self.s[j]
+            j += 1
+        if self.last_unescaped_char() == "&":
+            op = "&" + op
+        self.emit(self.s[i:j])
+        word, _end = self.read_word(self.skip_blanks(j))
+        if op == ">&" and re.fullmatch(r"[0-9]+-?|-", word):
+            return j  # descriptor duplication or close
+        if analyze_word(word).literal_value() not in SAFE_SINKS:
+            self.find(f"redirect:{op}")
+        return j
+
+    def input_redirect(self, i: int) -> int:
+        """Unquoted ``<`` at ``i`` that is not ``<(`` (handled by the caller)."""
+        if self.s.startswith("<<<", i):
+            self.emit("<<<")
+            return i + 3
+        if self.s.startswith("<<", i):
+            return self.heredoc_operator(i)
+        if self.s.startswith("<>", i):
+            self.find("redirect:<>")
+            self.emit("<>")
+            return i + 2
+        j = i + 1
+        if self.peek(j) == "&":
+            self.emit("<&")
+            return j + 1
+        self.emit("<")
+        k = self.skip_blanks(j)
+        word, _end = self.read_word(k)
+        if "/dev/tcp/" in word or "/dev/udp/" in word:
+            self.find("redirect:/dev/tcp")
+        return j
+
+    def heredoc_operator(self, i: int) -> int:
+        strip = self.s.startswith("<<-", i)
+        op_len = 3 if strip else 2
+        self.emit(self.s[i : i + op_len])
+        j = self.skip_blanks(i + op_len)
+        self.emit(self.s[i + op_len : j])
+        word, end = self.read_word(j)
+        if not word:
+            raise ScanError("missing here-document delimiter")
+        if any(c in word for c in "'\"\\"):
+            raise ScanError("quoted here-document delimiter (bashlex cannot parse it)")
+        if "$" in word or "`" in word:
+            raise ScanError("here-document delimiter with expansion characters")
+        self.emit(word)
+        self.pending.append(_Heredoc(word, strip, len(self.buffers) - 1))
+        return end
+
+    def heredoc_bodies(self, i: int) -> int:
+        """Read the bodies of pending here-documents starting at ``i`` (after a newline)."""
+        for doc in self.pending:
+            lines: list[str] = []
+            while True:
+                if i >= self.n:
+                    raise ScanError(f"here-document not terminated (wanted {doc.delimiter!r})")
+                nl = self.s.find("\n", i)
+                line = self.s[i:] if nl < 0 else self.s[i:nl]
+                i = self.n if nl < 0 else nl + 1
+                # An unquoted here-document joins "\<newline>" before comparing with the
+                # delimiter; rather than emulate that, refuse it.
+                trailing = len(line) - len(line.rstrip("\\"))
+                if trailing % 2 == 1:
+                    raise ScanError("line continuation inside a here-document")
+                check = line.lstrip("\t") if doc.strip_tabs else line
+                if check == doc.delimiter:
+                    body = "".join(part + "\n" for part in lines)
+                    problem = heredoc_body_problem(body)
+                    if problem:
+                        self.find(problem)
+                    target = self.buffers[doc.statement]
+                    if not target or not "".join(target).endswith("\n"):
+                        target.append("\n")
+                    target.append(body + line + "\n")
+                    break
+                lines.append(line)
+        self.pending = []
+        return i
+
+    # -- main loop -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        s = self.s
+        i = 0
+        while i < self.n:
+            c = s[i]
+            if c == "\\":
+                if self.peek(i + 1) == "\n":
+                    i += 2
+                    continue
+                self.emit(s[i : i + 2])
+                i += 2
+            elif c == "'":
+                i = self.single_quoted(i)
+            elif c == '"':
+                i = self.double_quoted(i)
+            elif c == "`":
+                i = self.backtick(i)
+            elif c == "$":
+                i = self.dollar(i, in_double_quotes=False)
+            elif c in "<>" and self.peek(i + 1) == "(":
+                self.find(f"substitution:{c}(...)")
+                self.emit(c)
+                i = self.balanced_parens(i + 1)
+            elif c == ">":
+                i = self.output_redirect(i)
+            elif c == "<":
+                i = self.input_redirect(i)
+            elif c == "#" and self.at_word_start():
+                nl = s.find("\n", i)
+                i = self.n if nl < 0 else nl
+            elif c == "(":
+                self.paren += 1
+                self.emit(c)
+                i += 1
+            elif c == ")":
+                self.paren -= 1
+                if self.paren < 0:
+                    raise ScanError("unbalanced ')'")
+                self.emit(c)
+                i += 1
+            elif c == "{" and self.at_word_start() and self.peek(i + 1) in ("", " ", "\t", "\n"):
+                self.brace += 1
+                self.emit(c)
+                i += 1
+            elif c == "}" and self.at_word_start() and self.peek(i + 1) in _METACHARS | {""}:
+                if self.brace > 0:
+                    self.brace -= 1
+                self.emit(c)
+                i += 1
+            elif c == "}" and self.peek(i + 1) in "<>" and self.peek(i + 1) != "":
+                # "{name}>file" allocates a descriptor and assigns it to a variable.
+                if re.search(r"\{[A-Za-z_][A-Za-z0-9_]*\Z", "".join(self.buffers[-1])):
+                    self.find("redirect:{var}")
+                self.emit(c)
+                i += 1
+            elif c == "\n":
+                i = self.newline(i)
+            elif c == ";":
+                if self.peek(i + 1) == ";" or self.paren or self.brace:
+                    # ";;" only exists in case, which bashlex refuses: keep it for the parser.
+                    self.emit(c)
+                else:
+                    self.end_statement()
+                i += 1
+            elif c == "&":
+                nxt = self.peek(i + 1)
+                if nxt == "&":
+                    self.emit("&&")
+                    i += 2
+                elif (
+                    nxt == ">"
+                    or self.last_unescaped_char() in ("<", ">", "|")
+                    or self.paren
+                    or self.brace
+                ):
+                    self.emit(c)
+                    i += 1
+                else:
+                    self.end_statement()
+                    i += 1
+            else:
+                self.emit(c)
+                i += 1
+        if self.pending:
+            raise ScanError("here-document not terminated")
+        if self.paren:
+            raise ScanError("unbalanced '('")
+
+    def newline(self, i: int) -> int:
+        tail = "".join(self.buffers[-1]).rstrip(" \t")
+        continues = tail.endswith("|") or tail.endswith("&&")
+        if self.paren or self.brace or continues:
+            self.emit("\n")
+        else:
+            self.end_statement()
+        if self.pending:
+            return self.heredoc_bodies(i + 1)
+        return i + 1
+
+
+def scan(command: str) -> Scan:
+    """Split ``command`` into statements and collect lexical findings. Never raises."""
+    scanner = _Scanner(command)
+    error: str | None = None
+    try:
+        scanner.run()
+    except ScanError as exc:
+        error = str(exc)
+    except (IndexError, ValueError, RecursionError) as exc:  # pragma: no cover - defensive
+        error = f"scanner failure: {type(exc).__name__}"
+    statements = ["".join(buf) for buf in scanner.buffers]
+    return Scan(
+        statements=[st for st in statements if st.strip()],
+        findings=scanner.findings,
+        error=error,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Word analysis
+# --------------------------------------------------------------------------------------------
+
+_ANSI_SIMPLE = {
+    "n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v",
+    "e": "\x1b", "E": "\x1b", "\\": "\\", "'": "'", '"': '"', "?": "?",
+}
+
+
+@dataclass(frozen=True)
+class WordInfo:
+    """What a word's source text means once bash has read it.
+
+    ``value`` is the text after quote removal (expansions left as written);
+    ``static`` is false when the word holds any expansion (parameter, command, arithmetic);
+    ``glob`` is true when an unquoted ``*``, ``?`` or ``[`` appears;
+    ``brace`` is true when an unquoted brace expansion (``{a,b}``, ``{1..3}``) may apply;
+    ``quoted`` is true when any quoting or escaping was used.
+    """
+
+    raw: str
+    value: str
+    static: bool
+    glob: bool
+    brace: bool
+    quoted: bool
+
+    def literal_value(self) -> str | None:
+        """The value when the word is a plain literal (static, no glob/brace), else None."""
+        if self.static and not self.glob and not self.brace:
+            return self.value
+        return None
+
+
+def analyze_word(raw: str) -> WordInfo:
+    """Quote removal on ``raw`` (one shell word's source text), tracking expansions."""
+    out: list[str] = []
+    static = True
+    glob = False
+    quoted = False
+    # Unquoted brace characters and separators, as (index in out, char).
+    brace_marks: list[tuple[int, str]] = []
+    i = 0
+    n = len(raw)
+    while i < n:
+        c = raw[i]
+        if c == "\\":
+            quoted = True
+            if i + 1 < n:
+                out.append(raw[i + 1])
+            i += 2
+        elif c == "'":
+            quoted = True
+            end = raw.find("'", i + 1)
+            end = n if end < 0 else end
+            out.append(raw[i + 1 : end])
+            i = end + 1
+        elif c == '"':
+            quoted = True
+            j = i + 1
+            while j < n and raw[j] != '"':
+                ch = raw[j]
+                if ch == "\\" and j + 1 < n and raw[j + 1] in '$`"\\\n':
+                    out.append(raw[j + 1])
+                    j += 2
+                    continue
+                if ch == "`" or (ch == "$" and _starts_expansion(raw, j)):
+                    static = False
+                out.append(ch)
+                j += 1
+            i = j + 1
+        elif c == "$":
+            nxt = raw[i + 1] if i + 1 < n else ""
+            if nxt == "'":
+                quoted = True
+                decoded, i, ok = _ansi_c(raw, i + 2)
+                out.append(decoded)
+                static = static and ok
+            elif nxt == '"':
+                i += 1
+            else:
+                if _starts_expansion(raw, i):
+                    static = False
+                out.append("$")
+                i += 1
+        elif c == "`":
+            static = False
+            out.append(c)
+            i += 1
+        elif c in "*?[":
+            glob = True
+            out.append(c)
+            i += 1
+        elif c in "{},":
+            brace_marks.append((len("".join(out)), c))
+            out.append(c)
+            i += 1
+        elif c == "." and raw.startswith("..", i):
+            brace_marks.append((len("".join(out)), ".."))
+            out.append("..")
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return WordInfo(
+        raw=raw,
+        value="".join(out),
+        static=static,
+        glob=glob,
+        brace=_has_brace_expansion(brace_marks),
+        quoted=quoted,
+    )
+
+
+def _starts_expansion(s: str, i: int) -> bool:
+    nxt = s[i + 1] if i + 1 < len(s) else ""
+    return bool(nxt) and (nxt.isalnum() or nxt in "_{([@*#?$!-")
+
+
+def _has_brace_expansion(marks: list[tuple[int, str]]) -> bool:
+    opened = False
+    separated = False
+    for _pos, mark in marks:
+        if mark == "{":
+            opened = True
+            separated = False
+        elif mark in (",", "..") and opened:
+            separated = True
+        elif mark == "}" and opened and separated:
+            return True
+    return False
+
+
+def _ansi_c(raw: str, i: int) -> tuple[str, int, bool]:
+    """Decode ``$'...'`` content from ``i``; returns (text, index after quote, understood)."""
+    out: list[str] = []
+    n = len(raw)
+    ok = True
+    while i < n:
+        c = raw[i]
+        if c == "'":
+            return "".join(out), i + 1, ok
+        if c == "\\" and i + 1 < n:
+            e = raw[i + 1]
+            if e in _ANSI_SIMPLE:
+                out.append(_ANSI_SIMPLE[e])
+                i += 2
+                continue
+            m = re.match(r"x([0-9A-Fa-f]{1,2})|([0-7]{1,3})", raw[i + 1 :])
+            if m:
+                out.append(chr(int(m.group(1), 16) if m.group(1) else int(m.group(2), 8)))
+                i += 1 + m.end()
+                continue
+            ok = False
+            out.append(raw[i : i + 2])
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out), n, False
+
+
+def is_plain_name(raw: str) -> bool:
+    """True for a command name written as plain characters (no quoting, no expansion)."""
+    return raw == "[" or re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*", raw) is not None
+
+
+def assignment_name(raw: str) -> str | None:
+    """Variable name of an assignment word ``NAME=value`` / ``NAME+=value``, else None."""
+    m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)\+?=", raw)
+    return m.group(1) if m else None
+
+
+__all__ = [
+    "SAFE_SINKS",
+    "Scan",
+    "ScanError",
+    "WordInfo",
+    "analyze_word",
+    "assignment_name",
+    "heredoc_body_problem",
+    "is_plain_name",
+    "parameter_problem",
+    "scan",
+]
+

@@ -1,0 +1,231 @@
+"""Running shell commands without leaking processes.
+
+Both entry points run ``bash -c`` in a new session (its own process group), with stdin from
+``/dev/null``, capture stdout and stderr up to a cap each, and always finish by sending SIGKILL to
+the whole process group and reaping the shell. The group is killed while the shell is still
+unreaped, so its process-group id cannot have been reused by an unrelated process.
+
+* :func:`run_read_only` is for commands :func:`~worker.shell.classify.classify` proved read-only
+  (it checks again and refuses others). The environment is built from a small allow list —
+  ``PATH`` fixed to system directories, ``HOME``, ``LANG``/``LC_ALL``, ``TERM=dumb`` — so
+  ``PAGER``, ``GIT_*``, ``LESSOPEN``, ``LD_PRELOAD``, ``BASH_ENV`` and the like never reach it.
+  ``git`` is a shell function (imported through ``BASH_FUNC_git%%``) that adds
+  ``-c core.fsmonitor=false --no-pager --no-optional-locks``.
+* :func:`run_shell` is the main chat's full shell (after the user said yes): same mechanics, the
+  caller's environment.
+
+Background processes the command leaves behind may keep writing for
+:data:`AFTER_EXIT_GRACE_S` after the shell exits; then the group is killed. A process that moves
+itself to another session (``setsid``) escapes the group kill; the read-only classifier never
+allows one to be started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from worker.shell.classify import ShellVerdict, classify
+
+READ_ONLY_PATH = "/usr/local/bin:/usr/bin:/bin"
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_OUTPUT_CAP = 64 * 1024
+AFTER_EXIT_GRACE_S = 1.0
+GIT_WRAPPER_OPTIONS = ("-c", "core.fsmonitor=false", "--no-pager", "--no-optional-locks")
+_GIT_FUNCTION = "() { command git " + " ".join(GIT_WRAPPER_OPTIONS) + ' "$@"; }'
+_READ_CHUNK = 65536
+
+
+@dataclass(frozen=True)
+class ShellResult:
+    """What a shell run produced. ``exit_code`` is negative (-signal) when it was killed."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+    truncated: bool
+    duration: float
+
+
+class ShellNotReadOnlyError(ValueError):
+    """:func:`run_read_only` was given a command that is not proven read-only."""
+
+    def __init__(self, verdict: ShellVerdict) -> None:
+        super().__init__(f"command is not read-only ({verdict.reason})")
+        self.verdict = verdict
+
+
+def read_only_environment() -> dict[str, str]:
+    """The whole environment of a read-only command (nothing inherited but ``HOME``)."""
+    home = os.environ.get("HOME") or str(Path.home())
+    return {
+        "PATH": READ_ONLY_PATH,
+        "HOME": home,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "dumb",
+        "BASH_FUNC_git%%": _GIT_FUNCTION,
+    }
+
+
+def _bash(path: str | None) -> str:
+    found = shutil.which("bash", path=path)
+    if found is None:
+        raise FileNotFoundError("bash not found")
+    return found
+
+
+def run_read_only(
+    command: str,
+    cwd: str | os.PathLike[str],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    output_cap: int = DEFAULT_OUTPUT_CAP,
+) -> ShellResult:
+    """Run a proven read-only ``command`` in ``cwd`` with a clean environment.
+
+    Raises :class:`ShellNotReadOnlyError` if :func:`classify` does not prove it read-only.
+    """
+    verdict = classify(command)
+    if not verdict.read_only:
+        raise ShellNotReadOnlyError(verdict)
+    argv = [_bash(READ_ONLY_PATH), "--noprofile", "--norc", "-c", command]
+    return _execute(argv, cwd, read_only_environment(), timeout_s, output_cap)
+
+
+def run_shell(
+    command: str,
+    cwd: str | os.PathLike[str],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    output_cap: int = DEFAULT_OUTPUT_CAP,
+    env: Mapping[str, str] | None = None,
+) -> ShellResult:
+    """Run any ``command`` (already approved by the user) with the same process hygiene."""
+    environment = dict(os.environ if env is None else env)
+    argv = [_bash(environment.get("PATH")), "-c", command]
+    return _execute(argv, cwd, environment, timeout_s, output_cap)
+
+
+class _Capture:
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.chunks: list[bytes] = []
+        self.kept = 0
+        self.dropped = 0
+
+    def feed(self, data: bytes) -> None:
+        room = self.cap - self.kept
+        if room > 0:
+            taken = data[:room]
+            self.chunks.append(taken)
+            self.kept += len(taken)
+            self.dropped += len(data) - len(taken)
+        else:
+            self.dropped += len(data)
+
+    def text(self) -> str:
+        out = b"".join(self.chunks).decode("utf-8", errors="replace")
+        if self.dropped:
+            out += f"\n[output truncated: {self.dropped} bytes omitted]"
+        return out
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _exited_without_reaping(pid: int) -> bool:
+    """Has ``pid`` exited? Leaves it unreaped (so its pid and group id stay reserved)."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None
+
+
+def _execute(
+    argv: list[str],
+    cwd: str | os.PathLike[str],
+    env: Mapping[str, str],
+    timeout_s: float,
+    output_cap: int,
+) -> ShellResult:
+    if timeout_s <= 0:
+        raise ValueError("timeout_s must be positive")
+    if output_cap < 0:
+        raise ValueError("output_cap must not be negative")
+    start = time.monotonic()
+    deadline = start + timeout_s
+    proc = subprocess.Popen(
+        argv,
+        cwd=os.fspath(cwd),
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        close_fds=True,
+    )
+    stdout = _Capture(output_cap)
+    stderr = _Capture(output_cap)
+    timed_out = False
+    pidfd: int | None = None
+    selector = selectors.DefaultSelector()
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        selector.register(proc.stdout.fileno(), selectors.EVENT_READ, stdout)
+        selector.register(proc.stderr.fileno(), selectors.EVENT_READ, stderr)
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+            selector.register(pidfd, selectors.EVENT_READ, None)
+        except (AttributeError, OSError):
+            pidfd = None
+        exited_at: float | None = None
+        while True:
+            now = time.monotonic()
+            if exited_at is None and pidfd is None and _exited_without_reaping(proc.pid):
+                exited_at = now
+            limit = deadline if exited_at is None else min(deadline, exited_at + AFTER_EXIT_GRACE_S)
+            pipes_open = any(key.data is not None for key in selector.get_map().values())
+            if exited_at is not None and not pipes_open:
+                break
+            if now >= limit:
+                timed_out = exited_at is None
+                break
+            wait = limit - now if pidfd is not None else min(limit - now, 0.05)
+            for key, _events in selector.select(timeout=wait):
+                if key.data is None:  # the pidfd: the shell exited
+                    selector.unregister(key.fd)
+                    exited_at = time.monotonic()
+                    continue
+                data = os.read(key.fd, _READ_CHUNK)
+                if data:
+                    key.data.feed(data)
+                else:
+                    selector.unregister(key.fd)
+    finally:
+        _kill_group(proc.pid)
+        proc.wait()
+        selector.close()
+        if pidfd is not None:
+            os.close(pidfd)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    return ShellResult(
+        exit_code=proc.returncode,
+        stdout=stdout.text(),
+        stderr=stderr.text(),
+        timed_out=timed_out,
+        truncated=bool(stdout.dropped or stderr.dropped),
+        duration=time.monotonic() - start,
+    )

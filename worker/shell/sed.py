@@ -1,0 +1,285 @@
+"""Conservative reader of sed scripts: finds commands that write files or run programs.
+
+The parser follows GNU sed's grammar closely enough to locate every command letter. Where the
+grammar leaves room for two readings (a ``/`` inside a bracket expression, which GNU sed treats as
+part of the regex), the script is refused instead of guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from worker.shell.lexer import WordInfo
+from worker.shell.options import long_option_matches, short_cluster, static_args_problem
+
+# Commands that write files (w, W), read files (r, R) or execute (e).
+_FORBIDDEN_COMMANDS = frozenset("rRwWe")
+_SIMPLE_COMMANDS = frozenset("=dDgGhHnNpPxzF")
+_NUMBER_COMMANDS = frozenset("lLqQ")
+_S_FLAGS_OK = frozenset("gpiImM0123456789")
+
+_LONG_FLAGS = (
+    "quiet", "silent", "debug", "posix", "regexp-extended", "separate", "sandbox",
+    "unbuffered", "null-data", "zero-terminated", "binary", "follow-symlinks", "help",
+    "version",
+)
+_LONG_WITH_VALUE = ("expression", "line-length")
+_LONG_FORBIDDEN = ("in-place", "file")
+
+
+class _SedError(Exception):
+    pass
+
+
+class _Parser:
+    def __init__(self, script: str) -> None:
+        self.s = script
+        self.n = len(script)
+
+    def peek(self, i: int) -> str:
+        return self.s[i] if i < self.n else ""
+
+    def skip(self, i: int, chars: str) -> int:
+        while i < self.n and self.s[i] in chars:
+            i += 1
+        return i
+
+    def regex_end(self, i: int, delim: str) -> int:
+        """Index after the closing ``delim`` of a regex starting at ``i``.
+
+        Refuses a regex in which the delimiter appears inside a bracket expression: GNU sed
+        would read past it, a simpler reader would not, and we do not guess.
+        """
+        in_bracket = False
+        bracket_start = -1
+        while i < self.n:
+            c = self.s[i]
+            if c == "\\":
+                if i + 1 >= self.n:
+                    raise _SedError("sed:script:unterminated")
+                i += 2
+                continue
+            if c == "\n":
+                raise _SedError("sed:script:newline in regex")
+            if in_bracket:
+                if c == "]" and i > bracket_start + 1 and not (
+                    i == bracket_start + 2 and self.s[bracket_start + 1] == "^"
+                ):
+                    in_bracket = False
+                elif c == "[" and self.peek(i + 1) in ":.=":
+                    close = self.s.find(self.peek(i + 1) + "]", i + 2)
+                    if close < 0:
+                        raise _SedError("sed:script:bracket")
+                    i = close + 2
+                    continue
+                if c == delim and in_bracket:
+                    raise _SedError("sed:script:delimiter inside brackets")
+                i += 1
+                continue
+            if c == "[":
+                in_bracket = True
+                bracket_start = i
+                i += 1
+                continue
+            if c == delim:
+                return i + 1
+            i += 1
+        raise _SedError("sed:script:unterminated")
+
+    def plain_part_end(self, i: int, delim: str) -> int:
+        """Index after the closing ``delim`` of a replacement / y-operand starting at ``i``."""
+        while i < self.n:
+            c = self.s[i]
+            if c == "\\":
+                i += 2
+                continue
+            if c == "\n":
+                raise _SedError("sed:script:newline in replacement")
+            if c == delim:
+                return i + 1
+            i += 1
+        raise _SedError("sed:script:unterminated")
+
+    def address(self, i: int, *, second: bool) -> int:
+        c = self.peek(i)
+        if c.isdigit():
+            i = self.skip(i, "0123456789")
+            if self.peek(i) == "~":
+                i = self.skip(i + 1, "0123456789")
+            return i
+        if second and c in "+~":
+            return self.skip(i + 1, "0123456789")
+        if c == "$":
+            return i + 1
+        if c == "/":
+            return self.skip(self.regex_end(i + 1, "/"), "IM")
+        if c == "\\":
+            delim = self.peek(i + 1)
+            if delim in ("", "\n", "\\"):
+                raise _SedError("sed:script:address")
+            return self.skip(self.regex_end(i + 2, delim), "IM")
+        return i
+
+    def end_of_command(self, i: int) -> int:
+        i = self.skip(i, " \t")
+        if i >= self.n or self.s[i] in ";\n}#":
+            return i
+        raise _SedError("sed:script:unexpected text after command")
+
+    def text_argument(self, i: int) -> int:
+        """``a``/``i``/``c`` text: to the end of the line, backslash-newline continues."""
+        while i < self.n:
+            c = self.s[i]
+            if c == "\\":
+                i += 2
+                continue
+            if c == "\n":
+                return i
+            i += 1
+        return i
+
+    def label(self, i: int) -> int:
+        # Shortest reading: a label stops at blanks, ';', newline or '}' so that anything a
+        # longer-reading sed would swallow is still inspected as commands here.
+        i = self.skip(i, " \t")
+        while i < self.n and self.s[i] not in " \t;\n}":
+            i += 1
+        return i
+
+    def substitute(self, i: int) -> int:
+        delim = self.peek(i)
+        if delim in ("", "\n", "\\"):
+            raise _SedError("sed:script:s delimiter")
+        i = self.regex_end(i + 1, delim)
+        i = self.plain_part_end(i, delim)
+        while i < self.n and self.s[i] not in " \t;\n}#":
+            flag = self.s[i]
+            if flag == "e":
+                raise _SedError("sed:s///e")
+            if flag == "w":
+                raise _SedError("sed:s///w")
+            if flag not in _S_FLAGS_OK:
+                raise _SedError(f"sed:s///{flag}")
+            i += 1
+        return self.end_of_command(i)
+
+    def transliterate(self, i: int) -> int:
+        delim = self.peek(i)
+        if delim in ("", "\n", "\\"):
+            raise _SedError("sed:script:y delimiter")
+        i = self.plain_part_end(i + 1, delim)
+        i = self.plain_part_end(i, delim)
+        return self.end_of_command(i)
+
+    def run(self) -> None:
+        i = 0
+        while True:
+            i = self.skip(i, " \t\n;")
+            if i >= self.n:
+                return
+            c = self.s[i]
+            if c == "#":
+                nl = self.s.find("\n", i)
+                i = self.n if nl < 0 else nl
+                continue
+            if c == "}":
+                i = self.end_of_command(i + 1)
+                continue
+            i = self.address(i, second=False)
+            i = self.skip(i, " \t")
+            if self.peek(i) == ",":
+                i = self.address(self.skip(i + 1, " \t"), second=True)
+            i = self.skip(i, " \t")
+            while self.peek(i) == "!":
+                i = self.skip(i + 1, " \t")
+            cmd = self.peek(i)
+            if not cmd:
+                raise _SedError("sed:script:missing command")
+            i += 1
+            if cmd == "{":
+                continue
+            if cmd in _FORBIDDEN_COMMANDS:
+                raise _SedError(f"sed:{cmd}")
+            if cmd in _SIMPLE_COMMANDS:
+                i = self.end_of_command(i)
+            elif cmd in _NUMBER_COMMANDS:
+                i = self.end_of_command(self.skip(self.skip(i, " \t"), "0123456789"))
+            elif cmd in "aic":
+                i = self.text_argument(i)
+            elif cmd in "btT:v":
+                i = self.end_of_command(self.label(i))
+            elif cmd == "s":
+                i = self.substitute(i)
+            elif cmd == "y":
+                i = self.transliterate(i)
+            else:
+                raise _SedError(f"sed:script:unknown command {cmd!r}")
+
+
+def sed_script_problem(script: str) -> str | None:
+    """Why a sed script is not read-only (``sed:w``, ``sed:s///e``…), or None."""
+    try:
+        _Parser(script).run()
+    except _SedError as exc:
+        return str(exc)
+    return None
+
+
+def sed_rule(args: Sequence[WordInfo]) -> str | None:
+    """Argument rule for ``sed``: no in-place editing, no script files, a read-only script."""
+    problem = static_args_problem("sed", args, honor_double_dash=False)
+    if problem:
+        return problem
+    scripts: list[str] = []
+    operands: list[str] = []
+    after_dd = False
+    i = 0
+    while i < len(args):
+        value = args[i].value
+        i += 1
+        if after_dd or value == "-" or not value.startswith("-"):
+            operands.append(value)
+            continue
+        if value == "--":
+            after_dd = True
+            continue
+        if value.startswith("--"):
+            name, eq, attached = value[2:].partition("=")
+            matches = long_option_matches(name, _LONG_FLAGS + _LONG_WITH_VALUE + _LONG_FORBIDDEN)
+            if any(m in _LONG_FORBIDDEN for m in matches):
+                return "sed:-i" if "in-place" in matches else "sed:-f"
+            if len(matches) != 1:
+                return f"sed:option:--{name}"
+            if matches[0] in _LONG_WITH_VALUE:
+                if not eq:
+                    if i >= len(args):
+                        return f"sed:option:--{name}"
+                    attached = args[i].value
+                    i += 1
+                if matches[0] == "expression":
+                    scripts.append(attached)
+            continue
+        cluster = short_cluster(value) or ""
+        for pos, letter in enumerate(cluster):
+            if letter in "iI":
+                return "sed:-i"
+            if letter == "f":
+                return "sed:-f"
+            if letter in "nrsuzEb":
+                continue
+            if letter in "el":
+                rest = cluster[pos + 1 :]
+                if not rest:
+                    if i >= len(args):
+                        return f"sed:option:-{letter}"
+                    rest = args[i].value
+                    i += 1
+                if letter == "e":
+                    scripts.append(rest)
+                break
+            return f"sed:option:-{letter}"
+    if not scripts:
+        if not operands:
+            return None
+        scripts = [operands[0]]
+    return sed_script_problem("\n".join(scripts))
