@@ -122,6 +122,8 @@ class Service:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
         self._pidfile.release()
+        with contextlib.suppress(OSError):
+            self.endpoints.directory.rmdir()
         log.info("stopped")
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
