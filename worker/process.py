@@ -53,6 +53,9 @@ def worker_entry(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: f
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     try:
         asyncio.run(_serve(endpoint, epoch, coordinator_pid, heartbeat_s))
+    except BaseException:
+        log.exception("worker %d stopped by an error", os.getpid())
+        sys.stderr.flush()
     finally:
         # Skip interpreter teardown: nothing to flush, and it keeps exit fast.
         os._exit(0)
@@ -61,6 +64,7 @@ def worker_entry(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: f
 async def _serve(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: float) -> None:
     from overlay.sandbox import sandbox_kind  # noqa: PLC0415 - preloaded by the fork server
     from worker.jobs import run_speculation, run_tool  # noqa: PLC0415
+    from worker.tools import TOOL_SPECS
 
     pid = os.getpid()
     ctx = zmq.asyncio.Context()
@@ -106,7 +110,7 @@ async def _serve(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: f
             finally:
                 current["job"] = None
 
-    await outbox.send(Hello(pid=pid, epoch=epoch, sandbox=sandbox_kind()))
+    await outbox.send(Hello(pid=pid, epoch=epoch, sandbox=sandbox_kind(), tools=TOOL_SPECS))
     beater = asyncio.create_task(beat())
     receiver = asyncio.create_task(receive())
     stopper = asyncio.create_task(stop.wait())

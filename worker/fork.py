@@ -1,0 +1,98 @@
+"""The forked chat of a speculation, and the pipelined suggestion asked through it.
+
+A fork reuses the main chat's request prefix byte for byte: the snapshot's system
+instruction, its tools in their fixed order and its last (at most 40) history entries,
+exactly as the coordinator captured them. Everything the speculation adds (the
+suggestion, model and tool messages, the pipelined prompt) comes after that prefix, so a
+provider's prefix cache hits. Thinking is off for every forked request (SPEC §5).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.chat import CacheSafeSnapshot, Message, ToolSpec
+from protocol.model import ChatRequest, ModelClient, ModelError, Purpose
+from protocol.suggestion import (
+    SUGGESTION_SCHEMA,
+    filter_suggestion,
+    parse_suggestion_reply,
+    pipelined_prompt,
+)
+
+log = logging.getLogger("specrun.worker.fork")
+
+MAX_HISTORY_FOR_CACHE = 40
+PIPELINED_SCHEMA_NAME = "next_user_input"
+
+
+@dataclass(frozen=True, slots=True)
+class ForkedChat:
+    """The main chat's cache-safe prefix plus a model to ask (the fast model)."""
+
+    system: str
+    tools: tuple[ToolSpec, ...]
+    history: tuple[Message, ...]
+    model: str
+
+    @classmethod
+    def from_snapshot(cls, snapshot: CacheSafeSnapshot, model: str = "") -> ForkedChat:
+        """A fork of ``snapshot``; an empty ``model`` means the snapshot's (main) model."""
+        return cls(
+            system=snapshot.system,
+            tools=snapshot.tools,
+            history=snapshot.history[-MAX_HISTORY_FOR_CACHE:],
+            model=model or snapshot.model,
+        )
+
+    def request(self, added: Sequence[Message], purpose: Purpose, **options: Any) -> ChatRequest:
+        """A request whose history is the fork's prefix followed by ``added``."""
+        return ChatRequest(
+            system=self.system,
+            history=(*self.history, *added),
+            tools=self.tools,
+            model=self.model,
+            purpose=purpose,
+            enable_thinking=False,
+            **options,
+        )
+
+
+async def pipelined_suggestion(
+    client: ModelClient, chat: ForkedChat, transcript: Sequence[Message], suggestion: str
+) -> tuple[str | None, str | None]:
+    """The next prompt after a completed speculation: ``(text, None)``, or ``(None, reason)``.
+
+    ``transcript`` is the speculated conversation starting with the suggestion's user
+    message. The pipelined prompt goes after it as one more user message. Structured
+    output first; a server that rejects the schema (HTTP 4xx) is asked again for raw
+    text. Any failure gives ``(None, "error")``: it never fails the speculation.
+    """
+    model_text = "\n".join(m.text for m in transcript if m.role == "assistant" and m.text)
+    added = (*transcript, Message.user(pipelined_prompt(suggestion, model_text)))
+    try:
+        try:
+            result = await client.complete(
+                chat.request(
+                    added,
+                    "pipelined",
+                    json_schema=SUGGESTION_SCHEMA,
+                    json_schema_name=PIPELINED_SCHEMA_NAME,
+                )
+            )
+        except ModelError as exc:
+            if exc.kind != "bad_request":
+                raise
+            log.info("structured pipelined suggestion refused (%s); asking for raw text", exc)
+            result = await client.complete(chat.request(added, "pipelined"))
+    except Exception as exc:  # never fails the speculation
+        log.warning("pipelined suggestion failed: %s", exc)
+        return None, "error"
+    text = parse_suggestion_reply(result.message.text)
+    reason = filter_suggestion(text)
+    if reason is not None:
+        return None, reason
+    return text.strip(), None

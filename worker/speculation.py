@@ -1,0 +1,213 @@
+"""The speculative loop (SPEC §5 "Loop" and "Boundary mid-turn").
+
+The worker runs the suggested prompt in a fork of the main chat: each model answer's
+tool calls go through the tool gate and run against the overlay, until the model
+answers without calls (``completed``), a limit is hit (also ``completed``), or the gate
+stops a call (``boundary``). Progress is streamed as it happens: one ``ModelText`` per
+turn with visible text, ``ToolStarted``/``ToolFinished`` around every call.
+
+What is handed back (``SpeculationOutcome.messages``) starts *after* the suggestion's
+user message: on accept the coordinator appends ``Message.user(suggestion)`` itself,
+then these. The message limit counts the suggestion's message too (it is part of the
+speculated conversation the model sees).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import msgspec
+
+from overlay import Overlay
+from protocol.approval import ApprovalMode
+from protocol.chat import Message, ToolCall, ToolResult
+from protocol.model import ChatRequest, ModelClient
+from protocol.work import (
+    Boundary,
+    Completed,
+    Fingerprint,
+    ModelText,
+    RunSpeculation,
+    SpeculationOutcome,
+    ToolFinished,
+    ToolStarted,
+    WorkerEvent,
+    WrittenFile,
+)
+from worker.boundary import Transcript
+from worker.fork import ForkedChat
+from worker.gate import GateDecision, evaluate
+from worker.tools import OverlayAccess, ToolContext, execute, get_tool
+
+log = logging.getLogger("specrun.worker.speculation")
+
+Emit = Callable[[WorkerEvent], Awaitable[None]]
+Status = Literal["completed", "boundary"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoopEnd:
+    """How a loop ended. ``stop`` says why a completed loop stopped (``answered``,
+    ``empty``, ``max_turns``, ``max_messages``); for a boundary it is the gate's reason."""
+
+    status: Status
+    stop: str
+    transcript: Transcript
+
+
+class Toolbox:
+    """The gate and the tools as the loop sees them, bound to one overlay.
+
+    ``ungated_command`` is the test-only backstop probe (see ``worker.jobs``): a
+    ``run_shell_command`` call with exactly this command skips the gate and runs with the
+    full shell, so a test can prove the kernel backstop stops what the gate would have.
+    """
+
+    def __init__(
+        self,
+        overlay: Overlay,
+        approval_mode: ApprovalMode,
+        *,
+        shell_timeout_s: float = 30.0,
+        ungated_command: str | None = None,
+    ) -> None:
+        self.overlay = overlay
+        self.approval_mode = approval_mode
+        self.context = ToolContext(
+            access=OverlayAccess(overlay),
+            shell_mode="read_only",
+            shell_timeout_s=shell_timeout_s,
+            shell_max_timeout_s=shell_timeout_s,
+        )
+        self._ungated = ungated_command or None
+
+    def _is_probe(self, call: ToolCall) -> bool:
+        return (
+            self._ungated is not None
+            and call.name == "run_shell_command"
+            and call.args().get("command") == self._ungated
+        )
+
+    def decide(self, call: ToolCall) -> GateDecision:
+        if self._is_probe(call):
+            return GateDecision(action="allow", reason="test_ungated_shell", args=call.args())
+        return evaluate(call.name, call.args(), self.approval_mode, self.overlay)
+
+    def known(self, name: str) -> bool:
+        return get_tool(name) is not None
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        if self._is_probe(call):
+            return await execute(call, dataclasses.replace(self.context, shell_mode="full"))
+        return await execute(call, self.context)
+
+
+async def run_loop(job: RunSpeculation, client: ModelClient, tools: Toolbox, emit: Emit) -> LoopEnd:
+    """The speculative loop, top to bottom. Raises ``ModelError`` when a request fails."""
+    chat = ForkedChat.from_snapshot(job.snapshot, job.model)
+    spec = Transcript(job.suggestion)
+    limits = job.limits
+    for turn in range(limits.max_turns):
+        if len(spec) >= limits.max_messages:
+            return LoopEnd("completed", "max_messages", spec)
+        reply = await ask(client, chat.request(spec.messages, "speculation"), job, turn, emit)
+        spec.turns = turn + 1
+        if not reply.text and not reply.tool_calls:
+            return LoopEnd("completed", "empty", spec)
+        if not reply.tool_calls:
+            spec.add(reply)
+            return LoopEnd("completed", "answered", spec)
+        responses, boundary = await run_calls(reply, tools, job, turn, emit)
+        spec.count_successes(responses)
+        if boundary is not None:
+            spec.add_cut(reply, responses)
+            return LoopEnd("boundary", boundary, spec)
+        spec.add(reply, Message.tool(tuple(responses)))
+    return LoopEnd("completed", "max_turns", spec)
+
+
+async def ask(
+    client: ModelClient, request: ChatRequest, job: RunSpeculation, turn: int, emit: Emit
+) -> Message:
+    """One streamed model turn: the visible text and the named calls (thinking dropped).
+    Its text, if any, is reported once the answer is complete."""
+    result = await client.chat(request)
+    reply = result.message
+    text = reply.text if reply.text.strip() else ""
+    calls = tuple(c for c in reply.tool_calls if c.name)
+    if text:
+        await emit(ModelText(job_id=job.job_id, epoch=job.epoch, turn=turn, text=text))
+    return Message.assistant(text, calls)
+
+
+async def run_calls(
+    reply: Message, tools: Toolbox, job: RunSpeculation, turn: int, emit: Emit
+) -> tuple[list[ToolResult], str | None]:
+    """Run the reply's calls in order until the gate stops one.
+
+    Returns the responses produced (one per call that ran, errors included) and the
+    boundary reason, or ``None`` when every call ran.
+    """
+    responses: list[ToolResult] = []
+    for call in reply.tool_calls:
+        decision = tools.decide(call)
+        if decision.action == "boundary":
+            return responses, decision.reason
+        await emit(
+            ToolStarted(
+                job_id=job.job_id, epoch=job.epoch, turn=turn, call=call, decision=decision.action
+            )
+        )
+        result = await run_one(tools, rewritten(call, decision))
+        responses.append(result)
+        await emit(ToolFinished(job_id=job.job_id, epoch=job.epoch, turn=turn, result=result))
+    return responses, None
+
+
+def rewritten(call: ToolCall, decision: GateDecision) -> ToolCall:
+    """The call to execute: the gate's (possibly rewritten) arguments, same id and name.
+    The transcript keeps the original call, so overlay paths never reach the history."""
+    if decision.args == call.args():
+        return call
+    return ToolCall(call.id, call.name, msgspec.json.encode(decision.args).decode())
+
+
+async def run_one(tools: Toolbox, call: ToolCall) -> ToolResult:
+    """Execute without confirmation: unknown tool, exception and success all become a
+    response for ``call``."""
+    if not tools.known(call.name):
+        return ToolResult(call.id, call.name, error=f"Tool '{call.name}' not found")
+    try:
+        result = await tools.execute(call)
+    except Exception as exc:
+        log.info("tool %s raised: %r", call.name, exc)
+        return ToolResult(call.id, call.name, error=str(exc) or type(exc).__name__)
+    return ToolResult(call.id, call.name, output=result.output, error=result.error)
+
+
+def outcome(end: LoopEnd, overlay: Overlay) -> SpeculationOutcome:
+    """The outcome handed to the coordinator, with the overlay's written files."""
+    fingerprints = overlay.fingerprints()
+    written: dict[str, WrittenFile] = {}
+    for rel, path in overlay.written_files().items():
+        fp = fingerprints.get(rel)
+        original = Fingerprint(fp.size, fp.mtime_ns, fp.sha256) if fp is not None else None
+        written[rel] = WrittenFile(overlay_path=str(path), original=original)
+    spec = end.transcript
+    return SpeculationOutcome(
+        messages=spec.speculated,
+        written_files=written,
+        tool_use_count=spec.tool_use_count,
+        turns=spec.turns,
+    )
+
+
+def final_event(job: RunSpeculation, end: LoopEnd, overlay: Overlay) -> Completed | Boundary:
+    result = outcome(end, overlay)
+    if end.status == "boundary":
+        return Boundary(job_id=job.job_id, epoch=job.epoch, reason=end.stop, outcome=result)
+    return Completed(job_id=job.job_id, epoch=job.epoch, outcome=result)
