@@ -8,6 +8,7 @@ read-only get here. In the main chat (``"full"``) it runs as given, after the us
 from __future__ import annotations
 
 import asyncio
+import signal
 from typing import Any
 
 from protocol.chat import ToolSpec
@@ -57,33 +58,38 @@ def format_shell_output(
     truncated: bool,
     timeout_s: float,
 ) -> str:
-    """The text the model sees for a finished command."""
-    parts = [f"Exit code: {exit_code if exit_code is not None else 'none'}"]
-    parts.append(_section("Stdout", stdout))
-    parts.append(_section("Stderr", stderr))
+    """The text the model sees for a finished command: ``Exit code: N``, the stdout and stderr
+    sections, then notes (timed out; truncated, unless the runner already marked the cut in the
+    streams themselves)."""
+    code = "none" if exit_code is None else str(exit_code)
+    if exit_code is not None and exit_code < 0:
+        try:
+            code += f" (killed by {signal.Signals(-exit_code).name})"
+        except ValueError:
+            code += f" (killed by signal {-exit_code})"
+    parts = [f"Exit code: {code}", _section("Stdout", stdout), _section("Stderr", stderr)]
     if timed_out:
         parts.append(f"[The command timed out after {timeout_s:g} s and was killed.]")
-    if truncated:
+    if truncated and "truncated" not in stdout + stderr:
         parts.append("[Output was truncated.]")
     return "\n".join(parts)
 
 
 async def run(args: dict[str, Any], ctx: ToolContext) -> str:
-    from worker.shell.runner import run_read_only, run_shell  # the runner loads lazily
-
     command: str = args["command"]
     if not command.strip():
         raise ToolError("command is empty")
+    from worker.shell.runner import run_read_only, run_shell  # loaded on first use
+
     timeout_s = float(args.get("timeout", ctx.shell_timeout_s))
     timeout_s = min(timeout_s, ctx.shell_max_timeout_s)
     cwd = ctx.cwd if ctx.cwd is not None else ctx.access.root
+    stream_cap = max(1, ctx.output_cap // 2)  # per stream, so both fit in the tool output
     if ctx.shell_mode == "full":
         env = dict(ctx.shell_env) if ctx.shell_env is not None else None
-        result = await asyncio.to_thread(
-            run_shell, command, cwd, timeout_s, ctx.output_cap, env=env
-        )
+        result = await asyncio.to_thread(run_shell, command, cwd, timeout_s, stream_cap, env=env)
     else:
-        result = await asyncio.to_thread(run_read_only, command, cwd, timeout_s, ctx.output_cap)
+        result = await asyncio.to_thread(run_read_only, command, cwd, timeout_s, stream_cap)
     return format_shell_output(
         result.exit_code,
         result.stdout,
