@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
+import random
 import socket
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -26,7 +27,6 @@ import httpx
 import msgspec
 from httpx_sse import EventSource, SSEError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
-from tenacity.wait import wait_exponential_jitter
 
 from protocol.model.assemble import StreamAssembler, parse_completion
 from protocol.model.errors import ErrorKind, ModelError, one_line, redact
@@ -114,9 +114,8 @@ class ModelClient:
         self._connect_timeout_s = connect_timeout_s
         self._total_timeout_s = total_timeout_s
         self._max_retries = max(0, max_retries)
-        self._backoff = wait_exponential_jitter(
-            initial=backoff_s, max=backoff_max_s, jitter=backoff_s
-        )
+        self._backoff_s = backoff_s
+        self._backoff_max_s = backoff_max_s
         self._retry_after_cap_s = retry_after_cap_s
         self.cache_sharing = cache_sharing
         host = (urlsplit(self._base_url).hostname or "").lower()
@@ -150,8 +149,7 @@ class ModelClient:
     def __repr__(self) -> str:
         key = "<set>" if self._api_key else None
         return (
-            f"ModelClient(base_url={self._base_url!r}, api_key={key}, "
-            f"dashscope={self.dashscope})"
+            f"ModelClient(base_url={self._base_url!r}, api_key={key}, dashscope={self.dashscope})"
         )
 
     async def aclose(self) -> None:
@@ -190,6 +188,11 @@ class ModelClient:
     def _error(self, kind: ErrorKind, message: str, **extra: Any) -> ModelError:
         return ModelError(kind, redact(message, self._api_key), endpoint=self._base_url, **extra)
 
+    def _backoff(self, state: RetryCallState) -> float:
+        """Exponential backoff with jitter: base·2^(n-1) capped, plus up to one base."""
+        exponential = self._backoff_s * 2 ** (state.attempt_number - 1)
+        return min(self._backoff_max_s, exponential) + random.uniform(0, self._backoff_s)
+
     def _transport_error(self, exc: Exception, *, started: bool) -> ModelError:
         """A ``ModelError`` for an httpx exception (``started``: the body was flowing)."""
         ep = self._base_url
@@ -211,13 +214,14 @@ class ModelClient:
             if any(isinstance(e, ConnectionRefusedError) for e in chain):
                 return self._error(
                     "connect",
-                    f"The model endpoint {ep} refused the connection; is the server running?",
+                    f"The model endpoint {ep} refused the connection",
+                    hint="is the server running?",
                 )
             if any(isinstance(e, socket.gaierror) for e in chain):
                 return self._error(
                     "connect",
-                    f"The host of the model endpoint {ep} could not be resolved; "
-                    "check the base URL and the network.",
+                    f"The host of the model endpoint {ep} could not be resolved",
+                    hint="check the base URL and the network.",
                 )
             return self._error(
                 "connect", f"Could not connect to the model endpoint {ep} ({one_line(str(exc))})."
@@ -235,18 +239,20 @@ class ModelClient:
 
     def _status_error(self, response: httpx.Response) -> ModelError:
         status = response.status_code
-        detail = self._error_detail(response)
+        detail = self._error_detail(response).rstrip(".")
         suffix = f": {detail}" if detail else ""
         ep = self._base_url
         if status in (401, 403):
             if self._api_key:
                 text = f"The model endpoint {ep} rejected the API key (HTTP {status}){suffix}."
             else:
-                text = (
-                    f"The model endpoint {ep} requires an API key (HTTP {status}); set "
-                    "OPENAI_API_KEY or DASHSCOPE_API_KEY."
-                )
-            return self._error("auth", text, status=status)
+                text = f"The model endpoint {ep} requires an API key (HTTP {status})"
+            return self._error(
+                "auth",
+                text,
+                status=status,
+                hint="" if self._api_key else "set OPENAI_API_KEY or DASHSCOPE_API_KEY.",
+            )
         if status == 429:
             return self._error(
                 "rate_limit",
@@ -265,13 +271,14 @@ class ModelClient:
             return self._error(
                 "timeout", f"The model endpoint {ep} timed out the request (HTTP 408).", status=408
             )
-        if status == 404 and not detail:
-            detail = f"no {response.request.url.path} there; is the base URL right (often .../v1)?"
-            suffix = f": {detail}"
+        hint = ""
+        if status == 404:
+            hint = "is the base URL right (it usually ends in /v1)?"
         return self._error(
             "bad_request",
             f"The model endpoint {ep} rejected the request (HTTP {status}){suffix}.",
             status=status,
+            hint=hint,
         )
 
     def _error_detail(self, response: httpx.Response) -> str:
@@ -300,7 +307,7 @@ class ModelClient:
         exc = state.outcome.exception() if state.outcome is not None else None
         if isinstance(exc, ModelError) and exc.retry_after is not None:
             return min(exc.retry_after, self._retry_after_cap_s)
-        return float(self._backoff(state))
+        return self._backoff(state)
 
     def _before_sleep(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None

@@ -35,7 +35,15 @@ class ModelError(Exception):
         status: int | None = None,
         retry_after: float | None = None,
         attempts: int = 1,
+        hint: str = "",
     ) -> None:
+        self.summary = message.rstrip(".")
+        self.hint = hint
+        if attempts > 1:
+            message = f"{self.summary} (gave up after {attempts} attempts)"
+        message = f"{message.rstrip('.')}; {hint}" if hint else message
+        if message[-1:] not in (".", "?", "!"):
+            message += "."
         super().__init__(message)
         self.kind: ErrorKind = kind
         self.message = message
@@ -53,14 +61,14 @@ class ModelError(Exception):
         """The same error, saying how many attempts were made before giving up."""
         if attempts <= 1:
             return self
-        base = self.message.rstrip(".")
         return ModelError(
             self.kind,
-            f"{base} (gave up after {attempts} attempts).",
+            self.summary,
             endpoint=self.endpoint,
             status=self.status,
             retry_after=self.retry_after,
             attempts=attempts,
+            hint=self.hint,
         )
 
     def __str__(self) -> str:
@@ -72,34 +80,27 @@ class ModelError(Exception):
     def __reduce__(self) -> tuple[Any, ...]:
         # Keyword-only arguments do not survive the default exception pickling; the
         # error may cross a process boundary (worker -> coordinator), so spell it out.
-        return (
-            _rebuild,
-            (
-                self.kind,
-                self.message,
-                self.endpoint,
-                self.status,
-                self.retry_after,
-                self.attempts,
-            ),
-        )
+        state = (self.endpoint, self.status, self.retry_after, self.attempts, self.hint)
+        return (_rebuild, (self.kind, self.summary, *state))
 
 
 def _rebuild(
     kind: ErrorKind,
-    message: str,
+    summary: str,
     endpoint: str,
     status: int | None,
     retry_after: float | None,
     attempts: int,
+    hint: str,
 ) -> ModelError:
     return ModelError(
         kind,
-        message,
+        summary,
         endpoint=endpoint,
         status=status,
         retry_after=retry_after,
         attempts=attempts,
+        hint=hint,
     )
 
 
