@@ -14,6 +14,7 @@ import contextlib
 import enum
 import logging
 import os
+import shutil
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ import psutil
 import zmq
 import zmq.asyncio
 
+import overlay
 from coordinator.kill import kill_tree
 from protocol import codec
 from protocol.chat import ToolSpec
@@ -366,6 +368,7 @@ class WorkerPool:
             self.deaths_detected.append(seen - handle.killed_at)
         # Reap: the fork server is the parent; join() collects the exit status it reports.
         self._spawn_task(asyncio.to_thread(handle.process.join, 5))
+        _remove_scratch(handle.pid)
         if handle.ready is not None and not handle.ready.done():
             handle.ready.cancel()
         if handle.dead is not None and not handle.dead.done():
@@ -393,6 +396,15 @@ class WorkerPool:
             if handle.state is WorkerState.IDLE:
                 with contextlib.suppress(WorkerStartError):
                     await self.send(handle, Shutdown(epoch=self.epoch))
+
+
+def _remove_scratch(pid: int) -> None:
+    """A dead worker's temp dir goes now; its overlay dirs stay until the speculation
+    manager is done with them (an accept may be reading one) and it removes them."""
+    own = overlay.speculation_base_dir() / str(pid)
+    shutil.rmtree(own / "tmp", ignore_errors=True)
+    with contextlib.suppress(OSError):
+        own.rmdir()
 
 
 def _pidfd(pid: int) -> int | None:
