@@ -199,3 +199,31 @@ def test_apply_after_tools_puts_files_on_disk(world: tuple[Path, Overlay, ToolCo
     direct = ToolContext(access=DirectAccess(root))
     assert ok(direct, "read_file", file_path="src/app.py") == "     1\tvalue = 2"
     assert ok(direct, "read_file", file_path="src/new/mod.py") == "     1\tm"
+
+
+def test_root_spelled_through_a_symlink(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    (real / "src").mkdir(parents=True)
+    (real / ".gitignore").write_text("*.log\n")
+    (real / "src" / "a.py").write_text("needle\n")
+    (real / "x.log").write_text("needle\n")
+    alias = tmp_path / "alias"
+    alias.symlink_to(real, target_is_directory=True)
+    overlay = Overlay(alias, tmp_path / "ovl" / "1" / "s")
+    ctx = ToolContext(access=OverlayAccess(overlay))
+    ok(ctx, "write_file", file_path=str(alias / "src" / "b.py"), content="needle\n")
+    # the gate hands over paths in the caller's spelling of the root
+    gate_path = overlay.resolve_read("src")
+    assert gate_path == alias / "src"
+    assert body(ok(ctx, "grep_search", pattern="needle", path=str(gate_path))) == [
+        "src/a.py:1:needle",
+        "src/b.py:1:needle",
+    ]
+    assert body(ok(ctx, "grep_search", pattern="needle", path=str(alias))) == [
+        "src/a.py:1:needle",
+        "src/b.py:1:needle",
+    ]
+    direct = ToolContext(access=DirectAccess(alias))
+    assert body(ok(direct, "glob", pattern="**/*", path=str(alias))) != []
+    assert "x.log" not in ok(direct, "glob", pattern="**/*", path=str(alias))
+    assert err(direct, "read_file", file_path=str(alias / "nope")) == "File not found: nope"

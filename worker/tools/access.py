@@ -43,13 +43,26 @@ class FileAccess(Protocol):
         ...
 
 
-def _absolute(root: Path, path: str) -> Path:
-    """``path`` made absolute against ``root`` and normalised lexically (``..`` collapsed)."""
+def _absolute(root: Path, path: str, alias: Path | None = None) -> Path:
+    """``path`` made absolute against ``root`` and normalised lexically (``..`` collapsed).
+
+    ``alias`` is the root as the caller spelled it when that differs from the resolved
+    ``root`` (a root reached through a symlink): absolute paths under it are moved under
+    ``root``, so both spellings name the same place in the project.
+    """
     if not path:
         raise ToolError("Path is empty")
     if "\0" in path:
         raise ToolError("Path contains a NUL character")
-    return Path(os.path.normpath(os.path.join(root, path)))
+    target = Path(os.path.normpath(os.path.join(root, path)))
+    if alias is not None and target.is_relative_to(alias):
+        target = root / target.relative_to(alias)
+    return target
+
+
+def _alias(given: Path | str, resolved: Path) -> Path | None:
+    spelled = Path(os.path.abspath(given))
+    return None if spelled == resolved else spelled
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -65,15 +78,16 @@ class DirectAccess:
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root).resolve()
+        self._alias = _alias(root, self.root)
 
     def __repr__(self) -> str:
         return f"DirectAccess({str(self.root)!r})"
 
     def resolve_read(self, path: str) -> Path:
-        return _absolute(self.root, path)
+        return _absolute(self.root, path, self._alias)
 
     def resolve_write(self, path: str) -> Path:
-        target = _absolute(self.root, path)
+        target = _absolute(self.root, path, self._alias)
         real = Path(self.root, path).resolve()  # follows symlinks the way the kernel will
         if not _inside(real, self.root):
             via = "" if real == target else f" (it resolves to {real})"
@@ -83,7 +97,7 @@ class DirectAccess:
         return real
 
     def logical_path(self, path: str) -> Path:
-        return _absolute(self.root, path)
+        return _absolute(self.root, path, self._alias)
 
     def overlay_files(self) -> Mapping[Path, Path]:
         return {}
@@ -115,6 +129,7 @@ class OverlayAccess:
     def __init__(self, overlay: OverlayLike) -> None:
         self.overlay = overlay
         self.root = Path(overlay.root).resolve()
+        self._alias = _alias(overlay.root, self.root)
 
     def __repr__(self) -> str:
         return f"OverlayAccess({self.overlay!r})"
@@ -127,19 +142,19 @@ class OverlayAccess:
         }
 
     def resolve_read(self, path: str) -> Path:
-        target = _absolute(self.root, path)
+        target = _absolute(self.root, path, self._alias)
         if target in self._written():
             return target
         return Path(self.overlay.resolve_read(str(target)))
 
     def resolve_write(self, path: str) -> Path:
-        target = _absolute(self.root, path)
+        target = _absolute(self.root, path, self._alias)
         if target in self._written():
             return target
         return Path(self.overlay.redirect_write(str(target)))
 
     def logical_path(self, path: str) -> Path:
-        target = _absolute(self.root, path)
+        target = _absolute(self.root, path, self._alias)
         return self._written().get(target, target)
 
     def overlay_files(self) -> Mapping[Path, Path]:

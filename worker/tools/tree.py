@@ -18,7 +18,15 @@ import pathspec
 
 from worker.tools.access import FileAccess
 
-__all__ = ["IgnoreRules", "Node", "TreeView", "glob_regex", "split_glob"]
+__all__ = [
+    "SKIPPED_DIRS",
+    "IgnoreRules",
+    "Node",
+    "TreeView",
+    "glob_regex",
+    "split_glob",
+    "walk_files",
+]
 
 SKIPPED_DIRS = frozenset({".git"})
 
@@ -97,9 +105,6 @@ class TreeView:
         if error is not None and not found:
             raise error
         return [found[name] for name in sorted(found)]
-
-    def read_bytes(self, node: Node) -> bytes:
-        return node.physical.read_bytes()
 
 
 def _read_ignore_file(path: Path) -> pathspec.GitIgnoreSpec | None:
