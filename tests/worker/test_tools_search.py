@@ -106,9 +106,9 @@ def test_grep_path_include_and_regex(ctx: ToolContext) -> None:
     assert len(body(out)) == 2
     out = ok(ctx, "grep_search", pattern="(?i)needle", path="README.md")
     assert body(out) == ["README.md:1:Needle in caps"]
-    assert ok(ctx, "grep_search", pattern="zzz") == "No matches for 'zzz' in .."
+    assert ok(ctx, "grep_search", pattern="zzz") == "No matches for 'zzz' in ."
     assert ok(ctx, "grep_search", pattern="zzz", include="*.py") == (
-        "No matches for 'zzz' in . (include '*.py')."
+        "No matches for 'zzz' in . (include '*.py')"
     )
 
 
@@ -171,7 +171,7 @@ def test_glob_gitignore_and_patterns(ctx: ToolContext) -> None:
     assert sorted(body(out)) == ["src/app.py", "src/util.py"]
     assert out.splitlines()[0] == "Found 2 files matching '**/*.py' in ., newest first:"
     assert sorted(body(ok(ctx, "glob", pattern="*.log"))) == ["keep.log"]
-    assert ok(ctx, "glob", pattern="*.py") == "No files match '*.py' in .."
+    assert ok(ctx, "glob", pattern="*.py") == "No files match '*.py' in ."
     assert sorted(body(ok(ctx, "glob", pattern="src/**/*.{ts,txt}"))) == [
         "src/deep/more.ts",
         "src/deep/top_only.txt",
@@ -211,7 +211,7 @@ def test_glob_cap_and_errors(ctx: ToolContext) -> None:
     assert err(ctx, "glob", pattern="*", path="nowhere") == "Path not found: nowhere"
     assert err(ctx, "glob", pattern="*", path="README.md") == "README.md is not a directory"
     assert err(ctx, "glob", pattern="  ") == "pattern is empty"
-    assert ok(ctx, "glob", pattern="nowhere/*.py") == "No files match 'nowhere/*.py' in .."
+    assert ok(ctx, "glob", pattern="nowhere/*.py") == "No files match 'nowhere/*.py' in ."
 
 
 # --- list_directory ---------------------------------------------------------------------------

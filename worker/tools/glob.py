@@ -65,7 +65,7 @@ def _glob(args: dict[str, Any], ctx: ToolContext) -> str:
                 mtime = 0
             found.append((-mtime, show_path(access.root, node.path)))
     if not found:
-        return f"No files match {pattern!r} in {where}."
+        return f"No files match {pattern!r} in {where}"
     found.sort()
     total = len(found)
     shown_paths = [entry[1] for entry in found[: ctx.list_max_entries]]

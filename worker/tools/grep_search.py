@@ -102,7 +102,7 @@ def _grep(args: dict[str, Any], ctx: ToolContext) -> str:
 
     scope = f" in {where}" + (f" (include {include!r})" if include else "")
     if not lines:
-        return f"No matches for {pattern!r}{scope}."
+        return f"No matches for {pattern!r}{scope}"
     noun = "match" if len(lines) == 1 else "matches"
     files_noun = "file" if matched_files == 1 else "files"
     header = f"Found {len(lines)} {noun} for {pattern!r}{scope} in {matched_files} {files_noun}:"
