@@ -102,7 +102,7 @@ def test_row3_no_hard_short_timeout_a_recall_slower_than_1s_still_lands(
     async def main(client: ModelClient) -> TurnTrace:
         pf = make_prefetcher(project, client)
         return await simulated_turn(
-            pf, "deploy to staging", prepare_s=0.01, tool_turns=[0.5, 0.5, 0.2]
+            pf, "deploy to staging", prepare_s=0.01, tool_turns=[0.45, 0.45, 0.5]
         )
 
     with scripted(deploy_rule(project, latency_ms=1_050)) as server:
@@ -125,7 +125,7 @@ def test_row4_slow_recall_and_no_tools_is_lost_and_never_carried_over(project: P
         assert pf.pending is not None
         await asyncio.sleep(0.4)
         assert pf.pending is not None and pf.pending.is_settled()
-        second = await simulated_turn(pf, "run pytest", prepare_s=0.1, tool_turns=[0.05])
+        second = await simulated_turn(pf, "run pytest", prepare_s=0.3, tool_turns=[0.05])
         return first, second, pf
 
     with scripted(*rules) as server:
@@ -275,10 +275,10 @@ def test_asyncio_event_turn_abort_is_bridged(project: Project) -> None:
 def test_surfaced_paths_are_excluded_until_reset(project: Project) -> None:
     async def main(client: ModelClient) -> MemoryPrefetcher:
         pf = make_prefetcher(project, client)
-        await simulated_turn(pf, "deploy to staging", prepare_s=0.1)
-        await simulated_turn(pf, "deploy to production", prepare_s=0.1)
+        await simulated_turn(pf, "deploy to staging", prepare_s=0.3)
+        await simulated_turn(pf, "deploy to production", prepare_s=0.3)
         pf.reset()
-        await simulated_turn(pf, "deploy again", prepare_s=0.1)
+        await simulated_turn(pf, "deploy again", prepare_s=0.3)
         return pf
 
     with scripted(deploy_rule(project, latency_ms=0)) as server:
@@ -292,7 +292,7 @@ def test_surfaced_paths_are_excluded_until_reset(project: Project) -> None:
 def test_empty_result_is_consumed_once_and_surfaces_nothing(project: Project) -> None:
     async def main(client: ModelClient) -> tuple[TurnTrace, MemoryPrefetcher]:
         pf = make_prefetcher(project, client)
-        trace = await simulated_turn(pf, "deploy", prepare_s=0.1, tool_turns=[0.02])
+        trace = await simulated_turn(pf, "deploy", prepare_s=0.3, tool_turns=[0.02])
         return trace, pf
 
     with scripted(recall_rule("deploy", paths=[])) as server:
