@@ -161,7 +161,13 @@ class Decision:
 
 
 class Engine:
-    def __init__(self, scenario: Scenario, request_log: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        request_log: str | Path | None = None,
+        *,
+        keep_requests: int = 500,
+    ) -> None:
         self.scenario = scenario
         self._last_user = [_compile(r.when.last_user if r.when else None) for r in scenario.rules]
         self._turn_user = [_compile(r.when.turn_user if r.when else None) for r in scenario.rules]
@@ -169,7 +175,7 @@ class Engine:
         self._lock = threading.Lock()
         self._seq = 0
         self._prefixes: deque[tuple[str, list[tuple[bytes, int]]]] = deque(maxlen=32)
-        self.requests: list[dict[str, Any]] = []
+        self.requests: deque[dict[str, Any]] = deque(maxlen=keep_requests)  # the latest ones
         self._log_path = Path(request_log) if request_log is not None else None
         self._log: IO[str] | None = None
         if self._log_path is not None:

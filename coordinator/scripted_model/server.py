@@ -248,7 +248,8 @@ class ScriptedModelServer:
     """The scripted model on ``127.0.0.1``, served from a background thread.
 
     ``scenario`` is a :class:`Scenario`, a path to a scenario file or a mapping;
-    ``port=0`` picks a free port; ``request_log`` appends one JSON line per request.
+    ``port=0`` picks a free port; ``request_log`` appends one JSON line per request;
+    :attr:`requests` keeps the latest ``keep_requests`` of them in memory.
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
 
@@ -259,6 +260,7 @@ class ScriptedModelServer:
         request_log: str | os.PathLike[str] | None = None,
         *,
         host: str = "127.0.0.1",
+        keep_requests: int = 500,
     ) -> None:
         if isinstance(scenario, str | os.PathLike):
             scenario = load_scenario(scenario)
@@ -268,6 +270,7 @@ class ScriptedModelServer:
         self._host = host
         self._port = port
         self._request_log = Path(request_log) if request_log is not None else None
+        self._keep_requests = keep_requests
         self._stopping = threading.Event()
         self._engine: Engine | None = None
         self._httpd: _HTTPServer | None = None
@@ -277,7 +280,7 @@ class ScriptedModelServer:
         if self._httpd is not None:
             return self
         self._stopping.clear()
-        engine = Engine(self.scenario, self._request_log)
+        engine = Engine(self.scenario, self._request_log, keep_requests=self._keep_requests)
         try:
             httpd = _HTTPServer((self._host, self._port), engine, self._stopping)
         except OSError:
@@ -336,7 +339,8 @@ class ScriptedModelServer:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Every request received so far (a copy), as the request log records them."""
+        """The requests received so far (the latest ``keep_requests``, a copy), as the
+        request log records them."""
         return list(self._engine.requests) if self._engine is not None else []
 
     def __enter__(self) -> ScriptedModelServer:

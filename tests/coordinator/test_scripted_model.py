@@ -462,6 +462,9 @@ def test_server_is_a_context_manager_and_restartable(serve: ServerFactory) -> No
         assert answer_text(post(server, body(Message.user("q")))) == "x"
     assert not server.running
     server.stop()  # idempotent
+    with server:  # a restart begins with fresh counters
+        assert answer_text(post(server, body(Message.user("q")))) == "x"
+        assert [r["rule"] for r in server.requests] == [0]
 
 
 # --------------------------------------------------------------------- scenario files
