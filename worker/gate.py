@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from protocol.approval import ApprovalMode
-from worker.shell.classify import classify
+from worker.shell.classifier import classify
 
 GateAction = Literal["allow", "redirect", "boundary"]
 

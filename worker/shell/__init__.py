@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from worker.shell.classify import ShellVerdict, classify
+from worker.shell.classifier import ShellVerdict, classify
 
 if TYPE_CHECKING:
     from worker.shell.explain import batch, explain_text

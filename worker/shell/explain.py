@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 
 import msgspec
 
-from worker.shell.classify import ShellVerdict, classify
+from worker.shell.classifier import ShellVerdict, classify
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(str)

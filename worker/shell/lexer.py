@@ -61,6 +61,8 @@ def parameter_problem(inner: str) -> str | None:
     evaluated arithmetically, which can run command substitutions stored in a variable), and any
     operand that itself holds a command substitution or a non-trivial nested expansion.
     """
+    if len(inner) > 1 and inner[0] == "!":
+        return "parameter:${!...}"
     m = _PARAM_HEAD_RE.match(inner)
     if m is None:
         if inner.startswith("!"):
@@ -533,6 +535,12 @@ class _Scanner:
             elif c == "#" and self.at_word_start():
                 nl = s.find("\n", i)
                 i = self.n if nl < 0 else nl
+            elif c == "(" and self.peek(i + 1) == "(" and self.at_word_start():
+                # "((" opening a command is bash's arithmetic command.
+                self.find("arithmetic:((...))")
+                self.paren += 1
+                self.emit(c)
+                i += 1
             elif c == "(":
                 self.paren += 1
                 self.emit(c)
@@ -786,7 +794,7 @@ def _ansi_c(raw: str, i: int) -> tuple[str, int, bool]:
 
 def is_plain_name(raw: str) -> bool:
     """True for a command name written as plain characters (no quoting, no expansion)."""
-    return raw == "[" or re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*", raw) is not None
+    return raw == "[" or re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9_.+-]*", raw) is not None
 
 
 def assignment_name(raw: str) -> str | None:

@@ -5,7 +5,7 @@ Both entry points run ``bash -c`` in a new session (its own process group), with
 the whole process group and reaping the shell. The group is killed while the shell is still
 unreaped, so its process-group id cannot have been reused by an unrelated process.
 
-* :func:`run_read_only` is for commands :func:`~worker.shell.classify.classify` proved read-only
+* :func:`run_read_only` is for commands :func:`~worker.shell.classifier.classify` proved read-only
   (it checks again and refuses others). The environment is built from a small allow list —
   ``PATH`` fixed to system directories, ``HOME``, ``LANG``/``LC_ALL``, ``TERM=dumb`` — so
   ``PAGER``, ``GIT_*``, ``LESSOPEN``, ``LD_PRELOAD``, ``BASH_ENV`` and the like never reach it.
@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from worker.shell.classify import ShellVerdict, classify
+from worker.shell.classifier import ShellVerdict, classify
 
 READ_ONLY_PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_TIMEOUT_S = 30.0

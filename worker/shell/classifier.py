@@ -101,7 +101,8 @@ def _classify(command: object) -> ShellVerdict:
     if lexed.error is not None:
         if lexed.findings:
             return ShellVerdict(False, lexed.findings[0], [])
-        return ShellVerdict(False, f"parse-error: {lexed.error}", [])
+        keyword = _leading_keyword(text)
+        return ShellVerdict(False, keyword or f"parse-error: {lexed.error}", [])
     if not lexed.statements:
         return ShellVerdict(False, "empty", [])
 
@@ -243,14 +244,14 @@ class _Walker:
             self.commands.append(self.raw(words[0]))
         for part in assignments + words:
             self.expansions(part)
-        for redirect in redirects:
-            self.redirect(redirect, covered)
         for word in words:
             # bashlex reads "{fd}>file" as a word then a redirect; bash allocates a descriptor
             # and assigns it to the variable.
             follows = self.src[word.pos[1] : word.pos[1] + 1]
             if follows in ("<", ">") and _FD_VAR_RE.fullmatch(self.raw(word)):
                 self.refuse("redirect:{var}")
+        for redirect in redirects:
+            self.redirect(redirect, covered)
         if words and assignments:
             name = assignment_name(self.raw(assignments[0])) or "?"
             self.refuse(f"assignment-prefix:{name}")
@@ -290,6 +291,8 @@ class _Walker:
                 start = part.pos[0]
                 self.refuse(f"substitution:{self.src[start : start + 1] or '<'}(...)")
             elif kind == "parameter":
+                if self.src[part.pos[0] : part.pos[0] + 2] in ("$'", '$"'):
+                    continue  # bashlex's reading of $'...' / $"..." quoting, not an expansion
                 value = getattr(part, "value", None)
                 if isinstance(value, str):
                     problem = parameter_problem(value)
