@@ -96,18 +96,26 @@ def spawn_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         started.append(spawned)
         return spawned
 
+    lingering: list[int] = []
+    leftovers: list[Path] = []
     try:
         yield start
     finally:
         for s in started:
-            s.process.join(5)
+            s.process.join(5)  # a worker exits by itself after its speculation
             if s.process.is_alive():
+                lingering.append(s.hello.pid)
                 s.process.kill()
                 s.process.join(5)
             s.sock.close(linger=0)
-            shutil.rmtree(speculation_base_dir() / str(s.hello.pid), ignore_errors=True)
+            own = speculation_base_dir() / str(s.hello.pid)
+            if own.exists():
+                leftovers.append(own)
+                shutil.rmtree(own, ignore_errors=True)
         ctx.term()
         shutil.rmtree(runtime, ignore_errors=True)
+    assert not lingering, f"workers still running after their speculation: {lingering}"
+    assert not leftovers, f"per-pid speculation dirs left behind: {leftovers}"
 
 
 def probe_rules(command: str) -> list[dict[str, Any]]:
