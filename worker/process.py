@@ -62,14 +62,14 @@ def worker_entry(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: f
 
 
 async def _serve(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: float) -> None:
-    from overlay.sandbox import sandbox_kind  # noqa: PLC0415 - preloaded by the fork server
-    from worker.jobs import run_speculation, run_tool  # noqa: PLC0415
+    from overlay.sandbox import sandbox_kind
+    from worker.jobs import run_speculation, run_tool
     from worker.tools import TOOL_SPECS
 
     pid = os.getpid()
     ctx = zmq.asyncio.Context()
-    sock = make_dealer(ctx, endpoint, identity=f"w{pid}".encode())  # type: ignore[arg-type]
-    outbox = Outbox(sock)  # type: ignore[arg-type]
+    sock = make_dealer(ctx, endpoint, identity=f"w{pid}".encode())
+    outbox = Outbox(sock)
     jobs = codec.coordinator_to_worker()
     stop = asyncio.Event()
     current: dict[str, str | None] = {"job": None}
