@@ -18,21 +18,32 @@ Protocol (one apply, under an exclusive ``flock`` on the project root directory)
 
 Recovery reads a left-over journal: ``intent`` means nothing was renamed yet, so it only removes
 stage files and created directories. ``commit`` is rolled forward when every stage file, or the
-target it was already renamed to, is present; otherwise it is rolled back from the backups. Every
-step is idempotent, so a crash during recovery is handled by the next recovery. A lone
-``<id>.json.tmp`` is a journal write that never completed: nothing was staged under it, or (next
-to an ``intent`` journal) nothing was renamed yet; it is removed.
+target it was already renamed to, is present; otherwise it is rolled back from the backups.
+Before a committed apply is rolled back (by the apply itself after an error, or by recovery), its
+journal is renamed to ``<id>.rollback``, so that a crash during the rollback is not later taken
+for a roll-forward. Every step is idempotent, so a crash during recovery is handled by the next
+recovery. A lone ``<id>.json.tmp`` is a journal write that never completed: nothing was staged
+under it, or (next to an ``intent`` journal) nothing was renamed yet; it is removed.
 
-Durability (``durable=True``, the default): process crashes (SIGKILL, OOM kill) need no fsync at
-all, because every completed system call is visible to the next process through the page cache,
-in order. Power loss and kernel crashes do need it, and only at the points where an order must
-hold on disk: stage contents and their directory entries before the ``commit`` journal (else a
-recovery could mistake a lost stage file for a completed rename), the ``commit`` journal before
-the first rename, the renames before the backups are deleted, and the backup deletions before the
-journal is. So each stage file is fsynced once (a batch of cheap fsyncs on files that are then
-already written back), each touched directory is fsynced once per phase (not once per file), and
-the journal gets its own fsync. ``durable=False`` skips every fsync: still all-or-nothing
-against process crashes, not against power loss.
+Durability (``durable=True``, the default). A process crash (SIGKILL, OOM kill) needs no fsync
+at all: every completed system call stays visible to the next process through the page cache, in
+order, so the protocol above is enough. Power loss or a kernel crash can lose or reorder
+unflushed writes, so the apply waits for stable storage only where an order must hold on disk:
+
+- barrier 1, after staging: stage contents, stage names and new directories before the
+  ``commit`` record (else recovery could take a lost stage file for a completed rename);
+- barrier 2, the ``commit`` record itself (fsync of the tmp file and of the journal dir) before
+  the first rename;
+- barrier 3, after the renames and backup removals: before the journal is deleted (until then a
+  crash is rolled forward from the journal, which needs no backup).
+
+The ``intent`` record gets no barrier of its own: it only serves to find stage files after a
+crash, and barrier 1 makes it durable with them. Barriers 1 and 3 are one ``syncfs`` per file
+system (Linux): one journal commit for the whole batch instead of one fsync per file, which
+dominates the cost (about 1 ms per fsync on these disks against 0.05 ms for copying 10 KB).
+The price is that syncfs also flushes other dirty data on that file system. Without syncfs each
+stage file is fsynced and each barrier fsyncs the touched directories. ``durable=False`` skips
+all of it: still all-or-nothing against process crashes, not against power loss.
 """
 
 from __future__ import annotations
@@ -130,6 +141,7 @@ class _Journal:
     steps: list[_Step]
     dirs: list[str]  # directories the apply creates, parents first
     state: str = "intent"
+    owns_specrun_dir: bool = True  # remove an emptied .specrun when done
 
     @property
     def path(self) -> str:
@@ -252,6 +264,36 @@ def _root_lock(root: str) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+# --------------------------------------------------------------------------- durability
+
+
+class _Sync:
+    """Where the apply waits for stable storage (see "Durability" in the module docstring).
+
+    ``batch``: one ``syncfs`` per file system at each barrier (Linux). Otherwise every staged
+    file is fsynced and each barrier fsyncs the touched directories.
+    """
+
+    def __init__(self, durable: bool) -> None:
+        self.durable = durable
+        self.batch = durable and _fs.has_syncfs()
+
+    def file(self, fd: int) -> None:
+        """A staged file was written (its content must reach the disk before the commit)."""
+        if self.durable and not self.batch:
+            os.fsync(fd)
+
+    def barrier(self, dirs: Iterable[str]) -> None:
+        """Everything done so far in ``dirs`` (and, for files, their content) is durable."""
+        if not self.durable:
+            return
+        existing = [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+        if self.batch:
+            _fs.syncfs_dirs(existing)
+        else:
+            _fs.fsync_dirs(existing)
+
+
 # --------------------------------------------------------------------------- names
 
 
@@ -268,8 +310,10 @@ def _journal_dir(root: str) -> str:
     return os.path.join(root, JOURNAL_REL)
 
 
-def _ensure_journal_dir(root: str, durable: bool) -> str:
+def _ensure_journal_dir(root: str, sync: _Sync, hook: Hook | None) -> bool:
+    """Create ``.specrun/journal``; True if ``.specrun`` itself had to be created."""
     jdir = _journal_dir(root)
+    made_parent = False
     if not os.path.isdir(jdir):
         created: list[str] = []
         path = jdir
@@ -279,22 +323,34 @@ def _ensure_journal_dir(root: str, durable: bool) -> str:
         for path in reversed(created):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, 0o700)
-        if durable:
+            if hook is not None:
+                hook("mkdir")
+        made_parent = os.path.dirname(jdir) in created
+        if sync.durable and not sync.batch:  # else the first syncfs barrier covers it
             _fs.fsync_dirs(os.path.dirname(p) for p in reversed(created))
     if os.path.realpath(jdir) != jdir:
         raise OSError(f"{jdir} is not a plain directory inside the project")
-    return jdir
+    return made_parent
 
 
-def _remove_journal_dir(root: str) -> None:
-    """Drop ``.specrun/journal`` and ``.specrun`` again if we left them empty."""
+def _remove_journal_dir(root: str, parent_too: bool, hook: Hook | None = None) -> None:
+    """Drop ``.specrun/journal`` if empty, and ``.specrun`` too (if empty) when asked.
+
+    An apply asks only when it created ``.specrun``; recovery always asks, because a crash
+    between creating (or removing) the two directories leaves an empty ``.specrun`` that no
+    journal mentions. (So recovery also removes an empty ``.specrun`` made by someone else.)
+    """
     jdir = _journal_dir(root)
     _fs.rmdir_quiet(jdir)
-    _fs.rmdir_quiet(os.path.dirname(jdir))
+    if parent_too:
+        if hook is not None:
+            hook("rmdir")
+        _fs.rmdir_quiet(os.path.dirname(jdir))
 
 
 def _write_journal(journal: _Journal, durable: bool) -> None:
-    """Atomically (tmp + rename) write the journal in its current state."""
+    """Atomically (tmp + rename) write the journal in its current state; ``durable``: and
+    wait until both its content and its name are on stable storage."""
     final = journal.path
     tmp = final + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
@@ -432,16 +488,19 @@ def apply_items(root: str, items: Sequence[ApplyItem], *, durable: bool = True) 
 
 
 def _run(root: str, apply_id: str, plan: _Plan, durable: bool, hook: Hook | None) -> None:
+    sync = _Sync(durable)
     steps = plan.steps
     paths = [s.rel for s in steps]
+    journal = _Journal(apply_id=apply_id, root=root, steps=steps, dirs=list(plan.dirs))
     try:
-        _ensure_journal_dir(root, durable)
-        journal = _Journal(apply_id=apply_id, root=root, steps=steps, dirs=list(plan.dirs))
-        _write_journal(journal, durable)
+        journal.owns_specrun_dir = _ensure_journal_dir(root, sync, hook)
+        # With syncfs it is not flushed on its own: it only serves to find stage files after a
+        # crash, and the first barrier makes it durable together with them.
+        _write_journal(journal, durable=sync.durable and not sync.batch)
     except Exception as exc:
         with contextlib.suppress(OSError):
-            _fs.unlink_quiet(os.path.join(_journal_dir(root), apply_id + ".json.tmp"))
-            _remove_journal_dir(root)
+            journal.remove()
+            _remove_journal_dir(root, journal.owns_specrun_dir)
         raise ApplyError(paths, exc) from exc
     if hook is not None:
         hook("intent")
@@ -453,14 +512,16 @@ def _run(root: str, apply_id: str, plan: _Plan, durable: bool, hook: Hook | None
             os.mkdir(d)
         for step in steps:
             current = step.rel
-            _stage(step, durable)
+            _stage(step, sync)
             if hook is not None:
                 hook("stage")
-        if durable:
-            _fs.fsync_dirs(os.path.dirname(p) for p in (*plan.dirs, *(s.target for s in steps)))
-
         current = ""
+        # Barrier 1: staged contents and names (and new directories) before the commit record.
+        sync.barrier(
+            os.path.dirname(p) for p in (*plan.dirs, *(s.target for s in steps), _journal_dir(root))
+        )
         journal.state = "commit"
+        # Barrier 2: the commit record before the first rename.
         _write_journal(journal, durable)
         if hook is not None:
             hook("commit")
@@ -475,16 +536,14 @@ def _run(root: str, apply_id: str, plan: _Plan, durable: bool, hook: Hook | None
             if hook is not None:
                 hook("rename")
         current = ""
-        if durable:
-            _fs.fsync_dirs(os.path.dirname(s.target) for s in steps)
     except BaseException as exc:
         try:
             if journal.state == "commit":
                 with contextlib.suppress(OSError):
                     _mark_rollback(journal, durable)
-            _rollback(journal, durable, None)
+            _rollback(journal, sync, None)
             journal.remove()
-            _remove_journal_dir(root)
+            _remove_journal_dir(root, journal.owns_specrun_dir)
         except Exception as rollback_exc:
             if isinstance(exc, Exception):
                 raise ApplyError(
@@ -498,10 +557,10 @@ def _run(root: str, apply_id: str, plan: _Plan, durable: bool, hook: Hook | None
     # Every target now has its new content: the apply has happened. What is left is tidying,
     # which recovery redoes if we are interrupted, so errors here are not the caller's problem.
     with contextlib.suppress(OSError):
-        _finish(journal, durable, hook)
+        _finish(journal, sync, hook)
 
 
-def _stage(step: _Step, durable: bool) -> None:
+def _stage(step: _Step, sync: _Sync) -> None:
     src = os.open(step.source, _fs.READ_FLAGS)
     try:
         st = os.fstat(src)
@@ -511,8 +570,7 @@ def _stage(step: _Step, durable: bool) -> None:
         try:
             _fs.copy_fd(src, dst)
             os.fchmod(dst, stat.S_IMODE(st.st_mode))
-            if durable:
-                os.fsync(dst)
+            sync.file(dst)
         finally:
             os.close(dst)
     finally:
@@ -531,18 +589,20 @@ def _make_backup(target: str, backup: str) -> None:
         os.replace(target, backup)
 
 
-def _finish(journal: _Journal, durable: bool, hook: Hook | None) -> None:
-    backups = [s.backup for s in journal.steps if s.backup is not None]
-    for backup in backups:
-        _fs.unlink_quiet(backup)
-        if hook is not None:
-            hook("drop-backup")
-    if durable and backups:
-        _fs.fsync_dirs(os.path.dirname(b) for b in backups)
+def _finish(journal: _Journal, sync: _Sync, hook: Hook | None) -> None:
+    """Drop the backups and then the journal of an apply whose renames are all done."""
+    for step in journal.steps:
+        if step.backup is not None:
+            _fs.unlink_quiet(step.backup)
+            if hook is not None:
+                hook("drop-backup")
+    # Barrier 3: the renames (and backup removals) before the journal disappears; until then a
+    # crash, even a power loss, is rolled forward from the journal.
+    sync.barrier(os.path.dirname(s.target) for s in journal.steps)
     journal.remove()
     if hook is not None:
         hook("drop-journal")
-    _remove_journal_dir(journal.root)
+    _remove_journal_dir(journal.root, journal.owns_specrun_dir, hook)
 
 
 def _mark_rollback(journal: _Journal, durable: bool) -> None:
@@ -557,7 +617,7 @@ def _mark_rollback(journal: _Journal, durable: bool) -> None:
         _fs.fsync_dir(os.path.dirname(journal.path))
 
 
-def _rollback(journal: _Journal, durable: bool, hook: Hook | None) -> None:
+def _rollback(journal: _Journal, sync: _Sync, hook: Hook | None) -> None:
     """Put every target back to its original state and remove what the apply created."""
     committed = journal.state == "commit"
     touched: list[str] = []
@@ -583,20 +643,16 @@ def _rollback(journal: _Journal, durable: bool, hook: Hook | None) -> None:
             hook("undo")
     for d in reversed(journal.dirs):
         _fs.rmdir_quiet(d)
-    if durable:
-        parents = (*touched, *(os.path.dirname(d) for d in journal.dirs))
-        _fs.fsync_dirs(p for p in parents if os.path.isdir(p))
+    sync.barrier((*touched, *(os.path.dirname(d) for d in journal.dirs)))
 
 
-def _roll_forward(journal: _Journal, durable: bool, hook: Hook | None) -> None:
+def _roll_forward(journal: _Journal, sync: _Sync, hook: Hook | None) -> None:
     for step in journal.steps:
         if os.path.lexists(step.stage):
             os.replace(step.stage, step.target)
         if hook is not None:
             hook("redo")
-    if durable:
-        _fs.fsync_dirs(os.path.dirname(s.target) for s in journal.steps)
-    _finish(journal, durable, hook)
+    _finish(journal, sync, hook)
 
 
 def _can_roll_forward(journal: _Journal) -> bool:
@@ -617,9 +673,10 @@ def recover(root: str | os.PathLike[str], *, durable: bool = True) -> RecoveryRe
     """
     rroot = real_root(root)
     jdir = _journal_dir(rroot)
-    if not os.path.isdir(jdir):
+    if not os.path.isdir(os.path.dirname(jdir)):
         return None
     hook = _make_hook()
+    sync = _Sync(durable)
     forward: list[str] = []
     back: list[str] = []
     ids: list[str] = []
@@ -628,6 +685,7 @@ def recover(root: str | os.PathLike[str], *, durable: bool = True) -> RecoveryRe
         try:
             names = sorted(os.listdir(jdir))
         except FileNotFoundError:
+            _remove_journal_dir(rroot, parent_too=True)
             return None
         finals = {n[: -len(".json")] for n in names if n.endswith(".json")}
         undos = {n[: -len(ROLLBACK_SUFFIX)] for n in names if n.endswith(ROLLBACK_SUFFIX)}
@@ -640,14 +698,14 @@ def recover(root: str | os.PathLike[str], *, durable: bool = True) -> RecoveryRe
                 raise RecoveryError(path, exc) from exc
             try:
                 if not undoing and _can_roll_forward(journal):
-                    _roll_forward(journal, durable, hook)
+                    _roll_forward(journal, sync, hook)
                     forward.extend(s.rel for s in journal.steps)
                 else:
                     if not undoing and journal.state == "commit":
                         _mark_rollback(journal, durable)
                         if hook is not None:
                             hook("mark-rollback")
-                    _rollback(journal, durable, hook)
+                    _rollback(journal, sync, hook)
                     back.extend(s.rel for s in journal.steps)
                 journal.remove()
             except OSError as exc:
@@ -659,7 +717,7 @@ def recover(root: str | os.PathLike[str], *, durable: bool = True) -> RecoveryRe
             orphan = name.endswith(".json.tmp") and name[: -len(".json.tmp")] not in known
             if orphan and _fs.unlink_quiet(os.path.join(jdir, name)):
                 removed.append(os.path.join(JOURNAL_REL, name))
-        _remove_journal_dir(rroot)
+        _remove_journal_dir(rroot, parent_too=True)
     if not (ids or removed):
         return None
     return RecoveryResult(
