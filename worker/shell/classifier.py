@@ -43,15 +43,22 @@ MAX_COMMAND_CHARS = 64 * 1024
 READ_ONLY_REASON = "read-only: every command in allow list"
 ASSIGNMENT_ONLY_REASON = "read-only: assignments only"
 
-# Variables a bare assignment may not change: exported ones (the read-only runner exports
-# exactly PATH, HOME, LANG, LC_ALL, TERM) and ones bash itself acts on.
+# Variables a bare assignment may not change. Assigning to a variable that is already exported
+# changes what the following commands see: the read-only runner exports exactly PATH, HOME,
+# LANG, LC_ALL and TERM, but the main chat's shell inherits the user's environment, so the list
+# also covers variables that make git, glibc or the allowed tools load code or config.
 _SENSITIVE_VARIABLES = frozenset({
     "PATH", "HOME", "IFS", "CDPATH", "GLOBIGNORE", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS",
     "PS4", "PROMPT_COMMAND", "TMPDIR", "TERM", "SHELL", "LANG", "LANGUAGE", "TZ", "PAGER",
     "MANPAGER", "EDITOR", "VISUAL", "OLDPWD", "PWD", "HISTFILE", "POSIXLY_CORRECT",
-    "RIPGREP_CONFIG_PATH",
+    "RIPGREP_CONFIG_PATH", "GCONV_PATH", "LOCPATH", "NLSPATH", "HOSTALIASES", "AWKPATH",
+    "AWKLIBPATH", "MAGIC", "JQ_LIBRARY_PATH", "GNUPGHOME", "SSH_AUTH_SOCK",
 })
-_SENSITIVE_PREFIXES = ("LC_", "GIT_", "LD_", "BASH_", "LESS", "PYTHON", "NODE_")
+# GIT_*, LD_*, glibc and interpreter hooks, and XDG_* (git reads $XDG_CONFIG_HOME/git/config).
+_SENSITIVE_PREFIXES = (
+    "LC_", "GIT_", "LD_", "BASH_", "LESS", "PYTHON", "NODE_", "PERL", "RUBY", "XDG_",
+    "MALLOC_", "GLIBC_",
+)
 
 _FD_VAR_RE = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 

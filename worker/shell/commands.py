@@ -87,7 +87,9 @@ def _sort_rule(args: Sequence[WordInfo]) -> str | None:
 
 
 def _uniq_rule(args: Sequence[WordInfo]) -> str | None:
-    problem = static_args_problem("uniq", args, honor_double_dash=True)
+    # "--" is not honoured for the static check: a glob after it could still expand to two
+    # operands, and the second one is written.
+    problem = static_args_problem("uniq", args, honor_double_dash=False)
     if problem:
         return problem
     operands = 0
@@ -97,7 +99,7 @@ def _uniq_rule(args: Sequence[WordInfo]) -> str | None:
         value = args[i].value
         i += 1
         if after_dd or value == "-" or not value.startswith("-"):
-            operands += 1
+            operands += 2 if args[i - 1].glob else 1  # a glob may name several files
             continue
         if value == "--":
             after_dd = True
@@ -170,7 +172,7 @@ def _xxd_rule(args: Sequence[WordInfo]) -> str | None:
         if value in _XXD_WITH_VALUE:
             i += 1
         elif value == "-" or not value.startswith("-"):
-            operands += 1
+            operands += 2 if args[i - 1].glob else 1  # a glob may name several files
     return "xxd:output-file" if operands > 1 else None
 
 

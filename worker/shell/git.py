@@ -26,7 +26,7 @@ _GLOBAL_INFO = frozenset({"--version", "-v", "--help", "-h"})
 # configured program, or start a pager.
 _DANGEROUS_LONG = (
     "output", "ext-diff", "textconv", "filters", "open-files-in-pager", "paginate", "help",
-    "exec", "upload-pack", "receive-pack",
+    "exec", "upload-pack", "receive-pack", "show-signature",
 )
 # Harmless options that are prefixes of a dangerous one; an exact match is allowed.
 _KNOWN_LONG = frozenset({"text", "ex", "exclude", "exclude-standard", "filter"})

@@ -10,7 +10,8 @@ unreaped, so its process-group id cannot have been reused by an unrelated proces
   ``PATH`` fixed to system directories, ``HOME``, ``LANG``/``LC_ALL``, ``TERM=dumb`` — so
   ``PAGER``, ``GIT_*``, ``LESSOPEN``, ``LD_PRELOAD``, ``BASH_ENV`` and the like never reach it.
   ``git`` is a shell function (imported through ``BASH_FUNC_git%%``) that adds
-  ``-c core.fsmonitor=false --no-pager --no-optional-locks``.
+  ``-c core.fsmonitor=false --no-pager --no-optional-locks`` and a few more neutralising
+  options (see :data:`GIT_WRAPPER_OPTIONS`).
 * :func:`run_shell` is the main chat's full shell (after the user said yes): same mechanics, the
   caller's environment.
 
@@ -39,8 +40,35 @@ READ_ONLY_PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_OUTPUT_CAP = 64 * 1024
 AFTER_EXIT_GRACE_S = 1.0
-GIT_WRAPPER_OPTIONS = ("-c", "core.fsmonitor=false", "--no-pager", "--no-optional-locks")
-_GIT_FUNCTION = "() { command git " + " ".join(GIT_WRAPPER_OPTIONS) + ' "$@"; }'
+# Options every read-only git call gets. Beyond what SPEC §4 asks (fsmonitor off, no pager, no
+# optional locks): no hooks, no network (also no lazy fetch in partial clones), and the default
+# signature programs instead of configured ones.
+GIT_WRAPPER_OPTIONS = (
+    "-c", "core.fsmonitor=false",
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "protocol.allow=never",
+    "-c", "log.showSignature=false",
+    "-c", "gpg.program=gpg",
+    "-c", "gpg.ssh.program=ssh-keygen",
+    "-c", "gpg.x509.program=gpgsm",
+    "--no-pager",
+    "--no-optional-locks",
+)
+# A bash function (exported to the shell as BASH_FUNC_git%%). It keeps git's global options in
+# front, and gives diff/log/show --no-ext-diff --no-textconv and blame --no-textconv, so that
+# external diff drivers and textconv programs from git config are not run.
+_GIT_FUNCTION = (
+    "() { local -a __pre=() __fix=(); "
+    'while [ "$#" -gt 0 ]; do case "$1" in '
+    '-C) __pre+=("$1" "${2-}"); shift; [ "$#" -gt 0 ] && shift;; '
+    '-*) __pre+=("$1"); shift;; '
+    "*) break;; esac; done; "
+    'case "${1-}" in diff|log|show) __fix=(--no-ext-diff --no-textconv);; '
+    "blame) __fix=(--no-textconv);; esac; "
+    'if [ "$#" -gt 0 ]; then command git ' + " ".join(GIT_WRAPPER_OPTIONS)
+    + ' "${__pre[@]}" "$1" "${__fix[@]}" "${@:2}"; '
+    "else command git " + " ".join(GIT_WRAPPER_OPTIONS) + ' "${__pre[@]}"; fi; }'
+)
 _READ_CHUNK = 65536
 
 

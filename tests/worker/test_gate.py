@@ -1,0 +1,230 @@
+"""Tool gate (SPEC §4): every row of the decision table, with the real overlay."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from overlay import Overlay
+from protocol.approval import ApprovalMode
+from worker.gate import (
+    DENIED_TOOLS,
+    PATH_KEYS,
+    READ_TOOLS,
+    GateDecision,
+    OverlayLike,
+    evaluate,
+    path_key,
+)
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("print('hi')\n")
+    return root
+
+
+@pytest.fixture()
+def overlay(tmp_path: Path, project: Path) -> Overlay:
+    return Overlay(project, tmp_path / "overlay" / "spec-1")
+
+
+ALL_MODES = list(ApprovalMode)
+AUTO_MODES = [ApprovalMode.AUTO_EDIT, ApprovalMode.YOLO]
+ASKING_MODES = [ApprovalMode.DEFAULT, ApprovalMode.PLAN]
+
+
+# -- read tools --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", sorted(READ_TOOLS))
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_read_tools_allowed_with_paths_resolved(
+    tool: str, mode: ApprovalMode, overlay: Overlay, project: Path
+) -> None:
+    decision = evaluate(tool, {"path": "src/app.py"}, mode, overlay)
+    assert decision.action == "allow"
+    assert decision.reason == f"read_tool:{tool}"
+    # not written in this speculation: the real file
+    assert Path(decision.args["path"]) == project / "src" / "app.py"
+
+
+def test_read_sees_the_overlay_copy_after_a_write(overlay: Overlay, project: Path) -> None:
+    written = overlay.redirect_write(str(project / "src" / "app.py"))
+    decision = evaluate(
+        "read_file", {"file_path": str(project / "src" / "app.py")}, "yolo", overlay
+    )
+    assert decision.action == "allow"
+    assert Path(decision.args["file_path"]) == written
+
+
+def test_read_tool_without_path_is_allowed_unchanged(overlay: Overlay) -> None:
+    args = {"pattern": "TODO"}
+    decision = evaluate("grep_search", args, ApprovalMode.DEFAULT, overlay)
+    assert decision == GateDecision("allow", "read_tool:grep_search", {"pattern": "TODO"})
+    assert decision.args is not args
+
+
+# -- write tools -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", ["edit", "write_file"])
+@pytest.mark.parametrize("mode", AUTO_MODES)
+def test_write_tools_redirected_in_auto_modes(
+    tool: str, mode: ApprovalMode, overlay: Overlay, project: Path, tmp_path: Path
+) -> None:
+    args = {"file_path": str(project / "src" / "app.py"), "content": "x"}
+    decision = evaluate(tool, args, mode, overlay)
+    assert decision.action == "redirect"
+    assert decision.reason == f"write_tool:{tool}"
+    new_path = Path(decision.args["file_path"])
+    assert new_path.is_relative_to(tmp_path / "overlay")
+    assert new_path.read_text() == "print('hi')\n"  # copied up on first write
+    assert decision.args["content"] == "x"
+    # the caller's dict is untouched
+    assert args["file_path"] == str(project / "src" / "app.py")
+
+
+@pytest.mark.parametrize("tool", ["edit", "write_file"])
+@pytest.mark.parametrize("mode", ASKING_MODES)
+def test_write_tools_are_a_boundary_without_auto_edit(
+    tool: str, mode: ApprovalMode, overlay: Overlay, project: Path
+) -> None:
+    args = {"file_path": str(project / "src" / "app.py")}
+    decision = evaluate(tool, args, mode, overlay)
+    assert decision.action == "boundary"
+    assert decision.reason == f"write_tool_no_auto:{tool}"
+    assert overlay.written_files() == {}
+
+
+def test_approval_mode_given_as_string(overlay: Overlay, project: Path) -> None:
+    args = {"file_path": str(project / "new.txt")}
+    assert evaluate("write_file", args, "auto-edit", overlay).action == "redirect"
+    assert evaluate("write_file", args, "plan", overlay).action == "boundary"
+    bogus = evaluate("write_file", args, "whatever", overlay)
+    assert bogus.action == "boundary"
+    assert bogus.reason == "write_tool_no_auto:write_file"
+
+
+def test_write_outside_root_is_a_boundary(overlay: Overlay, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere.txt"
+    decision = evaluate("write_file", {"file_path": str(outside)}, "yolo", overlay)
+    assert decision.action == "boundary"
+    assert decision.reason.startswith("path_rewrite_failed:write_file: ")
+    assert not outside.exists()
+
+
+def test_write_with_dotdot_escape_is_a_boundary(overlay: Overlay, project: Path) -> None:
+    decision = evaluate("edit", {"file_path": "src/../../x.txt"}, "yolo", overlay)
+    assert decision.action == "boundary"
+    assert decision.reason.startswith("path_rewrite_failed:edit: ")
+
+
+def test_write_without_path_is_a_boundary(overlay: Overlay) -> None:
+    decision = evaluate("write_file", {"content": "x"}, "yolo", overlay)
+    assert decision.action == "boundary"
+    assert decision.reason == "path_rewrite_failed:write_file: no path argument"
+
+
+def test_read_rewrite_failure_is_a_boundary() -> None:
+    class Broken:
+        def redirect_write(self, path: str) -> Path:
+            raise AssertionError("not called")
+
+        def resolve_read(self, path: str) -> Path:
+            raise OSError("disk on fire")
+
+    decision = evaluate("read_file", {"file_path": "a"}, "default", Broken())
+    assert decision.action == "boundary"
+    assert decision.reason == "path_rewrite_failed:read_file: disk on fire"
+
+
+# -- path keys ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", PATH_KEYS)
+def test_each_path_key_is_rewritten(key: str, overlay: Overlay, project: Path) -> None:
+    decision = evaluate("write_file", {key: str(project / "a.txt")}, "yolo", overlay)
+    assert decision.action == "redirect"
+    assert Path(decision.args[key]) == overlay.written_files()["a.txt"]
+
+
+def test_first_present_path_key_wins(overlay: Overlay, project: Path) -> None:
+    args = {"path": str(project / "b.txt"), "file_path": str(project / "a.txt")}
+    decision = evaluate("write_file", args, "yolo", overlay)
+    assert list(overlay.written_files()) == ["a.txt"]
+    assert decision.args["path"] == str(project / "b.txt")
+
+
+def test_non_string_path_values_are_skipped(overlay: Overlay, project: Path) -> None:
+    args: dict[str, Any] = {"file_path": None, "filePath": 7, "path": str(project / "c.txt")}
+    assert path_key(args) == "path"
+    decision = evaluate("write_file", args, "yolo", overlay)
+    assert decision.action == "redirect"
+    assert decision.args["file_path"] is None
+    assert decision.args["filePath"] == 7
+    assert list(overlay.written_files()) == ["c.txt"]
+
+
+# -- shell -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+@pytest.mark.parametrize("command", ["git status", "ls -la | head", "cat < README.md"])
+def test_read_only_shell_is_allowed(command: str, mode: ApprovalMode, overlay: Overlay) -> None:
+    decision = evaluate("run_shell_command", {"command": command}, mode, overlay)
+    assert decision == GateDecision("allow", "shell_read_only", {"command": command})
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_other_shell_is_a_boundary(mode: ApprovalMode, overlay: Overlay) -> None:
+    command = "pytest -q tests/test_io.py && echo done > result.txt  # a long comment here"
+    decision = evaluate("run_shell_command", {"command": command}, mode, overlay)
+    assert decision.action == "boundary"
+    assert decision.reason == "shell:" + command[:50]
+    assert len(decision.reason) == len("shell:") + 50
+
+
+@pytest.mark.parametrize("args", [{}, {"command": ""}, {"command": "   \n"}, {"command": 3}])
+def test_empty_shell_is_a_boundary(args: dict[str, Any], overlay: Overlay) -> None:
+    decision = evaluate("run_shell_command", args, "yolo", overlay)
+    assert decision.action == "boundary"
+    assert decision.reason == "shell:empty"
+
+
+def test_short_shell_reason_is_the_whole_command(overlay: Overlay) -> None:
+    decision = evaluate("run_shell_command", {"command": "rm -rf x"}, "yolo", overlay)
+    assert decision.reason == "shell:rm -rf x"
+
+
+# -- denied and unknown ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", sorted(DENIED_TOOLS))
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_denied_tools(tool: str, mode: ApprovalMode, overlay: Overlay) -> None:
+    decision = evaluate(tool, {"x": 1}, mode, overlay)
+    assert decision == GateDecision("boundary", f"denied_tool:{tool}", {"x": 1})
+
+
+@pytest.mark.parametrize("tool", ["mcp__github__create_issue", "frobnicate", "", "READ_FILE"])
+def test_unknown_tools(tool: str, overlay: Overlay) -> None:
+    decision = evaluate(tool, {}, ApprovalMode.YOLO, overlay)
+    assert decision.action == "boundary"
+    assert decision.reason == f"unknown_tool:{tool}"
+
+
+def test_gate_never_raises_on_odd_args(overlay: Overlay) -> None:
+    decision = evaluate("read_file", None, "default", overlay)  # type: ignore[arg-type]
+    assert decision.action == "allow"
+    assert decision.args == {}
+
+
+def test_real_overlay_satisfies_the_protocol(overlay: Overlay) -> None:
+    typed: OverlayLike = overlay
+    assert os.fspath(typed.resolve_read("src/app.py")).endswith("app.py")
