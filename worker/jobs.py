@@ -32,6 +32,8 @@ from overlay.sandbox import restrict_writes_to
 from protocol.chat import ToolCall, ToolResult
 from protocol.model import ModelClient, ModelError
 from protocol.work import (
+    Boundary,
+    Completed,
     Failed,
     PipelinedSuggestion,
     RunSpeculation,
@@ -40,7 +42,7 @@ from protocol.work import (
 )
 from worker.fork import ForkedChat, pipelined_suggestion
 from worker.shell import classify
-from worker.speculation import LoopEnd, Toolbox, final_event, run_loop
+from worker.speculation import Emit, LoopEnd, Toolbox, final_event, run_loop
 from worker.tools import DirectAccess, ToolContext, execute
 
 if TYPE_CHECKING:
@@ -107,46 +109,50 @@ def approval_needed(call: ToolCall) -> str | None:
 
 
 async def run_speculation(job: RunSpeculation, outbox: Outbox) -> None:
-    """Confine, run the loop, report the end, then the pipelined suggestion.
+    """Confine, run the loop, report the end, then the pipelined suggestion. Never raises.
 
-    A model error during the loop ends as ``Failed`` with its one-sentence message; a
-    failure of the pipelined suggestion never fails the speculation.
+    A model error during the loop ends as ``Failed`` with its one-sentence message, any
+    other failure as ``Failed`` too; a failure of the pipelined suggestion never fails the
+    speculation.
     """
-    send = outbox.send
+    client = ModelClient(
+        job.endpoint.base_url, job.endpoint.api_key, cache_sharing=job.endpoint.cache_sharing
+    )
+    try:
+        event, end = await _speculate(job, client, outbox.send)
+        await outbox.send(event)
+        if end is not None and end.status == "completed":
+            await outbox.send(await _pipelined(job, client, end))
+    finally:
+        await client.aclose()
+
+
+async def _speculate(
+    job: RunSpeculation, client: ModelClient, send: Emit
+) -> tuple[Completed | Boundary | Failed, LoopEnd | None]:
+    """The confined loop and the event that reports how it ended."""
     scratch: Path | None = None
     try:
         if job.sandbox:
             scratch = confine(job)
         overlay = Overlay(job.project_root, job.overlay_dir)
-    except Exception as exc:
-        log.exception("speculation %s could not start", job.job_id)
-        _remove(scratch)
-        await send(Failed(job_id=job.job_id, epoch=job.epoch, error=_sentence(exc)))
-        return
-    client = ModelClient(
-        job.endpoint.base_url, job.endpoint.api_key, cache_sharing=job.endpoint.cache_sharing
-    )
-    try:
         tools = Toolbox(
             overlay,
             job.approval_mode,
             shell_timeout_s=job.limits.shell_timeout_s,
             ungated_command=_ungated_command(),
         )
-        try:
-            end = await run_loop(job, client, tools, send)
-        except ModelError as exc:
-            await send(Failed(job_id=job.job_id, epoch=job.epoch, error=str(exc)))
-            return
-        finally:
-            # No tool runs after the loop: drop the scratch dir now, so the coordinator's
-            # overlay cleanup can also remove the then empty per-pid directory.
-            _remove(scratch)
-        await send(final_event(job, end, overlay))
-        if end.status == "completed":
-            await send(await _pipelined(job, client, end))
+        end = await run_loop(job, client, tools, send)
+        return final_event(job, end, overlay), end
+    except ModelError as exc:
+        return Failed(job_id=job.job_id, epoch=job.epoch, error=str(exc)), None
+    except Exception as exc:
+        log.exception("speculation %s failed", job.job_id)
+        return Failed(job_id=job.job_id, epoch=job.epoch, error=_sentence(exc)), None
     finally:
-        await client.aclose()
+        # No tool runs after the loop: drop the scratch dir now, so the coordinator's
+        # overlay cleanup can also remove the then empty per-pid directory.
+        _remove(scratch)
 
 
 async def _pipelined(job: RunSpeculation, client: ModelClient, end: LoopEnd) -> PipelinedSuggestion:
@@ -214,4 +220,4 @@ def _remove(path: Path | None) -> None:
 
 def _sentence(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"The speculation could not start: {text}"
+    return f"The speculation failed: {text}"

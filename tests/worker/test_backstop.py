@@ -48,7 +48,7 @@ class Spawned:
     """One worker process spawned by the test, and the test's end of its socket."""
 
     process: Any
-    sock: zmq.Socket  # type: ignore[type-arg]
+    sock: zmq.Socket
     hello: Hello
     identity: bytes
 

@@ -596,3 +596,16 @@ def test_progress_is_streamed_in_order(harness: Any) -> None:
     started = out.of(ToolStarted)
     finished = out.of(ToolFinished)
     assert [s.call.id for s in started] == [f.result.call_id for f in finished]
+
+
+def test_a_broken_job_fails_cleanly(harness: Any, tmp_path: Path) -> None:
+    import msgspec.structs
+
+    h = harness([rule({"text": "never asked"})])
+    job = msgspec.structs.replace(h.job(), project_root=str(tmp_path / "no-such-project"))
+    out = h.run(job)
+    failed = only(out, Failed)
+    assert failed.error.startswith("The speculation failed: ")
+    assert "no-such-project" in failed.error
+    assert len(out.events) == 1
+    assert not h.bodies()
