@@ -14,6 +14,8 @@ StrPath = str | os.PathLike[str]
 BASE_DIR_NAME = "specrun-speculation"
 #: Relative (posix) path of the apply journal directory inside a project root.
 JOURNAL_REL = ".specrun/journal"
+#: Longest file name (in bytes) of the common Linux file systems.
+NAME_MAX = 255
 
 
 def speculation_base_dir() -> Path:
@@ -78,6 +80,12 @@ def resolve_target(root: str, path: StrPath) -> tuple[str, str]:
         raise InvalidTargetError(shown, "the path is empty")
     if "\x00" in raw:
         raise InvalidTargetError(repr(raw), "the path contains a NUL character")
+    try:
+        os.fsencode(raw)
+    except UnicodeError:
+        raise InvalidTargetError(
+            repr(raw), "the path cannot be encoded for the file system"
+        ) from None
     real = os.path.realpath(os.path.join(root, raw))
     if not is_inside(real, root):
         raise OverlayEscapeError(shown, root)
@@ -86,6 +94,8 @@ def resolve_target(root: str, path: StrPath) -> tuple[str, str]:
     if raw.endswith(("/", os.sep)):
         raise InvalidTargetError(shown, "it names a directory, not a file")
     rel = to_relative(real, root)
+    if any(len(part) > NAME_MAX for part in os.fsencode(rel).split(b"/")):
+        raise InvalidTargetError(shown, f"a name in it is longer than {NAME_MAX} bytes")
     if rel == JOURNAL_REL or rel.startswith(JOURNAL_REL + "/"):
         raise InvalidTargetError(shown, "it is inside specrun's apply journal directory")
     try:

@@ -189,6 +189,8 @@ def test_reads_outside_pass_through(root: Path, ovdir: Path, tmp_path: Path) -> 
         ("newdir/", "directory"),
         ("README.md/inner.txt", "not a directory"),
         ("a\x00b", "NUL"),
+        ("bad\ud800", "cannot be encoded"),
+        ("new/" + "x" * 256, "longer than 255 bytes"),
         (".specrun/journal/x.json", "journal"),
     ],
 )
