@@ -6,6 +6,7 @@ import itertools
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -42,15 +43,24 @@ def _assert_none_left(marker: str) -> None:
     assert _alive(marker) == []
 
 
-def _live_children() -> list[psutil.Process]:
-    kids = []
+def _live_children() -> set[int]:
+    """Pids of live (non-zombie) descendants of this test process."""
+    kids = set()
     for child in psutil.Process().children(recursive=True):
         try:
             if child.status() != psutil.STATUS_ZOMBIE:
-                kids.append(child)
+                kids.add(child.pid)
         except psutil.Error:
             continue
     return kids
+
+
+@pytest.fixture()
+def no_new_children() -> Iterator[None]:
+    """Fails the test if it leaves a live descendant that was not there before it."""
+    before = _live_children()
+    yield None
+    assert _live_children() - before == set()
 
 
 # -- basics ------------------------------------------------------------------------------------
@@ -89,6 +99,7 @@ def test_bad_limits(tmp_path: Path, timeout: float, cap: int) -> None:
 # -- timeouts and process leaks ----------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("no_new_children")
 def test_timeout_kills_children_and_grandchildren(tmp_path: Path) -> None:
     marker = _marker()
     command = f"sh -c 'sleep {marker} & sleep {marker}' & sleep {marker}; echo never"
@@ -99,9 +110,9 @@ def test_timeout_kills_children_and_grandchildren(tmp_path: Path) -> None:
     assert result.exit_code < 0
     assert "never" not in result.stdout
     _assert_none_left(marker)
-    assert _live_children() == []
 
 
+@pytest.mark.usefixtures("no_new_children")
 def test_read_only_timeout_kills_the_pipeline(tmp_path: Path) -> None:
     marker = f"follow-{_marker()}.log"
     (tmp_path / marker).write_text("x\n")
@@ -109,9 +120,9 @@ def test_read_only_timeout_kills_the_pipeline(tmp_path: Path) -> None:
     assert result.timed_out
     assert result.stdout.startswith("x")
     _assert_none_left(marker)
-    assert _live_children() == []
 
 
+@pytest.mark.usefixtures("no_new_children")
 def test_background_leftovers_are_killed_after_exit(tmp_path: Path) -> None:
     marker = _marker()
     started = time.monotonic()
@@ -129,9 +140,10 @@ def test_detached_background_output_is_collected(tmp_path: Path) -> None:
 
 
 def test_no_children_left_after_normal_runs(tmp_path: Path) -> None:
+    before = _live_children()
     for _ in range(3):
         run_read_only("ls | cat | wc -c", tmp_path, 10, 1000)
-    assert _live_children() == []
+    assert _live_children() - before == set()
 
 
 # -- environment, stdin ------------------------------------------------------------------------
@@ -218,7 +230,9 @@ def test_undecodable_bytes_are_replaced(tmp_path: Path) -> None:
 def _git(repo: Path, *args: str) -> None:
     subprocess.run(
         ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
-        cwd=repo, check=True, capture_output=True,
+        cwd=repo,
+        check=True,
+        capture_output=True,
     )
 
 
@@ -242,8 +256,14 @@ def test_git_runs_through_the_wrapper(tmp_path: Path) -> None:
     _git(repo, "config", "core.pager", str(script))
 
     assert "git is a function" in run_read_only("type git", repo, 10, 1000).stdout
-    for command in ("git diff", "git log -p -1", "git show HEAD", "git blame g.bin",
-                    "git -C . --no-pager diff --stat", "git status --short"):
+    for command in (
+        "git diff",
+        "git log -p -1",
+        "git show HEAD",
+        "git blame g.bin",
+        "git -C . --no-pager diff --stat",
+        "git status --short",
+    ):
         result = run_read_only(command, repo, 10, 10_000)
         assert result.exit_code == 0, (command, result)
         assert "EVIL" not in result.stdout, command
