@@ -447,10 +447,9 @@ def _check_parent(root: str, parent: str, known: dict[str, bool], missing: list[
             chain.append(path)
             path = os.path.dirname(path)
             continue
-        if stat.S_ISDIR(st.st_mode):
-            known[path] = True
-        else:
-            known[path] = False
+        # A real directory, reached without passing through a symlink (lstat alone would
+        # follow a symlinked ancestor).
+        known[path] = stat.S_ISDIR(st.st_mode) and os.path.realpath(path) == path
         break
     if not known[path]:
         for p in chain:
@@ -476,7 +475,10 @@ def apply_items(root: str, items: Sequence[ApplyItem], *, durable: bool = True) 
     hook = _make_hook()
     apply_id = f"{os.getpid()}-{secrets.token_hex(4)}"
     with _root_lock(root):
-        plan = _plan(root, items, apply_id)
+        try:
+            plan = _plan(root, items, apply_id)
+        except OSError as exc:  # e.g. a file vanished while being checked: nothing was changed
+            raise ApplyError([i.rel for i in items], exc) from exc
         if plan.steps:
             _run(root, apply_id, plan, durable, hook)
     return ApplyResult(

@@ -166,6 +166,25 @@ def test_parent_dir_swapped_for_a_symlink_is_a_conflict(
     assert list(outside.iterdir()) == []
 
 
+def test_existing_parent_reached_through_a_new_symlink_is_a_conflict(
+    root: Path, ovdir: Path, tmp_path: Path
+) -> None:
+    (root / "gen" / "out").mkdir(parents=True)
+    (root / "gen" / "out" / "file.txt").write_text("old")
+    ov = Overlay(root, ovdir)
+    ov.redirect_write("gen/out/file.txt").write_text("new")
+    ov.redirect_write("gen/out/other.txt").write_text("new")
+    # The user moves gen away and puts a symlink to an identical tree outside in its place.
+    outside = tmp_path / "outside"
+    (root / "gen").rename(outside)
+    (root / "gen").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(ConflictError) as info:
+        ov.apply_to_real()
+    assert info.value.paths == ["gen/out/file.txt", "gen/out/other.txt"]
+    assert (outside / "out" / "file.txt").read_text() == "old"
+    assert not (outside / "out" / "other.txt").exists()
+
+
 def test_parent_dir_replaced_by_a_file_is_a_conflict(root: Path, ovdir: Path) -> None:
     ov = Overlay(root, ovdir)
     ov.redirect_write("gen/out.txt").write_text("x")
