@@ -195,3 +195,16 @@ def harness(spec_project: Path) -> Iterator[Any]:
         leftover = own.exists()
         shutil.rmtree(own, ignore_errors=True)
         assert not leftover, f"{own} was left behind"
+
+
+@pytest.fixture(scope="module")
+def stop_multiprocess_helpers() -> Iterator[None]:
+    """``multiprocess`` starts a fork server and a resource tracker on first use and keeps
+    them for the whole session. Stop both once a module that started workers is done, so
+    no child process of the test run outlives its tests (other tests check for leftover
+    children); the next user starts them again on demand."""
+    yield
+    from multiprocess import forkserver, resource_tracker
+
+    forkserver._forkserver._stop()
+    resource_tracker._resource_tracker._stop()

@@ -40,6 +40,8 @@ from worker.jobs import UNGATED_SHELL_ENV, _ungated_command
 from worker.process import worker_entry
 from worker.tools import TOOL_SPECS
 
+pytestmark = pytest.mark.usefixtures("stop_multiprocess_helpers")
+
 EPOCH = 7
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from coordinator.pool import WorkerHandle, WorkerPool
 from overlay import speculation_base_dir
@@ -26,6 +27,8 @@ from protocol.work import (
     WorkerEvent,
 )
 from tests.worker.conftest import PIPELINED_RULE, Harness, call, rule, tree_state
+
+pytestmark = pytest.mark.usefixtures("stop_multiprocess_helpers")
 
 EPOCH = 7  # the harness's jobs carry this epoch
 
