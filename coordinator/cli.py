@@ -1,18 +1,22 @@
 """The `specrun` command line.
 
-Exit codes: 0 ok; 1 an error (one sentence on stderr); 2 no service running for
-this project, or bad usage. ``--json`` prints the reply structs of
-``protocol.control`` as JSON objects (one per line for streamed commands).
+Exit codes: 0 ok; 1 an error (one sentence on stderr, and what to do); 2 no service
+running for this project, or bad usage. ``--json`` prints the reply structs of
+``protocol.control`` as JSON objects (one per line for streamed commands); commands that
+need no service print the objects documented in ``docs/cli.md``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import os
 import signal
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,8 +24,18 @@ from typing import Any, TypeVar
 import click
 
 from coordinator import render
-from coordinator.client import ServiceClient, ServiceNotRunning, ServiceTimeout
-from coordinator.settings import SettingsError, load_settings
+from coordinator.client import FOREVER, ServiceClient, ServiceNotRunning, ServiceTimeout
+from coordinator.settings import (
+    FLAG_NAMES,
+    KEYS,
+    Settings,
+    SettingsError,
+    endpoint_problem,
+    load_settings,
+    project_settings_path,
+    set_setting,
+    user_settings_path,
+)
 from protocol.approval import ApprovalMode
 from protocol.control import (
     AcceptRequest,
@@ -48,8 +62,19 @@ from protocol.control import (
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+EXIT_OK = 0
 EXIT_ERROR = 1
-EXIT_NO_SERVICE = 2
+EXIT_NO_SERVICE = 2  # also click's exit code for bad usage
+
+
+class CliError(Exception):
+    """An error to show as one sentence plus what to do; never a traceback."""
+
+    def __init__(self, message: str, hint: str = "", code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.code = code
 
 
 def find_project_root(start: Path | None = None) -> Path:
@@ -69,6 +94,9 @@ class Ctx:
     def client(self, timeout_s: float = 30.0) -> ServiceClient:
         return ServiceClient(self.project, timeout_s=timeout_s)
 
+    def settings(self, flags: dict[str, Any] | None = None) -> Settings:
+        return load_settings(self.project, flags=flags)
+
 
 def friendly(fn: F) -> F:
     """One clear sentence instead of a traceback (unless --debug)."""
@@ -79,20 +107,31 @@ def friendly(fn: F) -> F:
         debug = bool(ctx.obj and ctx.obj.debug)
         try:
             return fn(*args, **kwargs)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
         except ServiceNotRunning as exc:
-            render.err_console.print(f"[red]error:[/red] {exc}")
+            render.error(str(exc))
             sys.exit(EXIT_NO_SERVICE)
-        except (ServiceTimeout, SettingsError) as exc:
-            render.err_console.print(f"[red]error:[/red] {exc}")
+        except CliError as exc:
+            render.error(exc.message, exc.hint)
+            sys.exit(exc.code)
+        except SettingsError as exc:
+            render.error(
+                f"Bad settings: {exc}",
+                "Fix the file (or the variable or flag) named above; "
+                "`specrun config show` checks the settings.",
+            )
             sys.exit(EXIT_ERROR)
-        except click.exceptions.Exit:
-            raise
-        except (click.ClickException, click.Abort):
-            raise
+        except ServiceTimeout as exc:
+            render.error(str(exc))
+            sys.exit(EXIT_ERROR)
+        except KeyboardInterrupt:
+            render.err_console.print("[yellow]interrupted[/yellow]")
+            sys.exit(EXIT_ERROR)
         except Exception as exc:
             if debug:
                 raise
-            render.err_console.print(f"[red]error:[/red] {exc} (run with --debug for details)")
+            render.error(f"{exc}", "Run with `specrun --debug ...` to see the details.")
             sys.exit(EXIT_ERROR)
 
     return wrapper  # type: ignore[return-value]
@@ -100,24 +139,31 @@ def friendly(fn: F) -> F:
 
 def fail_on_error(reply: ControlReply) -> None:
     if isinstance(reply, ErrorReply):
-        render.err_console.print(f"[red]error:[/red] {reply.message}")
+        render.error(reply.message)
         sys.exit(EXIT_ERROR)
 
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+json_option = click.option("--json", "as_json", is_flag=True,
+                           help="Print JSON for scripts (schema: docs/cli.md).")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Project root (default: nearest directory with .specrun/ or .git).")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.version_option(package_name="specrun", prog_name="specrun")
 @click.pass_context
 def cli(ctx: click.Context, project: Path | None, debug: bool) -> None:
-    """specrun: runs your coding agent's predicted next prompt before you accept it.
+    """specrun runs your coding agent's predicted next prompt before you accept it.
 
     \b
-    Example:
-      specrun start && specrun ask "fix the failing test" && specrun accept
+    Example session:
+      specrun start --approval-mode auto-edit
+      specrun ask "fix the failing test in tests/test_calc.py"
+      specrun suggestion          # the predicted next prompt and its speculation
+      specrun accept              # Tab: its files and transcript appear at once
+      specrun stop
+    Or interactively: `specrun chat`. A whole session to watch: `specrun demo`.
     """
     root = project.resolve() if project else find_project_root()
     ctx.obj = Ctx(root, debug)
@@ -126,87 +172,150 @@ def cli(ctx: click.Context, project: Path | None, debug: bool) -> None:
 # -- service lifecycle ---------------------------------------------------------
 
 
-def _serve_flags(func: F) -> F:
+def serve_flags(func: F) -> F:
+    modes = click.Choice([m.value for m in ApprovalMode])
     for option in reversed(
         [
             click.option("--model", default=None, help="Main model name."),
-            click.option("--fast", "fast_model", default=None, help="Fast model for background work."),
-            click.option("--base-url", default=None, help="OpenAI-compatible endpoint."),
-            click.option("--approval-mode", type=click.Choice([m.value for m in ApprovalMode]), default=None),
-            click.option("--workers", "worker_pool", type=int, default=None, help="Warm pool size."),
-            click.option("--scenario", default=None, help="Scenario file for the scripted model."),
+            click.option("--fast", "fast_model", default=None,
+                         help="Fast model for suggestions, speculation and recall."),
+            click.option("--base-url", default=None,
+                         help="OpenAI-compatible endpoint (default: embedded scripted model)."),
+            click.option("--approval-mode", type=modes, default=None,
+                         help="Which tool calls need a yes."),
+            click.option("--workers", "worker_pool", type=click.IntRange(0, 64), default=None,
+                         help="Warm pool size."),
+            click.option("--scenario", default=None,
+                         help="Scenario file for the embedded scripted model."),
         ]
     ):
         func = option(func)
     return func
 
 
-def _flags_dict(**kw: Any) -> dict[str, Any]:
-    names = {"model": "model", "fast_model": "fastModel", "base_url": "baseUrl",
-             "approval_mode": "approvalMode", "worker_pool": "workerPool", "scenario": "scenario"}
-    return {names[k]: v for k, v in kw.items() if k in names and v is not None}
+_FLAG_KEYS = {"model": "model", "fast_model": "fastModel", "base_url": "baseUrl",
+              "approval_mode": "approvalMode", "worker_pool": "workerPool", "scenario": "scenario"}
 
 
-def _flags_argv(**kw: Any) -> list[str]:
+def flags_dict(**kw: Any) -> dict[str, Any]:
+    return {_FLAG_KEYS[k]: v for k, v in kw.items() if k in _FLAG_KEYS and v is not None}
+
+
+def flags_argv(flags: dict[str, Any]) -> list[str]:
     argv: list[str] = []
-    for key, flag in (("model", "--model"), ("fast_model", "--fast"), ("base_url", "--base-url"),
-                      ("approval_mode", "--approval-mode"), ("worker_pool", "--workers"),
-                      ("scenario", "--scenario")):
-        if kw.get(key) is not None:
-            argv += [flag, str(kw[key])]
+    for key, value in flags.items():
+        argv += [FLAG_NAMES[key], str(value)]
     return argv
 
 
+def probe_endpoint(settings: Settings, timeout_s: float = 5.0) -> tuple[str, str] | None:
+    """Ask a configured endpoint for its model list: (error kind, sentence), or None when it
+    answered (or answered something that is not an auth or connection problem)."""
+    if settings.uses_scripted_model:
+        return None
+    from protocol.model import ModelClient, ModelError
+
+    async def ask() -> None:
+        client = ModelClient(settings["baseUrl"], settings["apiKey"] or None, timeout_s=timeout_s,
+                             connect_timeout_s=timeout_s, max_retries=0)
+        async with client:
+            await client.list_models()
+
+    try:
+        asyncio.run(ask())
+    except ModelError as exc:
+        if exc.kind in ("auth", "connect", "timeout"):
+            return exc.kind, str(exc)
+    return None
+
+
+def check_endpoint(settings: Settings, probe: bool = True) -> None:
+    """Refuse a model configuration that cannot work; warn about an unreachable endpoint."""
+    problem = endpoint_problem(settings)
+    if problem:
+        raise CliError(problem)
+    found = probe_endpoint(settings) if probe else None
+    if found is None:
+        return
+    kind, message = found
+    if kind == "auth":
+        raise CliError(message, "Set OPENAI_API_KEY (or DASHSCOPE_API_KEY for DashScope) or "
+                                "`specrun config set apiKey <key>`, then start again.")
+    render.warning(f"{message} Queries will fail until it answers.")
+
+
+def ensure_service(obj: Ctx, flags: dict[str, Any], probe: bool = True) -> tuple[int, bool]:
+    """Start the service unless it runs: (pid, started now)."""
+    from coordinator.daemon import StartError, is_running, log_path, start_daemon
+
+    settings = obj.settings(flags)  # bad settings are reported before forking
+    if is_running(obj.project):
+        with obj.client() as client:
+            return client.pid or 0, False
+    check_endpoint(settings, probe)
+    try:
+        return start_daemon(obj.project, flags_argv(flags)), True
+    except StartError as exc:
+        raise CliError(str(exc), f"The service log is {log_path(obj.project)}.") from None
+
+
 @cli.command()
-@_serve_flags
+@serve_flags
 @click.pass_obj
 @friendly
 def serve(obj: Ctx, **flags: Any) -> None:
-    """Run the service in the foreground (Ctrl-C stops it).
+    """Run the service in the foreground until Ctrl-C (logs go to stderr).
 
-    Example: specrun serve --approval-mode auto-edit
+    \b
+    Example:
+      specrun serve --approval-mode auto-edit --workers 2
     """
-    from coordinator.pidfile import AlreadyRunning  # noqa: PLC0415
-    from coordinator.service import Service  # noqa: PLC0415
+    from coordinator.pidfile import AlreadyRunning
+    from coordinator.service import Service
 
     logging.basicConfig(
         level=logging.DEBUG if obj.debug or os.environ.get("SPECRUN_DEBUG") else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    settings = load_settings(obj.project, flags=_flags_dict(**flags))
+    settings = obj.settings(flags_dict(**flags))
+    problem = endpoint_problem(settings)
+    if problem:
+        raise CliError(problem)
     try:
         asyncio.run(Service(obj.project, settings).run())
     except AlreadyRunning as exc:
-        render.err_console.print(f"[yellow]{exc}[/yellow]")
-        sys.exit(EXIT_ERROR)
+        raise CliError(str(exc), "Stop it first with `specrun stop`.") from None
 
 
 @cli.command()
-@_serve_flags
+@serve_flags
+@click.option("--no-check", is_flag=True, help="Do not probe the model endpoint first.")
 @json_option
 @click.pass_obj
 @friendly
-def start(obj: Ctx, as_json: bool, **flags: Any) -> None:
+def start(obj: Ctx, as_json: bool, no_check: bool, **flags: Any) -> None:
     """Start the service for this project in the background.
 
-    Example: specrun start --fast qwen3.5-flash
-    """
-    from coordinator.daemon import is_running, log_path, start_daemon  # noqa: PLC0415
+    A configured endpoint is probed first: a rejected API key stops the start, an
+    unreachable endpoint is a warning.
 
-    load_settings(obj.project, flags=_flags_dict(**flags))  # report bad settings before forking
-    if is_running(obj.project):
-        with obj.client() as client:
-            pid = client.pid
-        if as_json:
-            render.print_json({"started": False, "already_running": True, "pid": pid})
-        else:
-            render.console.print(f"specrun is already running for {obj.project} (pid {pid}).")
-        return
-    pid = start_daemon(obj.project, _flags_argv(**flags))
+    \b
+    Examples:
+      specrun start --approval-mode auto-edit
+      specrun start --base-url https://dashscope.aliyuncs.com/compatible-mode/v1 \\
+                    --model qwen3-coder-plus --fast qwen3.5-flash
+    """
+    from coordinator.daemon import log_path
+
+    pid, started = ensure_service(obj, flags_dict(**flags), probe=not no_check)
+    log = str(log_path(obj.project))
     if as_json:
-        render.print_json({"started": True, "already_running": False, "pid": pid, "log": str(log_path(obj.project))})
+        render.print_json({"started": started, "already_running": not started, "pid": pid,
+                           "log": log})
+    elif started:
+        render.console.print(f"specrun started for {obj.project} (pid {pid}); log: {log}")
     else:
-        render.console.print(f"specrun started for {obj.project} (pid {pid}); log: {log_path(obj.project)}")
+        render.console.print(f"specrun is already running for {obj.project} (pid {pid}).")
 
 
 @cli.command()
@@ -216,9 +325,11 @@ def start(obj: Ctx, as_json: bool, **flags: Any) -> None:
 def stop(obj: Ctx, as_json: bool) -> None:
     """Stop the service: abort speculations, kill workers, remove overlays.
 
-    Example: specrun stop
+    \b
+    Example:
+      specrun stop
     """
-    from coordinator.daemon import stop_daemon  # noqa: PLC0415
+    from coordinator.daemon import stop_daemon
 
     pid = stop_daemon(obj.project)
     if pid is None:
@@ -236,7 +347,9 @@ def stop(obj: Ctx, as_json: bool) -> None:
 def status(obj: Ctx, as_json: bool) -> None:
     """Show the service: project, pid, uptime, model endpoint, workers.
 
-    Example: specrun status --json
+    \b
+    Example:
+      specrun status --json
     """
     with obj.client() as client:
         reply = client.call(StatusRequest)
@@ -253,9 +366,11 @@ def status(obj: Ctx, as_json: bool) -> None:
 @click.pass_obj
 @friendly
 def workers(obj: Ctx, as_json: bool) -> None:
-    """List worker processes: pid, state, speculation, overlay, age, RSS.
+    """List worker processes: pid, state, job, overlay, age, memory, sandbox.
 
-    Example: specrun workers
+    \b
+    Example:
+      specrun workers
     """
     with obj.client() as client:
         reply = client.call(WorkersRequest)
@@ -270,48 +385,74 @@ def workers(obj: Ctx, as_json: bool) -> None:
 # -- chat ----------------------------------------------------------------------
 
 
-def run_streamed(client: ServiceClient, request: AskRequest | AcceptRequest, as_json: bool, interactive: bool) -> int:
-    """Send a query or an accept and show its events; Ctrl-C cancels the turn."""
-    printer = render.TurnPrinter()
+def run_streamed(
+    client: ServiceClient,
+    request: AskRequest | AcceptRequest,
+    as_json: bool,
+    confirm: Callable[[ApprovalNeeded], bool] | None,
+    printer: render.TurnPrinter | None = None,
+) -> int:
+    """Send a query or an accept and show its events until the turn ends; Ctrl-C
+    cancels the turn. ``confirm`` answers approval questions (None: always no)."""
+    printer = printer or render.TurnPrinter()
     client.send(request)
     end: ControlReply | None = None
+    if not as_json:
+        printer.waiting("[bright_black]thinking…[/]")
     try:
-        for reply in client.replies(request.req_id, timeout_s=None):
-            if as_json:
-                render.print_json(reply)
-            else:
-                printer.show(reply)
-            if isinstance(reply, ApprovalNeeded):
-                approved = interactive and click.confirm(
-                    f"Allow {reply.call.name}({reply.call.arguments})? ({reply.reason})", default=False
-                )
-                client.send(ApprovalAnswer(client.next_id(), request.req_id, reply.call.id, approved))
-            end = reply
-    except KeyboardInterrupt:
-        client.send(CancelRequest(client.next_id(), request.req_id))
-        for reply in client.replies(request.req_id, timeout_s=10):
-            if as_json:
-                render.print_json(reply)
-            end = reply
-    if isinstance(end, ErrorReply):
-        return EXIT_ERROR
-    if isinstance(end, TurnEnded) and end.reason in ("error",):
-        return EXIT_ERROR
-    return 0
+        try:
+            for reply in client.replies(request.req_id, timeout_s=FOREVER):
+                if as_json:
+                    render.print_json(reply)
+                else:
+                    printer.show(reply)
+                if isinstance(reply, ApprovalNeeded):
+                    approved = confirm(reply) if confirm is not None else False
+                    client.send(ApprovalAnswer(client.next_id(), request.req_id, reply.call.id,
+                                               approved))
+                end = reply
+        except KeyboardInterrupt:
+            printer.close()
+            client.send(CancelRequest(client.next_id(), request.req_id))
+            for reply in client.replies(request.req_id, timeout_s=15):
+                if as_json:
+                    render.print_json(reply)
+                else:
+                    printer.show(reply)
+                end = reply
+    finally:
+        printer.close()
+    if isinstance(end, TurnEnded) and end.reason in ("completed", "accepted", "debounced"):
+        return EXIT_OK
+    return EXIT_ERROR
+
+
+def ask_approval(reply: ApprovalNeeded) -> bool:
+    from coordinator.emitter import format_args
+
+    return click.confirm(
+        f"Allow {reply.call.name}({format_args(reply.call)})? ({reply.reason})", default=False
+    )
 
 
 @cli.command()
 @click.argument("text")
-@click.option("--approval-mode", type=click.Choice([m.value for m in ApprovalMode]), default=None)
+@click.option("--approval-mode", type=click.Choice([m.value for m in ApprovalMode]), default=None,
+              help="Approval mode for this query only.")
 @json_option
 @click.pass_obj
 @friendly
 def ask(obj: Ctx, text: str, approval_mode: str | None, as_json: bool) -> None:
-    """Send one user query; the answer streams as it is produced.
+    """Send one user query; the answer and tool calls stream as they happen.
 
-    If TEXT is exactly the current suggestion, its speculation is accepted instead.
+    Typing something other than the current suggestion aborts its speculation; TEXT
+    equal to the suggestion accepts it. Tool calls that need a yes are asked on a
+    terminal and refused otherwise (or use --approval-mode auto-edit). Exits 1 if the
+    turn did not complete (error, Ctrl-C).
 
-    Example: specrun ask "fix the failing test in tests/test_calc.py"
+    \b
+    Example:
+      specrun ask "fix the failing test in tests/test_calc.py"
     """
     interactive = sys.stdin.isatty() and not as_json
     with obj.client() as client:
@@ -321,7 +462,8 @@ def ask(obj: Ctx, text: str, approval_mode: str | None, as_json: bool) -> None:
             approval_mode=ApprovalMode(approval_mode) if approval_mode else None,
             can_confirm=interactive,
         )
-        sys.exit(run_streamed(client, request, as_json, interactive))
+        code = run_streamed(client, request, as_json, ask_approval if interactive else None)
+    sys.exit(code)
 
 
 @cli.command()
@@ -332,27 +474,21 @@ def ask(obj: Ctx, text: str, approval_mode: str | None, as_json: bool) -> None:
 def suggestion(obj: Ctx, wait: bool, as_json: bool) -> None:
     """Show the predicted next prompt and its speculation's status.
 
-    Example: specrun suggestion --wait --json
+    \b
+    Example:
+      specrun suggestion --wait --json
     """
     with obj.client() as client:
-        reply = client.call(SuggestionRequest, wait_visible=wait)
+        reply = client.request(
+            SuggestionRequest(req_id=client.next_id(), wait_visible=wait),
+            timeout_s=45.0 if wait else None,
+        )
     fail_on_error(reply)
     assert isinstance(reply, SuggestionReply)
     if as_json:
         render.print_json(reply)
-        return
-    if reply.text is None:
-        why = f" ({reply.suppressed_reason})" if reply.suppressed_reason else ""
-        render.console.print(f"[dim]no suggestion{why}[/dim]")
-        return
-    render.console.print(f"[bright_black]{reply.text}[/bright_black]  {'(visible)' if reply.visible else '(pending)'}")
-    s = reply.speculation
-    if s is not None:
-        extra = f", boundary: {s.boundary_reason}" if s.boundary_reason else ""
-        render.console.print(
-            f"  speculation {s.status}: {s.turns} turn(s), {s.tool_uses} tool use(s), "
-            f"{len(s.files_written)} file(s), {s.elapsed_s:.2f}s{extra}"
-        )
+    else:
+        render.show_suggestion(reply)
 
 
 @cli.command()
@@ -360,12 +496,19 @@ def suggestion(obj: Ctx, wait: bool, as_json: bool) -> None:
 @click.pass_obj
 @friendly
 def accept(obj: Ctx, as_json: bool) -> None:
-    """Accept the current suggestion (Tab): apply its speculation instantly.
+    """Accept the current suggestion (Tab): apply its speculation at once.
 
-    Example: specrun accept
+    A speculation that is still running or stopped at a boundary is aborted and the
+    suggestion runs as a normal turn instead.
+
+    \b
+    Example:
+      specrun accept
     """
     with obj.client() as client:
-        sys.exit(run_streamed(client, AcceptRequest(req_id=client.next_id(), method="cli"), as_json, False))
+        code = run_streamed(client, AcceptRequest(req_id=client.next_id(), method="cli"),
+                            as_json, None)
+    sys.exit(code)
 
 
 def _simple(kind: Any, as_json: bool, obj: Ctx, **fields: Any) -> ControlReply:
@@ -386,7 +529,9 @@ def _simple(kind: Any, as_json: bool, obj: Ctx, **fields: Any) -> ControlReply:
 def reject(obj: Ctx, as_json: bool) -> None:
     """Dismiss the current suggestion and kill its speculation.
 
-    Example: specrun reject
+    \b
+    Example:
+      specrun reject
     """
     _simple(RejectRequest, as_json, obj)
 
@@ -398,7 +543,9 @@ def reject(obj: Ctx, as_json: bool) -> None:
 def reset(obj: Ctx, as_json: bool) -> None:
     """Start a new chat session (the old one stays on disk).
 
-    Example: specrun reset
+    \b
+    Example:
+      specrun reset
     """
     _simple(ResetRequest, as_json, obj)
 
@@ -410,7 +557,9 @@ def reset(obj: Ctx, as_json: bool) -> None:
 def stats(obj: Ctx, as_json: bool) -> None:
     """Suggestions shown/accepted/ignored/suppressed, speculation outcomes, time saved.
 
-    Example: specrun stats --json
+    \b
+    Example:
+      specrun stats --json
     """
     with obj.client() as client:
         reply = client.call(StatsRequest)
@@ -418,16 +567,336 @@ def stats(obj: Ctx, as_json: bool) -> None:
     assert isinstance(reply, StatsReply)
     if as_json:
         render.print_json(reply)
+    else:
+        render.show_stats(reply)
+
+
+@cli.command()
+@serve_flags
+@click.pass_obj
+@friendly
+def chat(obj: Ctx, **flags: Any) -> None:
+    """Interactive session: the suggestion appears as grey ghost text.
+
+    Tab, Right arrow or Enter on an empty line accepts it; typing something else and
+    Enter sends that instead (its speculation is killed). Ctrl-C aborts a running turn,
+    Ctrl-D leaves. Starts the service if it is not running (with these flags).
+
+    \b
+    Example:
+      specrun chat --approval-mode auto-edit
+    """
+    from coordinator.interactive import run_chat
+
+    if not sys.stdin.isatty() or not sys.stdout.isatty():
+        raise CliError("`specrun chat` needs a terminal.",
+                       "Use `specrun ask` and `specrun accept` from scripts.")
+    ensure_service(obj, flags_dict(**flags))
+    sys.exit(run_chat(obj.project))
+
+
+@cli.command()
+@click.option("--model", default=None, help="Model of a real endpoint (with --base-url).")
+@click.option("--fast", "fast_model", default=None, help="Fast model of a real endpoint.")
+@click.option("--base-url", default=None, help="Play the session against this endpoint.")
+@click.option("--pace", type=click.FloatRange(0, 10), default=1.0, show_default=True,
+              help="Typing and reading pauses (0: none, 2: twice as slow).")
+@json_option
+@click.pass_obj
+@friendly
+def demo(obj: Ctx, model: str | None, fast_model: str | None, base_url: str | None,
+         pace: float, as_json: bool) -> None:
+    """Play a whole session in a throw-away copy of a sample project.
+
+    On the embedded scripted model (no key, no network): fix a failing test, Tab
+    through the predicted follow-ups, type something else and watch the speculation's
+    worker die, then a table of time saved. Everything is removed at the end.
+
+    \b
+    Examples:
+      specrun demo
+      specrun demo --base-url http://127.0.0.1:8000/v1 --model qwen3-coder
+    """
+    from coordinator.demo.run import DemoOptions, run_demo
+
+    options = DemoOptions(model=model, fast_model=fast_model, base_url=base_url, pace=pace,
+                          as_json=as_json, debug=obj.debug)
+    sys.exit(run_demo(options))
+
+
+# -- logs ------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
+@click.option("-n", "--lines", "count", type=click.IntRange(0), default=40, show_default=True,
+              help="How many of the last lines to print first.")
+@json_option
+@click.pass_obj
+@friendly
+def logs(obj: Ctx, follow: bool, count: int, as_json: bool) -> None:
+    """Print the service log (.specrun/logs/service.log).
+
+    \b
+    Examples:
+      specrun logs -n 100
+      specrun logs -f
+    """
+    from coordinator.daemon import log_path
+
+    path = log_path(obj.project)
+    if not path.exists():
+        raise CliError(f"There is no service log at {path} yet.",
+                       "It is written once the service runs: `specrun start`.")
+
+    def emit(line: str) -> None:
+        if as_json:
+            render.print_json({"line": line})
+        else:
+            sys.stdout.write(line + "\n")
+
+    with open(path, "rb") as fh:
+        for line in _last_lines(fh, count):
+            emit(line)
+        sys.stdout.flush()
+        if not follow:
+            return
+        pending = b""
+        try:
+            while True:
+                chunk = fh.read()
+                if not chunk:
+                    if path.exists() and path.stat().st_size < fh.tell():
+                        fh.seek(0)  # truncated or replaced: start over
+                    time.sleep(0.2)
+                    continue
+                pending += chunk
+                *complete, pending = pending.split(b"\n")
+                for raw in complete:
+                    emit(raw.decode("utf-8", "replace"))
+                sys.stdout.flush()
+        except KeyboardInterrupt:
+            return
+
+
+def _last_lines(fh: Any, count: int) -> list[str]:
+    """The last ``count`` lines; leaves ``fh`` at the end of the file."""
+    fh.seek(0, os.SEEK_END)
+    end = fh.tell()
+    size, data = 0, b""
+    while size < end and data.count(b"\n") <= count:
+        size = min(end, max(4096, size * 2))
+        fh.seek(end - size)
+        data = fh.read(size)
+    fh.seek(end)
+    lines = data.decode("utf-8", "replace").splitlines()
+    return lines[-count:] if count else []
+
+
+# -- memory ----------------------------------------------------------------------
+
+
+@cli.group()
+def memory() -> None:
+    """The project's and your memories (what recall picks from).
+
+    \b
+    Example:
+      specrun memory add "pytest style" -d "tests use plain asserts" -t project
+    """
+
+
+def _memory_store(obj: Ctx) -> Any:
+    from coordinator.memory import MemoryStore
+
+    return MemoryStore(obj.project, memory_dir=obj.settings()["memoryDir"] or None)
+
+
+def _memory_json(doc: Any, body: bool = False) -> dict[str, Any]:
+    out = {"name": doc.name, "description": doc.description, "type": doc.type,
+           "scope": doc.scope, "path": doc.path, "relative_path": doc.relative_path,
+           "mtime": doc.mtime}
+    if body:
+        out["body"] = doc.body
+    return out
+
+
+@memory.command("list")
+@click.option("--scope", type=click.Choice(["project", "user"]), default=None,
+              help="Only this memory root.")
+@json_option
+@click.pass_obj
+@friendly
+def memory_list(obj: Ctx, scope: str | None, as_json: bool) -> None:
+    """List memories, newest first.
+
+    \b
+    Example:
+      specrun memory list --json
+    """
+    from rich.table import Table
+
+    store = _memory_store(obj)
+    docs = store.list_memories(scope)
+    if as_json:
+        render.print_json({"project_dir": str(store.project_dir),
+                           "user_dir": str(store.user_dir) if store.user_dir else None,
+                           "memories": [_memory_json(d) for d in docs]})
         return
-    c = render.console
-    c.print(f"suggestions: {reply.suggestions_shown} shown, {reply.suggestions_accepted} accepted "
-            f"{dict(reply.accepted_by_method) or ''}, {reply.suggestions_ignored} ignored, "
-            f"{reply.suggestions_suppressed.total} suppressed {reply.suggestions_suppressed.by_reason or ''}")
-    c.print(f"speculations: {reply.speculations_completed} completed, "
-            f"{reply.speculations_boundary.total} boundary {reply.speculations_boundary.by_reason or ''}, "
-            f"{reply.speculations_aborted} aborted, {reply.speculations_failed} failed")
-    c.print(f"time saved: {reply.time_saved_total_s:.2f}s total, median {reply.time_saved_median_s:.2f}s "
-            f"over {len(reply.time_saved_s)} accept(s)")
+    if not docs:
+        render.console.print(f"[bright_black]no memories (project: {store.project_dir})[/]")
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("name", "type", "scope", "description", "file"):
+        table.add_column(col, overflow="fold")
+    for d in docs:
+        table.add_row(d.name, d.type, d.scope, d.description, d.relative_path)
+    render.console.print(table)
+
+
+@memory.command("show")
+@click.argument("name")
+@json_option
+@click.pass_obj
+@friendly
+def memory_show(obj: Ctx, name: str, as_json: bool) -> None:
+    """Print one memory, found by name, file name or path.
+
+    \b
+    Example:
+      specrun memory show "pytest style"
+    """
+    from coordinator.memory import MemoryNotFound
+
+    try:
+        doc = _memory_store(obj).show_memory(name)
+    except MemoryNotFound as exc:
+        raise CliError(f"{str(exc)[:1].upper()}{str(exc)[1:]}.",
+                       "`specrun memory list` shows what there is.") from None
+    if as_json:
+        render.print_json(_memory_json(doc, body=True))
+        return
+    render.console.print(f"[bold]{doc.name}[/bold]  [bright_black]({doc.type}, {doc.scope}; "
+                         f"{doc.path})[/]")
+    render.console.print(doc.description, markup=False)
+    render.console.print()
+    render.console.print(doc.body.strip(), markup=False)
+
+
+@memory.command("add")
+@click.argument("name")
+@click.option("-d", "--description", required=True, help="One line: when is it useful?")
+@click.option("-t", "--type", "kind", type=click.Choice(["user", "feedback", "project",
+                                                         "reference"]),
+              default="project", show_default=True)
+@click.option("--scope", type=click.Choice(["project", "user"]), default="project",
+              show_default=True, help="The project's memory or yours (~/.specrun/memories).")
+@click.option("-b", "--body", default=None, help="The memory's text (default: read stdin).")
+@json_option
+@click.pass_obj
+@friendly
+def memory_add(obj: Ctx, name: str, description: str, kind: str, scope: str,
+               body: str | None, as_json: bool) -> None:
+    """Write a new memory file and list it in MEMORY.md.
+
+    \b
+    Example:
+      echo "Run tests with python -m pytest -q" | \\
+        specrun memory add "how to test" -d "the test command of this project" -t project
+    """
+    if body is None:
+        if sys.stdin.isatty():
+            raise click.UsageError("give the memory's text with --body or on stdin")
+        body = sys.stdin.read()
+    try:
+        doc = _memory_store(obj).add_memory(name, description, kind, body, scope=scope)
+    except ValueError as exc:
+        raise CliError(f"{str(exc)[:1].upper()}{str(exc)[1:]}.") from None
+    if as_json:
+        render.print_json(_memory_json(doc, body=True))
+    else:
+        render.console.print(f"added memory [bold]{doc.name}[/bold]: {doc.path}")
+
+
+# -- config ----------------------------------------------------------------------
+
+
+@cli.group()
+def config() -> None:
+    """Settings: what is in effect and where each value came from.
+
+    \b
+    Order (later wins): defaults, <project>/.specrun/settings.json,
+    ~/.specrun/settings.json, environment (OPENAI_API_KEY, OPENAI_BASE_URL,
+    DASHSCOPE_API_KEY, SPECRUN_MODEL, SPECRUN_FAST_MODEL), flags.
+    """
+
+
+@config.command("show")
+@json_option
+@click.pass_obj
+@friendly
+def config_show(obj: Ctx, as_json: bool) -> None:
+    """Print the merged settings and the source of each value (API key masked).
+
+    \b
+    Example:
+      specrun config show --json
+    """
+    from rich.table import Table
+
+    settings = obj.settings()
+    public = settings.public()
+    files = {"project": str(project_settings_path(obj.project)),
+             "user": str(user_settings_path())}
+    if as_json:
+        render.print_json({
+            "project": str(obj.project),
+            "files": files,
+            "settings": {k: {"value": public[k], "source": settings.sources[k]} for k in KEYS},
+        })
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("key")
+    table.add_column("value", overflow="fold")
+    table.add_column("from", style="bright_black", overflow="fold")
+    for k in KEYS:
+        value = public[k]
+        shown = json.dumps(value) if not isinstance(value, str) else (value or '""')
+        table.add_row(k, shown, settings.sources[k])
+    render.console.print(table)
+    render.console.print(f"[bright_black]project file: {files['project']}\nuser file:    "
+                         f"{files['user']}[/]")
+
+
+@config.command("set")
+@click.argument("key")
+@click.argument("value")
+@click.option("--user", "user_file", is_flag=True,
+              help="Write ~/.specrun/settings.json instead of the project's file.")
+@json_option
+@click.pass_obj
+@friendly
+def config_set(obj: Ctx, key: str, value: str, user_file: bool, as_json: bool) -> None:
+    """Write KEY=VALUE into the project's settings.json (or yours with --user).
+
+    An empty VALUE removes a non-string key. A running service reads settings at start:
+    restart it for the change to apply.
+
+    \b
+    Examples:
+      specrun config set approvalMode auto-edit
+      specrun config set --user fastModel qwen3.5-flash
+    """
+    path = user_settings_path() if user_file else project_settings_path(obj.project)
+    stored = set_setting(path, key, value)
+    obj.settings()  # the file as a whole must still load
+    shown = "***" if key == "apiKey" and stored else stored
+    if as_json:
+        render.print_json({"key": key, "value": shown, "file": str(path)})
+    else:
+        what = "removed" if stored is None else f"= {json.dumps(shown)}"
+        render.console.print(f"{key} {what} in {path}")
 
 
 # -- tools for people and scripts ----------------------------------------------------
@@ -445,9 +914,11 @@ def debug() -> None:
 @click.pass_obj
 @friendly
 def kill_worker(obj: Ctx, pid: int | None, pick_random: bool, as_json: bool) -> None:
-    """SIGKILL a worker process (PID or --random).
+    """SIGKILL a worker process (PID or --random); the pool replaces it.
 
-    Example: specrun debug kill-worker --random
+    \b
+    Example:
+      specrun debug kill-worker --random
     """
     if pid is None and not pick_random:
         raise click.UsageError("give a worker PID or --random")
@@ -460,36 +931,56 @@ def model() -> None:
 
 
 @model.command("serve")
-@click.option("--scenario", required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--port", type=int, default=0, show_default=True)
-@click.option("--request-log", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--scenario", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Scenario file (YAML or JSON).")
+@click.option("--port", type=int, default=0, show_default=True, help="0: any free port.")
+@click.option("--request-log", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Append every request as a JSON line to this file.")
 @friendly
 def model_serve(scenario: Path, port: int, request_log: Path | None) -> None:
     """Serve a scenario as an OpenAI-compatible endpoint until Ctrl-C.
 
-    Example: specrun model serve --scenario demo.yaml --port 8000
+    \b
+    Example:
+      specrun model serve --scenario coordinator/scenarios/demo.yaml --port 8000
     """
-    from coordinator.scripted_model import serve_forever  # noqa: PLC0415
+    from coordinator.scripted_model import serve_forever
 
-    serve_forever(scenario, port, request_log)
+    try:
+        serve_forever(scenario, port, request_log)
+    except KeyboardInterrupt:
+        return
 
 
 @cli.command("explain-shell")
 @click.argument("command", required=False)
-@click.option("--batch", is_flag=True, help="Read JSON-string lines from stdin; write JSON verdicts.")
-def explain_shell(command: str | None, batch: bool) -> None:
-    """Say whether a shell command is read-only, and which rule decided.
+@click.option("--batch", is_flag=True,
+              help="Read one JSON string per line from stdin; write one JSON verdict per line.")
+@json_option
+def explain_shell(command: str | None, batch: bool, as_json: bool) -> None:
+    """Say whether a shell command is read-only (a speculation may run it), and which
+    rule decided. Needs no service; exits 0 for either verdict.
 
-    Runs the worker's classifier in a child process; no service is needed.
-
-    Example: specrun explain-shell "git log --oneline | head"
+    \b
+    Examples:
+      specrun explain-shell "git log --oneline | head"
+      specrun explain-shell --json "sed -i s/a/b/ x.txt"
     """
-    import subprocess  # noqa: PLC0415
-
-    if not batch and command is None:
+    explain = [sys.executable, "-P", "-m", "worker.shell.explain"]
+    if batch:
+        sys.exit(subprocess.call([*explain, "--batch"]))
+    if command is None:
         raise click.UsageError("give a COMMAND or --batch")
-    argv = [sys.executable, "-m", "worker.shell.explain"] + (["--batch"] if batch else [command or ""])
-    sys.exit(subprocess.call(argv))
+    if as_json:
+        proc = subprocess.run([*explain, "--batch"], input=json.dumps(command) + "\n",
+                              capture_output=True, text=True)
+        if proc.returncode != 0 or not proc.stdout.strip():
+            render.error(f"The shell classifier failed: {proc.stderr.strip()[-300:]}")
+            sys.exit(EXIT_ERROR)
+        sys.stdout.write(proc.stdout.strip().splitlines()[-1] + "\n")
+        return
+    code = subprocess.call([*explain, command])
+    sys.exit(EXIT_OK if code in (0, 1) else EXIT_ERROR)
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +16,18 @@ from protocol import codec
 from protocol.control import ControlReply, ControlRequest, is_final
 from protocol.endpoints import Endpoints, make_dealer
 
+FOREVER = math.inf
+
 
 class ServiceNotRunning(RuntimeError):
-    def __init__(self, project_root: Path) -> None:
-        super().__init__(
-            f"No specrun service is running for {project_root}; start one with `specrun start`."
-        )
+    def __init__(self, project_root: Path, stopped: bool = False) -> None:
+        if stopped:
+            text = (f"The specrun service for {project_root} stopped while answering; "
+                    "see `specrun logs`, then `specrun start` it again.")
+        else:
+            text = (f"No specrun service is running for {project_root}; "
+                    "start one with `specrun start`.")
+        super().__init__(text)
 
 
 class ServiceTimeout(RuntimeError):
@@ -49,8 +56,14 @@ class ServiceClient:
         self._sock.send(self._requests.encode(request))
 
     def _receive(self, timeout_s: float | None) -> ControlReply:
-        timeout_ms = None if timeout_s is None else int(timeout_s * 1000)
-        if not self._sock.poll(timeout_ms):
+        """The next reply. ``timeout_s`` None: wait as long as the service lives (checked
+        every second), for turns whose model or tools take long."""
+        if timeout_s is None:
+            while not self._sock.poll(1000):
+                if not is_locked(self.endpoints.pidfile):
+                    raise ServiceNotRunning(self.project_root, stopped=True)
+            return self._replies.decode(self._sock.recv())
+        if not self._sock.poll(int(timeout_s * 1000)):
             raise ServiceTimeout(
                 f"The specrun service did not answer within {timeout_s:.0f}s; "
                 "check `specrun logs` or restart it with `specrun stop && specrun start`."
@@ -58,14 +71,16 @@ class ServiceClient:
         return self._replies.decode(self._sock.recv())
 
     def replies(self, req_id: int, timeout_s: float | None = None) -> Iterator[ControlReply]:
-        """Replies to ``req_id`` until its final one; other requests' replies are kept."""
+        """Replies to ``req_id`` until its final one; other requests' replies are kept.
+        ``timeout_s``: per reply (default the client's); ``FOREVER``: while the service lives."""
         wait = self.timeout_s if timeout_s is None else timeout_s
+        wait_or_none = None if wait == FOREVER else wait
         while True:
             queued = self._buffered.get(req_id)
             if queued:
                 reply = queued.pop(0)
             else:
-                reply = self._receive(wait)
+                reply = self._receive(wait_or_none)
                 if reply.req_id != req_id:
                     self._buffered.setdefault(reply.req_id, []).append(reply)
                     continue

@@ -27,8 +27,14 @@ def is_running(project_root: Path) -> bool:
     return is_locked(Endpoints.for_project(project_root, create=False).pidfile)
 
 
-def start_daemon(project_root: Path, serve_args: list[str], timeout_s: float = 30.0) -> int:
+def start_daemon(
+    project_root: Path,
+    serve_args: list[str],
+    timeout_s: float = 30.0,
+    env: dict[str, str] | None = None,
+) -> int:
     """Start ``specrun serve`` detached; returns its pid once it answers ``status``.
+    ``env``: the service's environment (default: this process's).
 
     ``-P``: the project directory must never shadow specrun's own packages in the service
     or in its workers (a project may well have a ``worker/`` or ``protocol/`` package)."""
@@ -36,14 +42,27 @@ def start_daemon(project_root: Path, serve_args: list[str], timeout_s: float = 3
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "coordinator", "--project", str(project_root), "serve", *serve_args],
+            [sys.executable, "-P", "-m", "coordinator", "--project", str(project_root),
+             "serve", *serve_args],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
             start_new_session=True,
             close_fds=True,
             cwd=project_root,
+            env=env,
         )
+    try:
+        return _wait_started(proc, project_root, log_file, timeout_s)
+    except BaseException:
+        # Ctrl-C (or any failure) while it starts: do not leave a half-started service.
+        _terminate(proc)
+        raise
+
+
+def _wait_started(
+    proc: subprocess.Popen[bytes], project_root: Path, log_file: Path, timeout_s: float
+) -> int:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         code = proc.poll()
@@ -58,8 +77,19 @@ def start_daemon(project_root: Path, serve_args: list[str], timeout_s: float = 3
                 return proc.pid
         except (ServiceNotRunning, ServiceTimeout):
             time.sleep(0.05)
-    proc.kill()
     raise StartError(f"The service did not answer within {timeout_s:.0f}s; see {log_file}.")
+
+
+def _terminate(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (the service shuts down cleanly), then SIGKILL after a few seconds."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def stop_daemon(project_root: Path, timeout_s: float = 20.0) -> int | None:

@@ -1,12 +1,22 @@
-"""How replies look in a terminal (rich) and as JSON (msgspec)."""
+"""How replies look in a terminal (rich) and as JSON (msgspec).
+
+A turn is shown as it happens: model text streams in, each tool call gets a spinner
+while it runs (on a terminal) and one line with its arguments, status and a short
+excerpt of its result when it ends. An accepted speculation is shown as its transcript,
+tool calls grouped in a box, then one summary line with the time it saved.
+"""
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
-from rich.console import Console
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
@@ -15,10 +25,14 @@ from protocol.control import (
     ControlReply,
     ErrorReply,
     Notice,
+    SpeculationInfo,
+    StatsReply,
     StatusReply,
+    SuggestionReply,
     TextChunk,
     ToolShown,
     Transcript,
+    TranscriptEntry,
     TurnEnded,
     WorkerInfo,
 )
@@ -31,8 +45,17 @@ _STATUS_STYLE = {
     "success": "green",
     "error": "red",
     "refused": "magenta",
-    "cancelled": "dim",
+    "cancelled": "bright_black",
 }
+_STATUS_MARK = {
+    "running": "…",
+    "success": "✓",
+    "error": "✗",
+    "refused": "⊘",
+    "cancelled": "−",
+}
+EXCERPT_LINES = 6
+EXCERPT_WIDTH = 160
 
 
 def to_json(value: Any) -> str:
@@ -44,98 +67,335 @@ def print_json(value: Any) -> None:
     sys.stdout.flush()
 
 
-def tool_line(name: str, args: str, status: str, result: str = "") -> Text:
+def error(message: str, hint: str = "") -> None:
+    """One sentence on stderr, and what to do about it."""
+    line = Text("error: ", style="bold red")
+    line.append(message)
+    if hint:
+        line.append(f"\n  {hint}", style="yellow")
+    err_console.print(line)
+
+
+def warning(message: str) -> None:
+    line = Text("warning: ", style="bold yellow")
+    line.append(message)
+    err_console.print(line)
+
+
+# -- tool calls ------------------------------------------------------------------------
+
+_SHELL_SECTION = re.compile(r"^(Stdout|Stderr):(?: \(empty\))?$")
+_WIDE_GAP = re.compile(r"[ \t]{3,}")
+_FEW_LINES = {"read_file": 2, "glob": 4, "list_directory": 4, "grep_search": 4}
+
+
+def result_excerpt(text: str, max_lines: int = EXCERPT_LINES) -> list[str]:
+    """The few lines of a tool result worth showing a person.
+
+    Shell results (``Exit code: N`` / ``Stdout:`` / ``Stderr:``) show the exit code only
+    when it is not 0, then the output lines; other results their first lines."""
+    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
+    if lines and lines[0].startswith("Exit code: "):
+        code = lines[0].removeprefix("Exit code: ")
+        body = [line for line in lines[1:] if not _SHELL_SECTION.match(line) and line.strip()]
+        head = [] if code == "0" else [f"exit code {code}"]
+        lines = head + body if head or body else ["(no output)"]
+    else:
+        lines = [line for line in lines if line.strip()]
+    lines = [_WIDE_GAP.sub("  ", line.strip()) for line in lines]
+    shown = [_clip(line, EXCERPT_WIDTH) for line in lines[:max_lines]]
+    if len(lines) > max_lines:
+        shown.append(f"… {len(lines) - max_lines} more line(s)")
+    return shown
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def tool_line(name: str, args: str, status: str, result: str = "", excerpt: bool = True) -> Text:
+    """``✓ name(args)`` and, under it, an excerpt of the result."""
     style = _STATUS_STYLE.get(status, "white")
-    line = Text("  ● ", style=style)
+    line = Text(f"{_STATUS_MARK.get(status, '•')} ", style=style)
     line.append(name, style="bold")
     if args:
-        line.append(f"({args})", style="dim")
-    line.append(f"  {status}", style=style)
-    if result and status != "running":
-        excerpt = result.strip().splitlines()[0] if result.strip() else ""
-        if excerpt:
-            line.append(f"\n    ⎿ {excerpt[:200]}", style="dim")
+        line.append(f"({args})", style="bright_black")
+    if status not in ("success", "running"):
+        line.append(f"  {status}", style=style)
+    if excerpt and result and status != "running":
+        lines = EXCERPT_LINES if status != "success" else _FEW_LINES.get(name, EXCERPT_LINES)
+        for i, text in enumerate(result_excerpt(result, lines)):
+            line.append(("\n  ⎿ " if i == 0 else "\n    ") + text, style="bright_black")
     return line
 
 
-class TurnPrinter:
-    """Streams one turn's events to the terminal as they arrive."""
+def tool_group(entries: Sequence[TranscriptEntry]) -> Panel:
+    """Consecutive tool calls of a transcript in one box."""
+    body = Group(*(tool_line(e.tool, e.args, e.status, e.text) for e in entries))
+    ok = sum(e.status == "success" for e in entries)
+    title = f"{len(entries)} tool call{'s' if len(entries) != 1 else ''}"
+    if ok != len(entries):
+        title += f", {len(entries) - ok} not successful"
+    return Panel(body, title=title, title_align="left", border_style="bright_black", expand=False)
 
-    def __init__(self) -> None:
+
+# -- a turn as it streams ----------------------------------------------------------------
+
+
+class TurnPrinter:
+    """Shows one turn's events as they arrive. ``close()`` stops any spinner."""
+
+    def __init__(self, out: Console | None = None, show_user: bool = True) -> None:
+        self.out = out or console
+        self.show_user = show_user  # False where the prompt already shows what was accepted
         self._in_text = False
+        self._status: Status | None = None
+        self._transcript: Transcript | None = None
+        self.tool_calls = 0
+        self.ended: TurnEnded | None = None
+
+    # spinner (terminals only)
+    def waiting(self, what: str) -> None:
+        """A spinner line while nothing visible happens (model thinking, tool running)."""
+        if not self.out.is_terminal:
+            return
+        if self._status is None:
+            self._status = self.out.status(what, spinner="dots")
+            self._status.start()
+        else:
+            self._status.update(what)
+
+    def _stop_spinner(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
 
     def _end_text(self) -> None:
+        self._stop_spinner()
         if self._in_text:
-            console.print()
+            self.out.print()
             self._in_text = False
+
+    def close(self) -> None:
+        self._end_text()
 
     def show(self, reply: ControlReply) -> None:
         if isinstance(reply, TextChunk):
-            console.print(reply.text, end="", markup=False, soft_wrap=True)
+            self._stop_spinner()
+            self.out.print(reply.text, end="", markup=False, soft_wrap=True)
             self._in_text = True
         elif isinstance(reply, ToolShown):
             self._end_text()
-            if reply.status != "running":
-                console.print(tool_line(reply.name, reply.args, reply.status, reply.result))
+            if reply.status == "running":
+                self.waiting(f"[bold]{reply.name}[/bold] [bright_black]{_esc(reply.args)}[/]")
+            else:
+                self.tool_calls += 1
+                self.out.print(tool_line(reply.name, reply.args, reply.status, reply.result))
+                self.waiting("[bright_black]thinking…[/]")
         elif isinstance(reply, Notice):
             self._end_text()
-            console.print(f"[cyan]ℹ {reply.text}[/cyan]")
+            self.out.print(Text(f"ℹ {reply.text}", style="cyan"))
         elif isinstance(reply, ApprovalNeeded):
             self._end_text()
         elif isinstance(reply, Transcript):
             self._end_text()
-            show_transcript(reply)
+            self._transcript = reply
+            show_transcript(reply, self.out, self.show_user)
         elif isinstance(reply, TurnEnded):
             self._end_text()
-            show_turn_end(reply)
+            self.ended = reply
+            show_turn_end(reply, self._transcript, self.tool_calls, self.out)
         elif isinstance(reply, ErrorReply):
             self._end_text()
-            err_console.print(f"[red]error:[/red] {reply.message}")
+            error(reply.message)
 
 
-def show_transcript(t: Transcript) -> None:
-    for entry in t.entries:
+def _esc(text: str) -> str:
+    return text.replace("[", "\\[")
+
+
+def show_transcript(t: Transcript, out: Console | None = None, show_user: bool = True) -> None:
+    """User text, model text, and tool calls in groups, as if the turn had just run."""
+    out = out or console
+    group: list[TranscriptEntry] = []
+    for entry in (*t.entries, None):
+        if entry is not None and entry.kind == "tool":
+            group.append(entry)
+            continue
+        if group:
+            out.print(tool_group(group))
+            group = []
+        if entry is None:
+            break
         if entry.kind == "user":
-            console.print(Text("> " + entry.text, style="bold cyan"))
-        elif entry.kind == "model":
-            console.print(entry.text, markup=False)
+            if show_user:
+                out.print(Text(f"❯ {entry.text}", style="bold cyan"))
         else:
-            console.print(tool_line(entry.tool, entry.args, entry.status, entry.text))
-    if t.files:
-        console.print(f"[green]applied {len(t.files)} file(s):[/green] " + ", ".join(t.files))
+            out.print(entry.text, markup=False, soft_wrap=True)
 
 
-def show_turn_end(end: TurnEnded) -> None:
+def accept_summary(end: TurnEnded, transcript: Transcript | None) -> Text:
+    """``✓ accepted in 12 ms · 1 file applied (a.py) · saved 0.84 s``"""
+    line = Text("✓ accepted", style="bold green")
+    line.append(f" in {end.elapsed_s * 1000:.0f} ms", style="green")
+    if transcript is not None:
+        files = transcript.files
+        if files:
+            names = ", ".join(files[:3]) + (", …" if len(files) > 3 else "")
+            line.append(f" · {len(files)} file{'s' if len(files) != 1 else ''} applied ({names})")
+        else:
+            line.append(" · no file changes")
+        line.append(f" · saved {transcript.time_saved_s:.2f} s", style="bold")
+    elif end.message:
+        line.append(f" · {end.message}")
+    return line
+
+
+def show_turn_end(
+    end: TurnEnded, transcript: Transcript | None = None, tool_calls: int = 0,
+    out: Console | None = None,
+) -> None:
+    out = out or console
     if end.reason == "accepted":
-        console.print(f"[green]✓ accepted speculation[/green] [dim]({end.message}; {end.elapsed_s * 1000:.0f} ms)[/dim]")
+        out.print(accept_summary(end, transcript))
     elif end.reason == "completed":
-        console.print(f"[dim]done in {end.elapsed_s:.2f}s[/dim]")
+        calls = f" · {tool_calls} tool call{'s' if tool_calls != 1 else ''}" if tool_calls else ""
+        out.print(Text(f"done in {end.elapsed_s:.2f} s{calls}", style="bright_black"))
     elif end.reason == "aborted":
-        console.print("[yellow]turn aborted[/yellow]")
+        out.print(Text("⏹ turn aborted", style="yellow"))
+    elif end.reason == "debounced":
+        out.print(Text(end.message or "accept ignored (pressed twice)", style="bright_black"))
+    elif end.reason == "error":
+        message, hint = explain_model_error(end.message)
+        error(message, hint)
     else:
-        console.print(f"[yellow]{end.reason}[/yellow]: {end.message}")
+        out.print(Text(f"{end.reason.replace('_', ' ')}: {end.message}", style="yellow"))
 
 
-def workers_table(workers: tuple[WorkerInfo, ...]) -> Table:
-    table = Table(show_edge=False, header_style="bold")
-    for col in ("pid", "state", "job", "overlay", "age", "rss", "sandbox"):
+def explain_model_error(message: str) -> tuple[str, str]:
+    """The service's one-sentence model error, and what the person can do about it."""
+    lower = message.lower()
+    restart = "then restart the service: `specrun stop && specrun start`"
+    if "api key" in lower or "http 401" in lower or "http 403" in lower:
+        return message, (
+            "Set OPENAI_API_KEY (or DASHSCOPE_API_KEY for DashScope) or "
+            f"`specrun config set apiKey <key>`, {restart}."
+        )
+    if any(w in lower for w in ("refused the connection", "could not be resolved",
+                                "could not connect", "connect", "timed out")):
+        return message, (
+            "Check that the model server is running and that baseUrl is right "
+            f"(`specrun config show`), {restart}."
+        )
+    if "http 404" in lower:
+        return message, f"Check baseUrl and the model name (`specrun config show`), {restart}."
+    if "rate limit" in lower:
+        return message, "Wait a moment and ask again."
+    return message or "The model request failed.", "See `specrun logs` for details."
+
+
+# -- status, workers, suggestion, stats ------------------------------------------------
+
+
+def workers_table(workers: Iterable[WorkerInfo]) -> Table:
+    table = Table(show_edge=False, header_style="bold", box=None, pad_edge=False)
+    for col in ("pid", "state", "job", "kind", "overlay", "age", "rss", "sandbox"):
         table.add_column(col)
     for w in workers:
         rss = f"{w.rss_bytes / 2**20:.1f} MiB" if w.rss_bytes else "-"
         table.add_row(
-            str(w.pid), w.state, w.job_id or "-", w.overlay_dir or "-", f"{w.age_s:.1f}s", rss, w.sandbox
+            str(w.pid), w.state, w.job_id or "-", w.job_kind or "-", w.overlay_dir or "-",
+            f"{w.age_s:.1f}s", rss, w.sandbox,
         )
     return table
 
 
-def show_status(s: StatusReply) -> None:
-    model = "embedded scripted model" if s.scripted_model else s.model_endpoint
-    console.print(f"[bold]specrun[/bold] serving [cyan]{s.project}[/cyan]")
-    console.print(f"  pid {s.pid}, up {s.uptime_s:.1f}s, session {s.session_id}")
-    console.print(f"  model {s.model} (fast: {s.fast_model}) at {model} ({s.model_endpoint})")
-    console.print(f"  approval mode {s.approval_mode}, sandbox {s.sandbox}")
-    console.print(
-        f"  suggestions {'on' if s.suggestions_enabled else 'off'}, "
-        f"speculation {'on' if s.speculation_enabled else 'off'}"
+def show_status(s: StatusReply, out: Console | None = None) -> None:
+    out = out or console
+    where = "embedded scripted model" if s.scripted_model else "endpoint"
+    on = {True: "[green]on[/green]", False: "[yellow]off[/yellow]"}
+    out.print(f"[bold]specrun[/bold] serving [cyan]{s.project}[/cyan]")
+    out.print(f"  pid {s.pid}, up {_duration(s.uptime_s)}, session {s.session_id}")
+    out.print(f"  model [bold]{s.model}[/bold] (fast: {s.fast_model}), {where} {s.model_endpoint}")
+    out.print(f"  approval mode {s.approval_mode.value}, worker sandbox {s.sandbox}")
+    out.print(f"  suggestions {on[s.suggestions_enabled]}, speculation {on[s.speculation_enabled]}")
+    out.print(f"  {len(s.workers)} worker(s):")
+    out.print(workers_table(s.workers))
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, sec = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{sec:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def speculation_line(s: SpeculationInfo) -> Text:
+    marks = {"running": ("⟳ running", "yellow"), "completed": ("✓ completed", "green"),
+             "boundary": ("⏸ stopped at a boundary", "magenta"),
+             "accepted": ("✓ accepted", "green"), "aborted": ("⏹ aborted", "bright_black"),
+             "failed": ("✗ failed", "red")}
+    label, style = marks.get(s.status, (s.status, "white"))
+    line = Text("  speculation ")
+    line.append(label, style=style)
+    if s.boundary_reason:
+        line.append(f" ({s.boundary_reason})", style=style)
+    files = len(s.files_written)
+    line.append(
+        f": {s.turns} turn(s), {s.tool_uses} tool use(s), {files} file(s), {s.elapsed_s:.2f}s",
+        style="bright_black",
     )
-    console.print(workers_table(s.workers))
+    if s.worker_pid:
+        line.append(f", worker {s.worker_pid}", style="bright_black")
+    if s.pipelined_suggestion:
+        line.append(f"\n  next: {s.pipelined_suggestion}", style="bright_black")
+    return line
+
+
+def show_suggestion(reply: SuggestionReply, out: Console | None = None) -> None:
+    out = out or console
+    if reply.text is None:
+        why = f" ({reply.suppressed_reason})" if reply.suppressed_reason else ""
+        out.print(Text(f"no suggestion{why}", style="bright_black"))
+        return
+    line = Text("❯ ", style="bold")
+    line.append(reply.text, style="bright_black")
+    if not reply.visible:
+        line.append("  (not shown yet)", style="bright_black italic")
+    out.print(line)
+    if reply.speculation is not None:
+        out.print(speculation_line(reply.speculation))
+
+
+def show_stats(r: StatsReply, out: Console | None = None) -> None:
+    out = out or console
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    by_method = ", ".join(f"{k} {v}" for k, v in sorted(r.accepted_by_method.items()))
+    table.add_row("suggestions shown", str(r.suggestions_shown))
+    accepted = f"{r.suggestions_accepted}" + (f" ({by_method})" if by_method else "")
+    table.add_row("  accepted", accepted)
+    table.add_row("  ignored", str(r.suggestions_ignored))
+    table.add_row("  suppressed", _by_reason(r.suggestions_suppressed.total,
+                                             r.suggestions_suppressed.by_reason))
+    table.add_row("speculations completed", str(r.speculations_completed))
+    table.add_row("  stopped at a boundary", _by_reason(r.speculations_boundary.total,
+                                                        r.speculations_boundary.by_reason))
+    table.add_row("  aborted", str(r.speculations_aborted))
+    table.add_row("  failed", str(r.speculations_failed))
+    table.add_row(
+        "time saved",
+        f"{r.time_saved_total_s:.2f} s total, median {r.time_saved_median_s:.2f} s "
+        f"over {len(r.time_saved_s)} accept(s)",
+    )
+    out.print(table)
+
+
+def _by_reason(total: int, by_reason: dict[str, int]) -> str:
+    if not by_reason:
+        return str(total)
+    return f"{total} (" + ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items())) + ")"

@@ -1,7 +1,7 @@
 """Configuration: project settings.json, then user settings.json, then environment,
-then flags (later wins: the order SPEC §8 gives, with flags the strongest). Every value remembers where it came from, so
-``specrun config show`` can say so, and a bad file or key is reported with its
-file and key in one sentence.
+then flags (later wins: the order SPEC §8 gives, with flags the strongest). Every value
+remembers where it came from, so ``specrun config show`` can say so, and a bad file or key
+is reported with its file and key in one sentence.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from protocol.approval import ApprovalMode
 
@@ -32,13 +33,26 @@ KEYS: dict[str, Key] = {
     k.name: k
     for k in (
         Key("model", str, "scripted", "main chat model name"),
-        Key("fastModel", str, "", "model for suggestions, speculation and recall (empty: main model)"),
-        Key("baseUrl", str, "", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (empty: embedded scripted model)"),
+        Key(
+            "fastModel",
+            str,
+            "",
+            "model for suggestions, speculation and recall (empty: main model)",
+        ),
+        Key(
+            "baseUrl",
+            str,
+            "",
+            "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 "
+            "(empty: embedded scripted model)",
+        ),
         Key("apiKey", str, "", "API key (prefer the OPENAI_API_KEY / DASHSCOPE_API_KEY variables)"),
         Key("approvalMode", str, "default", "default | plan | auto-edit | yolo"),
         Key("enableSpeculation", bool, True, "run the predicted prompt before it is accepted"),
         Key("enableFollowupSuggestions", bool, True, "predict the next prompt after each turn"),
-        Key("enableCacheSharing", bool, True, "reuse the provider's prefix cache in forked requests"),
+        Key(
+            "enableCacheSharing", bool, True, "reuse the provider's prefix cache in forked requests"
+        ),
         Key("enableMemory", bool, True, "recall relevant memories for each query"),
         Key("workerPool", int, 2, "number of warm idle workers"),
         Key("memoryDir", str, "", "project memory directory (default <project>/.specrun/memory)"),
@@ -86,24 +100,45 @@ class Settings:
         return shown
 
 
+_KIND_WORDS = {bool: "true or false", int: "a whole number", str: "a string"}
+
+
 def _coerce(key: Key, value: Any, where: str) -> Any:
     if key.kind is bool:
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-            return value.lower() in ("1", "true", "yes", "on")
+        if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
+            return value.lower() in _TRUE
     elif key.kind is int:
         if isinstance(value, int) and not isinstance(value, bool):
-            return value
+            return _check_int(key, value, where)
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value)
+            return _check_int(key, int(value), where)
     elif key.kind is str and isinstance(value, str):
         if key.name == "approvalMode" and value not in {m.value for m in ApprovalMode}:
             raise SettingsError(
-                f"{where}: approvalMode must be one of default, plan, auto-edit, yolo (got {value!r})."
+                f"{where}: approvalMode must be one of default, plan, auto-edit, yolo "
+                f"(got {value!r})."
+            )
+        if key.name == "baseUrl" and value and not value.startswith(("http://", "https://")):
+            raise SettingsError(
+                f"{where}: baseUrl must be an http:// or https:// URL (got {value!r})."
             )
         return value
-    raise SettingsError(f"{where}: {key.name} must be a {key.kind.__name__} (got {value!r}).")
+    shown = json.dumps(value) if not isinstance(value, str) else repr(value)
+    raise SettingsError(f"{where}: {key.name} must be {_KIND_WORDS[key.kind]} (got {shown}).")
+
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+_MIN_INT = {"workerPool": 0, "maxSessionTurns": 1, "maxTurnsPerQuery": 1, "sessionTokenLimit": 0}
+
+
+def _check_int(key: Key, value: int, where: str) -> int:
+    low = _MIN_INT.get(key.name)
+    if low is not None and value < low:
+        raise SettingsError(f"{where}: {key.name} must be at least {low} (got {value}).")
+    return value
 
 
 def _apply(settings: Settings, raw: Mapping[str, Any], source: str) -> None:
@@ -140,6 +175,16 @@ def user_settings_path(home: Path | None = None) -> Path:
     return (home or Path.home()) / ".specrun" / "settings.json"
 
 
+FLAG_NAMES = {
+    "model": "--model",
+    "fastModel": "--fast",
+    "baseUrl": "--base-url",
+    "approvalMode": "--approval-mode",
+    "workerPool": "--workers",
+    "scenario": "--scenario",
+}
+
+
 def load_settings(
     project_root: Path,
     *,
@@ -147,11 +192,13 @@ def load_settings(
     env: Mapping[str, str] | None = None,
     home: Path | None = None,
 ) -> Settings:
-    """Merge defaults, user file, project file, environment and flags.
+    """Merge defaults, project file, user file, environment and flags (later wins).
 
     Precedence follows SPEC §8 literally: project file < user file < environment <
     flags. A user-wide setting therefore overrides a project's file (a person's own
-    choice of endpoint or model beats what a repository ships)."""
+    choice of endpoint or model beats what a repository ships). When both
+    ``OPENAI_API_KEY`` and ``DASHSCOPE_API_KEY`` are set, the one matching the base URL
+    (DashScope's host or not) is used."""
     settings = Settings()
     for key in KEYS.values():
         settings.values[key.name] = key.default
@@ -160,24 +207,62 @@ def load_settings(
         _apply(settings, read_settings_file(path), str(path))
     environ = os.environ if env is None else env
     for var, name in ENV_KEYS.items():
-        if environ.get(var):
+        if environ.get(var) and name != "apiKey":
             _apply(settings, {name: environ[var]}, f"${var}")
-    _apply(settings, {k: v for k, v in (flags or {}).items() if v is not None}, "flag")
-    if not 0 < settings.values["maxTurnsPerQuery"] <= 100:
-        raise SettingsError("maxTurnsPerQuery must be between 1 and 100.")
+    for name, value in (flags or {}).items():
+        if value is not None and name == "baseUrl":
+            _apply(settings, {name: value}, f"flag {FLAG_NAMES.get(name, name)}")
+    key_vars = [v for v in ("OPENAI_API_KEY", "DASHSCOPE_API_KEY") if environ.get(v)]
+    if len(key_vars) == 2:
+        key_vars = ["DASHSCOPE_API_KEY" if is_dashscope(settings["baseUrl"]) else "OPENAI_API_KEY"]
+    for var in key_vars:
+        _apply(settings, {"apiKey": environ[var]}, f"${var}")
+    for name, value in (flags or {}).items():
+        if value is not None:
+            _apply(settings, {name: value}, f"flag {FLAG_NAMES.get(name, name)}")
+    if settings.values["maxTurnsPerQuery"] > 100:
+        where = settings.sources["maxTurnsPerQuery"]
+        raise SettingsError(f"{where}: maxTurnsPerQuery must be between 1 and 100.")
     return settings
 
 
-def set_project_setting(project_root: Path, name: str, value: str) -> Path:
-    """Write one key into the project's settings.json (atomically)."""
+def is_dashscope(base_url: str) -> bool:
+    return "dashscope" in (urlsplit(base_url).hostname or "").lower()
+
+
+def endpoint_problem(settings: Settings) -> str | None:
+    """A configuration that cannot work, found without a network request (one sentence)."""
+    url = settings["baseUrl"]
+    if url and is_dashscope(url) and not settings["apiKey"]:
+        return (
+            f"The base URL {url} is DashScope's, but no API key is set; export "
+            "DASHSCOPE_API_KEY=<your key> (or run `specrun config set apiKey <key>`) and retry."
+        )
+    return None
+
+
+def set_setting(path: Path, name: str, value: str) -> Any:
+    """Write one key into a settings.json (atomically); returns the stored value.
+    An empty value removes the key (back to the default)."""
     key = KEYS.get(name)
     if key is None:
         raise SettingsError(f"unknown key {name!r} (known keys: {', '.join(sorted(KEYS))}).")
-    path = project_settings_path(project_root)
     raw = read_settings_file(path)
-    raw[name] = _coerce(key, value, "value")
+    stored: Any = None
+    if value == "" and key.kind is not str:
+        raw.pop(name, None)
+    else:
+        stored = _coerce(key, value, f"{name}={value!r}")
+        raw[name] = stored
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+    return stored
+
+
+def set_project_setting(project_root: Path, name: str, value: str) -> Path:
+    """Write one key into the project's settings.json (atomically)."""
+    path = project_settings_path(project_root)
+    set_setting(path, name, value)
     return path
