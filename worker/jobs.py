@@ -177,6 +177,10 @@ def confine(job: RunSpeculation) -> Path:
     else the worker needs is already open (the ZeroMQ socket, stdio) or needs no disk
     (httpx). Without Landlock nothing is confined and nothing fails (the hello already
     said ``sandbox: none``). Returns the scratch directory.
+
+    Landlock governs contents and directory entries, not metadata: a command that got
+    past the gate could still change a real file's timestamps or mode (``touch``,
+    ``chmod`` of an existing file), never its bytes, name or existence.
     """
     own = speculation_base_dir() / str(os.getpid())
     scratch = own / "tmp"
