@@ -38,7 +38,7 @@ from worker.shell.lexer import (
     scan,
 )
 
-MAX_COMMAND_CHARS = 64 * 1024
+MAX_COMMAND_CHARS = 16 * 1024  # longer commands are refused outright (bounded cost)
 
 READ_ONLY_REASON = "read-only: every command in allow list"
 ASSIGNMENT_ONLY_REASON = "read-only: assignments only"
@@ -143,11 +143,11 @@ def _leading_keyword(statement: str) -> str | None:
     The statement splitter cuts ``if a; then b; fi`` at its semicolons, so such pieces never
     parse; naming the keyword gives a clearer reason than the parse error.
     """
-    stripped = statement.lstrip(" \t\n(")
+    stripped = statement.lstrip(" \t\n")
     if stripped.startswith("(("):
         return _KEYWORD_REASONS["(("]
-    word = stripped.split(None, 1)[0] if stripped.split() else ""
-    return _KEYWORD_REASONS.get(word)
+    words = stripped.lstrip(" \t\n(").split(None, 1)
+    return _KEYWORD_REASONS.get(words[0]) if words else None
 
 
 class _Walker:

@@ -214,6 +214,17 @@ class _Scanner:
                 return chunk[-1]
         return ""
 
+    def tail(self, size: int) -> str:
+        """The last ``size`` or more characters emitted in this statement (cheap)."""
+        parts: list[str] = []
+        total = 0
+        for chunk in reversed(self.buffers[-1]):
+            parts.append(chunk)
+            total += len(chunk)
+            if total >= size:
+                break
+        return "".join(reversed(parts))
+
     def at_word_start(self) -> bool:
         last = self.last_unescaped_char()
         return last == "" or last in _METACHARS
@@ -495,7 +506,7 @@ class _Scanner:
                     if problem:
                         self.find(problem)
                     target = self.buffers[doc.statement]
-                    if not target or not "".join(target).endswith("\n"):
+                    if not target or not target[-1].endswith("\n"):
                         target.append("\n")
                     target.append(body + line + "\n")
                     break
@@ -562,7 +573,7 @@ class _Scanner:
                 i += 1
             elif c == "}" and self.peek(i + 1) in "<>" and self.peek(i + 1) != "":
                 # "{name}>file" allocates a descriptor and assigns it to a variable.
-                if re.search(r"\{[A-Za-z_][A-Za-z0-9_]*\Z", "".join(self.buffers[-1])):
+                if re.search(r"\{[A-Za-z_][A-Za-z0-9_]*\Z", self.tail(256)):
                     self.find("redirect:{var}")
                 self.emit(c)
                 i += 1
@@ -600,7 +611,7 @@ class _Scanner:
             raise ScanError("unbalanced '('")
 
     def newline(self, i: int) -> int:
-        tail = "".join(self.buffers[-1]).rstrip(" \t")
+        tail = self.tail(64).rstrip(" \t")
         continues = tail.endswith("|") or tail.endswith("&&")
         if self.paren or self.brace or continues:
             self.emit("\n")
