@@ -1,8 +1,10 @@
 """Conservative reader of sed scripts: finds commands that write files or run programs.
 
-The parser follows GNU sed's grammar closely enough to locate every command letter. Where the
-grammar leaves room for two readings (a ``/`` inside a bracket expression, which GNU sed treats as
-part of the regex), the script is refused instead of guessed.
+The parser follows GNU sed's grammar closely enough to locate every command letter. A regex may
+be read two ways: GNU sed (4.9 here) treats a delimiter inside a bracket expression as part of
+the regex (``s/[^/]*$//``), a simpler sed would end the regex there. The script is read both ways
+and accepted only when neither reading holds a forbidden command; a reading that is a syntax
+error is harmless (sed compiles the whole script before running any of it).
 """
 
 from __future__ import annotations
@@ -28,13 +30,18 @@ _LONG_FORBIDDEN = ("in-place", "file")
 
 
 class _SedError(Exception):
-    pass
+    """A syntax error in the script (sed would refuse to run it)."""
+
+
+class _SedForbidden(_SedError):
+    """A command that writes, reads other files or executes."""
 
 
 class _Parser:
-    def __init__(self, script: str) -> None:
+    def __init__(self, script: str, *, brackets: bool) -> None:
         self.s = script
         self.n = len(script)
+        self.brackets = brackets
 
     def peek(self, i: int) -> str:
         return self.s[i] if i < self.n else ""
@@ -47,9 +54,10 @@ class _Parser:
     def regex_end(self, i: int, delim: str) -> int:
         """Index after the closing ``delim`` of a regex starting at ``i``.
 
-        Refuses a regex in which the delimiter appears inside a bracket expression: GNU sed
-        would read past it, a simpler reader would not, and we do not guess.
+        With ``brackets`` (GNU sed), a delimiter inside a bracket expression does not end it.
         """
+        if not self.brackets:
+            return self.plain_part_end(i, delim)
         in_bracket = False
         bracket_start = -1
         while i < self.n:
@@ -72,8 +80,6 @@ class _Parser:
                         raise _SedError("sed:script:bracket")
                     i = close + 2
                     continue
-                if c == delim and in_bracket:
-                    raise _SedError("sed:script:delimiter inside brackets")
                 i += 1
                 continue
             if c == "[":
@@ -155,9 +161,9 @@ class _Parser:
         while i < self.n and self.s[i] not in " \t;\n}#":
             flag = self.s[i]
             if flag == "e":
-                raise _SedError("sed:s///e")
+                raise _SedForbidden("sed:s///e")
             if flag == "w":
-                raise _SedError("sed:s///w")
+                raise _SedForbidden("sed:s///w")
             if flag not in _S_FLAGS_OK:
                 raise _SedError(f"sed:s///{flag}")
             i += 1
@@ -199,7 +205,7 @@ class _Parser:
             if cmd == "{":
                 continue
             if cmd in _FORBIDDEN_COMMANDS:
-                raise _SedError(f"sed:{cmd}")
+                raise _SedForbidden(f"sed:{cmd}")
             if cmd in _SIMPLE_COMMANDS:
                 i = self.end_of_command(i)
             elif cmd in _NUMBER_COMMANDS:
@@ -216,12 +222,23 @@ class _Parser:
                 raise _SedError(f"sed:script:unknown command {cmd!r}")
 
 
+def _reading(script: str, *, brackets: bool) -> _SedError | None:
+    try:
+        _Parser(script, brackets=brackets).run()
+    except _SedError as exc:
+        return exc
+    return None
+
+
 def sed_script_problem(script: str) -> str | None:
     """Why a sed script is not read-only (``sed:w``, ``sed:s///e``…), or None."""
-    try:
-        _Parser(script).run()
-    except _SedError as exc:
-        return str(exc)
+    gnu = _reading(script, brackets=True)
+    plain = _reading(script, brackets=False)
+    for problem in (gnu, plain):
+        if isinstance(problem, _SedForbidden):
+            return str(problem)
+    if gnu is not None and plain is not None:
+        return str(gnu)  # not a valid script either way: sed would refuse it
     return None
 
 
