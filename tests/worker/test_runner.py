@@ -270,3 +270,16 @@ def test_git_runs_through_the_wrapper(tmp_path: Path) -> None:
     assert "+b" in run_read_only("git diff", repo, 10, 10_000).stdout
     assert run_read_only("git --version", repo, 10, 1000).stdout.startswith("git version")
     assert not pwned.exists()
+
+
+@pytest.mark.usefixtures("no_new_children")
+def test_works_without_pidfd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_pidfd(pid: int, flags: int = 0) -> int:
+        raise OSError("pidfd_open not available")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    assert run_read_only("echo hi", tmp_path, 10, 1000).stdout == "hi\n"
+    marker = _marker()
+    result = run_shell(f"sleep {marker}", tmp_path, 0.3, 1000)
+    assert result.timed_out
+    _assert_none_left(marker)

@@ -29,7 +29,7 @@ _DANGEROUS_LONG = (
     "exec", "upload-pack", "receive-pack", "show-signature",
 )
 # Harmless options that are prefixes of a dangerous one; an exact match is allowed.
-_KNOWN_LONG = frozenset({"text", "ex", "exclude", "exclude-standard", "filter"})
+_KNOWN_LONG = frozenset({"text", "filter"})
 
 _BRANCH_FLAGS = frozenset({
     "--all", "--remotes", "--verbose", "--list", "--show-current", "--ignore-case",

@@ -32,7 +32,6 @@ import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from worker.shell.classifier import ShellVerdict, classify
 
@@ -94,7 +93,7 @@ class ShellNotReadOnlyError(ValueError):
 
 def read_only_environment() -> dict[str, str]:
     """The whole environment of a read-only command (nothing inherited but ``HOME``)."""
-    home = os.environ.get("HOME") or str(Path.home())
+    home = os.environ.get("HOME") or "/"
     return {
         "PATH": READ_ONLY_PATH,
         "HOME": home,
