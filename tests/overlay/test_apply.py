@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -350,3 +351,30 @@ def test_large_file(root: Path, ovdir: Path) -> None:
     ov.redirect_write("blob.bin").write_bytes(data)
     ov.apply_to_real()
     assert (root / "blob.bin").read_bytes() == data
+
+
+def test_concurrent_applies_are_serialized(root: Path, tmp_path: Path) -> None:
+    overlays = []
+    for i in range(4):
+        ov = Overlay(root, tmp_path / "spec" / str(os.getpid()) / f"s{i}")
+        ov.redirect_write("src/app.py").write_text(f"version {i}\n")
+        ov.redirect_write(f"only_{i}.txt").write_text(f"{i}\n")
+        overlays.append(ov)
+    outcomes: list[str] = []
+
+    def run(ov: Overlay) -> None:
+        try:
+            ov.apply_to_real()
+            outcomes.append("applied")
+        except ConflictError:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=run, args=(ov,)) for ov in overlays]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(outcomes) == ["applied", "conflict", "conflict", "conflict"]
+    winner = int((root / "src" / "app.py").read_text().split()[1])
+    assert [p.name for p in root.glob("only_*.txt")] == [f"only_{winner}.txt"]
+    assert strays(root) == []

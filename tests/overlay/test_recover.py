@@ -281,3 +281,24 @@ def test_journal_cannot_make_recovery_touch_other_files(root: Path, tmp_path: Pa
             recover(root)
     assert victim.read_text() == "precious"
     assert (root / "README.md").read_text() == "# demo\n"
+
+
+def test_recover_waits_for_a_live_apply(tmp_path: Path) -> None:
+    """recover() from another process never undoes an apply that is still running."""
+    sc = make_scenario(tmp_path)
+    parent_conn, child_conn = _FORK.Pipe(duplex=False)
+    proc = _FORK.Process(target=_apply_in_child, args=(sc, "sleep=0.005", child_conn))
+    proc.start()
+    try:
+        assert parent_conn.poll(30)
+        parent_conn.recv()
+        time.sleep(0.03)  # well inside the (slowed) apply
+        assert (sc.root / ".specrun" / "journal").exists()
+        recover(sc.root)  # blocks on the root lock until the apply is done
+        assert snapshot(sc.root) == sc.after
+    finally:
+        proc.join(30)
+        parent_conn.close()
+        child_conn.close()
+    assert proc.exitcode == 0
+    assert strays(sc.root) == []
