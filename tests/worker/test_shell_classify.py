@@ -264,6 +264,11 @@ READ_ONLY = [
     "cat <<EOF; ls\nbody\nEOF\n",
     "cat <<A <<B\na\nA\nb\nB\n",
     'grep x <<< "$HOME"',
+    # quoting corner cases where nothing but the first command runs
+    "ls $'\\n'rm x",
+    "echo $'a'\\'' ; rm x'",
+    "ls -la\n# it's a comment\ncat f",
+    "cat <<EOF\n\tEOF\nrm x\nEOF\n",
     # assignments
     "FOO=bar BAZ=qux",
     "FOO+=x",
@@ -424,6 +429,15 @@ NOT_READ_ONLY: list[tuple[str, str]] = [
     ("cat <<EOF; rm x\nbody\nEOF\n", "command:rm"),
     ("cat <<EOF | rm x\nbody\nEOF\n", "command:rm"),
     ("echo \\|\nrm x", "command:rm"),
+    ("echo $'\\'' ; rm x", "command:rm"),
+    ('echo \\"; rm x', "command:rm"),
+    ("echo '\\''; rm x", "parse-error"),
+    ("ls 3>out", "redirect:>"),
+    ("ls 1>/dev/stdout", "redirect:>"),
+    ("ls >/dev/null >(rm x)", "substitution:>(...)"),
+    ("f=rm; $f x", "command-name:"),
+    ("ls; ${CMD:-rm} x", "command-name:"),
+    ("ls\u0085rm", "command-name:"),
     # command names that are not plain words
     ("/bin/rm x", "command-name:path"),
     ("/bin/ls", "command-name:path"),

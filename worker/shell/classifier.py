@@ -16,6 +16,27 @@ Pipeline for one command string:
    when the scanner saw an expansion bashlex missed (e.g. ``echo 'a'$(touch x)'b'``).
 
 Any exception anywhere makes the verdict "not read-only".
+
+Decisions where SPEC §4 is silent:
+
+* output redirection to ``/dev/null`` (any of ``>``, ``>>``, ``&>``, ``>&``…) is harmless and
+  allowed; fd duplication/closing (``2>&1``, ``>&2``, ``>&-``) is allowed; every other output
+  target, ``<>``, ``{var}>``/``{var}<`` and input from ``/dev/tcp``/``/dev/udp`` is refused;
+* a command name must be a plain unquoted word from the allow list; paths (``/bin/ls``,
+  ``./ls``) are refused even for allowed basenames (a relative path runs project files, and
+  an absolute one would bypass the runner's git wrapper);
+* ``git -C DIR`` is allowed (it is ``cd DIR && git``, and ``cd`` is allowed);
+  ``--git-dir``/``--work-tree`` and every other global option that is not purely cosmetic are
+  refused; ``git remote show NAME`` is refused unless ``-n`` (it contacts the remote);
+* a bare assignment is read-only unless it changes a variable that the following commands or
+  bash itself act on (``PATH``, ``HOME``, ``IFS``, ``GIT_*``, ``LD_*``, ``XDG_*``…), or
+  assigns an array element;
+* commands whose options can write or execute need their option words known now: no ``$VAR``,
+  no brace expansion, no glob that could expand to a ``-`` name (``sort *`` with a file named
+  ``-ofoo`` is a write);
+* ``test``/``[`` with ``-v``/``-R`` and ``printf -v`` are refused (they evaluate array
+  subscripts, which can run command substitutions held in a variable);
+* input over 16 KiB is refused outright, to bound the cost of a check.
 """
 
 from __future__ import annotations
