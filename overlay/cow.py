@@ -95,8 +95,12 @@ class Overlay:
         """Overlay path to write instead of ``path``; copies the original up on first use.
 
         Raises OverlayEscapeError if ``path`` resolves outside the root, InvalidTargetError if
-        it cannot be a file, OverlayError if the copy-up fails.
+        it cannot be a file, OverlayError if the copy-up fails. An overlay path this method
+        returned before is accepted too and returned unchanged.
         """
+        own = self._own_overlay_path(path)
+        if own is not None:
+            return own
         real, rel = resolve_target(self._root, path)
         with self._lock:
             entry = self._entries.get(rel)
@@ -215,6 +219,22 @@ class Overlay:
                 _fs.rmdir_quiet(parent)
 
     # ------------------------------------------------------------------ internals
+
+    def _own_overlay_path(self, path: StrPath) -> Path | None:
+        """``path`` itself if it is the overlay copy of a registered entry."""
+        try:
+            raw = os.fspath(path)
+            if not isinstance(raw, str) or not os.path.isabs(raw):
+                return None
+            absolute = os.path.normpath(raw)
+        except (TypeError, ValueError):
+            return None
+        if not absolute.startswith(self._dir + os.sep):
+            return None
+        entry = self._entries.get(absolute[len(self._dir) + 1 :])
+        if entry is None or entry.overlay_path != absolute:
+            return None
+        return Path(absolute)
 
     def _register(self, rel: str, entry: _Entry) -> None:
         self._entries[rel] = entry

@@ -74,6 +74,18 @@ def test_later_writes_return_the_same_path_without_copying_again(root: Path, ovd
     assert list(ov.written_files()) == ["src/app.py"]
 
 
+def test_an_overlay_path_given_back_is_returned_unchanged(root: Path, ovdir: Path) -> None:
+    ov = Overlay(root, ovdir)
+    path = ov.redirect_write("src/app.py")
+    assert ov.redirect_write(path) == path
+    assert ov.redirect_write(str(path)) == path
+    assert ov.resolve_read(path) == path
+    with pytest.raises(OverlayEscapeError):  # not an entry of this overlay
+        ov.redirect_write(ovdir / "src" / "util.py")
+    with pytest.raises(OverlayEscapeError):
+        ov.redirect_write(str(ovdir / "src" / ".." / ".." / "elsewhere.txt"))
+
+
 def test_new_file_only_gets_its_parent_dir(root: Path, ovdir: Path) -> None:
     ov = Overlay(root, ovdir)
     path = ov.redirect_write("pkg/deep/new_module.py")
