@@ -1,0 +1,146 @@
+"""Errors a person meets, each with its own sentence and what to do; never a traceback."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tests.support import Specrun, processes_with_env
+
+
+class _Unauthorized(BaseHTTPRequestHandler):
+    def _deny(self) -> None:
+        body = json.dumps({"error": {"message": "Incorrect API key provided."}}).encode()
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self._deny()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self._deny()
+
+    def log_message(self, *args: object) -> None:
+        return None
+
+
+@pytest.fixture
+def unauthorized_endpoint() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Unauthorized)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def _clean(proc_stderr: str) -> None:
+    assert "Traceback" not in proc_stderr
+
+
+def test_a_rejected_key_stops_start(specrun: Specrun, unauthorized_endpoint: str) -> None:
+    proc = specrun.run("start", "--base-url", unauthorized_endpoint)
+    assert proc.returncode == 1
+    assert "requires an API key" in proc.stderr and "HTTP 401" in proc.stderr
+    assert "OPENAI_API_KEY" in proc.stderr and "DASHSCOPE_API_KEY" in proc.stderr
+    _clean(proc.stderr)
+    assert not processes_with_env(specrun.env.runtime)
+
+
+def test_a_wrong_key_says_the_key_was_rejected(specrun: Specrun,
+                                               unauthorized_endpoint: str) -> None:
+    specrun.env.vars["OPENAI_API_KEY"] = "sk-not-valid-123"
+    proc = specrun.run("start", "--base-url", unauthorized_endpoint)
+    assert proc.returncode == 1
+    assert "rejected the API key" in proc.stderr
+    assert "sk-not-valid-123" not in proc.stderr
+
+
+def test_an_auth_error_during_a_turn(specrun: Specrun, unauthorized_endpoint: str) -> None:
+    specrun.run("start", "--no-check", "--base-url", unauthorized_endpoint, check=True)
+    try:
+        proc = specrun.run("ask", "hello")
+        assert proc.returncode == 1
+        assert "requires an API key" in proc.stderr
+        assert "specrun stop && specrun start" in proc.stderr
+        _clean(proc.stderr)
+        events = specrun.json_lines("ask", "hello")
+        assert events[-1]["type"] == "turn_ended" and events[-1]["reason"] == "error"
+        assert "API key" in events[-1]["message"]
+    finally:
+        specrun.run("stop")
+
+
+def test_an_unreachable_endpoint(specrun: Specrun, closed_port_url: str) -> None:
+    started = specrun.run("start", "--base-url", closed_port_url)
+    assert started.returncode == 0
+    assert "warning" in started.stderr and "refused the connection" in started.stderr
+    try:
+        proc = specrun.run("ask", "hello", timeout=90)
+        assert proc.returncode == 1
+        assert "refused the connection" in proc.stderr
+        assert "model server is running" in proc.stderr and "baseUrl" in proc.stderr
+        _clean(proc.stderr)
+    finally:
+        specrun.run("stop")
+
+
+def test_dashscope_without_a_key(specrun: Specrun) -> None:
+    proc = specrun.run("start", "--base-url",
+                       "https://dashscope.aliyuncs.com/compatible-mode/v1")
+    assert proc.returncode == 1
+    assert "DashScope" in proc.stderr and "DASHSCOPE_API_KEY" in proc.stderr
+    _clean(proc.stderr)
+    assert not processes_with_env(specrun.env.runtime)
+
+
+def test_a_bad_settings_file_names_the_file(specrun: Specrun) -> None:
+    path = specrun.project / ".specrun" / "settings.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text('{"model": "x",\n "fastModel": }\n')
+    for args in (("start",), ("config", "show"), ("memory", "list")):
+        proc = specrun.run(*args)
+        assert proc.returncode == 1, args
+        assert str(path) in proc.stderr and "not valid JSON" in proc.stderr
+        assert "line 2" in proc.stderr
+        assert "config show" in proc.stderr
+        _clean(proc.stderr)
+    assert not processes_with_env(specrun.env.runtime)
+
+
+def test_settings_errors_stay_one_sentence_even_with_debug(specrun: Specrun) -> None:
+    path = specrun.project / ".specrun" / "settings.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text('{"workerPool": "many"}')
+    quiet = specrun.run("config", "show")
+    assert quiet.returncode == 1 and "workerPool must be a whole number" in quiet.stderr
+    _clean(quiet.stderr)
+    # --debug applies to unexpected errors; a settings problem stays one sentence
+    loud = specrun.run("--debug", "config", "show")
+    assert loud.returncode == 1 and "workerPool" in loud.stderr
+
+
+def test_chat_needs_a_terminal(specrun: Specrun) -> None:
+    proc = specrun.run("chat")
+    assert proc.returncode == 1
+    assert "needs a terminal" in proc.stderr
+    assert not processes_with_env(specrun.env.runtime)

@@ -1,0 +1,194 @@
+"""Settings: precedence (project file < user file < environment < flags), sources, and
+errors that name the file and the key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from coordinator.settings import (
+    SettingsError,
+    endpoint_problem,
+    load_settings,
+    set_setting,
+)
+from tests.support import Specrun
+
+
+def _write(path: Path, data: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    project, home = tmp_path / "proj", tmp_path / "home"
+    project.mkdir()
+    home.mkdir()
+    return project, home
+
+
+def test_defaults(dirs: tuple[Path, Path]) -> None:
+    project, home = dirs
+    s = load_settings(project, env={}, home=home)
+    assert s["model"] == "scripted" and s["approvalMode"] == "default"
+    assert s.uses_scripted_model and s.fast_model == "scripted"
+    assert set(s.sources.values()) == {"default"}
+
+
+def test_precedence_project_user_env_flags(dirs: tuple[Path, Path]) -> None:
+    project, home = dirs
+    pfile = _write(project / ".specrun" / "settings.json",
+                   {"model": "p", "fastModel": "pf", "workerPool": 3, "approvalMode": "plan",
+                    "enableSpeculation": False})
+    ufile = _write(home / ".specrun" / "settings.json", {"model": "u", "fastModel": "uf"})
+    env = {"SPECRUN_MODEL": "e"}
+    s = load_settings(project, env=env, home=home, flags={"model": "f"})
+    assert s["model"] == "f" and s.sources["model"] == "flag --model"
+    assert s["fastModel"] == "uf" and s.sources["fastModel"] == str(ufile)
+    assert s["workerPool"] == 3 and s.sources["workerPool"] == str(pfile)
+    assert s["enableSpeculation"] is False
+    s = load_settings(project, env=env, home=home)
+    assert s["model"] == "e" and s.sources["model"] == "$SPECRUN_MODEL"
+
+
+def test_environment_variables(dirs: tuple[Path, Path]) -> None:
+    project, home = dirs
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "k1",
+           "SPECRUN_FAST_MODEL": "small"}
+    s = load_settings(project, env=env, home=home)
+    assert s["baseUrl"] == "http://127.0.0.1:9/v1" and not s.uses_scripted_model
+    assert s["apiKey"] == "k1" and s.sources["apiKey"] == "$OPENAI_API_KEY"
+    assert s.fast_model == "small"
+    assert s.public()["apiKey"] == "***"
+
+
+def test_the_key_matching_the_endpoint_wins(dirs: tuple[Path, Path]) -> None:
+    project, home = dirs
+    both = {"OPENAI_API_KEY": "openai", "DASHSCOPE_API_KEY": "dash"}
+    s = load_settings(project, env=both, home=home)
+    assert s["apiKey"] == "openai"
+    s = load_settings(project, env=both, home=home,
+                      flags={"baseUrl": "https://dashscope.aliyuncs.com/compatible-mode/v1"})
+    assert s["apiKey"] == "dash" and s.sources["apiKey"] == "$DASHSCOPE_API_KEY"
+    only = load_settings(project, env={"DASHSCOPE_API_KEY": "dash"}, home=home)
+    assert only["apiKey"] == "dash"
+
+
+def test_dashscope_without_a_key_is_a_problem(dirs: tuple[Path, Path]) -> None:
+    project, home = dirs
+    url = "https://dashscope-intl.aliyuncs.com/compatible-mode/v1"
+    s = load_settings(project, env={}, home=home, flags={"baseUrl": url})
+    problem = endpoint_problem(s)
+    assert problem is not None and "DASHSCOPE_API_KEY" in problem
+    s = load_settings(project, env={"DASHSCOPE_API_KEY": "k"}, home=home, flags={"baseUrl": url})
+    assert endpoint_problem(s) is None
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ({"modle": "x"}, "unknown key 'modle'"),
+        ({"workerPool": "two"}, "workerPool must be a whole number (got 'two')"),
+        ({"workerPool": -1}, "workerPool must be at least 0"),
+        ({"enableSpeculation": "maybe"}, "enableSpeculation must be true or false"),
+        ({"model": 3}, "model must be a string (got 3)"),
+        ({"approvalMode": "sometimes"}, "approvalMode must be one of"),
+        ({"baseUrl": "localhost:8000"}, "baseUrl must be an http:// or https:// URL"),
+        ({"maxTurnsPerQuery": 500}, "maxTurnsPerQuery must be between 1 and 100"),
+        ([1, 2], "must hold a JSON object"),
+    ],
+)
+def test_errors_name_the_file_and_the_key(dirs: tuple[Path, Path], content: object,
+                                          expected: str) -> None:
+    project, home = dirs
+    path = _write(home / ".specrun" / "settings.json", content)
+    with pytest.raises(SettingsError) as err:
+        load_settings(project, env={}, home=home)
+    assert str(path) in str(err.value)
+    assert expected in str(err.value)
+
+
+def test_bad_json_names_the_file_and_line(dirs: tuple[Path, Path]) -> None:
+    project, home = dirs
+    path = project / ".specrun" / "settings.json"
+    path.parent.mkdir()
+    path.write_text('{\n  "model": "x"\n  "fastModel": "y"\n}\n')
+    with pytest.raises(SettingsError, match="not valid JSON") as err:
+        load_settings(project, env={}, home=home)
+    assert str(path) in str(err.value) and "line 3" in str(err.value)
+
+
+def test_bad_environment_value_names_the_variable(dirs: tuple[Path, Path]) -> None:
+    project, home = dirs
+    with pytest.raises(SettingsError, match=r"\$OPENAI_BASE_URL: baseUrl must be"):
+        load_settings(project, env={"OPENAI_BASE_URL": "nope"}, home=home)
+
+
+def test_set_setting_writes_typed_values(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    assert set_setting(path, "workerPool", "4") == 4
+    assert set_setting(path, "enableSpeculation", "off") is False
+    assert set_setting(path, "model", "qwen") == "qwen"
+    assert json.loads(path.read_text()) == {"workerPool": 4, "enableSpeculation": False,
+                                            "model": "qwen"}
+    assert set_setting(path, "workerPool", "") is None
+    assert "workerPool" not in json.loads(path.read_text())
+    with pytest.raises(SettingsError, match="unknown key 'nope'"):
+        set_setting(path, "nope", "1")
+    with pytest.raises(SettingsError, match="workerPool must be a whole number"):
+        set_setting(path, "workerPool", "lots")
+
+
+# -- through the CLI ----------------------------------------------------------------------
+
+
+def test_config_show_json_reports_values_and_sources(specrun: Specrun) -> None:
+    _write(specrun.project / ".specrun" / "settings.json", {"approvalMode": "auto-edit"})
+    user = _write(specrun.env.home / ".specrun" / "settings.json", {"fastModel": "mini"})
+    specrun.env.vars["SPECRUN_MODEL"] = "big"
+    specrun.env.vars["OPENAI_API_KEY"] = "secret-key-value"
+    shown = specrun.json("config", "show")
+    settings = shown["settings"]
+    assert settings["approvalMode"] == {
+        "value": "auto-edit",
+        "source": str(specrun.project.resolve() / ".specrun" / "settings.json"),
+    }
+    assert settings["fastModel"] == {"value": "mini", "source": str(user)}
+    assert settings["model"] == {"value": "big", "source": "$SPECRUN_MODEL"}
+    assert settings["apiKey"] == {"value": "***", "source": "$OPENAI_API_KEY"}
+    assert settings["workerPool"] == {"value": 2, "source": "default"}
+    assert shown["files"]["user"] == str(user)
+    human = specrun.run("config", "show", check=True)
+    assert "$SPECRUN_MODEL" in human.stdout and "secret-key-value" not in human.stdout
+
+
+def test_config_set_then_show(specrun: Specrun) -> None:
+    result = specrun.json("config", "set", "workerPool", "3")
+    path = specrun.project.resolve() / ".specrun" / "settings.json"
+    assert result == {"key": "workerPool", "value": 3, "file": str(path)}
+    assert specrun.json("config", "show")["settings"]["workerPool"]["value"] == 3
+    user = specrun.json("config", "set", "--user", "fastModel", "tiny")
+    assert user["file"] == str(specrun.env.home / ".specrun" / "settings.json")
+    bad = specrun.run("config", "set", "workerPool", "many")
+    assert bad.returncode == 1 and "workerPool must be a whole number" in bad.stderr
+    unknown = specrun.run("config", "set", "colour", "blue")
+    assert unknown.returncode == 1 and "unknown key 'colour'" in unknown.stderr
+    hidden = specrun.json("config", "set", "apiKey", "abc")
+    assert hidden["value"] == "***"
+
+
+def test_flags_win_when_the_service_starts(specrun: Specrun) -> None:
+    _write(specrun.project / ".specrun" / "settings.json",
+           {"approvalMode": "plan", "workerPool": 1})
+    specrun.env.vars["SPECRUN_FAST_MODEL"] = "from-env"
+    specrun.run("start", "--approval-mode", "yolo", check=True)
+    try:
+        status = specrun.json("status")
+        assert status["approval_mode"] == "yolo"
+        assert status["fast_model"] == "from-env"
+    finally:
+        specrun.run("stop", check=True)
