@@ -9,10 +9,13 @@ its descendants, then SIGKILL every group and process we found.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 
 import psutil
+
+log = logging.getLogger("specrun.kill")
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
@@ -27,11 +30,17 @@ def kill_tree(pid: int) -> int:
     Returns how many processes were signalled. Never raises for vanished processes."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGSTOP)
-    found = _descendants(pid)
+    found = [p for p in _descendants(pid) if p.pid != os.getpid()]
     groups = {pid}
     for child in found:
         with contextlib.suppress(psutil.Error, ProcessLookupError):
             groups.add(os.getpgid(child.pid))
+    # Never signal ourselves: a worker that has not yet left our process group (it is
+    # still starting) must not take the coordinator down with it.
+    own_group = os.getpgid(0)
+    if own_group in groups:
+        log.warning("worker %d still shares our process group; killing it alone", pid)
+        groups.discard(own_group)
     count = 0
     for group in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import os
 import secrets
@@ -33,6 +34,13 @@ from protocol.endpoints import Endpoints, make_router
 log = logging.getLogger("specrun.service")
 
 DEFAULT_SCENARIO = Path(__file__).parent / "scenarios" / "demo.yaml"
+
+
+def _log_tasks() -> None:
+    for task in asyncio.all_tasks():
+        buffer = io.StringIO()
+        task.print_stack(file=buffer)
+        log.warning("task %s:\n%s", task.get_name(), buffer.getvalue())
 
 
 class Service:
@@ -65,6 +73,9 @@ class Service:
     # -- lifecycle -------------------------------------------------------------
 
     async def run(self) -> None:
+        # A peer that hangs up (an HTTP client, a socket) must be an EPIPE error, never a
+        # signal that kills the service: the CLI restores SIGPIPE's default for `| head`.
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         self._pidfile.acquire()
         try:
             await self._start()
@@ -74,13 +85,14 @@ class Service:
             await self._shutdown()
 
     async def _start(self) -> None:
-        from coordinator.chat import MainChat  # noqa: PLC0415
-        from coordinator.model_endpoint import open_model_endpoint  # noqa: PLC0415
-        from coordinator.speculation import SpeculationManager  # noqa: PLC0415
+        from coordinator.chat import MainChat
+        from coordinator.model_endpoint import open_model_endpoint
+        from coordinator.speculation import SpeculationManager
 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop_requested.set)
+        loop.add_signal_handler(signal.SIGUSR1, _log_tasks)  # `kill -USR1 <pid>`: where is it stuck?
         # A crash mid-apply or a killed predecessor may have left state behind.
         recovered = overlay.recover(self.project_root)
         if recovered is not None:
@@ -95,7 +107,7 @@ class Service:
         self.pool.on_event = self.speculation.on_worker_event
         self.pool.on_death = self.speculation.on_worker_death
         await self.pool.start()
-        self._control = make_router(self._ctx, self.endpoints.control)  # type: ignore[arg-type,assignment]
+        self._control = make_router(self._ctx, self.endpoints.control)
         self._spawn(self._control_loop())
         self._spawn(self._sweep_periodically())
 
@@ -166,7 +178,9 @@ class Service:
             log.exception("request %s failed", type(request).__name__)
             await self.send(
                 identity,
-                ErrorReply(request.req_id, "internal", f"internal error: {exc}; see the service log."),
+                ErrorReply(
+                    request.req_id, "internal", f"internal error: {exc}; see the service log."
+                ),
             )
 
     async def send(self, identity: bytes, reply: ControlReply) -> None:

@@ -4,7 +4,6 @@ memory prefetch's two consume points as the model actually receives them."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,12 +23,17 @@ from protocol.control import (
 from tests.coordinator.e2e import Driver
 from tests.support import Specrun, wait_until
 
-EDIT = {"name": "edit", "arguments": {"file_path": "src/calc.py", "old_string": "a - b", "new_string": "a + b"}}
+EDIT = {
+    "name": "edit",
+    "arguments": {"file_path": "src/calc.py", "old_string": "a - b", "new_string": "a + b"},
+}
 
 
 def write_scenario(tmp: Path, rules: list[dict[str, Any]], **top: Any) -> Path:
     path = tmp / "scenario.json"
-    path.write_text(json.dumps({"name": "test", "latency_ms": 5, "chunk_ms": 1, **top, "rules": rules}))
+    path.write_text(
+        json.dumps({"name": "test", "latency_ms": 5, "chunk_ms": 1, **top, "rules": rules})
+    )
     return path
 
 
@@ -70,14 +74,28 @@ FIX_RULES = [
     {"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": ""}}},
     {"when": {"last_user": "fix it"}, "reply": {"tool_calls": [EDIT]}},
     {"when": {"last_tool": "edit"}, "reply": {"text": "Fixed."}},
-    {"when": {"last_user": "clean up"}, "reply": {"tool_calls": [{"name": "run_shell_command", "arguments": {"command": "rm -f README.md"}}]}},
-    {"when": {"last_user": "look around"}, "reply": {"tool_calls": [{"name": "run_shell_command", "arguments": {"command": "ls src"}}]}},
+    {
+        "when": {"last_user": "clean up"},
+        "reply": {
+            "tool_calls": [
+                {"name": "run_shell_command", "arguments": {"command": "rm -f README.md"}}
+            ]
+        },
+    },
+    {
+        "when": {"last_user": "look around"},
+        "reply": {
+            "tool_calls": [{"name": "run_shell_command", "arguments": {"command": "ls src"}}]
+        },
+    },
     {"when": {"last_tool": "run_shell_command"}, "reply": {"text": "Ran it."}},
     {"default": {"text": "Hello."}},
 ]
 
 
-def test_without_a_terminal_a_write_is_refused_and_names_the_approval_mode(start: Any, specrun: Specrun) -> None:
+def test_without_a_terminal_a_write_is_refused_and_names_the_approval_mode(
+    start: Any, specrun: Specrun
+) -> None:
     driver = start(FIX_RULES)
     replies = driver.ask("fix it")
     refused = [r for r in replies if isinstance(r, ToolShown) and r.status == "refused"]
@@ -96,16 +114,24 @@ def test_a_terminal_is_asked_and_its_answer_decides(start: Any, specrun: Specrun
             seen.append(reply)
             if isinstance(reply, ApprovalNeeded):
                 assert reply.call.name == "edit"
-                driver.client.send(ApprovalAnswer(driver.client.next_id(), request.req_id, reply.call.id, approved))
+                driver.client.send(
+                    ApprovalAnswer(driver.client.next_id(), request.req_id, reply.call.id, approved)
+                )
         assert end(seen).reason == "completed"
         assert expected in (specrun.project / "src/calc.py").read_text()
 
 
-def test_read_only_shell_runs_without_asking_and_a_write_command_asks(start: Any, specrun: Specrun) -> None:
+def test_read_only_shell_runs_without_asking_and_a_write_command_asks(
+    start: Any, specrun: Specrun
+) -> None:
     driver = start(FIX_RULES)
-    ok = [r for r in driver.ask("look around") if isinstance(r, ToolShown) and r.status == "success"]
+    ok = [
+        r for r in driver.ask("look around") if isinstance(r, ToolShown) and r.status == "success"
+    ]
     assert ok and "calc.py" in ok[0].result
-    refused = [r for r in driver.ask("clean up") if isinstance(r, ToolShown) and r.status == "refused"]
+    refused = [
+        r for r in driver.ask("clean up") if isinstance(r, ToolShown) and r.status == "refused"
+    ]
     assert refused, "a non-read-only command ran without approval"
     assert (specrun.project / "README.md").exists()
 
@@ -113,7 +139,10 @@ def test_read_only_shell_runs_without_asking_and_a_write_command_asks(start: Any
 def test_plan_mode_refuses_writes_and_yolo_runs_them(start: Any, specrun: Specrun) -> None:
     driver = start(FIX_RULES, "--approval-mode", "plan")
     replies = driver.ask("fix it")
-    assert any(isinstance(r, ToolShown) and r.status == "refused" and "plan mode" in r.result for r in replies)
+    assert any(
+        isinstance(r, ToolShown) and r.status == "refused" and "plan mode" in r.result
+        for r in replies
+    )
     request = AskRequest(req_id=driver.client.next_id(), text="clean up", approval_mode="yolo")  # type: ignore[arg-type]
     list(driver.stream(request))
     assert not (specrun.project / "README.md").exists()
@@ -124,7 +153,14 @@ def test_history_is_persisted_and_reloaded_after_a_restart(start: Any, specrun: 
     driver.ask("fix it")
     driver.ask("hello")
     history = HistoryStore(specrun.project).load()
-    assert [m.role for m in history] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+    assert [m.role for m in history] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+    ]
     driver.close()
     specrun.run("stop", check=True)
     driver = start(FIX_RULES, "--approval-mode", "auto-edit")
@@ -138,17 +174,21 @@ def test_history_is_persisted_and_reloaded_after_a_restart(start: Any, specrun: 
     assert [m["role"] for m in fresh] == ["system", "user"]
 
 
-def test_ctrl_c_aborts_a_slow_turn_and_keeps_the_history_valid(start: Any, specrun: Specrun) -> None:
+def test_ctrl_c_aborts_a_slow_turn_and_keeps_the_history_valid(
+    start: Any, specrun: Specrun
+) -> None:
     rules = [
         {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
-        {"when": {"last_user": "slow"}, "reply": {"text": "thinking very slowly", "latency_ms": 20000}},
+        {
+            "when": {"last_user": "slow"},
+            "reply": {"text": "thinking very slowly", "latency_ms": 20000},
+        },
         {"default": {"text": "Hello."}},
     ]
     driver = start(rules)
     request = AskRequest(req_id=driver.client.next_id(), text="slow")
     driver.client.send(request)
     t0 = time.monotonic()
-    threading.Timer(0.5, lambda: None).start()
     time.sleep(0.5)
     driver.client.send(CancelRequest(driver.client.next_id(), request.req_id))
     replies = list(driver.client.replies(request.req_id, timeout_s=10))
@@ -157,7 +197,30 @@ def test_ctrl_c_aborts_a_slow_turn_and_keeps_the_history_valid(start: Any, specr
     assert end(driver.ask("hello")).reason == "completed"
 
 
-def test_turn_and_token_limits_end_the_turn_with_a_clear_reason(start: Any, specrun: Specrun) -> None:
+def test_cancelling_mid_stream_never_kills_the_service(start: Any, specrun: Specrun) -> None:
+    """Regression: the model server writing into a stream the client closed raised SIGPIPE,
+    which killed the whole service when the CLI had restored SIGPIPE's default action."""
+    words = " ".join(f"word{i}" for i in range(200))
+    rules = [
+        {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
+        {"when": {"last_user": "stream"}, "reply": {"text": words, "chunk_ms": 30}},
+        {"default": {"text": "Hello."}},
+    ]
+    driver = start(rules)
+    for _ in range(3):
+        request = AskRequest(req_id=driver.client.next_id(), text="stream")
+        driver.client.send(request)
+        time.sleep(0.4)
+        driver.client.send(CancelRequest(driver.client.next_id(), request.req_id))
+        assert end(list(driver.client.replies(request.req_id, timeout_s=10))).reason == "aborted"
+    time.sleep(0.5)  # the server keeps writing into the closed streams meanwhile
+    assert specrun.json("status")["pid"] > 0
+    assert end(driver.ask("hello")).reason == "completed"
+
+
+def test_turn_and_token_limits_end_the_turn_with_a_clear_reason(
+    start: Any, specrun: Specrun
+) -> None:
     settings = specrun.project / ".specrun" / "settings.json"
     settings.parent.mkdir(exist_ok=True)
     settings.write_text(json.dumps({"maxTurnsPerQuery": 1, "maxSessionTurns": 2}))
@@ -173,11 +236,14 @@ def test_turn_and_token_limits_end_the_turn_with_a_clear_reason(start: Any, spec
     assert third.reason == "max_session_turns" and "reset" in third.message
 
 
-def test_slow_memory_arrives_after_the_tool_results_never_before(start: Any, specrun: Specrun) -> None:
+def test_slow_memory_arrives_after_the_tool_results_never_before(
+    start: Any, specrun: Specrun
+) -> None:
     memory = specrun.project / ".specrun" / "memory"
     memory.mkdir(parents=True)
     (memory / "testing.md").write_text(
-        "---\nname: testing\ndescription: how to run the calc tests with pytest\ntype: project\n---\n"
+        "---\nname: testing\ndescription: how to run the calc tests with pytest\n"
+        "type: project\n---\n"
         "Run `python -m pytest -q` from the project root.\n"
     )
     (memory / "deploy.md").write_text(
@@ -186,11 +252,19 @@ def test_slow_memory_arrives_after_the_tool_results_never_before(start: Any, spe
     rules = [
         # recall (200 ms) settles while the first model call (500 ms) is still running:
         # too late for the user query, in time for the first tool-result request.
-        {"when": {"purpose": "recall"}, "reply": {"select_memories": ["pytest"], "latency_ms": 200}},
+        {
+            "when": {"purpose": "recall"},
+            "reply": {"select_memories": ["pytest"], "latency_ms": 200},
+        },
         {"when": {"last_user": "fix it"}, "reply": {"tool_calls": [EDIT], "latency_ms": 500}},
         {"when": {"last_tool": "edit"}, "reply": {"text": "Fixed."}},
         {"when": {"last_tool": "read_file"}, "reply": {"text": "Read."}},
-        {"default": {"tool_calls": [{"name": "read_file", "arguments": {"file_path": "README.md"}}], "latency_ms": 400}},
+        {
+            "default": {
+                "tool_calls": [{"name": "read_file", "arguments": {"file_path": "README.md"}}],
+                "latency_ms": 400,
+            }
+        },
     ]
     driver = start(rules, "--approval-mode", "auto-edit")
     t0 = time.monotonic()
