@@ -92,7 +92,7 @@ class Service:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop_requested.set)
-        loop.add_signal_handler(signal.SIGUSR1, _log_tasks)  # `kill -USR1 <pid>`: where is it stuck?
+        loop.add_signal_handler(signal.SIGUSR1, _log_tasks)  # `kill -USR1 PID`: where is it stuck?
         # A crash mid-apply or a killed predecessor may have left state behind.
         recovered = overlay.recover(self.project_root)
         if recovered is not None:
