@@ -48,7 +48,9 @@ PRELOAD = [
 ]
 
 
-def _without_main(get_preparation_data: Callable[[str], dict[str, Any]]) -> Callable[[str], dict[str, Any]]:
+def _without_main(
+    get_preparation_data: Callable[[str], dict[str, Any]],
+) -> Callable[[str], dict[str, Any]]:
     def prepare(name: str) -> dict[str, Any]:
         data = get_preparation_data(name)
         data.pop("init_main_from_path", None)
@@ -63,7 +65,10 @@ def _without_main(get_preparation_data: Callable[[str], dict[str, Any]]) -> Call
 # which is slow at best and re-enters the caller's code at worst.
 if not getattr(multiprocess.spawn.get_preparation_data, "_specrun", False):
     multiprocess.spawn.get_preparation_data = _without_main(multiprocess.spawn.get_preparation_data)
-    multiprocess.spawn.get_preparation_data._specrun = True  # type: ignore[attr-defined]
+    multiprocess.spawn.get_preparation_data._specrun = True
+
+
+_DEPARTED_S = 10.0
 
 
 class WorkerState(enum.StrEnum):
@@ -142,6 +147,9 @@ class WorkerPool:
         self.tool_specs: tuple[ToolSpec, ...] = ()  # from the first hello; fixed order
         self.deaths_detected: list[float] = []  # seconds from kill to detection, for stats
         self._workers: dict[int, WorkerHandle] = {}
+        # Recently dead workers: their last frames can arrive just after the pidfd says
+        # they exited, and still belong to a live speculation (its pipelined suggestion).
+        self._departed: dict[int, WorkerHandle] = {}
         self._early_hellos: dict[int, Hello] = {}
         self._ctx = zmq.asyncio.Context()
         self._sock: zmq.asyncio.Socket | None = None
@@ -157,7 +165,7 @@ class WorkerPool:
     # -- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
-        self._sock = make_router(self._ctx, self.endpoint)  # type: ignore[arg-type,assignment]
+        self._sock = make_router(self._ctx, self.endpoint)
         self._spawn_task(self._receive_loop())
         self._spawn_task(self._watch_hangs())
         await self.refill()
@@ -211,7 +219,7 @@ class WorkerPool:
             self._spawn_task(self.refill())
 
     async def _spawn(self) -> WorkerHandle:
-        from worker.process import worker_entry  # noqa: PLC0415 - the spawn entry only
+        from worker.process import worker_entry
 
         loop = asyncio.get_running_loop()
         process = self._mp.Process(
@@ -326,7 +334,9 @@ class WorkerPool:
             log.info("dropping a %s from a previous coordinator", type(event).__name__)
             return
         pid = _pid_of(identity)
-        handle = self._workers.get(pid) if pid is not None else None
+        handle = None
+        if pid is not None:
+            handle = self._workers.get(pid) or self._departed.get(pid)
         if isinstance(event, Hello):
             if handle is None and pid == event.pid:
                 self._early_hellos[event.pid] = event
@@ -364,6 +374,8 @@ class WorkerPool:
         was = handle.state
         handle.state = WorkerState.DEAD
         self._workers.pop(handle.pid, None)
+        self._departed[handle.pid] = handle
+        asyncio.get_running_loop().call_later(_DEPARTED_S, self._departed.pop, handle.pid, None)
         if handle.killed_at is not None:
             self.deaths_detected.append(seen - handle.killed_at)
         # Reap: the fork server is the parent; join() collects the exit status it reports.
@@ -387,8 +399,13 @@ class WorkerPool:
             now = time.monotonic()
             for handle in list(self._workers.values()):
                 silent = now - handle.last_seen
-                if handle.state in (WorkerState.IDLE, WorkerState.BUSY) and silent > self.hang_after_s:
-                    log.warning("worker %s silent for %.1fs: treating it as hung", handle.pid, silent)
+                if (
+                    handle.state in (WorkerState.IDLE, WorkerState.BUSY)
+                    and silent > self.hang_after_s
+                ):
+                    log.warning(
+                        "worker %s silent for %.1fs: treating it as hung", handle.pid, silent
+                    )
                     self._spawn_task(self.kill(handle, "hung"))
 
     async def shutdown_idle(self) -> None:

@@ -16,12 +16,14 @@ import itertools
 import logging
 import secrets
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import overlay
 from coordinator.emitter import Emitter
-from coordinator.pool import WorkerHandle, WorkerState, WorkerStartError
+from coordinator.pool import WorkerHandle, WorkerStartError, WorkerState
+from coordinator.settings import Settings
 from coordinator.stats import Stats
 from coordinator.suggestions import generate_suggestion
 from coordinator.transcript import ensure_tool_result_pairing, render_transcript
@@ -49,6 +51,7 @@ log = logging.getLogger("specrun.speculation")
 
 SUGGESTION_DELAY_MS = 300
 ACCEPT_DEBOUNCE_MS = 100
+PIPELINED_GRACE_S = 1.0
 TERMINAL = frozenset({"completed", "boundary", "aborted", "failed", "accepted"})
 
 
@@ -126,7 +129,7 @@ class SpeculationManager:
         self._generation: asyncio.Task[object] | None = None
 
     @property
-    def settings(self):  # type: ignore[no-untyped-def]
+    def settings(self) -> Settings:
         return self.service.settings
 
     # -- suggestions -------------------------------------------------------------
@@ -263,7 +266,9 @@ class SpeculationManager:
         spec = self.current.speculation if self.current else None
         if spec is None or spec.worker is not handle:
             return
-        spec.pipelined_done.set()
+        # A worker exits right after sending its pipelined suggestion; the frame may
+        # trail the death notice by a moment, so wait a little before giving up on it.
+        asyncio.get_running_loop().call_later(PIPELINED_GRACE_S, spec.pipelined_done.set)
         if spec.status == "running":
             spec.error = "the speculation's worker died"
             await self._end(spec, "failed")
@@ -350,7 +355,9 @@ class SpeculationManager:
         saved = max(0.0, spec.elapsed_s - (time.monotonic() - now))
         self.stats.time_saved_s.append(saved)
         entries = render_transcript(suggestion.text, messages)
-        await out.send(Transcript(out.req_id, tuple(entries), tuple(spec.outcome.written_files), saved))
+        await out.send(
+            Transcript(out.req_id, tuple(entries), tuple(spec.outcome.written_files), saved)
+        )
         self._spawn(self._continue_pipeline(spec, suggestion))
         return saved
 
@@ -379,8 +386,8 @@ class SpeculationManager:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.abort("shutdown")
 
-    def _spawn(self, coro: object) -> asyncio.Task[object]:
-        task: asyncio.Task[object] = asyncio.ensure_future(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
+        task: asyncio.Task[object] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -395,7 +402,7 @@ def _describe(spec: Speculation) -> str:
 
 
 def _record_entry(written: object) -> dict[str, object]:
-    from protocol.work import WrittenFile  # noqa: PLC0415
+    from protocol.work import WrittenFile
 
     assert isinstance(written, WrittenFile)
     fp = written.original

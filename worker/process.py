@@ -32,6 +32,8 @@ from worker.lifecycle import detach_session, die_with_parent, open_pidfd
 
 log = logging.getLogger("specrun.worker")
 
+_FLUSH_MS = 2000
+
 
 class Outbox:
     """Sends worker events to the coordinator; one encoder, one socket."""
@@ -119,5 +121,7 @@ async def _serve(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: f
         task.cancel()
     with contextlib.suppress(BaseException):
         await asyncio.gather(beater, receiver, stopper, return_exceptions=True)
-    sock.close(linger=0)
+    # The last events (a pipelined suggestion) may still sit in the socket's queue: give
+    # them a moment to leave, unless the coordinator is gone and nobody will read them.
+    sock.close(linger=0 if stop.is_set() else _FLUSH_MS)
     ctx.term()
