@@ -44,6 +44,15 @@ PRELOAD = [
     "protocol.codec",
     "zmq.asyncio",
     "httpx",
+    "httpcore",
+    "h11",
+    "anyio._backends._asyncio",
+    "protocol.model",
+    "protocol.model.tls",
+    "worker.speculation",
+    "worker.tools",
+    "worker.gate",
+    "worker.shell",
     "bashlex",
 ]
 

@@ -30,6 +30,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from protocol.model.assemble import StreamAssembler, parse_completion
 from protocol.model.errors import ErrorKind, ModelError, one_line, redact
+from protocol.model.tls import SSL_CONTEXT
 from protocol.model.request import (
     ChatRequest,
     ChatResult,
@@ -132,6 +133,7 @@ class ModelClient:
                 timeout_s, connect=connect_timeout_s, read=timeout_s, write=timeout_s
             ),
             transport=transport,
+            verify=SSL_CONTEXT,
             headers={"User-Agent": USER_AGENT},
             follow_redirects=False,
         )
