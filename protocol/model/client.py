@@ -30,7 +30,6 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from protocol.model.assemble import StreamAssembler, parse_completion
 from protocol.model.errors import ErrorKind, ModelError, one_line, redact
-from protocol.model.tls import SSL_CONTEXT
 from protocol.model.request import (
     ChatRequest,
     ChatResult,
@@ -38,6 +37,7 @@ from protocol.model.request import (
     build_body,
     encode_body,
 )
+from protocol.model.tls import SSL_CONTEXT
 
 log = logging.getLogger("specrun.model")
 
