@@ -156,6 +156,13 @@ class SpeculationManager:
             return
         await self.offer(result.text, delay_s=SUGGESTION_DELAY_MS / 1000)
 
+    def cancel_generation(self) -> None:
+        """The user moved on: a suggestion still being generated for the previous turn
+        must not appear (or start a speculation) during the next one."""
+        if self._generation is not None and not self._generation.done():
+            self._generation.cancel()
+        self._generation = None
+
     def _suppress(self, reason: str) -> None:
         self.last_suppressed = reason
         self.stats.suppressed[reason] += 1
@@ -174,10 +181,8 @@ class SpeculationManager:
         """For `specrun suggestion --wait`: until a suggestion is visible or generation is over."""
         deadline = time.monotonic() + timeout_s
         if self._generation is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self._generation), timeout_s)
-            except TimeoutError:
-                return
+            # asyncio.wait neither raises if the generation is cancelled nor cancels it.
+            await asyncio.wait({self._generation}, timeout=timeout_s)
         if self.current is not None and not self.current.visible:
             await asyncio.sleep(max(0.0, min(self.current.delay_s, deadline - time.monotonic())))
 
@@ -187,7 +192,6 @@ class SpeculationManager:
         chat = self.service.chat
         if chat.snapshot is None:
             log.info("CacheSafeParams not available for speculation")
-            self._suppress("no_snapshot")
             return None
         spec = Speculation(id=f"spec-{next(self._ids)}-{secrets.token_hex(3)}", suggestion=text)
         try:
@@ -381,6 +385,7 @@ class SpeculationManager:
         return SuggestionReply(req_id, current.text, current.visible, None, spec)
 
     async def shutdown(self) -> None:
+        self.cancel_generation()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
