@@ -47,6 +47,7 @@ from coordinator import render
 from coordinator.client import FOREVER, ServiceClient, ServiceNotRunning, ServiceTimeout
 from coordinator.daemon import is_running, start_daemon, stop_daemon
 from coordinator.emitter import format_args
+from coordinator.pidfile import read_pid
 from coordinator.settings import is_dashscope, load_settings
 from protocol.control import (
     AcceptRequest,
@@ -64,6 +65,7 @@ from protocol.control import (
     WorkersReply,
     WorkersRequest,
 )
+from protocol.endpoints import Endpoints
 
 SAMPLE_PROJECT = Path(__file__).resolve().parent / "sample_project"
 SHIPPED_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "demo.yaml"
@@ -152,18 +154,38 @@ def run_demo(options: DemoOptions) -> int:
 
 
 def _cleanup(base: Path, project: Path, started: bool) -> None:
-    """Stop the service and remove the temp dir; a second Ctrl-C cannot interrupt it."""
+    """Stop the service (and wait for every process it had), then remove the temp dir;
+    a second Ctrl-C cannot interrupt this."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         if started:
+            tree = _service_tree(project)
             with contextlib.suppress(Exception):
                 stop_daemon(project)
+            _, alive = psutil.wait_procs(tree, timeout=10)
+            for proc in alive:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+            for proc in tree:  # the service is our child: reap it
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(proc.pid, os.WNOHANG)
             if is_running(project):
                 render.warning(f"the demo's service for {project} did not stop; "
                                f"stop it with `specrun --project {project} stop`.")
         shutil.rmtree(base, ignore_errors=True)
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _service_tree(project: Path) -> list[psutil.Process]:
+    pid = read_pid(Endpoints.for_project(project, create=False).pidfile)
+    if pid is None:
+        return []
+    try:
+        service = psutil.Process(pid)
+        return [service, *service.children(recursive=True)]
+    except psutil.Error:
+        return []
 
 
 # -- setup ---------------------------------------------------------------------------

@@ -1,0 +1,121 @@
+"""`specrun chat` in a pseudo-terminal: the ghost text appears, Tab accepts, typing something
+else dismisses (its worker is killed), Ctrl-C aborts a running turn, Ctrl-D leaves."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import psutil
+import pytest
+import yaml
+
+from tests.support import REPO, Specrun, wait_until
+
+FIX = "fix the failing test in tests/test_calc.py"
+NEG = "add a test for negative numbers"
+DIFF = "show me the diff"
+CPR_REQUEST = "\x1b\\[6n"  # prompt_toolkit asks the terminal where the cursor is
+
+
+class Terminal:
+    """A pexpect child that answers cursor-position requests like a real terminal."""
+
+    def __init__(self, child: pexpect.spawn) -> None:
+        self.child = child
+
+    def expect(self, pattern: str, timeout: float = 30) -> None:
+        while True:
+            if self.child.expect([pattern, CPR_REQUEST], timeout=timeout) == 0:
+                return
+            self.child.send("\x1b[1;1R")
+
+    def send(self, text: str) -> None:
+        self.child.send(text)
+
+
+def _scenario(tmp: Path) -> Path:
+    """The demo scenario plus one query whose answer never finishes (for Ctrl-C)."""
+    data: dict[str, Any] = yaml.safe_load((REPO / "coordinator/scenarios/demo.yaml").read_text())
+    data["rules"].insert(0, {"name": "stall", "when": {"last_user": "take your time"},
+                             "reply": {"text": "Thinking it over very slowly"}, "stall": True})
+    path = tmp / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def terminal(specrun: Specrun, tmp_path: Path) -> Iterator[Terminal]:
+    env = {**specrun.env.vars, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "coordinator", "--project", str(specrun.project), "chat", "--approval-mode",
+         "auto-edit", "--scenario", str(_scenario(tmp_path))],
+        env=env, cwd=str(REPO), encoding="utf-8", dimensions=(40, 120), timeout=30,
+    )
+    try:
+        yield Terminal(child)
+    finally:
+        if child.isalive():
+            child.terminate(force=True)
+        child.close()
+        specrun.run("stop")
+
+
+def _suggestion(specrun: Specrun) -> dict[str, Any]:
+    return specrun.json("suggestion")  # type: ignore[no-any-return]
+
+
+def test_chat_ghost_tab_typing_ctrl_c_ctrl_d(terminal: Terminal, specrun: Specrun) -> None:
+    terminal.expect("Ctrl-D quits")  # the banner: the chat started the service itself
+    assert specrun.json("status")["approval_mode"] == "auto-edit"
+
+    terminal.send(FIX + "\r")
+    terminal.expect("done in")
+    terminal.expect(NEG)  # grey ghost text after the prompt
+    terminal.expect("speculation completed")  # the bottom toolbar's marker
+    assert not (specrun.project / "tests/test_calc_negative.py").exists()
+
+    terminal.send("\t")  # Tab accepts: files and transcript at once
+    terminal.expect("saved")
+    assert (specrun.project / "tests/test_calc_negative.py").exists()
+
+    terminal.expect(DIFF)  # the pipelined suggestion is the next ghost text
+    assert wait_until(lambda: (_suggestion(specrun).get("speculation") or {}).get("worker_pid"))
+    pid = _suggestion(specrun)["speculation"]["worker_pid"]
+    terminal.send("what does multiply do?\r")  # typing something else dismisses it
+    terminal.expect("no answer scripted")
+    terminal.expect("done in")
+    stats = specrun.json("stats")
+    assert stats["suggestions_ignored"] == 1 and stats["accepted_by_method"] == {"tab": 1}
+    assert wait_until(lambda: not _alive(pid), timeout=5)
+
+    terminal.send("take your time\r")
+    terminal.expect("Thinking it over")
+    terminal.send("\x03")  # Ctrl-C aborts the running turn
+    terminal.expect("turn aborted")
+    assert specrun.json("status")["pid"] > 0  # the service keeps running
+
+    terminal.send("\x04")  # Ctrl-D leaves
+    terminal.child.expect(pexpect.EOF, timeout=10)
+    terminal.child.close()
+    assert terminal.child.exitstatus == 0
+
+
+def test_enter_on_an_empty_line_accepts(terminal: Terminal, specrun: Specrun) -> None:
+    terminal.expect("Ctrl-D quits")
+    terminal.send(FIX + "\r")
+    terminal.expect("speculation completed")
+    terminal.send("\r")
+    terminal.expect("saved")
+    assert specrun.json("stats")["accepted_by_method"] == {"enter": 1}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

@@ -1,0 +1,72 @@
+"""`specrun demo` plays the whole story to its end and leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support import Env, processes_with_env
+
+
+def _run_demo(env: Env, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    tmp.mkdir()
+    return subprocess.run(
+        [sys.executable, "-m", "coordinator", "demo", "--pace", "0", *args],
+        env={**env.vars, "TMPDIR": str(tmp)}, capture_output=True, text=True, timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_demo_plays_the_story(env: Env, tmp_path: Path) -> None:
+    proc = _run_demo(env, tmp_path / "t")
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    steps = [
+        "❯ fix the failing test in tests/test_calc.py",
+        "edit(file_path: src/calc.py",
+        "❯ add a test for negative numbers",
+        "speculation ✓ completed",
+        "⇥ Tab",
+        "1 file applied (tests/test_calc_negative.py)",
+        "?? tests/test_calc_negative.py",
+        "❯ show me the diff",
+        "run_shell_command(command: git diff)",
+        "❯ commit this",
+        "speculation ⟳ running",
+        "❯ run the tests",
+        "[y/N]: y",
+        "passed",
+        "the speculation of 'commit this' was aborted",
+        "Time saved by speculation",
+        "The service is stopped and the temp project removed.",
+    ]
+    position = 0
+    for step in steps:
+        found = out.find(step, position)
+        assert found >= 0, f"missing or out of order: {step!r}\n{out}"
+        position = found
+    assert "killed, gone" in " ".join(out.split())
+    assert "Traceback" not in proc.stderr
+    assert not list((tmp_path / "t").glob("specrun-demo-*"))
+    assert not processes_with_env(env.runtime)
+
+
+def test_demo_json_summary(env: Env, tmp_path: Path) -> None:
+    proc = _run_demo(env, tmp_path / "t", "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    accepted = summary["accepted"]
+    assert [a["suggestion"] for a in accepted] == ["add a test for negative numbers",
+                                                   "show me the diff"]
+    assert accepted[0]["files"] == ["tests/test_calc_negative.py"]
+    for row in accepted:
+        assert row["with_speculation_s"] < row["without_speculation_s"]
+    rejected = summary["rejected"]
+    assert rejected["suggestion"] == "commit this" and rejected["typed"] == "run the tests"
+    assert rejected["speculation_status"] == "running" and rejected["worker_gone"] is True
+    assert summary["stats"]["suggestions_accepted"] == 2
+    assert summary["stats"]["speculations_aborted"] == 1
+    assert not list((tmp_path / "t").glob("specrun-demo-*"))
+    assert not processes_with_env(env.runtime)
