@@ -137,8 +137,12 @@ def friendly(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def fail_on_error(reply: ControlReply) -> None:
+def fail_on_error(reply: ControlReply, as_json: bool = False) -> None:
+    """An error reply from the service: its sentence on stderr (and, for scripts, the
+    reply itself on stdout), exit 1."""
     if isinstance(reply, ErrorReply):
+        if as_json:
+            render.print_json(reply)
         render.error(reply.message)
         sys.exit(EXIT_ERROR)
 
@@ -353,7 +357,7 @@ def status(obj: Ctx, as_json: bool) -> None:
     """
     with obj.client() as client:
         reply = client.call(StatusRequest)
-    fail_on_error(reply)
+    fail_on_error(reply, as_json)
     assert isinstance(reply, StatusReply)
     if as_json:
         render.print_json(reply)
@@ -374,7 +378,7 @@ def workers(obj: Ctx, as_json: bool) -> None:
     """
     with obj.client() as client:
         reply = client.call(WorkersRequest)
-    fail_on_error(reply)
+    fail_on_error(reply, as_json)
     assert isinstance(reply, WorkersReply)
     if as_json:
         render.print_json(reply)
@@ -404,6 +408,8 @@ def run_streamed(
             for reply in client.replies(request.req_id, timeout_s=FOREVER):
                 if as_json:
                     render.print_json(reply)
+                    if isinstance(reply, ErrorReply):
+                        render.error(reply.message)
                 else:
                     printer.show(reply)
                 if isinstance(reply, ApprovalNeeded):
@@ -483,7 +489,7 @@ def suggestion(obj: Ctx, wait: bool, as_json: bool) -> None:
             SuggestionRequest(req_id=client.next_id(), wait_visible=wait),
             timeout_s=45.0 if wait else None,
         )
-    fail_on_error(reply)
+    fail_on_error(reply, as_json)
     assert isinstance(reply, SuggestionReply)
     if as_json:
         render.print_json(reply)
@@ -514,7 +520,7 @@ def accept(obj: Ctx, as_json: bool) -> None:
 def _simple(kind: Any, as_json: bool, obj: Ctx, **fields: Any) -> ControlReply:
     with obj.client() as client:
         reply = client.call(kind, **fields)
-    fail_on_error(reply)
+    fail_on_error(reply, as_json)
     if as_json:
         render.print_json(reply)
     elif isinstance(reply, OkReply):
@@ -563,7 +569,7 @@ def stats(obj: Ctx, as_json: bool) -> None:
     """
     with obj.client() as client:
         reply = client.call(StatsRequest)
-    fail_on_error(reply)
+    fail_on_error(reply, as_json)
     assert isinstance(reply, StatsReply)
     if as_json:
         render.print_json(reply)

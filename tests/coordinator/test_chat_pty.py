@@ -112,6 +112,21 @@ def test_enter_on_an_empty_line_accepts(terminal: Terminal, specrun: Specrun) ->
     terminal.send("\r")
     terminal.expect("saved")
     assert specrun.json("stats")["accepted_by_method"] == {"enter": 1}
+    # a shell command that writes needs a yes, asked inline
+    terminal.send("commit this\r")
+    terminal.expect(r"Allow run_shell_command\(command: git add")
+    terminal.expect(r"\[y/N\]")
+    terminal.send("n\r")
+    terminal.expect("refused")
+    terminal.expect("done in")
+    assert "Fix add()" not in _git_log(specrun.project)
+
+
+def _git_log(project: Path) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "log", "--oneline"], cwd=project, capture_output=True,
+                          text=True).stdout
 
 
 def _alive(pid: int) -> bool:

@@ -157,6 +157,12 @@ def test_a_whole_session_with_json(service: Specrun) -> None:
 
     no_suggestion = service.run("accept")
     assert no_suggestion.returncode == 1 and "no suggestion" in no_suggestion.stderr
+    as_json = service.run("accept", "--json")
+    assert as_json.returncode == 1
+    assert _lines(as_json)[-1]["type"] == "error" and _lines(as_json)[-1]["code"] == "not_found"
+    not_a_worker = service.run("debug", "kill-worker", "1", "--json")
+    assert not_a_worker.returncode == 1 and _lines(not_a_worker)[0]["type"] == "error"
+    assert "not a worker" in not_a_worker.stderr
 
     reset = service.json("reset")
     assert reset["type"] == "ok" and reset["message"].startswith("new session")
