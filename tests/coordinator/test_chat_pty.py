@@ -105,13 +105,20 @@ def test_chat_ghost_tab_typing_ctrl_c_ctrl_d(terminal: Terminal, specrun: Specru
     assert terminal.child.exitstatus == 0
 
 
-def test_enter_on_an_empty_line_accepts(terminal: Terminal, specrun: Specrun) -> None:
+def test_enter_and_right_arrow_accept_and_approvals_are_asked(
+    terminal: Terminal, specrun: Specrun
+) -> None:
     terminal.expect("Ctrl-D quits")
     terminal.send(FIX + "\r")
     terminal.expect("speculation completed")
     terminal.send("\r")
     terminal.expect("saved")
     assert specrun.json("stats")["accepted_by_method"] == {"enter": 1}
+    terminal.expect(DIFF)
+    terminal.expect("speculation completed")
+    terminal.send("\x1b[C")  # Right arrow
+    terminal.expect("saved")
+    assert specrun.json("stats")["accepted_by_method"] == {"enter": 1, "right": 1}
     # a shell command that writes needs a yes, asked inline
     terminal.send("commit this\r")
     terminal.expect(r"Allow run_shell_command\(command: git add")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -69,4 +70,30 @@ def test_demo_json_summary(env: Env, tmp_path: Path) -> None:
     assert summary["stats"]["suggestions_accepted"] == 2
     assert summary["stats"]["speculations_aborted"] == 1
     assert not list((tmp_path / "t").glob("specrun-demo-*"))
+    assert not processes_with_env(env.runtime)
+
+
+def test_ctrl_c_in_the_middle_cleans_up(env: Env, tmp_path: Path) -> None:
+    tmp = tmp_path / "t"
+    tmp.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coordinator", "demo", "--pace", "0.5"],
+        env={**env.vars, "TMPDIR": str(tmp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "speculating in worker" in line:
+                break
+        assert processes_with_env(env.runtime)  # the service and its workers run
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1
+    assert "interrupted" in err and "Traceback" not in err
+    assert not list(tmp.glob("specrun-demo-*"))
     assert not processes_with_env(env.runtime)
