@@ -258,6 +258,9 @@ def ensure_service(obj: Ctx, flags: dict[str, Any], probe: bool = True) -> tuple
             return client.pid or 0, False
     check_endpoint(settings, probe)
     try:
+        if render.console.is_terminal:
+            with render.console.status(f"starting specrun for {obj.project}…", spinner="dots"):
+                return start_daemon(obj.project, flags_argv(flags)), True
         return start_daemon(obj.project, flags_argv(flags)), True
     except StartError as exc:
         raise CliError(str(exc), f"The service log is {log_path(obj.project)}.") from None

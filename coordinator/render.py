@@ -275,20 +275,20 @@ def show_turn_end(
 def explain_model_error(message: str) -> tuple[str, str]:
     """The service's one-sentence model error, and what the person can do about it."""
     lower = message.lower()
-    restart = "then restart the service: `specrun stop && specrun start`"
+    restart = "after changing settings restart the service: `specrun stop && specrun start`"
     if "api key" in lower or "http 401" in lower or "http 403" in lower:
         return message, (
             "Set OPENAI_API_KEY (or DASHSCOPE_API_KEY for DashScope) or "
-            f"`specrun config set apiKey <key>`, {restart}."
+            f"`specrun config set apiKey <key>`; {restart}."
         )
     if any(w in lower for w in ("refused the connection", "could not be resolved",
                                 "could not connect", "connect", "timed out")):
         return message, (
             "Check that the model server is running and that baseUrl is right "
-            f"(`specrun config show`), {restart}."
+            f"(`specrun config show`); {restart}."
         )
     if "http 404" in lower:
-        return message, f"Check baseUrl and the model name (`specrun config show`), {restart}."
+        return message, f"Check baseUrl and the model name (`specrun config show`); {restart}."
     if "rate limit" in lower:
         return message, "Wait a moment and ask again."
     return message or "The model request failed.", "See `specrun logs` for details."
