@@ -408,10 +408,12 @@ class WorkerPool:
             now = time.monotonic()
             for handle in list(self._workers.values()):
                 silent = now - handle.last_seen
-                if (
-                    handle.state in (WorkerState.IDLE, WorkerState.BUSY)
-                    and silent > self.hang_after_s
-                ):
+                # STOPPING also covers a speculation's worker finishing its pipelined step on
+                # its own; one the pool is already killing (killed_at set) is left alone.
+                watched = handle.state in (WorkerState.IDLE, WorkerState.BUSY) or (
+                    handle.state is WorkerState.STOPPING and handle.killed_at is None
+                )
+                if watched and silent > self.hang_after_s:
                     log.warning(
                         "worker %s silent for %.1fs: treating it as hung", handle.pid, silent
                     )
