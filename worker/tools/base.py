@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import stat
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,6 +174,31 @@ def split_lines(text: str) -> list[str]:
 def looks_binary(head: bytes) -> bool:
     """A NUL byte in the first 8 KB marks a binary file."""
     return b"\0" in head[:BINARY_SNIFF_BYTES]
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Make ``data`` the whole content of ``path`` through a temp file in the same directory
+    and a rename. A write that fails part-way (a full disk) leaves the previous content, or no
+    file, instead of a torn one that an accept would copy into the real tree."""
+    try:
+        mode: int | None = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = None
+    tmp = path.with_name(f".specrun-write-{secrets.token_hex(6)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def show_path(root: Path, path: Path) -> str:

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from protocol.chat import ToolSpec
-from worker.tools.base import Tool, ToolContext, ToolError, looks_binary, show_path
+from worker.tools.base import Tool, ToolContext, ToolError, looks_binary, replace_file, show_path
 
 SPEC = ToolSpec(
     name="edit",
@@ -62,7 +62,7 @@ def _edit(args: dict[str, Any], ctx: ToolContext) -> str:
             )
         target = access.resolve_write(raw)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(new.encode("utf-8"))
+        replace_file(target, new.encode("utf-8"))
         return f"Created {shown} ({len(new.encode('utf-8')):,} bytes)."
 
     data = source.read_bytes()
@@ -99,7 +99,7 @@ def _edit(args: dict[str, Any], ctx: ToolContext) -> str:
         updated = text.replace(old, new)
 
     target = access.resolve_write(raw)
-    target.write_bytes(updated.encode("utf-8"))
+    replace_file(target, updated.encode("utf-8"))
     noun = "occurrence" if count == 1 else "occurrences"
     return f"Edited {shown}: replaced {count} {noun}."
 

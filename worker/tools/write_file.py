@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from protocol.chat import ToolSpec
-from worker.tools.base import Tool, ToolContext, ToolError, show_path
+from worker.tools.base import Tool, ToolContext, ToolError, replace_file, show_path
 
 SPEC = ToolSpec(
     name="write_file",
@@ -44,7 +44,7 @@ def _write(args: dict[str, Any], ctx: ToolContext) -> str:
     existed = path.exists()
     data = content.encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    replace_file(path, data)
     lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
     verb = "Overwrote" if existed else "Created"
     return f"{verb} {shown} ({lines} lines, {len(data):,} bytes)."
