@@ -34,7 +34,8 @@ MAX_HISTORY_FOR_CACHE = 40
 
 @dataclass
 class TurnResult:
-    reason: str  # completed | aborted | error | max_session_turns | max_turns_per_query | session_token_limit
+    # completed | aborted | error | max_session_turns | max_turns_per_query | session_token_limit
+    reason: str
     message: str = ""
     elapsed_s: float = 0.0
 
@@ -83,7 +84,9 @@ class MainChat:
         """Run one user query to its end. Only one turn runs at a time."""
         async with self._turn_lock:
             self._turn_req_id = out.req_id
-            task = asyncio.ensure_future(self._turn(out, text, mode or self.approval_mode, can_confirm))
+            task = asyncio.ensure_future(
+                self._turn(out, text, mode or self.approval_mode, can_confirm)
+            )
             self._turn_task = task
             try:
                 return await task
@@ -95,14 +98,18 @@ class MainChat:
                 self._turn_task = None
                 self._turn_req_id = None
 
-    async def _turn(self, out: Emitter, text: str, mode: ApprovalMode, can_confirm: bool) -> TurnResult:
+    async def _turn(
+        self, out: Emitter, text: str, mode: ApprovalMode, can_confirm: bool
+    ) -> TurnResult:
         started = time.monotonic()
         settings = self.service.settings
         turn_abort = AbortSignal()
         self.prefetcher.fire(text, turn_abort)  # never awaited: consumed opportunistically below
         if self.session_turns >= settings["maxSessionTurns"]:
             self.prefetcher.abort_and_clear(AbortReason.MAX_SESSION_TURNS)
-            return TurnResult("max_session_turns", "This session reached its turn limit; run `specrun reset`.")
+            return TurnResult(
+                "max_session_turns", "This session reached its turn limit; run `specrun reset`."
+            )
         self.session_turns += 1
         try:
             system, tools = self.system_prompt(), self.tools()
@@ -111,22 +118,33 @@ class MainChat:
             memory = self.prefetcher.consume_for_user_query()
             if memory:
                 reminders.insert(0, memory)  # memory leads the system reminders
-            self.append(Message.user(text, reminders=tuple(reminders)))
+            await self.record(Message.user(text, reminders=tuple(reminders)))
             for _ in range(settings["maxTurnsPerQuery"]):
                 answer = await self._ask_model(out, system, tools, mode)
-                self.append(answer.message)
+                await self.record(answer.message)
                 if self._over_token_limit(answer):
                     self.prefetcher.abort_and_clear(AbortReason.SESSION_TOKEN_LIMIT)
-                    return TurnResult("session_token_limit", "The session token limit was reached; run `specrun reset`.")
+                    return TurnResult(
+                        "session_token_limit",
+                        "The session token limit was reached; run `specrun reset`.",
+                    )
                 if not answer.message.tool_calls:
                     self.save_snapshot(system, tools)
                     return TurnResult("completed", elapsed_s=time.monotonic() - started)
-                results = [await self._run_tool(out, call, mode, can_confirm) for call in answer.message.tool_calls]
+                results = [
+                    await self._run_tool(out, call, mode, can_confirm)
+                    for call in answer.message.tool_calls
+                ]
                 memory = self.prefetcher.consume_for_tool_results()  # consume point 2
-                self.append(Message.tool(tuple(results), reminders=(memory,) if memory else ()))
+                await self.record(
+                    Message.tool(tuple(results), reminders=(memory,) if memory else ())
+                )
             self.prefetcher.abort_and_clear(AbortReason.BOUNDED_TURNS_ZERO)
             self.save_snapshot(system, tools)
-            return TurnResult("max_turns_per_query", f"Stopped after {settings['maxTurnsPerQuery']} model turns for one query.")
+            return TurnResult(
+                "max_turns_per_query",
+                f"Stopped after {settings['maxTurnsPerQuery']} model turns for one query.",
+            )
         except ModelError as exc:
             self.prefetcher.abort_and_clear(AbortReason.ERROR)
             return TurnResult("error", str(exc), time.monotonic() - started)
@@ -142,8 +160,16 @@ class MainChat:
 
     # -- steps ----------------------------------------------------------------
 
-    async def _ask_model(self, out: Emitter, system: str, tools: tuple[ToolSpec, ...], mode: ApprovalMode) -> ChatResult:
-        request = ChatRequest(system=system, history=tuple(self.history), tools=tools, model=self.model_name, purpose="main")
+    async def _ask_model(
+        self, out: Emitter, system: str, tools: tuple[ToolSpec, ...], mode: ApprovalMode
+    ) -> ChatResult:
+        request = ChatRequest(
+            system=system,
+            history=tuple(self.history),
+            tools=tools,
+            model=self.model_name,
+            purpose="main",
+        )
         result: ChatResult | None = None
         async for event in self.model.stream(request):
             if isinstance(event, TextDelta):
@@ -154,22 +180,30 @@ class MainChat:
         self.session_tokens += result.usage.total_tokens
         return result
 
-    async def _run_tool(self, out: Emitter, call: ToolCall, mode: ApprovalMode, can_confirm: bool) -> ToolResult:
+    async def _run_tool(
+        self, out: Emitter, call: ToolCall, mode: ApprovalMode, can_confirm: bool
+    ) -> ToolResult:
         policy = write_policy(call, mode)
         if policy == "refuse":
             return await self._refused(out, call, f"{call.name} is not allowed in plan mode.")
-        if policy == "ask" and not await self._confirm(out, call, f"{call.name} changes files", can_confirm):
+        if policy == "ask" and not await self._confirm(
+            out, call, f"{call.name} changes files", can_confirm
+        ):
             return await self._refused(out, call, self._refusal_text(can_confirm))
         await out.tool(call, "running")
         outcome = await self.tools_exec.run(call, shell_mode(call, mode))
         if outcome.needs_approval is not None:
             if mode is ApprovalMode.PLAN:
-                return await self._refused(out, call, "Only read-only shell commands run in plan mode.")
+                return await self._refused(
+                    out, call, "Only read-only shell commands run in plan mode."
+                )
             if not await self._confirm(out, call, outcome.needs_approval, can_confirm):
                 return await self._refused(out, call, self._refusal_text(can_confirm))
             outcome = await self.tools_exec.run(call, "full")
         result = ToolResult(call.id, call.name, outcome.result.output, outcome.result.error)
-        await out.tool(call, "success" if result.ok else "error", result.error or result.output or "")
+        await out.tool(
+            call, "success" if result.ok else "error", result.error or result.output or ""
+        )
         return result
 
     async def _refused(self, out: Emitter, call: ToolCall, why: str) -> ToolResult:
@@ -220,6 +254,11 @@ class MainChat:
     def system_prompt(self) -> str:
         return build_system_prompt(self.project_root, self.recaller.store.index_prompt())
 
+    async def record(self, *messages: Message) -> None:
+        """``append`` with the disk write (an fsync) off the event loop."""
+        await asyncio.to_thread(self.history_store.append, messages)
+        self.history.extend(messages)
+
     def append(self, *messages: Message) -> None:
         """Add to the history, on disk first: an answered turn survives a crash."""
         self.history_store.append(messages)
@@ -231,7 +270,9 @@ class MainChat:
         if self.history and self.history[-1].role == "assistant" and self.history[-1].tool_calls:
             calls = self.history[-1].tool_calls
             self.append(
-                Message.tool(tuple(ToolResult(c.id, c.name, error="cancelled by the user") for c in calls))
+                Message.tool(
+                    tuple(ToolResult(c.id, c.name, error="cancelled by the user") for c in calls)
+                )
             )
 
     def _over_token_limit(self, answer: ChatResult) -> bool:
@@ -268,8 +309,8 @@ class MainChat:
         self.session_turns = 0
         self.session_tokens = 0
 
-    def extend_from_speculation(self, messages: list[Message]) -> None:
-        self.append(*messages)
+    async def extend_from_speculation(self, messages: list[Message]) -> None:
+        await self.record(*messages)
         self.session_turns += 1
 
     async def shutdown(self) -> None:

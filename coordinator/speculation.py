@@ -345,7 +345,7 @@ class SpeculationManager:
             # leaves neither; 5. the overlay goes in every case.
             await asyncio.to_thread(ov.apply_to_real)
             messages = ensure_tool_result_pairing(list(spec.outcome.messages))
-            chat.extend_from_speculation([Message.user(suggestion.text), *messages])
+            await chat.extend_from_speculation([Message.user(suggestion.text), *messages])
             chat.save_snapshot(chat.system_prompt(), chat.tools())
         except overlay.ConflictError as exc:
             self.current = None

@@ -60,8 +60,16 @@ def start(specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
 
 
 def requests(log: Path, purpose: str = "main") -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    return [r for r in lines if r.get("purpose") == purpose]
+    """The model requests of one purpose; a line still being written is not one yet."""
+    found = []
+    for line in log.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if entry.get("purpose") == purpose:
+            found.append(entry)
+    return found
 
 
 def end(replies: list[Any]) -> TurnEnded:
@@ -278,6 +286,6 @@ def test_slow_memory_arrives_after_the_tool_results_never_before(
     assert time.monotonic() - t0 < 5
     # Surfaced once: the next query does not recall the same memory again.
     driver.ask("anything else")
-    assert wait_until(lambda: len(requests(driver.log, "recall")) >= 2, timeout=5)
+    assert wait_until(lambda: len(requests(driver.log, "recall")) >= 2, timeout=15)
     manifest = json.dumps(requests(driver.log, "recall")[-1]["body"])
     assert "deploy.md" in manifest and "testing.md" not in manifest
