@@ -127,6 +127,8 @@ class SpeculationManager:
         self._last_accept = 0.0
         self._tasks: set[asyncio.Task[object]] = set()
         self._generation: asyncio.Task[object] | None = None
+        self._accepted: Speculation | None = None  # accepted, its pipelined text pending
+        self._moves = 0  # bumped whenever the user submits something
 
     @property
     def settings(self) -> Settings:
@@ -158,7 +160,8 @@ class SpeculationManager:
 
     def cancel_generation(self) -> None:
         """The user moved on: a suggestion still being generated for the previous turn
-        must not appear (or start a speculation) during the next one."""
+        (or a pipelined one still on its way) must not appear during the next one."""
+        self._moves += 1
         if self._generation is not None and not self._generation.done():
             self._generation.cancel()
         self._generation = None
@@ -227,9 +230,11 @@ class SpeculationManager:
         return spec
 
     def _spec_for(self, handle: WorkerHandle, job_id: str) -> Speculation | None:
-        spec = self.current.speculation if self.current else None
-        if spec is not None and spec.id == job_id and spec.worker is handle:
-            return spec
+        """The speculation this event is for, if it still matters; None fences it off."""
+        current = self.current.speculation if self.current else None
+        for spec in (current, self._accepted):
+            if spec is not None and spec.id == job_id and spec.worker is handle:
+                return spec
         return None
 
     async def on_worker_event(self, handle: WorkerHandle, event: WorkerEvent) -> None:
@@ -267,8 +272,9 @@ class SpeculationManager:
 
     async def on_worker_death(self, handle: WorkerHandle) -> None:
         self.service.chat.tools_exec.on_death(handle)
-        spec = self.current.speculation if self.current else None
-        if spec is None or spec.worker is not handle:
+        current = self.current.speculation if self.current else None
+        spec = next((s for s in (current, self._accepted) if s and s.worker is handle), None)
+        if spec is None:
             return
         # A worker exits right after sending its pipelined suggestion; the frame may
         # trail the death notice by a moment, so wait a little before giving up on it.
@@ -362,16 +368,21 @@ class SpeculationManager:
         await out.send(
             Transcript(out.req_id, tuple(entries), tuple(spec.outcome.written_files), saved)
         )
-        self._spawn(self._continue_pipeline(spec, suggestion))
+        # The accepted suggestion is used up; its worker may still be writing the
+        # pipelined suggestion, which the next Tab will want.
+        self.current = None
+        self._accepted = spec
+        self._spawn(self._continue_pipeline(spec, self._moves))
         return saved
 
-    async def _continue_pipeline(self, spec: Speculation, accepted: Suggestion) -> None:
+    async def _continue_pipeline(self, spec: Speculation, moves: int) -> None:
         """Tab-Tab-Tab: the pipelined suggestion becomes the next one at once (waiting for
         it if the worker is still writing it), and its speculation starts immediately."""
         await spec.pipelined_done.wait()
-        if self.current is not accepted:
+        if self._accepted is spec:
+            self._accepted = None
+        if self._moves != moves or self.current is not None:
             return  # the user moved on meanwhile
-        self.current = None
         if spec.pipelined and self.settings["enableFollowupSuggestions"]:
             await self.offer(spec.pipelined, delay_s=0.0)
 
