@@ -19,7 +19,7 @@ async def open_model_endpoint(
     log every request it receives."""
     server: Any = None
     if settings.uses_scripted_model:
-        from coordinator.scripted_model import ScriptedModelServer, load_scenario  # noqa: PLC0415
+        from coordinator.scripted_model import ScriptedModelServer, load_scenario
 
         scenario_file = Path(settings["scenario"]) if settings["scenario"] else default_scenario
         if not scenario_file.is_absolute():

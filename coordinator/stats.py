@@ -29,7 +29,9 @@ class Stats:
             suggestions_accepted=sum(self.accepted.values()),
             accepted_by_method=dict(self.accepted),
             suggestions_ignored=self.ignored,
-            suggestions_suppressed=CountByReason(sum(self.suppressed.values()), dict(self.suppressed)),
+            suggestions_suppressed=CountByReason(
+                sum(self.suppressed.values()), dict(self.suppressed)
+            ),
             speculations_completed=self.completed,
             speculations_boundary=CountByReason(sum(self.boundary.values()), dict(self.boundary)),
             speculations_aborted=self.aborted,

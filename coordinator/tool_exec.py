@@ -103,6 +103,8 @@ class ToolExecutor:
             if owner is handle and not future.done():
                 future.set_result(
                     ToolOutcome(
-                        ToolResult(job_id, "", error="the worker running this tool died before it finished")
+                        ToolResult(
+                            job_id, "", error="the worker running this tool died before it finished"
+                        )
                     )
                 )

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from coordinator.emitter import cut, format_args
 from protocol.chat import Message
 from protocol.control import TranscriptEntry
-from coordinator.emitter import cut, format_args
 
 
 def ensure_tool_result_pairing(messages: list[Message]) -> list[Message]:
@@ -27,7 +27,9 @@ def render_transcript(user_text: str, messages: list[Message]) -> list[Transcrip
         if message.text.strip():
             entries.append(TranscriptEntry(kind="model", text=message.text))
         following = messages[index + 1] if index + 1 < len(messages) else None
-        results = following.tool_results if following is not None and following.role == "tool" else ()
+        results = (
+            following.tool_results if following is not None and following.role == "tool" else ()
+        )
         for position, call in enumerate(message.tool_calls):
             result = results[position] if position < len(results) else None
             if result is None:
@@ -38,7 +40,11 @@ def render_transcript(user_text: str, messages: list[Message]) -> list[Transcrip
                 status, text = "error", result.error or ""
             entries.append(
                 TranscriptEntry(
-                    kind="tool", tool=call.name, args=format_args(call), text=cut(text, 500), status=status
+                    kind="tool",
+                    tool=call.name,
+                    args=format_args(call),
+                    text=cut(text, 500),
+                    status=status,
                 )
             )
     return entries

@@ -75,7 +75,10 @@ def landlock_abi() -> int:
     libc = _libc()
     libc.syscall.restype = ctypes.c_long
     version = libc.syscall(
-        _SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION)
+        _SYS_CREATE_RULESET,
+        None,
+        ctypes.c_size_t(0),
+        ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION),
     )
     return int(version) if version > 0 else 0
 
@@ -107,7 +110,9 @@ def restrict_writes_to(writable: Iterable[Path]) -> bool:
     dir_rights, file_rights = _rights(abi)
     attr = _RulesetAttr(handled_access_fs=dir_rights)
     ruleset_fd = int(
-        libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), 0)
+        libc.syscall(
+            _SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), 0
+        )
     )
     if ruleset_fd < 0:
         raise SandboxError(ctypes.get_errno(), "landlock_create_ruleset failed")
@@ -117,7 +122,16 @@ def restrict_writes_to(writable: Iterable[Path]) -> bool:
             try:
                 rights = dir_rights if os.path.isdir(path) else file_rights
                 rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
-                if libc.syscall(_SYS_ADD_RULE, ruleset_fd, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
+                if (
+                    libc.syscall(
+                        _SYS_ADD_RULE,
+                        ruleset_fd,
+                        _LANDLOCK_RULE_PATH_BENEATH,
+                        ctypes.byref(rule),
+                        0,
+                    )
+                    != 0
+                ):
                     raise SandboxError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
             finally:
                 os.close(fd)

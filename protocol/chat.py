@@ -129,7 +129,9 @@ def message_to_openai(message: Message) -> list[dict[str, Any]]:
     return [{"role": message.role, "content": message.text}]
 
 
-def to_openai(system: str | None, history: list[Message] | tuple[Message, ...]) -> list[dict[str, Any]]:
+def to_openai(
+    system: str | None, history: list[Message] | tuple[Message, ...]
+) -> list[dict[str, Any]]:
     """The ``messages`` array of a chat-completions request."""
     out: list[dict[str, Any]] = []
     if system:

@@ -13,8 +13,11 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import zmq
+
+_S = TypeVar("_S", bound="zmq.Socket[Any]")
 
 # ipc:// paths are limited to ~107 bytes by sockaddr_un; a short key keeps us far below.
 _KEY_LEN = 12
@@ -77,7 +80,7 @@ class Endpoints:
         return [self.directory / "control.sock", self.directory / "workers.sock"]
 
 
-def make_router(ctx: zmq.Context, endpoint: str) -> zmq.Socket:  # type: ignore[type-arg]
+def make_router(ctx: zmq.Context[_S], endpoint: str) -> _S:
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
     # An unroutable reply (the peer is gone) raises EHOSTUNREACH instead of vanishing.
@@ -86,7 +89,7 @@ def make_router(ctx: zmq.Context, endpoint: str) -> zmq.Socket:  # type: ignore[
     return sock
 
 
-def make_dealer(ctx: zmq.Context, endpoint: str, identity: bytes | None = None) -> zmq.Socket:  # type: ignore[type-arg]
+def make_dealer(ctx: zmq.Context[_S], endpoint: str, identity: bytes | None = None) -> _S:
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     if identity is not None:

@@ -28,7 +28,9 @@ class ModelEndpoint(msgspec.Struct, frozen=True, omit_defaults=True):
     cache_sharing: bool = True
 
     def __repr__(self) -> str:  # keep the key out of logs and tracebacks
-        return f"ModelEndpoint(base_url={self.base_url!r}, api_key={'***' if self.api_key else None})"
+        return (
+            f"ModelEndpoint(base_url={self.base_url!r}, api_key={'***' if self.api_key else None})"
+        )
 
 
 class SpeculationLimits(msgspec.Struct, frozen=True):

@@ -24,16 +24,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psutil  # noqa: E402
+import psutil
 
-from coordinator.pool import WorkerHandle, WorkerPool  # noqa: E402
-from protocol.chat import ToolCall  # noqa: E402
-from protocol.work import RunTool, ToolDone, WorkerEvent  # noqa: E402
+from coordinator.pool import WorkerHandle, WorkerPool
+from protocol.chat import ToolCall
+from protocol.work import RunTool, ToolDone, WorkerEvent
 
 
 def p99(values: list[float]) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
 
 
 class Bench:
@@ -51,7 +51,9 @@ class Bench:
         done: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         self.waiting[job_id] = done
         call = ToolCall(id="c", name="no_such_tool", arguments="{}")
-        await self.pool.send(handle, RunTool(job_id=job_id, epoch=self.pool.epoch, call=call, project_root="/"))
+        await self.pool.send(
+            handle, RunTool(job_id=job_id, epoch=self.pool.epoch, call=call, project_root="/")
+        )
         await done
 
 
@@ -86,7 +88,9 @@ async def measure(rounds: int) -> dict[str, dict[str, float]]:
 
         # Baseline for detection: a plain child process, polled every 10 ms.
         for _ in range(rounds):
-            proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(60)")
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", "import time; time.sleep(60)"
+            )
             await asyncio.sleep(0.005)
             t0 = time.monotonic()
             os.kill(proc.pid, signal.SIGKILL)
@@ -117,7 +121,9 @@ async def measure(rounds: int) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
@@ -126,14 +132,23 @@ def main() -> None:
     if args.json:
         print(json.dumps(results))
         return
-    print(f"worker start and death detection, {args.rounds} rounds (2-core machine; medians are robust to noise)")
+    print(
+        f"worker start and death detection, {args.rounds} rounds "
+        "(2-core machine; medians are robust to noise)"
+    )
     print(f"{'what':32} {'median ms':>10} {'p99 ms':>10}")
     for name, row in results.items():
         print(f"{name:32} {row['median_ms']:10.3f} {row['p99_ms']:10.3f}")
     cold, warm = results["cold spawn + job"], results["warm hand-off + job"]
     pid, poll = results["SIGKILL seen via pidfd"], results["SIGKILL seen by 10 ms polling"]
-    print(f"warm hand-off is {cold['median_ms'] / warm['median_ms']:.1f}x faster than a cold spawn (median)")
-    print(f"pidfd detection is {poll['median_ms'] / pid['median_ms']:.1f}x faster than 10 ms polling (median)")
+    print(
+        f"warm hand-off is {cold['median_ms'] / warm['median_ms']:.1f}x faster "
+        "than a cold spawn (median)"
+    )
+    print(
+        f"pidfd detection is {poll['median_ms'] / pid['median_ms']:.1f}x faster "
+        "than 10 ms polling (median)"
+    )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import Env, Specrun, isolated_env, make_sample_project, processes_with_env, wait_until
+from tests.support import (
+    Env,
+    Specrun,
+    isolated_env,
+    make_sample_project,
+    processes_with_env,
+    wait_until,
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

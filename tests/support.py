@@ -25,8 +25,13 @@ SAMPLE_PROJECT = REPO / "coordinator" / "demo" / "sample_project"
 def make_sample_project(dest: Path, git: bool = True) -> Path:
     shutil.copytree(SAMPLE_PROJECT, dest, ignore=shutil.ignore_patterns("__pycache__"))
     if git:
-        env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+        env = {
+            **os.environ,
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@example.com",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@example.com",
+        }
         for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "init"]):
             subprocess.run(cmd, cwd=dest, check=True, env=env, capture_output=True)
     return dest
@@ -58,7 +63,11 @@ def isolated_env(**extra: str) -> Iterator[Env]:
     home, runtime = base / "home", base / "run"
     home.mkdir()
     runtime.mkdir(mode=0o700)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DASHSCOPE_", "SPECRUN_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "DASHSCOPE_", "SPECRUN_"))
+    }
     env.update(HOME=str(home), SPECRUN_RUNTIME_DIR=str(runtime), PYTHONUNBUFFERED="1", **extra)
     try:
         yield Env(home, runtime, env)
@@ -73,14 +82,22 @@ class Specrun:
         self.project = project
         self.env = env
 
-    def run(self, *args: str, timeout: float = 60, check: bool = False, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, timeout: float = 60, check: bool = False, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             [sys.executable, "-m", "coordinator", "--project", str(self.project), *args],
-            env=self.env.vars, capture_output=True, text=True, timeout=timeout, input=input,
+            env=self.env.vars,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
             stdin=None if input is not None else subprocess.DEVNULL,
         )
         if check and proc.returncode != 0:
-            raise AssertionError(f"specrun {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"specrun {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+            )
         return proc
 
     def json(self, *args: str, timeout: float = 60) -> Any:

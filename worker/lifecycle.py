@@ -9,6 +9,7 @@ coordinator itself covers the rest without polling.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -18,10 +19,8 @@ _PR_SET_PDEATHSIG = 1
 
 def detach_session() -> None:
     """Become a session leader (pgid == sid == our pid)."""
-    try:
+    with contextlib.suppress(PermissionError):  # already a session leader
         os.setsid()
-    except PermissionError:  # already a session leader
-        pass
 
 
 def die_with_parent(sig: int = signal.SIGKILL) -> None:

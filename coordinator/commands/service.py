@@ -61,7 +61,11 @@ async def kill_worker(svc: Service, identity: bytes, req: KillWorkerRequest) -> 
     else:
         handle = svc.pool.find(req.pid)
     if handle is None:
-        what = "no workers are running" if req.pid is None else f"{req.pid} is not a worker of this service"
+        what = (
+            "no workers are running"
+            if req.pid is None
+            else f"{req.pid} is not a worker of this service"
+        )
         await svc.send(identity, ErrorReply(req.req_id, "not_found", f"Nothing to kill: {what}."))
         return
     os.kill(handle.pid, 9)

@@ -29,7 +29,10 @@ async def suggestion(svc: Service, identity: bytes, req: SuggestionRequest) -> N
 async def accept(svc: Service, identity: bytes, req: AcceptRequest) -> None:
     current = svc.speculation.current
     if current is None:
-        await svc.send(identity, ErrorReply(req.req_id, "not_found", "There is no suggestion to accept right now."))
+        await svc.send(
+            identity,
+            ErrorReply(req.req_id, "not_found", "There is no suggestion to accept right now."),
+        )
         return
     out = Emitter(svc, identity, req.req_id)
     ask = AskRequest(req_id=req.req_id, text=current.text, accept_method=req.method)

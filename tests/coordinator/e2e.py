@@ -42,16 +42,24 @@ class Driver:
         return self.stream(AcceptRequest(req_id=self.client.next_id(), method=method))  # type: ignore[arg-type]
 
     def suggestion(self, wait: bool = False) -> SuggestionReply:
-        reply = self.client.request(SuggestionRequest(req_id=self.client.next_id(), wait_visible=wait))
+        reply = self.client.request(
+            SuggestionRequest(req_id=self.client.next_id(), wait_visible=wait)
+        )
         assert isinstance(reply, SuggestionReply), reply
         return reply
 
-    def wait_for_speculation(self, text: str, statuses: tuple[str, ...], timeout: float = 20) -> SuggestionReply:
+    def wait_for_speculation(
+        self, text: str, statuses: tuple[str, ...], timeout: float = 20
+    ) -> SuggestionReply:
         deadline = time.monotonic() + timeout
         last: SuggestionReply | None = None
         while time.monotonic() < deadline:
             last = self.suggestion()
-            if last.text == text and last.speculation is not None and last.speculation.status in statuses:
+            if (
+                last.text == text
+                and last.speculation is not None
+                and last.speculation.status in statuses
+            ):
                 return last
             time.sleep(0.02)
         raise AssertionError(f"speculation of {text!r} never reached {statuses}: {last}")

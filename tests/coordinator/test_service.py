@@ -21,7 +21,9 @@ def test_cli_without_a_service_says_how_to_start_one(specrun: Specrun) -> None:
     assert "Traceback" not in proc.stderr
 
 
-def test_start_status_stop_leaves_nothing_behind(specrun: Specrun, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_start_status_stop_leaves_nothing_behind(
+    specrun: Specrun, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
     started = specrun.json("start")
     assert started["started"] is True
@@ -29,7 +31,9 @@ def test_start_status_stop_leaves_nothing_behind(specrun: Specrun, monkeypatch: 
     assert status["project"] == str(specrun.project.resolve())
     assert status["pid"] == started["pid"]
     assert status["scripted_model"] is True
-    assert wait_until(lambda: sum(w["state"] == "idle" for w in specrun.json("workers")["workers"]) == 2)
+    assert wait_until(
+        lambda: sum(w["state"] == "idle" for w in specrun.json("workers")["workers"]) == 2
+    )
     again = specrun.run("start")
     assert again.returncode == 0 and "already running" in again.stdout
     pid = status["pid"]
@@ -72,7 +76,9 @@ def test_malformed_frames_get_an_error_and_the_service_keeps_serving(
 
 
 def test_a_killed_worker_is_noticed_and_replaced(service: Specrun) -> None:
-    assert wait_until(lambda: sum(w["state"] == "idle" for w in service.json("workers")["workers"]) == 2)
+    assert wait_until(
+        lambda: sum(w["state"] == "idle" for w in service.json("workers")["workers"]) == 2
+    )
     before = {w["pid"] for w in service.json("workers")["workers"]}
     victim = sorted(before)[0]
     assert service.run("debug", "kill-worker", str(victim), check=True).returncode == 0

@@ -19,7 +19,9 @@ from tests.support import Specrun, snapshot_tree, wait_until
 
 
 @pytest.fixture
-def driver(specrun: Specrun, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Driver]:
+def driver(
+    specrun: Specrun, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Driver]:
     monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
     extra = getattr(request, "param", [])
     specrun.run("start", "--approval-mode", "auto-edit", *extra, check=True)
@@ -42,13 +44,17 @@ def _overlay_root(pid: int | None) -> Path:
     return overlay.speculation_base_dir() / str(pid)
 
 
-def test_accept_applies_files_then_history_and_returns_the_transcript(driver: Driver, specrun: Specrun) -> None:
+def test_accept_applies_files_then_history_and_returns_the_transcript(
+    driver: Driver, specrun: Specrun
+) -> None:
     assert _end(driver.ask(FIX)).reason == "completed"
     assert "return a + b" in (specrun.project / "src/calc.py").read_text()
     ready = driver.wait_for_speculation(NEG, ("completed",))
     assert ready.speculation is not None
     assert ready.speculation.files_written == ("tests/test_calc_negative.py",)
-    assert not (specrun.project / "tests/test_calc_negative.py").exists(), "speculation wrote the real tree"
+    assert not (specrun.project / "tests/test_calc_negative.py").exists(), (
+        "speculation wrote the real tree"
+    )
     before = len(HistoryStore(specrun.project).load())
 
     replies = driver.accept()
@@ -60,10 +66,15 @@ def test_accept_applies_files_then_history_and_returns_the_transcript(driver: Dr
     tools = [e for e in transcript.entries if e.kind == "tool"]
     assert [t.tool for t in tools] == ["read_file", "write_file"]
     assert all(t.status == "success" for t in tools)
-    assert "def test_add_negative_numbers" in (specrun.project / "tests/test_calc_negative.py").read_text()
+    assert (
+        "def test_add_negative_numbers"
+        in (specrun.project / "tests/test_calc_negative.py").read_text()
+    )
     history = HistoryStore(specrun.project).load()
     assert history[before].role == "user" and history[before].text == NEG
-    assert history[-1].role == "assistant" and "Added tests/test_calc_negative.py" in history[-1].text
+    assert (
+        history[-1].role == "assistant" and "Added tests/test_calc_negative.py" in history[-1].text
+    )
     root = _overlay_root(ready.speculation.worker_pid)
     assert wait_until(lambda: not root.exists(), timeout=5), list(root.rglob("*"))
 
@@ -93,7 +104,9 @@ def test_tab_tab_tab_follows_the_pipelined_suggestions(driver: Driver, specrun: 
     assert stats["speculations_boundary"]["by_reason"] == {"shell": 1}
 
 
-def test_typing_something_else_kills_the_worker_and_removes_the_overlay(driver: Driver, specrun: Specrun) -> None:
+def test_typing_something_else_kills_the_worker_and_removes_the_overlay(
+    driver: Driver, specrun: Specrun
+) -> None:
     driver.ask(FIX)
     ready = driver.wait_for_speculation(NEG, ("running", "completed"))
     assert ready.speculation is not None
@@ -116,11 +129,14 @@ def test_a_file_the_user_changed_makes_accept_fall_back_with_a_conflict(
             if rule.get("name") == "negative test, write it":
                 rule["when"]["purpose"] = "speculation"
         index = next(i for i, r in enumerate(rules) if r.get("name") == "negative test, explain")
-        rules.insert(index, {
-            "name": "negative test, main turn",
-            "when": {"purpose": "main", "turn_user": NEG, "last_tool": "read_file"},
-            "reply": {"text": "You already have that test."},
-        })
+        rules.insert(
+            index,
+            {
+                "name": "negative test, main turn",
+                "when": {"purpose": "main", "turn_user": NEG, "last_tool": "read_file"},
+                "reply": {"text": "You already have that test."},
+            },
+        )
 
     scenario = scenario_variant(tmp_path, main_turn_only_reads)
     monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
@@ -133,7 +149,9 @@ def test_a_file_the_user_changed_makes_accept_fall_back_with_a_conflict(
         mine.write_text("# my own test\n")
         replies = driver.accept()
         notices = [r.text for r in replies if isinstance(r, Notice)]
-        assert any("changed files" in n and "tests/test_calc_negative.py" in n for n in notices), notices
+        assert any("changed files" in n and "tests/test_calc_negative.py" in n for n in notices), (
+            notices
+        )
         assert _end(replies).reason == "completed"
         assert mine.read_text() == "# my own test\n"
         leftovers = [p for p in specrun.project.rglob("*specrun-*") if ".specrun" not in p.parts]
@@ -143,7 +161,9 @@ def test_a_file_the_user_changed_makes_accept_fall_back_with_a_conflict(
         specrun.run("stop")
 
 
-def test_a_worker_killed_mid_speculation_fails_it_and_the_service_keeps_serving(driver: Driver, specrun: Specrun) -> None:
+def test_a_worker_killed_mid_speculation_fails_it_and_the_service_keeps_serving(
+    driver: Driver, specrun: Specrun
+) -> None:
     driver.ask(FIX)
     ready = driver.wait_for_speculation(NEG, ("running", "completed"))
     assert ready.speculation is not None and ready.speculation.worker_pid

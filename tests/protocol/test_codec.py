@@ -43,9 +43,39 @@ REPLIES = [
     control.ErrorReply(1, "bad_request", "no."),
     control.OkReply(2, "ok"),
     control.WorkersReply(3, (INFO,)),
-    control.StatusReply(4, "/p", 1, 2, 3.0, "http://x/v1", True, "m", "f", ApprovalMode.DEFAULT, "s", "none", (INFO,), True, True),
+    control.StatusReply(
+        4,
+        "/p",
+        1,
+        2,
+        3.0,
+        "http://x/v1",
+        True,
+        "m",
+        "f",
+        ApprovalMode.DEFAULT,
+        "s",
+        "none",
+        (INFO,),
+        True,
+        True,
+    ),
     control.SuggestionReply(5, "run the tests", True, None, SPEC_INFO),
-    control.StatsReply(6, 1, 1, {"tab": 1}, 0, control.CountByReason(1, {"done": 1}), 1, control.CountByReason(0, {}), 0, 0, (0.5,), 0.5, 0.5),
+    control.StatsReply(
+        6,
+        1,
+        1,
+        {"tab": 1},
+        0,
+        control.CountByReason(1, {"done": 1}),
+        1,
+        control.CountByReason(0, {}),
+        0,
+        0,
+        (0.5,),
+        0.5,
+        0.5,
+    ),
     control.TextChunk(7, "hel"),
     control.ToolShown(8, "c1", "read_file", "file_path: a.py", "success", "1\tx"),
     control.ApprovalNeeded(9, CALL, "writes"),
@@ -54,7 +84,17 @@ REPLIES = [
     control.TurnEnded(12, "completed"),
 ]
 JOBS = [
-    work.RunSpeculation("s1", 9, "run the tests", SNAP, ApprovalMode.AUTO_EDIT, "fast", "/p", "/o", work.ModelEndpoint("http://x/v1", "key")),
+    work.RunSpeculation(
+        "s1",
+        9,
+        "run the tests",
+        SNAP,
+        ApprovalMode.AUTO_EDIT,
+        "fast",
+        "/p",
+        "/o",
+        work.ModelEndpoint("http://x/v1", "key"),
+    ),
     work.RunTool("t1", 9, CALL, "/p", "full", 5.0),
     work.Shutdown(9),
 ]
@@ -92,7 +132,9 @@ def test_lists_cover_every_message_type() -> None:
         (codec.worker_to_coordinator, EVENTS),
     ],
 )
-def test_round_trip(make_codec: typing.Callable[[], codec.Codec[typing.Any]], messages: list[typing.Any]) -> None:
+def test_round_trip(
+    make_codec: typing.Callable[[], codec.Codec[typing.Any]], messages: list[typing.Any]
+) -> None:
     c = make_codec()
     for message in messages:
         assert c.decode(c.encode(message)) == message
@@ -108,7 +150,9 @@ def test_round_trip(make_codec: typing.Callable[[], codec.Codec[typing.Any]], me
         msgspec.msgpack.encode({"type": "ask", "req_id": "one", "text": "x"}),
         msgspec.msgpack.encode({"type": "ask", "req_id": 1}),
         msgspec.msgpack.encode([1, 2, 3]),
-        msgspec.msgpack.encode({"type": "ask", "req_id": 1, "text": "x", "approval_mode": "reckless"}),
+        msgspec.msgpack.encode(
+            {"type": "ask", "req_id": 1, "text": "x", "approval_mode": "reckless"}
+        ),
     ],
 )
 def test_bad_frames_raise_protocol_error(frame: bytes) -> None:
@@ -135,6 +179,12 @@ def test_the_api_key_stays_out_of_reprs() -> None:
 
 
 def test_is_final_marks_the_last_reply_of_a_request() -> None:
-    streaming = {control.TextChunk, control.ToolShown, control.ApprovalNeeded, control.Notice, control.Transcript}
+    streaming = {
+        control.TextChunk,
+        control.ToolShown,
+        control.ApprovalNeeded,
+        control.Notice,
+        control.Transcript,
+    }
     for reply in REPLIES:
         assert control.is_final(reply) == (type(reply) not in streaming)
