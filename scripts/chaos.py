@@ -1,0 +1,1543 @@
+#!/usr/bin/env python3
+"""Chaos run: a real specrun service on the scripted model, one random fault per round.
+
+Each round asks a main turn whose suggestion is speculated by a worker: the speculation
+reads a file, runs read-only shell commands (one of them slow enough to be caught in the
+act), writes four files into its overlay (three new, one existing) and answers. Then one
+fault strikes at an aimed moment (or none), the speculation is accepted, rejected or
+superseded by another query, and every invariant is checked:
+
+* the real tree is byte-identical to the expected state: untouched, or exactly the
+  accepted result, never a mix and never a truncated file;
+* no overlay directory, journal, stage/backup or journal temp file is left behind (a live
+  pool worker's own empty per-pid directory is the only thing allowed);
+* no worker that is not in the pool, no zombie, no stopped process, no orphaned child of a
+  worker, nothing alive after the coordinator died;
+* the coordinator answers ``status`` within 1 s and the history file loads;
+* the speculation ends in a terminal state that ``specrun suggestion --json`` reports.
+
+    .venv/bin/python scripts/chaos.py                     # 200 rounds, seed 1
+    .venv/bin/python scripts/chaos.py --rounds 50 --seed 7 --json
+    .venv/bin/python scripts/chaos.py --only enospc,hang_running --rounds 10 -v
+
+The service runs with TMPDIR on a small tmpfs mounted for the run (so the ``enospc`` fault
+can fill the overlay's disk); without root the fault is skipped with the reason printed.
+The service is the real ``coordinator.service.Service`` in its own session, started by
+this script's ``_serve`` entry, because ``specrun serve`` has no flag for the heartbeat:
+``--heartbeat``/``--hang-after`` set the pool's heartbeat and hang limit (the CLI's
+defaults are 1 s and 5 s; ``--cli-service`` uses ``python -m coordinator serve`` as is).
+Exit status: 0 when no invariant was violated, 1 otherwise, 2 on a setup error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import select
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psutil
+import yaml
+import zmq
+
+from coordinator.client import ServiceClient, ServiceNotRunning, ServiceTimeout
+from coordinator.history import HistoryStore
+from protocol import codec
+from protocol.chat import Message
+from protocol.control import (
+    AcceptRequest,
+    AskRequest,
+    ControlReply,
+    ErrorReply,
+    OkReply,
+    RejectRequest,
+    StatsReply,
+    StatsRequest,
+    StatusReply,
+    StatusRequest,
+    StopRequest,
+    SuggestionReply,
+    SuggestionRequest,
+    TurnEnded,
+    WorkersReply,
+    WorkersRequest,
+)
+from protocol.endpoints import Endpoints
+from protocol.work import (
+    Completed,
+    Heartbeat,
+    Hello,
+    SpeculationOutcome,
+    WrittenFile,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_PROJECT = REPO / "coordinator" / "demo" / "sample_project"
+
+TERMINAL = frozenset({"completed", "boundary", "aborted", "failed", "accepted"})
+KINDS = (
+    "none",
+    "kill_before_model",
+    "kill_mid_stream",
+    "kill_mid_tool",
+    "kill_mid_write",
+    "kill_after_complete",
+    "kill_idle_worker",
+    "hang_running",
+    "hang_after_complete",
+    "kill_worker_during_accept",
+    "kill_coordinator_during_accept",
+    "garbage_frames",
+    "enospc",
+)
+# Faults that end the round themselves (their final action is part of the fault).
+SELF_FINISHING = frozenset({"kill_worker_during_accept", "kill_coordinator_during_accept"})
+
+# Scenario timing (ms). Turn 0 streams ~30 word groups, the window of `kill_mid_stream`.
+SPEC_LATENCY_0 = 60
+SPEC_CHUNK_0 = 4
+SPEC_LATENCY_1 = 25
+SPEC_LATENCY_2 = 10
+PIPELINED_LATENCY = 150
+SLOW_COMMAND = "head -c 24000000 /dev/urandom | wc -c"
+TURN0_TEXT = (
+    "I will look at the shared notes first, then check what git thinks of the working tree "
+    "and list the chaos directory, so that the files I am about to write follow what is "
+    "already there. After that I will write three new files for this round, run one more "
+    "read-only command to see how long reading random data takes, and finally overwrite "
+    "the shared notes with a line that says which round wrote them last. Nothing here "
+    "touches the real tree until the speculation is accepted."
+)
+
+
+# --------------------------------------------------------------------------- scenario
+
+
+def tag_of(n: int) -> str:
+    return f"{n:04d}"
+
+
+def suggestion_text(tag: str) -> str:
+    return f"write the chaos files for round {tag}"
+
+
+def round_files(tag: str) -> dict[str, bytes]:
+    """The four files a round's speculation writes, in order, with their exact content:
+    an existing file first (copy-up), then three new ones; the slow shell command runs
+    between the second and the third write."""
+
+    def body(name: str, size: int) -> bytes:
+        line = f"round {tag} {name} " + "abcdefghijklmnopqrstuvwxyz0123456789" * 2
+        lines, total = [], 0
+        k = 0
+        while total < size:
+            text = f"{k:05d} {line}\n"
+            lines.append(text)
+            total += len(text)
+            k += 1
+        return "".join(lines).encode()
+
+    return {
+        "chaos/shared.txt": f"last written by round {tag}\n".encode() + body("shared", 2048),
+        f"chaos/r{tag}/alpha.txt": body("alpha", 8192),
+        f"chaos/r{tag}/beta.py": b"# generated\n" + body("beta", 8192),
+        f"chaos/r{tag}/nested/gamma.md": body("gamma", 4096),
+    }
+
+
+def build_scenario(rounds: int, first_round: int = 1) -> dict[str, Any]:
+    """Per-round rules, newest round first: a suggestion request carries older rounds'
+    text in its history, and the first matching rule must be the current round's."""
+    rules: list[dict[str, Any]] = [
+        {
+            "name": "recall",
+            "when": {"purpose": "recall"},
+            "reply": {"json": {"selected_memories": []}},
+        },
+        {
+            "name": "pipelined: nothing",
+            "when": {"purpose": "pipelined"},
+            "reply": {"json": {"suggestion": ""}, "latency_ms": PIPELINED_LATENCY},
+        },
+    ]
+    for n in range(rounds, first_round - 1, -1):
+        tag = tag_of(n)
+        text = suggestion_text(tag)
+        anchored = f"^{text}$"
+        files = round_files(tag)
+        writes = [
+            {"name": "write_file", "arguments": {"file_path": rel, "content": data.decode()}}
+            for rel, data in files.items()
+        ]
+        rules += [
+            {
+                "name": f"r{tag} main",
+                "when": {"purpose": "main", "last_user": f"^chaos round {tag}$"},
+                "reply": {"text": f"Prepared [round {tag}].", "latency_ms": 5},
+            },
+            {
+                "name": f"r{tag} suggestion",
+                "times": 1,
+                "when": {"purpose": "suggestion", "prompt_contains": f"Prepared [round {tag}]."},
+                "reply": {"json": {"suggestion": text}, "latency_ms": 5},
+            },
+            {
+                "name": f"r{tag} spec answer",
+                "when": {
+                    "purpose": "speculation",
+                    "turn_user": anchored,
+                    "last_tool": "write_file",
+                },
+                "reply": {
+                    "text": f"Wrote the chaos files for round {tag}.",
+                    "latency_ms": SPEC_LATENCY_2,
+                },
+            },
+            {
+                "name": f"r{tag} spec writes",
+                "when": {"purpose": "speculation", "turn_user": anchored, "last_tool": "read_file"},
+                "reply": {
+                    "latency_ms": SPEC_LATENCY_1,
+                    "chunk_ms": 1,
+                    "tool_calls": [
+                        *writes[:2],
+                        {"name": "run_shell_command", "arguments": {"command": SLOW_COMMAND}},
+                        *writes[2:],
+                    ],
+                },
+            },
+            {
+                "name": f"r{tag} spec reads",
+                "when": {"purpose": "speculation", "last_user": anchored},
+                "reply": {
+                    "text": TURN0_TEXT,
+                    "latency_ms": SPEC_LATENCY_0,
+                    "chunk_ms": SPEC_CHUNK_0,
+                    "tool_calls": [
+                        {"name": "read_file", "arguments": {"file_path": "chaos/shared.txt"}},
+                        {
+                            "name": "run_shell_command",
+                            "arguments": {"command": "git status --short"},
+                        },
+                        {"name": "run_shell_command", "arguments": {"command": "ls -la chaos"}},
+                    ],
+                },
+            },
+        ]
+    rules += [
+        {
+            "name": "suggestion: nothing",
+            "when": {"purpose": "suggestion"},
+            "reply": {"json": {"suggestion": ""}, "latency_ms": 5},
+        },
+        {"default": {"text": "Noted.", "latency_ms": 5}},
+    ]
+    return {
+        "name": "chaos",
+        "description": "specrun chaos rounds",
+        "latency_ms": 0,
+        "chunk_ms": 1,
+        "models": ["scripted"],
+        "rules": rules,
+    }
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def snapshot_tree(root: Path) -> dict[str, bytes]:
+    """Every file under root except .git and .specrun, as bytes."""
+    out: dict[str, bytes] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if rel.split("/")[0] in (".git", ".specrun") or "__pycache__" in rel:
+            continue
+        if path.is_file() and not path.is_symlink():
+            out[rel] = path.read_bytes()
+    return out
+
+
+def make_project(dest: Path) -> Path:
+    shutil.copytree(SAMPLE_PROJECT, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    (dest / "chaos").mkdir()
+    (dest / "chaos" / "shared.txt").write_text("shared notes, not written by any round yet\n")
+    settings = dest / ".specrun" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps({"maxSessionTurns": 1_000_000, "enableMemory": False}))
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "chaos",
+        "GIT_AUTHOR_EMAIL": "chaos@example.com",
+        "GIT_COMMITTER_NAME": "chaos",
+        "GIT_COMMITTER_EMAIL": "chaos@example.com",
+    }
+    (dest / ".gitignore").write_text(".specrun/\n")
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "init"]):
+        subprocess.run(cmd, cwd=dest, check=True, env=env, capture_output=True)
+    return dest
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.005) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+def pid_running(pid: int) -> bool:
+    """Alive and not a zombie."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+class ModelLog:
+    """Tails the scripted model's request log (``SPECRUN_MODEL_LOG``), which records each
+    request when it arrives, before the scripted latency: the anchor for aimed faults."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self._partial = b""
+        self.entries: list[tuple[float, str | None]] = []  # (arrival time, purpose)
+
+    def poll(self) -> None:
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return
+        self._offset += len(data)
+        data = self._partial + data
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            self.entries.append((float(entry.get("time", 0.0)), entry.get("purpose")))
+
+    def speculation_requests(self, since: float) -> list[float]:
+        self.poll()
+        return [t for t, p in self.entries if p == "speculation" and t >= since]
+
+    def wait_speculation_request(self, index: int, since: float, timeout: float) -> float | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.speculation_requests(since)
+            if len(found) > index:
+                return found[index]
+            time.sleep(0.001)
+        return None
+
+
+# --------------------------------------------------------------------------- the service
+
+
+@dataclass
+class ServiceProc:
+    project: Path
+    env: dict[str, str]
+    argv: list[str]
+    log_file: Path
+    popen: subprocess.Popen[bytes] | None = None
+    client: ServiceClient | None = None
+    pid: int = 0
+    epoch: int = 0
+
+    def start(self, timeout: float = 30.0) -> float:
+        """Start it detached; returns the seconds until it answered ``status``."""
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        with self.log_file.open("ab") as log:
+            self.popen = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                cwd=self.project,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                raise SetupError(f"the service exited during start-up; see {self.log_file}")
+            try:
+                client = ServiceClient(self.project, timeout_s=5.0)
+            except ServiceNotRunning:
+                time.sleep(0.002)
+                continue
+            try:
+                reply = client.request(StatusRequest(req_id=client.next_id()), timeout_s=0.5)
+            except ServiceTimeout:
+                client.close()
+                continue
+            if isinstance(reply, StatusReply):
+                elapsed = time.perf_counter() - started
+                self.client, self.pid, self.epoch = client, reply.pid, reply.epoch
+                return elapsed
+            client.close()
+        raise SetupError(f"the service did not answer within {timeout:.0f}s; see {self.log_file}")
+
+    def close_client(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+    def reap(self) -> None:
+        if self.popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.client is not None:
+            with contextlib.suppress(ServiceTimeout, zmq.ZMQError):
+                self.client.request(StopRequest(req_id=self.client.next_id()), timeout_s=5.0)
+        self.close_client()
+        if self.popen is not None:
+            try:
+                self.popen.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout=5)
+
+
+class SetupError(RuntimeError):
+    pass
+
+
+def serve_child(argv: list[str]) -> int:
+    """``chaos.py _serve``: the real Service with a configurable heartbeat and hang limit."""
+    parser = argparse.ArgumentParser(prog="chaos.py _serve")
+    parser.add_argument("--project", type=Path, required=True)
+    parser.add_argument("--heartbeat", type=float, required=True)
+    parser.add_argument("--hang-after", type=float, required=True)
+    parser.add_argument("--scenario", required=True)
+    args = parser.parse_args(argv)
+    from coordinator.service import Service
+    from coordinator.settings import load_settings
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = load_settings(
+        args.project,
+        flags={"approvalMode": "auto-edit", "scenario": args.scenario, "workerPool": 2},
+    )
+    service = Service(args.project, settings, heartbeat_s=args.heartbeat)
+    service.pool.hang_after_s = args.hang_after
+    asyncio.run(service.run())
+    return 0
+
+
+# --------------------------------------------------------------------------- bookkeeping
+
+
+@dataclass
+class RoundRecord:
+    n: int
+    kind: str
+    action: str
+    landed: bool | None = None
+    status: str | None = None  # the speculation's terminal status before the final action
+    outcome: str = ""  # accepted | untouched | partial ...
+    violations: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    note: str = ""
+
+
+@dataclass
+class Metrics:
+    detect_s: list[float] = field(default_factory=list)  # SIGKILL -> gone from `workers`
+    exit_s: list[float] = field(default_factory=list)  # SIGKILL -> our pidfd readable
+    hang_s: list[float] = field(default_factory=list)  # SIGSTOP -> gone from `workers`
+    restart_s: list[float] = field(default_factory=list)  # restart -> answers `status`
+    down_s: list[float] = field(default_factory=list)  # coordinator SIGKILL -> serving again
+    family_exit_s: list[float] = field(default_factory=list)  # coordinator SIGKILL -> all gone
+    mid_apply: int = 0  # coordinator kills that left an apply journal behind
+    applied_without_history: int = 0  # ... whose files were rolled forward, transcript lost
+    garbage_replies: int = 0
+    garbage_sent: int = 0
+
+
+class Violation(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------- the run
+
+
+class Chaos:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.base = Path(tempfile.mkdtemp(prefix="chaos-"))
+        self.project = make_project(self.base / "proj")
+        self.runtime = self.base / "run"
+        self.runtime.mkdir(mode=0o700)
+        self.home = self.base / "home"
+        self.home.mkdir()
+        self.tmpfs = self.base / "tmp"
+        self.tmpfs.mkdir()
+        self.tmpfs_reason = self._mount_tmpfs()
+        self.spec_base = self.tmpfs / "specrun-speculation"
+        self.model_log = ModelLog(self.base / "model-requests.jsonl")
+        scenario = self.scenario = self.base / "chaos.yaml"
+        self.write_scenario(first_round=1)
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("OPENAI_", "DASHSCOPE_", "SPECRUN_"))
+        }
+        env.update(
+            HOME=str(self.home),
+            SPECRUN_RUNTIME_DIR=str(self.runtime),
+            TMPDIR=str(self.tmpfs),
+            SPECRUN_MODEL_LOG=str(self.model_log.path),
+            PYTHONUNBUFFERED="1",
+        )
+        if args.apply_pause_ms > 0:
+            env["SPECRUN_OVERLAY_TEST_HOOK"] = f"sleep={args.apply_pause_ms / 1000}"
+        os.environ["SPECRUN_RUNTIME_DIR"] = str(self.runtime)  # for our own ServiceClient
+        if args.cli_service:
+            argv = [
+                sys.executable,
+                "-P",
+                "-m",
+                "coordinator",
+                "--project",
+                str(self.project),
+                "serve",
+                "--approval-mode",
+                "auto-edit",
+                "--scenario",
+                str(scenario),
+            ]
+        else:
+            argv = [
+                sys.executable,
+                "-P",
+                str(Path(__file__).resolve()),
+                "_serve",
+                "--project",
+                str(self.project),
+                "--heartbeat",
+                str(args.heartbeat),
+                "--hang-after",
+                str(args.hang_after),
+                "--scenario",
+                str(scenario),
+            ]
+        self.env = env
+        self.service = ServiceProc(
+            self.project, env, argv, self.project / ".specrun" / "logs" / "service.log"
+        )
+        self.metrics = Metrics()
+        self.records: list[RoundRecord] = []
+        self.expected: dict[str, bytes] = {}
+        self.seen_workers: set[int] = set()
+        self.kinds = [k for k in KINDS if k in args.only] if args.only else list(KINDS)
+        if "enospc" in self.kinds and self.tmpfs_reason:
+            print(f"skipping the enospc fault: {self.tmpfs_reason}", flush=True)
+            self.kinds.remove("enospc")
+        self.filler = self.tmpfs / "filler"
+
+    # -- setup / teardown ----------------------------------------------------------
+
+    def write_scenario(self, first_round: int) -> None:
+        """A restarted coordinator reloads the scenario with fresh `times` counters, so
+        it gets only the rounds still to come (older suggestion rules would fire again)."""
+        data = build_scenario(self.args.rounds, first_round)
+        self.scenario.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    def _mount_tmpfs(self) -> str:
+        """'' when a tmpfs is mounted on self.tmpfs, else why not."""
+        if self.args.no_tmpfs:
+            return "--no-tmpfs was given"
+        if os.geteuid() != 0:
+            return "mounting a tmpfs needs root"
+        proc = subprocess.run(
+            [
+                "mount",
+                "-t",
+                "tmpfs",
+                "-o",
+                f"size={self.args.tmpfs_mb}m,mode=1777",
+                "tmpfs",
+                str(self.tmpfs),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            return f"mount -t tmpfs failed: {proc.stderr.strip() or proc.returncode}"
+        return ""
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.service.stop()
+        for proc in self.marked_processes():
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        if not self.tmpfs_reason:
+            subprocess.run(["umount", "-l", str(self.tmpfs)], capture_output=True)
+        if self.args.keep:
+            print(f"kept {self.base}")
+        else:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    @property
+    def client(self) -> ServiceClient:
+        assert self.service.client is not None
+        return self.service.client
+
+    # -- control helpers -------------------------------------------------------------
+
+    def stream(self, request: Any, timeout: float = 30.0) -> list[ControlReply]:
+        self.client.send(request)
+        return list(self.client.replies(request.req_id, timeout_s=timeout))
+
+    def ask(self, text: str) -> list[ControlReply]:
+        return self.stream(AskRequest(req_id=self.client.next_id(), text=text))
+
+    def suggestion(self) -> SuggestionReply:
+        reply = self.client.request(SuggestionRequest(req_id=self.client.next_id()), timeout_s=5)
+        assert isinstance(reply, SuggestionReply), reply
+        return reply
+
+    def workers(self) -> list[Any]:
+        reply = self.client.request(WorkersRequest(req_id=self.client.next_id()), timeout_s=5)
+        assert isinstance(reply, WorkersReply), reply
+        for w in reply.workers:
+            self.seen_workers.add(w.pid)
+        return list(reply.workers)
+
+    def worker_gone_after(
+        self, pid: int, t0: float, timeout: float, interval: float = 0.0
+    ) -> float | None:
+        """Seconds from ``t0`` (perf_counter) until ``pid`` is no longer in `workers`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(w.pid != pid for w in self.workers()):
+                return time.perf_counter() - t0
+            if interval:
+                time.sleep(interval)
+        return None
+
+    def cli_json(self, *args: str) -> Any:
+        proc = subprocess.run(
+            [sys.executable, "-m", "coordinator", "--project", str(self.project), *args, "--json"],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        if proc.returncode != 0:
+            raise Violation(
+                f"`specrun {' '.join(args)} --json` exited {proc.returncode}: {proc.stderr.strip()}"
+            )
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    def marked_processes(self) -> list[psutil.Process]:
+        found = []
+        for proc in psutil.process_iter(["pid"]):
+            with contextlib.suppress(psutil.Error):
+                if proc.environ().get("SPECRUN_RUNTIME_DIR") == str(self.runtime):
+                    found.append(proc)
+        return found
+
+    # -- the run ---------------------------------------------------------------------
+
+    def run(self) -> int:
+        self.metrics.restart_s.append(self.service.start())
+        self.expected = snapshot_tree(self.project)
+        for text in ("chaos warm up one", "chaos warm up two"):
+            self.ask(text)
+        deck: list[str] = []
+        started = time.monotonic()
+        for n in range(1, self.args.rounds + 1):
+            if not deck:
+                deck = list(self.kinds) + (["none"] if "none" in self.kinds else [])
+                self.rng.shuffle(deck)
+            kind = deck.pop()
+            record = self.one_round(n, kind)
+            self.records.append(record)
+            if self.args.verbose or record.violations:
+                extra = f" VIOLATIONS: {record.violations}" if record.violations else ""
+                print(
+                    f"round {n:4d} {kind:32s} {record.action:12s} landed={record.landed} "
+                    f"status={record.status} -> {record.outcome} ({record.seconds:.2f}s)"
+                    f"{' ' + record.note if record.note else ''}{extra}",
+                    flush=True,
+                )
+            if self.args.max_seconds and time.monotonic() - started > self.args.max_seconds:
+                print(f"stopping after {n} rounds: --max-seconds reached", flush=True)
+                break
+        return 0
+
+    def one_round(self, n: int, kind: str) -> RoundRecord:
+        tag = tag_of(n)
+        text = suggestion_text(tag)
+        record = RoundRecord(n, kind, action="")
+        started = time.perf_counter()
+        before = dict(self.expected)
+        files = round_files(tag)
+        since = time.time()
+        try:
+            self.ask(f"chaos round {tag}")
+            spec = self.wait_speculation(text)
+            assert spec.speculation is not None
+            pid = spec.speculation.worker_pid
+            spec_id = spec.speculation.id
+            if pid:
+                self.seen_workers.add(pid)
+            fault = getattr(self, f"fault_{kind}")
+            allowed = fault(record, tag, text, pid, spec_id, since)
+            if kind not in SELF_FINISHING:
+                allowed = self.finish(record, text, spec_id)
+            self.settle(record, pid)
+            self.check_tree(record, before, files, allowed)
+            self.check_leftovers(record)
+            self.check_processes(record)
+            reported = record.outcome == "accepted" and kind != "kill_coordinator_during_accept"
+            self.check_service(record, text if reported else None)
+            if kind == "kill_coordinator_during_accept" and record.outcome == "accepted":
+                history = HistoryStore(self.project).load()
+                if not any(m.role == "user" and m.text == text for m in history[-12:]):
+                    self.metrics.applied_without_history += 1
+                    record.note += "; files rolled forward, transcript not in the history"
+        except Violation as exc:
+            record.violations.append(str(exc))
+        except Exception as exc:  # the harness or the service broke: fail the round, go on
+            record.violations.append(f"{type(exc).__name__}: {exc}")
+            self.recover_service(record)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                self.filler.unlink()
+        record.seconds = time.perf_counter() - started
+        return record
+
+    def wait_speculation(self, text: str) -> SuggestionReply:
+        deadline = time.monotonic() + 15
+        last = None
+        while time.monotonic() < deadline:
+            last = self.suggestion()
+            if last.text == text and last.speculation is not None:
+                return last
+            time.sleep(0.001)
+        raise Violation(f"no speculation of {text!r} started within 15 s (last: {last})")
+
+    def wait_status(self, spec_id: str, statuses: frozenset[str], timeout: float) -> str | None:
+        deadline = time.monotonic() + timeout
+        status = None
+        while time.monotonic() < deadline:
+            reply = self.suggestion()
+            s = reply.speculation
+            if s is None or s.id != spec_id:
+                return None
+            status = s.status
+            if status in statuses:
+                return status
+            time.sleep(0.002)
+        return status
+
+    # -- final actions -----------------------------------------------------------------
+
+    def finish(self, record: RoundRecord, text: str, spec_id: str) -> set[str]:
+        """Wait for a terminal state (reported by the CLI), then accept, reject or type
+        something else. Returns the allowed tree outcomes."""
+        status = self.wait_status(spec_id, TERMINAL, timeout=10)
+        if status not in TERMINAL:
+            raise Violation(f"speculation {spec_id} still {status} 10 s after the fault")
+        record.status = status
+        reported = self.cli_json("suggestion")
+        if record.kind == "enospc":
+            info = reported.get("speculation") or {}
+            written = len(info.get("files_written") or [])
+            record.note += f"boundary={info.get('boundary_reason')} files={written}"
+        spec = reported.get("speculation") or {}
+        if spec.get("id") != spec_id or spec.get("status") not in TERMINAL:
+            raise Violation(
+                f"`specrun suggestion --json` does not report {spec_id} as terminal: {reported}"
+            )
+        action = self.rng.choice(("accept", "accept", "reject", "type_other"))
+        record.action = action
+        if action == "accept":
+            replies = self.stream(AcceptRequest(req_id=self.client.next_id(), method="tab"))
+            end = replies[-1]
+            if not isinstance(end, TurnEnded):
+                raise Violation(f"accept ended with {end}")
+            if end.reason == "accepted":
+                if status != "completed":
+                    raise Violation(f"a {status} speculation was accepted")
+                return (
+                    {"accepted"} if record.kind != "enospc" else {"accepted", "subset", "untouched"}
+                )
+            return {"untouched"}
+        if action == "reject":
+            reply = self.client.request(RejectRequest(req_id=self.client.next_id()), timeout_s=10)
+            if not isinstance(reply, OkReply):
+                raise Violation(f"reject answered {reply}")
+        else:
+            self.ask(f"chaos aside {record.n:04d}")
+        return {"untouched"}
+
+    def settle(self, record: RoundRecord, pid: int | None) -> None:
+        """The speculation's worker exits (one speculation per worker process)."""
+        if pid and not wait_for(lambda: not pid_running(pid), timeout=5.0):
+            state = "?"
+            with contextlib.suppress(psutil.Error):
+                state = psutil.Process(pid).status()
+            raise Violation(
+                f"the speculation's worker {pid} is still alive ({state}) 5 s after the round"
+            )
+        current = self.suggestion()
+        if current.speculation is not None and current.speculation.status == "running":
+            raise Violation(
+                f"a speculation is still running after the round: {current.speculation}"
+            )
+
+    # -- invariants --------------------------------------------------------------------
+
+    def check_tree(
+        self,
+        record: RoundRecord,
+        before: dict[str, bytes],
+        files: dict[str, bytes],
+        allowed: set[str],
+    ) -> None:
+        actual = snapshot_tree(self.project)
+        outcome = classify_tree(actual, before, files)
+        record.outcome = outcome
+        self.expected = actual
+        if outcome not in allowed:
+            changed = sorted(k for k in set(actual) | set(before) if actual.get(k) != before.get(k))
+            shown = []
+            for rel in changed[:6]:
+                size = len(actual[rel]) if rel in actual else "absent"
+                want = len(files[rel]) if rel in files else "unchanged"
+                shown.append(f"{rel} ({size} bytes, round wrote {want})")
+            raise Violation(
+                f"tree is {outcome}, expected {sorted(allowed)}; changed: {', '.join(shown)}"
+            )
+
+    def check_leftovers(self, record: RoundRecord) -> None:
+        def problems() -> list[str]:
+            live = {w.pid for w in self.workers()}
+            found = []
+            if self.spec_base.exists():
+                for entry in self.spec_base.iterdir():
+                    if entry.name.isdigit() and int(entry.name) in live:
+                        inner = [
+                            p
+                            for p in entry.rglob("*")
+                            if not (p.is_dir() and p.name == "tmp" and not any(p.iterdir()))
+                        ]
+                        if inner:
+                            kept = [str(p.relative_to(entry)) for p in inner][:4]
+                            found.append(f"live worker {entry.name} keeps {kept}")
+                        continue
+                    found.append(f"overlay leftover {entry.relative_to(self.tmpfs)}")
+            journal = self.project / ".specrun" / "journal"
+            if journal.exists() and any(journal.iterdir()):
+                found.append(f"journal leftover {[p.name for p in journal.iterdir()]}")
+            for path in self.project.rglob("*"):
+                name = path.name
+                if any(
+                    mark in name
+                    for mark in (".specrun-stage-", ".specrun-backup-", ".specrun-write-")
+                ):
+                    found.append(f"apply leftover {path.relative_to(self.project)}")
+            return found
+
+        found = problems()
+        if found and wait_for(lambda: not problems(), timeout=2.0, interval=0.05):
+            return
+        found = problems()
+        if found:
+            raise Violation("; ".join(found))
+
+    def process_problems(self) -> list[str]:
+        coordinator = self.service.pid
+        pool = {w.pid: w for w in self.workers()}
+        problems: list[str] = []
+        try:
+            coord = psutil.Process(coordinator)
+            children = coord.children()
+        except psutil.Error:
+            return [f"the coordinator {coordinator} is gone"]
+        helpers: set[int] = set()
+        for child in children:
+            try:
+                cmd = " ".join(child.cmdline())
+            except psutil.Error:
+                continue
+            if "forkserver" in cmd or "resource_tracker" in cmd:
+                helpers.add(child.pid)
+            else:
+                problems.append(f"unexpected child of the coordinator {child.pid}: {cmd[:80]}")
+        expected_tree = {coordinator} | helpers
+        for helper in helpers:
+            with contextlib.suppress(psutil.Error):
+                for proc in psutil.Process(helper).children():
+                    expected_tree.add(proc.pid)
+                    if proc.pid not in pool:
+                        problems.append(f"worker {proc.pid} is not in the pool")
+        for pid, info in pool.items():
+            if pid not in expected_tree:
+                problems.append(f"pool worker {pid} is not a child of the fork server")
+            with contextlib.suppress(psutil.Error):
+                kids = psutil.Process(pid).children(recursive=True)
+                if kids and info.state == "idle":
+                    problems.append(f"idle worker {pid} has children {[k.pid for k in kids]}")
+        for proc in self.marked_processes():
+            with contextlib.suppress(psutil.Error):
+                status = proc.status()
+                if status == psutil.STATUS_ZOMBIE:
+                    problems.append(f"zombie {proc.pid}")
+                elif status == psutil.STATUS_STOPPED:
+                    problems.append(f"stopped process {proc.pid}")
+                if proc.pid not in expected_tree and proc.pid not in pool:
+                    problems.append(f"stray process {proc.pid} ({' '.join(proc.cmdline())[:60]})")
+        dead_leaders = {pid for pid in self.seen_workers if not pid_running(pid)}
+        if dead_leaders:
+            for proc in psutil.process_iter(["pid"]):
+                try:
+                    sid = os.getsid(proc.pid)
+                except OSError:
+                    continue
+                if sid in dead_leaders and proc.pid != sid:
+                    with contextlib.suppress(psutil.Error):
+                        cmd = " ".join(proc.cmdline())[:60]
+                        problems.append(f"orphan {proc.pid} of dead worker {sid}: {cmd}")
+                elif sid in dead_leaders and proc.pid == sid:
+                    with contextlib.suppress(psutil.Error):
+                        if proc.status() == psutil.STATUS_ZOMBIE:
+                            problems.append(f"zombie worker {proc.pid}")
+        return problems
+
+    def check_processes(self, record: RoundRecord) -> None:
+        problems = self.process_problems()
+        if problems and wait_for(lambda: not self.process_problems(), timeout=3.0, interval=0.1):
+            return
+        problems = self.process_problems()
+        if problems:
+            raise Violation("; ".join(problems))
+
+    def check_service(self, record: RoundRecord, accepted_text: str | None) -> None:
+        t0 = time.perf_counter()
+        try:
+            reply = self.client.request(StatusRequest(req_id=self.client.next_id()), timeout_s=1.0)
+        except ServiceTimeout:
+            raise Violation("the coordinator did not answer status within 1 s") from None
+        if not isinstance(reply, StatusReply) or time.perf_counter() - t0 > 1.0:
+            raise Violation(f"status answered {reply} after {time.perf_counter() - t0:.2f}s")
+        try:
+            history = HistoryStore(self.project).load()
+        except Exception as exc:
+            raise Violation(f"the history does not load: {exc!r}") from None
+        if accepted_text is not None and not any(
+            m.role == "user" and m.text == accepted_text for m in history[-12:]
+        ):
+            raise Violation("the accepted speculation is not in the history")
+
+    # -- recovering the harness after a broken round -------------------------------------
+
+    def recover_service(self, record: RoundRecord) -> None:
+        """A wedged or vanished service fails the round; start a fresh one to go on."""
+        self.service.close_client()
+        try:
+            self.service.client = ServiceClient(self.project, timeout_s=5.0)
+            self.service.client.request(
+                StatusRequest(req_id=self.service.client.next_id()), timeout_s=2
+            )
+            return
+        except (ServiceNotRunning, ServiceTimeout):
+            self.service.close_client()
+        for proc in self.marked_processes():
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        self.service.reap()
+        self.write_scenario(first_round=record.n + 1)
+        self.metrics.restart_s.append(self.service.start())
+        record.note += " (service restarted by the harness)"
+
+    # -- faults ------------------------------------------------------------------------
+    # Each returns the allowed tree outcomes when it finished the round itself.
+
+    def _kill(self, record: RoundRecord, pid: int | None, measure: bool = True) -> None:
+        if not pid:
+            record.landed = False
+            return
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            record.landed = False
+            return
+        try:
+            t0 = time.perf_counter()
+            os.kill(pid, signal.SIGKILL)
+            if measure:
+                # Our own pidfd says when the kernel finished the process (the floor any
+                # detector can reach); `workers` says when the coordinator noticed.
+                select.select([pidfd], [], [], 5.0)
+                self.metrics.exit_s.append(time.perf_counter() - t0)
+                gone = self.worker_gone_after(pid, t0, timeout=5)
+                if gone is None:
+                    raise Violation(f"killed worker {pid} still listed in `workers` after 5 s")
+                self.metrics.detect_s.append(gone)
+        finally:
+            os.close(pidfd)
+
+    def fault_none(self, record: RoundRecord, *_: Any) -> set[str]:
+        return set()
+
+    def fault_kill_before_model(
+        self, record: RoundRecord, tag: str, text: str, pid: int | None, spec_id: str, since: float
+    ) -> set[str]:
+        t_kill = time.time()
+        self._kill(record, pid)
+        if record.landed is None:
+            first = self.model_log.speculation_requests(since)
+            record.landed = not first or first[0] > t_kill
+        return set()
+
+    def fault_kill_mid_stream(
+        self, record: RoundRecord, tag: str, text: str, pid: int | None, spec_id: str, since: float
+    ) -> set[str]:
+        arrived = self.model_log.wait_speculation_request(0, since, timeout=5)
+        if arrived is None:
+            record.landed = False
+            return set()
+        stream_s = 30 * SPEC_CHUNK_0 / 1000
+        at = arrived + SPEC_LATENCY_0 / 1000 + self.rng.uniform(0.15, 0.85) * stream_s
+        time.sleep(max(0.0, at - time.time()))
+        self._kill(record, pid)
+        if record.landed is None:
+            record.landed = len(self.model_log.speculation_requests(since)) == 1
+        return set()
+
+    def fault_kill_mid_tool(
+        self, record: RoundRecord, tag: str, text: str, pid: int | None, spec_id: str, since: float
+    ) -> set[str]:
+        landed = self.wait_child(pid, timeout=5)
+        self._kill(record, pid)
+        record.landed = landed if record.landed is None else False
+        return set()
+
+    def wait_child(self, pid: int | None, timeout: float) -> bool:
+        """Until the worker runs a tool subprocess (the slow shell command); True if it does."""
+
+        def has_child() -> bool:
+            try:
+                return bool(psutil.Process(pid or 0).children())
+            except psutil.Error:
+                return True  # gone: stop waiting
+
+        wait_for(has_child, timeout=timeout, interval=0.0005)
+        try:
+            return bool(psutil.Process(pid or 0).children())
+        except psutil.Error:
+            return False
+
+    def fault_kill_mid_write(
+        self, record: RoundRecord, tag: str, text: str, pid: int | None, spec_id: str, since: float
+    ) -> set[str]:
+        overlay = self.spec_base / str(pid) / spec_id
+        first = overlay / f"chaos/r{tag}/alpha.txt"
+        last = overlay / f"chaos/r{tag}/nested/gamma.md"
+        wait_for(lambda: first.exists() or not pid_running(pid or 0), timeout=5, interval=0.0002)
+        landed = first.exists() and not last.exists()
+        self._kill(record, pid)
+        record.landed = landed if record.landed is None else False
+        return set()
+
+    def fault_kill_after_complete(
+        self, record: RoundRecord, tag: str, text: str, pid: int | None, spec_id: str, since: float
+    ) -> set[str]:
+        self.wait_status(spec_id, TERMINAL, timeout=10)
+        record.landed = pid_running(pid or 0)
+        self._kill(record, pid, measure=bool(record.landed))
+        return set()
+
+    def fault_kill_idle_worker(
+        self, record: RoundRecord, tag: str, text: str, pid: int | None, spec_id: str, since: float
+    ) -> set[str]:
+        idle = [w.pid for w in self.workers() if w.state == "idle" and w.pid != pid]
+        if not idle:
+            record.landed = False
+            return set()
+        victim = self.rng.choice(idle)
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "coordinator",
+                "--project",
+                str(self.project),
+                "debug",
+                "kill-worker",
+                str(victim),
+                "--json",
+            ],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        record.landed = proc.returncode == 0
+        if not record.landed:
+            record.note = proc.stderr.strip()[:80]
+            return set()
+        gone = self.worker_gone_after(victim, t0, timeout=5)
+        if gone is None:
+            raise Violation(f"killed idle worker {victim} still listed after 5 s")
+        if not wait_for(lambda: sum(w.state == "idle" for w in self.workers()) >= 1, timeout=10):
+            raise Violation("the pool did not replace a killed idle worker within 10 s")
+        return set()
+
+    def _hang(self, record: RoundRecord, pid: int | None) -> None:
+        if not pid or not pid_running(pid):
+            record.landed = False
+            return
+        t0 = time.perf_counter()
+        os.kill(pid, signal.SIGSTOP)
+        record.landed = True
+        gone = self.worker_gone_after(pid, t0, timeout=self.args.hang_after + 10, interval=0.01)
+        if gone is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            raise Violation(
+                f"SIGSTOPped worker {pid} was not killed as hung "
+                f"within {self.args.hang_after + 10:.0f}s"
+            )
+        self.metrics.hang_s.append(gone)
+
+    def fault_hang_running(
+        self, record: RoundRecord, tag: str, text: str, pid: int | None, spec_id: str, since: float
+    ) -> set[str]:
+        arrived = self.model_log.wait_speculation_request(0, since, timeout=5)
+        if arrived is not None:
+            time.sleep(self.rng.uniform(0, (SPEC_LATENCY_0 + 30 * SPEC_CHUNK_0) / 1000))
+        self._hang(record, pid)
+        return set()
+
+    def fault_hang_after_complete(
+        self, record: RoundRecord, tag: str, text: str, pid: int | None, spec_id: str, since: float
+    ) -> set[str]:
+        self.wait_status(spec_id, TERMINAL, timeout=10)
+        self._hang(record, pid)
+        return set()
+
+    def fault_kill_worker_during_accept(
+        self, record: RoundRecord, tag: str, text: str, pid: int | None, spec_id: str, since: float
+    ) -> set[str]:
+        status = self.wait_status(spec_id, TERMINAL, timeout=10)
+        record.status = status
+        record.action = "accept"
+        request = AcceptRequest(req_id=self.client.next_id(), method="tab")
+        self.client.send(request)
+        time.sleep(self.rng.uniform(0, 0.004))
+        record.landed = bool(pid) and pid_running(pid or 0)
+        if record.landed:
+            os.kill(pid or 0, signal.SIGKILL)
+        replies = list(self.client.replies(request.req_id, timeout_s=30))
+        end = replies[-1]
+        if not isinstance(end, TurnEnded):
+            raise Violation(f"accept ended with {end}")
+        if end.reason == "accepted":
+            return {"accepted"}
+        if status == "completed":
+            raise Violation(
+                f"accepting a completed speculation while its worker died fell back: {end}"
+            )
+        return {"untouched"}
+
+    def fault_kill_coordinator_during_accept(
+        self, record: RoundRecord, tag: str, text: str, pid: int | None, spec_id: str, since: float
+    ) -> set[str]:
+        record.status = self.wait_status(spec_id, TERMINAL, timeout=10)
+        record.action = "accept"
+        coordinator = self.service.pid
+        family = [
+            psutil.Process(coordinator),
+            *psutil.Process(coordinator).children(recursive=True),
+        ]
+        request = AcceptRequest(req_id=self.client.next_id(), method="tab")
+        self.client.send(request)
+        time.sleep(self.rng.uniform(0, 0.04))
+        t_kill = time.perf_counter()
+        os.kill(coordinator, signal.SIGKILL)
+        self.service.close_client()
+        self.service.reap()
+        if not wait_for(
+            lambda: not [p for p in family if pid_running(p.pid)], timeout=5, interval=0.001
+        ):
+            left = [p.pid for p in family if pid_running(p.pid)]
+            for p in family:
+                with contextlib.suppress(psutil.Error):
+                    p.kill()
+            raise Violation(f"processes outlived the coordinator by 5 s: {left}")
+        self.metrics.family_exit_s.append(time.perf_counter() - t_kill)
+        journal = self.project / ".specrun" / "journal"
+        if journal.exists() and any(journal.iterdir()):
+            self.metrics.mid_apply += 1
+            record.landed = True
+            record.note = "killed mid-apply"
+        else:
+            record.landed = False
+        self.write_scenario(first_round=record.n + 1)
+        restart = self.service.start()
+        self.metrics.restart_s.append(restart)
+        self.metrics.down_s.append(time.perf_counter() - t_kill)
+        return {"untouched", "accepted"}
+
+    def fault_garbage_frames(
+        self, record: RoundRecord, tag: str, text: str, pid: int | None, spec_id: str, since: float
+    ) -> set[str]:
+        endpoints = Endpoints.for_project(self.project, create=False)
+        ctx = zmq.Context()
+        try:
+            control = ctx.socket(zmq.DEALER)
+            control.setsockopt(zmq.LINGER, 0)
+            control.connect(endpoints.control)
+            frames = garbage_frames(self.rng, self.service.epoch)
+            for frame in frames:
+                control.send(frame)
+                self.metrics.garbage_sent += 1
+                if not control.poll(2000):
+                    raise Violation(f"no reply to a bad control frame {frame[:24]!r}")
+                reply = codec.coordinator_to_client().decode(control.recv())
+                if not isinstance(reply, ErrorReply):
+                    raise Violation(f"a bad control frame got {type(reply).__name__}, not an error")
+                self.metrics.garbage_replies += 1
+            workers = ctx.socket(zmq.DEALER)
+            workers.setsockopt(zmq.LINGER, 0)
+            forged_file = self.base / f"forged-{tag}.txt"
+            forged_file.write_text("forged\n")
+            for identity in (f"w{pid}".encode(), b"w4194999", os.urandom(6)):
+                sock = ctx.socket(zmq.DEALER)
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.setsockopt(zmq.IDENTITY, identity)
+                sock.connect(endpoints.workers)
+                for frame in [
+                    *frames,
+                    *forged_events(self.service.epoch, spec_id, pid or 0, forged_file, tag),
+                ]:
+                    sock.send(frame)
+                sock.close()
+            workers.close()
+        finally:
+            ctx.destroy(linger=0)
+        record.landed = True
+        return set()
+
+    def fault_enospc(
+        self, record: RoundRecord, tag: str, text: str, pid: int | None, spec_id: str, since: float
+    ) -> set[str]:
+        if self.rng.random() < 0.5:
+            # Before the writes: the copy-up of the existing file fails (a boundary).
+            record.landed = self.model_log.wait_speculation_request(1, since, timeout=5) is not None
+            record.note = "full before the writes; "
+        else:
+            # During the slow command: the last two new files hit ENOSPC mid-write.
+            turn1 = self.model_log.wait_speculation_request(1, since, timeout=5)
+            record.landed = turn1 is not None and self.wait_child(pid, timeout=5)
+            record.note = "full mid-writes; "
+        fill_disk(self.filler, keep_pages=self.rng.choice((0, 1, 2)))
+        self.wait_status(spec_id, TERMINAL, timeout=10)
+        self.filler.unlink()
+        return set()
+
+
+# --------------------------------------------------------------------------- fault material
+
+
+def classify_tree(
+    actual: dict[str, bytes], before: dict[str, bytes], files: dict[str, bytes]
+) -> str:
+    """untouched | accepted | subset (some round files, each exact) | corrupt | mixed."""
+    changed = {k for k in set(actual) | set(before) if actual.get(k) != before.get(k)}
+    if not changed:
+        return "untouched"
+    if changed - set(files):
+        return "corrupt"
+    if any(actual.get(k) != files[k] for k in changed):
+        return "corrupt"
+    return "accepted" if changed == set(files) else "subset"
+
+
+def garbage_frames(rng: random.Random, epoch: int) -> list[bytes]:
+    """Bad control frames: random bytes, truncated and retagged requests, wrong types."""
+    enc = msgspec.msgpack.Encoder()
+    valid = codec.client_to_coordinator().encode(StatusRequest(req_id=77))
+    frames = [
+        rng.randbytes(rng.randint(1, 64)),
+        valid[: rng.randint(1, len(valid) - 1)],
+        enc.encode({"type": "no_such_request", "req_id": 78}),
+        enc.encode({"type": "ask", "req_id": 79, "text": 12345}),
+        enc.encode({"type": "status", "req_id": 1e300}),
+        enc.encode({"type": "suggestion", "req_id": 81, "wait_visible": "yes"}),
+        enc.encode([1, 2, 3]),
+        b"",
+        enc.encode(Heartbeat(pid=1, epoch=epoch)),
+    ]
+    rng.shuffle(frames)
+    return frames
+
+
+def forged_events(epoch: int, spec_id: str, pid: int, forged_file: Path, tag: str) -> list[bytes]:
+    """Worker events a stranger might send: a Completed for the running speculation that
+    would apply a file of our choosing, a Hello, stale-epoch events."""
+    enc = codec.worker_to_coordinator()
+    outcome = SpeculationOutcome(
+        messages=(Message.assistant("forged"),),
+        written_files={f"chaos/FORGED-{tag}.txt": WrittenFile(overlay_path=str(forged_file))},
+        tool_use_count=1,
+        turns=1,
+    )
+    return [
+        enc.encode(Completed(job_id=spec_id, epoch=epoch, outcome=outcome)),
+        enc.encode(Completed(job_id=spec_id, epoch=epoch ^ 1, outcome=outcome)),
+        enc.encode(Hello(pid=pid, epoch=epoch, sandbox="none")),
+        enc.encode(Heartbeat(pid=pid, epoch=epoch, job_id=spec_id)),
+    ]
+
+
+def fill_disk(path: Path, keep_pages: int) -> None:
+    """Fill the file system holding ``path`` until ENOSPC, then free ``keep_pages`` pages."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        free = shutil.disk_usage(path.parent).free
+        chunk = b"\0" * (1 << 20)
+        written = 0
+        with contextlib.suppress(OSError):
+            while written + len(chunk) <= free:
+                written += os.write(fd, chunk)
+        with contextlib.suppress(OSError):
+            while True:
+                written += os.write(fd, b"\0" * 4096)
+        if keep_pages:
+            os.ftruncate(fd, max(0, written - keep_pages * 4096))
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def summarize(chaos: Chaos, elapsed: float) -> dict[str, Any]:
+    by_kind: dict[str, dict[str, Any]] = {}
+    for kind in chaos.kinds:
+        rows = [r for r in chaos.records if r.kind == kind]
+        by_kind[kind] = {
+            "rounds": len(rows),
+            "landed": sum(1 for r in rows if r.landed),
+            "statuses": dict(Counter(r.status or "-" for r in rows)),
+            "outcomes": dict(Counter(r.outcome or "-" for r in rows)),
+            "violations": sum(len(r.violations) for r in rows),
+        }
+    m = chaos.metrics
+
+    def dist(values: list[float]) -> dict[str, float | int]:
+        if not values:
+            return {"n": 0}
+        return {
+            "n": len(values),
+            "median_ms": round(statistics.median(values) * 1000, 2),
+            "p99_ms": round(percentile(values, 0.99) * 1000, 2),
+            "max_ms": round(max(values) * 1000, 2),
+        }
+
+    return {
+        "rounds": len(chaos.records),
+        "seed": chaos.args.seed,
+        "base_dir": str(chaos.base),
+        "elapsed_s": round(elapsed, 1),
+        "heartbeat_s": None if chaos.args.cli_service else chaos.args.heartbeat,
+        "hang_after_s": None if chaos.args.cli_service else chaos.args.hang_after,
+        "tmpfs": chaos.tmpfs_reason or f"{chaos.args.tmpfs_mb} MiB",
+        "by_kind": by_kind,
+        "violations": [f"round {r.n} {r.kind}: {v}" for r in chaos.records for v in r.violations],
+        "dead_worker_exit": dist(m.exit_s),
+        "detect_dead_worker": dist(m.detect_s),
+        "detect_hung_worker": dist(m.hang_s),
+        "restart_to_serving": dist(m.restart_s[1:]),
+        "kill_to_all_exited": dist(m.family_exit_s),
+        "kill_to_serving": dist(m.down_s),
+        "coordinator_killed_mid_apply": m.mid_apply,
+        "rolled_forward_without_transcript": m.applied_without_history,
+        "garbage_frames": {"sent": m.garbage_sent, "error_replies": m.garbage_replies},
+    }
+
+
+def print_table(summary: dict[str, Any]) -> None:
+    head = (
+        f"{'fault':32s} {'rounds':>6s} {'landed':>6s} {'accepted':>8s} {'untouched':>9s} "
+        f"{'other':>5s} {'violations':>10s}  terminal states"
+    )
+    print(head)
+    print("-" * len(head))
+    total = 0
+    for kind, row in summary["by_kind"].items():
+        outcomes = row["outcomes"]
+        other = row["rounds"] - outcomes.get("accepted", 0) - outcomes.get("untouched", 0)
+        statuses = ", ".join(f"{k} {v}" for k, v in sorted(row["statuses"].items()))
+        print(
+            f"{kind:32s} {row['rounds']:6d} {row['landed']:6d} {outcomes.get('accepted', 0):8d} "
+            f"{outcomes.get('untouched', 0):9d} {other:5d} {row['violations']:10d}  {statuses}"
+        )
+        total += row["violations"]
+    print("-" * len(head))
+    print(f"{'all':32s} {summary['rounds']:6d} {'':6s} {'':8s} {'':9s} {'':5s} {total:10d}")
+
+    def line(label: str, d: dict[str, Any]) -> None:
+        if d.get("n"):
+            print(
+                f"{label:44s} n={d['n']:<4d} median {d['median_ms']:9.2f} ms   "
+                f"p99 {d['p99_ms']:9.2f} ms"
+            )
+        else:
+            print(f"{label:44s} n=0")
+
+    print()
+    line("dead worker: SIGKILL -> exited (own pidfd)", summary["dead_worker_exit"])
+    line("dead worker: SIGKILL -> gone from `workers`", summary["detect_dead_worker"])
+    hb = summary["heartbeat_s"]
+    hang_label = "hung worker: SIGSTOP -> killed, gone" + (
+        f" (hb {hb}s, limit {summary['hang_after_s']}s)" if hb else ""
+    )
+    line(hang_label, summary["detect_hung_worker"])
+    line("coordinator restart -> answers `status`", summary["restart_to_serving"])
+    line("coordinator SIGKILL -> its workers all exited", summary["kill_to_all_exited"])
+    line("coordinator SIGKILL -> serving again", summary["kill_to_serving"])
+    print(
+        f"coordinator kills that landed mid-apply: {summary['coordinator_killed_mid_apply']} "
+        "(files rolled forward without the transcript: "
+        f"{summary['rolled_forward_without_transcript']}); "
+        f"garbage control frames: {summary['garbage_frames']['sent']} sent, "
+        f"{summary['garbage_frames']['error_replies']} error replies; "
+        f"overlay tmpfs: {summary['tmpfs']}"
+    )
+    print(f"{summary['rounds']} rounds, seed {summary['seed']}, {summary['elapsed_s']} s")
+    for v in summary["violations"]:
+        print("VIOLATION", v)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--only",
+        type=lambda s: [k.strip() for k in s.split(",") if k.strip()],
+        default=None,
+        help=f"comma-separated fault kinds from: {', '.join(KINDS)}",
+    )
+    parser.add_argument("--heartbeat", type=float, default=0.25, help="worker heartbeat (s)")
+    parser.add_argument(
+        "--hang-after", type=float, default=1.5, help="silence that counts as hung (s)"
+    )
+    parser.add_argument(
+        "--cli-service",
+        action="store_true",
+        help="run `python -m coordinator serve` (default heartbeat 1 s, hang 5 s)",
+    )
+    parser.add_argument("--tmpfs-mb", type=int, default=64)
+    parser.add_argument(
+        "--no-tmpfs", action="store_true", help="do not mount a tmpfs (skips enospc)"
+    )
+    parser.add_argument(
+        "--apply-pause-ms",
+        type=float,
+        default=2.0,
+        help="pause at each apply checkpoint (the overlay's test hook) to widen "
+        "the window of a coordinator kill during accept; 0 disables",
+    )
+    parser.add_argument("--max-seconds", type=float, default=0.0, help="stop early after this long")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, project)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="one line per round")
+    args = parser.parse_args(argv)
+    if args.only:
+        unknown = set(args.only) - set(KINDS)
+        if unknown:
+            parser.error(f"unknown fault kinds: {', '.join(sorted(unknown))}")
+    return args
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_serve"]:
+        return serve_child(argv[1:])
+    args = parse_args(argv)
+    started = time.monotonic()
+    signal.signal(signal.SIGTERM, _interrupt)  # a timeout still stops the service and unmounts
+    try:
+        chaos = Chaos(args)
+    except (SetupError, OSError, subprocess.CalledProcessError) as exc:
+        print(f"chaos: setup failed: {exc}", file=sys.stderr)
+        return 2
+    try:
+        try:
+            chaos.run()
+        except SetupError as exc:
+            print(f"chaos: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+        summary = summarize(chaos, time.monotonic() - started)
+        with contextlib.suppress(Exception):
+            stats = chaos.client.request(StatsRequest(req_id=chaos.client.next_id()), timeout_s=5)
+            if isinstance(stats, StatsReply):
+                summary["service_stats"] = msgspec.to_builtins(stats)
+    finally:
+        chaos.close()
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print_table(summary)
+    return 1 if summary["violations"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
