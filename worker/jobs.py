@@ -18,6 +18,7 @@ widens anything else, and a worker with it set logs a warning per speculation.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -42,6 +43,7 @@ from protocol.work import (
 )
 from worker.fork import ForkedChat, pipelined_suggestion
 from worker.shell import classify
+from worker.shell.executor import ShellExecutor
 from worker.speculation import Emit, LoopEnd, Toolbox, final_event, run_loop
 from worker.tools import DirectAccess, ToolContext, execute
 
@@ -132,15 +134,21 @@ async def _speculate(
 ) -> tuple[Completed | Boundary | Failed, LoopEnd | None]:
     """The confined loop and the event that reports how it ended."""
     scratch: Path | None = None
+    shell: ShellExecutor | None = None
     try:
+        scratch = make_dirs(job)
+        # The shell helper must start before the worker confines itself: it mounts each
+        # command's view of the overlay, which a Landlock-confined process may not do.
+        shell = ShellExecutor(job.project_root, job.overlay_dir, str(scratch))
         if job.sandbox:
-            scratch = confine(job)
+            confine(job)
         overlay = Overlay(job.project_root, job.overlay_dir)
         tools = Toolbox(
             overlay,
             job.approval_mode,
             shell_timeout_s=job.limits.shell_timeout_s,
             ungated_command=_ungated_command(),
+            read_only_runner=shell.run,
         )
         end = await run_loop(job, client, tools, send)
         return final_event(job, end, overlay), end
@@ -150,6 +158,8 @@ async def _speculate(
         log.exception("speculation %s failed", job.job_id)
         return Failed(job_id=job.job_id, epoch=job.epoch, error=_sentence(exc)), None
     finally:
+        if shell is not None:
+            await asyncio.to_thread(shell.close)
         # No tool runs after the loop: drop the scratch dir now, so the coordinator's
         # overlay cleanup can also remove the then empty per-pid directory.
         _remove(scratch)
@@ -164,6 +174,20 @@ async def _pipelined(job: RunSpeculation, client: ModelClient, end: LoopEnd) -> 
             client, chat, end.transcript.messages, job.suggestion
         )
     return PipelinedSuggestion(job_id=job.job_id, epoch=job.epoch, text=text, reason=reason)
+
+
+def scratch_dir() -> Path:
+    """This worker's temp dir: ``<speculation base>/<pid>/tmp``."""
+    return speculation_base_dir() / str(os.getpid()) / "tmp"
+
+
+def make_dirs(job: RunSpeculation) -> Path:
+    """The overlay directory and this worker's scratch directory; returns the latter."""
+    scratch = scratch_dir()
+    _make_base(scratch.parent.parent)
+    for path in (scratch.parent, scratch, Path(job.overlay_dir).absolute()):
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return scratch
 
 
 def confine(job: RunSpeculation) -> Path:
@@ -182,12 +206,9 @@ def confine(job: RunSpeculation) -> Path:
     past the gate could still change a real file's timestamps or mode (``touch``,
     ``chmod`` of an existing file), never its bytes, name or existence.
     """
-    own = speculation_base_dir() / str(os.getpid())
-    scratch = own / "tmp"
+    scratch = make_dirs(job)
+    own = scratch.parent
     overlay_dir = Path(job.overlay_dir).absolute()
-    _make_base(own.parent)
-    for path in (own, scratch, overlay_dir):
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
     sys.dont_write_bytecode = True
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     os.environ["TMPDIR"] = str(scratch)

@@ -18,6 +18,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import msgspec
@@ -41,7 +42,10 @@ from protocol.work import (
 from worker.boundary import Transcript
 from worker.fork import ForkedChat
 from worker.gate import GateDecision, evaluate
+from worker.shell.runner import ShellResult
 from worker.tools import OverlayAccess, ToolContext, execute, get_tool
+
+ReadOnlyRunner = Callable[[str, str | Path, float, int], ShellResult]
 
 log = logging.getLogger("specrun.worker.speculation")
 
@@ -74,6 +78,7 @@ class Toolbox:
         *,
         shell_timeout_s: float = 30.0,
         ungated_command: str | None = None,
+        read_only_runner: ReadOnlyRunner | None = None,
     ) -> None:
         self.overlay = overlay
         self.approval_mode = approval_mode
@@ -82,6 +87,7 @@ class Toolbox:
             shell_mode="read_only",
             shell_timeout_s=shell_timeout_s,
             shell_max_timeout_s=shell_timeout_s,
+            read_only_runner=read_only_runner,
         )
         self._ungated = ungated_command or None
 

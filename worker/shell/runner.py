@@ -30,7 +30,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from worker.shell.classifier import ShellVerdict, classify
@@ -116,16 +116,19 @@ def run_read_only(
     cwd: str | os.PathLike[str],
     timeout_s: float = DEFAULT_TIMEOUT_S,
     output_cap: int = DEFAULT_OUTPUT_CAP,
+    preexec: Callable[[], None] | None = None,
 ) -> ShellResult:
     """Run a proven read-only ``command`` in ``cwd`` with a clean environment.
 
     Raises :class:`ShellNotReadOnlyError` if :func:`classify` does not prove it read-only.
+    ``preexec`` runs in the child before exec (only from a single-threaded process: the
+    speculation's shell helper uses it to give the command its overlay view and sandbox).
     """
     verdict = classify(command)
     if not verdict.read_only:
         raise ShellNotReadOnlyError(verdict)
     argv = [_bash(READ_ONLY_PATH), "--noprofile", "--norc", "-c", command]
-    return _execute(argv, cwd, read_only_environment(), timeout_s, output_cap)
+    return _execute(argv, cwd, read_only_environment(), timeout_s, output_cap, preexec)
 
 
 def run_shell(
@@ -185,6 +188,7 @@ def _execute(
     env: Mapping[str, str],
     timeout_s: float,
     output_cap: int,
+    preexec: Callable[[], None] | None = None,
 ) -> ShellResult:
     if timeout_s <= 0:
         raise ValueError("timeout_s must be positive")
@@ -201,6 +205,7 @@ def _execute(
         stderr=subprocess.PIPE,
         start_new_session=True,
         close_fds=True,
+        preexec_fn=preexec,
     )
     stdout = _Capture(output_cap)
     stderr = _Capture(output_cap)

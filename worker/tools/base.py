@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from protocol.chat import ToolSpec
 
 if TYPE_CHECKING:
+    from worker.shell.runner import ShellResult
     from worker.tools.access import FileAccess
 
 ShellMode = Literal["read_only", "full"]
@@ -40,6 +41,10 @@ class ToolContext:
     """Working directory of shell commands; ``None`` means the project root."""
     shell_env: Mapping[str, str] | None = None
     """Environment for ``"full"`` shell commands; ``None`` means the runner's default."""
+    read_only_runner: Callable[[str, str | Path, float, int], ShellResult] | None = None
+    """Runs ``"read_only"`` commands instead of the plain safe runner (a speculation's
+    shell helper, which shows the commands the overlay); same signature as
+    ``run_read_only(command, cwd, timeout_s, output_cap)``."""
     shell_timeout_s: float = 120.0
     """Shell timeout when the call gives none."""
     shell_max_timeout_s: float = 600.0

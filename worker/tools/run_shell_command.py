@@ -89,7 +89,8 @@ async def run(args: dict[str, Any], ctx: ToolContext) -> str:
         env = dict(ctx.shell_env) if ctx.shell_env is not None else None
         result = await asyncio.to_thread(run_shell, command, cwd, timeout_s, stream_cap, env=env)
     else:
-        result = await asyncio.to_thread(run_read_only, command, cwd, timeout_s, stream_cap)
+        runner = ctx.read_only_runner or run_read_only
+        result = await asyncio.to_thread(runner, command, cwd, timeout_s, stream_cap)
     return format_shell_output(
         result.exit_code,
         result.stdout,
