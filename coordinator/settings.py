@@ -53,6 +53,13 @@ KEYS: dict[str, Key] = {
         Key(
             "enableCacheSharing", bool, True, "reuse the provider's prefix cache in forked requests"
         ),
+        Key(
+            "speculateShell",
+            bool,
+            False,
+            "opt-in: speculate shell commands that are not read-only (tests, builds) in a "
+            "sandbox without network, keeping their writes in the overlay",
+        ),
         Key("enableMemory", bool, True, "recall relevant memories for each query"),
         Key("workerPool", int, 2, "number of warm idle workers"),
         Key("memoryDir", str, "", "project memory directory (default <project>/.specrun/memory)"),

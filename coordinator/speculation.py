@@ -221,6 +221,7 @@ class SpeculationManager:
                 api_key=self.settings["apiKey"] or None,
                 cache_sharing=bool(self.settings["enableCacheSharing"]),
             ),
+            speculate_shell=bool(self.settings["speculateShell"]),
         )
         try:
             await self.service.pool.send(handle, job)

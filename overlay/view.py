@@ -7,6 +7,11 @@ project, mounted over the project path itself. The command then reads exactly wh
 speculation has written so far, and nothing it does can write through the view. Each
 command gets a fresh mount, so files the speculation writes later are seen by later
 commands (overlayfs must not see its layers change while mounted).
+
+The opt-in capture view does the same writable, in a network namespace of its own: a
+command that is not read-only (tests, a build) runs against the speculation's view and
+its writes land in a fresh upper directory, which the worker then copies into the
+speculation's overlay.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
 _MS_RDONLY = 1
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
@@ -49,24 +55,51 @@ def has_writes(overlay_dir: str | os.PathLike[str]) -> bool:
         return False
 
 
-def enter_overlay_view(root: str | os.PathLike[str], overlay_dir: str | os.PathLike[str]) -> None:
-    """Mount ``overlay_dir`` over ``root`` (read-only) in a new mount namespace of this
-    process, then re-enter the current directory through the mount. Single-threaded
-    callers only (a forked child before exec)."""
+def _private_namespace(extra_flags: int = 0) -> ctypes.CDLL:
     libc = _libc()
     uid, gid = os.geteuid(), os.getegid()
-    flags = _CLONE_NEWNS if uid == 0 else _CLONE_NEWNS | _CLONE_NEWUSER
+    flags = _CLONE_NEWNS | extra_flags | (0 if uid == 0 else _CLONE_NEWUSER)
     _check(libc.unshare(flags), "unshare")
     if uid != 0:  # become root of the new user namespace, mapped to ourselves outside
         Path("/proc/self/setgroups").write_text("deny")
         Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
         Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
-    # Keep our mount private: nothing propagates back to the host's namespace.
+    # Keep our mounts private: nothing propagates back to the host's namespace.
     _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "making / private")
-    root_s, upper = os.fspath(root), os.fspath(overlay_dir)
-    options = f"lowerdir={_escape(upper)}:{_escape(root_s)}".encode()
+    return libc
+
+
+def _mount_over(libc: ctypes.CDLL, root: str, options: str, flags: int) -> None:
     _check(
-        libc.mount(b"overlay", root_s.encode(), b"overlay", _MS_RDONLY, options),
-        f"mounting the speculation's view over {root_s}",
+        libc.mount(b"overlay", root.encode(), b"overlay", flags, options.encode()),
+        f"mounting the speculation's view over {root}",
     )
     os.chdir(os.getcwd())  # the old cwd still points below the mount; step onto it
+
+
+def enter_overlay_view(root: str | os.PathLike[str], overlay_dir: str | os.PathLike[str]) -> None:
+    """Mount ``overlay_dir`` over ``root`` (read-only) in a new mount namespace of this
+    process, then re-enter the current directory through the mount. Single-threaded
+    callers only (a forked child before exec)."""
+    libc = _private_namespace()
+    root_s = os.fspath(root)
+    lower = f"{_escape(os.fspath(overlay_dir))}:{_escape(root_s)}"
+    _mount_over(libc, root_s, f"lowerdir={lower}", _MS_RDONLY)
+
+
+def enter_capture_view(
+    root: str | os.PathLike[str],
+    overlay_dir: str | os.PathLike[str],
+    upper: str | os.PathLike[str],
+    work: str | os.PathLike[str],
+) -> None:
+    """Like ``enter_overlay_view`` but writable, and without network: whatever the
+    command writes lands in ``upper`` (``work`` is overlayfs's scratch dir, on the same
+    filesystem), never in the project or the speculation's overlay."""
+    libc = _private_namespace(_CLONE_NEWNET)
+    root_s = os.fspath(root)
+    lower = f"{_escape(os.fspath(overlay_dir))}:{_escape(root_s)}"
+    options = (
+        f"lowerdir={lower},upperdir={_escape(os.fspath(upper))},workdir={_escape(os.fspath(work))}"
+    )
+    _mount_over(libc, root_s, options, 0)

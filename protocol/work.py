@@ -71,6 +71,9 @@ class RunSpeculation(msgspec.Struct, frozen=True, tag="run_speculation"):
     limits: SpeculationLimits = SpeculationLimits()
     pipelined: bool = True
     sandbox: bool = True
+    # Opt-in: run shell commands that are not read-only in a writable overlayfs view
+    # without network instead of stopping at a boundary; their writes join the overlay.
+    speculate_shell: bool = False
 
 
 class RunTool(msgspec.Struct, frozen=True, tag="run_tool"):

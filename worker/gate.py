@@ -21,15 +21,23 @@ from typing import Any, Literal, Protocol
 from protocol.approval import ApprovalMode
 from worker.shell.classifier import classify
 
-GateAction = Literal["allow", "redirect", "boundary"]
+GateAction = Literal["allow", "redirect", "sandbox", "boundary"]
 
 READ_TOOLS = frozenset({"read_file", "grep_search", "glob", "list_directory", "lsp"})
 WRITE_TOOLS = frozenset({"edit", "write_file"})
 SHELL_TOOL = "run_shell_command"
-DENIED_TOOLS = frozenset({
-    "agent", "skill", "todo_write", "save_memory", "ask_user_question", "exit_plan_mode",
-    "web_fetch", "web_search",
-})
+DENIED_TOOLS = frozenset(
+    {
+        "agent",
+        "skill",
+        "todo_write",
+        "save_memory",
+        "ask_user_question",
+        "exit_plan_mode",
+        "web_fetch",
+        "web_search",
+    }
+)
 PATH_KEYS = ("file_path", "filePath", "path", "notebook_path")
 SHELL_REASON_CHARS = 50
 
@@ -64,26 +72,43 @@ def evaluate(
     args: dict[str, Any],
     approval_mode: ApprovalMode | str,
     overlay: OverlayLike,
+    *,
+    sandboxed_shell: bool = False,
 ) -> GateDecision:
-    """Decide one speculative tool call. Never raises."""
+    """Decide one speculative tool call. Never raises.
+
+    ``sandboxed_shell`` (the opt-in ``speculateShell``): a shell command that is not
+    read-only is ``sandbox`` (run in a writable overlayfs view without network, its
+    writes kept in the overlay) instead of a boundary."""
     try:
-        return _evaluate(tool_name, dict(args) if isinstance(args, dict) else {}, approval_mode,
-                         overlay)
+        return _evaluate(
+            tool_name,
+            dict(args) if isinstance(args, dict) else {},
+            approval_mode,
+            overlay,
+            sandboxed_shell,
+        )
     except Exception as exc:  # fail closed
         return GateDecision("boundary", f"gate_error:{tool_name}: {exc}", {})
 
 
 def _evaluate(
-    name: str, args: dict[str, Any], approval_mode: ApprovalMode | str, overlay: OverlayLike
+    name: str,
+    args: dict[str, Any],
+    approval_mode: ApprovalMode | str,
+    overlay: OverlayLike,
+    sandboxed_shell: bool = False,
 ) -> GateDecision:
     if name in READ_TOOLS:
-        return _rewrite(name, args, overlay.resolve_read, "allow", f"read_tool:{name}",
-                        required=False)
+        return _rewrite(
+            name, args, overlay.resolve_read, "allow", f"read_tool:{name}", required=False
+        )
     if name in WRITE_TOOLS:
         if not _edits_allowed(approval_mode):
             return GateDecision("boundary", f"write_tool_no_auto:{name}", args)
-        return _rewrite(name, args, overlay.redirect_write, "redirect", f"write_tool:{name}",
-                        required=True)
+        return _rewrite(
+            name, args, overlay.redirect_write, "redirect", f"write_tool:{name}", required=True
+        )
     if name == SHELL_TOOL:
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
@@ -91,6 +116,8 @@ def _evaluate(
         verdict = classify(command)
         if verdict.read_only:
             return GateDecision("allow", "shell_read_only", args)
+        if sandboxed_shell:
+            return GateDecision("sandbox", f"shell_sandboxed:{verdict.reason}", args)
         return GateDecision("boundary", f"shell:{command[:SHELL_REASON_CHARS]}", args)
     if name in DENIED_TOOLS:
         return GateDecision("boundary", f"denied_tool:{name}", args)

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import itertools
 import logging
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,9 +44,11 @@ from protocol.work import (
     RunTool,
     ToolDone,
 )
+from worker.capture import import_capture, remove_capture
 from worker.fork import ForkedChat, pipelined_suggestion
 from worker.shell import classify
 from worker.shell.executor import ShellExecutor
+from worker.shell.runner import ShellResult
 from worker.speculation import Emit, LoopEnd, Toolbox, final_event, run_loop
 from worker.tools import DirectAccess, ToolContext, execute
 
@@ -149,6 +154,9 @@ async def _speculate(
             shell_timeout_s=job.limits.shell_timeout_s,
             ungated_command=_ungated_command(),
             read_only_runner=shell.run,
+            captured_runner=_captured_runner(shell, overlay, scratch)
+            if job.speculate_shell
+            else None,
         )
         end = await run_loop(job, client, tools, send)
         return final_event(job, end, overlay), end
@@ -163,6 +171,26 @@ async def _speculate(
         # No tool runs after the loop: drop the scratch dir now, so the coordinator's
         # overlay cleanup can also remove the then empty per-pid directory.
         _remove(scratch)
+
+
+def _captured_runner(
+    shell: ShellExecutor, overlay: Overlay, scratch: Path
+) -> Callable[[str, str | Path, float, int], ShellResult]:
+    """Opt-in: run a command that is not read-only sandboxed, then keep what it wrote."""
+    runs = itertools.count(1)
+
+    def run(command: str, cwd: str | Path, timeout_s: float, output_cap: int) -> ShellResult:
+        capture = scratch / f"capture-{next(runs)}"
+        try:
+            result = shell.run_captured(command, cwd, timeout_s, output_cap, capture)
+            note = import_capture(capture / "upper", overlay).note()
+        finally:
+            remove_capture(capture)
+        if note:
+            result = dataclasses.replace(result, stdout=f"{result.stdout}\n{note}".lstrip("\n"))
+        return result
+
+    return run
 
 
 async def _pipelined(job: RunSpeculation, client: ModelClient, end: LoopEnd) -> PipelinedSuggestion:

@@ -79,6 +79,7 @@ class Toolbox:
         shell_timeout_s: float = 30.0,
         ungated_command: str | None = None,
         read_only_runner: ReadOnlyRunner | None = None,
+        captured_runner: ReadOnlyRunner | None = None,
     ) -> None:
         self.overlay = overlay
         self.approval_mode = approval_mode
@@ -88,6 +89,7 @@ class Toolbox:
             shell_timeout_s=shell_timeout_s,
             shell_max_timeout_s=shell_timeout_s,
             read_only_runner=read_only_runner,
+            captured_runner=captured_runner,
         )
         self._ungated = ungated_command or None
 
@@ -101,14 +103,22 @@ class Toolbox:
     def decide(self, call: ToolCall) -> GateDecision:
         if self._is_probe(call):
             return GateDecision(action="allow", reason="test_ungated_shell", args=call.args())
-        return evaluate(call.name, call.args(), self.approval_mode, self.overlay)
+        return evaluate(
+            call.name,
+            call.args(),
+            self.approval_mode,
+            self.overlay,
+            sandboxed_shell=self.context.captured_runner is not None,
+        )
 
     def known(self, name: str) -> bool:
         return get_tool(name) is not None
 
-    async def execute(self, call: ToolCall) -> ToolResult:
+    async def execute(self, call: ToolCall, action: str = "allow") -> ToolResult:
         if self._is_probe(call):
             return await execute(call, dataclasses.replace(self.context, shell_mode="full"))
+        if action == "sandbox":
+            return await execute(call, dataclasses.replace(self.context, shell_mode="captured"))
         return await execute(call, self.context)
 
 
@@ -168,7 +178,7 @@ async def run_calls(
                 job_id=job.job_id, epoch=job.epoch, turn=turn, call=call, decision=decision.action
             )
         )
-        result = await run_one(tools, rewritten(call, decision))
+        result = await run_one(tools, rewritten(call, decision), decision.action)
         responses.append(result)
         await emit(ToolFinished(job_id=job.job_id, epoch=job.epoch, turn=turn, result=result))
     return responses, None
@@ -182,13 +192,13 @@ def rewritten(call: ToolCall, decision: GateDecision) -> ToolCall:
     return ToolCall(call.id, call.name, msgspec.json.encode(decision.args).decode())
 
 
-async def run_one(tools: Toolbox, call: ToolCall) -> ToolResult:
+async def run_one(tools: Toolbox, call: ToolCall, action: str = "allow") -> ToolResult:
     """Execute without confirmation: unknown tool, exception and success all become a
     response for ``call``."""
     if not tools.known(call.name):
         return ToolResult(call.id, call.name, error=f"Tool '{call.name}' not found")
     try:
-        result = await tools.execute(call)
+        result = await tools.execute(call, action)
     except Exception as exc:
         log.info("tool %s raised: %r", call.name, exc)
         return ToolResult(call.id, call.name, error=str(exc) or type(exc).__name__)

@@ -113,3 +113,77 @@ def test_the_view_is_read_only_and_private(tmp_path: Path) -> None:
     assert (root / "d" / "f.txt").read_text() == "real\n"
     assert not (root / "d" / "g.txt").exists()
     assert str(root) not in Path("/proc/self/mounts").read_text()
+
+
+def test_opt_in_sandboxed_shell_keeps_writes_in_the_overlay_and_has_no_network(
+    harness: Any,
+) -> None:
+    if not _view_supported(Path("/")):
+        pytest.skip("this kernel does not allow unprivileged mount namespaces")
+    import socket
+
+    import msgspec
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    probe = (
+        'python3 -c "import socket,sys\n'
+        "try:\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=1); print('NET: reached')\n"
+        "except OSError as e:\n"
+        "    print('NET: refused', e.errno)\""
+    )
+    h: Harness = harness(
+        [
+            rule(
+                {
+                    "tool_calls": [
+                        call("run_shell_command", command="echo built > build.log && rm README.md"),
+                        call("run_shell_command", command="cat build.log"),
+                        call("run_shell_command", command=probe),
+                    ]
+                },
+                times=1,
+            ),
+            rule({"text": "Built."}),
+            PIPELINED_RULE,
+        ]
+    )
+    before = tree_state(h.project)
+    try:
+
+        async def main() -> None:
+            async with pool_of() as (pool, events):
+                handle = await pool.acquire("speculation", "spec-1")
+                job = msgspec.structs.replace(
+                    h.job(sandbox=True, overlay_pid=handle.pid), speculate_shell=True
+                )
+                await pool.send(handle, job)
+                seen = await events.until(PipelinedSuggestion, timeout=20)
+                done = next(e for e in seen if isinstance(e, Completed))
+                results = [e.result for e in seen if isinstance(e, ToolFinished)]
+                build, cat, net = (r.output or "" for r in results)
+                assert "kept in the speculation" in build and "README.md (deleted)" in build
+                assert "built" in cat  # a later read-only command sees the captured write
+                assert "NET: refused" in net, net
+                assert set(done.outcome.written_files) == {"build.log"}
+                h.cleanup()
+
+        run(main)
+    finally:
+        server.close()
+    assert tree_state(h.project) == before
+
+
+def test_without_the_opt_in_a_write_command_is_still_a_boundary(harness: Any) -> None:
+    h: Harness = harness(
+        [rule({"tool_calls": [call("run_shell_command", command="echo x > f.txt")]})]
+    )
+    out = h.run(h.job())
+    from protocol.work import Boundary
+
+    ends = out.of(Boundary)
+    assert ends and ends[0].reason == "shell:echo x > f.txt"
+    h.cleanup()

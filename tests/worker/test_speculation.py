@@ -359,7 +359,7 @@ def test_unknown_tool_answers_not_found_and_the_loop_goes_on(harness: Any) -> No
 
 
 class RaisingToolbox(Toolbox):
-    async def execute(self, call: ToolCall) -> ToolResult:
+    async def execute(self, call: ToolCall, action: str = "allow") -> ToolResult:
         raise RuntimeError("disk on fire")
 
 

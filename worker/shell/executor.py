@@ -1,4 +1,4 @@
-"""Read-only shell commands that see a speculation's writes.
+"""Shell commands of a speculation that see its writes.
 
 A confined worker cannot mount anything (Landlock forbids changing the mount
 topology), so the speculation starts this small helper process first, while the
@@ -7,6 +7,9 @@ JSON line each, and runs every one in a child that (1) gets a private overlay vi
 the project showing the speculation's writes (``overlay.view``), (2) is confined by
 Landlock to writing its temp dir and /dev/null, and (3) only then execs bash. The
 helper re-checks each command with the classifier itself and never writes a file.
+With the opt-in ``speculateShell`` setting, commands that are not read-only run the same
+way in a writable view without network (``mode="captured"``); their writes are kept
+apart for the worker to copy into the overlay.
 
     python -m worker.shell.executor ROOT OVERLAY_DIR TMP_DIR
 """
@@ -23,9 +26,9 @@ from pathlib import Path
 import msgspec
 
 from overlay.sandbox import restrict_writes_to
-from overlay.view import enter_overlay_view, has_writes
+from overlay.view import enter_capture_view, enter_overlay_view, has_writes
 from worker.lifecycle import die_with_parent
-from worker.shell.runner import ShellNotReadOnlyError, ShellResult, run_read_only
+from worker.shell.runner import ShellNotReadOnlyError, ShellResult, run_read_only, run_shell
 
 
 class Request(msgspec.Struct, frozen=True):
@@ -33,6 +36,10 @@ class Request(msgspec.Struct, frozen=True):
     cwd: str
     timeout_s: float
     output_cap: int
+    # "captured" (opt-in): any command, in a writable view without network; its writes
+    # land in ``capture_dir``/upper for the worker to copy into the overlay.
+    mode: str = "read_only"
+    capture_dir: str | None = None
 
 
 class Reply(msgspec.Struct, frozen=True):
@@ -52,6 +59,36 @@ def _prepare_child(root: str, overlay_dir: str, tmp: str) -> None:
         os._exit(126)
 
 
+def _prepare_captured_child(root: str, overlay_dir: str, tmp: str, capture: str) -> None:
+    try:
+        enter_capture_view(root, overlay_dir, Path(capture) / "upper", Path(capture) / "work")
+        restrict_writes_to([Path(root), Path(tmp), Path("/dev/null")])
+    except Exception as exc:
+        os.write(2, f"specrun: cannot give this command a sandboxed view: {exc}\n".encode())
+        os._exit(126)
+
+
+def _run_captured(request: Request, root: str, overlay_dir: str, tmp: str) -> ShellResult:
+    if request.capture_dir is None:
+        raise ValueError("a captured command needs a capture_dir")
+    for sub in ("upper", "work"):
+        (Path(request.capture_dir) / sub).mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "TMPDIR": tmp}
+    for name in ("LD_PRELOAD", "LD_LIBRARY_PATH", "PAGER", "LESSOPEN"):
+        env.pop(name, None)
+    prepare = functools.partial(
+        _prepare_captured_child, root, overlay_dir, tmp, request.capture_dir
+    )
+    return run_shell(
+        request.command,
+        request.cwd,
+        request.timeout_s,
+        request.output_cap,
+        env=env,
+        preexec=prepare,
+    )
+
+
 def serve(root: str, overlay_dir: str, tmp: str) -> None:
     die_with_parent()
     decoder = msgspec.json.Decoder(Request)
@@ -64,13 +101,16 @@ def serve(root: str, overlay_dir: str, tmp: str) -> None:
             reply = Reply(error=f"bad request: {exc}")
         else:
             try:
-                result = run_read_only(
-                    request.command,
-                    request.cwd,
-                    request.timeout_s,
-                    request.output_cap,
-                    preexec=prepare,
-                )
+                if request.mode == "captured":
+                    result = _run_captured(request, root, overlay_dir, tmp)
+                else:
+                    result = run_read_only(
+                        request.command,
+                        request.cwd,
+                        request.timeout_s,
+                        request.output_cap,
+                        preexec=prepare,
+                    )
                 reply = Reply(result=result)
             except ShellNotReadOnlyError as exc:
                 reply = Reply(error=f"not run: {exc}")
@@ -101,7 +141,23 @@ class ShellExecutor:
     def run(
         self, command: str, cwd: str | os.PathLike[str], timeout_s: float, output_cap: int
     ) -> ShellResult:
-        request = Request(command, os.fspath(cwd), timeout_s, output_cap)
+        return self._ask(Request(command, os.fspath(cwd), timeout_s, output_cap))
+
+    def run_captured(
+        self,
+        command: str,
+        cwd: str | os.PathLike[str],
+        timeout_s: float,
+        output_cap: int,
+        capture_dir: str | os.PathLike[str],
+    ) -> ShellResult:
+        """Run any command sandboxed; what it wrote is left in ``capture_dir``/upper."""
+        request = Request(
+            command, os.fspath(cwd), timeout_s, output_cap, "captured", os.fspath(capture_dir)
+        )
+        return self._ask(request)
+
+    def _ask(self, request: Request) -> ShellResult:
         with self._lock:
             assert self._proc.stdin is not None and self._proc.stdout is not None
             try:

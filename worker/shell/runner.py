@@ -137,11 +137,13 @@ def run_shell(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     output_cap: int = DEFAULT_OUTPUT_CAP,
     env: Mapping[str, str] | None = None,
+    preexec: Callable[[], None] | None = None,
 ) -> ShellResult:
-    """Run any ``command`` (already approved by the user) with the same process hygiene."""
+    """Run any ``command`` (already approved by the user, or sandboxed by ``preexec``)
+    with the same process hygiene."""
     environment = dict(os.environ if env is None else env)
     argv = [_bash(environment.get("PATH")), "-c", command]
-    return _execute(argv, cwd, environment, timeout_s, output_cap)
+    return _execute(argv, cwd, environment, timeout_s, output_cap, preexec)
 
 
 class _Capture:

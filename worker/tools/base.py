@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from worker.shell.runner import ShellResult
     from worker.tools.access import FileAccess
 
-ShellMode = Literal["read_only", "full"]
+ShellMode = Literal["read_only", "full", "captured"]
 
 BINARY_SNIFF_BYTES = 8192
 
@@ -41,6 +41,9 @@ class ToolContext:
     """Working directory of shell commands; ``None`` means the project root."""
     shell_env: Mapping[str, str] | None = None
     """Environment for ``"full"`` shell commands; ``None`` means the runner's default."""
+    captured_runner: Callable[[str, str | Path, float, int], ShellResult] | None = None
+    """Runs any command sandboxed, keeping its writes in the overlay (``"captured"``, the
+    opt-in speculation of commands that are not read-only)."""
     read_only_runner: Callable[[str, str | Path, float, int], ShellResult] | None = None
     """Runs ``"read_only"`` commands instead of the plain safe runner (a speculation's
     shell helper, which shows the commands the overlay); same signature as

@@ -85,7 +85,11 @@ async def run(args: dict[str, Any], ctx: ToolContext) -> str:
     timeout_s = min(timeout_s, ctx.shell_max_timeout_s)
     cwd = ctx.cwd if ctx.cwd is not None else ctx.access.root
     stream_cap = max(1, ctx.output_cap // 2)  # per stream, so both fit in the tool output
-    if ctx.shell_mode == "full":
+    if ctx.shell_mode == "captured":
+        if ctx.captured_runner is None:
+            raise ToolError("sandboxed shell commands are not available here")
+        result = await asyncio.to_thread(ctx.captured_runner, command, cwd, timeout_s, stream_cap)
+    elif ctx.shell_mode == "full":
         env = dict(ctx.shell_env) if ctx.shell_env is not None else None
         result = await asyncio.to_thread(run_shell, command, cwd, timeout_s, stream_cap, env=env)
     else:
