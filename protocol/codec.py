@@ -35,6 +35,8 @@ class Codec(Generic[T]):
             return self._decoder.decode(frame)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise ProtocolError(f"malformed {self.name} frame: {exc}") from None
+        except RecursionError:  # e.g. an unknown field holding [[[[...]]]], which msgspec skips
+            raise ProtocolError(f"malformed {self.name} frame: nested too deeply") from None
 
 
 def client_to_coordinator() -> Codec[ControlRequest]:
