@@ -160,7 +160,11 @@ class Service:
         while True:
             parts = await self._control.recv_multipart()
             if len(parts) != 2:
-                log.warning("dropping a control frame with %d parts", len(parts))
+                # A request is one frame; the client still gets an answer it can match.
+                log.warning("a control message with %d frames", len(parts) - 1)
+                req_id = codec.peek_req_id(parts[1]) if len(parts) > 1 else None
+                problem = f"A request is one frame; this message had {len(parts) - 1}."
+                await self.send(parts[0], ErrorReply(req_id or 0, "bad_request", problem))
                 continue
             identity, frame = parts
             try:
