@@ -26,7 +26,6 @@ import contextlib
 import logging
 import os
 import secrets
-import tempfile
 import threading
 import time
 from collections.abc import Iterable
@@ -35,6 +34,7 @@ from pathlib import Path
 
 import msgspec
 
+from coordinator.durable import atomic_write
 from protocol.chat import Message
 
 log = logging.getLogger(__name__)
@@ -88,38 +88,6 @@ def new_session_id(now: float | None = None) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
     micros = int((now % 1) * 1_000_000)
     return f"{stamp}-{micros:06d}-{secrets.token_hex(3)}"
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _atomic_write(path: Path, data: bytes, *, replace: bool) -> bool:
-    """Write ``data`` to ``path`` through a fsynced temp file; with ``replace=False`` never
-    overwrite (returns False if the name exists)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if replace:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                return False
-        _fsync_dir(path.parent)
-        return True
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
 
 
 def parse_session_bytes(data: bytes) -> tuple[SessionHeader | None, LoadReport]:
@@ -266,9 +234,9 @@ class HistoryStore:
             sid = new_session_id(created)
             path = self.sessions_dir / f"{sid}.jsonl"
             header = _ENC.encode(SessionHeader(session_id=sid, created=created)) + b"\n"
-            if _atomic_write(path, header, replace=False):
+            if atomic_write(path, header, replace=False):
                 break
-        _atomic_write(self.sessions_dir / CURRENT_FILE, sid.encode() + b"\n", replace=True)
+        atomic_write(self.sessions_dir / CURRENT_FILE, sid.encode() + b"\n", replace=True)
         self._needs_repair = False
         return Session(sid, path, created)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from coordinator.durable import atomic_write
 from protocol.approval import ApprovalMode
 
 
@@ -262,9 +263,7 @@ def set_setting(path: Path, name: str, value: str) -> Any:
         stored = _coerce(key, value, f"{name}={value!r}")
         raw[name] = stored
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, (json.dumps(raw, indent=2) + "\n").encode("utf-8"))
     return stored
 
 

@@ -23,7 +23,6 @@ import logging
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,8 @@ from typing import Literal, cast, get_args
 import frontmatter
 import yaml
 from frontmatter.default_handlers import YAMLHandler
+
+from coordinator.durable import fsync_dir, write_temp
 
 log = logging.getLogger(__name__)
 
@@ -386,36 +387,13 @@ def _slug(name: str) -> str:
     return slug or "memory"
 
 
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _write_temp(directory: Path, data: bytes) -> Path:
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return Path(tmp)
-
-
 def _create_new_file(root: Path, stem: str, data: bytes) -> Path:
     """Publish ``data`` as ``<stem>.md`` (or ``<stem>-N.md``) without ever replacing a file.
 
     The content is fully written to a temp file first and then hard-linked into place, so a
     reader sees either no file or the whole file, and ``link`` refuses an existing name.
     """
-    tmp = _write_temp(root, data)
+    tmp = write_temp(root, data)
     try:
         for n in range(1, 10_000):
             target = root / (f"{stem}.md" if n == 1 else f"{stem}-{n}.md")
@@ -423,7 +401,7 @@ def _create_new_file(root: Path, stem: str, data: bytes) -> Path:
                 os.link(tmp, target)
             except FileExistsError:
                 continue
-            _fsync_dir(root)
+            fsync_dir(root)
             return target
         raise FileExistsError(f"no free file name for memory {stem!r} in {root}")
     finally:
@@ -439,14 +417,14 @@ def _append_index_line(index: Path, line: str) -> None:
         old = ""
     if old and not old.endswith("\n"):
         old += "\n"
-    tmp = _write_temp(index.parent, (old + line + "\n").encode("utf-8"))
+    tmp = write_temp(index.parent, (old + line + "\n").encode("utf-8"))
     try:
         os.replace(tmp, index)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(index.parent)
+    fsync_dir(index.parent)
 
 
 @contextlib.contextmanager

@@ -72,6 +72,13 @@ def requests(log: Path, purpose: str = "main") -> list[dict[str, Any]]:
     return found
 
 
+def _tail(log: Path, specrun: Specrun) -> str:
+    """What the model saw and what the service logged: the story of a failure."""
+    service_log = specrun.project / ".specrun" / "logs" / "service.log"
+    seen = [f"{r.get('purpose')} {r.get('outcome')}" for r in requests(log, "recall")]
+    return f"recall requests: {seen}\n" + service_log.read_text()[-4000:]
+
+
 def end(replies: list[Any]) -> TurnEnded:
     assert isinstance(replies[-1], TurnEnded), replies[-1]
     return replies[-1]
@@ -258,13 +265,16 @@ def test_slow_memory_arrives_after_the_tool_results_never_before(
         "---\nname: deploy\ndescription: how releases are cut\ntype: project\n---\nTag and push.\n"
     )
     rules = [
-        # recall (200 ms) settles while the first model call (500 ms) is still running:
-        # too late for the user query, in time for the first tool-result request.
+        # recall (150 ms) settles while the first model call (1.5 s) is still running:
+        # too late for the user query, in time for the first tool-result request. The
+        # wide margin keeps a loaded 2-core machine from turning timing into a verdict.
         {
             "when": {"purpose": "recall"},
-            "reply": {"select_memories": ["pytest"], "latency_ms": 200},
+            # (not "pytest": pytest's own temp paths contain it, and the scripted
+            # selector matches words anywhere in a manifest line, paths included)
+            "reply": {"select_memories": ["calc tests"], "latency_ms": 150},
         },
-        {"when": {"last_user": "fix it"}, "reply": {"tool_calls": [EDIT], "latency_ms": 500}},
+        {"when": {"last_user": "fix it"}, "reply": {"tool_calls": [EDIT], "latency_ms": 1500}},
         {"when": {"last_tool": "edit"}, "reply": {"text": "Fixed."}},
         {"when": {"last_tool": "read_file"}, "reply": {"text": "Read."}},
         {
@@ -281,11 +291,13 @@ def test_slow_memory_arrives_after_the_tool_results_never_before(
     first, second = main[0]["body"]["messages"], main[1]["body"]["messages"]
     assert "Relevant memory" not in json.dumps(first), "the user query waited for a slow recall"
     roles = [m["role"] for m in second]
-    assert roles[-3:] == ["assistant", "tool", "user"], roles
+    assert roles[-3:] == ["assistant", "tool", "user"], (roles, _tail(driver.log, specrun))
     assert "Relevant memory" in second[-1]["content"] and "testing" in second[-1]["content"]
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 8
     # Surfaced once: the next query does not recall the same memory again.
     driver.ask("anything else")
-    assert wait_until(lambda: len(requests(driver.log, "recall")) >= 2, timeout=15)
+    assert wait_until(lambda: len(requests(driver.log, "recall")) >= 2, timeout=15), _tail(
+        driver.log, specrun
+    )
     manifest = json.dumps(requests(driver.log, "recall")[-1]["body"])
     assert "deploy.md" in manifest and "testing.md" not in manifest
