@@ -17,6 +17,7 @@ import msgspec
 
 from coordinator.emitter import Emitter
 from coordinator.history import HistoryStore
+from coordinator.loop_detect import LoopDetector
 from coordinator.memory import AbortReason, AbortSignal, MemoryPrefetcher, Recaller
 from coordinator.system_prompt import build_system_prompt
 from coordinator.tool_exec import SHELL_TOOL, ToolExecutor, shell_mode, write_policy
@@ -119,9 +120,17 @@ class MainChat:
             if memory:
                 reminders.insert(0, memory)  # memory leads the system reminders
             await self.record(Message.user(text, reminders=tuple(reminders)))
+            loops = LoopDetector()
             for _ in range(settings["maxTurnsPerQuery"]):
                 answer = await self._ask_model(out, system, tools, mode)
                 await self.record(answer.message)
+                if loops.observe(answer.message):
+                    self.prefetcher.abort_and_clear(AbortReason.LOOP_DETECTED)
+                    await self._answer_unanswered("not run: the same calls kept repeating")
+                    return TurnResult(
+                        "loop_detected",
+                        "The model repeated the same tool calls; stopped the turn.",
+                    )
                 if self._over_token_limit(answer):
                     self.prefetcher.abort_and_clear(AbortReason.SESSION_TOKEN_LIMIT)
                     return TurnResult(
@@ -263,6 +272,13 @@ class MainChat:
         """Add to the history, on disk first: an answered turn survives a crash."""
         self.history_store.append(messages)
         self.history.extend(messages)
+
+    async def _answer_unanswered(self, why: str) -> None:
+        if self.history and self.history[-1].role == "assistant" and self.history[-1].tool_calls:
+            calls = self.history[-1].tool_calls
+            await self.record(
+                Message.tool(tuple(ToolResult(c.id, c.name, error=why) for c in calls))
+            )
 
     def _close_unanswered_calls(self) -> None:
         """After an abort, give every call of the last model message a result, so the

@@ -3,12 +3,14 @@ memory prefetch's two consume points as the model actually receives them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from coordinator.history import HistoryStore
@@ -301,3 +303,47 @@ def test_slow_memory_arrives_after_the_tool_results_never_before(
     )
     manifest = json.dumps(requests(driver.log, "recall")[-1]["body"])
     assert "deploy.md" in manifest and "testing.md" not in manifest
+
+
+def test_a_model_repeating_the_same_calls_is_stopped(start: Any, specrun: Specrun) -> None:
+    rules = [
+        {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
+        {"default": {"tool_calls": [{"name": "list_directory", "arguments": {"path": "src"}}]}},
+    ]
+    driver = start(rules)
+    ended = end(driver.ask("loop"))
+    assert ended.reason == "loop_detected"
+    history = HistoryStore(specrun.project).load()
+    assert history[-1].role == "tool"  # every call has its answer: the history stays valid
+    assert end(driver.ask("again")).reason == "loop_detected"
+
+
+def test_ctrl_c_kills_the_running_tool(start: Any, specrun: Specrun) -> None:
+    marker = "sleep 37.5"
+    rules = [
+        {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
+        {
+            "when": {"last_user": "wait"},
+            "reply": {
+                "tool_calls": [{"name": "run_shell_command", "arguments": {"command": marker}}]
+            },
+        },
+        {"default": {"text": "Hello."}},
+    ]
+    driver = start(rules, "--approval-mode", "yolo")
+    request = AskRequest(req_id=driver.client.next_id(), text="wait")
+    driver.client.send(request)
+
+    def sleeping() -> list[psutil.Process]:
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            with contextlib.suppress(psutil.Error):
+                if marker in " ".join(proc.info["cmdline"] or []):
+                    found.append(proc)
+        return found
+
+    assert wait_until(lambda: bool(sleeping()), timeout=10), "the tool never started"
+    driver.client.send(CancelRequest(driver.client.next_id(), request.req_id))
+    assert end(list(driver.client.replies(request.req_id, timeout_s=10))).reason == "aborted"
+    assert wait_until(lambda: not sleeping(), timeout=2), "the tool survived the abort"
+    assert end(driver.ask("hello")).reason == "completed"
