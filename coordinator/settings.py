@@ -166,6 +166,10 @@ def read_settings_file(path: Path) -> dict[str, Any]:
         return {}
     except OSError as exc:
         raise SettingsError(f"{path}: cannot be read ({exc.strerror}).") from None
+    except UnicodeDecodeError as exc:
+        raise SettingsError(
+            f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON."
+        ) from None
     try:
         raw = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as exc:
