@@ -41,6 +41,7 @@ def start_daemon(
     log_file = log_path(project_root)
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as log:
+        since = log.seek(0, os.SEEK_END)  # a failed start shows this run's lines only
         proc = subprocess.Popen(
             [sys.executable, "-P", "-m", "coordinator", "--project", str(project_root),
              "serve", *serve_args],
@@ -53,7 +54,7 @@ def start_daemon(
             env=env,
         )
     try:
-        return _wait_started(proc, project_root, log_file, timeout_s)
+        return _wait_started(proc, project_root, log_file, timeout_s, since)
     except BaseException:
         # Ctrl-C (or any failure) while it starts: do not leave a half-started service.
         _terminate(proc)
@@ -61,7 +62,11 @@ def start_daemon(
 
 
 def _wait_started(
-    proc: subprocess.Popen[bytes], project_root: Path, log_file: Path, timeout_s: float
+    proc: subprocess.Popen[bytes],
+    project_root: Path,
+    log_file: Path,
+    timeout_s: float,
+    since: int = 0,
 ) -> int:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -69,7 +74,7 @@ def _wait_started(
         if code is not None:
             raise StartError(
                 f"The service exited during start-up (code {code}); its log is {log_file}:\n"
-                + _tail(log_file)
+                + _tail(log_file, since)
             )
         try:
             with ServiceClient(project_root, timeout_s=1.0) as client:
@@ -115,8 +120,12 @@ def stop_daemon(project_root: Path, timeout_s: float = 20.0) -> int | None:
     return pid
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def _tail(path: Path, since: int = 0, lines: int = 15) -> str:
+    """The last ``lines`` lines written after byte ``since``."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        with path.open("rb") as fh:
+            fh.seek(since)
+            text = fh.read().decode(errors="replace")
     except OSError:
         return ""
+    return "\n".join(text.splitlines()[-lines:])
