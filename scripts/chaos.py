@@ -54,7 +54,6 @@ from typing import Any
 
 import msgspec
 import psutil
-import yaml
 import zmq
 
 from coordinator.client import ServiceClient, ServiceNotRunning, ServiceTimeout
@@ -516,7 +515,7 @@ class Chaos:
         self.tmpfs_reason = self._mount_tmpfs()
         self.spec_base = self.tmpfs / "specrun-speculation"
         self.model_log = ModelLog(self.base / "model-requests.jsonl")
-        scenario = self.scenario = self.base / "chaos.yaml"
+        scenario = self.scenario = self.base / "chaos.json"  # JSON: loads fast on restarts
         self.write_scenario(first_round=1)
         env = {
             k: v
@@ -572,7 +571,7 @@ class Chaos:
         self.seen_workers: set[int] = set()
         self.kinds = [k for k in KINDS if k in args.only] if args.only else list(KINDS)
         if "enospc" in self.kinds and self.tmpfs_reason:
-            print(f"skipping the enospc fault: {self.tmpfs_reason}", flush=True)
+            print(f"skipping the enospc fault: {self.tmpfs_reason}", file=sys.stderr)
             self.kinds.remove("enospc")
         self.filler = self.tmpfs / "filler"
 
@@ -582,7 +581,7 @@ class Chaos:
         """A restarted coordinator reloads the scenario with fresh `times` counters, so
         it gets only the rounds still to come (older suggestion rules would fire again)."""
         data = build_scenario(self.args.rounds, first_round)
-        self.scenario.write_text(yaml.safe_dump(data, sort_keys=False))
+        self.scenario.write_text(json.dumps(data))
 
     def _mount_tmpfs(self) -> str:
         """'' when a tmpfs is mounted on self.tmpfs, else why not."""
@@ -616,7 +615,7 @@ class Chaos:
         if not self.tmpfs_reason:
             subprocess.run(["umount", "-l", str(self.tmpfs)], capture_output=True)
         if self.args.keep:
-            print(f"kept {self.base}")
+            print(f"kept {self.base}", file=sys.stderr)
         else:
             shutil.rmtree(self.base, ignore_errors=True)
 
@@ -702,10 +701,11 @@ class Chaos:
                     f"round {n:4d} {kind:32s} {record.action:12s} landed={record.landed} "
                     f"status={record.status} -> {record.outcome} ({record.seconds:.2f}s)"
                     f"{' ' + record.note if record.note else ''}{extra}",
+                    file=sys.stderr,
                     flush=True,
                 )
             if self.args.max_seconds and time.monotonic() - started > self.args.max_seconds:
-                print(f"stopping after {n} rounds: --max-seconds reached", flush=True)
+                print(f"stopping after {n} rounds: --max-seconds reached", file=sys.stderr)
                 break
         return 0
 
@@ -1198,6 +1198,7 @@ class Chaos:
             psutil.Process(coordinator),
             *psutil.Process(coordinator).children(recursive=True),
         ]
+        self.write_scenario(first_round=record.n + 1)  # what the restarted one loads
         request = AcceptRequest(req_id=self.client.next_id(), method="tab")
         self.client.send(request)
         time.sleep(self.rng.uniform(0, 0.04))
@@ -1221,7 +1222,6 @@ class Chaos:
             record.note = "killed mid-apply"
         else:
             record.landed = False
-        self.write_scenario(first_round=record.n + 1)
         restart = self.service.start()
         self.metrics.restart_s.append(restart)
         self.metrics.down_s.append(time.perf_counter() - t_kill)
