@@ -80,9 +80,16 @@ class Endpoints:
         return [self.directory / "control.sock", self.directory / "workers.sock"]
 
 
-def make_router(ctx: zmq.Context[_S], endpoint: str) -> _S:
+# Larger frames are dropped by ZeroMQ (and the peer disconnected) before they reach
+# Python: a confused or hostile client cannot make the service allocate without bound.
+# A speculation's outcome (100 messages of capped tool output) stays far below this.
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+
+
+def make_router(ctx: zmq.Context[_S], endpoint: str, max_frame: int = MAX_FRAME_BYTES) -> _S:
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.MAXMSGSIZE, max_frame)
     # An unroutable reply (the peer is gone) raises EHOSTUNREACH instead of vanishing.
     sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
     sock.bind(endpoint)

@@ -10,7 +10,7 @@ import psutil
 import pytest
 import zmq
 
-from protocol.endpoints import Endpoints
+from protocol.endpoints import MAX_FRAME_BYTES, Endpoints
 from tests.support import Specrun, processes_with_env, service_processes, wait_until
 
 
@@ -62,6 +62,12 @@ def test_malformed_frames_get_an_error_and_the_service_keeps_serving(
             reply = msgspec.msgpack.decode(control.recv())
             assert reply["type"] == "error" and reply["code"] == "bad_request"
         control.send_multipart([b"two", b"parts"])
+        # Over the frame limit: ZeroMQ drops it (and the peer) before Python sees it.
+        huge = ctx.socket(zmq.DEALER)
+        huge.setsockopt(zmq.LINGER, 0)
+        huge.connect(endpoints.control)
+        huge.send(b"\x00" * (MAX_FRAME_BYTES + 1))
+        huge.close()
         workers = ctx.socket(zmq.DEALER)
         workers.setsockopt(zmq.LINGER, 0)
         workers.setsockopt(zmq.IDENTITY, b"w999999")
