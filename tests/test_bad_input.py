@@ -352,11 +352,6 @@ def test_huge_tool_outputs_are_cut_and_the_service_keeps_going(
     _healthy(served)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="grep_search skips files over search_max_file_bytes (10 MiB) and still answers "
-    "'No matches', without saying that big.txt was not searched",
-)
 def test_a_search_that_skips_a_file_too_big_to_search_says_so(
     served: Specrun, driver: Driver
 ) -> None:

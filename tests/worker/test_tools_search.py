@@ -149,6 +149,8 @@ def test_grep_skips_files_over_the_size_cap(ctx: ToolContext) -> None:
     capped = ToolContext(access=ctx.access, search_max_file_bytes=20)
     out = ok(capped, "grep_search", pattern="needle", path="src")
     assert body(out) == ["src/deep/more.ts:1:const needle = 1;"]
+    note = out.splitlines()[-1]
+    assert note.startswith("[Not searched, over") and "src/" in note  # says what it skipped
 
 
 def test_grep_line_numbers_agree_with_read_file(ctx: ToolContext) -> None:

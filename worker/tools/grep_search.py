@@ -48,8 +48,6 @@ def _search_file(
 ) -> list[tuple[int, str]] | None:
     """Matching (line number, line) pairs, or ``None`` for a file that is not searched."""
     try:
-        if node.physical.stat().st_size > ctx.search_max_file_bytes:
-            return None
         data = node.physical.read_bytes()
     except OSError:
         return None
@@ -57,6 +55,13 @@ def _search_file(
         return None
     text = data.decode("utf-8", errors="replace")
     return [(n, line) for n, line in enumerate(split_lines(text), start=1) if regex.search(line)]
+
+
+def _too_big(node: Node, ctx: ToolContext) -> bool:
+    try:
+        return node.physical.stat().st_size > ctx.search_max_file_bytes
+    except OSError:
+        return False
 
 
 def _grep(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -80,10 +85,14 @@ def _grep(args: dict[str, Any], ctx: ToolContext) -> str:
     files = walk_files(view, start) if start.is_dir else iter([(start, start.name)])
 
     lines: list[str] = []
+    too_big: list[str] = []
     matched_files = 0
     limit_hit = False
     for node, rel in files:
         if include_regex is not None and not include_regex.match(node.name if by_name else rel):
+            continue
+        if _too_big(node, ctx):
+            too_big.append(show_path(access.root, node.path))
             continue
         found = _search_file(node, regex, ctx)
         if not found:
@@ -101,8 +110,14 @@ def _grep(args: dict[str, Any], ctx: ToolContext) -> str:
             break
 
     scope = f" in {where}" + (f" (include {include!r})" if include else "")
+    skipped = ""
+    if too_big:
+        mib = ctx.search_max_file_bytes / 2**20
+        skipped = f"\n[Not searched, over {mib:g} MiB: {', '.join(too_big[:20])}" + (
+            f" and {len(too_big) - 20} more]" if len(too_big) > 20 else "]"
+        )
     if not lines:
-        return f"No matches for {pattern!r}{scope}"
+        return f"No matches for {pattern!r}{scope}{skipped}"
     noun = "match" if len(lines) == 1 else "matches"
     files_noun = "file" if matched_files == 1 else "files"
     header = f"Found {len(lines)} {noun} for {pattern!r}{scope} in {matched_files} {files_noun}:"
@@ -111,7 +126,7 @@ def _grep(args: dict[str, Any], ctx: ToolContext) -> str:
             f"Showing the first {len(lines)} matches for {pattern!r}{scope} (stopped at the "
             f"limit; narrow the pattern, path or include to see the rest):"
         )
-    return header + "\n" + "\n".join(lines)
+    return header + "\n" + "\n".join(lines) + skipped
 
 
 async def run(args: dict[str, Any], ctx: ToolContext) -> str:
