@@ -1409,22 +1409,22 @@ def summarize(chaos: Chaos, elapsed: float) -> dict[str, Any]:
 def print_table(summary: dict[str, Any]) -> None:
     head = (
         f"{'fault':32s} {'rounds':>6s} {'landed':>6s} {'accepted':>8s} {'untouched':>9s} "
-        f"{'other':>5s} {'violations':>10s}  terminal states"
+        f"{'subset':>6s} {'violations':>10s}  terminal states"
     )
     print(head)
     print("-" * len(head))
     total = 0
     for kind, row in summary["by_kind"].items():
         outcomes = row["outcomes"]
-        other = row["rounds"] - outcomes.get("accepted", 0) - outcomes.get("untouched", 0)
+        subset = outcomes.get("subset", 0)  # ENOSPC: only the writes that succeeded, each exact
         statuses = ", ".join(f"{k} {v}" for k, v in sorted(row["statuses"].items()))
         print(
             f"{kind:32s} {row['rounds']:6d} {row['landed']:6d} {outcomes.get('accepted', 0):8d} "
-            f"{outcomes.get('untouched', 0):9d} {other:5d} {row['violations']:10d}  {statuses}"
+            f"{outcomes.get('untouched', 0):9d} {subset:6d} {row['violations']:10d}  {statuses}"
         )
         total += row["violations"]
     print("-" * len(head))
-    print(f"{'all':32s} {summary['rounds']:6d} {'':6s} {'':8s} {'':9s} {'':5s} {total:10d}")
+    print(f"{'all':32s} {summary['rounds']:6d} {'':6s} {'':8s} {'':9s} {'':6s} {total:10d}")
 
     def line(label: str, d: dict[str, Any]) -> None:
         if d.get("n"):
