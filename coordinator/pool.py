@@ -78,6 +78,7 @@ if not getattr(multiprocess.spawn.get_preparation_data, "_specrun", False):
 
 
 _DEPARTED_S = 10.0
+_MAX_EARLY_HELLOS = 16
 
 
 class WorkerState(enum.StrEnum):
@@ -160,6 +161,7 @@ class WorkerPool:
         # they exited, and still belong to a live speculation (its pipelined suggestion).
         self._departed: dict[int, WorkerHandle] = {}
         self._early_hellos: dict[int, Hello] = {}
+        self._starting = 0  # process.start() calls in flight
         self._ctx = zmq.asyncio.Context()
         self._sock: zmq.asyncio.Socket | None = None
         self._jobs = codec.coordinator_to_worker()
@@ -237,7 +239,11 @@ class WorkerPool:
             daemon=False,
         )
         started = time.monotonic()
-        await asyncio.to_thread(process.start)
+        self._starting += 1
+        try:
+            await asyncio.to_thread(process.start)
+        finally:
+            self._starting -= 1
         pid = int(process.pid)
         handle = WorkerHandle(pid=pid, process=process, started_at=started)
         if self._closing:  # the pool closed while this one was being forked
@@ -347,7 +353,11 @@ class WorkerPool:
         if pid is not None:
             handle = self._workers.get(pid) or self._departed.get(pid)
         if isinstance(event, Hello):
-            if handle is None and pid == event.pid:
+            if handle is None and pid == event.pid and self._starting:
+                # A hello can beat process.start() back to us; keep it only while a start
+                # is in flight, and only a few, so junk hellos cannot pile up.
+                while len(self._early_hellos) >= _MAX_EARLY_HELLOS:
+                    self._early_hellos.pop(next(iter(self._early_hellos)))
                 self._early_hellos[event.pid] = event
             elif handle is not None:
                 self._on_hello(handle, event)
