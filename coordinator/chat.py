@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from coordinator.accept_record import settle_pending
 from coordinator.emitter import Emitter
 from coordinator.history import HistoryStore
 from coordinator.loop_detect import LoopDetector
@@ -57,6 +58,7 @@ class MainChat:
         self.fast_model: str = settings.fast_model
         self.approval_mode = settings.approval_mode
         self.history_store = HistoryStore(self.project_root)
+        settle_pending(self.project_root, self.history_store)  # after overlay.recover()
         self.history: list[Message] = self.history_store.load()
         self.session_id = self.history_store.current_session().session_id
         self.tools_exec = ToolExecutor(service.pool, str(self.project_root))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import overlay
+from coordinator.accept_record import PendingAccept, clear_pending, digest, write_pending
 from coordinator.emitter import Emitter
 from coordinator.pool import WorkerHandle, WorkerStartError, WorkerState
 from coordinator.settings import Settings
@@ -342,17 +343,22 @@ class SpeculationManager:
             self.current = None
             raise AcceptFallback(why)
         chat = self.service.chat
-        ov = overlay.Overlay.from_record(
-            self.service.project_root,
-            spec.overlay_dir,
-            {rel: _record_entry(wf) for rel, wf in spec.outcome.written_files.items()},
-        )
+        root = self.service.project_root
+        messages = ensure_tool_result_pairing(list(spec.outcome.messages))
+        accepted = [Message.user(suggestion.text), *messages]
+        ov = overlay.Overlay(root, spec.overlay_dir)
         try:
+            ov = overlay.Overlay.from_record(
+                root,
+                spec.overlay_dir,
+                {rel: _record_entry(wf) for rel, wf in spec.outcome.written_files.items()},
+            )
             # 1. files first (all or nothing), 2.-3. then the history, so a failed apply
-            # leaves neither; 5. the overlay goes in every case.
+            # leaves neither; a crash between the two is settled at the next start from
+            # the pending record; 5. the overlay goes in every case.
+            await asyncio.to_thread(self._write_pending, ov, accepted)
             await asyncio.to_thread(ov.apply_to_real)
-            messages = ensure_tool_result_pairing(list(spec.outcome.messages))
-            await chat.extend_from_speculation([Message.user(suggestion.text), *messages])
+            await chat.extend_from_speculation(accepted)
             chat.save_snapshot(chat.system_prompt(), chat.tools())
         except overlay.ConflictError as exc:
             self.current = None
@@ -361,6 +367,7 @@ class SpeculationManager:
             self.current = None
             raise AcceptFallback(f"its files could not be applied ({exc})") from None
         finally:
+            clear_pending(root)
             ov.cleanup()
         spec.status = "accepted"
         saved = max(0.0, spec.elapsed_s - (time.monotonic() - now))
@@ -386,6 +393,10 @@ class SpeculationManager:
             return  # the user moved on meanwhile
         if spec.pipelined and self.settings["enableFollowupSuggestions"]:
             await self.offer(spec.pipelined, delay_s=0.0)
+
+    def _write_pending(self, ov: overlay.Overlay, accepted: list[Message]) -> None:
+        files = {rel: digest(path) for rel, path in ov.written_files().items() if path.exists()}
+        write_pending(self.service.project_root, PendingAccept(tuple(accepted), files))
 
     # -- reporting & lifecycle ---------------------------------------------------
 

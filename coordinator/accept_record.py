@@ -1,0 +1,80 @@
+"""Files and history agree even if the coordinator dies in the middle of an accept.
+
+An accept applies the overlay's files (journaled by ``overlay``: all or nothing, finished
+or undone at the next start) and then appends the speculated messages to the history.
+A crash between the two would leave the files on disk without the turn that made them.
+So before applying, the accept writes this record: the messages, and a digest of every
+file's new content. At the next start (after ``overlay.recover``) the record is
+settled: if the real files hold exactly the new contents, the apply happened and the
+messages are appended (unless they already were); otherwise nothing was applied and the
+record is dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+from pathlib import Path
+
+import msgspec
+
+from coordinator.durable import atomic_write
+from coordinator.history import HistoryStore
+from protocol.chat import Message
+
+log = logging.getLogger("specrun.accept")
+
+
+class PendingAccept(msgspec.Struct, frozen=True):
+    messages: tuple[Message, ...]
+    files: dict[str, str]  # relative path -> sha256 of the content the accept writes
+
+
+def record_path(project_root: Path) -> Path:
+    return project_root / ".specrun" / "pending-accept.json"
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_pending(project_root: Path, record: PendingAccept) -> None:
+    path = record_path(project_root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, msgspec.json.encode(record))
+
+
+def clear_pending(project_root: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        record_path(project_root).unlink()
+
+
+def settle_pending(project_root: Path, history: HistoryStore) -> str | None:
+    """Finish an accept a crash interrupted; returns what was done, or None."""
+    path = record_path(project_root)
+    try:
+        record = msgspec.json.decode(path.read_bytes(), type=PendingAccept)
+    except FileNotFoundError:
+        return None
+    except (msgspec.DecodeError, msgspec.ValidationError, OSError) as exc:
+        log.warning("ignoring an unreadable pending-accept record (%s)", exc)
+        clear_pending(project_root)
+        return None
+    applied = True
+    for rel, sha in record.files.items():
+        try:
+            applied = applied and digest(project_root / rel) == sha
+        except OSError:
+            applied = False
+    outcome = "files were not applied; nothing to add"
+    if applied:
+        loaded = history.load()
+        if loaded[-len(record.messages) :] != list(record.messages):
+            history.append(record.messages)
+            outcome = f"files were applied; added the {len(record.messages)} accepted message(s)"
+        else:
+            outcome = "files and history were both complete"
+    clear_pending(project_root)
+    log.warning("an interrupted accept was settled: %s", outcome)
+    return outcome
