@@ -738,8 +738,12 @@ class Chaos:
             if kind == "kill_coordinator_during_accept" and record.outcome == "accepted":
                 history = HistoryStore(self.project).load()
                 if not any(m.role == "user" and m.text == text for m in history[-12:]):
+                    # Files and history must agree: the pending-accept record settles a
+                    # crash between the apply and the history append at the next start.
                     self.metrics.applied_without_history += 1
-                    record.note += "; files rolled forward, transcript not in the history"
+                    record.violations.append(
+                        "the accepted files are on disk but the turn is not in the history"
+                    )
         except Violation as exc:
             record.violations.append(str(exc))
         except Exception as exc:  # the harness or the service broke: fail the round, go on
