@@ -2,33 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from protocol.chat import ToolCall, ToolResult
-from worker.tools import DirectAccess, ToolContext, execute
-
-
-def call(ctx: ToolContext, name: str, **args: Any) -> ToolResult:
-    return asyncio.run(execute(ToolCall("c1", name, json.dumps(args)), ctx))
-
-
-def ok(ctx: ToolContext, name: str, **args: Any) -> str:
-    result = call(ctx, name, **args)
-    assert result.error is None, result.error
-    assert result.output is not None
-    return result.output
-
-
-def err(ctx: ToolContext, name: str, **args: Any) -> str:
-    result = call(ctx, name, **args)
-    assert result.output is None, result.output
-    assert result.error is not None
-    return result.error
+from tests.worker.tool_calls import err, ok
+from worker.tools import DirectAccess, ToolContext
 
 
 @pytest.fixture

@@ -2,38 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from overlay import Overlay
-from protocol.chat import ToolCall, ToolResult
-from worker.tools import DirectAccess, OverlayAccess, ToolContext, execute
-
-
-def call(ctx: ToolContext, name: str, **args: Any) -> ToolResult:
-    return asyncio.run(execute(ToolCall("c1", name, json.dumps(args)), ctx))
-
-
-def ok(ctx: ToolContext, name: str, **args: Any) -> str:
-    result = call(ctx, name, **args)
-    assert result.error is None, result.error
-    assert result.output is not None
-    return result.output
-
-
-def err(ctx: ToolContext, name: str, **args: Any) -> str:
-    result = call(ctx, name, **args)
-    assert result.error is not None, result.output
-    return result.error
-
-
-def body(text: str) -> list[str]:
-    return [line for line in text.splitlines()[1:] if not line.startswith("[")]
+from tests.worker.tool_calls import body, err, ok
+from worker.tools import DirectAccess, OverlayAccess, ToolContext
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:

@@ -2,49 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from protocol.chat import ToolCall, ToolResult
-from worker.tools import DirectAccess, ToolContext, execute
+from tests.worker.tool_calls import body, err, make_tree, ok
+from worker.tools import DirectAccess, ToolContext
 from worker.tools.tree import glob_regex, split_glob
-
-
-def call(ctx: ToolContext, name: str, **args: Any) -> ToolResult:
-    return asyncio.run(execute(ToolCall("c1", name, json.dumps(args)), ctx))
-
-
-def ok(ctx: ToolContext, name: str, **args: Any) -> str:
-    result = call(ctx, name, **args)
-    assert result.error is None, result.error
-    assert result.output is not None
-    return result.output
-
-
-def err(ctx: ToolContext, name: str, **args: Any) -> str:
-    result = call(ctx, name, **args)
-    assert result.error is not None, result.output
-    return result.error
-
-
-def body(text: str) -> list[str]:
-    """Output lines without the header line and bracketed notes."""
-    return [line for line in text.splitlines()[1:] if not line.startswith("[")]
-
-
-def make_tree(root: Path, files: dict[str, str | bytes]) -> None:
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
 
 
 @pytest.fixture
