@@ -20,6 +20,7 @@ from coordinator.emitter import Emitter
 from coordinator.history import HistoryStore
 from coordinator.loop_detect import LoopDetector
 from coordinator.memory import AbortReason, AbortSignal, MemoryPrefetcher, Recaller
+from coordinator.pool import WorkerStartError
 from coordinator.system_prompt import build_system_prompt
 from coordinator.tool_exec import SHELL_TOOL, ToolExecutor, shell_mode, write_policy
 from protocol.approval import ApprovalMode
@@ -115,7 +116,7 @@ class MainChat:
             )
         self.session_turns += 1
         try:
-            system, tools = self.system_prompt(), self.tools()
+            system, tools = self.system_prompt(), await self.service.pool.wait_tools()
             reminders: list[str] = []
             await asyncio.sleep(0)  # let a recall that is already done settle: consume point 1
             memory = self.prefetcher.consume_for_user_query()
@@ -156,7 +157,7 @@ class MainChat:
                 "max_turns_per_query",
                 f"Stopped after {settings['maxTurnsPerQuery']} model turns for one query.",
             )
-        except ModelError as exc:
+        except (ModelError, WorkerStartError) as exc:
             self.prefetcher.abort_and_clear(AbortReason.ERROR)
             return TurnResult("error", str(exc), time.monotonic() - started)
         except asyncio.CancelledError:
@@ -260,6 +261,7 @@ class MainChat:
     # -- session state ---------------------------------------------------------
 
     def tools(self) -> tuple[ToolSpec, ...]:
+        """The tool registry the workers announced (empty until the first hello)."""
         return self.service.pool.tool_specs
 
     def system_prompt(self) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from coordinator.client import ServiceClient, ServiceNotRunning, ServiceTimeout
 from coordinator.pidfile import is_locked, read_pid
-from protocol.control import StatusRequest, StopRequest
+from protocol.control import StatusReply, StatusRequest, StopRequest
 from protocol.endpoints import Endpoints
 
 
@@ -78,10 +78,16 @@ def _wait_started(
             )
         try:
             with ServiceClient(project_root, timeout_s=1.0) as client:
-                client.request(StatusRequest(req_id=client.next_id()), timeout_s=1.0)
-                return proc.pid
+                reply = client.request(StatusRequest(req_id=client.next_id()), timeout_s=1.0)
+                # The service answers before its warm workers are up; `start` returns once
+                # it can speculate at once (or gives up waiting on them, not on the start).
+                if not isinstance(reply, StatusReply) or reply.pool_warm:
+                    return proc.pid
+                if time.monotonic() > deadline - timeout_s / 2:
+                    return proc.pid
         except (ServiceNotRunning, ServiceTimeout):
-            time.sleep(0.05)
+            pass
+        time.sleep(0.02)
     raise StartError(f"The service did not answer within {timeout_s:.0f}s; see {log_file}.")
 
 

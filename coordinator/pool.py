@@ -155,6 +155,7 @@ class WorkerPool:
         self.on_death: DeathHandler | None = None
         self.sandbox = "unknown"
         self.tool_specs: tuple[ToolSpec, ...] = ()  # from the first hello; fixed order
+        self._tools_ready = asyncio.Event()
         self.deaths_detected: list[float] = []  # seconds from kill to detection, for stats
         self._workers: dict[int, WorkerHandle] = {}
         # Recently dead workers: their last frames can arrive just after the pidfd says
@@ -175,11 +176,27 @@ class WorkerPool:
 
     # -- lifecycle -------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, wait_warm: bool = True) -> None:
+        """Bind the worker socket and start the warm workers; with ``wait_warm=False``
+        they come up in the background (a job arriving first starts one of its own)."""
         self._sock = make_router(self._ctx, self.endpoint)
         self._spawn_task(self._receive_loop())
         self._spawn_task(self._watch_hangs())
-        await self.refill()
+        if wait_warm:
+            await self.refill()
+        else:
+            self.refill_soon()
+
+    async def wait_tools(self, timeout_s: float = 30.0) -> tuple[ToolSpec, ...]:
+        """The workers' tool registry, from the first hello (waits for one if needed)."""
+        if not self.tool_specs:
+            try:
+                await asyncio.wait_for(self._tools_ready.wait(), timeout_s)
+            except TimeoutError:
+                raise WorkerStartError(
+                    f"no worker process started within {timeout_s:.0f} s; see `specrun logs`"
+                ) from None
+        return self.tool_specs
 
     async def close(self) -> None:
         """Kill every worker and wait until each is reaped."""
@@ -199,6 +216,10 @@ class WorkerPool:
         return task
 
     # -- spawning --------------------------------------------------------------
+
+    def is_warm(self) -> bool:
+        idle = sum(1 for w in self._workers.values() if w.state is WorkerState.IDLE)
+        return idle >= self.size
 
     def _warm_count(self) -> int:
         return sum(
@@ -377,6 +398,7 @@ class WorkerPool:
         self.sandbox = hello.sandbox
         if hello.tools and not self.tool_specs:
             self.tool_specs = hello.tools
+            self._tools_ready.set()
         handle.last_seen = time.monotonic()
         if handle.state is WorkerState.STARTING:
             handle.state = WorkerState.IDLE

@@ -106,7 +106,9 @@ class Service:
         self.speculation = SpeculationManager(self, model_client)
         self.pool.on_event = self.speculation.on_worker_event
         self.pool.on_death = self.speculation.on_worker_death
-        await self.pool.start()
+        # Answer clients at once; the warm workers come up meanwhile (~0.3 s): a restart
+        # is serving again that much sooner, and a job arriving first starts its own.
+        await self.pool.start(wait_warm=False)
         self._control = make_router(self._ctx, self.endpoints.control)
         self._spawn(self._control_loop())
         self._spawn(self._sweep_periodically())

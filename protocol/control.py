@@ -146,6 +146,7 @@ class StatusReply(msgspec.Struct, frozen=True, tag="status"):
     workers: tuple[WorkerInfo, ...]
     speculation_enabled: bool
     suggestions_enabled: bool
+    pool_warm: bool = True  # as many idle workers as the pool keeps warm
 
 
 class SpeculationInfo(msgspec.Struct, frozen=True):

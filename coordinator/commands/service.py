@@ -41,6 +41,7 @@ async def status(svc: Service, identity: bytes, req: StatusRequest) -> None:
             workers=tuple(svc.pool.infos()),
             speculation_enabled=bool(svc.settings["enableSpeculation"]),
             suggestions_enabled=bool(svc.settings["enableFollowupSuggestions"]),
+            pool_warm=svc.pool.is_warm(),
         ),
     )
 

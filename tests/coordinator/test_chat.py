@@ -50,6 +50,11 @@ def start(specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     def _start(rules: list[dict[str, Any]], *flags: str) -> Driver:
         scenario = write_scenario(tmp_path, rules)
         specrun.run("start", "--scenario", str(scenario), *flags, check=True)
+        # The service answers before its warm workers are up; timing tests start warm.
+        assert wait_until(
+            lambda: any(w["state"] == "idle" for w in specrun.json("workers")["workers"]),
+            timeout=10,
+        )
         driver = Driver(specrun.project)
         driver.log = log  # type: ignore[attr-defined]
         drivers.append(driver)
