@@ -10,6 +10,7 @@ heartbeats, and replaces lost or finished workers in the background.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import enum
 import logging
@@ -22,6 +23,7 @@ from typing import Any
 
 import multiprocess
 import multiprocess.spawn
+import multiprocess.util
 import psutil
 import zmq
 import zmq.asyncio
@@ -72,6 +74,11 @@ def _without_main(
 # A worker's target lives in an importable module, so a child never needs the parent's
 # __main__; by default multiprocess re-runs it in every child (pytest, a script, the CLI),
 # which is slow at best and re-enters the caller's code at worst.
+# The pool kills and reaps its workers itself, with timeouts. multiprocess's own exit
+# handler would join every child without one, and a worker that is waiting for this very
+# process to exit (its pidfd on the coordinator) would then hold the exit forever.
+atexit.unregister(multiprocess.util._exit_function)
+
 if not getattr(multiprocess.spawn.get_preparation_data, "_specrun", False):
     multiprocess.spawn.get_preparation_data = _without_main(multiprocess.spawn.get_preparation_data)
     multiprocess.spawn.get_preparation_data._specrun = True
@@ -208,6 +215,7 @@ class WorkerPool:
         if self._sock is not None:
             self._sock.close(linger=0)
         self._ctx.term()
+        atexit.unregister(multiprocess.util._exit_function)  # re-registered by get_logger()
 
     def _spawn_task(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -261,8 +269,18 @@ class WorkerPool:
         )
         started = time.monotonic()
         self._starting += 1
+        forking = asyncio.ensure_future(asyncio.to_thread(process.start))
         try:
-            await asyncio.to_thread(process.start)
+            await asyncio.shield(forking)
+        except asyncio.CancelledError:
+            # The fork goes on in its thread regardless: wait for it, then undo it, or an
+            # unknown worker would outlive the pool.
+            with contextlib.suppress(BaseException):
+                await forking
+            if process.pid is not None:
+                kill_tree(int(process.pid))
+                await asyncio.to_thread(process.join, 5)
+            raise
         finally:
             self._starting -= 1
         pid = int(process.pid)

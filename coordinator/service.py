@@ -44,7 +44,11 @@ def _log_tasks() -> None:
 
 
 class Service:
-    def __init__(self, project_root: Path, settings: Settings, *, heartbeat_s: float = 1.0) -> None:
+    def __init__(
+        self, project_root: Path, settings: Settings, *, heartbeat_s: float | None = None
+    ) -> None:
+        if heartbeat_s is None:
+            heartbeat_s = settings["heartbeatMs"] / 1000
         self.project_root = project_root.resolve()
         self.settings = settings
         self.epoch = secrets.randbits(62) | 1
@@ -57,7 +61,7 @@ class Service:
             self.epoch,
             size=int(settings["workerPool"]),
             heartbeat_s=heartbeat_s,
-            hang_after_s=max(5.0, heartbeat_s * 5),
+            hang_after_s=max(settings["hangAfterMs"] / 1000, heartbeat_s * 3),
         )
         self.model_server: Any = None
         self.base_url = ""

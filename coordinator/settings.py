@@ -63,6 +63,8 @@ KEYS: dict[str, Key] = {
         ),
         Key("enableMemory", bool, True, "recall relevant memories for each query"),
         Key("workerPool", int, 2, "number of warm idle workers"),
+        Key("heartbeatMs", int, 1000, "how often a worker says it is alive"),
+        Key("hangAfterMs", int, 5000, "a worker silent this long is hung and is killed"),
         Key("memoryDir", str, "", "project memory directory (default <project>/.specrun/memory)"),
         Key("scenario", str, "", "scenario file for the embedded scripted model"),
         Key("maxSessionTurns", int, 200, "turns per session before the chat asks for a reset"),
@@ -139,7 +141,14 @@ def _coerce(key: Key, value: Any, where: str) -> Any:
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
-_MIN_INT = {"workerPool": 0, "maxSessionTurns": 1, "maxTurnsPerQuery": 1, "sessionTokenLimit": 0}
+_MIN_INT = {
+    "workerPool": 0,
+    "maxSessionTurns": 1,
+    "maxTurnsPerQuery": 1,
+    "sessionTokenLimit": 0,
+    "heartbeatMs": 50,
+    "hangAfterMs": 200,
+}
 
 
 def _check_int(key: Key, value: int, where: str) -> int:

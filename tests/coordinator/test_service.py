@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import msgspec
 import psutil
@@ -108,3 +109,28 @@ def test_sigterm_stops_the_service_cleanly(service: Specrun) -> None:
     os.kill(pid, signal.SIGTERM)
     assert wait_until(lambda: not processes_with_env(service.env.runtime), timeout=10)
     assert service.run("status").returncode == 2
+
+
+def test_stop_while_the_pool_is_still_warming_leaves_nothing(specrun: Specrun) -> None:
+    """Regression: a worker forked while the pool closed outlived it, and the service
+    then hung at exit joining that worker, which was waiting for the service to exit."""
+    import subprocess
+    import sys
+
+    for delay in (0.05, 0.2, 0.4):
+        starting = subprocess.Popen(
+            [sys.executable, "-m", "coordinator", "--project", str(specrun.project), "start"],
+            env=specrun.env.vars,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(delay)
+        t0 = time.monotonic()
+        specrun.run("stop")
+        starting.wait(timeout=30)
+        specrun.run("stop")
+        # A stop that has to escalate to SIGKILL (after 20 s) means the exit hung.
+        assert time.monotonic() - t0 < 10
+        assert wait_until(lambda: not processes_with_env(specrun.env.runtime), timeout=10), [
+            p.cmdline() for p in processes_with_env(specrun.env.runtime)
+        ]
