@@ -61,6 +61,7 @@ from protocol.control import (
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -358,14 +359,7 @@ def status(obj: Ctx, as_json: bool) -> None:
     Example:
       specrun status --json
     """
-    with obj.client() as client:
-        reply = client.call(StatusRequest)
-    fail_on_error(reply, as_json)
-    assert isinstance(reply, StatusReply)
-    if as_json:
-        render.print_json(reply)
-    else:
-        render.show_status(reply)
+    _report(obj, as_json, StatusRequest, StatusReply, render.show_status)
 
 
 @cli.command()
@@ -379,14 +373,13 @@ def workers(obj: Ctx, as_json: bool) -> None:
     Example:
       specrun workers
     """
-    with obj.client() as client:
-        reply = client.call(WorkersRequest)
-    fail_on_error(reply, as_json)
-    assert isinstance(reply, WorkersReply)
-    if as_json:
-        render.print_json(reply)
-    else:
-        render.console.print(render.workers_table(reply.workers))
+    _report(
+        obj,
+        as_json,
+        WorkersRequest,
+        WorkersReply,
+        lambda reply: render.console.print(render.workers_table(reply.workers)),
+    )
 
 
 # -- chat ----------------------------------------------------------------------
@@ -520,6 +513,20 @@ def accept(obj: Ctx, as_json: bool) -> None:
     sys.exit(code)
 
 
+def _report(
+    obj: Ctx, as_json: bool, kind: Any, expected: type[R], show: Callable[[R], object]
+) -> None:
+    """Ask the service one question; print the reply as JSON or for a person."""
+    with obj.client() as client:
+        reply = client.call(kind)
+    fail_on_error(reply, as_json)
+    assert isinstance(reply, expected), reply
+    if as_json:
+        render.print_json(reply)
+    else:
+        show(reply)
+
+
 def _simple(kind: Any, as_json: bool, obj: Ctx, **fields: Any) -> ControlReply:
     with obj.client() as client:
         reply = client.call(kind, **fields)
@@ -570,14 +577,7 @@ def stats(obj: Ctx, as_json: bool) -> None:
     Example:
       specrun stats --json
     """
-    with obj.client() as client:
-        reply = client.call(StatsRequest)
-    fail_on_error(reply, as_json)
-    assert isinstance(reply, StatsReply)
-    if as_json:
-        render.print_json(reply)
-    else:
-        render.show_stats(reply)
+    _report(obj, as_json, StatsRequest, StatsReply, render.show_stats)
 
 
 @cli.command()

@@ -140,3 +140,27 @@ def processes_with_env(marker_dir: Path) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+@contextmanager
+def running_service(project: Path, *start_args: str) -> Iterator[Specrun]:
+    """A service for ``project`` in an isolated environment, for a whole test module.
+
+    The test process's ``SPECRUN_RUNTIME_DIR`` points at it meanwhile (so in-process
+    clients find it); every process of the service is gone afterwards."""
+    with isolated_env() as env:
+        runner = Specrun(project, env)
+        saved = os.environ.get("SPECRUN_RUNTIME_DIR")
+        os.environ["SPECRUN_RUNTIME_DIR"] = str(env.runtime)
+        runner.run("start", *start_args, check=True)
+        try:
+            yield runner
+        finally:
+            runner.run("stop")
+            wait_until(lambda: not processes_with_env(env.runtime), timeout=10)
+            for proc in processes_with_env(env.runtime):
+                proc.kill()
+            if saved is None:
+                os.environ.pop("SPECRUN_RUNTIME_DIR", None)
+            else:
+                os.environ["SPECRUN_RUNTIME_DIR"] = saved

@@ -35,9 +35,9 @@ from tests.coordinator.e2e import Driver
 from tests.support import (
     Env,
     Specrun,
-    isolated_env,
     make_sample_project,
     processes_with_env,
+    running_service,
     wait_until,
 )
 
@@ -276,22 +276,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Specrun]:
     (memory / "dir.md").mkdir()
     (memory / "loop.md").symlink_to("loop.md")
     (memory / "MEMORY.md").write_bytes(b"index \xff\xfe\n" + b"- line\n" * 1000)
-    with isolated_env() as env:
-        runner = Specrun(project, env)
-        saved = os.environ.get("SPECRUN_RUNTIME_DIR")
-        os.environ["SPECRUN_RUNTIME_DIR"] = str(env.runtime)
-        runner.run("start", "--approval-mode", "auto-edit", "--scenario", str(scenario), check=True)
-        try:
-            yield runner
-        finally:
-            runner.run("stop")
-            wait_until(lambda: not processes_with_env(env.runtime), timeout=10)
-            for proc in processes_with_env(env.runtime):
-                proc.kill()
-            if saved is None:
-                os.environ.pop("SPECRUN_RUNTIME_DIR", None)
-            else:
-                os.environ["SPECRUN_RUNTIME_DIR"] = saved
+    with running_service(
+        project, "--approval-mode", "auto-edit", "--scenario", str(scenario)
+    ) as runner:
+        yield runner
 
 
 @pytest.fixture(scope="module")

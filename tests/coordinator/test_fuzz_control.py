@@ -11,7 +11,6 @@ accept round.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Iterator
@@ -49,7 +48,12 @@ from protocol.control import (
 )
 from protocol.endpoints import Endpoints
 from tests.coordinator.e2e import FIX, NEG, Driver
-from tests.support import Specrun, isolated_env, make_sample_project, processes_with_env, wait_until
+from tests.support import (
+    Specrun,
+    make_sample_project,
+    running_service,
+    wait_until,
+)
 
 REQUESTS = codec.client_to_coordinator()
 REPLIES = codec.coordinator_to_client()
@@ -184,23 +188,9 @@ class ControlPort:
 
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Specrun]:
-    with isolated_env() as env:
-        project = make_sample_project(tmp_path_factory.mktemp("fuzz") / "proj")
-        runner = Specrun(project, env)
-        saved = os.environ.get("SPECRUN_RUNTIME_DIR")
-        os.environ["SPECRUN_RUNTIME_DIR"] = str(env.runtime)
-        runner.run("start", "--approval-mode", "auto-edit", check=True)
-        try:
-            yield runner
-        finally:
-            runner.run("stop")
-            wait_until(lambda: not processes_with_env(env.runtime), timeout=10)
-            for proc in processes_with_env(env.runtime):
-                proc.kill()
-            if saved is None:
-                os.environ.pop("SPECRUN_RUNTIME_DIR", None)
-            else:
-                os.environ["SPECRUN_RUNTIME_DIR"] = saved
+    project = make_sample_project(tmp_path_factory.mktemp("fuzz") / "proj")
+    with running_service(project, "--approval-mode", "auto-edit") as runner:
+        yield runner
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ for a running speculation must not be what ``accept`` applies.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,7 +42,11 @@ from protocol.work import (
     WrittenFile,
 )
 from tests.coordinator.e2e import FIX, NEG, Driver, scenario_variant
-from tests.support import Specrun, isolated_env, make_sample_project, processes_with_env, wait_until
+from tests.support import (
+    Specrun,
+    make_sample_project,
+    running_service,
+)
 
 ENC = msgspec.msgpack.Encoder()
 INT64 = st.integers(min_value=-(2**63), max_value=2**64 - 1)
@@ -70,23 +73,11 @@ def _slow_speculation(rules: list[dict[str, Any]]) -> None:
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Specrun]:
     tmp = tmp_path_factory.mktemp("fuzzw")
     scenario = scenario_variant(tmp, _slow_speculation)
-    with isolated_env() as env:
-        project = make_sample_project(tmp / "proj")
-        runner = Specrun(project, env)
-        saved = os.environ.get("SPECRUN_RUNTIME_DIR")
-        os.environ["SPECRUN_RUNTIME_DIR"] = str(env.runtime)
-        runner.run("start", "--approval-mode", "auto-edit", "--scenario", str(scenario), check=True)
-        try:
-            yield runner
-        finally:
-            runner.run("stop")
-            wait_until(lambda: not processes_with_env(env.runtime), timeout=10)
-            for proc in processes_with_env(env.runtime):
-                proc.kill()
-            if saved is None:
-                os.environ.pop("SPECRUN_RUNTIME_DIR", None)
-            else:
-                os.environ["SPECRUN_RUNTIME_DIR"] = saved
+    project = make_sample_project(tmp / "proj")
+    with running_service(
+        project, "--approval-mode", "auto-edit", "--scenario", str(scenario)
+    ) as runner:
+        yield runner
 
 
 class Live:
