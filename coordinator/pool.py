@@ -481,8 +481,7 @@ def _remove_scratch(pid: int) -> None:
     manager is done with them (an accept may be reading one) and it removes them."""
     own = overlay.speculation_base_dir() / str(pid)
     shutil.rmtree(own / "tmp", ignore_errors=True)
-    with contextlib.suppress(OSError):
-        own.rmdir()
+    overlay.release_pid_dir(own)
 
 
 def _pidfd(pid: int) -> int | None:

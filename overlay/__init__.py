@@ -23,7 +23,7 @@ from overlay.errors import (
 )
 from overlay.fingerprint import Fingerprint
 from overlay.paths import overlay_dir_for, speculation_base_dir
-from overlay.sweep import pid_alive, sweep
+from overlay.sweep import mark_owner, pid_alive, release_pid_dir, sweep
 
 __all__ = [
     "ApplyError",
@@ -37,9 +37,11 @@ __all__ = [
     "RecordEntry",
     "RecoveryError",
     "RecoveryResult",
+    "mark_owner",
     "overlay_dir_for",
     "pid_alive",
     "recover",
+    "release_pid_dir",
     "speculation_base_dir",
     "sweep",
 ]

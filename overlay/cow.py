@@ -13,7 +13,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypedDict
 
-from overlay import _fs
 from overlay.apply import ApplyItem, ApplyResult, apply_items
 from overlay.errors import InvalidTargetError, OverlayError, describe_cause
 from overlay.fingerprint import Fingerprint, copy_with_fingerprint
@@ -24,6 +23,7 @@ from overlay.paths import (
     resolve_target,
     speculation_base_dir,
 )
+from overlay.sweep import release_pid_dir
 
 
 class RecordEntry(TypedDict):
@@ -216,7 +216,7 @@ class Overlay:
             shutil.rmtree(self._dir, ignore_errors=True)
             parent = os.path.dirname(self._dir)
             if os.path.basename(parent).isdigit():
-                _fs.rmdir_quiet(parent)
+                release_pid_dir(parent)
 
     # ------------------------------------------------------------------ internals
 

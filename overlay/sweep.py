@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -28,8 +29,51 @@ def pid_alive(pid: int) -> bool:
         return True  # exists but cannot be inspected: keep its directory
 
 
+OWNER_FILE = "owner"
+
+
+def mark_owner(pid_dir: StrPath, owner_pid: int) -> None:
+    """Record which live process still needs ``pid_dir`` after its worker exits.
+
+    A worker exits as soon as its speculation is done, but the overlay must wait for the
+    user's Tab; the coordinator side (its fork server, which lives exactly as long as the
+    coordinator) is the owner. ``sweep`` keeps a dead worker's directory while its owner
+    lives; the coordinator removes it itself on accept or abort.
+    """
+    Path(pid_dir, OWNER_FILE).write_text(f"{owner_pid}\n")
+
+
+def release_pid_dir(pid_dir: StrPath) -> bool:
+    """Remove a worker's per-pid directory once nothing but its owner mark is left in it
+    (the last overlay was applied or removed, the worker's temp dir is gone). Never raises;
+    True if it is gone."""
+    path = Path(pid_dir)
+    try:
+        names = set(os.listdir(path))
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if names - {OWNER_FILE}:
+        return False
+    with contextlib.suppress(OSError):
+        (path / OWNER_FILE).unlink(missing_ok=True)
+        path.rmdir()
+        return True
+    return False
+
+
+def _owner_alive(pid_dir: Path) -> bool:
+    try:
+        text = (pid_dir / OWNER_FILE).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return text.isdigit() and pid_alive(int(text))
+
+
 def sweep(base_dir: StrPath | None = None) -> list[Path]:
-    """Remove ``<base_dir>/<pid>/`` for every pid that is no longer alive.
+    """Remove ``<base_dir>/<pid>/`` for every pid that is no longer alive (unless the
+    directory's owner, see ``mark_owner``, still is).
 
     ``base_dir`` defaults to :func:`~overlay.paths.speculation_base_dir`. Names that are not
     decimal pids are ignored, and so are directories owned by other users. Returns the
@@ -53,6 +97,8 @@ def sweep(base_dir: StrPath | None = None) -> list[Path]:
         if st.st_uid != uid or pid_alive(int(name)):
             continue
         path = Path(entry.path)
+        if stat.S_ISDIR(st.st_mode) and _owner_alive(path):
+            continue
         try:
             if stat.S_ISDIR(st.st_mode):
                 shutil.rmtree(path)

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from overlay import Overlay, speculation_base_dir
+from overlay import Overlay, mark_owner, speculation_base_dir
 from overlay.sandbox import restrict_writes_to
 from protocol.chat import ToolCall, ToolResult
 from protocol.model import ModelClient, ModelError
@@ -215,6 +215,9 @@ def make_dirs(job: RunSpeculation) -> Path:
     _make_base(scratch.parent.parent)
     for path in (scratch.parent, scratch, Path(job.overlay_dir).absolute()):
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # The overlay outlives this worker (it waits for the user's Tab): our parent, the
+    # fork server, lives exactly as long as the coordinator that will apply or remove it.
+    mark_owner(scratch.parent, os.getppid())
     return scratch
 
 

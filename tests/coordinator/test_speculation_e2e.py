@@ -190,3 +190,19 @@ def test_reject_kills_the_speculation(driver: Driver, specrun: Specrun) -> None:
     assert wait_until(lambda: not psutil.pid_exists(ready.speculation.worker_pid or 0), timeout=1.0)
     assert specrun.json("suggestion")["text"] is None
     assert msgspec.json.decode(specrun.run("stats", "--json").stdout)["suggestions_ignored"] == 1
+
+
+def test_a_sweep_while_the_user_thinks_does_not_lose_the_speculation(
+    driver: Driver, specrun: Specrun
+) -> None:
+    """The worker exits when its speculation is done; the overlay must wait for Tab even
+    if a sweep (this service's periodic one, or another project's) runs meanwhile."""
+    import overlay
+
+    driver.ask(FIX)
+    ready = driver.wait_for_speculation(NEG, ("completed",))
+    assert ready.speculation is not None and ready.speculation.worker_pid
+    assert wait_until(lambda: not psutil.pid_exists(ready.speculation.worker_pid or 0), timeout=5)
+    overlay.sweep()
+    assert _end(driver.accept()).reason == "accepted"
+    assert (specrun.project / "tests/test_calc_negative.py").exists()

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from overlay import Overlay, pid_alive, sweep
+from overlay import Overlay, mark_owner, pid_alive, release_pid_dir, sweep
 
 
 def _dead_pid() -> int:
@@ -144,3 +144,22 @@ def test_own_overlay_survives_sweep(tmp_path: Path) -> None:
     assert sweep(tmp_path / "base") == []
     assert ov.written_files()["x.txt"].read_text() == "x"
     ov.cleanup()
+
+
+def test_a_dead_workers_overlay_stays_while_its_owner_lives(tmp_path: Path) -> None:
+    waiting = _speculation_dir(tmp_path, str(_dead_pid()))  # worker gone, Tab not pressed yet
+    mark_owner(waiting, os.getpid())
+    orphan = _speculation_dir(tmp_path, str(_dead_pid()))
+    mark_owner(orphan, _dead_pid())  # its coordinator is gone too
+    assert sweep(tmp_path) == [orphan]
+    assert waiting.exists()
+
+
+def test_release_pid_dir_waits_for_the_last_overlay(tmp_path: Path) -> None:
+    pid_dir = _speculation_dir(tmp_path, str(_dead_pid()))
+    mark_owner(pid_dir, os.getpid())
+    assert not release_pid_dir(pid_dir)  # an overlay is still there
+    (tmp_path / "project").mkdir()
+    Overlay(tmp_path / "project", pid_dir / "spec-1").cleanup()  # releases the parent
+    assert not pid_dir.exists()
+    assert release_pid_dir(pid_dir)  # idempotent

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from coordinator.pool import WorkerHandle, WorkerPool
-from overlay import speculation_base_dir
+from overlay import speculation_base_dir, sweep
 from protocol.chat import ToolCall
 from protocol.work import (
     Boundary,
@@ -108,10 +108,13 @@ def test_speculation_in_a_pool_worker(harness: Any) -> None:
             assert not psutil.pid_exists(handle.pid) or psutil.Process(handle.pid).status() == (
                 psutil.STATUS_ZOMBIE
             )
-            # The worker removed its scratch dir; the overlay's cleanup takes the rest.
+            # The worker removed its scratch dir; its overlay waits for the user's Tab and
+            # survives a sweep while its owner (the pool's fork server) lives.
             own = speculation_base_dir() / str(handle.pid)
-            assert sorted(p.name for p in own.iterdir()) == [job.job_id]
-            h.cleanup()
+            assert sorted(p.name for p in own.iterdir()) == ["owner", job.job_id]
+            assert sweep() == [] or own not in sweep()
+            assert own.exists()
+            h.cleanup()  # the overlay's cleanup takes the rest
             assert not own.exists()
 
     run(main)
