@@ -12,8 +12,11 @@ class ReplySink(Protocol):
     async def send(self, identity: bytes, reply: ControlReply) -> None: ...
 
 
-def cut(text: str, limit: int) -> str:
-    text = text.replace("\n", " ").strip() if limit <= 80 else text
+def cut(text: str, limit: int, *, one_line: bool = False) -> str:
+    """``text`` shortened to ``limit`` characters with an ellipsis; ``one_line`` folds
+    newlines first (argument displays)."""
+    if one_line:
+        text = text.replace("\n", " ").strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -22,7 +25,7 @@ def format_args(call: ToolCall) -> str:
     parts = []
     for key, value in call.args().items():
         shown = value if isinstance(value, str) else repr(value)
-        parts.append(cut(f"{key}: {shown}", 80))
+        parts.append(cut(f"{key}: {shown}", 80, one_line=True))
     return ", ".join(parts)
 
 

@@ -43,6 +43,7 @@ from protocol.work import (
     SpeculationOutcome,
     ToolFinished,
     WorkerEvent,
+    WrittenFile,
 )
 
 if TYPE_CHECKING:
@@ -429,10 +430,8 @@ def _describe(spec: Speculation) -> str:
     return f"was {spec.status}"
 
 
-def _record_entry(written: object) -> dict[str, object]:
-    from protocol.work import WrittenFile
-
-    assert isinstance(written, WrittenFile)
+def _record_entry(written: WrittenFile) -> dict[str, object]:
+    """A worker's report of one written file, in the overlay's record format."""
     fp = written.original
     return {
         "overlay_path": written.overlay_path,

@@ -136,9 +136,9 @@ def p99(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
 
 
-def measure(rounds: int, aborts: int) -> dict[str, Any]:
+def measure(rounds: int, aborts: int, latency_ms: int = 800) -> dict[str, Any]:
     accept, normal = [], []
-    svc = Service(latency_ms=int(os.environ.get("SPECRUN_BENCH_LATENCY", 800)), stall=False)
+    svc = Service(latency_ms=latency_ms, stall=False)
     try:
         for _ in range(rounds):
             svc.reset()
@@ -191,13 +191,17 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=5, help="accept vs normal turn rounds")
     parser.add_argument("--aborts", type=int, default=100)
+    parser.add_argument("--latency-ms", type=int, default=800, help="scripted model latency")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    r = measure(args.rounds, args.aborts)
+    r = measure(args.rounds, args.aborts, args.latency_ms)
     if args.json:
         print(json.dumps(r))
         return
-    print(f"scripted model at 800 ms per call, 3-turn speculation; medians of {r['rounds']} rounds")
+    print(
+        f"scripted model at {args.latency_ms} ms per call, 3-turn speculation; "
+        f"medians of {r['rounds']} rounds"
+    )
     print(f"{'what':44} {'ms':>10}")
     print(f"{'accept with speculation (Tab to files+transcript)':44} {r['accept_ms']:10.1f}")
     print(f"{'same prompt as a normal turn (baseline)':44} {r['normal_turn_ms']:10.1f}")

@@ -18,7 +18,7 @@ from tests.worker.test_speculation_worker import pool_of, run
 pytestmark = pytest.mark.usefixtures("stop_multiprocess_helpers")
 
 
-def _view_supported(_tmp: Path) -> bool:
+def _view_supported() -> bool:
     probe = subprocess.run(
         ["unshare", "--user", "--map-root-user", "--mount", "true"], capture_output=True
     )
@@ -28,7 +28,7 @@ def _view_supported(_tmp: Path) -> bool:
 def test_shell_reads_see_the_overlay_and_cannot_write_through_it(
     harness: Any, tmp_path: Path
 ) -> None:
-    if not _view_supported(tmp_path):
+    if not _view_supported():
         pytest.skip("this kernel does not allow unprivileged mount namespaces")
     h: Harness = harness(
         [
@@ -83,7 +83,7 @@ def test_has_writes(tmp_path: Path) -> None:
 def test_the_view_is_read_only_and_private(tmp_path: Path) -> None:
     """Directly: a child with the view sees the upper file, cannot write, and the host's
     mount table is unchanged afterwards."""
-    if not _view_supported(tmp_path):
+    if not _view_supported():
         pytest.skip("this kernel does not allow unprivileged mount namespaces")
     root, upper = tmp_path / "root", tmp_path / "upper"
     (root / "d").mkdir(parents=True)
@@ -118,7 +118,7 @@ def test_the_view_is_read_only_and_private(tmp_path: Path) -> None:
 def test_opt_in_sandboxed_shell_keeps_writes_in_the_overlay_and_has_no_network(
     harness: Any,
 ) -> None:
-    if not _view_supported(Path("/")):
+    if not _view_supported():
         pytest.skip("this kernel does not allow unprivileged mount namespaces")
     import socket
 
