@@ -22,7 +22,14 @@ from overlay.errors import (
     RecoveryError,
 )
 from overlay.fingerprint import Fingerprint
-from overlay.paths import overlay_dir_for, speculation_base_dir
+from overlay.paths import (
+    ForeignDirectoryError,
+    check_private_dir,
+    ensure_private_base,
+    make_private_dir,
+    overlay_dir_for,
+    speculation_base_dir,
+)
 from overlay.sweep import mark_owner, pid_alive, release_pid_dir, sweep
 
 __all__ = [
@@ -30,6 +37,7 @@ __all__ = [
     "ApplyResult",
     "ConflictError",
     "Fingerprint",
+    "ForeignDirectoryError",
     "InvalidTargetError",
     "Overlay",
     "OverlayError",
@@ -37,6 +45,9 @@ __all__ = [
     "RecordEntry",
     "RecoveryError",
     "RecoveryResult",
+    "check_private_dir",
+    "ensure_private_base",
+    "make_private_dir",
     "mark_owner",
     "overlay_dir_for",
     "pid_alive",

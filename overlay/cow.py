@@ -18,6 +18,7 @@ from overlay.errors import InvalidTargetError, OverlayError, describe_cause
 from overlay.fingerprint import Fingerprint, copy_with_fingerprint
 from overlay.paths import (
     StrPath,
+    check_private_dir,
     real_root,
     resolve_relative,
     resolve_target,
@@ -276,29 +277,22 @@ class Overlay:
         self._made_dirs.add(path)
 
     def _make_overlay_root(self) -> None:
-        """Create ``overlay_dir`` (private); a per-pid parent must be a private dir of ours."""
+        """Create ``overlay_dir`` exclusively (mode 700). Inside the speculation base, the
+        base and the per-pid parent (made by the worker) must be private directories of
+        this user: a planted symlink or another user's directory is refused, never used.
+        Elsewhere (a caller's own location) missing parents are created."""
         parent = os.path.dirname(self._dir)
-        base = os.path.dirname(parent)
-        per_pid = os.path.basename(parent).isdigit()
-        for _attempt in range(5):
-            try:
-                if not os.path.isdir(base):
-                    os.makedirs(base, exist_ok=True)
-                    if base == str(speculation_base_dir()):
-                        # Shared by every user of the machine, like /tmp itself.
-                        with contextlib.suppress(OSError):
-                            os.chmod(base, 0o1777)
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(parent, 0o700)
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(self._dir, 0o700)
-                break
-            except FileNotFoundError:
-                continue  # a concurrent cleanup removed an empty per-pid dir: try again
-        if per_pid:
-            st = os.lstat(parent)
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        base = str(speculation_base_dir())
+        if os.path.dirname(parent) == base:
+            check_private_dir(base)
+            check_private_dir(parent)
+        else:
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+            info = os.lstat(parent)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
                 raise PermissionError(f"{parent} is not a directory owned by this user")
-        if not os.path.isdir(self._dir) or os.path.islink(self._dir):
-            raise NotADirectoryError(f"{self._dir} is not a directory")
+        try:
+            os.mkdir(self._dir, 0o700)
+        except FileExistsError:
+            check_private_dir(self._dir)  # ours already (a reused Overlay object)
         self._made_dirs.add(self._dir)

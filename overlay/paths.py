@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -12,6 +14,7 @@ from overlay.errors import InvalidTargetError, OverlayError, OverlayEscapeError
 StrPath = str | os.PathLike[str]
 
 BASE_DIR_NAME = "specrun-speculation"
+PRIVATE_MODE = 0o700
 #: Relative (posix) path of the apply journal directory inside a project root.
 JOURNAL_REL = ".specrun/journal"
 #: Longest file name (in bytes) of the common Linux file systems.
@@ -19,8 +22,66 @@ NAME_MAX = 255
 
 
 def speculation_base_dir() -> Path:
-    """``<tempfile.gettempdir()>/specrun-speculation``: parent of every per-pid directory."""
-    return Path(tempfile.gettempdir()) / BASE_DIR_NAME
+    """``<tempfile.gettempdir()>/specrun-speculation-<uid>``: this user's private parent of
+    every per-pid directory (see ``ensure_private_base``)."""
+    return Path(tempfile.gettempdir()) / f"{BASE_DIR_NAME}-{os.geteuid()}"
+
+
+class ForeignDirectoryError(OverlayError):
+    """A directory specrun would use is not a private directory of this user."""
+
+
+def check_private_dir(path: StrPath) -> None:
+    """Refuse ``path`` unless it is a real directory (not a symlink), owned by this user,
+    that no other user may enter or write."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError as exc:
+        raise ForeignDirectoryError(f"{os.fspath(path)} does not exist.") from exc
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise ForeignDirectoryError(
+            f"{os.fspath(path)} is not a plain directory: specrun will not use it."
+        )
+    if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        raise ForeignDirectoryError(
+            f"{os.fspath(path)} is not private to this user (owner uid {info.st_uid}, mode "
+            f"{stat.S_IMODE(info.st_mode):o}): specrun will not use it; remove it or fix its "
+            "owner and mode 700."
+        )
+
+
+def ensure_private_base(base: StrPath | None = None) -> Path:
+    """Create (mode 700) or check the speculation base. Raises ``ForeignDirectoryError``
+    when it exists but is not ours and private: it is then never used, written or
+    deleted."""
+    path = Path(base) if base is not None else speculation_base_dir()
+    try:
+        os.mkdir(path, PRIVATE_MODE)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(path.parent, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, PRIVATE_MODE)
+    check_private_dir(path)
+    return path
+
+
+def make_private_dir(path: StrPath, *, replace_stale: bool = False) -> Path:
+    """Create ``path`` exclusively (mode 700) inside a checked private parent. With
+    ``replace_stale``, a leftover of ours under the same name (a per-pid directory of a
+    dead process whose pid we now have) is removed first, never followed."""
+    target = Path(path)
+    check_private_dir(target.parent)
+    try:
+        os.mkdir(target, PRIVATE_MODE)
+    except FileExistsError:
+        if not replace_stale:
+            raise
+        check_private_dir(target)
+        shutil.rmtree(target)
+        os.mkdir(target, PRIVATE_MODE)
+    return target
 
 
 def overlay_dir_for(pid: int, speculation_id: str, base_dir: StrPath | None = None) -> Path:

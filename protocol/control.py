@@ -15,6 +15,7 @@ import msgspec
 
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall
+from protocol.work import LayerStatus
 
 # --- requests (client -> coordinator) -----------------------------------------
 
@@ -123,6 +124,7 @@ class WorkerInfo(msgspec.Struct, frozen=True):
     age_s: float
     rss_bytes: int | None
     sandbox: str
+    containment: tuple[LayerStatus, ...] = ()
 
 
 class WorkersReply(msgspec.Struct, frozen=True, tag="workers"):
@@ -147,6 +149,8 @@ class StatusReply(msgspec.Struct, frozen=True, tag="status"):
     speculation_enabled: bool
     suggestions_enabled: bool
     pool_warm: bool = True  # as many idle workers as the pool keeps warm
+    # layers of the containment profile, as the newest worker probed them
+    containment: tuple[LayerStatus, ...] = ()
 
 
 class SpeculationInfo(msgspec.Struct, frozen=True):

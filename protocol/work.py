@@ -39,6 +39,40 @@ class SpeculationLimits(msgspec.Struct, frozen=True):
     shell_timeout_s: float = 30.0
 
 
+class CommandLimits(msgspec.Struct, frozen=True):
+    """Per-command limits of the containment profile (SPEC §11); from settings."""
+
+    cpu_s: int = 60
+    memory_bytes: int = 4 << 30
+    file_size_bytes: int = 256 << 20
+    open_files: int = 1024
+    processes: int = 128
+    tmp_bytes: int = 512 << 20
+
+
+class Containment(msgspec.Struct, frozen=True):
+    """What bounds a speculation besides the gate: the per-command limits, the overlay
+    quota and the paths it may never write (SPEC §11)."""
+
+    limits: CommandLimits = CommandLimits()
+    overlay_quota_bytes: int = 256 << 20
+    overlay_quota_files: int = 2000
+    protected_paths: tuple[str, ...] = ()
+
+
+LayerName = Literal[
+    "filesystem", "network", "ipc_signals", "limits", "privileges", "landlock", "seccomp"
+]
+
+
+class LayerStatus(msgspec.Struct, frozen=True):
+    """One layer of the containment profile as a worker found it at start."""
+
+    name: LayerName
+    active: bool
+    detail: str
+
+
 class Fingerprint(msgspec.Struct, frozen=True):
     """A file as it was when the overlay copied it up."""
 
@@ -74,6 +108,7 @@ class RunSpeculation(msgspec.Struct, frozen=True, tag="run_speculation"):
     # Opt-in: run shell commands that are not read-only in a writable overlayfs view
     # without network instead of stopping at a boundary; their writes join the overlay.
     speculate_shell: bool = False
+    containment: Containment = Containment()
 
 
 class RunTool(msgspec.Struct, frozen=True, tag="run_tool"):
@@ -89,6 +124,7 @@ class RunTool(msgspec.Struct, frozen=True, tag="run_tool"):
     project_root: str
     shell: Literal["read_only", "full"] = "read_only"
     timeout_s: float = 120.0
+    limits: CommandLimits = CommandLimits()
 
 
 class Shutdown(msgspec.Struct, frozen=True, tag="shutdown"):
@@ -110,6 +146,8 @@ class Hello(msgspec.Struct, frozen=True, tag="hello"):
     epoch: int
     sandbox: str  # "landlock" when the kernel can confine speculations, else "none"
     tools: tuple[ToolSpec, ...] = ()
+    # The containment profile's layers for unapproved shell commands, probed at start.
+    containment: tuple[LayerStatus, ...] = ()
 
 
 class Heartbeat(msgspec.Struct, frozen=True, tag="heartbeat"):

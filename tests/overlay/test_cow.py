@@ -400,7 +400,7 @@ def test_overlay_usable_again_after_cleanup(root: Path, ovdir: Path) -> None:
 
 def test_path_helpers() -> None:
     base = speculation_base_dir()
-    assert base == Path(tempfile.gettempdir()) / "specrun-speculation"
+    assert base == Path(tempfile.gettempdir()) / f"specrun-speculation-{os.geteuid()}"
     assert overlay_dir_for(1234, "abc") == base / "1234" / "abc"
     for bad in ["", ".", "..", "a/b"]:
         with pytest.raises(OverlayError):

@@ -192,12 +192,8 @@ def _execute(
     output_cap: int,
     preexec: Callable[[], None] | None = None,
 ) -> ShellResult:
-    if timeout_s <= 0:
-        raise ValueError("timeout_s must be positive")
-    if output_cap < 0:
-        raise ValueError("output_cap must not be negative")
+    check_run_arguments(timeout_s, output_cap)
     start = time.monotonic()
-    deadline = start + timeout_s
     proc = subprocess.Popen(
         argv,
         cwd=os.fspath(cwd),
@@ -209,24 +205,56 @@ def _execute(
         close_fds=True,
         preexec_fn=preexec,
     )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        return collect(
+            proc.pid, proc.stdout.fileno(), proc.stderr.fileno(), proc.wait, start, timeout_s,
+            output_cap,
+        )
+    finally:
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def check_run_arguments(timeout_s: float, output_cap: int) -> None:
+    if timeout_s <= 0:
+        raise ValueError("timeout_s must be positive")
+    if output_cap < 0:
+        raise ValueError("output_cap must not be negative")
+
+
+def collect(
+    pid: int,
+    stdout_fd: int,
+    stderr_fd: int,
+    reap: Callable[[], int],
+    start: float,
+    timeout_s: float,
+    output_cap: int,
+) -> ShellResult:
+    """Read a started command's two pipes until it exits (plus a short grace for what it
+    left running) or its deadline; then kill its process group and reap it with ``reap``,
+    which returns the exit code (negative: killed by that signal). The caller closes the
+    pipe descriptors."""
+    deadline = start + timeout_s
     stdout = _Capture(output_cap)
     stderr = _Capture(output_cap)
     timed_out = False
     pidfd: int | None = None
     selector = selectors.DefaultSelector()
+    exit_code = -1
     try:
-        assert proc.stdout is not None and proc.stderr is not None
-        selector.register(proc.stdout.fileno(), selectors.EVENT_READ, stdout)
-        selector.register(proc.stderr.fileno(), selectors.EVENT_READ, stderr)
+        selector.register(stdout_fd, selectors.EVENT_READ, stdout)
+        selector.register(stderr_fd, selectors.EVENT_READ, stderr)
         try:
-            pidfd = os.pidfd_open(proc.pid)
+            pidfd = os.pidfd_open(pid)
             selector.register(pidfd, selectors.EVENT_READ, None)
         except (AttributeError, OSError):
             pidfd = None
         exited_at: float | None = None
         while True:
             now = time.monotonic()
-            if exited_at is None and pidfd is None and _exited_without_reaping(proc.pid):
+            if exited_at is None and pidfd is None and _exited_without_reaping(pid):
                 exited_at = now
             limit = deadline if exited_at is None else min(deadline, exited_at + AFTER_EXIT_GRACE_S)
             pipes_open = any(key.data is not None for key in selector.get_map().values())
@@ -247,16 +275,13 @@ def _execute(
                 else:
                     selector.unregister(key.fd)
     finally:
-        _kill_group(proc.pid)
-        proc.wait()
+        _kill_group(pid)
+        exit_code = reap()
         selector.close()
         if pidfd is not None:
             os.close(pidfd)
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
     return ShellResult(
-        exit_code=proc.returncode,
+        exit_code=exit_code,
         stdout=stdout.text(),
         stderr=stderr.text(),
         timed_out=timed_out,

@@ -1,0 +1,326 @@
+"""The sandbox helper: the one process that starts unapproved shell commands.
+
+A worker forks its helper first thing at start, while it is still single-threaded and
+unconfined (a Landlock-confined process may not mount, and forking a process that runs
+ZeroMQ's threads is not safe). The helper enters a user namespace of its own, prepares
+the commands' root once (``worker.contain.mounts``), then serves requests from its
+worker over a socketpair, one at a time: each command runs inside the full containment
+profile (``worker.contain.spawn``). It holds no state a command could reach, writes
+nothing but its own mount point directory, and exits when its worker closes the socket
+or dies.
+
+The same loop runs in a fresh interpreter (``python -m worker.contain.helper FD``) for
+callers that are not a preloaded single-threaded worker: the test suite and
+``specrun sandbox --verify``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from overlay.paths import ensure_private_base, make_private_dir
+from protocol.work import CommandLimits
+from protocol.work import LayerStatus
+from worker.contain import mounts, probe, spawn
+from worker.contain.limits import pid_namespace_cap
+from worker.contain.spawn import (
+    ALL_LAYERS,
+    ContainmentUnavailable,
+    Layers,
+    Profile,
+    run_contained,
+)
+from worker.lifecycle import die_with_parent
+from worker.shell.runner import READ_ONLY_PATH, ShellResult, read_only_environment
+
+BYPASS_CLASSIFIER_ENV = "SPECRUN_TEST_BYPASS_CLASSIFIER"
+"""Test-only: when set to ``1`` in the service's environment, every shell command counts as
+read-only, so tests can show that the containment holds on its own. Never read from
+settings or the wire; a helper with it set says so on stderr."""
+
+_MAX_MESSAGE = 64 << 20
+_HEADER = struct.Struct("!I")
+Mode = Literal["read_only", "captured"]
+
+
+def classifier_bypassed() -> bool:
+    return os.environ.get(BYPASS_CLASSIFIER_ENV) == "1"
+
+
+class Request(msgspec.Struct, frozen=True):
+    command: str
+    cwd: str
+    project: str
+    timeout_s: float
+    output_cap: int
+    mode: Mode = "read_only"
+    overlay_dir: str | None = None
+    # captured mode: the command's writes land in <capture_dir>/upper
+    capture_dir: str | None = None
+    limits: CommandLimits = msgspec.field(default_factory=CommandLimits)
+    layers: Layers = ALL_LAYERS
+
+
+class Reply(msgspec.Struct, frozen=True):
+    result: ShellResult | None = None
+    unavailable_layer: str | None = None
+    error: str | None = None
+
+
+class _Server:
+    def __init__(self) -> None:
+        self.setup_error: str | None = None
+        try:
+            mounts.enter_user_namespace()
+        except Exception as exc:
+            self.setup_error = str(exc)
+        self.base = ensure_private_base()
+        self.own = make_private_dir(self.base / str(os.getpid()), replace_stale=True)
+        self.mount_point = str(self.own / "root")
+        os.mkdir(self.mount_point, 0o700)
+        self.prepared: dict[str, tuple[str, ...]] = {}  # project -> its submounts
+        self.counter = itertools.count(1)
+        self.bash = shutil.which("bash", path=READ_ONLY_PATH)
+        spawn.prepare()
+
+    def probe(self) -> tuple[LayerStatus, ...]:
+        """Run one command in the full profile and report what held (``worker.contain.probe``)."""
+        if self.setup_error is not None:
+            return probe.report("namespaces", self.setup_error, False)
+        project = self.own / "probe"
+        project.mkdir(mode=0o700, exist_ok=True)
+        request = Request(
+            command="read -r n < /proc/sys/kernel/pid_max; echo $n",
+            cwd=str(project),
+            project=str(project),
+            timeout_s=10.0,
+            output_cap=1024,
+        )
+        reply = self.handle(request, check=False)
+        if reply.unavailable_layer is not None:
+            return probe.report(reply.unavailable_layer, reply.error or "", False)
+        if reply.result is None or reply.result.exit_code != 0:
+            detail = reply.error or (reply.result.stderr.strip() if reply.result else "")
+            return probe.report("exec", detail or "the probe command failed", False)
+        pid_cap = reply.result.stdout.strip() == str(pid_namespace_cap(request.limits.processes))
+        return probe.report(None, "", pid_cap)
+
+    def close(self) -> None:
+        shutil.rmtree(self.own, ignore_errors=True)
+
+    def handle(self, request: Request, *, check: bool = True) -> Reply:
+        if self.setup_error is not None:
+            return Reply(unavailable_layer="namespaces", error=self.setup_error)
+        if check and request.mode == "read_only" and not classifier_bypassed():
+            from worker.shell.classifier import classify
+
+            verdict = classify(request.command)
+            if not verdict.read_only:
+                return Reply(error=f"not run: the command is not read-only ({verdict.reason})")
+        # Only a command without the file system layer (a test) uses a scratch dir on disk;
+        # the others get a private tmpfs /tmp.
+        scratch = self.own / f"cmd-{next(self.counter)}"
+        try:
+            if not request.layers.filesystem:
+                scratch.mkdir(mode=0o700)
+            return self._run(request, scratch)
+        except ContainmentUnavailable as exc:
+            return Reply(unavailable_layer=exc.layer, error=exc.detail)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            return Reply(error=f"the command could not be started: {exc}")
+        finally:
+            if not request.layers.filesystem:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+    def _run(self, request: Request, scratch: Path) -> Reply:
+        project = os.path.realpath(request.project)
+        if request.layers.filesystem and project not in self.prepared:
+            try:
+                mounts.prepare_root(self.mount_point, project)
+                self.prepared[project] = mounts.submounts_below(project)
+            except Exception as exc:
+                raise ContainmentUnavailable("filesystem", str(exc)) from exc
+        upper = work = None
+        if request.mode == "captured":
+            if request.capture_dir is None:
+                return Reply(error="a captured command needs a capture directory")
+            upper, work = Path(request.capture_dir) / "upper", Path(request.capture_dir) / "work"
+            upper.mkdir(parents=True, exist_ok=True)
+            work.mkdir(parents=True, exist_ok=True)
+        view = mounts.View(
+            project=project,
+            scratch=str(scratch),
+            overlay_dir=request.overlay_dir,
+            capture_upper=None if upper is None else str(upper),
+            capture_work=None if work is None else str(work),
+            submounts=self.prepared.get(project, ()),
+        )
+        profile = Profile(view, self.mount_point, request.limits, request.layers)
+        tmp = "/tmp" if request.layers.filesystem else str(scratch)
+        env = {**read_only_environment(), "HOME": tmp, "TMPDIR": tmp}
+        if self.bash is None:
+            return Reply(error="bash was not found")
+        argv = [self.bash, "--noprofile", "--norc", "-c", request.command]
+        cwd = os.path.realpath(request.cwd)
+        result = run_contained(
+            argv, cwd, env, profile, request.timeout_s, request.output_cap
+        )
+        return Reply(result=result)
+
+
+def send_frame(sock: socket.socket, payload: bytes) -> None:
+    sock.sendall(_HEADER.pack(len(payload)) + payload)
+
+
+def _recv_exact(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            return b""
+        chunks += chunk
+    return bytes(chunks)
+
+
+def recv_frame(sock: socket.socket) -> bytes:
+    """One length-prefixed frame; b"" when the other end is gone."""
+    header = _recv_exact(sock, _HEADER.size)
+    if not header:
+        return b""
+    (size,) = _HEADER.unpack(header)
+    if size > _MAX_MESSAGE:
+        raise OSError(f"frame of {size} bytes is too large")
+    return _recv_exact(sock, size)
+
+
+def serve(sock: socket.socket) -> None:
+    """Answer requests until the other end closes. Single-threaded."""
+    if classifier_bypassed():
+        sys.stderr.write(f"specrun: {BYPASS_CLASSIFIER_ENV} is set (test-only)\n")
+    decoder = msgspec.msgpack.Decoder(Request)
+    encoder = msgspec.msgpack.Encoder()
+    server = _Server()
+    try:
+        send_frame(sock, encoder.encode(server.probe()))
+        while True:
+            try:
+                frame = recv_frame(sock)
+            except OSError:
+                return
+            if not frame:
+                return
+            try:
+                reply = server.handle(decoder.decode(frame))
+            except msgspec.DecodeError as exc:
+                reply = Reply(error=f"bad request: {exc}")
+            send_frame(sock, encoder.encode(reply))
+    finally:
+        server.close()
+
+
+@dataclass
+class SandboxHelper:
+    """The worker's handle on its helper process."""
+
+    sock: socket.socket
+    pid: int
+    layers: tuple[LayerStatus, ...] = ()
+    _popen: subprocess.Popen[bytes] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def fork(cls) -> SandboxHelper:
+        """Fork the helper from this process. Call while single-threaded."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                ours.close()
+                die_with_parent()
+                serve(theirs)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        theirs.close()
+        return cls(ours, pid).started()
+
+    @classmethod
+    def start(cls) -> SandboxHelper:
+        """Start the helper in a fresh interpreter (safe from any process)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        proc = subprocess.Popen(
+            # -P and cwd "/": the project must never shadow our own packages.
+            [sys.executable, "-P", "-m", "worker.contain.helper", str(theirs.fileno())],
+            cwd="/",
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+        )
+        theirs.close()
+        return cls(ours, proc.pid, _popen=proc).started()
+
+    def started(self) -> SandboxHelper:
+        """Read the helper's first frame, its layer report."""
+        frame = b""
+        with contextlib.suppress(OSError):
+            frame = recv_frame(self.sock)
+        if frame:
+            self.layers = msgspec.msgpack.decode(frame, type=tuple[LayerStatus, ...])
+        else:
+            self.layers = probe.report("namespaces", "the sandbox helper did not start", False)
+        return self
+
+    def run(self, request: Request) -> ShellResult:
+        """Run one command. Raises ``ContainmentUnavailable`` (nothing ran) or
+        ``RuntimeError`` (refused, or the helper is gone)."""
+        encoded = msgspec.msgpack.encode(request)
+        with self._lock:
+            try:
+                send_frame(self.sock, encoded)
+                frame = recv_frame(self.sock)
+            except OSError:
+                frame = b""
+        if not frame:
+            raise RuntimeError("the sandbox helper is gone")
+        reply = msgspec.msgpack.decode(frame, type=Reply)
+        if reply.unavailable_layer is not None:
+            raise ContainmentUnavailable(reply.unavailable_layer, reply.error or "")
+        if reply.result is None:
+            raise RuntimeError(reply.error or "the sandbox helper failed")
+        return reply.result
+
+    def close(self) -> None:
+        """Close the socket; the helper then removes its directory and exits. A forked
+        helper is our child: reap it without waiting long (it dies with us anyway)."""
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        if self._popen is not None:
+            try:
+                self._popen.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._popen.kill()
+                self._popen.wait()
+            return
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, os.WNOHANG)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m worker.contain.helper FD")
+    die_with_parent()
+    serve(socket.socket(fileno=int(sys.argv[1])))

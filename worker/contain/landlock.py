@@ -1,0 +1,220 @@
+"""Landlock, the kernel's unprivileged access control, through three raw syscalls.
+
+Two uses:
+
+* ``restrict_writes_to`` — the speculation worker's own backstop: every write-like file
+  system right is handled and granted back only beneath the given paths; reading and
+  executing stay free.
+* ``restrict`` — the containment profile's second wall for one command: reads, writes and
+  execution only beneath the given paths, no TCP bind/connect (ABI >= 4), and no signals or
+  abstract unix sockets across the domain boundary (ABI >= 6, "scoping").
+
+A ruleset is inherited by every child and can never be lifted. The syscall numbers are
+the same in the generic table (x86_64, aarch64, riscv64).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import platform
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+_SYS_CREATE_RULESET = 444
+_SYS_ADD_RULE = 445
+_SYS_RESTRICT_SELF = 446
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+_RULE_NET_PORT = 2
+_PR_SET_NO_NEW_PRIVS = 38
+
+EXECUTE = 1 << 0
+WRITE_FILE = 1 << 1
+READ_FILE = 1 << 2
+READ_DIR = 1 << 3
+REMOVE_DIR = 1 << 4
+REMOVE_FILE = 1 << 5
+MAKE_CHAR = 1 << 6
+MAKE_DIR = 1 << 7
+MAKE_REG = 1 << 8
+MAKE_SOCK = 1 << 9
+MAKE_FIFO = 1 << 10
+MAKE_BLOCK = 1 << 11
+MAKE_SYM = 1 << 12
+REFER = 1 << 13  # ABI 2
+TRUNCATE = 1 << 14  # ABI 3
+IOCTL_DEV = 1 << 15  # ABI 5
+
+NET_BIND_TCP = 1 << 0  # ABI 4
+NET_CONNECT_TCP = 1 << 1
+
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1
+
+_WRITE_V1 = (
+    WRITE_FILE
+    | REMOVE_DIR
+    | REMOVE_FILE
+    | MAKE_CHAR
+    | MAKE_DIR
+    | MAKE_REG
+    | MAKE_SOCK
+    | MAKE_FIFO
+    | MAKE_BLOCK
+    | MAKE_SYM
+)
+_READ = READ_FILE | READ_DIR | EXECUTE
+# Rights that make sense on a single file (the kernel refuses directory rights there).
+_FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
+
+
+class LandlockError(OSError):
+    """Landlock is present but a ruleset could not be built or applied."""
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+@functools.cache
+def abi() -> int:
+    """The kernel's Landlock ABI version, or 0 where it is missing or disabled."""
+    if platform.system() != "Linux":
+        return 0
+    version = _libc().syscall(
+        _SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION)
+    )
+    return int(version) if version > 0 else 0
+
+
+def sandbox_kind() -> str:
+    """What a worker's hello reports about its own backstop: ``landlock`` or ``none``."""
+    return "landlock" if abi() > 0 else "none"
+
+
+def _write_rights(version: int) -> int:
+    rights = _WRITE_V1
+    if version >= 2:
+        rights |= REFER
+    if version >= 3:
+        rights |= TRUNCATE
+    return rights
+
+
+def _attr_size(version: int) -> int:
+    """Pass the kernel only the fields its ABI knows (it refuses unknown non-zero ones)."""
+    if version >= 6:
+        return 24
+    if version >= 4:
+        return 16
+    return 8
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a ruleset enforces, for status reports."""
+
+    abi: int
+    fs: bool
+    tcp: bool
+    scoped: bool
+
+
+def _apply(
+    version: int,
+    handled_fs: int,
+    grants: Iterable[tuple[Path, int]],
+    *,
+    deny_tcp: bool,
+    scope: bool,
+) -> Applied:
+    libc = _libc()
+    attr = _RulesetAttr(handled_access_fs=handled_fs)
+    tcp = deny_tcp and version >= 4
+    scoped = scope and version >= 6
+    if tcp:
+        attr.handled_access_net = NET_BIND_TCP | NET_CONNECT_TCP
+    if scoped:
+        attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
+    ruleset_fd = int(
+        libc.syscall(
+            _SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(_attr_size(version)), 0
+        )
+    )
+    if ruleset_fd < 0:
+        raise LandlockError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    try:
+        for path, rights in grants:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue
+            try:
+                if not os.path.isdir(path):
+                    rights &= _FILE_ONLY
+                rule = _PathBeneathAttr(allowed_access=rights & handled_fs, parent_fd=fd)
+                added = libc.syscall(
+                    _SYS_ADD_RULE, ruleset_fd, _RULE_PATH_BENEATH, ctypes.byref(rule), 0
+                )
+                if added:
+                    raise LandlockError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
+            finally:
+                os.close(fd)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise LandlockError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+        if libc.syscall(_SYS_RESTRICT_SELF, ruleset_fd, 0) != 0:
+            raise LandlockError(ctypes.get_errno(), "landlock_restrict_self failed")
+    finally:
+        os.close(ruleset_fd)
+    return Applied(abi=version, fs=True, tcp=tcp, scoped=scoped)
+
+
+def restrict_writes_to(writable: Iterable[Path]) -> bool:
+    """Confine this process (and its future children) to writing only beneath ``writable``
+    (directories or single files). False when the kernel has no Landlock; raises
+    ``LandlockError`` when applying it failed."""
+    version = abi()
+    if version <= 0:
+        return False
+    rights = _write_rights(version)
+    _apply(version, rights, ((Path(p), rights) for p in writable), deny_tcp=False, scope=False)
+    return True
+
+
+def restrict(
+    readable: Iterable[Path],
+    writable: Iterable[Path],
+    *,
+    deny_tcp: bool = True,
+    scope: bool = True,
+) -> Applied:
+    """The command profile's ruleset: read and execute only beneath ``readable`` (and
+    ``writable``), write only beneath ``writable``, no TCP, no signals or abstract unix
+    sockets leaving the domain. Raises ``LandlockError`` when Landlock is missing."""
+    version = abi()
+    if version <= 0:
+        raise LandlockError(0, "the kernel has no Landlock")
+    write = _write_rights(version)
+    handled = _READ | write | (IOCTL_DEV if version >= 5 else 0)
+    grants = [(Path(p), _READ) for p in readable]
+    grants += [(Path(p), _READ | write) for p in writable]
+    return _apply(version, handled, grants, deny_tcp=deny_tcp, scope=scope)

@@ -1,0 +1,99 @@
+"""Resource limits and privilege for one contained command.
+
+Limits are plain rlimits (CPU seconds, address space, file size, open files, processes)
+plus, where the kernel allows it (Linux >= 6.14), a ``pid_max`` of the command's own PID
+namespace: RLIMIT_NPROC is not enforced for the real root user, the pid namespace cap
+is, so the process count holds for root too.
+
+Privilege: the command runs with no capabilities in any namespace (bounding set emptied,
+ambient set cleared, and the "root is special" rules switched off and locked, so an
+exec as uid 0 inside the namespace gains nothing), and with no_new_privs (a set-uid
+program gains nothing either).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import resource
+from pathlib import Path
+
+from protocol.work import CommandLimits
+
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAPBSET_DROP = 24
+_PR_SET_SECUREBITS = 28
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+# NOROOT, NO_SETUID_FIXUP, KEEP_CAPS and NO_CAP_AMBIENT_RAISE, each with its lock bit.
+_SECUREBITS_LOCKED_DOWN = (
+    (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 5) | (1 << 6) | (1 << 7)
+)
+
+
+class LimitError(OSError):
+    """A limit or privilege drop could not be applied."""
+
+
+def _set(kind: int, value: int) -> None:
+    _soft, hard = resource.getrlimit(kind)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(kind, (value, value))
+
+
+def apply_rlimits(limits: CommandLimits) -> None:
+    try:
+        # CPU: the soft limit sends SIGXCPU, the hard one a second later SIGKILL.
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
+        _set(resource.RLIMIT_AS, limits.memory_bytes)
+        _set(resource.RLIMIT_FSIZE, limits.file_size_bytes)
+        _set(resource.RLIMIT_NOFILE, limits.open_files)
+        _set(resource.RLIMIT_NPROC, limits.processes)
+        _set(resource.RLIMIT_CORE, 0)
+    except (ValueError, OSError) as exc:
+        raise LimitError(0, f"setting resource limits failed: {exc}") from exc
+
+
+PID_MAX_MIN = 301  # the kernel refuses a smaller pid_max (300 pids are reserved)
+
+
+def pid_namespace_cap(processes: int) -> int:
+    return max(processes + 1, PID_MAX_MIN)
+
+
+def cap_pid_namespace(processes: int) -> bool:
+    """Allow at most ``processes`` live pids (300 at the least: the kernel's floor) in
+    this (new) PID namespace. Needs the namespace's CAP_SYS_ADMIN and Linux >= 6.14;
+    returns False where the kernel's pid_max is still global."""
+    try:
+        with open("/proc/sys/kernel/pid_max", "w") as sysctl:
+            sysctl.write(str(pid_namespace_cap(processes)))
+    except OSError:
+        return False
+    return True
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+@functools.cache
+def last_capability() -> int:
+    return int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+
+
+def drop_privileges() -> None:
+    """No capabilities from here on, also across exec; no_new_privs."""
+    libc = _libc()
+    last = last_capability()
+    if libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS_LOCKED_DOWN, 0, 0, 0) != 0:
+        raise LimitError(ctypes.get_errno(), "prctl(PR_SET_SECUREBITS) failed")
+    for cap in range(last + 1):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            raise LimitError(ctypes.get_errno(), f"dropping capability {cap} failed")
+    if libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0:
+        raise LimitError(ctypes.get_errno(), "clearing ambient capabilities failed")
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise LimitError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")

@@ -1,0 +1,333 @@
+"""Namespaces and the file system a contained command sees.
+
+The sandbox helper enters a user namespace once (``enter_user_namespace``: our uid and
+gid mapped to themselves, so files keep their owners and nothing is gained outside) and
+prepares a root there (``prepare_root``): an empty tmpfs with
+
+* read-only binds of the system's toolchain directories (``/usr``, ``/bin``, ``/lib*``,
+  ``/etc``, ``/opt``), never the user's home, ``/tmp``, ``/run`` or ``/var``; the secrets
+  among them (``/etc/shadow``, ``/etc/ssh``...) masked;
+* a minimal ``/dev`` (null, zero, full, random, urandom, a small ``shm``).
+
+Each command then gets fresh mount, network, IPC, UTS and PID namespaces
+(``unshare_command``) and, as pid 1 of its PID namespace, adds its own mounts and pivots
+into the root (``enter_root``): a ``/proc`` of its PID namespace, a private tmpfs ``/tmp``,
+and the project at its own path — read-only always (contents and metadata), as an
+overlayfs with the speculation's writes on top when there are any, or writable into a
+capture directory (the opt-in ``speculateShell``, with ``.git`` bound read-only);
+``.specrun`` hidden under an empty tmpfs.
+
+The runtime directory of the service (its sockets and pid file), other speculations'
+overlays and the user's specrun state are simply not there.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import platform
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+_MS_RDONLY = 1
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_MS_NOEXEC = 8
+_MS_REMOUNT = 32
+_MS_NOATIME = 1024
+_MS_NODIRATIME = 2048
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+_MS_RELATIME = 1 << 21
+_MNT_DETACH = 2
+# statvfs f_flag bit -> mount flag (a bind remount inside a user namespace must keep the
+# flags the kernel locked on the original mount, or it is refused).
+_LOCKED_FLAGS = (
+    (os.ST_NOSUID, _MS_NOSUID),
+    (os.ST_NODEV, _MS_NODEV),
+    (os.ST_NOEXEC, _MS_NOEXEC),
+    (os.ST_NOATIME, _MS_NOATIME),
+    (os.ST_NODIRATIME, _MS_NODIRATIME),
+    (os.ST_RELATIME, _MS_RELATIME),
+)
+_PIVOT_ROOT = {"x86_64": 155, "amd64": 155, "aarch64": 41, "arm64": 41}
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+# Secrets that live among the system files: hidden (an empty file or directory instead).
+MASKED = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssh",
+    "/etc/ssl/private",
+    "/etc/security/opasswd",
+)
+DEVICES = ("null", "zero", "full", "random", "urandom")
+OVERLAYFS_MAGIC = 0x794C7630
+
+
+class MountError(OSError):
+    """The kernel refused a namespace or a mount."""
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise MountError(err, f"{what} failed: {os.strerror(err)}")
+
+
+def _mount(
+    source: str | None, target: str, fstype: str | None, flags: int, data: str | None
+) -> None:
+    _check(
+        _libc().mount(
+            None if source is None else source.encode(),
+            target.encode(),
+            None if fstype is None else fstype.encode(),
+            flags,
+            None if data is None else data.encode(),
+        ),
+        f"mount {target}",
+    )
+
+
+def enter_user_namespace() -> None:
+    """Once per sandbox helper: a user namespace (our uid and gid mapped to themselves, so
+    files keep their owners and nothing is gained outside) with a mount namespace of its
+    own, where the helper prepares the commands' root. Single-threaded callers only."""
+    uid, gid = os.geteuid(), os.getegid()
+    _check(_libc().unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user, mount)")
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+
+
+def unshare_command(*, network: bool = True, pid: bool = True) -> None:
+    """Per command: a mount namespace copied from the helper's (so its mounts stay its
+    own), IPC and UTS namespaces, and unless a test switches them off, a network namespace
+    (no interface up, not even loopback) and a PID namespace (for the next child)."""
+    flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS
+    if network:
+        flags |= CLONE_NEWNET
+    if pid:
+        flags |= CLONE_NEWPID
+    _check(_libc().unshare(flags), "unshare")
+
+
+def _escape(path: str) -> str:
+    """overlayfs option syntax: ``:`` separates layers and ``,`` options."""
+    return path.replace("\\", "\\\\").replace(":", "\\:").replace(",", "\\,")
+
+
+def has_entries(directory: str | os.PathLike[str] | None) -> bool:
+    if directory is None:
+        return False
+    try:
+        with os.scandir(directory) as entries:
+            return any(True for _ in entries)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def _locked_flags(path: str) -> int:
+    info = os.statvfs(path)
+    return sum(ms for st, ms in _LOCKED_FLAGS if info.f_flag & st)
+
+
+def _bind(source: str, target: str, *, read_only: bool) -> None:
+    _mount(source, target, None, _MS_BIND | _MS_REC, None)
+    if read_only:
+        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _locked_flags(target)
+        _mount(None, target, None, flags, None)
+
+
+def _unescape_mountinfo(field: str) -> str:
+    """mountinfo writes space, tab, newline and backslash as three-digit octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def submounts_below(path: str) -> tuple[str, ...]:
+    """Mount points strictly below ``path`` in this mount namespace."""
+    prefix = path.rstrip("/") + "/"
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as info:
+        points = [_unescape_mountinfo(line.split()[4]) for line in info]
+    return tuple(p for p in points if p.startswith(prefix))
+
+
+@dataclass(frozen=True)
+class View:
+    """What the command's file system holds. ``overlay_dir`` holds the speculation's
+    writes (or None); with ``capture_upper``/``capture_work`` the project is writable and
+    every write lands in ``capture_upper``."""
+
+    project: str
+    scratch: str
+    overlay_dir: str | None = None
+    capture_upper: str | None = None
+    capture_work: str | None = None
+    hidden: tuple[str, ...] = (".specrun",)
+    # mount points below the project (each must be made read-only on its own)
+    submounts: tuple[str, ...] = ()
+    read_only_in_writable_view: tuple[str, ...] = (".git",)
+
+    @property
+    def writable(self) -> bool:
+        return self.capture_upper is not None
+
+
+def _mkdirs(path: str) -> None:
+    os.makedirs(path, mode=0o755, exist_ok=True)
+
+
+def _mount_project(view: View, target: str) -> None:
+    lowers = [view.project]
+    if has_entries(view.overlay_dir):
+        assert view.overlay_dir is not None
+        lowers.insert(0, view.overlay_dir)
+    if view.writable:
+        assert view.capture_upper is not None and view.capture_work is not None
+        options = (
+            f"lowerdir={':'.join(_escape(p) for p in lowers)},"
+            f"upperdir={_escape(view.capture_upper)},workdir={_escape(view.capture_work)}"
+        )
+        _mount("overlay", target, "overlay", _MS_NOSUID | _MS_NODEV, options)
+        for rel in view.read_only_in_writable_view:
+            inner = os.path.join(target, rel)
+            if os.path.isdir(inner) and not os.path.islink(inner):
+                _bind(inner, inner, read_only=True)
+    elif len(lowers) > 1:
+        options = f"lowerdir={':'.join(_escape(p) for p in lowers)}"
+        _mount("overlay", target, "overlay", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, options)
+    else:
+        _bind(view.project, target, read_only=True)
+        for point in view.submounts:
+            inner = f"{target}{point[len(view.project):]}"
+            flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _locked_flags(inner)
+            _mount(None, inner, None, flags, None)
+    for rel in view.hidden:
+        inner = os.path.join(target, rel)
+        if os.path.isdir(inner) and not os.path.islink(inner):
+            _empty_dir_over(inner)
+
+
+def _empty_dir_over(path: str) -> None:
+    _mount("tmpfs", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=0755")
+
+
+def _populate_dev(root: str) -> None:
+    dev = f"{root}/dev"
+    _mkdirs(dev)
+    _mount("tmpfs", dev, "tmpfs", _MS_NOSUID | _MS_NOEXEC, "mode=0755,size=64k")
+    for name in DEVICES:
+        target = f"{dev}/{name}"
+        Path(target).touch()
+        _mount(f"/dev/{name}", target, None, _MS_BIND, None)
+    for name, link in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
+        os.symlink(link, f"{dev}/{name}")
+    _mkdirs(f"{dev}/shm")
+    _mount("tmpfs", f"{dev}/shm", "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=64m")
+    _mount(None, dev, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC, None)
+
+
+def _system_dirs(root: str, dirs: Iterable[str]) -> None:
+    for path in dirs:
+        if os.path.islink(path):
+            os.symlink(os.readlink(path), f"{root}{path}")
+        elif os.path.isdir(path):
+            _mkdirs(f"{root}{path}")
+            _bind(path, f"{root}{path}", read_only=True)
+
+
+def _mask(root: str, paths: Iterable[str]) -> None:
+    for path in paths:
+        inner = f"{root}{path}"
+        if os.path.islink(inner) or not os.path.lexists(inner):
+            continue
+        if os.path.isdir(inner):
+            _empty_dir_over(inner)
+        else:
+            _mount(f"{root}/dev/null", inner, None, _MS_BIND, None)
+
+
+def _pivot(root: str) -> None:
+    number = _PIVOT_ROOT.get(platform.machine().lower())
+    if number is None:
+        raise MountError(0, f"pivot_root: unknown architecture {platform.machine()}")
+    libc = _libc()
+    os.chdir(root)
+    _check(int(libc.syscall(number, b".", b".")), "pivot_root")
+    _check(libc.umount2(b".", _MNT_DETACH), "detaching the old root")
+    os.chdir("/")
+
+
+def prepare_root(mount_point: str, project: str) -> None:
+    """Once per sandbox helper, in its own mount namespace: an empty tmpfs on
+    ``mount_point`` with the system directories, ``/dev``, the masks and empty mount points
+    for ``/proc``, ``/tmp`` and the project. Commands then only add their own mounts
+    (``enter_root``). Calling it again for another project adds that project's mount point."""
+    root = mount_point.rstrip("/")
+    if not os.path.isdir(f"{root}/proc"):
+        _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
+        _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
+        _system_dirs(root, SYSTEM_DIRS)
+        _populate_dev(root)
+        _mask(root, MASKED)
+        _mkdirs(f"{root}/proc")
+        _mkdirs(f"{root}/tmp")
+    _mkdirs(f"{root}{project}")
+
+
+def enter_root(view: View, mount_point: str, tmp_bytes: int, *, proc: bool = True) -> None:
+    """Per command, in a fresh mount namespace copied from the helper's prepared one (and,
+    with ``proc``, as pid 1 of a new PID namespace): mount ``/proc``, a private ``/tmp`` and
+    the project's view, make the root read-only, pivot into it."""
+    root = mount_point.rstrip("/")
+    if proc:
+        _mount("proc", f"{root}/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+    else:  # a test without the PID layer: the helper's /proc
+        _bind("/proc", f"{root}/proc", read_only=False)
+    _mount("tmpfs", f"{root}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={tmp_bytes}")
+    # A project below /tmp needs its mount point again, inside this command's own /tmp.
+    _mkdirs(f"{root}{view.project}")
+    _mount_project(view, f"{root}{view.project}")
+    _mount(None, root, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
+    _pivot(root)
+
+
+def is_overlayfs(path: str) -> bool:
+    """True if ``path`` is on an overlayfs mount (the writable capture view)."""
+    libc = _libc()
+
+    class _Statfs(ctypes.Structure):
+        _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_byte * 112)]
+
+    buf = _Statfs()
+    if libc.statfs(path.encode(), ctypes.byref(buf)) != 0:
+        return False
+    return (buf.f_type & 0xFFFFFFFF) == OVERLAYFS_MAGIC

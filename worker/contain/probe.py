@@ -1,0 +1,75 @@
+"""What the containment profile can enforce on this machine, found by using it.
+
+The helper runs one real command (``true``) in the full profile at start; a layer that
+fails to set up is reported inactive with the kernel's reason, and every command then
+fails at the same layer (``ContainmentUnavailable``), so nothing runs with less. The
+optional parts (Landlock TCP rules, Landlock scoping, a per-namespace pid cap) are
+reported in the details: the other walls of their layer hold without them.
+"""
+
+from __future__ import annotations
+
+import platform
+
+from protocol.work import LayerName, LayerStatus
+from worker.contain import landlock, seccomp
+
+LAYER_OF_STAGE: dict[str, LayerName] = {
+    "namespaces": "filesystem",
+    "filesystem": "filesystem",
+    "limits": "limits",
+    "privileges": "privileges",
+    "landlock": "landlock",
+    "seccomp": "seccomp",
+    "exec": "filesystem",
+}
+
+
+def report(failed_stage: str | None, failure: str, pid_cap: bool) -> tuple[LayerStatus, ...]:
+    """The layer list for ``status``/``workers``, given where the probe failed (None: it
+    ran) and whether the kernel took a per-namespace pid cap."""
+    abi = landlock.abi()
+    broken = LAYER_OF_STAGE.get(failed_stage or "", "filesystem") if failed_stage else None
+    # A failure to create the namespaces takes the layers built on them along.
+    namespace_failure = failed_stage == "namespaces"
+
+    def status(name: LayerName, detail: str, needs_namespaces: bool = False) -> LayerStatus:
+        if name == broken or (namespace_failure and needs_namespaces):
+            return LayerStatus(name, False, f"unavailable: {failure}")
+        return LayerStatus(name, True, detail)
+
+    tcp = ", Landlock denies TCP bind/connect" if abi >= 4 else ""
+    scope = ", Landlock scopes signals and abstract sockets" if abi >= 6 else ""
+    pids = (
+        " (a pid cap per PID namespace too)"
+        if pid_cap
+        else " (no pid cap per PID namespace: Linux < 6.14; RLIMIT_NPROC only, which the "
+        "kernel does not enforce for root)"
+    )
+    layers = [
+        status(
+            "filesystem",
+            "private mount namespace: project read-only (speculation's writes on top), "
+            "toolchain directories read-only, private /tmp, nothing else of the user",
+            True,
+        ),
+        status("network", f"own network namespace, no interface up{tcp}", True),
+        status(
+            "ipc_signals",
+            f"own PID and IPC namespaces, no unix socket can be created{scope}",
+            True,
+        ),
+        status("limits", f"CPU, memory, file size, open files, processes{pids}"),
+        status("privileges", "no capabilities, no_new_privs, nosuid mounts"),
+        status("landlock", f"ABI {abi}: read/write/execute only beneath allowed paths")
+        if abi > 0
+        else LayerStatus("landlock", False, "unavailable: the kernel has no Landlock"),
+        status("seccomp", f"filter for {platform.machine()}")
+        if seccomp.supported()
+        else LayerStatus("seccomp", False, f"unavailable: no filter for {platform.machine()}"),
+    ]
+    return tuple(layers)
+
+
+def all_active(layers: tuple[LayerStatus, ...]) -> bool:
+    return bool(layers) and all(layer.active for layer in layers)

@@ -1,0 +1,273 @@
+"""Starting one command inside the containment profile.
+
+From the sandbox helper (``worker.contain.helper``: single-threaded, already in its own
+user namespace with the commands' root prepared):
+
+    helper ── fork ──▶ launcher: new session; new mount, network, IPC, UTS, PID namespaces
+                          └─ fork ──▶ command, pid 1 of its PID namespace: its mounts and
+                                      pivot, limits, no privileges, Landlock, seccomp, exec
+
+The launcher only waits for the command and exits as it did, so the helper sees an
+ordinary child. Each process dies with its parent (PR_SET_PDEATHSIG), and when the
+command (pid 1) exits the kernel kills everything else in its PID namespace, so nothing
+it started outlives it, not even a process that left the session.
+
+A layer that cannot be set up is never skipped: the launcher reports which one failed on
+a status pipe (closed by a successful exec) and the command does not run
+(``ContainmentUnavailable``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import platform
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
+
+from protocol.work import CommandLimits
+from worker.contain import landlock, limits, mounts, seccomp
+from worker.contain.mounts import View
+from worker.shell.runner import ShellResult, check_run_arguments, collect
+
+_PR_SET_PDEATHSIG = 1
+SETUP_FAILED_EXIT = 126
+
+
+@dataclass(frozen=True)
+class Layers:
+    """Which layers a command gets. Production code always uses every layer; tests switch
+    single layers off to show that each of the others holds on its own. There is no
+    setting or wire field that reaches this."""
+
+    filesystem: bool = True
+    network: bool = True
+    pid: bool = True
+    landlock: bool = True
+    seccomp: bool = True
+    limits: bool = True
+    privileges: bool = True
+
+    def only(self, *names: str) -> Layers:
+        """Every layer off except ``names``."""
+        return Layers(**{name: name in names for name in self.__dataclass_fields__})
+
+
+ALL_LAYERS = Layers()
+
+
+@dataclass(frozen=True)
+class Profile:
+    view: View
+    mount_point: str
+    limits: CommandLimits = field(default_factory=CommandLimits)
+    layers: Layers = ALL_LAYERS
+
+
+class ContainmentUnavailable(RuntimeError):
+    """A layer of the profile could not be set up, so the command was not run."""
+
+    def __init__(self, layer: str, detail: str) -> None:
+        super().__init__(f"the {layer} layer of the sandbox is unavailable: {detail}")
+        self.layer = layer
+        self.detail = detail
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def prepare() -> None:
+    """Everything a command's child would otherwise compute after the fork (where every
+    Python object it touches costs a copied page): done once, in the helper."""
+    _libc()
+    seccomp.prepare()
+    limits.last_capability()
+    landlock.abi()
+
+
+def _die_with_parent() -> None:
+    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _readable(profile: Profile) -> list[Path]:
+    paths = [Path(p) for p in mounts.SYSTEM_DIRS]
+    paths += [Path(f"/dev/{name}") for name in mounts.DEVICES]
+    paths += [Path("/proc"), Path(profile.view.project)]
+    if not profile.layers.filesystem and profile.view.overlay_dir is not None:
+        paths.append(Path(profile.view.overlay_dir))
+    return paths
+
+
+def _writable(profile: Profile) -> list[Path]:
+    if profile.layers.filesystem:
+        paths = [Path("/tmp"), Path("/dev/null"), Path("/dev/shm")]
+    else:
+        paths = [Path(profile.view.scratch), Path("/dev/null")]
+    # The project is writable only through the capture view's overlayfs: with the file
+    # system layer off, the same path is the real tree and stays read-only.
+    if profile.view.writable and mounts.is_overlayfs(profile.view.project):
+        paths.append(Path(profile.view.project))
+    return paths
+
+
+def _enter_command(profile: Profile, report: int) -> None:
+    """In the command's process, before exec. Reports the failing layer and exits."""
+    layers = profile.layers
+    stage = "filesystem"
+    try:
+        if layers.filesystem:
+            mounts.enter_root(
+                profile.view, profile.mount_point, profile.limits.tmp_bytes, proc=layers.pid
+            )
+        stage = "limits"
+        if layers.limits:
+            limits.apply_rlimits(profile.limits)
+            if layers.pid:
+                limits.cap_pid_namespace(profile.limits.processes)
+        stage = "privileges"
+        if layers.privileges:
+            limits.drop_privileges()
+        stage = "landlock"
+        if layers.landlock:
+            landlock.restrict(_readable(profile), _writable(profile))
+        stage = "seccomp"
+        if layers.seccomp:
+            seccomp.install()
+    except Exception as exc:
+        _fail(report, stage, exc)
+
+
+def _fail(report: int, layer: str, exc: BaseException) -> NoReturn:
+    with contextlib.suppress(OSError):
+        os.write(report, f"{layer}\t{exc}".encode(errors="replace"))
+    os._exit(SETUP_FAILED_EXIT)
+
+
+_SYS_CLONE = {"x86_64": 56, "amd64": 56, "aarch64": 220, "arm64": 220}
+
+
+def _clone_into_namespaces(layers: Layers) -> int:
+    """fork(2) that puts the child straight into new mount, IPC and UTS namespaces (and
+    network and PID ones): one process instead of a launcher plus a child, the child being
+    pid 1 of its PID namespace. Like ``os.fork`` it returns 0 in the child; the child
+    only runs this module's setup code and then execs (Python's own after-fork hooks are
+    not needed for that in a single-threaded process)."""
+    flags = mounts.CLONE_NEWNS | mounts.CLONE_NEWIPC | mounts.CLONE_NEWUTS | signal.SIGCHLD
+    if layers.network:
+        flags |= mounts.CLONE_NEWNET
+    if layers.pid:
+        flags |= mounts.CLONE_NEWPID
+    number = _SYS_CLONE.get(platform.machine().lower())
+    if number is None:
+        raise ContainmentUnavailable("namespaces", f"no clone(2) number for {platform.machine()}")
+    libc = _libc()
+    pid = int(libc.syscall(number, ctypes.c_ulong(flags), None, None, None, None))
+    if pid < 0:
+        err = ctypes.get_errno()
+        raise ContainmentUnavailable("namespaces", f"clone failed: {os.strerror(err)}")
+    return pid
+
+
+def _child(
+    argv: list[str], env: Mapping[str, str], cwd: str, profile: Profile, out: int, err: int,
+    report: int,
+) -> NoReturn:
+    """The command's process after the clone, until exec. Never returns."""
+    try:
+        os.setsid()
+        _die_with_parent()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        os.closerange(3, report)
+        os.closerange(report + 1, 1 << 16)
+        _enter_command(profile, report)
+        os.chdir(cwd)
+        os.execve(argv[0], argv, dict(env))
+    except BaseException as exc:  # exec failed, or a bug: say so, never run uncontained
+        _fail(report, "exec", exc)
+
+
+def _read_report(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _reaper(pid: int) -> Callable[[], int]:
+    def reap() -> int:
+        while True:
+            try:
+                _pid, status = os.waitpid(pid, 0)
+                return os.waitstatus_to_exitcode(status)
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                return -signal.SIGKILL
+
+    return reap
+
+
+def run_contained(
+    argv: list[str],
+    cwd: str,
+    env: Mapping[str, str],
+    profile: Profile,
+    timeout_s: float,
+    output_cap: int,
+) -> ShellResult:
+    """Run ``argv`` (an absolute program path first) in ``cwd`` inside ``profile``.
+
+    Single-threaded callers only (it forks and runs Python in the child). Raises
+    ``ContainmentUnavailable`` when a layer could not be set up (nothing ran)."""
+    check_run_arguments(timeout_s, output_cap)
+    start = time.monotonic()
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    report_r, report_w = os.pipe2(os.O_CLOEXEC)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        pid = _clone_into_namespaces(profile.layers)
+    except BaseException:
+        for fd in (out_r, out_w, err_r, err_w, report_r, report_w):
+            os.close(fd)
+        raise
+    if pid == 0:
+        os.close(out_r)
+        os.close(err_r)
+        os.close(report_r)
+        _child(argv, env, cwd, profile, out_w, err_w, report_w)
+    for fd in (out_w, err_w, report_w):
+        os.close(fd)
+    try:
+        failure = _read_report(report_r)
+    finally:
+        os.close(report_r)
+    if failure:
+        os.close(out_r)
+        os.close(err_r)
+        _reaper(pid)()
+        layer, _, detail = failure.decode(errors="replace").partition("\t")
+        raise ContainmentUnavailable(layer, detail or "unknown error")
+    try:
+        return collect(pid, out_r, err_r, _reaper(pid), start, timeout_s, output_cap)
+    finally:
+        os.close(out_r)
+        os.close(err_r)
