@@ -70,6 +70,7 @@ KEYS: dict[str, Key] = {
         Key("maxSessionTurns", int, 200, "turns per session before the chat asks for a reset"),
         Key("maxTurnsPerQuery", int, 50, "model round trips per user query (at most 100)"),
         Key("sessionTokenLimit", int, 0, "total tokens per session (0: no limit)"),
+        Key("approvalTimeoutS", int, 300, "an approval question unanswered this long is a no"),
     )
 }
 
@@ -148,6 +149,7 @@ _MIN_INT = {
     "sessionTokenLimit": 0,
     "heartbeatMs": 50,
     "hangAfterMs": 200,
+    "approvalTimeoutS": 1,
 }
 
 
