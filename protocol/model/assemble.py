@@ -3,9 +3,12 @@
 Servers differ in how they stream tool calls: OpenAI and vLLM send the id and the
 name in a call's first delta and then argument fragments under the same ``index``;
 some send a whole call in one delta; some leave ``index`` out (then the id, or the
-order, tells calls apart). Thinking arrives as ``reasoning_content`` or, from servers
-without a reasoning parser, as a ``<think>…</think>`` block at the start of the
-content; either way it is reported as thinking and kept out of the message.
+order, tells calls apart); some (Ollama among them) send every parallel call with
+``index`` 0 and a distinct id, so a new id on an occupied index starts a new call.
+A refusal (``refusal`` in the delta or message) is kept apart from the text and
+makes the result's finish reason ``refusal``. Thinking arrives as
+``reasoning_content`` (or ``reasoning``) or, from servers without a reasoning parser,
+as a ``<think>…</think>`` block at the start of the content; either way it is reported as thinking and kept out of the message.
 """
 
 from __future__ import annotations
@@ -132,6 +135,8 @@ class StreamAssembler:
         self._text: list[str] = []
         self._splitter = ThinkSplitter()
         self._slots: dict[Any, _CallSlot] = {}
+        self._by_index: dict[int, Any] = {}  # a server's index -> the slot it names now
+        self._refusal: list[str] = []
         self._last_key: Any = None
         self._finish_reason: str | None = None
         self._usage: Usage | None = None
@@ -172,6 +177,9 @@ class StreamAssembler:
         content = delta.get("content")
         if isinstance(content, str) and content:
             yield from self._emit(self._splitter.feed(content))
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            self._refusal.append(refusal)
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for position, call in enumerate(calls):
@@ -188,9 +196,21 @@ class StreamAssembler:
 
     def _slot_key(self, position: int, call: dict[str, Any]) -> Any:
         index = call.get("index")
-        if isinstance(index, int) and not isinstance(index, bool):
-            return index
         call_id = call.get("id")
+        if isinstance(index, int) and not isinstance(index, bool):
+            key = self._by_index.get(index)
+            held = self._slots.get(key) if key is not None else None
+            if key is None or (
+                held is not None
+                and isinstance(call_id, str)
+                and call_id
+                and held.id
+                and call_id != held.id
+            ):
+                # First use of this index, or a different call reusing it.
+                key = index if key is None else ("reused", index, len(self._slots))
+                self._by_index[index] = key
+            return key
         if isinstance(call_id, str) and call_id:
             # No index: the id tells calls apart (a repeated id continues its call).
             return ("id", call_id)
@@ -241,11 +261,15 @@ class StreamAssembler:
                 )
             )
         reason = self._finish_reason or ("tool_calls" if calls else "stop")
+        refusal = "".join(self._refusal).strip() or None
+        if refusal is not None:
+            reason = "refusal"  # whatever the server said, this answer is not a success
         return ChatResult(
             message=Message.assistant(_visible("".join(self._text)), tuple(calls)),
             usage=self._usage or Usage(),
             finish_reason=reason,
             request_id=self._request_id or fallback_request_id,
+            refusal=refusal,
         )
 
 

@@ -62,12 +62,16 @@ class ToolCallDelta(msgspec.Struct, frozen=True, tag="tool_call_delta"):
 
 class ChatResult(msgspec.Struct, frozen=True, tag="chat_result"):
     """The finished answer: an assistant message with its visible text and named tool
-    calls (thinking dropped), token usage, the finish reason and the server's id."""
+    calls (thinking dropped), token usage, the finish reason and the server's id.
+
+    ``refusal``: the model declined (OpenAI's ``refusal`` field); then ``finish_reason``
+    is ``refusal`` and callers must not take the empty text for an answer."""
 
     message: Message
     usage: Usage
     finish_reason: str
     request_id: str | None = None
+    refusal: str | None = None
 
 
 StreamEvent = TextDelta | ThinkingDelta | ToolCallDelta | ChatResult
