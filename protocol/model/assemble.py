@@ -8,7 +8,8 @@ order, tells calls apart); some (Ollama among them) send every parallel call wit
 A refusal (``refusal`` in the delta or message) is kept apart from the text and
 makes the result's finish reason ``refusal``. Thinking arrives as
 ``reasoning_content`` (or ``reasoning``) or, from servers without a reasoning parser,
-as a ``<think>…</think>`` block at the start of the content; either way it is reported as thinking and kept out of the message.
+as a ``<think>…</think>`` block at the start of the content; either way it is
+reported as thinking and kept out of the message.
 """
 
 from __future__ import annotations
