@@ -37,7 +37,8 @@ MAX_HISTORY_FOR_CACHE = 40
 
 @dataclass
 class TurnResult:
-    # completed | aborted | error | max_session_turns | max_turns_per_query | session_token_limit
+    # completed | aborted | error | refused | max_session_turns | max_turns_per_query |
+    # session_token_limit | loop_detected
     reason: str
     message: str = ""
     elapsed_s: float = 0.0
@@ -126,6 +127,12 @@ class MainChat:
             loops = LoopDetector()
             for _ in range(settings["maxTurnsPerQuery"]):
                 answer = await self._ask_model(out, system, tools, mode)
+                if answer.refusal is not None:
+                    # Not an empty success: the person sees the model's own words, and the
+                    # history keeps them as the answer (no calls, so it stays valid).
+                    await self.record(Message.assistant(answer.refusal))
+                    self.save_snapshot(system, tools)
+                    return TurnResult("refused", answer.refusal, time.monotonic() - started)
                 await self.record(answer.message)
                 if loops.observe(answer.message):
                     self.prefetcher.abort_and_clear(AbortReason.LOOP_DETECTED)

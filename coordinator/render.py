@@ -268,6 +268,10 @@ def show_turn_end(
     elif end.reason == "error":
         message, hint = explain_model_error(end.message)
         error(message, hint)
+    elif end.reason == "refused":
+        line = Text("⊘ the model declined: ", style="bold magenta")
+        line.append(end.message)
+        out.print(line)
     else:
         out.print(Text(f"{end.reason.replace('_', ' ')}: {end.message}", style="yellow"))
 

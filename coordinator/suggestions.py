@@ -42,6 +42,9 @@ async def generate_suggestion(
     except ModelError as exc:
         log.info("suggestion request failed: %s", exc)
         return SuggestionResult(None, "error")
+    if result.refusal is not None:
+        log.info("the suggestion model refused: %s", result.refusal)
+        return SuggestionResult(None, "refusal")
     text = parse_suggestion_reply(result.message.text)
     reason = filter_suggestion(text)
     if reason is not None:

@@ -91,6 +91,8 @@ async def pipelined_suggestion(
     except Exception as exc:  # never fails the speculation
         log.warning("pipelined suggestion failed: %s", exc)
         return None, "error"
+    if result.refusal is not None:
+        return None, "refusal"
     text = parse_suggestion_reply(result.message.text)
     reason = filter_suggestion(text)
     if reason is not None:

@@ -155,4 +155,7 @@ async def select_memories(
     if not listed:
         raise SelectorError("no memory fits in the manifest budget")
     result = await model.complete(build_request(query, manifest, model_name))
+    if result.refusal is not None:
+        # A refusal is no selection (not "nothing is relevant"): the lexical ranking decides.
+        raise SelectorError(f"the selector model refused: {result.refusal[:80]!r}")
     return parse_selection(result.message.text, listed)

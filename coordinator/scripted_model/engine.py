@@ -61,6 +61,7 @@ class Answer:
     latency_s: float
     chunk_s: float
     stall: bool = False
+    refusal: str = ""
 
     def message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
@@ -68,6 +69,8 @@ class Answer:
             message["reasoning_content"] = self.thinking
         if self.tool_calls:
             message["tool_calls"] = self.tool_calls
+        if self.refusal:
+            message["refusal"] = self.refusal
         return message
 
     def completion(self) -> dict[str, Any]:
@@ -89,6 +92,7 @@ class Answer:
         deltas: list[dict[str, Any]] = []
         deltas += [{"reasoning_content": piece} for piece in _word_groups(self.thinking)]
         deltas += [{"content": piece} for piece in _word_groups(self.text)]
+        deltas += [{"refusal": piece} for piece in _word_groups(self.refusal)]
         for index, call in enumerate(self.tool_calls):
             function = call["function"]
             deltas.append(
@@ -319,6 +323,7 @@ class Engine:
             for i, call in enumerate(reply.tool_calls)
         ]
         thinking = reply.thinking or ""
+        refusal = reply.refusal or ""
         model = str(body.get("model") or (self.scenario.models or ["scripted"])[0])
         produced = len(text) + len(thinking)
         produced += sum(len(msgspec.json.encode(c.arguments)) for c in reply.tool_calls)
@@ -351,6 +356,7 @@ class Engine:
             latency_s=latency / 1000,
             chunk_s=chunk / 1000,
             stall=stall,
+            refusal=refusal,
         )
 
     def _prompt_tokens(

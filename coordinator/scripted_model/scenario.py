@@ -77,6 +77,7 @@ class Reply(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     chunk_ms: NonNegInt | None = None
     usage: UsageReply | None = None
     finish_reason: str | None = None
+    refusal: str | None = None  # the model declines (OpenAI's `refusal` field)
 
     @property
     def has_json(self) -> bool:
@@ -205,13 +206,14 @@ def _check(scenario: Scenario, source: str) -> None:
                 ("text", reply.text is not None),
                 ("json", reply.has_json),
                 ("select_memories", reply.select_memories is not None),
+                ("refusal", reply.refusal is not None),
             )
             if given
         ]
         if not contents and not reply.tool_calls:
             raise ScenarioError(
                 source,
-                "give at least one of `text`, `tool_calls`, `json` or `select_memories`",
+                "give at least one of `text`, `tool_calls`, `json`, `select_memories` or `refusal`",
                 f"{at}.{key}",
             )
         if len(contents) > 1:
