@@ -756,3 +756,93 @@ def test_parser_that_skips_text_is_refused(monkeypatch: pytest.MonkeyPatch) -> N
     verdict = classify("ls x; ls")
     assert not verdict.read_only
     assert verdict.reason.startswith("parse-error: text the parser skipped")
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 13 bypass classes. Each table is one class; every row once slipped through (or is a
+# variant of one that did). Rows must stay refused; the READ_ONLY rows beside them keep the
+# classifier from "fixing" a class by refusing everything.
+# --------------------------------------------------------------------------------------------
+
+# awk: a "/" after an operator opens a regex; read as division, a "#" or '"' inside it would
+# hide the code that follows.
+AWK_REGEX_BYPASSES = [
+    "awk '{ n = /#/; print n | \"sh\" }' f",
+    "awk '{ n = /\"/; print n | \"sh\" }' f",
+    "awk '{ print /#/ | \"sh\" }' f",
+    "awk '{ printf /#/; print | \"sh\" }' f",
+    "awk '{ x = 1 ? /#/ : 2; print | \"sh\" }' f",
+    "awk '{ x = 1 ? 2 : /#/; print | \"sh\" }' f",
+    "awk 'function f() { return /#/ } { print | \"sh\" }' f",
+    "awk '{ f(a, /#/); print | \"sh\" }' f",
+    "awk '{ x = !/#/; print | \"sh\" }' f",
+    "awk '{ x = $0 ~ /#/; print | \"sh\" }' f",
+    "awk '{ x = a && /#/; print | \"sh\" }' f",
+    "awk '{ x = (/#/); print | \"sh\" }' f",
+    "awk '{ x[/#/]; print | \"sh\" }' f",
+    "awk '{ x = 1 + /#/; print | \"sh\" }' f",
+    "awk '{ if (x) /#/; print | \"sh\" }' f",
+    "awk '{ while (x) /#/; print | \"sh\" }' f",
+    "awk '{ if (x) y = 1; else /#/; print | \"sh\" }' f",
+    "awk '{ n = /#/; print n > \"out\" }' f",
+    "awk '{ n = /#/; print n >> \"out\" }' f",
+    "awk '{ n = /#/; \"id\" | getline }' f",
+    "awk '$1 ~ /[/]#/ { print | \"sh\" }' f",
+    "awk '/[/]\"/ { print | \"sh\" }' f",
+    "awk '{ n = /#\n/; print | \"sh\" }' f",
+    "awk '{ n = /#' f",
+    "awk -e '{ x = 1 /' -e '#/; print | \"sh\" }' f",
+    "awk -e 'BEGIN { x = 1 }' -e 'x = 2 /' -e '#/ { print | \"sh\" }' f",
+    "awk '{ x = \"a\\\n#\"; print | \"sh\" }' f",
+    "awk '{ x = $/#/; print | \"sh\" }' f",
+    "awk '{ x = y @ z }' f",
+    "awk '{ x = `id` }' f",
+    "awk 'BEGIN { x = 1 } )' f",
+]
+
+
+@pytest.mark.parametrize("command", AWK_REGEX_BYPASSES)
+def test_awk_regex_versus_division(command: str) -> None:
+    verdict = classify(command)
+    assert not verdict.read_only, verdict
+    assert verdict.reason.startswith("awk:"), verdict
+
+
+AWK_READ_ONLY = [
+    "awk '{ print $1 / 2 }' f",
+    "awk '{ print ($1) / 2 }' f",
+    "awk '{ x = a[1] / 2; print x }' f",
+    "awk '{ n++ } END { print n / 2 }' f",
+    "awk '{ x /= 2; print x }' f",
+    "awk '{ n = /x/; print n }' f",
+    "awk '!/^#/' f",
+    "awk '/#/ { c++ } END { print c }' f",
+    "awk '$2 ~ /\"/ { print }' f",
+    "awk '{ print /a|b/ ? \"y\" : \"n\" }' f",
+    "awk -e '{ x = 1 }' -e 'END { print x }' f",
+    "awk '{ gsub(/#.*/, \"\"); print }' f",
+    "awk '{ print 1.5e3 / .5 }' f",
+    "awk '# a comment with | and >\n{ print }' f",
+]
+
+
+@pytest.mark.parametrize("command", AWK_READ_ONLY)
+def test_awk_tokenizer_still_allows(command: str) -> None:
+    verdict = classify(command)
+    assert verdict.read_only, verdict
+
+
+SED_DELIMITER_BYPASSES = [
+    "sed 's[a[b[' f",
+    "sed 'sxaxbx' f",
+    "sed 's a b ' f",
+    "sed 'y[ab[cd[' f",
+    "sed '\\[a[p' f",
+]
+
+
+@pytest.mark.parametrize("command", SED_DELIMITER_BYPASSES)
+def test_sed_uncertain_delimiters(command: str) -> None:
+    verdict = classify(command)
+    assert not verdict.read_only, verdict
+    assert verdict.reason.startswith("sed:"), verdict

@@ -1,11 +1,23 @@
-"""Conservative reader of awk programs: finds ways an awk program can write or run commands.
+"""Reader of awk programs: a real tokenizer that finds ways a program can write or run commands.
 
-Refused anywhere in the program text (even inside strings): ``system``, ``getline``, ``close``,
-``@`` (gawk's ``@include``/``@load`` and indirect calls such as ``@f()`` with ``f = "system"``).
-Refused in program code (outside string and regex literals): a pipe ``|`` (not ``||``), ``|&``,
-and any ``>`` that follows ``print``/``printf`` in the same statement (output redirection; a
-parenthesised comparison inside ``print`` is refused too — failing closed is acceptable there).
-A ``>`` elsewhere (``$3 > 10``) is a comparison and is fine.
+The program is tokenized by awk's own lexical rule. The one hard part is ``/``: it is division
+only right after an operand (a name that is not a keyword, a number, a string, ``)``, ``]``,
+``++``/``--``); everywhere else it opens a regex literal. Reading a regex as a division (or the
+other way round) would make a ``#`` or ``"`` inside it look like a comment or a string and hide
+the code after it, so any spot where awks may disagree is refused instead of guessed:
+
+* ``/`` right after the ``)`` of an ``if``/``while``/``for``/``switch`` header (gawk's grammar
+  reads a regex there, mawk a division), after a regex literal, or after ``$``;
+* a regex literal that ends differently when a ``/`` inside ``[...]`` does or does not close
+  it (gawk versus a plainer awk), or that runs into a newline or the end of the text;
+* a string with a newline or a line continuation inside, and any character that is not part of
+  awk's token set (``@``, a quote, a backtick, a stray backslash).
+
+Refused tokens: the names ``system``, ``getline`` and ``close``; a pipe ``|`` or ``|&``; and any
+``>``/``>>`` inside a ``print``/``printf`` statement (output redirection; a comparison inside
+``print`` is refused too, which is acceptable). A ``>`` elsewhere (``$3 > 10``) is a comparison.
+As a backstop those three names and ``@`` are refused anywhere in the program text, even inside
+strings (gawk can call a function named by a string with ``@f()``).
 """
 
 from __future__ import annotations
@@ -13,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from worker.shell.lexer import WordInfo
+from worker.shell.lexer import ScanError, WordInfo, regex_literal_end
 from worker.shell.options import long_option_matches, short_cluster, static_args_problem
 
 _ANYWHERE = (
@@ -23,8 +35,25 @@ _ANYWHERE = (
     (re.compile(r"@"), "awk:@include"),
 )
 
-# After these characters a "/" can only start a regex literal (there is no left operand).
-_REGEX_CONTEXT = frozenset("({;,!~&|}\n")
+_KEYWORDS = frozenset({
+    "BEGIN", "END", "BEGINFILE", "ENDFILE", "function", "func", "if", "else", "while", "for",
+    "do", "break", "continue", "next", "nextfile", "exit", "return", "delete", "print",
+    "printf", "getline", "in", "switch", "case", "default",
+})
+_FORBIDDEN_NAMES = {"system": "awk:system(", "getline": "awk:getline", "close": "awk:close("}
+_CONTROL = frozenset({"if", "while", "for", "switch"})
+# Operators, longest first. "/" and "/=" are handled separately (regex or division).
+_OPERATORS = (
+    "**=", "&&", "||", "==", "<=", ">=", "!=", "!~", "++", "--", "+=", "-=", "*=", "%=", "^=",
+    "**", ">>", "|&", "+", "-", "*", "%", "^", "!", "<", ">", "~", "?", ":", "=", "|", "$",
+)
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NUMBER_RE = re.compile(r"0[xX][0-9A-Fa-f]+|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+# What the previous token leaves behind, for deciding what a "/" means.
+_OPERAND = "operand"  # "/" divides
+_EXPECT = "expect"  # "/" opens a regex
+_AMBIGUOUS = "ambiguous"  # awks disagree: refuse a "/" here
 
 _SHORT_FLAGS = frozenset("bcChkLMnNOPrsStV")
 _SHORT_WITH_VALUE = frozenset("Fv")
@@ -55,68 +84,144 @@ def awk_program_problem(program: str) -> str | None:
 
 
 def _code_problem(prog: str) -> str | None:
+    """Tokenize ``prog``; the first refused or untokenizable spot is the answer."""
     i = 0
     n = len(prog)
     in_print = False
-    prev = "\n"  # last significant code character
+    state = _EXPECT
+    # One entry per open "(": True when it opened an if/while/for/switch header.
+    parens: list[bool] = []
+    braces = 0
+    last_name = ""
+    dangling = False  # the last token was a binary/unary operator: the expression goes on
     while i < n:
         c = prog[i]
         if c in " \t":
             i += 1
             continue
-        if c == "\\" and i + 1 < n and prog[i + 1] == "\n":
-            i += 2
-            continue
+        if c == "\\":
+            if prog.startswith("\\\n", i):
+                i += 2  # line continuation
+                continue
+            return "awk:cannot tokenize \\"
         if c == "#":
             nl = prog.find("\n", i)
             i = n if nl < 0 else nl
+            continue
+        if c != "\n":
+            dangling = c in "([,"  # set again below for operators and division
+        if c == "\n" or c in ";{}":
+            if c == "{":
+                braces += 1
+            elif c == "}":
+                braces -= 1
+                if braces < 0:
+                    return "awk:unbalanced }"
+            in_print = False
+            state = _EXPECT
+            last_name = ""
+            i += 1
             continue
         if c == '"':
             j = i + 1
             while j < n and prog[j] != '"':
                 if prog[j] == "\n":
                     return "awk:unterminated string"
-                j += 2 if prog[j] == "\\" else 1
+                if prog[j] == "\\":
+                    if j + 1 < n and prog[j + 1] == "\n":
+                        return "awk:line continuation in string"
+                    j += 2
+                    continue
+                j += 1
             if j >= n:
                 return "awk:unterminated string"
             i = j + 1
-            prev = '"'
+            state = _OPERAND
             continue
-        if c == "/" and prev in _REGEX_CONTEXT:
-            # Shortest reading of a regex literal: ends at the first unescaped "/" (a "/" in a
-            # bracket expression ends it too), so text after it is still inspected as code.
-            j = i + 1
-            while j < n and prog[j] != "/":
-                if prog[j] == "\n":
-                    return "awk:unterminated regex"
-                j += 2 if prog[j] == "\\" else 1
-            if j >= n:
-                return "awk:unterminated regex"
-            i = j + 1
-            prev = "/"
+        if c == "/":
+            if state == _AMBIGUOUS:
+                return "awk:ambiguous /"
+            if state == _OPERAND:
+                i += 2 if prog.startswith("/=", i) else 1
+                state = _EXPECT
+                dangling = True
+                continue
+            try:
+                end = regex_literal_end(prog, i + 1, "/", brackets=True)
+                plain = regex_literal_end(prog, i + 1, "/", brackets=False)
+            except ScanError as exc:
+                return f"awk:{exc}"
+            if end != plain:
+                return "awk:ambiguous regex ([/] read two ways)"
+            i = end
+            state = _AMBIGUOUS  # a "/" right after a regex literal: refuse rather than guess
             continue
-        if c.isalpha() or c == "_":
-            j = i
-            while j < n and (prog[j].isalnum() or prog[j] == "_"):
-                j += 1
-            word = prog[i:j]
+        if c.isdigit() or (c == "." and prog[i + 1 : i + 2].isdigit()):
+            m = _NUMBER_RE.match(prog, i)
+            if m is None:  # pragma: no cover - the class check above guarantees a match
+                return "awk:cannot tokenize number"
+            i = m.end()
+            if i < n and (prog[i].isalnum() or prog[i] in "_."):
+                return "awk:cannot tokenize number"
+            state = _OPERAND
+            continue
+        m = _NAME_RE.match(prog, i)
+        if m is not None:
+            word = m.group()
+            i = m.end()
+            if word in _FORBIDDEN_NAMES:
+                return _FORBIDDEN_NAMES[word]
             if word in ("print", "printf"):
                 in_print = True
-            i = j
-            prev = "a"
+            state = _EXPECT if word in _KEYWORDS else _OPERAND
+            last_name = word
             continue
-        if c == "|":
-            if prog.startswith("||", i):
-                i += 2
-                prev = "|"
-                continue
+        if c == "(":
+            parens.append(last_name in _CONTROL)
+            last_name = ""
+            state = _EXPECT
+            i += 1
+            continue
+        if c == ")":
+            if not parens:
+                return "awk:unbalanced )"
+            control = parens.pop()
+            state = _AMBIGUOUS if control else _OPERAND
+            last_name = ""
+            i += 1
+            continue
+        if c in "[],":
+            state = _OPERAND if c == "]" else _EXPECT
+            last_name = ""
+            i += 1
+            continue
+        for op in _OPERATORS:
+            if prog.startswith(op, i):
+                break
+        else:
+            return f"awk:cannot tokenize {c!r}"
+        if op in ("|", "|&"):
             return "awk:output pipe |"
-        if c == ">" and in_print:
+        if op in (">", ">>") and in_print:
             return "awk:output redirect >"
-        if c in ";\n{}":
-            in_print = False
-        prev = c
-        i += 1
+        i += len(op)
+        last_name = ""
+        dangling = op not in ("++", "--")
+        if op in ("++", "--"):
+            # Post-increment ends an operand; a pre-increment must be followed by a name, so
+            # "/" after it is never valid awk either way.
+            state = _OPERAND
+        elif op == "$":
+            state = _AMBIGUOUS
+        else:
+            state = _EXPECT
+    if parens:
+        return "awk:unbalanced ("
+    if braces:
+        return "awk:unbalanced {"
+    if dangling:
+        # gawk joins -e pieces: text after a trailing operator would be read in the next piece.
+        return "awk:program ends inside an expression"
     return None
 
 
@@ -183,7 +288,9 @@ def awk_rule(args: Sequence[WordInfo]) -> str | None:
         # enough to refuse.
         if operand.value.startswith("-") and operand.value != "-":
             return f"awk:operand:{operand.value}"
-    for program in programs:
+    # gawk joins several -e/--source pieces into one program: check them joined and alone.
+    pieces = [*programs, "\n".join(programs)] if len(programs) > 1 else programs
+    for program in pieces:
         problem = awk_program_problem(program)
         if problem:
             return problem

@@ -38,6 +38,100 @@ class ScanError(Exception):
     """The scanner could not make sense of the input (unbalanced quote, odd here-doc…)."""
 
 
+# --------------------------------------------------------------------------------------------
+# Quote and regex scanning: the only copies. Every part of the shell classifier that needs to
+# step over a quoted string or a regex literal calls these, so they cannot disagree (an
+# unterminated quote is an error for all of them).
+# --------------------------------------------------------------------------------------------
+
+
+def single_quote_end(s: str, i: int) -> int:
+    """Index after the ``'`` closing the single-quoted string whose ``'`` is at ``i``."""
+    end = s.find("'", i + 1)
+    if end < 0:
+        raise ScanError("unterminated single quote")
+    return end + 1
+
+
+def double_quote_end(s: str, i: int) -> int:
+    """Index after the ``"`` closing the double-quoted string whose ``"`` is at ``i``.
+
+    A backslash escapes the next character (enough to find the end; substitutions inside are
+    refused by the callers, so their own quoting need not be followed).
+    """
+    j = i + 1
+    n = len(s)
+    while j < n:
+        c = s[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == '"':
+            return j + 1
+        j += 1
+    raise ScanError("unterminated double quote")
+
+
+def ansi_c_quote_end(s: str, i: int) -> int:
+    """Index after the ``'`` closing ``$'...'`` whose ``$`` is at ``i``."""
+    j = i + 2
+    n = len(s)
+    while j < n:
+        c = s[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "'":
+            return j + 1
+        j += 1
+    raise ScanError("unterminated $'...' quote")
+
+
+def regex_literal_end(s: str, i: int, delim: str, *, brackets: bool) -> int:
+    """Index after the ``delim`` that closes a regex literal whose body starts at ``i``.
+
+    Shared by the awk and sed readers. With ``brackets`` a ``delim`` inside a bracket
+    expression (``[/]``, ``[[:alpha:]/]``) does not end the regex (GNU sed, gawk); without, the
+    first unescaped ``delim`` ends it (a plainer implementation). A newline or the end of the
+    text before the closing delimiter is an error.
+    """
+    n = len(s)
+    in_bracket = False
+    bracket_start = -1
+    while i < n:
+        c = s[i]
+        if c == "\\":
+            if i + 1 >= n:
+                raise ScanError("unterminated regex")
+            i += 2
+            continue
+        if c == "\n":
+            raise ScanError("newline in regex")
+        if in_bracket:
+            # "]" right after "[" or "[^" is a literal member, not the end of the expression.
+            if c == "]" and i > bracket_start + 1 and not (
+                i == bracket_start + 2 and s[bracket_start + 1] == "^"
+            ):
+                in_bracket = False
+            elif c == "[" and i + 1 < n and s[i + 1] in ":.=":
+                close = s.find(s[i + 1] + "]", i + 2)
+                if close < 0:
+                    raise ScanError("unterminated bracket expression")
+                i = close + 2
+                continue
+            i += 1
+            continue
+        if brackets and c == "[":
+            in_bracket = True
+            bracket_start = i
+            i += 1
+            continue
+        if c == delim:
+            return i + 1
+        i += 1
+    raise ScanError("unterminated regex")
+
+
 @dataclass
 class Scan:
     """Result of :func:`scan`."""
@@ -238,25 +332,15 @@ class _Scanner:
     # -- quoted and expanded pieces ----------------------------------------------------------
 
     def single_quoted(self, i: int) -> int:
-        end = self.s.find("'", i + 1)
-        if end < 0:
-            raise ScanError("unterminated single quote")
-        self.emit(self.s[i : end + 1])
-        return end + 1
+        end = single_quote_end(self.s, i)
+        self.emit(self.s[i:end])
+        return end
 
     def ansi_c_quoted(self, i: int) -> int:
         """``$'...'`` starting at ``i`` (the ``$``)."""
-        j = i + 2
-        while j < self.n:
-            c = self.s[j]
-            if c == "\\":
-                j += 2
-                continue
-            if c == "'":
-                self.emit(self.s[i : j + 1])
-                return j + 1
-            j += 1
-        raise ScanError("unterminated $'...' quote")
+        end = ansi_c_quote_end(self.s, i)
+        self.emit(self.s[i:end])
+        return end
 
     def double_quoted(self, i: int) -> int:
         """``"..."`` starting at ``i``; line continuations inside are removed."""
@@ -312,16 +396,10 @@ class _Scanner:
                 j += 2
                 continue
             if c == "'":
-                end = self.s.find("'", j + 1)
-                if end < 0:
-                    raise ScanError("unterminated single quote")
-                j = end + 1
+                j = single_quote_end(self.s, j)
                 continue
             if c == '"':
-                j += 1
-                while j < self.n and self.s[j] != '"':
-                    j += 2 if self.s[j] == "\\" else 1
-                j += 1
+                j = double_quote_end(self.s, j)
                 continue
             if c == "`":
                 end = self.s.find("`", j + 1)
@@ -407,18 +485,10 @@ class _Scanner:
                 j += 2
                 continue
             if c == "'":
-                end = self.s.find("'", j + 1)
-                if end < 0:
-                    raise ScanError("unterminated single quote")
-                j = end + 1
+                j = single_quote_end(self.s, j)
                 continue
             if c == '"':
-                j += 1
-                while j < self.n and self.s[j] != '"':
-                    j += 2 if self.s[j] == "\\" else 1
-                if j >= self.n:
-                    raise ScanError("unterminated double quote")
-                j += 1
+                j = double_quote_end(self.s, j)
                 continue
             j += 1
         return self.s[i : min(j, self.n)], min(j, self.n)
@@ -694,12 +764,19 @@ def analyze_word(raw: str) -> WordInfo:
             i += 2
         elif c == "'":
             quoted = True
-            end = raw.find("'", i + 1)
-            end = n if end < 0 else end
-            out.append(raw[i + 1 : end])
-            i = end + 1
+            try:
+                end = single_quote_end(raw, i)
+            except ScanError:
+                static = False  # unterminated: not a word bash would read; never literal
+                end = n + 1
+            out.append(raw[i + 1 : end - 1])
+            i = end
         elif c == '"':
             quoted = True
+            try:
+                double_quote_end(raw, i)
+            except ScanError:
+                static = False
             j = i + 1
             while j < n and raw[j] != '"':
                 ch = raw[j]
@@ -820,10 +897,14 @@ __all__ = [
     "ScanError",
     "WordInfo",
     "analyze_word",
+    "ansi_c_quote_end",
     "assignment_name",
+    "double_quote_end",
     "heredoc_body_problem",
     "is_plain_name",
     "parameter_problem",
+    "regex_literal_end",
     "scan",
+    "single_quote_end",
 ]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from worker.shell.lexer import WordInfo
+from worker.shell.lexer import ScanError, WordInfo, regex_literal_end
 from worker.shell.options import long_option_matches, short_cluster, static_args_problem
 
 # Commands that write files (w, W), read files (r, R) or execute (e).
@@ -37,6 +37,17 @@ class _SedForbidden(_SedError):
     """A command that writes, reads other files or executes."""
 
 
+def _check_delimiter(delim: str) -> None:
+    """Refuse delimiters whose reading differs between seds (or that sed reads as syntax).
+
+    A bracket as the delimiter (``s[a[b[``), a letter, a digit, a blank or a non-ASCII character
+    makes "where does the regex end" depend on the implementation and locale; no reading is
+    certain, so the script is refused (a forbidden-kind error, not a tolerated syntax error).
+    """
+    if delim in "[] \t" or delim.isalnum() or not delim.isascii():
+        raise _SedForbidden(f"sed:script:delimiter {delim!r}")
+
+
 class _Parser:
     def __init__(self, script: str, *, brackets: bool) -> None:
         self.s = script
@@ -56,55 +67,17 @@ class _Parser:
 
         With ``brackets`` (GNU sed), a delimiter inside a bracket expression does not end it.
         """
-        if not self.brackets:
-            return self.plain_part_end(i, delim)
-        in_bracket = False
-        bracket_start = -1
-        while i < self.n:
-            c = self.s[i]
-            if c == "\\":
-                if i + 1 >= self.n:
-                    raise _SedError("sed:script:unterminated")
-                i += 2
-                continue
-            if c == "\n":
-                raise _SedError("sed:script:newline in regex")
-            if in_bracket:
-                if c == "]" and i > bracket_start + 1 and not (
-                    i == bracket_start + 2 and self.s[bracket_start + 1] == "^"
-                ):
-                    in_bracket = False
-                elif c == "[" and self.peek(i + 1) in ":.=":
-                    close = self.s.find(self.peek(i + 1) + "]", i + 2)
-                    if close < 0:
-                        raise _SedError("sed:script:bracket")
-                    i = close + 2
-                    continue
-                i += 1
-                continue
-            if c == "[":
-                in_bracket = True
-                bracket_start = i
-                i += 1
-                continue
-            if c == delim:
-                return i + 1
-            i += 1
-        raise _SedError("sed:script:unterminated")
+        return self.scan_literal(i, delim, brackets=self.brackets)
 
     def plain_part_end(self, i: int, delim: str) -> int:
         """Index after the closing ``delim`` of a replacement / y-operand starting at ``i``."""
-        while i < self.n:
-            c = self.s[i]
-            if c == "\\":
-                i += 2
-                continue
-            if c == "\n":
-                raise _SedError("sed:script:newline in replacement")
-            if c == delim:
-                return i + 1
-            i += 1
-        raise _SedError("sed:script:unterminated")
+        return self.scan_literal(i, delim, brackets=False)
+
+    def scan_literal(self, i: int, delim: str, *, brackets: bool) -> int:
+        try:
+            return regex_literal_end(self.s, i, delim, brackets=brackets)
+        except ScanError as exc:
+            raise _SedError(f"sed:script:{exc}") from None
 
     def address(self, i: int, *, second: bool) -> int:
         c = self.peek(i)
@@ -123,6 +96,7 @@ class _Parser:
             delim = self.peek(i + 1)
             if delim in ("", "\n", "\\"):
                 raise _SedError("sed:script:address")
+            _check_delimiter(delim)
             return self.skip(self.regex_end(i + 2, delim), "IM")
         return i
 
@@ -156,6 +130,7 @@ class _Parser:
         delim = self.peek(i)
         if delim in ("", "\n", "\\"):
             raise _SedError("sed:script:s delimiter")
+        _check_delimiter(delim)
         i = self.regex_end(i + 1, delim)
         i = self.plain_part_end(i, delim)
         while i < self.n and self.s[i] not in " \t;\n}#":
@@ -173,6 +148,7 @@ class _Parser:
         delim = self.peek(i)
         if delim in ("", "\n", "\\"):
             raise _SedError("sed:script:y delimiter")
+        _check_delimiter(delim)
         i = self.plain_part_end(i + 1, delim)
         i = self.plain_part_end(i, delim)
         return self.end_of_command(i)
