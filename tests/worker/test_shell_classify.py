@@ -204,7 +204,6 @@ READ_ONLY = [
     "echo error >&2",
     "cat f >&-",
     "cat f 2>&-",
-    "cat 0<&3",
     "cat < input.txt > /dev/null",
     # structure
     "(ls; cat f)",
@@ -433,6 +432,8 @@ NOT_READ_ONLY: list[tuple[str, str]] = [
     ('echo \\"; rm x', "command:rm"),
     ("echo '\\''; rm x", "parse-error"),
     ("ls 3>out", "redirect:>"),
+    # issue 13: duplicating another descriptor onto stdin is not read-only any more
+    ("cat 0<&3", "redirect:fd 0 <&"),
     ("ls 1>/dev/stdout", "redirect:>"),
     ("ls >/dev/null >(rm x)", "substitution:>(...)"),
     ("f=rm; $f x", "command-name:"),
@@ -846,3 +847,86 @@ def test_sed_uncertain_delimiters(command: str) -> None:
     verdict = classify(command)
     assert not verdict.read_only, verdict
     assert verdict.reason.startswith("sed:"), verdict
+
+
+# Redirect targets that bash expands, and descriptor juggling.
+REDIRECT_BYPASSES = [
+    "cat notes.txt </dev/${v:-tcp}/127.0.0.1/9 1<&0",
+    "cat </dev/${v:-tcp}/127.0.0.1/9",
+    "cat </dev/$v/127.0.0.1/9",
+    "cat <$f",
+    'cat <"$f"',
+    "cat </dev/\"tcp\"/127.0.0.1/9",
+    "cat </dev/'tcp'/127.0.0.1/9",
+    "cat </dev/t\\cp/127.0.0.1/9",
+    "cat </dev/$'tcp'/127.0.0.1/9",
+    "cat </dev/{tcp,x}/127.0.0.1/9",
+    "cat </dev/tc?/127.0.0.1/9",
+    "cat </dev/tc[p]/127.0.0.1/9",
+    "cat <~/x",
+    "cat <~root/x",
+    "cat </dev//tcp/127.0.0.1/9",
+    "cat <//dev/tcp/127.0.0.1/9",
+    "cat < /dev/udp/127.0.0.1/53",
+    "cat </dev/fd/3",
+    "cat </dev/stdin",
+    "cat </proc/self/fd/0",
+    "cat notes.txt 1<&0",
+    "cat notes.txt 1>&0",
+    "cat notes.txt 2>&0",
+    "cat notes.txt 2<&0",
+    "cat notes.txt 1>&3",
+    "cat notes.txt 2>&3-",
+    "cat notes.txt >&3",
+    "cat notes.txt <&3",
+    "cat notes.txt <&-",
+    "cat notes.txt 0>&1",
+    "cat notes.txt 0>/dev/null",
+    "cat notes.txt 3>/dev/null",
+    "cat notes.txt 3<notes.txt",
+    "cat notes.txt 1<notes.txt",
+    "cat 3<<EOF\nx\nEOF\n",
+    "cat 3<<<x",
+    "ls >&$fd",
+    "ls >& $f",
+    "ls >/dev/nul\\l",
+    "ls >'/dev/null'x",
+    "ls >/dev/null\"\"",
+    "{ cat f; } 1<&0",
+    "(cat f) </dev/${v:-tcp}/h/9",
+]
+
+
+@pytest.mark.parametrize("command", REDIRECT_BYPASSES)
+def test_redirect_targets_and_descriptors(command: str) -> None:
+    verdict = classify(command)
+    assert not verdict.read_only, verdict
+    assert verdict.reason.startswith(("redirect:", "parse-error", "parameter:")), verdict
+
+
+REDIRECT_READ_ONLY = [
+    "cat < notes.txt",
+    "cat <'my notes.txt'",
+    'cat <"my notes.txt"',
+    "cat 0<notes.txt",
+    "cat <src/a-b_c.txt",
+    "ls 2>&1",
+    "ls 1>&2",
+    "ls >&2",
+    "ls 2>&1 >/dev/null",
+    "ls 1>&2-",
+    "ls >&-",
+    "ls 2>&-",
+    "ls 2>/dev/null",
+    "ls >& /dev/null",
+    "ls &>>/dev/null",
+    "cat <<<x",
+    "cat 0<<<x",
+    "{ cat f; } 2>&1",
+]
+
+
+@pytest.mark.parametrize("command", REDIRECT_READ_ONLY)
+def test_redirects_still_allowed(command: str) -> None:
+    verdict = classify(command)
+    assert verdict.read_only, verdict

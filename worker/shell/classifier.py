@@ -19,9 +19,12 @@ Any exception anywhere makes the verdict "not read-only".
 
 Decisions where SPEC §4 is silent:
 
-* output redirection to ``/dev/null`` (any of ``>``, ``>>``, ``&>``, ``>&``…) is harmless and
-  allowed; fd duplication/closing (``2>&1``, ``>&2``, ``>&-``) is allowed; every other output
-  target, ``<>``, ``{var}>``/``{var}<`` and input from ``/dev/tcp``/``/dev/udp`` is refused;
+* output redirection to a literal ``/dev/null`` (any of ``>``, ``>>``, ``&>``, ``>&``…) on
+  fd 1 or 2 is harmless and allowed; fd duplication only among 1 and 2 (``2>&1``, ``>&2``)
+  and closing 1 or 2 (``>&-``) are allowed; input only on fd 0 from a literal path (no
+  expansion, no quote concatenation) that is not a socket or descriptor alias
+  (``/dev/tcp|udp``, ``/dev/fd``, ``/dev/std*``, ``/proc/…``); every other output target,
+  ``<>``, ``{var}>``/``{var}<`` is refused (see ``_Walker.redirect``);
 * a command name must be a plain unquoted word from the allow list; paths (``/bin/ls``,
   ``./ls``) are refused even for allowed basenames (a relative path runs project files, and
   an absolute one would bypass the runner's git wrapper);
@@ -50,7 +53,6 @@ import bashlex
 from worker.shell.commands import command_problem
 from worker.shell.lexer import (
     SAFE_SINKS,
-    WordInfo,
     analyze_word,
     assignment_name,
     heredoc_body_problem,
@@ -82,6 +84,11 @@ _SENSITIVE_PREFIXES = (
 )
 
 _FD_VAR_RE = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
+# Redirect targets written with plain characters only (no quoting, expansion, glob or brace).
+_PLAIN_TARGET_RE = re.compile(r"[A-Za-z0-9_./+:@%=-]+")
+# Input paths bash treats specially (sockets, descriptor aliases) or that alias descriptors.
+_SOCKET_RE = re.compile(r"dev/+(tcp|udp)")
+_SPECIAL_INPUT_RE = re.compile(r"dev/+(tcp|udp|fd|std(in|out|err))|/proc/|^proc/")
 
 
 @dataclass(frozen=True)
@@ -334,22 +341,24 @@ class _Walker:
     # -- redirections ---------------------------------------------------------------------------
 
     def redirect(self, r: Any, covered: bytearray) -> None:
+        """Redirections (issue 13): literal targets, no sockets, fd juggling only among 1 and 2.
+
+        * an output redirect may only go to a literal ``/dev/null``, on fd 1 or 2;
+        * ``<`` may only read a literal path (no expansion of any kind: parameter, tilde,
+          brace, glob, or quote concatenation that bash joins into one word), on fd 0, and
+          never ``/dev/tcp|udp``, ``/dev/fd/*``, ``/dev/std*`` or ``/proc/*/fd`` (bash opens
+          sockets for the first and duplicates descriptors for the others);
+        * ``N>&M`` / ``N<&M`` only with N and M in {1, 2}; closing (``>&-``) only 1 or 2;
+        * here-documents and here-strings only on fd 0.
+        """
         rtype = r.type
-        source = getattr(r, "input", None)
-        if source is not None and not isinstance(source, int):
+        fd = getattr(r, "input", None)
+        if fd is not None and not isinstance(fd, int):
             self.refuse("redirect:{var}")
             return
         target = r.output
-        target_info: WordInfo | None = None
         if hasattr(target, "kind"):
             self.expansions(target)
-            target_info = analyze_word(self.raw(target))
-        if rtype in ("<", "<<<"):
-            if target_info is not None and (
-                "/dev/tcp/" in target_info.value or "/dev/udp/" in target_info.value
-            ):
-                self.refuse("redirect:/dev/tcp")
-            return
         if rtype in ("<<", "<<-"):
             heredoc = getattr(r, "heredoc", None)
             if heredoc is None:
@@ -359,17 +368,70 @@ class _Walker:
             problem = heredoc_body_problem(heredoc.value)
             if problem:
                 self.refuse(problem)
+            if fd not in (None, 0):
+                self.refuse(f"redirect:fd {fd} {rtype}")
             return
-        if rtype == "<&":
+        if rtype == "<<<":
+            if fd not in (None, 0):
+                self.refuse(f"redirect:fd {fd} <<<")
             return
-        if rtype == ">&":
-            if isinstance(target, int) or target == "-":
-                return
-            if target_info is not None and re.fullmatch(r"[0-9]+-?|-", target_info.raw):
-                return
-        if rtype in (">", ">>", ">|", "&>", "&>>", ">&"):
-            if target_info is not None and target_info.literal_value() in SAFE_SINKS:
-                return
-            self.refuse(f"redirect:{rtype}")
+        if rtype in ("<&", ">&"):
+            self.duplication(rtype, fd, target)
+            return
+        path = self.literal_target(target)
+        if rtype == "<":
+            if fd not in (None, 0):
+                self.refuse(f"redirect:fd {fd} <")
+            elif path is None:
+                self.refuse("redirect:< target not a literal path")
+            elif _SPECIAL_INPUT_RE.search(path):
+                self.refuse("redirect:/dev/tcp" if _SOCKET_RE.search(path) else
+                            "redirect:< special file")
+            return
+        if rtype in (">", ">>", ">|", "&>", "&>>"):
+            if path is None or path not in SAFE_SINKS:
+                self.refuse(f"redirect:{rtype}")
+            elif fd not in (None, 1, 2):
+                self.refuse(f"redirect:fd {fd} {rtype}")
             return
         self.refuse(f"redirect:{rtype}")
+
+    def duplication(self, rtype: str, fd: int | None, target: Any) -> None:
+        """``N>&M``, ``N<&M``, ``>&-``, and ``>& /dev/null`` (the same as ``&>/dev/null``)."""
+        dest = fd if fd is not None else (0 if rtype == "<&" else 1)
+        if isinstance(target, int):
+            text = str(target)
+        elif isinstance(target, str):
+            text = target
+        else:
+            path = self.literal_target(target)
+            if rtype == ">&" and fd is None and path in SAFE_SINKS:
+                return
+            text = self.raw(target) if path is not None else ""
+        m = re.fullmatch(r"([0-9]+)-?|-", text)
+        if m is None:
+            self.refuse(f"redirect:{rtype}")
+            return
+        if dest not in (1, 2):
+            self.refuse(f"redirect:fd {dest} {rtype}")
+            return
+        if m.group(1) is not None and int(m.group(1)) not in (1, 2):
+            self.refuse(f"redirect:{rtype}{m.group(1)}")
+
+    def literal_target(self, target: Any) -> str | None:
+        """The path a redirect target names, when bash cannot change it by expanding.
+
+        Accepted: a word of plain characters, or exactly one single- or double-quoted string
+        with nothing to expand inside. Anything else (a parameter, ``~``, braces, a glob, an
+        escape, quote concatenation like ``/dev/"tcp"/h/1``) is not a literal target.
+        """
+        if not hasattr(target, "kind") or getattr(target, "parts", None):
+            return None
+        raw = self.raw(target)
+        if _PLAIN_TARGET_RE.fullmatch(raw):
+            return raw
+        if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
+            inner = raw[1:-1]
+            if inner and not any(ch in inner for ch in "'\"$`\\"):
+                return inner
+        return None
