@@ -34,7 +34,7 @@ from protocol import codec
 from protocol.chat import ToolSpec
 from protocol.control import WorkerInfo
 from protocol.endpoints import make_router
-from protocol.work import Heartbeat, Hello, Shutdown, WorkerEvent, WorkerJob
+from protocol.work import Heartbeat, Hello, LayerStatus, Shutdown, WorkerEvent, WorkerJob
 
 log = logging.getLogger("specrun.pool")
 
@@ -42,7 +42,7 @@ PRELOAD = [
     "worker.process",
     "worker.jobs",
     "overlay",
-    "overlay.sandbox",
+    "worker.contain.helper",
     "protocol.codec",
     "zmq.asyncio",
     "httpx",
@@ -103,6 +103,7 @@ class WorkerHandle:
     started_at: float
     state: WorkerState = WorkerState.STARTING
     sandbox: str = "unknown"
+    containment: tuple[LayerStatus, ...] = ()
     job_id: str | None = None
     job_kind: str | None = None
     overlay_dir: str | None = None
@@ -130,6 +131,7 @@ class WorkerHandle:
             age_s=round(time.monotonic() - self.started_at, 3),
             rss_bytes=rss,
             sandbox=self.sandbox,
+            containment=self.containment,
         )
 
 
@@ -161,6 +163,7 @@ class WorkerPool:
         self.on_event: EventHandler | None = None
         self.on_death: DeathHandler | None = None
         self.sandbox = "unknown"
+        self.containment: tuple[LayerStatus, ...] = ()  # as the newest worker found it
         self.tool_specs: tuple[ToolSpec, ...] = ()  # from the first hello; fixed order
         self._tools_ready = asyncio.Event()
         self.deaths_detected: list[float] = []  # seconds from kill to detection, for stats
@@ -414,6 +417,8 @@ class WorkerPool:
     def _on_hello(self, handle: WorkerHandle, hello: Hello) -> None:
         handle.sandbox = hello.sandbox
         self.sandbox = hello.sandbox
+        handle.containment = hello.containment
+        self.containment = hello.containment
         if hello.tools and not self.tool_specs:
             self.tool_specs = hello.tools
             self._tools_ready.set()

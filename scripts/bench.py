@@ -108,7 +108,7 @@ def fresh_interpreter_ms(runs: int) -> float:
     """What a worker costs without the preloaded fork server: a new interpreter importing
     the worker's modules (the `spawn` start method's floor)."""
     code = (
-        "import worker.process, worker.jobs, overlay.sandbox, protocol.codec, zmq.asyncio, "
+        "import worker.process, worker.jobs, worker.contain.helper, protocol.codec, zmq.asyncio, "
         "httpx, bashlex"
     )
     times = []

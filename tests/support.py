@@ -164,3 +164,20 @@ def running_service(project: Path, *start_args: str) -> Iterator[Specrun]:
                 os.environ.pop("SPECRUN_RUNTIME_DIR", None)
             else:
                 os.environ["SPECRUN_RUNTIME_DIR"] = saved
+
+
+_HELPER: list[Any] = []
+
+
+def shared_sandbox_helper() -> Any:
+    """One sandbox helper (fresh interpreter) for the in-process job tests of this run,
+    closed when the test process exits."""
+    if not _HELPER:
+        import atexit
+
+        from worker.contain.helper import SandboxHelper
+
+        helper = SandboxHelper.start()
+        atexit.register(helper.close)
+        _HELPER.append(helper)
+    return _HELPER[0]

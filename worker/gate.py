@@ -10,16 +10,29 @@ Every tool call a speculation wants to make is decided here before it runs:
 
 The gate never raises: an overlay that refuses a path (escape, bad target) or any other error
 while rewriting becomes a boundary.
+
+Beyond the tool table (SPEC §4, §11): a read tool aimed outside the project is a boundary
+(``read_outside_project:<tool>``: a speculation must not send files the user never pointed
+at to the model provider), and so is any write to a protected path
+(``protected_path:<path>``: ``.git/**``, ``.gitattributes``, ``.gitmodules``, ``.specrun/**``
+at any depth, plus the ``protectedPaths`` setting), which could make the user's next
+``git status`` run a program or switch specrun's own settings.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any, Literal, Protocol
 
+import pathspec
+
+from overlay.paths import real_root, resolve_relative
 from protocol.approval import ApprovalMode
-from worker.shell.classifier import classify
+from worker.contain.helper import classifier_bypassed
+from worker.shell.classifier import ShellVerdict, classify
 
 GateAction = Literal["allow", "redirect", "sandbox", "boundary"]
 
@@ -39,11 +52,49 @@ DENIED_TOOLS = frozenset(
     }
 )
 PATH_KEYS = ("file_path", "filePath", "path", "notebook_path")
-SHELL_REASON_CHARS = 50
+SHELL_REASON_CHARS = 200
+# Path components that are protected wherever they appear (a nested repository's .git, a
+# .gitattributes in a subdirectory defines filters too).
+PROTECTED_NAMES = frozenset({".git", ".gitattributes", ".gitmodules"})
+PROTECTED_TOP = ".specrun"
+
+
+def read_only_verdict(command: str) -> ShellVerdict:
+    """The classifier's verdict, except under the test-only bypass (see
+    ``worker.contain.helper.BYPASS_CLASSIFIER_ENV``), where every command counts as
+    read-only so that tests show the containment holding on its own."""
+    if classifier_bypassed():
+        return ShellVerdict(read_only=True, reason="test-only: classifier bypassed")
+    return classify(command)
+
+
+def protected_reason(rel: str, extra: Sequence[str] = ()) -> str | None:
+    """``protected_path:<rel>`` if a speculation may never write ``rel`` (a project-relative
+    posix path), else None."""
+    parts = PurePosixPath(rel).parts
+    if not parts:
+        return None
+    if parts[0] == PROTECTED_TOP or any(part in PROTECTED_NAMES for part in parts):
+        return f"protected_path:{rel}"
+    if extra and pathspec.PathSpec.from_lines("gitwildmatch", extra).match_file(rel):
+        return f"protected_path:{rel}"
+    return None
+
+
+def shell_reason(command: str) -> str:
+    """``shell:<command>``, cut at a word boundary with an ellipsis when it is long."""
+    text = " ".join(command.split())
+    if len(text) > SHELL_REASON_CHARS:
+        cut = text[:SHELL_REASON_CHARS].rsplit(" ", 1)[0] or text[:SHELL_REASON_CHARS]
+        text = f"{cut} …"
+    return f"shell:{text}"
 
 
 class OverlayLike(Protocol):
     """What the gate needs from an overlay (``overlay.Overlay`` satisfies it)."""
+
+    @property
+    def root(self) -> os.PathLike[str]: ...
 
     def redirect_write(self, path: str) -> str | os.PathLike[str]: ...
 
@@ -74,6 +125,7 @@ def evaluate(
     overlay: OverlayLike,
     *,
     sandboxed_shell: bool = False,
+    protected_paths: Sequence[str] = (),
 ) -> GateDecision:
     """Decide one speculative tool call. Never raises.
 
@@ -87,6 +139,7 @@ def evaluate(
             approval_mode,
             overlay,
             sandboxed_shell,
+            tuple(protected_paths),
         )
     except Exception as exc:  # fail closed
         return GateDecision("boundary", f"gate_error:{tool_name}: {exc}", {})
@@ -98,14 +151,23 @@ def _evaluate(
     approval_mode: ApprovalMode | str,
     overlay: OverlayLike,
     sandboxed_shell: bool = False,
+    protected_paths: tuple[str, ...] = (),
 ) -> GateDecision:
     if name in READ_TOOLS:
+        if not _reads_inside(name, args, overlay):
+            return GateDecision("boundary", f"read_outside_project:{name}", args)
         return _rewrite(
             name, args, overlay.resolve_read, "allow", f"read_tool:{name}", required=False
         )
     if name in WRITE_TOOLS:
         if not _edits_allowed(approval_mode):
             return GateDecision("boundary", f"write_tool_no_auto:{name}", args)
+        key = path_key(args)
+        if key is not None:
+            for rel in _relative_spellings(overlay, args[key]):
+                reason = protected_reason(rel, protected_paths)
+                if reason is not None:
+                    return GateDecision("boundary", reason, args)
         return _rewrite(
             name, args, overlay.redirect_write, "redirect", f"write_tool:{name}", required=True
         )
@@ -113,15 +175,48 @@ def _evaluate(
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
             return GateDecision("boundary", "shell:empty", args)
-        verdict = classify(command)
+        verdict = read_only_verdict(command)
         if verdict.read_only:
             return GateDecision("allow", "shell_read_only", args)
         if sandboxed_shell:
             return GateDecision("sandbox", f"shell_sandboxed:{verdict.reason}", args)
-        return GateDecision("boundary", f"shell:{command[:SHELL_REASON_CHARS]}", args)
+        return GateDecision("boundary", shell_reason(command), args)
     if name in DENIED_TOOLS:
         return GateDecision("boundary", f"denied_tool:{name}", args)
     return GateDecision("boundary", f"unknown_tool:{name}", args)
+
+
+def _relative_spellings(overlay: OverlayLike, path: Any) -> list[str]:
+    """The project-relative forms of a write target: as written (lexically) and with
+    symlinks resolved (a link in the tree may point into ``.git``)."""
+    if not isinstance(path, str):
+        return []
+    root = real_root(overlay.root)
+    joined = os.path.normpath(os.path.join(root, path))
+    spellings = []
+    if joined.startswith(root + os.sep):
+        spellings.append(os.path.relpath(joined, root).replace(os.sep, "/"))
+    resolved = resolve_relative(root, path)
+    if resolved is not None:
+        spellings.append(resolved)
+    return spellings
+
+
+def _reads_inside(name: str, args: dict[str, Any], overlay: OverlayLike) -> bool:
+    """Does the read stay in the project? The path argument (symlinks resolved) and, for
+    ``glob``, the pattern (no absolute pattern, no ``..``) must both stay inside."""
+    root = real_root(overlay.root)
+    key = path_key(args)
+    if key is not None:
+        real = os.path.realpath(os.path.join(root, args[key]))
+        if real != root and not real.startswith(root + os.sep):
+            return False
+    pattern = args.get("pattern")
+    return not (
+        name == "glob"
+        and isinstance(pattern, str)
+        and (os.path.isabs(pattern) or ".." in PurePosixPath(pattern).parts)
+    )
 
 
 def _edits_allowed(mode: ApprovalMode | str) -> bool:

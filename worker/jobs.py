@@ -1,25 +1,26 @@
 """The two kinds of work a worker does.
 
 ``run_tool``: one of the main chat's tool calls, in the real tree. A shell command the
-user has not approved runs only when it is proven read-only; otherwise nothing runs and
-the answer says why approval is needed.
+user has not approved runs only when it is proven read-only, and then inside the
+containment profile (``worker.contain``): read-only project, no network, no specrun
+socket, limits. If the profile cannot be had, nothing runs and the answer says the user
+must approve it.
 
 ``run_speculation``: confine the process (kernel write backstop), run the speculative
 loop against an overlay, report ``Completed``/``Boundary``, then the pipelined
-suggestion. The worker exits afterwards (a confinement cannot be lifted), so the
-process-wide changes made here (``TMPDIR``, no bytecode writes) die with it.
+suggestion. Every shell command runs through the worker's sandbox helper, inside the
+same profile with the speculation's writes on top. The worker exits afterwards (a
+confinement cannot be lifted), so the process-wide changes made here (``TMPDIR``, no
+bytecode writes) die with it.
 
-Test-only hook: when the environment variable ``SPECRUN_TEST_UNGATED_SHELL`` holds a
-command, a speculation's ``run_shell_command`` call with exactly that command skips the
-tool gate and runs with the full shell. It exists so a test can prove the kernel backstop
-stops a write the gate would have refused. Unset (the default) it does nothing; it never
-widens anything else, and a worker with it set logs a warning per speculation.
+Test-only hooks, read from the service's environment, never from settings or the wire:
+``SPECRUN_TEST_UNGATED_SHELL`` (a speculation's ``run_shell_command`` with exactly that
+command skips the gate and runs with the full shell, to prove the worker's own Landlock
+backstop) and ``SPECRUN_TEST_BYPASS_CLASSIFIER`` (see ``worker.contain.helper``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import itertools
 import logging
@@ -31,12 +32,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from overlay import Overlay, mark_owner, speculation_base_dir
-from overlay.sandbox import restrict_writes_to
+from overlay import (
+    Overlay,
+    check_private_dir,
+    ensure_private_base,
+    make_private_dir,
+    mark_owner,
+    speculation_base_dir,
+)
 from protocol.chat import ToolCall, ToolResult
 from protocol.model import ModelClient, ModelError
 from protocol.work import (
     Boundary,
+    CommandLimits,
     Completed,
     Failed,
     PipelinedSuggestion,
@@ -45,12 +53,15 @@ from protocol.work import (
     ToolDone,
 )
 from worker.capture import import_capture, remove_capture
+from worker.contain.helper import Request, SandboxHelper
+from worker.contain.landlock import restrict_writes_to
+from worker.contain.limits import limit_reached
+from worker.contain.spawn import ContainmentUnavailable
 from worker.fork import ForkedChat, pipelined_suggestion
-from worker.shell import classify
-from worker.shell.executor import ShellExecutor
+from worker.gate import read_only_verdict
 from worker.shell.runner import ShellResult
 from worker.speculation import Emit, LoopEnd, Toolbox, final_event, run_loop
-from worker.tools import DirectAccess, ToolContext, execute
+from worker.tools import DirectAccess, ToolContext, ToolStop, execute
 
 if TYPE_CHECKING:
     from worker.process import Outbox
@@ -66,10 +77,10 @@ EXTRA_WRITABLE = ("/dev/null",)
 # --- main-chat tool calls ------------------------------------------------------------------
 
 
-async def run_tool(job: RunTool, outbox: Outbox) -> None:
+async def run_tool(job: RunTool, outbox: Outbox, helper: SandboxHelper) -> None:
     """Answer ``job`` with exactly one ``ToolDone`` (or ``Failed`` on an internal error)."""
     try:
-        result, needs_approval = await _main_chat_tool(job)
+        result, needs_approval = await _main_chat_tool(job, helper)
     except Exception as exc:
         log.exception("tool job %s failed", job.job_id)
         await outbox.send(
@@ -81,23 +92,29 @@ async def run_tool(job: RunTool, outbox: Outbox) -> None:
     )
 
 
-async def _main_chat_tool(job: RunTool) -> tuple[ToolResult, str | None]:
+async def _main_chat_tool(job: RunTool, helper: SandboxHelper) -> tuple[ToolResult, str | None]:
     call = job.call
-    if call.name == SHELL_TOOL and job.shell == "read_only":
-        reason = approval_needed(call)
-        if reason is not None:
-            refused = ToolResult(
-                call.id,
-                call.name,
-                error=f"Not run: the command needs the user's approval ({reason})",
-            )
-            return refused, reason
     ctx = ToolContext(
         access=DirectAccess(job.project_root),
         shell_mode=job.shell,
         shell_timeout_s=job.timeout_s,
     )
-    return await execute(call, ctx), None
+    if call.name == SHELL_TOOL and job.shell == "read_only":
+        reason = approval_needed(call)
+        if reason is not None:
+            return _refused(call, reason), reason
+        runner = contained_runner(helper, job.project_root, None, job.limits, stop_on_limit=False)
+        ctx = dataclasses.replace(ctx, read_only_runner=runner)
+    try:
+        return await execute(call, ctx), None
+    except ToolStop as stop:  # the sandbox is missing a layer: the user decides
+        return _refused(call, stop.reason), stop.reason
+
+
+def _refused(call: ToolCall, reason: str) -> ToolResult:
+    return ToolResult(
+        call.id, call.name, error=f"Not run: the command needs the user's approval ({reason})"
+    )
 
 
 def approval_needed(call: ToolCall) -> str | None:
@@ -106,16 +123,58 @@ def approval_needed(call: ToolCall) -> str | None:
     command = call.args().get("command")
     if not isinstance(command, str) or not command.strip():
         return None
-    verdict = classify(command)
+    verdict = read_only_verdict(command)
     if verdict.read_only:
         return None
     return verdict.reason or "not proven read-only"
 
 
+def contained_runner(
+    helper: SandboxHelper,
+    project_root: str,
+    overlay_dir: str | None,
+    limits: CommandLimits,
+    *,
+    stop_on_limit: bool,
+    capture_dirs: Callable[[], Path] | None = None,
+) -> Callable[[str, str | Path, float, int], ShellResult]:
+    """A shell runner for the tools: every command goes through the sandbox helper.
+
+    A missing layer raises ``ToolStop("sandbox_unavailable:<layer>")``: the command did not
+    run, and will not run with less containment. With ``stop_on_limit`` (speculations) a
+    command stopped by a limit raises ``ToolStop("limit:<name>")``. With ``capture_dirs``
+    the command runs writable, its writes caught in the directory it returns."""
+
+    def run(command: str, cwd: str | Path, timeout_s: float, output_cap: int) -> ShellResult:
+        capture = capture_dirs() if capture_dirs is not None else None
+        request = Request(
+            command=command,
+            cwd=os.fspath(cwd),
+            project=project_root,
+            timeout_s=timeout_s,
+            output_cap=output_cap,
+            mode="read_only" if capture is None else "captured",
+            overlay_dir=overlay_dir,
+            capture_dir=None if capture is None else os.fspath(capture),
+            limits=limits,
+        )
+        try:
+            result = helper.run(request)
+        except ContainmentUnavailable as exc:
+            raise ToolStop(f"sandbox_unavailable:{exc.layer}", str(exc)) from exc
+        if stop_on_limit:
+            limit = limit_reached(result)
+            if limit is not None:
+                raise ToolStop(f"limit:{limit}", f"the command hit its {limit} limit")
+        return result
+
+    return run
+
+
 # --- speculations --------------------------------------------------------------------------
 
 
-async def run_speculation(job: RunSpeculation, outbox: Outbox) -> None:
+async def run_speculation(job: RunSpeculation, outbox: Outbox, helper: SandboxHelper) -> None:
     """Confine, run the loop, report the end, then the pipelined suggestion. Never raises.
 
     A model error during the loop ends as ``Failed`` with its one-sentence message, any
@@ -126,7 +185,7 @@ async def run_speculation(job: RunSpeculation, outbox: Outbox) -> None:
         job.endpoint.base_url, job.endpoint.api_key, cache_sharing=job.endpoint.cache_sharing
     )
     try:
-        event, end = await _speculate(job, client, outbox.send)
+        event, end = await _speculate(job, client, outbox.send, helper)
         await outbox.send(event)
         if end is not None and end.status == "completed":
             await outbox.send(await _pipelined(job, client, end))
@@ -135,28 +194,29 @@ async def run_speculation(job: RunSpeculation, outbox: Outbox) -> None:
 
 
 async def _speculate(
-    job: RunSpeculation, client: ModelClient, send: Emit
+    job: RunSpeculation, client: ModelClient, send: Emit, helper: SandboxHelper
 ) -> tuple[Completed | Boundary | Failed, LoopEnd | None]:
     """The confined loop and the event that reports how it ended."""
     scratch: Path | None = None
-    shell: ShellExecutor | None = None
     try:
         scratch = make_dirs(job)
-        # The shell helper must start before the worker confines itself: it mounts each
-        # command's view of the overlay, which a Landlock-confined process may not do.
-        shell = ShellExecutor(job.project_root, job.overlay_dir, str(scratch))
         if job.sandbox:
             confine(job)
         overlay = Overlay(job.project_root, job.overlay_dir)
+        limits = job.containment.limits
+        runner = contained_runner(
+            helper, job.project_root, job.overlay_dir, limits, stop_on_limit=True
+        )
         tools = Toolbox(
             overlay,
             job.approval_mode,
             shell_timeout_s=job.limits.shell_timeout_s,
             ungated_command=_ungated_command(),
-            read_only_runner=shell.run,
-            captured_runner=_captured_runner(shell, overlay, scratch)
+            read_only_runner=runner,
+            captured_runner=_captured_runner(helper, job, overlay, scratch)
             if job.speculate_shell
             else None,
+            containment=job.containment,
         )
         end = await run_loop(job, client, tools, send)
         return final_event(job, end, overlay), end
@@ -166,26 +226,39 @@ async def _speculate(
         log.exception("speculation %s failed", job.job_id)
         return Failed(job_id=job.job_id, epoch=job.epoch, error=_sentence(exc)), None
     finally:
-        if shell is not None:
-            await asyncio.to_thread(shell.close)
         # No tool runs after the loop: drop the scratch dir now, so the coordinator's
         # overlay cleanup can also remove the then empty per-pid directory.
         _remove(scratch)
 
 
 def _captured_runner(
-    shell: ShellExecutor, overlay: Overlay, scratch: Path
+    helper: SandboxHelper, job: RunSpeculation, overlay: Overlay, scratch: Path
 ) -> Callable[[str, str | Path, float, int], ShellResult]:
-    """Opt-in: run a command that is not read-only sandboxed, then keep what it wrote."""
+    """Opt-in: run a command that is not read-only in a writable view, then keep what it
+    wrote (within the quota, never a protected path)."""
     runs = itertools.count(1)
+    current: dict[str, Path] = {}
+
+    def next_capture() -> Path:
+        current["dir"] = scratch / f"capture-{next(runs)}"
+        return current["dir"]
+
+    sandboxed = contained_runner(
+        helper,
+        job.project_root,
+        job.overlay_dir,
+        job.containment.limits,
+        stop_on_limit=True,
+        capture_dirs=next_capture,
+    )
 
     def run(command: str, cwd: str | Path, timeout_s: float, output_cap: int) -> ShellResult:
-        capture = scratch / f"capture-{next(runs)}"
         try:
-            result = shell.run_captured(command, cwd, timeout_s, output_cap, capture)
-            note = import_capture(capture / "upper", overlay).note()
+            result = sandboxed(command, cwd, timeout_s, output_cap)
+            note = import_capture(current["dir"] / "upper", overlay, job.containment).note()
         finally:
-            remove_capture(capture)
+            if "dir" in current:
+                remove_capture(current.pop("dir"))
         if note:
             result = dataclasses.replace(result, stdout=f"{result.stdout}\n{note}".lstrip("\n"))
         return result
@@ -210,23 +283,30 @@ def scratch_dir() -> Path:
 
 
 def make_dirs(job: RunSpeculation) -> Path:
-    """The overlay directory and this worker's scratch directory; returns the latter."""
+    """This worker's private per-pid directory with its scratch directory, and the
+    overlay directory (created exclusively: a leftover or a planted entry is refused);
+    returns the scratch directory."""
     scratch = scratch_dir()
-    _make_base(scratch.parent.parent)
-    for path in (scratch.parent, scratch, Path(job.overlay_dir).absolute()):
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ensure_private_base(scratch.parent.parent)
+    own = scratch.parent
+    if os.path.lexists(own):
+        check_private_dir(own)
+    else:
+        make_private_dir(own)
+    make_private_dir(scratch, replace_stale=True)
+    overlay_dir = Path(job.overlay_dir).absolute()
+    if overlay_dir.parent == own:
+        make_private_dir(overlay_dir)
     # The overlay outlives this worker (it waits for the user's Tab): our parent, the
     # fork server, lives exactly as long as the coordinator that will apply or remove it.
-    mark_owner(scratch.parent, os.getppid())
+    mark_owner(own, os.getppid())
     return scratch
 
 
 def confine(job: RunSpeculation) -> Path:
-    """The kernel write backstop, applied before any tool runs.
+    """The kernel write backstop, applied before any tool runs (after ``make_dirs``).
 
-    Creates the overlay directory and this worker's scratch directory
-    (``<speculation base>/<pid>/tmp``, swept with the per-pid directory if the worker
-    dies), points ``TMPDIR`` at the scratch directory for tool subprocesses, stops Python
+    Points ``TMPDIR`` at the scratch directory for tool subprocesses, stops Python
     from writing bytecode, then lets this process and its children write only beneath
     ``<speculation base>/<pid>/``, the overlay directory and ``/dev/null``. Everything
     else the worker needs is already open (the ZeroMQ socket, stdio) or needs no disk
@@ -237,7 +317,7 @@ def confine(job: RunSpeculation) -> Path:
     past the gate could still change a real file's timestamps or mode (``touch``,
     ``chmod`` of an existing file), never its bytes, name or existence.
     """
-    scratch = make_dirs(job)
+    scratch = scratch_dir()
     own = scratch.parent
     overlay_dir = Path(job.overlay_dir).absolute()
     sys.dont_write_bytecode = True
@@ -251,15 +331,6 @@ def confine(job: RunSpeculation) -> Path:
     if restrict_writes_to(writable):
         log.debug("speculation %s confined to %s", job.job_id, [str(p) for p in writable])
     return scratch
-
-
-def _make_base(base: Path) -> None:
-    """The shared speculation base, sticky and world-writable like ``/tmp`` itself."""
-    if base.is_dir():
-        return
-    base.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(OSError):
-        base.chmod(0o1777)
 
 
 def _ungated_command() -> str | None:

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import zmq
 import zmq.asyncio
@@ -29,6 +30,9 @@ from protocol.work import (
     WorkerEvent,
 )
 from worker.lifecycle import detach_session, die_with_parent, open_pidfd
+
+if TYPE_CHECKING:
+    from worker.contain.helper import SandboxHelper
 
 log = logging.getLogger("specrun.worker")
 
@@ -53,18 +57,26 @@ def worker_entry(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: f
     if open_pidfd(coordinator_pid) is None:
         os._exit(0)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    # The sandbox helper first: forking is safe only while we are single-threaded (no
+    # event loop, no ZeroMQ threads yet), and it must not inherit our later confinement.
+    from worker.contain.helper import SandboxHelper
+
+    helper = SandboxHelper.fork()
     try:
-        asyncio.run(_serve(endpoint, epoch, coordinator_pid, heartbeat_s))
+        asyncio.run(_serve(endpoint, epoch, coordinator_pid, heartbeat_s, helper))
     except BaseException:
         log.exception("worker %d stopped by an error", os.getpid())
         sys.stderr.flush()
     finally:
+        helper.close()
         # Skip interpreter teardown: nothing to flush, and it keeps exit fast.
         os._exit(0)
 
 
-async def _serve(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: float) -> None:
-    from overlay.sandbox import sandbox_kind
+async def _serve(
+    endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: float, helper: SandboxHelper
+) -> None:
+    from worker.contain.landlock import sandbox_kind
     from worker.jobs import run_speculation, run_tool
     from worker.tools import TOOL_SPECS
 
@@ -102,9 +114,9 @@ async def _serve(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: f
             current["job"] = job.job_id
             try:
                 if isinstance(job, RunTool):
-                    await run_tool(job, outbox)
+                    await run_tool(job, outbox, helper)
                 elif isinstance(job, RunSpeculation):
-                    await run_speculation(job, outbox)
+                    await run_speculation(job, outbox, helper)
                     return  # one speculation per worker process
             except Exception as exc:  # a bug in a job must still answer the coordinator
                 log.exception("job %s failed", job.job_id)
@@ -112,7 +124,14 @@ async def _serve(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: f
             finally:
                 current["job"] = None
 
-    await outbox.send(Hello(pid=pid, epoch=epoch, sandbox=sandbox_kind(), tools=TOOL_SPECS))
+    hello = Hello(
+        pid=pid,
+        epoch=epoch,
+        sandbox=sandbox_kind(),
+        tools=TOOL_SPECS,
+        containment=helper.layers,
+    )
+    await outbox.send(hello)
     beater = asyncio.create_task(beat())
     receiver = asyncio.create_task(receive())
     stopper = asyncio.create_task(stop.wait())

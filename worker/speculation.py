@@ -30,6 +30,7 @@ from protocol.model import ChatRequest, ModelClient
 from protocol.work import (
     Boundary,
     Completed,
+    Containment,
     Fingerprint,
     ModelText,
     RunSpeculation,
@@ -43,7 +44,7 @@ from worker.boundary import Transcript
 from worker.fork import ForkedChat
 from worker.gate import GateDecision, evaluate
 from worker.shell.runner import ShellResult
-from worker.tools import OverlayAccess, ToolContext, execute, get_tool
+from worker.tools import OverlayAccess, ToolContext, ToolStop, execute, get_tool
 
 ReadOnlyRunner = Callable[[str, str | Path, float, int], ShellResult]
 
@@ -80,11 +81,17 @@ class Toolbox:
         ungated_command: str | None = None,
         read_only_runner: ReadOnlyRunner | None = None,
         captured_runner: ReadOnlyRunner | None = None,
+        containment: Containment | None = None,
     ) -> None:
         self.overlay = overlay
         self.approval_mode = approval_mode
+        self.containment = containment or Containment()
         self.context = ToolContext(
-            access=OverlayAccess(overlay),
+            access=OverlayAccess(
+                overlay,
+                quota_bytes=self.containment.overlay_quota_bytes,
+                quota_files=self.containment.overlay_quota_files,
+            ),
             shell_mode="read_only",
             shell_timeout_s=shell_timeout_s,
             shell_max_timeout_s=shell_timeout_s,
@@ -109,6 +116,7 @@ class Toolbox:
             self.approval_mode,
             self.overlay,
             sandboxed_shell=self.context.captured_runner is not None,
+            protected_paths=self.containment.protected_paths,
         )
 
     def known(self, name: str) -> bool:
@@ -178,7 +186,10 @@ async def run_calls(
                 job_id=job.job_id, epoch=job.epoch, turn=turn, call=call, decision=decision.action
             )
         )
-        result = await run_one(tools, rewritten(call, decision), decision.action)
+        try:
+            result = await run_one(tools, rewritten(call, decision), decision.action)
+        except ToolStop as stop:
+            return responses, stop.reason
         responses.append(result)
         await emit(ToolFinished(job_id=job.job_id, epoch=job.epoch, turn=turn, result=result))
     return responses, None
@@ -194,11 +205,14 @@ def rewritten(call: ToolCall, decision: GateDecision) -> ToolCall:
 
 async def run_one(tools: Toolbox, call: ToolCall, action: str = "allow") -> ToolResult:
     """Execute without confirmation: unknown tool, exception and success all become a
-    response for ``call``."""
+    response for ``call``; ``ToolStop`` (a limit, the quota, a missing sandbox layer)
+    propagates, to end the speculation at a boundary."""
     if not tools.known(call.name):
         return ToolResult(call.id, call.name, error=f"Tool '{call.name}' not found")
     try:
         result = await tools.execute(call, action)
+    except ToolStop:
+        raise
     except Exception as exc:
         log.info("tool %s raised: %r", call.name, exc)
         return ToolResult(call.id, call.name, error=str(exc) or type(exc).__name__)

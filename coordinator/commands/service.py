@@ -42,6 +42,7 @@ async def status(svc: Service, identity: bytes, req: StatusRequest) -> None:
             speculation_enabled=bool(svc.settings["enableSpeculation"]),
             suggestions_enabled=bool(svc.settings["enableFollowupSuggestions"]),
             pool_warm=svc.pool.is_warm(),
+            containment=svc.pool.containment,
         ),
     )
 

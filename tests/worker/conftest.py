@@ -28,6 +28,7 @@ from protocol.work import (
     SpeculationLimits,
     WorkerEvent,
 )
+from tests.support import shared_sandbox_helper
 from worker.tools import TOOL_SPECS
 
 PROJECT_FILES = {
@@ -147,7 +148,7 @@ class Harness:
 
         assert not job.sandbox, "confining the test process would break the test run"
         out = Collector()
-        asyncio.run(run_speculation(job, out))  # type: ignore[arg-type]
+        asyncio.run(run_speculation(job, out, shared_sandbox_helper()))  # type: ignore[arg-type]
         return out
 
     def bodies(self, purpose: str = "speculation") -> list[dict[str, Any]]:

@@ -23,7 +23,6 @@ import pytest
 import zmq
 
 from overlay import speculation_base_dir
-from overlay.sandbox import landlock_abi
 from protocol import codec
 from protocol.endpoints import make_router
 from protocol.work import (
@@ -36,6 +35,7 @@ from protocol.work import (
     WorkerEvent,
 )
 from tests.worker.conftest import PIPELINED_RULE, Harness, call, rule, tree_state
+from worker.contain.landlock import abi as landlock_abi
 from worker.jobs import UNGATED_SHELL_ENV, _ungated_command
 from worker.process import worker_entry
 from worker.tools import TOOL_SPECS

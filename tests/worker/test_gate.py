@@ -131,8 +131,10 @@ def test_write_without_path_is_a_boundary(overlay: Overlay) -> None:
     assert decision.reason == "path_rewrite_failed:write_file: no path argument"
 
 
-def test_read_rewrite_failure_is_a_boundary() -> None:
+def test_read_rewrite_failure_is_a_boundary(project: Path) -> None:
     class Broken:
+        root = project
+
         def redirect_write(self, path: str) -> Path:
             raise AssertionError("not called")
 
@@ -186,8 +188,16 @@ def test_other_shell_is_a_boundary(mode: ApprovalMode, overlay: Overlay) -> None
     command = "pytest -q tests/test_io.py && echo done > result.txt  # a long comment here"
     decision = evaluate("run_shell_command", {"command": command}, mode, overlay)
     assert decision.action == "boundary"
-    assert decision.reason == "shell:" + command[:50]
-    assert len(decision.reason) == len("shell:") + 50
+    assert decision.reason == "shell:" + " ".join(command.split())
+
+
+def test_a_long_shell_reason_is_cut_between_words(overlay: Overlay) -> None:
+    command = "git add " + " ".join(f"src/module_{i}.py" for i in range(40))
+    decision = evaluate("run_shell_command", {"command": command}, "default", overlay)
+    detail = decision.reason.removeprefix("shell:")
+    assert detail.endswith(" …") and len(detail) <= 202
+    kept = detail.removesuffix(" …").split(" ")
+    assert kept == command.split(" ")[: len(kept)]  # whole words only
 
 
 @pytest.mark.parametrize("args", [{}, {"command": ""}, {"command": "   \n"}, {"command": 3}])

@@ -12,6 +12,7 @@ import pytest
 import worker.jobs
 from protocol.chat import ToolCall, ToolResult
 from protocol.work import Failed, RunTool, ToolDone
+from tests.support import shared_sandbox_helper
 from tests.worker.conftest import Collector
 from worker.jobs import run_tool
 from worker.tools import TOOL_SPECS
@@ -32,7 +33,7 @@ def tool_job(
 
 def answer(job: RunTool) -> ToolDone | Failed:
     out = Collector()
-    asyncio.run(run_tool(job, out))  # type: ignore[arg-type]
+    asyncio.run(run_tool(job, out, shared_sandbox_helper()))  # type: ignore[arg-type]
     assert len(out.events) == 1, out.events
     event = out.events[0]
     assert isinstance(event, ToolDone | Failed)

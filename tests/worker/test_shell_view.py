@@ -4,13 +4,11 @@ a real worker, its shell helper, a per-command overlayfs view, Landlock on the c
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from overlay.view import has_writes
 from protocol.work import Completed, PipelinedSuggestion, ToolFinished
 from tests.worker.conftest import PIPELINED_RULE, Harness, call, rule, tree_state
 from tests.worker.test_speculation_worker import pool_of, run
@@ -71,48 +69,6 @@ def test_shell_reads_see_the_overlay_and_cannot_write_through_it(
     run(main)
     assert tree_state(h.project) == before
     assert not (h.project / "src" / "new_module.py").exists()
-
-
-def test_has_writes(tmp_path: Path) -> None:
-    assert not has_writes(tmp_path / "missing")
-    assert not has_writes(tmp_path)
-    (tmp_path / "a").write_text("x")
-    assert has_writes(tmp_path)
-
-
-def test_the_view_is_read_only_and_private(tmp_path: Path) -> None:
-    """Directly: a child with the view sees the upper file, cannot write, and the host's
-    mount table is unchanged afterwards."""
-    if not _view_supported():
-        pytest.skip("this kernel does not allow unprivileged mount namespaces")
-    root, upper = tmp_path / "root", tmp_path / "upper"
-    (root / "d").mkdir(parents=True)
-    (upper / "d").mkdir(parents=True)
-    (root / "d" / "f.txt").write_text("real\n")
-    (upper / "d" / "f.txt").write_text("speculated\n")
-    script = (
-        "import os, sys\n"
-        "from overlay.view import enter_overlay_view\n"
-        f"os.chdir({str(root)!r})\n"
-        f"enter_overlay_view({str(root)!r}, {str(upper)!r})\n"
-        "print(open('d/f.txt').read().strip())\n"
-        "try:\n"
-        "    open('d/g.txt', 'w')\n"
-        "    print('WROTE')\n"
-        "except OSError as e:\n"
-        "    print('refused', e.errno)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        cwd=Path(__file__).resolve().parents[2],
-        check=True,
-    ).stdout.split()
-    assert out[0] == "speculated" and out[1] == "refused"
-    assert (root / "d" / "f.txt").read_text() == "real\n"
-    assert not (root / "d" / "g.txt").exists()
-    assert str(root) not in Path("/proc/self/mounts").read_text()
 
 
 def test_opt_in_sandboxed_shell_keeps_writes_in_the_overlay_and_has_no_network(

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 from pathlib import Path
 
 import pytest
 
 from overlay import Overlay
+from protocol.chat import ToolCall
 from tests.worker.tool_calls import body, err, ok
-from worker.tools import DirectAccess, OverlayAccess, ToolContext
+from worker.tools import DirectAccess, OverlayAccess, ToolContext, ToolStop, execute
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -158,12 +161,17 @@ def test_overlay_refuses_writes_outside_root(
     assert overlay.written_files() == {}
 
 
-def test_reads_outside_root_are_allowed(
+def test_reads_outside_root_stop_the_speculation(
     world: tuple[Path, Overlay, ToolContext], tmp_path: Path
 ) -> None:
-    _root, _overlay, ctx = world
+    """SPEC §11: a speculation reads only the project (also through a link inside it)."""
+    root, _overlay, ctx = world
     (tmp_path / "elsewhere.txt").write_text("far\n")
-    assert ok(ctx, "read_file", file_path=str(tmp_path / "elsewhere.txt")) == "     1\tfar"
+    (root / "link.txt").symlink_to(tmp_path / "elsewhere.txt")
+    for path in (str(tmp_path / "elsewhere.txt"), "link.txt", "../elsewhere.txt"):
+        with pytest.raises(ToolStop) as stop:
+            asyncio.run(execute(ToolCall("c", "read_file", json.dumps({"file_path": path})), ctx))
+        assert stop.value.reason.startswith("read_outside_project")
 
 
 def test_apply_after_tools_puts_files_on_disk(world: tuple[Path, Overlay, ToolContext]) -> None:

@@ -163,6 +163,9 @@ class _Boom:
     def overlay_files(self) -> Mapping[Path, Path]:
         return {}
 
+    def reserve(self, path: str, size: int) -> None:
+        return None
+
 
 def test_exceptions_become_error_results() -> None:
     ctx = ToolContext(access=_Boom())

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import select
 import shutil
 import socket
 import struct
@@ -32,8 +33,7 @@ from typing import Literal
 import msgspec
 
 from overlay.paths import ensure_private_base, make_private_dir
-from protocol.work import CommandLimits
-from protocol.work import LayerStatus
+from protocol.work import CommandLimits, LayerStatus
 from worker.contain import mounts, probe, spawn
 from worker.contain.limits import pid_namespace_cap
 from worker.contain.spawn import (
@@ -315,6 +315,15 @@ class SandboxHelper:
                 self._popen.kill()
                 self._popen.wait()
             return
+        # Give it a moment to remove its directory before our exit kills it.
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except OSError:
+            pidfd = None
+        if pidfd is not None:
+            with contextlib.suppress(OSError):
+                select.select([pidfd], [], [], 1.0)
+            os.close(pidfd)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, os.WNOHANG)
 

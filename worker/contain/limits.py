@@ -16,9 +16,11 @@ from __future__ import annotations
 import ctypes
 import functools
 import resource
+import signal
 from pathlib import Path
 
 from protocol.work import CommandLimits
+from worker.shell.runner import ShellResult
 
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_CAPBSET_DROP = 24
@@ -97,3 +99,28 @@ def drop_privileges() -> None:
         raise LimitError(ctypes.get_errno(), "clearing ambient capabilities failed")
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise LimitError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+
+
+# What a command's failure says when a limit stopped it (bash's and libc's own words).
+_LIMIT_SIGNS = (
+    ("memory", ("Cannot allocate memory", "MemoryError", "memory exhausted", "out of memory")),
+    ("processes", ("fork: retry", "fork: Resource temporarily unavailable")),
+    ("open_files", ("Too many open files",)),
+    ("file_size", ("File too large",)),
+    ("tmp_space", ("No space left on device",)),
+)
+
+
+def limit_reached(result: ShellResult) -> str | None:
+    """Which limit ended ``result`` (``timeout``, ``cpu_time``, ``file_size``, ``memory``,
+    ``processes``, ``open_files``, ``tmp_space``), or None."""
+    if result.timed_out:
+        return "timeout"
+    if result.exit_code == -signal.SIGXCPU:
+        return "cpu_time"
+    if result.exit_code == -signal.SIGXFSZ:
+        return "file_size"
+    for name, signs in _LIMIT_SIGNS:
+        if any(sign in result.stderr for sign in signs):
+            return name
+    return None

@@ -26,6 +26,7 @@ from worker.tools.base import (
     Tool,
     ToolContext,
     ToolError,
+    ToolStop,
     cap_text,
     check_arguments,
     decode_arguments,
@@ -42,6 +43,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolError",
+    "ToolStop",
     "execute",
     "get_tool",
 ]
@@ -78,7 +80,7 @@ async def execute(call: ToolCall, ctx: ToolContext) -> ToolResult:
     try:
         args = check_arguments(tool.spec, decode_arguments(call.name, call.arguments))
         output = await tool.run(args, ctx)
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, ToolStop):
         raise
     except Exception as exc:
         return ToolResult(call.id, call.name, error=cap_text(describe_error(exc), ctx.output_cap))

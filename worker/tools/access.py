@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from worker.tools.base import ToolError
+from worker.tools.base import ToolError, ToolStop
 
 __all__ = ["DirectAccess", "FileAccess", "OverlayAccess", "OverlayLike"]
 
@@ -42,6 +42,11 @@ class FileAccess(Protocol):
         speculation (empty outside a speculation)."""
         ...
 
+    def reserve(self, path: str, size: int) -> None:
+        """Called before ``path`` is (re)written with ``size`` bytes; raises ``ToolStop``
+        when that would take a speculation over its overlay quota."""
+        ...
+
 
 def _absolute(root: Path, path: str, alias: Path | None = None) -> Path:
     """``path`` made absolute against ``root`` and normalised lexically (``..`` collapsed).
@@ -63,6 +68,13 @@ def _absolute(root: Path, path: str, alias: Path | None = None) -> Path:
 def _alias(given: Path | str, resolved: Path) -> Path | None:
     spelled = Path(os.path.abspath(given))
     return None if spelled == resolved else spelled
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -102,6 +114,9 @@ class DirectAccess:
     def overlay_files(self) -> Mapping[Path, Path]:
         return {}
 
+    def reserve(self, path: str, size: int) -> None:
+        return None
+
 
 class OverlayLike(Protocol):
     """What :class:`OverlayAccess` uses of ``overlay.Overlay``."""
@@ -126,10 +141,18 @@ class OverlayAccess:
     model sees).
     """
 
-    def __init__(self, overlay: OverlayLike) -> None:
+    def __init__(
+        self,
+        overlay: OverlayLike,
+        *,
+        quota_bytes: int | None = None,
+        quota_files: int | None = None,
+    ) -> None:
         self.overlay = overlay
         self.root = Path(overlay.root).resolve()
         self._alias = _alias(overlay.root, self.root)
+        self.quota_bytes = quota_bytes
+        self.quota_files = quota_files
 
     def __repr__(self) -> str:
         return f"OverlayAccess({self.overlay!r})"
@@ -145,7 +168,30 @@ class OverlayAccess:
         target = _absolute(self.root, path, self._alias)
         if target in self._written():
             return target
+        # A link inside the project may lead anywhere: a speculation reads only the project.
+        if not _inside(target.resolve(), self.root):
+            raise ToolStop("read_outside_project:path", f"{path} is outside the project")
         return Path(self.overlay.resolve_read(str(target)))
+
+    def reserve(self, path: str, size: int) -> None:
+        target = _absolute(self.root, path, self._alias)
+        written = self._written()
+        logical = written.get(target, target)
+        others = [phys for phys, log in written.items() if log != logical]
+        if self.quota_files is not None and len(others) + 1 > self.quota_files:
+            raise ToolStop(
+                "quota:overlay_files",
+                f"writing {path} would exceed the speculation's quota of "
+                f"{self.quota_files} files",
+            )
+        if self.quota_bytes is not None:
+            used = sum(_size(phys) for phys in others)
+            if used + size > self.quota_bytes:
+                raise ToolStop(
+                    "quota:overlay_bytes",
+                    f"writing {size:,} bytes to {path} would exceed the speculation's quota "
+                    f"of {self.quota_bytes:,} bytes",
+                )
 
     def resolve_write(self, path: str) -> Path:
         target = _absolute(self.root, path, self._alias)

@@ -60,6 +60,7 @@ def _edit(args: dict[str, Any], ctx: ToolContext) -> str:
             raise ToolError(
                 f"File not found: {shown} (to create a file, use write_file or an empty old_string)"
             )
+        access.reserve(raw, len(new.encode("utf-8")))
         target = access.resolve_write(raw)
         target.parent.mkdir(parents=True, exist_ok=True)
         replace_file(target, new.encode("utf-8"))
@@ -80,6 +81,7 @@ def _edit(args: dict[str, Any], ctx: ToolContext) -> str:
                 f"text to replace, or use write_file to replace the whole file"
             )
         updated, count = new, 1
+        access.reserve(raw, len(new.encode("utf-8")))
     else:
         count = text.count(old)
         if count == 0 and "\r\n" in text and "\n" in old and "\r\n" not in old:
@@ -96,6 +98,9 @@ def _edit(args: dict[str, Any], ctx: ToolContext) -> str:
                 f"old_string appears {count} times in {shown}; pass replace_all or give more "
                 f"context to make it unique"
             )
+        # Size the result before building it: replace_all can multiply a file's size.
+        growth = len(new.encode("utf-8")) - len(old.encode("utf-8"))
+        access.reserve(raw, len(data) + count * growth)
         updated = text.replace(old, new)
 
     target = access.resolve_write(raw)

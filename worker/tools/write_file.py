@@ -38,11 +38,12 @@ def _write(args: dict[str, Any], ctx: ToolContext) -> str:
     raw: str = args["file_path"]
     content: str = args["content"]
     shown = show_path(access.root, access.logical_path(raw))
+    data = content.encode("utf-8")
+    access.reserve(raw, len(data))
     path = access.resolve_write(raw)
     if path.is_dir():
         raise ToolError(f"{shown} is a directory; give the path of a file")
     existed = path.exists()
-    data = content.encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     replace_file(path, data)
     lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
