@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from coordinator.durable import atomic_write
 from protocol.approval import ApprovalMode
+from protocol.work import CommandLimits, Containment
 
 
 class SettingsError(ValueError):
@@ -71,6 +72,20 @@ KEYS: dict[str, Key] = {
         Key("maxTurnsPerQuery", int, 50, "model round trips per user query (at most 100)"),
         Key("sessionTokenLimit", int, 0, "total tokens per session (0: no limit)"),
         Key("approvalTimeoutS", int, 300, "an approval question unanswered this long is a no"),
+        Key(
+            "protectedPaths",
+            list,
+            [],
+            "gitignore-style patterns a speculation may never write (besides .git, "
+            ".gitattributes, .gitmodules and .specrun)",
+        ),
+        Key("overlayQuotaMb", int, 256, "bytes a speculation may write into its overlay (MiB)"),
+        Key("overlayQuotaFiles", int, 2000, "files a speculation may write into its overlay"),
+        Key("commandCpuSeconds", int, 60, "CPU seconds per unapproved shell command"),
+        Key("commandMemoryMb", int, 4096, "address space per process of such a command (MiB)"),
+        Key("commandFileSizeMb", int, 256, "largest file such a command may write (MiB)"),
+        Key("commandProcesses", int, 128, "processes per such command"),
+        Key("commandOpenFiles", int, 1024, "open files per process of such a command"),
     )
 }
 
@@ -99,6 +114,22 @@ class Settings:
     def fast_model(self) -> str:
         return self.values["fastModel"] or self.values["model"]
 
+    def containment(self) -> Containment:
+        """The per-command limits, overlay quota and protected paths of SPEC §11."""
+        mib = 1 << 20
+        return Containment(
+            limits=CommandLimits(
+                cpu_s=self["commandCpuSeconds"],
+                memory_bytes=self["commandMemoryMb"] * mib,
+                file_size_bytes=self["commandFileSizeMb"] * mib,
+                open_files=self["commandOpenFiles"],
+                processes=self["commandProcesses"],
+            ),
+            overlay_quota_bytes=self["overlayQuotaMb"] * mib,
+            overlay_quota_files=self["overlayQuotaFiles"],
+            protected_paths=tuple(self["protectedPaths"]),
+        )
+
     @property
     def uses_scripted_model(self) -> bool:
         return not self.values["baseUrl"]
@@ -111,7 +142,12 @@ class Settings:
         return shown
 
 
-_KIND_WORDS = {bool: "true or false", int: "a whole number", str: "a string"}
+_KIND_WORDS = {
+    bool: "true or false",
+    int: "a whole number",
+    str: "a string",
+    list: "a list of strings",
+}
 
 
 def _coerce(key: Key, value: Any, where: str) -> Any:
@@ -125,6 +161,11 @@ def _coerce(key: Key, value: Any, where: str) -> Any:
             return _check_int(key, value, where)
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():
             return _check_int(key, int(value), where)
+    elif key.kind is list:
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            return list(value)
+        if isinstance(value, str):  # from a flag or the environment: comma-separated
+            return [item.strip() for item in value.split(",") if item.strip()]
     elif key.kind is str and isinstance(value, str):
         if key.name == "approvalMode" and value not in {m.value for m in ApprovalMode}:
             raise SettingsError(
@@ -143,6 +184,13 @@ def _coerce(key: Key, value: Any, where: str) -> Any:
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 _MIN_INT = {
+    "overlayQuotaMb": 1,
+    "overlayQuotaFiles": 1,
+    "commandCpuSeconds": 1,
+    "commandMemoryMb": 64,
+    "commandFileSizeMb": 1,
+    "commandProcesses": 8,
+    "commandOpenFiles": 32,
     "workerPool": 0,
     "maxSessionTurns": 1,
     "maxTurnsPerQuery": 1,

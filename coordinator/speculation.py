@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import overlay
 from coordinator.accept_record import PendingAccept, clear_pending, digest, write_pending
+from coordinator.boundary_text import describe_boundary
 from coordinator.emitter import Emitter
 from coordinator.pool import WorkerHandle, WorkerStartError, WorkerState
 from coordinator.settings import Settings
@@ -224,6 +225,7 @@ class SpeculationManager:
                 cache_sharing=bool(self.settings["enableCacheSharing"]),
             ),
             speculate_shell=bool(self.settings["speculateShell"]),
+            containment=self.settings.containment(),
         )
         try:
             await self.service.pool.send(handle, job)
@@ -424,7 +426,7 @@ class SpeculationManager:
 
 def _describe(spec: Speculation) -> str:
     if spec.status == "boundary":
-        return f"stopped at a boundary ({spec.boundary_reason})"
+        return describe_boundary(spec.boundary_reason or "")
     if spec.status == "failed":
         return f"failed ({spec.error})"
     return f"was {spec.status}"

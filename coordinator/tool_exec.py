@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from coordinator.pool import WorkerHandle, WorkerPool, WorkerStartError
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall, ToolResult
-from protocol.work import Failed, RunTool, ToolDone, WorkerEvent
+from protocol.work import CommandLimits, Failed, RunTool, ToolDone, WorkerEvent
 
 log = logging.getLogger("specrun.tools")
 
@@ -46,9 +46,12 @@ def shell_mode(call: ToolCall, mode: ApprovalMode) -> str:
 
 
 class ToolExecutor:
-    def __init__(self, pool: WorkerPool, project_root: str) -> None:
+    def __init__(
+        self, pool: WorkerPool, project_root: str, limits: CommandLimits | None = None
+    ) -> None:
         self.pool = pool
         self.project_root = project_root
+        self.limits = limits or CommandLimits()
         self._ids = itertools.count(1)
         self._pending: dict[str, tuple[WorkerHandle, asyncio.Future[ToolOutcome]]] = {}
 
@@ -67,6 +70,7 @@ class ToolExecutor:
                     project_root=self.project_root,
                     shell="full" if shell == "full" else "read_only",
                     timeout_s=timeout_s,
+                    limits=self.limits,
                 ),
             )
             outcome = await future
