@@ -20,6 +20,7 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
+from coordinator.boundary_text import describe_boundary
 from protocol.control import (
     ApprovalNeeded,
     ControlReply,
@@ -345,8 +346,6 @@ def speculation_line(s: SpeculationInfo) -> Text:
     label, style = marks.get(s.status, (s.status, "white"))
     line = Text("  speculation ")
     line.append(label, style=style)
-    if s.boundary_reason:
-        line.append(f" ({s.boundary_reason})", style=style)
     files = len(s.files_written)
     line.append(
         f": {s.turns} turn(s), {s.tool_uses} tool use(s), {files} file(s), {s.elapsed_s:.2f}s",
@@ -354,6 +353,9 @@ def speculation_line(s: SpeculationInfo) -> Text:
     )
     if s.worker_pid:
         line.append(f", worker {s.worker_pid}", style="bright_black")
+    if s.boundary_reason:
+        # The raw `code:detail` stays in --json; a person reads it in words.
+        line.append(f"\n  {describe_boundary(s.boundary_reason)}", style=style)
     if s.pipelined_suggestion:
         line.append(f"\n  next: {s.pipelined_suggestion}", style="bright_black")
     return line

@@ -1,0 +1,98 @@
+"""Boundary reasons in plain words, for people.
+
+The worker's gate reports why a speculation stopped as ``code:detail``
+(``shell:git commit -m "fix"``, ``write_tool_no_auto:edit``, ``limit:memory`` …).
+Scripts get that raw string (``--json``); a person gets :func:`describe_boundary`:
+what it stopped before, and why, never cut in the middle of a word.
+"""
+
+from __future__ import annotations
+
+SHOWN_COMMAND_CHARS = 120
+
+_LIMITS = {
+    "cpu": "CPU time",
+    "memory": "memory",
+    "as": "memory",
+    "fsize": "file size",
+    "file_size": "file size",
+    "nproc": "process count",
+    "processes": "process count",
+    "nofile": "open files",
+    "open_files": "open files",
+    "time": "run time",
+    "wall": "run time",
+}
+
+
+def cut_words(text: str, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters, cut only between words (an
+    ellipsis says it was cut)."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space > 0:
+        head = head[:space]
+    return head.rstrip() + " …"
+
+
+def _split(detail: str) -> tuple[str, str]:
+    """``tool: message`` -> (tool, message)."""
+    tool, _, message = detail.partition(":")
+    return tool.strip(), message.strip()
+
+
+def describe_boundary(reason: str) -> str:
+    """One sentence: which step the speculation stopped before, and why."""
+    code, sep, detail = reason.partition(":")
+    detail = detail.strip()
+    if not sep:
+        return f"stopped: {cut_words(reason, SHOWN_COMMAND_CHARS)}"
+    if code == "shell":
+        if detail in ("", "empty"):
+            return "stopped at an empty shell command"
+        command = cut_words(detail.removesuffix("…").removesuffix("..."), SHOWN_COMMAND_CHARS)
+        if detail.endswith(("…", "...")) and not command.endswith("…"):
+            command += " …"
+        return (
+            f"stopped before the shell command `{command}`: it is not proven read-only, "
+            "so it waits for you"
+        )
+    if code == "write_tool_no_auto":
+        return (
+            f"stopped before {detail or 'a file write'}: writing files ahead of you needs "
+            "approval mode auto-edit or yolo"
+        )
+    if code == "denied_tool":
+        return f"stopped before {detail}: this tool never runs ahead of you"
+    if code == "unknown_tool":
+        return f"stopped before {detail}: a tool specrun does not know never runs ahead of you"
+    if code == "read_outside_project":
+        return f"stopped before {detail}: it reads outside the project"
+    if code == "protected_path":
+        return (
+            f"stopped before writing {cut_words(detail, SHOWN_COMMAND_CHARS)}: a protected "
+            "path (git metadata, .specrun/ or the protectedPaths setting)"
+        )
+    if code == "path_rewrite_failed":
+        tool, message = _split(detail)
+        why = f" ({cut_words(message, SHOWN_COMMAND_CHARS)})" if message else ""
+        return f"stopped before {tool}: its path could not be redirected into the overlay{why}"
+    if code == "gate_error":
+        tool, message = _split(detail)
+        why = f" ({cut_words(message, SHOWN_COMMAND_CHARS)})" if message else ""
+        return f"stopped before {tool}: the safety check could not decide{why}"
+    if code == "limit":
+        what = _LIMITS.get(detail.lower(), detail.replace("_", " "))
+        return f"stopped: a command hit its {what} limit"
+    if code == "quota":
+        what = detail.replace("_", " ")
+        return f"stopped: the speculation's overlay reached its {what} quota"
+    if code == "sandbox_unavailable":
+        return (
+            f"stopped: the {detail.replace('_', ' ')} sandbox layer is not available here, "
+            "so the step could not run contained"
+        )
+    return f"stopped: {cut_words(reason, SHOWN_COMMAND_CHARS)}"
