@@ -8,7 +8,9 @@ the memory prefetch that runs beside it without ever being awaited.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -48,6 +50,12 @@ class TurnResult:
 class _Approval:
     future: asyncio.Future[bool]
     ask_req_id: int
+    call: ToolCall
+
+
+class ApprovalLost(Exception):
+    """An approval question nobody can answer any more: the client that was asked is
+    gone, or no answer came in time. The call counts as declined and the turn ends."""
 
 
 class MainChat:
@@ -63,7 +71,9 @@ class MainChat:
         settle_pending(self.project_root, self.history_store)  # after overlay.recover()
         self.history: list[Message] = self.history_store.load()
         self.session_id = self.history_store.current_session().session_id
-        self.tools_exec = ToolExecutor(service.pool, str(self.project_root))
+        self.tools_exec = ToolExecutor(
+            service.pool, str(self.project_root), settings.containment().limits
+        )
         self.recaller = Recaller(
             self.project_root,
             model=model,
@@ -80,15 +90,26 @@ class MainChat:
         self._turn_task: asyncio.Task[TurnResult] | None = None
         self._turn_req_id: int | None = None
         self._approvals: dict[tuple[int, str], _Approval] = {}
+        self._client_pid: int | None = None  # the asking client of the running turn
+        self._from_accept = False  # the running turn is an accept's fallback (no flags)
 
     # -- the loop -------------------------------------------------------------
 
     async def run_turn(
-        self, out: Emitter, text: str, mode: ApprovalMode | None = None, can_confirm: bool = False
+        self,
+        out: Emitter,
+        text: str,
+        mode: ApprovalMode | None = None,
+        can_confirm: bool = False,
+        *,
+        client_pid: int | None = None,
+        from_accept: bool = False,
     ) -> TurnResult:
         """Run one user query to its end. Only one turn runs at a time."""
         async with self._turn_lock:
             self._turn_req_id = out.req_id
+            self._client_pid = client_pid
+            self._from_accept = from_accept
             task = asyncio.ensure_future(
                 self._turn(out, text, mode or self.approval_mode, can_confirm)
             )
@@ -150,10 +171,28 @@ class MainChat:
                 if not answer.message.tool_calls:
                     self.save_snapshot(system, tools)
                     return TurnResult("completed", elapsed_s=time.monotonic() - started)
-                results = [
-                    await self._run_tool(out, call, mode, can_confirm)
-                    for call in answer.message.tool_calls
-                ]
+                results: list[ToolResult] = []
+                try:
+                    for call in answer.message.tool_calls:
+                        results.append(await self._run_tool(out, call, mode, can_confirm))
+                except ApprovalLost as lost:
+                    # The history stays valid: the calls that ran keep their results, the
+                    # rest are answered as not run; then the turn ends (nobody is there).
+                    why = str(lost)
+                    ran = {r.call_id for r in results}
+                    results += [
+                        ToolResult(c.id, c.name, error=f"not run: {why}")
+                        for c in answer.message.tool_calls
+                        if c.id not in ran
+                    ]
+                    await self.record(Message.tool(tuple(results)))
+                    self.prefetcher.abort_and_clear(AbortReason.TURN_ABORTED)
+                    return TurnResult(
+                        "aborted",
+                        f"{why[:1].upper()}{why[1:]}: the call counts as declined and the "
+                        "turn ended.",
+                        time.monotonic() - started,
+                    )
                 memory = self.prefetcher.consume_for_tool_results()  # consume point 2
                 await self.record(
                     Message.tool(tuple(results), reminders=(memory,) if memory else ())
@@ -208,7 +247,7 @@ class MainChat:
         if policy == "ask" and not await self._confirm(
             out, call, f"{call.name} changes files", can_confirm
         ):
-            return await self._refused(out, call, self._refusal_text(can_confirm))
+            return await self._refused(out, call, self._refusal_text(can_confirm, call))
         await out.tool(call, "running")
         outcome = await self.tools_exec.run(call, shell_mode(call, mode))
         if outcome.needs_approval is not None:
@@ -217,7 +256,7 @@ class MainChat:
                     out, call, "Only read-only shell commands run in plan mode."
                 )
             if not await self._confirm(out, call, outcome.needs_approval, can_confirm):
-                return await self._refused(out, call, self._refusal_text(can_confirm))
+                return await self._refused(out, call, self._refusal_text(can_confirm, call))
             outcome = await self.tools_exec.run(call, "full")
         result = ToolResult(call.id, call.name, outcome.result.output, outcome.result.error)
         await out.tool(
@@ -229,26 +268,73 @@ class MainChat:
         await out.tool(call, "refused", why)
         return ToolResult(call.id, call.name, error=why)
 
-    @staticmethod
-    def _refusal_text(can_confirm: bool) -> str:
+    def _refusal_text(self, can_confirm: bool, call: ToolCall) -> str:
+        """Why a call was not run, naming the one approval mode that allows exactly this
+        call (shell: yolo; file writes: auto-edit) and saying where it can be given."""
         if can_confirm:
             return "The user declined this tool call."
-        return (
-            "This call needs the user's approval and no terminal can ask; "
-            "rerun with --approval-mode auto-edit or yolo to allow it."
-        )
+        needed = "yolo" if call.name == SHELL_TOOL else "auto-edit"
+        if self._from_accept:
+            where = (
+                f"`specrun accept` takes no approval mode: to allow it, ask the same prompt "
+                f'with `specrun ask "<prompt>" --approval-mode {needed}`, or start the '
+                f"service with --approval-mode {needed}"
+            )
+        else:
+            where = f"rerun with --approval-mode {needed} to allow it"
+        return f"This call needs the user's approval and no terminal can ask; {where}."
+
+    def pending_approval(self) -> ToolCall | None:
+        """The call a running turn is waiting on a person's yes for, if any."""
+        for approval in self._approvals.values():
+            if not approval.future.done():
+                return approval.call
+        return None
+
+    @property
+    def busy(self) -> bool:
+        return self._turn_lock.locked()
 
     async def _confirm(self, out: Emitter, call: ToolCall, reason: str, can_confirm: bool) -> bool:
         if not can_confirm:
             return False
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
         key = (out.req_id, call.id)
-        self._approvals[key] = _Approval(future, out.req_id)
-        try:
-            await out.approval(call, reason if call.name != SHELL_TOOL else f"shell: {reason}")
-            return await future
-        finally:
-            self._approvals.pop(key, None)
+        self._approvals[key] = _Approval(future, out.req_id, call)
+        timeout_s = int(self.service.settings["approvalTimeoutS"])
+        gone = "the client that was asked for approval is gone (Ctrl-C or killed)"
+        with contextlib.ExitStack() as watching:
+            pid = self._client_pid
+            if pid is not None:
+                # A pidfd is readable once the client exits: no polling, no missed exit.
+                try:
+                    pidfd = os.pidfd_open(pid)
+                except ProcessLookupError:
+                    future.set_exception(ApprovalLost(gone))
+                else:
+                    def client_exited() -> None:
+                        if not future.done():
+                            future.set_exception(ApprovalLost(gone))
+
+                    watching.callback(os.close, pidfd)
+                    loop.add_reader(pidfd, client_exited)
+                    watching.callback(loop.remove_reader, pidfd)
+            try:
+                await out.approval(
+                    call, reason if call.name != SHELL_TOOL else f"shell: {reason}"
+                )
+                async with asyncio.timeout(timeout_s):
+                    return await future
+            except TimeoutError:
+                why = f"nobody answered the approval question within {timeout_s} s"
+                await out.tool(call, "refused", f"Not run: {why}.")
+                raise ApprovalLost(why) from None
+            except ApprovalLost as lost:
+                await out.tool(call, "refused", f"Not run: {lost}.")
+                raise
+            finally:
+                self._approvals.pop(key, None)
 
     def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool:
         approval = self._approvals.get((ask_req_id, call_id))

@@ -432,9 +432,15 @@ def run_streamed(
 def ask_approval(reply: ApprovalNeeded) -> bool:
     from coordinator.emitter import format_args
 
-    return click.confirm(
-        f"Allow {reply.call.name}({format_args(reply.call)})? ({reply.reason})", default=False
-    )
+    try:
+        return click.confirm(
+            f"Allow {reply.call.name}({format_args(reply.call)})? ({reply.reason})",
+            default=False,
+        )
+    except click.Abort:
+        # click turns Ctrl-C (and end of input) at a prompt into Abort; the turn must be
+        # cancelled like a Ctrl-C anywhere else, or the service waits for the answer.
+        raise KeyboardInterrupt from None
 
 
 @cli.command()
@@ -463,6 +469,7 @@ def ask(obj: Ctx, text: str, approval_mode: str | None, as_json: bool) -> None:
             text=text,
             approval_mode=ApprovalMode(approval_mode) if approval_mode else None,
             can_confirm=interactive,
+            client_pid=os.getpid(),
         )
         code = run_streamed(client, request, as_json, ask_approval if interactive else None)
     sys.exit(code)

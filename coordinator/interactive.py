@@ -10,12 +10,12 @@ service then kills the speculation). Ctrl-C aborts a running turn, Ctrl-D leaves
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import click
 from prompt_toolkit import PromptSession
 from prompt_toolkit.auto_suggest import AutoSuggest, Suggestion
 from prompt_toolkit.buffer import Buffer
@@ -26,8 +26,8 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.styles import Style
 
 from coordinator import render
+from coordinator.boundary_text import describe_boundary
 from coordinator.client import ServiceClient, ServiceNotRunning, ServiceTimeout
-from coordinator.emitter import format_args
 from protocol.control import (
     AcceptRequest,
     ApprovalNeeded,
@@ -172,8 +172,9 @@ def toolbar_text(state: SuggestionState) -> FormattedText:
     marks = {
         "running": ("running", f"⟳ speculation running ({detail})"),
         "completed": ("completed", f"✓ speculation completed ({detail}): Tab applies it at once"),
-        "boundary": ("boundary", f"⏸ speculation stopped at a boundary "
-                                 f"({spec.boundary_reason}): accepting runs it as a normal turn"),
+        "boundary": ("boundary", f"⏸ speculation "
+                                 f"{describe_boundary(spec.boundary_reason or '')}; "
+                                 "accepting runs it as a normal turn"),
         "failed": ("failed", "✗ speculation failed: accepting runs it as a normal turn"),
         "aborted": ("failed", "speculation aborted"),
     }
@@ -228,9 +229,9 @@ def _bindings(state: SuggestionState) -> KeyBindings:
 
 
 def _confirm(reply: ApprovalNeeded) -> bool:
-    return click.confirm(
-        f"Allow {reply.call.name}({format_args(reply.call)})? ({reply.reason})", default=False
-    )
+    from coordinator.cli import ask_approval
+
+    return ask_approval(reply)
 
 
 def _banner(client: ServiceClient) -> None:
@@ -286,7 +287,7 @@ def run_chat(project: Path) -> int:
                     if not text:
                         continue
                     request = AskRequest(req_id=client.next_id(), text=text, can_confirm=True,
-                                         accept_method="enter")
+                                         accept_method="enter", client_pid=os.getpid())
                 state.clear()
                 printer = render.TurnPrinter(show_user=False)
                 try:

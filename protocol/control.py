@@ -37,6 +37,9 @@ class AskRequest(msgspec.Struct, frozen=True, tag="ask"):
     approval_mode: ApprovalMode | None = None
     can_confirm: bool = False
     accept_method: Literal["enter", "tab", "right", "cli"] = "enter"
+    # The asking process: while it waits for an approval the service watches it, so a
+    # client that is gone (Ctrl-C, kill) counts as a "no" instead of a wait forever.
+    client_pid: int | None = None
 
 
 class SuggestionRequest(msgspec.Struct, frozen=True, tag="suggestion"):
@@ -171,6 +174,7 @@ class SuggestionReply(msgspec.Struct, frozen=True, tag="suggestion"):
     visible: bool
     suppressed_reason: str | None
     speculation: SpeculationInfo | None
+    pending: bool = False  # a suggestion is being generated right now (`--wait` waits)
 
 
 class CountByReason(msgspec.Struct, frozen=True):

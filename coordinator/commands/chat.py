@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from coordinator.emitter import Emitter
+from coordinator.emitter import Emitter, format_args
 from coordinator.speculation import AcceptFallback
 from protocol.control import (
     ApprovalAnswer,
@@ -34,10 +34,32 @@ async def ask(svc: Service, identity: bytes, req: AskRequest) -> None:
 
 
 async def run_query(
-    svc: Service, out: Emitter, text: str, req: AskRequest, speculative_method: str
+    svc: Service,
+    out: Emitter,
+    text: str,
+    req: AskRequest,
+    speculative_method: str,
+    via_accept: bool = False,
 ) -> None:
     """Submit ``text``: the speculation if it predicted exactly this, else a normal turn."""
     started = time.monotonic()
+    chat = svc.chat
+    waiting_on = chat.pending_approval()
+    if waiting_on is not None:
+        # Never silence: the running turn holds the chat until someone answers it.
+        timeout_s = svc.settings["approvalTimeoutS"]
+        await out.send(
+            ErrorReply(
+                out.req_id,
+                "busy",
+                f"Another turn is waiting for approval of {waiting_on.name} "
+                f"({format_args(waiting_on)}); answer it where it was asked or press Ctrl-C "
+                f"there. Unanswered, it counts as a no after {timeout_s} s.",
+            )
+        )
+        return
+    if chat.busy:
+        await out.notice("Another turn is running; this one starts when it ends.")
     manager = svc.speculation
     manager.cancel_generation()
     if manager.matches(text):
@@ -58,9 +80,26 @@ async def run_query(
             )
             return
     else:
+        current = manager.current
+        spec = current.speculation if current is not None else None
+        status = spec.status if spec is not None else None
         await manager.dismiss("user typed something else")
-    mode = req.approval_mode or svc.chat.approval_mode
-    result = await svc.chat.run_turn(out, text, mode, req.can_confirm)
+        if current is not None and status in ("running", "completed"):
+            # Say it, as the demo does: work done ahead of the person was thrown away.
+            done = "still running" if status == "running" else "completed"
+            await out.notice(
+                f"You typed something else: stopped the speculation of “{current.text}” "
+                f"({done}); its worker was killed and its overlay removed."
+            )
+    mode = req.approval_mode or chat.approval_mode
+    result = await chat.run_turn(
+        out,
+        text,
+        mode,
+        req.can_confirm,
+        client_pid=req.client_pid,
+        from_accept=via_accept,
+    )
     await out.send(
         TurnEnded(out.req_id, result.reason, result.message, False, time.monotonic() - started)
     )

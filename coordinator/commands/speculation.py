@@ -36,7 +36,7 @@ async def accept(svc: Service, identity: bytes, req: AcceptRequest) -> None:
         return
     out = Emitter(svc, identity, req.req_id)
     ask = AskRequest(req_id=req.req_id, text=current.text, accept_method=req.method)
-    await run_query(svc, out, current.text, ask, speculative_method=req.method)
+    await run_query(svc, out, current.text, ask, speculative_method=req.method, via_accept=True)
 
 
 async def reject(svc: Service, identity: bytes, req: RejectRequest) -> None:
