@@ -1,0 +1,445 @@
+"""Each layer of the containment profile holds on its own (SPEC §11).
+
+A real sandbox helper (fresh interpreter) runs hostile commands with the classifier
+bypassed (the test-only ``SPECRUN_TEST_BYPASS_CLASSIFIER``) and with every layer but the
+one under test switched off, so a pass shows that layer alone stopped the escape. The
+last tests run the whole profile against the whole battery.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from protocol.work import CommandLimits
+from worker.contain.helper import BYPASS_CLASSIFIER_ENV, Request, SandboxHelper
+from worker.contain.landlock import abi
+from worker.contain.spawn import ALL_LAYERS, Layers
+from worker.shell.runner import ShellResult
+
+pytestmark = pytest.mark.skipif(abi() < 1, reason="the kernel has no Landlock")
+
+
+@pytest.fixture(scope="module")
+def helper() -> Iterator[SandboxHelper]:
+    saved = os.environ.get(BYPASS_CLASSIFIER_ENV)
+    os.environ[BYPASS_CLASSIFIER_ENV] = "1"
+    try:
+        started = SandboxHelper.start()
+    finally:
+        if saved is None:
+            os.environ.pop(BYPASS_CLASSIFIER_ENV, None)
+        else:
+            os.environ[BYPASS_CLASSIFIER_ENV] = saved
+    if not all(layer.active for layer in started.layers):
+        started.close()
+        pytest.skip(f"containment unavailable here: {started.layers}")
+    yield started
+    started.close()
+
+
+@pytest.fixture()
+def world(tmp_path: Path) -> dict[str, Path]:
+    """A project, a secret outside it, and a fake service runtime dir with a socket."""
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "app.py").write_text("print('hi')\n")
+    os.chmod(project / "src" / "app.py", 0o644)
+    (project / ".specrun").mkdir()
+    (project / ".specrun" / "settings.json").write_text('{"approvalMode": "default"}\n')
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "id_rsa").write_text("SECRET-KEY-MATERIAL\n")
+    return {"project": project, "home": home, "tmp": tmp_path}
+
+
+def run(
+    helper: SandboxHelper,
+    project: Path,
+    command: str,
+    layers: Layers = ALL_LAYERS,
+    limits: CommandLimits | None = None,
+    timeout_s: float = 20.0,
+) -> ShellResult:
+    return helper.run(
+        Request(
+            command=command,
+            cwd=str(project),
+            project=str(project),
+            timeout_s=timeout_s,
+            output_cap=64 * 1024,
+            limits=limits or CommandLimits(),
+            layers=layers,
+        )
+    )
+
+
+def metadata(path: Path) -> tuple[int, int, int, bytes]:
+    info = path.stat()
+    return (stat.S_IMODE(info.st_mode), info.st_mtime_ns, info.st_size, path.read_bytes())
+
+
+# --- file system -----------------------------------------------------------------------------
+
+
+FS_ATTACKS = [
+    "chmod 777 src/app.py",
+    "touch -d 2001-01-01 src/app.py",
+    "echo evil >> src/app.py",
+    "rm -f src/app.py",
+    "mv src/app.py src/moved.py",
+    "ln -s /etc/passwd src/link",
+    "mkdir src/newdir",
+    "echo x > src/new.py",
+]
+
+
+@pytest.mark.parametrize("attack", FS_ATTACKS)
+@pytest.mark.parametrize("only", ["filesystem", "all"])
+def test_the_real_tree_is_untouched_contents_and_metadata(
+    helper: SandboxHelper, world: dict[str, Path], attack: str, only: str
+) -> None:
+    project = world["project"]
+    layers = ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
+    before = metadata(project / "src" / "app.py")
+    names = sorted(p.name for p in (project / "src").iterdir())
+    result = run(helper, project, attack, layers)
+    assert result.exit_code != 0, result
+    assert "Read-only file system" in result.stderr, result.stderr
+    assert metadata(project / "src" / "app.py") == before
+    assert sorted(p.name for p in (project / "src").iterdir()) == names
+
+
+@pytest.mark.parametrize("only", ["landlock", "filesystem"])
+def test_contents_outside_the_project_cannot_be_written(
+    helper: SandboxHelper, world: dict[str, Path], only: str
+) -> None:
+    """$HOME, the host's /tmp and the project: no layer alone lets a write through."""
+    project, home, tmp = world["project"], world["home"], world["tmp"]
+    command = (
+        f"echo pwned > {home}/planted; echo pwned > {tmp}/planted; "
+        f"echo pwned > /tmp/specrun-host-planted; echo pwned > src/app.py; true"
+    )
+    run(helper, project, command, ALL_LAYERS.only(only))
+    assert not (home / "planted").exists()
+    assert not (tmp / "planted").exists()
+    assert not Path("/tmp/specrun-host-planted").exists()
+    assert (project / "src" / "app.py").read_text() == "print('hi')\n"
+
+
+@pytest.mark.parametrize("only", ["landlock", "filesystem"])
+def test_nothing_outside_the_project_is_readable(
+    helper: SandboxHelper, world: dict[str, Path], only: str
+) -> None:
+    project, home = world["project"], world["home"]
+    result = run(helper, project, f"cat {home}/id_rsa; ls {home}", ALL_LAYERS.only(only))
+    assert "SECRET-KEY-MATERIAL" not in result.stdout
+    assert "id_rsa" not in result.stdout
+
+
+def test_specrun_state_in_the_project_is_hidden(
+    helper: SandboxHelper, world: dict[str, Path]
+) -> None:
+    result = run(helper, world["project"], "cat .specrun/settings.json; ls -A .specrun")
+    assert "approvalMode" not in result.stdout
+    assert result.stdout.strip() == ""
+
+
+def test_the_scratch_tmp_is_private_and_gone_afterwards(
+    helper: SandboxHelper, world: dict[str, Path]
+) -> None:
+    first = run(helper, world["project"], "echo kept > /tmp/note; cat /tmp/note")
+    assert first.stdout.strip() == "kept"
+    second = run(helper, world["project"], "cat /tmp/note")
+    assert second.exit_code != 0  # every command gets a fresh /tmp
+
+
+# --- network ---------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def listener() -> Iterator[tuple[int, list[bytes]]]:
+    """A loopback TCP listener that records every connection it gets."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    seen: list[bytes] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(1)
+                try:
+                    seen.append(conn.recv(1024) or b"<connected>")
+                except OSError:
+                    seen.append(b"<connected>")
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], seen
+    stop.set()
+    thread.join()
+    server.close()
+
+
+@pytest.mark.parametrize("only", ["network", "landlock", "all"])
+def test_no_tcp_connection_leaves(
+    helper: SandboxHelper,
+    world: dict[str, Path],
+    listener: tuple[int, list[bytes]],
+    only: str,
+) -> None:
+    if only == "landlock" and abi() < 4:
+        pytest.skip("Landlock ABI < 4 has no TCP rules")
+    port, seen = listener
+    layers = ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
+    command = (
+        f"cat src/app.py > /dev/tcp/127.0.0.1/{port}; "
+        f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)"
+        '.sendall(b\'leak\')"'
+    )
+    run(helper, world["project"], command, layers)
+    assert seen == []
+
+
+# --- IPC and signals -------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def control_socket(tmp_path: Path) -> Iterator[tuple[Path, list[bytes]]]:
+    """A unix socket standing for the service's control socket."""
+    path = tmp_path / "control.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(4)
+    server.settimeout(0.2)
+    seen: list[bytes] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                seen.append(b"<connected>")
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield path, seen
+    stop.set()
+    thread.join()
+    server.close()
+
+
+@pytest.mark.parametrize("only", ["seccomp", "filesystem", "all"])
+def test_no_specrun_socket_is_reachable(
+    helper: SandboxHelper,
+    world: dict[str, Path],
+    control_socket: tuple[Path, list[bytes]],
+    only: str,
+) -> None:
+    path, seen = control_socket
+    layers = ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
+    command = (
+        "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); "
+        f"s.connect('{path}'); print('CONNECTED')\""
+    )
+    result = run(helper, world["project"], command, layers)
+    assert "CONNECTED" not in result.stdout
+    assert seen == []
+
+
+@pytest.mark.parametrize("only", ["pid", "landlock", "all"])
+def test_no_signal_reaches_a_process_outside(
+    helper: SandboxHelper, world: dict[str, Path], only: str
+) -> None:
+    if only == "landlock" and abi() < 6:
+        pytest.skip("Landlock ABI < 6 has no signal scoping")
+    received: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda sig, _frame: received.append(sig))
+    try:
+        layers = ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
+        targets = f"{os.getpid()} {helper.pid}"
+        result = run(
+            helper,
+            world["project"],
+            f"for p in {targets}; do kill -USR1 $p && echo SENT $p; done; true",
+            layers,
+        )
+        signal.sigtimedwait([], 0) if hasattr(signal, "sigtimedwait") else None
+        assert "SENT" not in result.stdout or (only == "pid" and received == [])
+        assert received == []
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
+# --- resources -------------------------------------------------------------------------------
+
+
+def test_cpu_time_is_limited(helper: SandboxHelper, world: dict[str, Path]) -> None:
+    limits = CommandLimits(cpu_s=1)
+    layers = ALL_LAYERS.only("limits")
+    result = run(helper, world["project"], "while :; do :; done", layers, limits)
+    assert result.exit_code in (-signal.SIGXCPU, -signal.SIGKILL), result
+    assert not result.timed_out
+
+
+def test_file_size_is_limited(helper: SandboxHelper, world: dict[str, Path]) -> None:
+    limits = CommandLimits(file_size_bytes=1 << 20)
+    result = run(
+        helper,
+        world["project"],
+        "head -c 5000000 /dev/zero > /tmp/big; echo done",
+        limits=limits,
+    )
+    assert result.exit_code == -signal.SIGXFSZ or "File too large" in result.stderr, result
+
+
+def test_memory_is_limited(helper: SandboxHelper, world: dict[str, Path]) -> None:
+    limits = CommandLimits(memory_bytes=256 << 20)
+    result = run(
+        helper,
+        world["project"],
+        "python3 -c \"b = bytearray(1 << 30); print('ALLOCATED')\"",
+        ALL_LAYERS.only("limits"),
+        limits,
+    )
+    assert "ALLOCATED" not in result.stdout
+    assert "MemoryError" in result.stderr
+
+
+def test_process_count_is_limited(helper: SandboxHelper, world: dict[str, Path]) -> None:
+    limits = CommandLimits(processes=8)
+    result = run(
+        helper,
+        world["project"],
+        "for i in $(seq 400); do sleep 5 & done; echo spawned",
+        limits=limits,
+        timeout_s=15,
+    )
+    assert "fork" in result.stderr and "Resource temporarily unavailable" in result.stderr, result
+
+
+def test_a_fork_bomb_ends_with_the_command(helper: SandboxHelper, world: dict[str, Path]) -> None:
+    """Processes left behind (even in a new session) die when the command ends."""
+    result = run(
+        helper,
+        world["project"],
+        "setsid sleep 300 & disown; echo $!",
+        timeout_s=10,
+    )
+    assert result.exit_code == 0
+    assert result.duration < 5
+
+
+# --- privilege -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("only", ["privileges", "all"])
+def test_no_capabilities_and_no_new_privileges(
+    helper: SandboxHelper, world: dict[str, Path], only: str
+) -> None:
+    layers = ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
+    command = "grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status"
+    result = run(helper, world["project"], command, layers)
+    fields = dict(line.split(":\t") for line in result.stdout.strip().splitlines())
+    assert int(fields["CapEff"], 16) == 0
+    assert int(fields["CapPrm"], 16) == 0
+    assert int(fields["CapBnd"], 16) == 0
+    assert fields["NoNewPrivs"].strip() == "1"
+
+
+def test_mounting_and_new_namespaces_are_refused(
+    helper: SandboxHelper, world: dict[str, Path]
+) -> None:
+    result = run(
+        helper,
+        world["project"],
+        "unshare -rm true && echo UNSHARED; mount -t tmpfs x /tmp && echo MOUNTED; true",
+    )
+    assert "UNSHARED" not in result.stdout and "MOUNTED" not in result.stdout
+
+
+# --- honesty ---------------------------------------------------------------------------------
+
+
+def test_the_layer_report_names_every_layer(helper: SandboxHelper) -> None:
+    names = [layer.name for layer in helper.layers]
+    assert names == [
+        "filesystem",
+        "network",
+        "ipc_signals",
+        "limits",
+        "privileges",
+        "landlock",
+        "seccomp",
+    ]
+
+
+# --- the attacks are real: with no layer at all, each one gets through ------------------------
+
+
+NO_LAYERS = ALL_LAYERS.only()
+
+
+def test_control_without_layers_the_tree_changes(
+    helper: SandboxHelper, world: dict[str, Path]
+) -> None:
+    project = world["project"]
+    result = run(helper, project, "chmod 600 src/app.py", NO_LAYERS)
+    assert result.exit_code == 0
+    assert stat.S_IMODE((project / "src" / "app.py").stat().st_mode) == 0o600
+
+
+def test_control_without_layers_tcp_and_unix_sockets_connect(
+    helper: SandboxHelper,
+    world: dict[str, Path],
+    listener: tuple[int, list[bytes]],
+    control_socket: tuple[Path, list[bytes]],
+) -> None:
+    port, seen = listener
+    path, seen_unix = control_socket
+    command = (
+        f"echo hi > /dev/tcp/127.0.0.1/{port}; "
+        "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); "
+        f"s.connect('{path}'); print('CONNECTED')\""
+    )
+    result = run(helper, world["project"], command, NO_LAYERS)
+    assert "CONNECTED" in result.stdout
+    assert wait_for(lambda: seen and seen_unix)
+
+
+def test_control_without_layers_a_signal_arrives(
+    helper: SandboxHelper, world: dict[str, Path]
+) -> None:
+    received: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda sig, _frame: received.append(sig))
+    try:
+        run(helper, world["project"], f"kill -USR1 {os.getpid()}", NO_LAYERS)
+        assert wait_for(lambda: received)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
+def wait_for(predicate: object, timeout: float = 5.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.01)
+    return False
