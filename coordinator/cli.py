@@ -36,6 +36,7 @@ from coordinator.settings import (
     set_setting,
     user_settings_path,
 )
+from coordinator.state_dir import state_dir
 from protocol.approval import ApprovalMode
 from protocol.control import (
     AcceptRequest,
@@ -824,6 +825,8 @@ def memory_add(obj: Ctx, name: str, description: str, kind: str, scope: str,
         if sys.stdin.isatty():
             raise click.UsageError("give the memory's text with --body or on stdin")
         body = sys.stdin.read()
+    if scope == "project":
+        state_dir(obj.project)
     try:
         doc = _memory_store(obj).add_memory(name, description, kind, body, scope=scope)
     except ValueError as exc:
@@ -905,6 +908,8 @@ def config_set(obj: Ctx, key: str, value: str, user_file: bool, as_json: bool) -
       specrun config set --user fastModel qwen3.5-flash
     """
     path = user_settings_path() if user_file else project_settings_path(obj.project)
+    if not user_file:
+        state_dir(obj.project)
     stored = set_setting(path, key, value)
     obj.settings()  # the file as a whole must still load
     shown = "***" if key == "apiKey" and stored else stored

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -9,8 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
+
 from coordinator.client import ServiceClient, ServiceNotRunning, ServiceTimeout
 from coordinator.pidfile import is_locked, read_pid
+from coordinator.state_dir import state_dir
 from protocol.control import StatusReply, StatusRequest, StopRequest
 from protocol.endpoints import Endpoints
 
@@ -39,6 +43,7 @@ def start_daemon(
     ``-P``: the project directory must never shadow specrun's own packages in the service
     or in its workers (a project may well have a ``worker/`` or ``protocol/`` package)."""
     log_file = log_path(project_root)
+    state_dir(project_root)
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as log:
         since = log.seek(0, os.SEEK_END)  # a failed start shows this run's lines only
@@ -103,11 +108,27 @@ def _terminate(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+def _family(pid: int | None) -> list[psutil.Process]:
+    """The service and every process below it (fork server, workers, their tools)."""
+    if not pid:
+        return []
+    try:
+        service = psutil.Process(pid)
+        return [service, *service.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
 def stop_daemon(project_root: Path, timeout_s: float = 20.0) -> int | None:
-    """Ask the service to stop and wait until it has exited. Returns its pid, or None if
-    none was running. Escalates to SIGTERM, then SIGKILL, if it does not stop."""
+    """Ask the service to stop and wait until it and all its helper processes have
+    exited. Returns its pid, or None if none was running. Escalates to SIGTERM, then
+    SIGKILL, for whatever is still alive after ``timeout_s``.
+
+    The pidfile lock is released before the service's process ends, and its fork server
+    ends later still: waiting for the lock alone returned while they ran."""
     endpoints = Endpoints.for_project(project_root, create=False)
     pid = read_pid(endpoints.pidfile)
+    family = _family(pid) if is_locked(endpoints.pidfile) else []
     try:
         with ServiceClient(project_root, timeout_s=5.0) as client:
             client.request(StopRequest(req_id=client.next_id()), timeout_s=5.0)
@@ -115,14 +136,21 @@ def stop_daemon(project_root: Path, timeout_s: float = 20.0) -> int | None:
         return None
     except ServiceTimeout:
         if pid:
-            os.kill(pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while is_locked(endpoints.pidfile):
-        if time.monotonic() > deadline:
-            if pid:
-                os.kill(pid, signal.SIGKILL)
+    # Processes forked after the list was taken are children of the fork server or
+    # workers listed here; each of those waits for its own children before it exits.
+    _, alive = psutil.wait_procs(family, timeout=max(0.0, deadline - time.monotonic()))
+    for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
+        if not alive:
             break
-        time.sleep(0.02)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)
+        _, alive = psutil.wait_procs(alive, timeout=grace)
+    while is_locked(endpoints.pidfile) and time.monotonic() < deadline + 6:
+        time.sleep(0.02)  # a pidfile still locked means a process we did not see
     return pid
 
 

@@ -27,6 +27,7 @@ from coordinator.commands import dispatch
 from coordinator.pidfile import PidFile
 from coordinator.pool import WorkerPool
 from coordinator.settings import Settings
+from coordinator.state_dir import state_dir
 from protocol import codec
 from protocol.control import ControlReply, ErrorReply
 from protocol.endpoints import Endpoints, make_router
@@ -41,6 +42,15 @@ def _log_tasks() -> None:
         buffer = io.StringIO()
         task.print_stack(file=buffer)
         log.warning("task %s:\n%s", task.get_name(), buffer.getvalue())
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a directory, or None if nothing is there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 class Service:
@@ -73,6 +83,7 @@ class Service:
         self._requests = codec.client_to_coordinator()
         self._pidfile = PidFile(self.endpoints.pidfile)
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._project_id: tuple[int, int] | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -97,6 +108,8 @@ class Service:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop_requested.set)
         loop.add_signal_handler(signal.SIGUSR1, _log_tasks)  # `kill -USR1 PID`: where is it stuck?
+        state_dir(self.project_root)  # with its .gitignore, before anything is written there
+        self._project_id = _identity(self.project_root)
         # A crash mid-apply or a killed predecessor may have left state behind.
         recovered = overlay.recover(self.project_root)
         if recovered is not None:
@@ -116,6 +129,7 @@ class Service:
         self._control = make_router(self._ctx, self.endpoints.control)
         self._spawn(self._control_loop())
         self._spawn(self._sweep_periodically())
+        self._spawn(self._watch_project())
 
     async def _shutdown(self) -> None:
         log.info("stopping")
@@ -154,6 +168,19 @@ class Service:
         while True:
             await asyncio.sleep(60)
             await asyncio.to_thread(overlay.sweep, overlay.speculation_base_dir())
+
+    async def _watch_project(self, interval_s: float = 1.0) -> None:
+        """A project directory that is deleted or moved away ends the service: nobody can
+        reach it any more (the CLI finds services by project path), so it would run
+        forever. One stat a second costs nothing."""
+        while True:
+            await asyncio.sleep(interval_s)
+            if _identity(self.project_root) != self._project_id:
+                log.warning(
+                    "the project directory %s was deleted or moved; stopping", self.project_root
+                )
+                self.stop_requested.set()
+                return
 
     @property
     def uptime_s(self) -> float:

@@ -1,0 +1,62 @@
+"""The service's own lifecycle through the real CLI: `stop` returns only once every
+process of the service is gone; a service whose project is deleted or moved exits and
+leaves nothing; `.specrun/` never shows in `git status`."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import psutil
+import pytest
+
+from protocol.endpoints import Endpoints
+from tests.support import Specrun, processes_with_env, service_processes, wait_until
+
+
+def test_stop_returns_only_after_every_service_process_exited(specrun: Specrun) -> None:
+    for _ in range(3):  # the race was 60-210 ms wide: a few rounds catch a regression
+        specrun.run("start", check=True)
+        pid = specrun.service_pid()
+        family = service_processes(pid)
+        assert len(family) >= 3  # coordinator, fork server, workers
+        assert specrun.json("stop") == {"stopped": True, "pid": pid}
+        # Checked once, right after `stop` returned: no waiting here.
+        alive = [p.pid for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        assert alive == [], f"still running after stop returned: {alive}"
+        assert processes_with_env(specrun.env.runtime) == []
+
+
+@pytest.mark.parametrize("how", ["deleted", "moved"])
+def test_a_service_whose_project_disappears_exits_cleanly(
+    specrun: Specrun, tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
+    specrun.run("start", check=True)
+    pid = specrun.service_pid()
+    endpoints = Endpoints.for_project(specrun.project, create=False)
+    assert endpoints.directory.exists()
+    if how == "deleted":
+        shutil.rmtree(specrun.project)
+    else:
+        specrun.project.rename(tmp_path / "elsewhere")
+    assert wait_until(lambda: not processes_with_env(specrun.env.runtime), timeout=15), (
+        "the service kept running without its project"
+    )
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert not endpoints.directory.exists()  # sockets and pidfile removed
+
+
+def test_specrun_state_is_invisible_to_git(specrun: Specrun) -> None:
+    specrun.run("config", "set", "approvalMode", "auto-edit", check=True)
+    ignore = specrun.project / ".specrun" / ".gitignore"
+    assert ignore.read_text().splitlines()[-1] == "*"
+    specrun.run("start", check=True)
+    specrun.run("ask", "hello", check=False)
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=specrun.project, capture_output=True, text=True, check=True,
+    )
+    assert ".specrun" not in status.stdout, status.stdout
+    specrun.run("stop", check=True)
