@@ -86,7 +86,7 @@ def test_seed_not_read_only(command: str) -> None:
 
 READ_ONLY = [
     # git in read-only forms
-    "git -C /tmp status",
+    "git -C src status",
     "git --no-pager log -3",
     "git branch",
     "git branch --list 'feat*'",
@@ -484,6 +484,8 @@ NOT_READ_ONLY: list[tuple[str, str]] = [
     ('printf "$fmt"', "dynamic-arg:printf"),
     # git
     ("git push origin main", "git:push"),
+    # issue 13: git reads the configuration of the repository it runs in
+    ("git -C /tmp status", "git:directory outside the project"),
     ('git commit -am "msg"', "git:commit"),
     ("git add .", "git:add"),
     ("git checkout main", "git:checkout"),
@@ -930,3 +932,43 @@ REDIRECT_READ_ONLY = [
 def test_redirects_still_allowed(command: str) -> None:
     verdict = classify(command)
     assert verdict.read_only, verdict
+
+
+# git run in a directory whose repository the configuration check does not cover.
+GIT_DIRECTORY_BYPASSES = [
+    "git -C /tmp/evil status",
+    "git -C ~/evil log",
+    "git -C ../evil diff",
+    "git -C src/../../evil diff",
+    "git -C $D status",
+    "cd /tmp/evil && git status",
+    "cd ~ && git log",
+    "cd && git log",
+    "cd - && git log",
+    "cd ..; git status",
+    "cd src/../..; git status",
+    "cd $D; git status",
+    "cd /tmp\ngit status",
+    "git status; cd /; git log",
+]
+
+
+@pytest.mark.parametrize("command", GIT_DIRECTORY_BYPASSES)
+def test_git_outside_the_project(command: str) -> None:
+    verdict = classify(command)
+    assert not verdict.read_only, verdict
+
+
+@pytest.mark.parametrize(
+    "command", ["cd src && git log", "git -C src status", "cd /tmp && ls", "cd ..; ls"]
+)
+def test_cd_and_git_inside_the_project(command: str) -> None:
+    verdict = classify(command)
+    assert verdict.read_only, verdict
+
+
+def test_uses_git() -> None:
+    assert classify("ls | git log").uses_git
+    assert classify("git push").uses_git
+    assert not classify("ls -la").uses_git
+    assert not classify("echo git").uses_git

@@ -53,6 +53,7 @@ import bashlex
 from worker.shell.commands import command_problem
 from worker.shell.lexer import (
     SAFE_SINKS,
+    WordInfo,
     analyze_word,
     assignment_name,
     heredoc_body_problem,
@@ -104,6 +105,13 @@ class ShellVerdict:
     reason: str
     commands: list[str] = field(default_factory=list)
 
+    @property
+    def uses_git(self) -> bool:
+        """True when the command runs git: the caller must then check the repository's
+        configuration (:func:`worker.shell.git_config.git_config_hazard`) and run git with the
+        hardened environment and options from the same module."""
+        return "git" in self.commands
+
 
 class _Refusal(Exception):
     def __init__(self, reason: str) -> None:
@@ -142,12 +150,17 @@ def _classify(command: object) -> ShellVerdict:
         return ShellVerdict(False, "empty", [])
 
     commands: list[str] = []
+    dirs: list[WordInfo | None] = []
     first_reason: str | None = None
     for statement in lexed.statements:
-        walker = _Walker(statement, commands)
+        walker = _Walker(statement, commands, dirs)
         reason = walker.run()
         if reason is not None and first_reason is None:
             first_reason = reason
+    if first_reason is None and "git" in commands and not all(map(_inside_project, dirs)):
+        # git reads the configuration of the repository it finds from its working directory;
+        # the hazard check only covers repositories inside the project (and the one above it).
+        first_reason = "git:directory outside the project"
     if first_reason is not None:
         if first_reason.startswith("parse-error") and lexed.findings:
             first_reason = lexed.findings[0]
@@ -155,6 +168,29 @@ def _classify(command: object) -> ShellVerdict:
     if lexed.findings:
         return ShellVerdict(False, lexed.findings[0], commands)
     return ShellVerdict(True, READ_ONLY_REASON if commands else ASSIGNMENT_ONLY_REASON, commands)
+
+
+def _inside_project(word: WordInfo | None) -> bool:
+    """A ``cd``/``git -C`` directory that stays inside the project: relative, literal, no ``..``."""
+    if word is None:
+        return False
+    value = word.literal_value()
+    if value is None or not value or value.startswith(("/", "~", "-")):
+        return False
+    return ".." not in value.split("/")
+
+
+def _git_dirs(args: list[WordInfo]) -> list[WordInfo | None]:
+    """The ``-C DIR`` values among git's global options (before the subcommand)."""
+    found: list[WordInfo | None] = []
+    i = 0
+    while i < len(args) and args[i].value.startswith("-"):
+        if args[i].value == "-C":
+            found.append(args[i + 1] if i + 1 < len(args) else None)
+            i += 2
+            continue
+        i += 1
+    return found
 
 
 _KEYWORD_REASONS = {
@@ -181,9 +217,11 @@ def _leading_keyword(statement: str) -> str | None:
 class _Walker:
     """Walks the bashlex trees of one statement; the first refusal wins."""
 
-    def __init__(self, src: str, commands: list[str]) -> None:
+    def __init__(self, src: str, commands: list[str], dirs: list[WordInfo | None]) -> None:
         self.src = src
         self.commands = commands
+        # Directories a "cd" or "git -C" moves to (None: to $HOME / $OLDPWD).
+        self.dirs = dirs
         self.reason: str | None = None
 
     def refuse(self, reason: str) -> None:
@@ -303,6 +341,11 @@ class _Walker:
                 self.refuse("command-name:not a plain word")
             return
         args = [analyze_word(self.raw(w)) for w in words[1:]]
+        if name_raw == "cd":
+            operands = [a for a in args if not a.value.startswith("-") or a.value == "-"]
+            self.dirs.extend(operands if operands else [None])
+        elif name_raw == "git":
+            self.dirs.extend(_git_dirs(args))
         problem = command_problem(name_raw, args)
         if problem:
             self.refuse(problem)

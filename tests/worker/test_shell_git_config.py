@@ -1,0 +1,201 @@
+"""git_config_hazard and the hardened git constants (issue 13)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from worker.shell.git_config import (
+    GIT_ENV_TO_REMOVE,
+    HARDENED_GIT_ENV,
+    HARDENED_GIT_OPTIONS,
+    HARDENED_SUBCOMMAND_OPTIONS,
+    command_uses_git,
+    git_config_hazard,
+    parse_git_config,
+)
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+PLAIN_CONFIG = """[core]
+\trepositoryformatversion = 0
+\tfilemode = true
+\tbare = false
+\thooksPath = .husky
+[remote "origin"]
+\turl = https://example.invalid/x.git
+\tfetch = +refs/heads/*:refs/remotes/origin/*
+[branch "main"]
+\tremote = origin
+[diff "python"]
+\txfuncname = "^def .*$"
+[user]
+\tname = A; email = ignored
+"""
+
+
+def make_repo(root: Path, config: str = PLAIN_CONFIG) -> Path:
+    (root / ".git" / "info").mkdir(parents=True)
+    (root / ".git" / "config").write_text(config)
+    (root / "src").mkdir()
+    (root / "src" / "a.py").write_text("x = 1\n")
+    return root
+
+
+def test_plain_repository_has_no_hazard(tmp_path: Path) -> None:
+    make_repo(tmp_path)
+    (tmp_path / ".gitattributes").write_text("*.py diff=python\n*.bin -text binary\n")
+    assert git_config_hazard(str(tmp_path), None) is None
+
+
+HAZARDS = [
+    ('[filter "x"]\n\tclean = sh -c id\n', "filter.x.clean"),
+    ('[filter "x"]\n\tsmudge = id\n', "filter.x.smudge"),
+    ('[filter "x"]\n\tprocess = id\n', "filter.x.process"),
+    ('[diff "x"]\n\ttextconv = id\n', "diff.x.textconv"),
+    ('[diff "x"]\n\tcommand = id\n', "diff.x.command"),
+    ("[diff]\n\texternal = id\n", "diff.external"),
+    ('[merge "x"]\n\tdriver = id %A\n', "merge.x.driver"),
+    ("[core]\n\tfsmonitor = ./hook\n", "core.fsmonitor"),
+    ("[core]\n\tfsmonitor\n", "core.fsmonitor"),
+    ("[CORE]\n\tFSMonitor = true\n", "core.fsmonitor"),
+    ("[core] fsmonitor = ./hook\n", "core.fsmonitor"),
+    ("[core]\n\tpager = id\n", "core.pager"),
+    ("[core]\n\tattributesFile = /tmp/a\n", "core.attributesfile"),
+    ("[core]\n\tsshCommand = id\n", "core.sshcommand"),
+    ("[pager]\n\tlog = id\n", "pager.log"),
+    ("[include]\n\tpath = other\n", "include.path"),
+    ('[includeIf "gitdir:/"]\n\tpath = other\n', "includeif"),
+    ("[alias]\n\tst = !id\n", "alias.st"),
+    ("[gpg]\n\tprogram = id\n", "gpg.program"),
+    ('[gpg "ssh"]\n\tprogram = id\n', "gpg.ssh.program"),
+    ("[log]\n\tshowSignature = true\n", "log.showsignature"),
+    ('[remote "o"]\n\tuploadpack = id\n', "remote.o.uploadpack"),
+    ('[remote "o"]\n\tpromisor = true\n', "remote.o.promisor"),
+    ("[filter.x]\n\tclean = id\n", "filter.x.clean"),
+    ('[filter "x"]\n\tclean = a \\\n b\n', "filter.x.clean"),
+    ("[core\n\tfsmonitor = x\n", "cannot check"),
+    ("garbage line\n", "cannot check"),
+]
+
+
+@pytest.mark.parametrize(("config", "needle"), HAZARDS)
+def test_config_hazards(tmp_path: Path, config: str, needle: str) -> None:
+    make_repo(tmp_path, PLAIN_CONFIG + config)
+    reason = git_config_hazard(str(tmp_path), None)
+    assert reason is not None and needle in reason, reason
+
+
+def test_harmless_booleans(tmp_path: Path) -> None:
+    make_repo(tmp_path, PLAIN_CONFIG + "[core]\n\tfsmonitor = false\n[log]\n\tshowSignature = no\n")
+    assert git_config_hazard(str(tmp_path), None) is None
+
+
+def test_attributes_anywhere_and_in_the_overlay(tmp_path: Path) -> None:
+    project = make_repo(tmp_path / "p")
+    (project / "src" / "deep").mkdir()
+    (project / "src" / "deep" / ".gitattributes").write_text("*.py filter=x\n")
+    reason = git_config_hazard(str(project), None)
+    assert reason is not None and "filter=x" in reason
+    (project / "src" / "deep" / ".gitattributes").unlink()
+    assert git_config_hazard(str(project), None) is None
+    (project / ".git" / "info" / "attributes").write_text("[attr]m filter=y\n")
+    assert "filter=y" in (git_config_hazard(str(project), None) or "")
+    (project / ".git" / "info" / "attributes").unlink()
+    overlay = tmp_path / "overlay"
+    (overlay / "src").mkdir(parents=True)
+    (overlay / "src" / ".gitattributes").write_text("* filter=z\n")
+    assert "filter=z" in (git_config_hazard(str(project), str(overlay)) or "")
+    (overlay / "src" / ".gitattributes").unlink()
+    (overlay / ".git").mkdir()
+    (overlay / ".git" / "config").write_text("[core]\n\tfsmonitor = ./x\n")
+    assert "core.fsmonitor" in (git_config_hazard(str(project), str(overlay)) or "")
+
+
+def test_nested_submodule_worktree_and_parent_repositories(tmp_path: Path) -> None:
+    outer = make_repo(tmp_path / "outer")
+    project = outer / "src" / "proj"
+    project.mkdir()
+    assert git_config_hazard(str(project), None) is None
+    (outer / ".git" / "config").write_text("[alias]\n\tx = !id\n")
+    assert "alias.x" in (git_config_hazard(str(project), None) or "")
+    (outer / ".git" / "config").write_text(PLAIN_CONFIG)
+    nested = project / "vendor" / "lib"
+    make_repo(nested, "[diff]\n\texternal = id\n")
+    assert "diff.external" in (git_config_hazard(str(project), None) or "")
+    (nested / ".git" / "config").write_text(PLAIN_CONFIG)
+    modules = outer / ".git" / "modules" / "sub"
+    modules.mkdir(parents=True)
+    (modules / "config").write_text('[filter "x"]\n\tsmudge = id\n')
+    assert "filter.x.smudge" in (git_config_hazard(str(outer), None) or "")
+    (modules / "config").write_text(PLAIN_CONFIG)
+    # a worktree: ".git" is a file pointing elsewhere, with a commondir
+    wt_git = tmp_path / "wtgit"
+    wt_git.mkdir()
+    (wt_git / "commondir").write_text("../outer/.git\n")
+    (wt_git / "config.worktree").write_text("[core]\n\tpager = id\n")
+    tree = tmp_path / "wt"
+    tree.mkdir()
+    (tree / ".git").write_text(f"gitdir: {wt_git}\n")
+    assert "core.pager" in (git_config_hazard(str(tree), None) or "")
+    (wt_git / "config.worktree").unlink()
+    assert git_config_hazard(str(tree), None) is None
+
+
+def test_parse_git_config() -> None:
+    entries = list(parse_git_config('[a "B c"]\n\tK = v ; x\n[d.E]\nflag\n# c\n'))
+    assert entries == [("a", "B c", "k", "v ; x"), ("d", "e", "flag", None)]
+
+
+def test_command_uses_git() -> None:
+    assert command_uses_git("git status")
+    assert command_uses_git("ls && git log | head")
+    assert not command_uses_git("cat .git/config")
+
+
+@needs_git
+def test_hardened_git_runs_no_configured_program(tmp_path: Path) -> None:
+    """The constants are accepted by this git and keep a hostile config from running anything.
+
+    The repository defines an fsmonitor hook, a pager, an external diff and a textconv, each
+    of which would create a marker file; git status/diff/log -p with the hardened environment
+    and options must run and create none of them.
+    """
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    marker = tmp_path / "ran"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=m"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, env=env, check=True)
+    (repo / "a.txt").write_text("one\n")
+    subprocess.run([*git, "add", "a.txt"], cwd=repo, env=env, check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], cwd=repo, env=env, check=True)
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f"#!/bin/sh\necho ran >> {marker}\ncat\n")
+    hook.chmod(0o755)
+    with open(repo / ".git" / "config", "a") as fh:
+        fh.write(f"[core]\n\tfsmonitor = {hook}\n\tpager = {hook}\n"
+                 f"[diff]\n\texternal = {hook}\n[diff \"t\"]\n\ttextconv = {hook}\n")
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "attributes").write_text("*.txt diff=t\n")
+    (repo / "a.txt").write_text("two\n")
+    assert git_config_hazard(str(repo), None) is not None
+    hardened = {**env, **HARDENED_GIT_ENV}
+    for key in GIT_ENV_TO_REMOVE:
+        hardened.pop(key, None)
+    for sub, extra in (("status", ()), ("diff", None), ("log", None), ("show", None)):
+        opts = HARDENED_SUBCOMMAND_OPTIONS.get(sub, ()) if extra is None else extra
+        argv = ["git", *HARDENED_GIT_OPTIONS, sub, *opts]
+        if sub == "log":
+            argv.append("-p")
+        proc = subprocess.run(argv, cwd=repo, env=hardened, capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 0, (argv, proc.stderr)
+    assert not marker.exists(), marker.read_text()
+    # and the same config without hardening does run the hook (the test can fail)
+    subprocess.run(["git", "diff"], cwd=repo, env=env, capture_output=True, timeout=60)
+    assert marker.exists()
