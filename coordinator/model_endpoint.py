@@ -11,6 +11,23 @@ from coordinator.settings import Settings
 from protocol.model import ModelClient
 
 
+SETUP_SCENARIO = Path(__file__).parent / "scenarios" / "setup.yaml"
+SAMPLE_PROJECT = Path(__file__).parent / "demo" / "sample_project"
+
+
+def is_demo_project(project_root: Path) -> bool:
+    """A copy of the demo's sample project (its README and its calculator are there)."""
+    try:
+        readme = (project_root / "README.md").read_bytes()
+        return (
+            readme == (SAMPLE_PROJECT / "README.md").read_bytes()
+            and (project_root / "src" / "calc.py").is_file()
+            and (project_root / "tests" / "test_calc.py").is_file()
+        )
+    except OSError:
+        return False
+
+
 async def open_model_endpoint(
     settings: Settings, project_root: Path, default_scenario: Path
 ) -> tuple[Any, str, ModelClient]:
@@ -21,7 +38,14 @@ async def open_model_endpoint(
     if settings.uses_scripted_model:
         from coordinator.scripted_model import ScriptedModelServer, load_scenario
 
-        scenario_file = Path(settings["scenario"]) if settings["scenario"] else default_scenario
+        if settings["scenario"]:
+            scenario_file = Path(settings["scenario"])
+        elif is_demo_project(project_root):
+            scenario_file = default_scenario
+        else:
+            # The demo's content (edits to src/calc.py, new tests) must never land in a
+            # person's own project: there the scripted model says how to configure one.
+            scenario_file = SETUP_SCENARIO
         if not scenario_file.is_absolute():
             scenario_file = project_root / scenario_file
         server = ScriptedModelServer(

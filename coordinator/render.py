@@ -363,6 +363,10 @@ def speculation_line(s: SpeculationInfo) -> Text:
 
 def show_suggestion(reply: SuggestionReply, out: Console | None = None) -> None:
     out = out or console
+    if reply.text is None and reply.pending:
+        out.print(Text("suggestion pending: the next prompt is being predicted "
+                       "(`specrun suggestion --wait` waits for it)", style="bright_black"))
+        return
     if reply.text is None:
         why = f" ({reply.suppressed_reason})" if reply.suppressed_reason else ""
         out.print(Text(f"no suggestion{why}", style="bright_black"))

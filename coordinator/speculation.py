@@ -183,6 +183,14 @@ class SpeculationManager:
         if self.settings["enableSpeculation"]:
             suggestion.speculation = await self.start(text)
 
+    @property
+    def pending(self) -> bool:
+        """A suggestion is on its way: being generated after a turn, or the pipelined one
+        of an accepted speculation still being written."""
+        generating = self._generation is not None and not self._generation.done()
+        accepted = self._accepted
+        return generating or (accepted is not None and not accepted.pipelined_done.is_set())
+
     async def wait_visible(self, timeout_s: float) -> None:
         """For `specrun suggestion --wait`: until a suggestion is visible or generation is over."""
         deadline = time.monotonic() + timeout_s
@@ -406,7 +414,9 @@ class SpeculationManager:
     def suggestion_reply(self, req_id: int) -> SuggestionReply:
         current = self.current
         if current is None:
-            return SuggestionReply(req_id, None, False, self.last_suppressed, None)
+            return SuggestionReply(
+                req_id, None, False, self.last_suppressed, None, pending=self.pending
+            )
         spec = current.speculation.info() if current.speculation else None
         return SuggestionReply(req_id, current.text, current.visible, None, spec)
 

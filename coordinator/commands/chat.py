@@ -100,10 +100,12 @@ async def run_query(
         client_pid=req.client_pid,
         from_accept=via_accept,
     )
+    # Before the turn's end reaches the client: a `suggestion` sent right after `ask`
+    # must find the generation already under way (pending), not "no suggestion".
+    manager.after_turn(result.reason, mode)
     await out.send(
         TurnEnded(out.req_id, result.reason, result.message, False, time.monotonic() - started)
     )
-    manager.after_turn(result.reason, mode)
 
 
 async def cancel(svc: Service, identity: bytes, req: CancelRequest) -> None:
