@@ -10,7 +10,6 @@ from typing import Any
 from coordinator.settings import Settings
 from protocol.model import ModelClient
 
-
 SETUP_SCENARIO = Path(__file__).parent / "scenarios" / "setup.yaml"
 SAMPLE_PROJECT = Path(__file__).parent / "demo" / "sample_project"
 
