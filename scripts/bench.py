@@ -627,6 +627,9 @@ def print_table(rows: list[Row], info: dict[str, str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from _interrupt import stop_like_ctrl_c  # scripts/ is sys.path[0] when run
+
+    stop_like_ctrl_c()  # SIGTERM too stops what this script started
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_proto_worker"]:
         proto_worker(argv[1], argv[2], int(argv[3]))

@@ -186,6 +186,9 @@ def measure(rounds: int, aborts: int, latency_ms: int = 800) -> dict[str, Any]:
 
 
 def main() -> None:
+    from _interrupt import stop_like_ctrl_c  # scripts/ is sys.path[0] when run
+
+    stop_like_ctrl_c()  # SIGTERM too stops what this script started
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

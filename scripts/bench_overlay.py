@@ -123,6 +123,9 @@ def _ms(seconds: float) -> str:
 
 
 def main() -> int:
+    from _interrupt import stop_like_ctrl_c  # scripts/ is sys.path[0] when run
+
+    stop_like_ctrl_c()  # SIGTERM too stops what this script started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--counts", default="10,100,1000")

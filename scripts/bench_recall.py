@@ -139,6 +139,9 @@ async def bench(quick: bool) -> dict[str, object]:
 
 
 def main() -> int:
+    from _interrupt import stop_like_ctrl_c  # scripts/ is sys.path[0] when run
+
+    stop_like_ctrl_c()  # SIGTERM too stops what this script started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples")
     parser.add_argument("--json", action="store_true", help="print JSON")

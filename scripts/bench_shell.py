@@ -100,6 +100,9 @@ def _p99(values: list[float]) -> float:
 
 
 def main() -> int:
+    from _interrupt import stop_like_ctrl_c  # scripts/ is sys.path[0] when run
+
+    stop_like_ctrl_c()  # SIGTERM too stops what this script started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=200, help="calls per command (default 200)")
     parser.add_argument("--each", action="store_true", help="also print every command's medians")

@@ -121,6 +121,9 @@ async def measure(rounds: int) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
+    from _interrupt import stop_like_ctrl_c  # scripts/ is sys.path[0] when run
+
+    stop_like_ctrl_c()  # SIGTERM too stops what this script started
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -193,6 +193,9 @@ def median(results: list[dict[str, float]], key: str) -> float:
 
 
 def main() -> None:
+    from _interrupt import stop_like_ctrl_c  # scripts/ is sys.path[0] when run
+
+    stop_like_ctrl_c()  # SIGTERM too stops what this script started
     logging.basicConfig(level=logging.ERROR)  # workers exiting after their job is expected
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=20)

@@ -116,8 +116,21 @@ class DemoError(RuntimeError):
     pass
 
 
+def _as_ctrl_c(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run_demo(options: DemoOptions) -> int:
     out = Console(quiet=True) if options.as_json else render.console
+    # SIGTERM (a timeout, `kill`) cleans up like Ctrl-C: service stopped, temp dir removed.
+    previous_term = signal.signal(signal.SIGTERM, _as_ctrl_c)
+    try:
+        return _run_demo(options, out)
+    finally:
+        signal.signal(signal.SIGTERM, previous_term)
+
+
+def _run_demo(options: DemoOptions, out: Console) -> int:
     base = Path(tempfile.mkdtemp(prefix="specrun-demo-"))
     project = base / "calc"
     started = False
@@ -157,6 +170,7 @@ def _cleanup(base: Path, project: Path, started: bool) -> None:
     """Stop the service (and wait for every process it had), then remove the temp dir;
     a second Ctrl-C cannot interrupt this."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         if started:
             tree = _service_tree(project)
@@ -175,6 +189,7 @@ def _cleanup(base: Path, project: Path, started: bool) -> None:
         shutil.rmtree(base, ignore_errors=True)
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
 
 
 def _service_tree(project: Path) -> list[psutil.Process]:

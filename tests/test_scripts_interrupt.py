@@ -1,0 +1,64 @@
+"""Scripts stop what they started when they are interrupted: SIGTERM (a timeout) and
+SIGINT (Ctrl-C) in the middle of a run leave no service, worker or fork server behind."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from tests.support import REPO, isolated_env, wait_until
+
+# Each run, and how many processes of its own it has once it is in the middle of its
+# work (a service and its fork server; a worker pool's fork server and a worker).
+RUNS = {
+    "bench_accept": ([sys.executable, str(REPO / "scripts" / "bench_accept.py"), "--rounds",
+                      "3", "--aborts", "3", "--latency-ms", "800"], 3),
+    "bench_speculation": ([sys.executable, str(REPO / "scripts" / "bench_speculation.py")], 2),
+    "demo": ([str(REPO / "scripts" / "demo"), "--pace", "1"], 3),
+}
+
+
+def _descendants(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return proc.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_an_interrupted_script_leaves_nothing_running(name: str, sig: signal.Signals) -> None:
+    argv, busy = RUNS[name]
+    with isolated_env() as env:
+        popen = subprocess.Popen(argv, env=env.vars, cwd=REPO, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True)
+        script = psutil.Process(popen.pid)
+        seen: dict[int, psutil.Process] = {}
+
+        def in_the_middle() -> bool:
+            for p in _descendants(script):
+                seen.setdefault(p.pid, p)
+            return len(seen) >= busy
+
+        try:
+            assert wait_until(in_the_middle, timeout=60), f"only {len(seen)} processes started"
+            in_the_middle()
+            popen.send_signal(sig)
+            popen.wait(timeout=60)
+            left = [p for p in seen.values() if p.is_running()
+                     and p.status() != psutil.STATUS_ZOMBIE]
+            assert wait_until(lambda: not [p for p in left if p.is_running()], timeout=5), (
+                f"left running: {[p.cmdline() for p in left if p.is_running()]}\n"
+                f"{popen.stderr.read() if popen.stderr else ''}"
+            )
+        finally:
+            if popen.poll() is None:
+                popen.kill()
+                popen.wait()
+            for leftover in seen.values():
+                if leftover.is_running():
+                    leftover.kill()
