@@ -28,3 +28,4 @@ if [[ ! -f $stamp || "$(cat "$stamp")" != "$want" ]]; then
   echo "$want" > "$stamp"
 fi
 export PATH="$root/.venv/bin:$PATH"
+source "$(dirname "${BASH_SOURCE[0]}")/_system_deps.sh"

@@ -972,3 +972,25 @@ def test_uses_git() -> None:
     assert classify("git push").uses_git
     assert not classify("ls -la").uses_git
     assert not classify("echo git").uses_git
+
+
+# Found by scripts/fuzz_shell.py (each was a finding before it was fixed).
+FUZZ_FINDINGS: list[tuple[str, str]] = [
+    # bash -n rejects these; the statement splitter used to drop the empty statement
+    (";sed 's/x/y/2' f", "parse-error"),
+    ("ls; ;", "parse-error"),
+    ("ls & ;", "parse-error"),
+    ("ls;\n;", "parse-error"),
+    ("ls;;", "parse-error"),
+    # "~" expands to a directory: not a literal argument for a ruled command
+    ("git log ~", "dynamic-arg:git"),
+    ("sort ~-", "dynamic-arg:sort"),
+    ("sed -n p ~/x", "dynamic-arg:sed"),
+]
+
+
+@pytest.mark.parametrize(("command", "reason"), FUZZ_FINDINGS)
+def test_fuzz_findings(command: str, reason: str) -> None:
+    verdict = classify(command)
+    assert not verdict.read_only, verdict
+    assert verdict.reason.startswith(reason), verdict

@@ -323,7 +323,12 @@ class _Scanner:
         last = self.last_unescaped_char()
         return last == "" or last in _METACHARS
 
-    def end_statement(self) -> None:
+    def end_statement(self, separator: str = "\n") -> None:
+        # bash refuses ";" or "&" with no command before it (";ls", "ls; ;"); splitting it away
+        # silently would make the classifier read a command bash rejects (found by
+        # scripts/fuzz_shell.py's bash -n differential).
+        if separator != "\n" and not "".join(self.buffers[-1]).strip():
+            raise ScanError(f"{separator!r} with no command before it")
         self.buffers.append([])
 
     def peek(self, i: int) -> str:
@@ -650,11 +655,14 @@ class _Scanner:
             elif c == "\n":
                 i = self.newline(i)
             elif c == ";":
-                if self.peek(i + 1) == ";" or self.paren or self.brace:
-                    # ";;" only exists in case, which bashlex refuses: keep it for the parser.
+                if self.peek(i + 1) == ";":
+                    # ";;" only exists in case, which is refused anyway; bash rejects it
+                    # anywhere else, so it is a scan error (not a separator to drop).
+                    raise ScanError("';;' outside case")
+                if self.paren or self.brace:
                     self.emit(c)
                 else:
-                    self.end_statement()
+                    self.end_statement(";")
                 i += 1
             elif c == "&":
                 nxt = self.peek(i + 1)
@@ -670,7 +678,7 @@ class _Scanner:
                     self.emit(c)
                     i += 1
                 else:
-                    self.end_statement()
+                    self.end_statement("&")
                     i += 1
             else:
                 self.emit(c)
@@ -755,6 +763,10 @@ def analyze_word(raw: str) -> WordInfo:
     brace_marks: list[tuple[int, str]] = []
     i = 0
     n = len(raw)
+    if raw.startswith("~"):
+        # Tilde expansion (~, ~/x, ~user, ~+, ~-): bash replaces it with a directory, so the
+        # word's text is not what the command sees (found by scripts/fuzz_shell.py).
+        static = False
     while i < n:
         c = raw[i]
         if c == "\\":
