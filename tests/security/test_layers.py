@@ -289,9 +289,12 @@ def test_no_signal_reaches_a_process_outside(
 # --- resources -------------------------------------------------------------------------------
 
 
-def test_cpu_time_is_limited(helper: SandboxHelper, world: dict[str, Path]) -> None:
+@pytest.mark.parametrize("only", ["limits", "all"])
+def test_cpu_time_is_limited(helper: SandboxHelper, world: dict[str, Path], only: str) -> None:
+    """Also with the PID layer on: the command is not its namespace's init, whose
+    default-action signals (the limit's SIGXCPU) the kernel would drop."""
     limits = CommandLimits(cpu_s=1)
-    layers = ALL_LAYERS.only("limits")
+    layers = ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
     result = run(helper, world["project"], "while :; do :; done", layers, limits)
     assert result.exit_code in (-signal.SIGXCPU, -signal.SIGKILL), result
     assert not result.timed_out

@@ -3,17 +3,20 @@
 From the sandbox helper (``worker.contain.helper``: single-threaded, already in its own
 user namespace with the commands' root prepared):
 
-    helper ── fork ──▶ launcher: new session; new mount, network, IPC, UTS, PID namespaces
-                          └─ fork ──▶ command, pid 1 of its PID namespace: its mounts and
-                                      pivot, limits, no privileges, Landlock, seccomp, exec
+    helper ── clone ──▶ init, pid 1 of new mount, network, IPC, UTS and PID namespaces:
+                        new session, its mounts and pivot, limits, no privileges,
+                        Landlock, seccomp
+                          └─ fork ──▶ the command (exec bash)
 
-The launcher only waits for the command and exits as it did, so the helper sees an
-ordinary child. Each process dies with its parent (PR_SET_PDEATHSIG), and when the
-command (pid 1) exits the kernel kills everything else in its PID namespace, so nothing
-it started outlives it, not even a process that left the session.
+The init only reaps: it waits for the command and exits as it did (a signal N as 128+N,
+which the helper turns back into -N). The kernel ignores default-action signals sent to
+a namespace's init, so the command must not be pid 1 itself, or a CPU-limit SIGXCPU would
+be lost. Each process dies with its parent (PR_SET_PDEATHSIG), and when the init exits
+the kernel kills everything else in its PID namespace, so nothing the command started
+outlives it, not even a process that left the session.
 
-A layer that cannot be set up is never skipped: the launcher reports which one failed on
-a status pipe (closed by a successful exec) and the command does not run
+A layer that cannot be set up is never skipped: the child reports which one failed on a
+status pipe (closed by a successful exec) and the command does not run
 (``ContainmentUnavailable``).
 """
 
@@ -159,10 +162,10 @@ _SYS_CLONE = {"x86_64": 56, "amd64": 56, "aarch64": 220, "arm64": 220}
 
 def _clone_into_namespaces(layers: Layers) -> int:
     """fork(2) that puts the child straight into new mount, IPC and UTS namespaces (and
-    network and PID ones): one process instead of a launcher plus a child, the child being
-    pid 1 of its PID namespace. Like ``os.fork`` it returns 0 in the child; the child
-    only runs this module's setup code and then execs (Python's own after-fork hooks are
-    not needed for that in a single-threaded process)."""
+    network and PID ones), the child being pid 1 of its PID namespace. Like ``os.fork``
+    it returns 0 in the child; the child only runs this module's setup code and then
+    forks or execs (Python's own after-fork hooks are not needed for that in a
+    single-threaded process)."""
     flags = mounts.CLONE_NEWNS | mounts.CLONE_NEWIPC | mounts.CLONE_NEWUTS | signal.SIGCHLD
     if layers.network:
         flags |= mounts.CLONE_NEWNET
@@ -196,9 +199,37 @@ def _child(
         os.closerange(report + 1, 1 << 16)
         _enter_command(profile, report)
         os.chdir(cwd)
+        if profile.layers.pid:
+            _become_init(report)
         os.execve(argv[0], argv, dict(env))
     except BaseException as exc:  # exec failed, or a bug: say so, never run uncontained
         _fail(report, "exec", exc)
+
+
+def _become_init(report: int) -> None:
+    """As pid 1 of the namespace, fork the command and stay behind as its init: the
+    kernel ignores default-action signals sent to a namespace's init (a CPU-limit
+    SIGXCPU, a SIGPIPE), so the command itself must not be pid 1. Returns in the child."""
+    child = os.fork()
+    if child == 0:
+        return
+    os.close(report)
+    os.dup2(0, 1)  # fd 0 is /dev/null: the pipes belong to the command
+    os.dup2(0, 2)
+    while True:  # reap orphans until the command ends; then the namespace dies with us
+        try:
+            pid, status = os.wait()
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(SETUP_FAILED_EXIT)
+        if pid == child:
+            break
+    if os.WIFSIGNALED(status):
+        # A signal cannot be re-raised on a namespace's init; report it the way a shell
+        # would, and the reaper below turns 128+N back into -N.
+        os._exit(128 + os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
 def _read_report(fd: int) -> bytes:
@@ -210,16 +241,22 @@ def _read_report(fd: int) -> bytes:
         chunks.append(chunk)
 
 
-def _reaper(pid: int) -> Callable[[], int]:
+def _reaper(pid: int, *, through_init: bool) -> Callable[[], int]:
+    """Reap the command's process. Through our init (``_become_init``) a command killed
+    by signal N arrives as exit code 128+N, as a shell would report it: made -N again."""
+
     def reap() -> int:
         while True:
             try:
                 _pid, status = os.waitpid(pid, 0)
-                return os.waitstatus_to_exitcode(status)
             except InterruptedError:
                 continue
             except ChildProcessError:
                 return -signal.SIGKILL
+            code = os.waitstatus_to_exitcode(status)
+            if through_init and 128 < code < 128 + signal.NSIG:
+                return 128 - code
+            return code
 
     return reap
 
@@ -263,11 +300,12 @@ def run_contained(
     if failure:
         os.close(out_r)
         os.close(err_r)
-        _reaper(pid)()
+        _reaper(pid, through_init=False)()
         layer, _, detail = failure.decode(errors="replace").partition("\t")
         raise ContainmentUnavailable(layer, detail or "unknown error")
     try:
-        return collect(pid, out_r, err_r, _reaper(pid), start, timeout_s, output_cap)
+        reap = _reaper(pid, through_init=profile.layers.pid)
+        return collect(pid, out_r, err_r, reap, start, timeout_s, output_cap)
     finally:
         os.close(out_r)
         os.close(err_r)
