@@ -53,7 +53,8 @@ settings or the wire; a helper with it set says so on stderr."""
 
 _MAX_MESSAGE = 64 << 20
 _HEADER = struct.Struct("!I")
-Mode = Literal["read_only", "captured"]
+# "verify": the hostile probes of `specrun sandbox --verify`, run without asking the classifier
+Mode = Literal["read_only", "captured", "verify"]
 
 
 def classifier_bypassed() -> bool:

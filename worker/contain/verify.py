@@ -1,0 +1,283 @@
+"""``specrun sandbox --verify``: prove the containment profile live on this machine.
+
+A fresh sandbox helper runs one probe command per escape inside the full profile (the
+classifier is not asked: these commands are hostile on purpose) against real targets
+made for the occasion: a project file, a file in ``$HOME``, a loopback TCP listener, a
+unix socket in the specrun runtime directory, this process as a signal target. Each
+check says what was tried and what happened; any layer missing or any escape that got
+through makes the verification fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.work import CommandLimits
+from worker.contain.helper import Request, SandboxHelper
+from worker.contain.spawn import ContainmentUnavailable
+from worker.shell.runner import ShellResult
+
+
+@dataclass(frozen=True)
+class Check:
+    layer: str
+    tried: str
+    happened: str
+    held: bool
+
+
+class _Targets:
+    """Things an escape would touch, made for the verification and removed after it."""
+
+    def __init__(self, runtime_dir: Path) -> None:
+        token = secrets.token_hex(4)
+        self.base = Path(tempfile.mkdtemp(prefix="specrun-verify-"))
+        self.project = self.base / "project"
+        self.project.mkdir()
+        self.file = self.project / "file.txt"
+        self.file.write_text("original\n")
+        self.home_secret = Path.home() / f".specrun-verify-{token}"
+        self.home_secret.write_text(f"secret-{token}\n")
+        self.home_planted = Path.home() / f".specrun-verify-planted-{token}"
+        self.tmp_planted = Path(tempfile.gettempdir()) / f"specrun-verify-planted-{token}"
+        runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.unix_path = runtime_dir / f"verify-{token}.sock"
+        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.unix.bind(str(self.unix_path))
+        self.unix.listen(4)
+        self.tcp = socket.create_server(("127.0.0.1", 0))
+        self.port = self.tcp.getsockname()[1]
+        self.connections: list[str] = []
+        self.signals: list[int] = []
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._accept, args=(s, name), daemon=True)
+            for s, name in ((self.tcp, "tcp"), (self.unix, "unix"))
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _accept(self, server: socket.socket, name: str) -> None:
+        server.settimeout(0.1)
+        while not self._stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            self.connections.append(name)
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        for sock in (self.tcp, self.unix):
+            sock.close()
+        for path in (self.home_secret, self.home_planted, self.tmp_planted, self.unix_path):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _catching_usr1(received: list[int]) -> Iterator[None]:
+    previous = signal.signal(signal.SIGUSR1, lambda sig, _frame: received.append(sig))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
+def _metadata(path: Path) -> tuple[int, int, bytes]:
+    info = path.stat()
+    return stat.S_IMODE(info.st_mode), info.st_mtime_ns, path.read_bytes()
+
+
+def verify(runtime_dir: Path) -> tuple[list[Check], bool]:
+    """Run every probe; returns the checks and whether all layers held."""
+    helper = SandboxHelper.start()
+    targets = _Targets(runtime_dir)
+    checks: list[Check] = []
+    try:
+        for layer in helper.layers:
+            if not layer.active:
+                checks.append(Check(layer.name, "set up the layer", layer.detail, False))
+        if all(layer.active for layer in helper.layers):
+            checks += _probes(helper, targets)
+    finally:
+        helper.close()
+        targets.close()
+    return checks, all(check.held for check in checks)
+
+
+def _probes(helper: SandboxHelper, t: _Targets) -> list[Check]:
+    def run(command: str, limits: CommandLimits | None = None) -> ShellResult:
+        request = Request(
+            command=command,
+            cwd=str(t.project),
+            project=str(t.project),
+            timeout_s=20.0,
+            output_cap=8192,
+            mode="verify",
+            limits=limits or CommandLimits(),
+        )
+        return helper.run(request)
+
+    checks: list[Check] = []
+
+    def probe(layer: str, tried: str, attempt: Callable[[], tuple[bool, str]]) -> None:
+        try:
+            held, happened = attempt()
+        except ContainmentUnavailable as exc:
+            held, happened = False, str(exc)
+        checks.append(Check(layer, tried, happened, held))
+
+    def metadata_write() -> tuple[bool, str]:
+        before = _metadata(t.file)
+        result = run(f"chmod 600 {t.file}; touch -d 2001-01-01 {t.file}; echo x >> {t.file}")
+        held = _metadata(t.file) == before
+        return held, _first_error(result) if held else "the project file changed"
+
+    def home_read() -> tuple[bool, str]:
+        result = run(f"cat {t.home_secret}")
+        held = "secret-" not in result.stdout
+        return held, _first_error(result) if held else "the file was read"
+
+    def home_and_tmp_write() -> tuple[bool, str]:
+        result = run(f"echo x > {t.home_planted}; echo x > {t.tmp_planted}")
+        held = not t.home_planted.exists() and not t.tmp_planted.exists()
+        return held, _first_error(result) if held else "a file appeared outside"
+
+    def tcp() -> tuple[bool, str]:
+        result = run(f"echo x > /dev/tcp/127.0.0.1/{t.port}")
+        time.sleep(0.2)
+        held = "tcp" not in t.connections
+        return held, _first_error(result) if held else "the listener was reached"
+
+    def unix() -> tuple[bool, str]:
+        code = f"import socket; socket.socket(socket.AF_UNIX).connect('{t.unix_path}')"
+        result = run(f'python3 -c "{code}" 2>&1 | tail -n 1')
+        time.sleep(0.2)
+        held = "unix" not in t.connections
+        detail = result.stdout.strip() or _first_error(result)
+        return held, detail if held else "the socket was reached"
+
+    def signals() -> tuple[bool, str]:
+        received: list[int] = []
+        with _catching_usr1(received):
+            result = run(f"kill -USR1 {os.getpid()}")
+            time.sleep(0.1)
+        held = not received
+        return held, _first_error(result) if held else "the signal arrived"
+
+    def cpu() -> tuple[bool, str]:
+        result = run("while :; do :; done", CommandLimits(cpu_s=1))
+        held = result.exit_code in (-signal.SIGXCPU, -signal.SIGKILL) and not result.timed_out
+        return held, f"ended after {result.duration:.1f} s (exit {result.exit_code})"
+
+    def file_size() -> tuple[bool, str]:
+        result = run("head -c 4000000 /dev/zero > /tmp/big", CommandLimits(file_size_bytes=1 << 20))
+        held = result.exit_code != 0
+        return held, f"exit {result.exit_code}" + (f": {_first_error(result)}" if held else "")
+
+    def processes() -> tuple[bool, str]:
+        result = run(f'python3 -c "{FORK_400}"', CommandLimits(processes=8))
+        held = "REFUSED" in result.stdout
+        return held, result.stdout.strip() or _first_error(result)
+
+    def privileges() -> tuple[bool, str]:
+        result = run("grep -E '^(CapEff|NoNewPrivs)' /proc/self/status")
+        fields = dict(
+            line.split(":", 1) for line in result.stdout.strip().splitlines() if ":" in line
+        )
+        held = int(fields.get("CapEff", "1").strip(), 16) == 0 and fields.get(
+            "NoNewPrivs", ""
+        ).strip() == "1"
+        return held, " ".join(result.stdout.split())
+
+    probe("filesystem", "chmod, touch and append to a project file", metadata_write)
+    probe("filesystem", f"read {t.home_secret.name} in $HOME", home_read)
+    probe("filesystem", "write a file in $HOME and in the host's /tmp", home_and_tmp_write)
+    probe("network", f"TCP connect to 127.0.0.1:{t.port}", tcp)
+    probe("ipc_signals", "connect to a unix socket in the runtime directory", unix)
+    probe("ipc_signals", "SIGUSR1 to the verifying process", signals)
+    probe("limits", "busy loop with a 1 s CPU limit", cpu)
+    probe("limits", "write 4 MB with a 1 MB file size limit", file_size)
+    probe("limits", "start 400 processes with a limit of 8", processes)
+    probe("privileges", "read the capability sets", privileges)
+    return checks
+
+
+# Starts up to 400 sleeping children; says after how many the kernel refused a fork (bash
+# would retry a refused fork for seconds).
+FORK_400 = (
+    "import os, time\n"
+    "for n in range(400):\n"
+    "    try:\n"
+    "        if os.fork() == 0:\n"
+    "            time.sleep(5); os._exit(0)\n"
+    "    except OSError as e:\n"
+    "        print('REFUSED after', n, 'processes:', e.strerror); break\n"
+    "else:\n"
+    "    print('400 processes started')"
+)
+
+
+def _first_error(result: ShellResult) -> str:
+    for line in result.stderr.splitlines():
+        if line.strip():
+            return line.strip().split(": ", 1)[-1]
+    return f"exit {result.exit_code}"
+
+
+def main(argv: list[str]) -> int:
+    """``python -m worker.contain.verify RUNTIME_DIR [--json] [--layers]``: print one line
+    per check (or the layer report only), exit 1 when anything leaked or is missing."""
+    import json
+
+    from protocol.endpoints import runtime_base
+
+    as_json = "--json" in argv
+    if "--layers" in argv:
+        helper = SandboxHelper.start()
+        helper.close()
+        layers = helper.layers
+        ok = all(layer.active for layer in layers)
+        if as_json:
+            rows = [{"layer": x.name, "active": x.active, "detail": x.detail} for x in layers]
+            print(json.dumps({"ok": ok, "layers": rows}))
+        else:
+            for x in layers:
+                print(f"{'active ' if x.active else 'MISSING'}  {x.name:<12} {x.detail}")
+        return 0 if ok else 1
+    checks, ok = verify(runtime_base())
+    if as_json:
+        rows = [
+            {"layer": c.layer, "tried": c.tried, "happened": c.happened, "held": c.held}
+            for c in checks
+        ]
+        print(json.dumps({"ok": ok, "checks": rows}))
+    else:
+        for c in checks:
+            mark = "held " if c.held else "LEAK "
+            print(f"{mark} {c.layer:<12} {c.tried}: {c.happened}")
+        print("every layer held" if ok else "the sandbox is NOT complete on this machine")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
