@@ -1004,6 +1004,23 @@ def explain_shell(command: str | None, batch: bool, as_json: bool) -> None:
     sys.exit(EXIT_OK if code in (0, 1) else EXIT_ERROR)
 
 
+@cli.command("sandbox")
+@click.option("--verify", is_flag=True,
+              help="Attempt every escape inside the sandbox and report what held.")
+@json_option
+def sandbox(verify: bool, as_json: bool) -> None:
+    """Show the layers of the sandbox that unapproved shell commands run in, or with
+    --verify prove them live: a probe tries each escape (project metadata, $HOME read and
+    write, TCP, a specrun socket, a signal, CPU/file/process limits, capabilities) and
+    one line per check says what was tried and what happened. Needs no service; exits 1
+    if a layer is missing or leaks.
+    """
+    args = [] if verify else ["--layers"]
+    if as_json:
+        args.append("--json")
+    sys.exit(subprocess.call([sys.executable, "-P", "-m", "worker.contain.verify", *args]))
+
+
 def main() -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     cli(prog_name="specrun")
