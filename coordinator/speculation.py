@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import secrets
 import time
 from collections.abc import Coroutine
@@ -132,6 +133,7 @@ class SpeculationManager:
         self._generation: asyncio.Task[object] | None = None
         self._accepted: Speculation | None = None  # accepted, its pipelined text pending
         self._moves = 0  # bumped whenever the user submits something
+        self._flushing: asyncio.Task[object] | None = None
 
     @property
     def settings(self) -> Settings:
@@ -208,6 +210,7 @@ class SpeculationManager:
             log.info("CacheSafeParams not available for speculation")
             return None
         spec = Speculation(id=f"spec-{next(self._ids)}-{secrets.token_hex(3)}", suggestion=text)
+        self._preflush()  # runs beside the speculation; an accept may follow it soon
         try:
             handle = await self.service.pool.acquire("speculation", spec.id)
         except WorkerStartError as exc:
@@ -268,6 +271,8 @@ class SpeculationManager:
             handle.state = WorkerState.STOPPING  # it exits by itself after the pipelined step
             spec.finish("completed")
             self.stats.completed += 1
+            if event.outcome.written_files:
+                self._preflush()
         elif isinstance(event, Boundary) and spec.status == "running":
             spec.outcome = event.outcome
             spec.turns = event.outcome.turns
@@ -404,6 +409,17 @@ class SpeculationManager:
             return  # the user moved on meanwhile
         if spec.pipelined and self.settings["enableFollowupSuggestions"]:
             await self.offer(spec.pipelined, delay_s=0.0)
+
+    def _preflush(self) -> None:
+        """Write the file system's dirty pages out now, while the person reads the
+        suggestion. The accept's durability barrier (syncfs) waits for every dirty page of
+        the file system, not only its own: right after a big write (a fresh clone's
+        `pip install`, a build) the first Tab took 0.6-1 s instead of ~30 ms. Started with
+        each speculation (so it is done by the time Tab can apply anything) and again when
+        one completes with files; one flush at a time."""
+        if self._flushing is not None and not self._flushing.done():
+            return
+        self._flushing = self._spawn(asyncio.to_thread(os.sync))
 
     def _write_pending(self, ov: overlay.Overlay, accepted: list[Message]) -> None:
         files = {rel: digest(path) for rel, path in ov.written_files().items() if path.exists()}
