@@ -33,6 +33,7 @@ from overlay.paths import real_root, resolve_relative
 from protocol.approval import ApprovalMode
 from worker.contain.helper import classifier_bypassed
 from worker.shell.classifier import ShellVerdict, classify
+from worker.shell.git_config import git_config_hazard
 
 GateAction = Literal["allow", "redirect", "sandbox", "boundary"]
 
@@ -76,7 +77,7 @@ def protected_reason(rel: str, extra: Sequence[str] = ()) -> str | None:
         return None
     if parts[0] == PROTECTED_TOP or any(part in PROTECTED_NAMES for part in parts):
         return f"protected_path:{rel}"
-    if extra and pathspec.PathSpec.from_lines("gitwildmatch", extra).match_file(rel):
+    if extra and pathspec.GitIgnoreSpec.from_lines(extra).match_file(rel):
         return f"protected_path:{rel}"
     return None
 
@@ -176,6 +177,12 @@ def _evaluate(
         if not isinstance(command, str) or not command.strip():
             return GateDecision("boundary", "shell:empty", args)
         verdict = read_only_verdict(command)
+        if verdict.read_only and verdict.uses_git:
+            hazard = git_config_hazard(
+                os.fspath(overlay.root), _overlay_dir(overlay)
+            )
+            if hazard is not None:
+                return GateDecision("boundary", f"git_config:{hazard}", args)
         if verdict.read_only:
             return GateDecision("allow", "shell_read_only", args)
         if sandboxed_shell:
@@ -184,6 +191,11 @@ def _evaluate(
     if name in DENIED_TOOLS:
         return GateDecision("boundary", f"denied_tool:{name}", args)
     return GateDecision("boundary", f"unknown_tool:{name}", args)
+
+
+def _overlay_dir(overlay: OverlayLike) -> str | None:
+    directory = getattr(overlay, "overlay_dir", None)
+    return None if directory is None else os.fspath(directory)
 
 
 def _relative_spellings(overlay: OverlayLike, path: Any) -> list[str]:

@@ -59,6 +59,7 @@ from worker.contain.limits import limit_reached
 from worker.contain.spawn import ContainmentUnavailable
 from worker.fork import ForkedChat, pipelined_suggestion
 from worker.gate import read_only_verdict
+from worker.shell.git_config import git_config_hazard
 from worker.shell.runner import ShellResult
 from worker.speculation import Emit, LoopEnd, Toolbox, final_event, run_loop
 from worker.tools import DirectAccess, ToolContext, ToolStop, execute
@@ -100,7 +101,7 @@ async def _main_chat_tool(job: RunTool, helper: SandboxHelper) -> tuple[ToolResu
         shell_timeout_s=job.timeout_s,
     )
     if call.name == SHELL_TOOL and job.shell == "read_only":
-        reason = approval_needed(call)
+        reason = approval_needed(call, job.project_root)
         if reason is not None:
             return _refused(call, reason), reason
         runner = contained_runner(helper, job.project_root, None, job.limits, stop_on_limit=False)
@@ -117,16 +118,21 @@ def _refused(call: ToolCall, reason: str) -> ToolResult:
     )
 
 
-def approval_needed(call: ToolCall) -> str | None:
+def approval_needed(call: ToolCall, project_root: str) -> str | None:
     """Why a shell call must wait for the user's yes, or ``None`` when it is proven
-    read-only. A call without a command runs: the tool itself reports the bad argument."""
+    read-only (and, for git, the repository's configuration names no program git could
+    run). A call without a command runs: the tool itself reports the bad argument."""
     command = call.args().get("command")
     if not isinstance(command, str) or not command.strip():
         return None
     verdict = read_only_verdict(command)
-    if verdict.read_only:
-        return None
-    return verdict.reason or "not proven read-only"
+    if not verdict.read_only:
+        return verdict.reason or "not proven read-only"
+    if verdict.uses_git:
+        hazard = git_config_hazard(project_root)
+        if hazard is not None:
+            return f"git_config:{hazard}"
+    return None
 
 
 def contained_runner(

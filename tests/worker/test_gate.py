@@ -238,3 +238,81 @@ def test_gate_never_raises_on_odd_args(overlay: Overlay) -> None:
 def test_real_overlay_satisfies_the_protocol(overlay: Overlay) -> None:
     typed: OverlayLike = overlay
     assert os.fspath(typed.resolve_read("src/app.py")).endswith("app.py")
+
+
+# -- git reads with a hostile repository configuration (issue 13) -----------------------------
+
+
+def _git_repo(project: Path) -> None:
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+
+
+def test_read_only_git_is_a_boundary_when_the_repo_config_names_a_program(
+    overlay: Overlay, project: Path
+) -> None:
+    _git_repo(project)
+    assert evaluate("run_shell_command", {"command": "git status"}, "default", overlay).action == (
+        "allow"
+    )
+    with (project / ".git" / "config").open("a") as config:
+        config.write("[core]\n\tfsmonitor = touch /tmp/owned\n")
+    decision = evaluate("run_shell_command", {"command": "git status"}, "default", overlay)
+    assert decision.action == "boundary"
+    assert decision.reason.startswith("git_config:")
+
+
+def test_a_filter_in_the_speculations_own_gitattributes_is_seen(
+    overlay: Overlay, project: Path
+) -> None:
+    _git_repo(project)
+    # Written into the overlay directly (the gate itself refuses such a write).
+    attributes = Path(overlay.overlay_dir) / ".gitattributes"
+    attributes.parent.mkdir(parents=True, exist_ok=True)
+    attributes.write_text("*.py filter=evil\n")
+    decision = evaluate("run_shell_command", {"command": "git diff"}, "default", overlay)
+    assert decision.action == "boundary"
+    assert decision.reason.startswith("git_config:")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [".git/config", ".git/hooks/pre-commit", ".gitattributes", "sub/.gitattributes",
+     ".gitmodules", ".specrun/settings.json", "vendor/lib/.git/config"],
+)
+def test_protected_paths_are_boundaries(overlay: Overlay, path: str) -> None:
+    decision = evaluate("write_file", {"file_path": path, "content": "x"}, "yolo", overlay)
+    assert decision.action == "boundary"
+    assert decision.reason == f"protected_path:{path}"
+
+
+def test_protected_paths_setting_and_links_into_git(overlay: Overlay, project: Path) -> None:
+    (project / ".git").mkdir()
+    (project / "cfg").symlink_to(project / ".git")
+    decision = evaluate("edit", {"file_path": "cfg/config", "old_string": "", "new_string": "x"},
+                        "yolo", overlay)
+    assert decision.reason == "protected_path:.git/config"
+    decision = evaluate("write_file", {"file_path": "deploy/prod.env", "content": "x"}, "yolo",
+                        overlay, protected_paths=["deploy/*.env"])
+    assert decision.reason == "protected_path:deploy/prod.env"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [{"file_path": "/etc/passwd"}, {"path": "../.."}, {"file_path": "~/.ssh/id_rsa"}],
+)
+def test_reads_outside_the_project_are_boundaries(
+    overlay: Overlay, args: dict[str, Any]
+) -> None:
+    name = "list_directory" if "path" in args else "read_file"
+    decision = evaluate(name, args, "yolo", overlay)
+    if args.get("file_path", "").startswith("~"):
+        assert decision.action == "allow"  # a literal '~' directory inside the project
+    else:
+        assert decision.reason == f"read_outside_project:{name}"
+
+
+def test_glob_patterns_may_not_climb_out(overlay: Overlay) -> None:
+    decision = evaluate("glob", {"pattern": "../../**/*.pem"}, "yolo", overlay)
+    assert decision.reason == "read_outside_project:glob"

@@ -34,37 +34,47 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from worker.shell.classifier import ShellVerdict, classify
+from worker.shell.git_config import (
+    HARDENED_GIT_ENV,
+    HARDENED_GIT_OPTIONS,
+    HARDENED_SUBCOMMAND_OPTIONS,
+)
 
 READ_ONLY_PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_OUTPUT_CAP = 64 * 1024
 AFTER_EXIT_GRACE_S = 1.0
-# Options every read-only git call gets. Beyond what SPEC §4 asks (fsmonitor off, no pager, no
-# optional locks): no hooks, no network (also no lazy fetch in partial clones), and the default
-# signature programs instead of configured ones.
+# Options every read-only git call gets (``worker.shell.git_config``: no system or global
+# config, no fsmonitor, hooks, pager, network), plus the default signature programs instead
+# of configured ones.
 GIT_WRAPPER_OPTIONS = (
-    "-c", "core.fsmonitor=false",
-    "-c", "core.hooksPath=/dev/null",
-    "-c", "protocol.allow=never",
-    "-c", "log.showSignature=false",
+    *HARDENED_GIT_OPTIONS,
     "-c", "gpg.program=gpg",
     "-c", "gpg.ssh.program=ssh-keygen",
     "-c", "gpg.x509.program=gpgsm",
-    "--no-pager",
     "--no-optional-locks",
 )
+
+
+def _subcommand_case() -> str:
+    arms = [
+        f"{name}) __fix=({' '.join(options)});;"
+        for name, options in sorted(HARDENED_SUBCOMMAND_OPTIONS.items())
+    ]
+    return 'case "${1-}" in ' + " ".join(arms) + " esac; "
+
+
 # A bash function (exported to the shell as BASH_FUNC_git%%). It keeps git's global options in
-# front, and gives diff/log/show --no-ext-diff --no-textconv and blame --no-textconv, so that
-# external diff drivers and textconv programs from git config are not run.
+# front, and gives diff/log/show --no-ext-diff --no-textconv and blame/grep --no-textconv, so
+# that external diff drivers and textconv programs from git config are not run.
 _GIT_FUNCTION = (
     "() { local -a __pre=() __fix=(); "
     'while [ "$#" -gt 0 ]; do case "$1" in '
     '-C) __pre+=("$1" "${2-}"); shift; [ "$#" -gt 0 ] && shift;; '
     '-*) __pre+=("$1"); shift;; '
     "*) break;; esac; done; "
-    'case "${1-}" in diff|log|show) __fix=(--no-ext-diff --no-textconv);; '
-    "blame) __fix=(--no-textconv);; esac; "
-    'if [ "$#" -gt 0 ]; then command git ' + " ".join(GIT_WRAPPER_OPTIONS)
+    + _subcommand_case()
+    + 'if [ "$#" -gt 0 ]; then command git ' + " ".join(GIT_WRAPPER_OPTIONS)
     + ' "${__pre[@]}" "$1" "${__fix[@]}" "${@:2}"; '
     "else command git " + " ".join(GIT_WRAPPER_OPTIONS) + ' "${__pre[@]}"; fi; }'
 )
@@ -101,6 +111,7 @@ def read_only_environment() -> dict[str, str]:
         "LC_ALL": "C.UTF-8",
         "TERM": "dumb",
         "BASH_FUNC_git%%": _GIT_FUNCTION,
+        **HARDENED_GIT_ENV,
     }
 
 
