@@ -408,6 +408,20 @@ def bench_shell(repeat: int, rows: list[Row]) -> None:
             f"p99 {_p99(ours) * 1e6:.0f} µs",
         )
     )
+    costs = shell.profile_cost(max(20, repeat // 4))
+    profile = _median_ms(costs["profile"])
+    rows.append(
+        Row(
+            "shell command in the full containment profile",
+            profile,
+            "ms",
+            "only the overlay view + Landlock (before)",
+            _median_ms(costs["view"]),
+            "bench_shell",
+            f"bare subprocess {_median_ms(costs['bare']):.2f} ms; "
+            f"profile adds {profile - _median_ms(costs['bare']):.2f} ms to it",
+        )
+    )
 
 
 def bench_speculation(runs: int, rows: list[Row]) -> None:

@@ -94,6 +94,40 @@ def _bashlex(text: str) -> object:
         return exc
 
 
+def profile_cost(repeat: int) -> dict[str, list[float]]:
+    """Wall time of one command (``bash -c true``) three ways, in seconds per run: bare
+    (a plain subprocess, no containment), ``view`` (the sandbox helper with only the file
+    system view and Landlock: what a read-only command got before the full profile) and
+    ``profile`` (every layer). The classifier is not involved."""
+    import os
+    import tempfile
+
+    from worker.contain.helper import BYPASS_CLASSIFIER_ENV, Request, SandboxHelper
+    from worker.contain.spawn import ALL_LAYERS
+    from worker.shell.runner import run_shell
+
+    project = tempfile.mkdtemp(prefix="bench-profile-")
+    os.environ[BYPASS_CLASSIFIER_ENV] = "1"  # the helper's classifier re-check is not measured
+    helper = SandboxHelper.start()
+    os.environ.pop(BYPASS_CLASSIFIER_ENV, None)
+    samples: dict[str, list[float]] = {"bare": [], "view": [], "profile": []}
+    try:
+        variants = {"view": ALL_LAYERS.only("filesystem", "landlock"), "profile": ALL_LAYERS}
+        for _ in range(repeat):
+            start = time.perf_counter()
+            run_shell("true", project, 10, 1024)
+            samples["bare"].append(time.perf_counter() - start)
+            for name, layers in variants.items():
+                request = Request("true", project, project, 10, 1024, layers=layers)
+                start = time.perf_counter()
+                helper.run(request)
+                samples[name].append(time.perf_counter() - start)
+    finally:
+        helper.close()
+        os.rmdir(project)
+    return samples
+
+
 def _p99(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
@@ -141,6 +175,13 @@ def main() -> int:
     print(
         f"{'ratio':<14} {rows[0][1] / rows[1][1]:>9.2f}x {rows[0][2] / rows[1][2]:>9.2f}x"
     )
+    costs = profile_cost(max(20, args.repeat // 4))
+    print("\nrunning `bash -c true`:")
+    for name, values in costs.items():
+        print(f"{name:<14} {statistics.median(values) * 1e3:>8.2f}ms {_p99(values) * 1e3:>8.2f}ms")
+    added = statistics.median(costs["profile"]) - statistics.median(costs["bare"])
+    over_view = statistics.median(costs["profile"]) - statistics.median(costs["view"])
+    print(f"profile adds {added * 1e3:.2f} ms to a bare run, {over_view * 1e3:.2f} ms to the view")
     return 0
 
 
