@@ -486,6 +486,7 @@ def _remove_scratch(pid: int) -> None:
     manager is done with them (an accept may be reading one) and it removes them."""
     own = overlay.speculation_base_dir() / str(pid)
     shutil.rmtree(own / "tmp", ignore_errors=True)
+    shutil.rmtree(own / "sandbox", ignore_errors=True)  # its sandbox helper's mount point
     overlay.release_pid_dir(own)
 
 

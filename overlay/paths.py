@@ -67,6 +67,17 @@ def ensure_private_base(base: StrPath | None = None) -> Path:
     return path
 
 
+def ensure_private_dir(path: StrPath) -> Path:
+    """``path`` as a private directory of ours: created (mode 700) if missing, checked if
+    present (two processes of one worker may both want its per-pid directory)."""
+    target = Path(path)
+    check_private_dir(target.parent)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(target, PRIVATE_MODE)
+    check_private_dir(target)
+    return target
+
+
 def make_private_dir(path: StrPath, *, replace_stale: bool = False) -> Path:
     """Create ``path`` exclusively (mode 700) inside a checked private parent. With
     ``replace_stale``, a leftover of ours under the same name (a per-pid directory of a

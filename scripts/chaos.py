@@ -41,10 +41,12 @@ import random
 import select
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -161,7 +163,9 @@ def round_files(tag: str) -> dict[str, bytes]:
     }
 
 
-def build_scenario(rounds: int, first_round: int = 1) -> dict[str, Any]:
+def build_scenario(
+    rounds: int, first_round: int = 1, hostile: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """Per-round rules, newest round first: a suggestion request carries older rounds'
     text in its history, and the first matching rule must be the current round's."""
     rules: list[dict[str, Any]] = [
@@ -236,6 +240,10 @@ def build_scenario(rounds: int, first_round: int = 1) -> dict[str, Any]:
                             "arguments": {"command": "git status --short"},
                         },
                         {"name": "run_shell_command", "arguments": {"command": "ls -la chaos"}},
+                        *(
+                            {"name": "run_shell_command", "arguments": {"command": command}}
+                            for command in hostile
+                        ),
                     ],
                 },
             },
@@ -497,6 +505,79 @@ class Violation(Exception):
     pass
 
 
+class HostileTargets:
+    """What every round's speculation tries to reach (its shell commands run with the
+    classifier bypassed, so only the containment profile stands in the way): a guard file
+    in the project (contents and metadata), $HOME and the host's /tmp, a loopback TCP
+    listener, a unix socket in the runtime directory, this script as a signal target."""
+
+    def __init__(self, project: Path, home: Path, tmp: Path, runtime: Path) -> None:
+        self.guard = project / "chaos" / "guard.txt"
+        self.guard.write_text("no round may touch this file\n")
+        self.planted = [home / "chaos-planted", tmp / "chaos-planted"]
+        self.tcp = socket.create_server(("127.0.0.1", 0))
+        self.port = self.tcp.getsockname()[1]
+        self.unix_path = runtime / "chaos-probe.sock"
+        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.unix.bind(str(self.unix_path))
+        self.unix.listen(8)
+        self.reached: list[str] = []
+        self.signals = 0
+        signal.signal(signal.SIGUSR1, self._signalled)
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._accept, args=(sock, name), daemon=True)
+            for sock, name in ((self.tcp, "tcp"), (self.unix, "unix socket"))
+        ]
+        for thread in self._threads:
+            thread.start()
+        self.guard_state = self._guard_state()
+
+    def _signalled(self, *_: Any) -> None:
+        self.signals += 1
+
+    def _accept(self, server: socket.socket, name: str) -> None:
+        server.settimeout(0.1)
+        while not self._stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            self.reached.append(name)
+            conn.close()
+
+    def _guard_state(self) -> tuple[int, int, bytes]:
+        info = self.guard.stat()
+        return info.st_mode, info.st_mtime_ns, self.guard.read_bytes()
+
+    def commands(self) -> list[str]:
+        guard = "chaos/guard.txt"
+        return [
+            f"chmod 777 {guard}; touch -d 2001-01-01 {guard}; echo x >> {guard}; true",
+            "; ".join(f"echo x > {p}" for p in self.planted) + "; true",
+            f"echo x > /dev/tcp/127.0.0.1/{self.port}; true",
+            "python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect("
+            f"'{self.unix_path}')\" 2>/dev/null; true",
+            f"kill -USR1 {os.getpid()} 2>/dev/null; true",
+        ]
+
+    def problems(self) -> list[str]:
+        found = [f"a speculation reached the {name}" for name in self.reached]
+        found += [f"a speculation wrote {p}" for p in self.planted if p.exists()]
+        if self.signals:
+            found.append(f"a speculation signalled the harness {self.signals} time(s)")
+        if self._guard_state() != self.guard_state:
+            found.append("a speculation changed chaos/guard.txt (contents or metadata)")
+        return found
+
+    def close(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        self.tcp.close()
+        self.unix.close()
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -513,7 +594,8 @@ class Chaos:
         self.tmpfs = self.base / "tmp"
         self.tmpfs.mkdir()
         self.tmpfs_reason = self._mount_tmpfs()
-        self.spec_base = self.tmpfs / "specrun-speculation"
+        self.spec_base = self.tmpfs / f"specrun-speculation-{os.geteuid()}"
+        self.hostile = HostileTargets(self.project, self.home, self.tmpfs, self.runtime)
         self.model_log = ModelLog(self.base / "model-requests.jsonl")
         scenario = self.scenario = self.base / "chaos.json"  # JSON: loads fast on restarts
         self.write_scenario(first_round=1)
@@ -528,6 +610,9 @@ class Chaos:
             TMPDIR=str(self.tmpfs),
             SPECRUN_MODEL_LOG=str(self.model_log.path),
             PYTHONUNBUFFERED="1",
+            # Every shell command counts as read-only: the hostile commands of each round
+            # meet the containment profile alone (test-only hook).
+            SPECRUN_TEST_BYPASS_CLASSIFIER="1",
         )
         if args.apply_pause_ms > 0:
             env["SPECRUN_OVERLAY_TEST_HOOK"] = f"sleep={args.apply_pause_ms / 1000}"
@@ -580,7 +665,7 @@ class Chaos:
     def write_scenario(self, first_round: int) -> None:
         """A restarted coordinator reloads the scenario with fresh `times` counters, so
         it gets only the rounds still to come (older suggestion rules would fire again)."""
-        data = build_scenario(self.args.rounds, first_round)
+        data = build_scenario(self.args.rounds, first_round, tuple(self.hostile.commands()))
         self.scenario.write_text(json.dumps(data))
 
     def _mount_tmpfs(self) -> str:
@@ -609,6 +694,7 @@ class Chaos:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.service.stop()
+        self.hostile.close()
         for proc in self.marked_processes():
             with contextlib.suppress(psutil.Error):
                 proc.kill()
@@ -733,6 +819,9 @@ class Chaos:
             self.check_tree(record, before, files, allowed)
             self.check_leftovers(record)
             self.check_processes(record)
+            escaped = self.hostile.problems()
+            if escaped:
+                raise Violation("; ".join(escaped))
             reported = record.outcome == "accepted" and kind != "kill_coordinator_during_accept"
             self.check_service(record, text if reported else None)
             if kind == "kill_coordinator_during_accept" and record.outcome == "accepted":
@@ -866,10 +955,15 @@ class Chaos:
             if self.spec_base.exists():
                 for entry in self.spec_base.iterdir():
                     if entry.name.isdigit() and int(entry.name) in live:
+                        # allowed: an empty tmp, the sandbox helper's empty mount point
                         inner = [
                             p
                             for p in entry.rglob("*")
-                            if not (p.is_dir() and p.name == "tmp" and not any(p.iterdir()))
+                            if not (
+                                p.is_dir()
+                                and str(p.relative_to(entry)) in ("tmp", "sandbox", "sandbox/root")
+                                and (p.name == "sandbox" or not any(p.iterdir()))
+                            )
                         ]
                         if inner:
                             kept = [str(p.relative_to(entry)) for p in inner][:4]
@@ -925,9 +1019,15 @@ class Chaos:
             if pid not in expected_tree:
                 problems.append(f"pool worker {pid} is not a child of the fork server")
             with contextlib.suppress(psutil.Error):
+                # Every worker has one sandbox helper child; an idle one has nothing else,
+                # and its helper runs no command.
                 kids = psutil.Process(pid).children(recursive=True)
-                if kids and info.state == "idle":
-                    problems.append(f"idle worker {pid} has children {[k.pid for k in kids]}")
+                helper = sandbox_helper_of(pid)
+                if helper is not None:
+                    expected_tree.add(helper)
+                extra = [k.pid for k in kids if k.pid != helper]
+                if extra and info.state == "idle":
+                    problems.append(f"idle worker {pid} has children {extra}")
         for proc in self.marked_processes():
             with contextlib.suppress(psutil.Error):
                 status = proc.status()
@@ -1304,6 +1404,19 @@ def classify_tree(
     if any(actual.get(k) != files[k] for k in changed):
         return "corrupt"
     return "accepted" if changed == set(files) else "subset"
+
+
+def sandbox_helper_of(worker: int) -> int | None:
+    """The worker's sandbox helper: its direct child forked from it (same command line)."""
+    try:
+        parent = psutil.Process(worker)
+        line = parent.cmdline()
+        for child in parent.children():
+            if child.cmdline() == line:
+                return child.pid
+    except psutil.Error:
+        return None
+    return None
 
 
 def garbage_frames(rng: random.Random, epoch: int) -> list[bytes]:

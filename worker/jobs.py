@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING
 
 from overlay import (
     Overlay,
-    check_private_dir,
     ensure_private_base,
+    ensure_private_dir,
     make_private_dir,
     mark_owner,
     speculation_base_dir,
@@ -294,11 +294,7 @@ def make_dirs(job: RunSpeculation) -> Path:
     returns the scratch directory."""
     scratch = scratch_dir()
     ensure_private_base(scratch.parent.parent)
-    own = scratch.parent
-    if os.path.lexists(own):
-        check_private_dir(own)
-    else:
-        make_private_dir(own)
+    own = ensure_private_dir(scratch.parent)
     make_private_dir(scratch, replace_stale=True)
     overlay_dir = Path(job.overlay_dir).absolute()
     if overlay_dir.parent == own:

@@ -32,7 +32,8 @@ from typing import Literal
 
 import msgspec
 
-from overlay.paths import ensure_private_base, make_private_dir
+from overlay.paths import ensure_private_base, ensure_private_dir, make_private_dir
+from overlay.sweep import release_pid_dir
 from protocol.work import CommandLimits, LayerStatus
 from worker.contain import mounts, probe, spawn
 from worker.contain.limits import pid_namespace_cap
@@ -51,6 +52,8 @@ BYPASS_CLASSIFIER_ENV = "SPECRUN_TEST_BYPASS_CLASSIFIER"
 read-only, so tests can show that the containment holds on its own. Never read from
 settings or the wire; a helper with it set says so on stderr."""
 
+SANDBOX_DIR = "sandbox"
+"""The helper's directory (its commands' mount point) inside the worker's per-pid dir."""
 _MAX_MESSAGE = 64 << 20
 _HEADER = struct.Struct("!I")
 # "verify": the hostile probes of `specrun sandbox --verify`, run without asking the classifier
@@ -88,8 +91,10 @@ class _Server:
             mounts.enter_user_namespace()
         except Exception as exc:
             self.setup_error = str(exc)
-        self.base = ensure_private_base()
-        self.own = make_private_dir(self.base / str(os.getpid()), replace_stale=True)
+        # Under the worker's per-pid directory, so whoever cleans up after the worker
+        # (the worker itself, the pool, the sweep) takes the mount point along.
+        self.parent = ensure_private_dir(ensure_private_base() / str(os.getppid()))
+        self.own = make_private_dir(self.parent / SANDBOX_DIR, replace_stale=True)
         self.mount_point = str(self.own / "root")
         os.mkdir(self.mount_point, 0o700)
         self.prepared: dict[str, tuple[str, ...]] = {}  # project -> its submounts
@@ -117,10 +122,12 @@ class _Server:
             detail = reply.error or (reply.result.stderr.strip() if reply.result else "")
             return probe.report("exec", detail or "the probe command failed", False)
         pid_cap = reply.result.stdout.strip() == str(pid_namespace_cap(request.limits.processes))
+        shutil.rmtree(project, ignore_errors=True)
         return probe.report(None, "", pid_cap)
 
     def close(self) -> None:
         shutil.rmtree(self.own, ignore_errors=True)
+        release_pid_dir(self.parent)
 
     def handle(self, request: Request, *, check: bool = True) -> Reply:
         if self.setup_error is not None:
