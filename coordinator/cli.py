@@ -1014,6 +1014,11 @@ def sandbox(verify: bool, as_json: bool) -> None:
     write, TCP, a specrun socket, a signal, CPU/file/process limits, capabilities) and
     one line per check says what was tried and what happened. Needs no service; exits 1
     if a layer is missing or leaks.
+
+    \b
+    Examples:
+      specrun sandbox
+      specrun sandbox --verify
     """
     args = [] if verify else ["--layers"]
     if as_json:
