@@ -40,7 +40,13 @@ def mark_owner(pid_dir: StrPath, owner_pid: int) -> None:
     coordinator) is the owner. ``sweep`` keeps a dead worker's directory while its owner
     lives; the coordinator removes it itself on accept or abort.
     """
-    Path(pid_dir, OWNER_FILE).write_text(f"{owner_pid}\n")
+    # Never through a planted link: O_NOFOLLOW, and the file is replaced, not appended to.
+    path = os.path.join(os.fspath(pid_dir), OWNER_FILE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, f"{owner_pid}\n".encode())
+    finally:
+        os.close(fd)
 
 
 def release_pid_dir(pid_dir: StrPath) -> bool:
