@@ -236,17 +236,23 @@ def show_transcript(t: Transcript, out: Console | None = None, show_user: bool =
 
 
 def accept_summary(end: TurnEnded, transcript: Transcript | None) -> Text:
-    """``✓ accepted in 12 ms · 1 file applied (a.py) · saved 0.84 s``"""
+    """``✓ accepted in 12 ms · 1 file applied (a.py) · saved 0.84 s``; with more than one
+    file, every path follows on a line of its own, in full: what a Tab wrote is never
+    hidden behind an ellipsis (SPEC §11)."""
     line = Text("✓ accepted", style="bold green")
     line.append(f" in {end.elapsed_s * 1000:.0f} ms", style="green")
     if transcript is not None:
         files = transcript.files
-        if files:
-            names = ", ".join(files[:3]) + (", …" if len(files) > 3 else "")
-            line.append(f" · {len(files)} file{'s' if len(files) != 1 else ''} applied ({names})")
+        if len(files) == 1:
+            line.append(f" · 1 file applied ({files[0]})")
+        elif files:
+            line.append(f" · {len(files)} files applied")
         else:
             line.append(" · no file changes")
         line.append(f" · saved {transcript.time_saved_s:.2f} s", style="bold")
+        if len(files) > 1:
+            for name in files:
+                line.append(f"\n  wrote {name}")
     elif end.message:
         line.append(f" · {end.message}")
     return line
