@@ -138,7 +138,11 @@ async def run_loop(job: RunSpeculation, client: ModelClient, tools: Toolbox, emi
     for turn in range(limits.max_turns):
         if len(spec) >= limits.max_messages:
             return LoopEnd("completed", "max_messages", spec)
-        reply = await ask(client, chat.request(spec.messages, "speculation"), job, turn, emit)
+        try:
+            reply = await ask(client, chat.request(spec.messages, "speculation"), job, turn, emit)
+        except ModelRefused:
+            # Nothing to show at Tab: the user's own turn will get the model's answer.
+            return LoopEnd("boundary", "refusal", spec)
         spec.turns = turn + 1
         if not reply.text and not reply.tool_calls:
             return LoopEnd("completed", "empty", spec)
@@ -154,12 +158,18 @@ async def run_loop(job: RunSpeculation, client: ModelClient, tools: Toolbox, emi
     return LoopEnd("completed", "max_turns", spec)
 
 
+class ModelRefused(Exception):
+    """The model refused the speculated prompt (``refusal`` in its answer)."""
+
+
 async def ask(
     client: ModelClient, request: ChatRequest, job: RunSpeculation, turn: int, emit: Emit
 ) -> Message:
     """One streamed model turn: the visible text and the named calls (thinking dropped).
     Its text, if any, is reported once the answer is complete."""
     result = await client.chat(request)
+    if result.refusal is not None:
+        raise ModelRefused(result.refusal)
     reply = result.message
     text = reply.text if reply.text.strip() else ""
     calls = tuple(c for c in reply.tool_calls if c.name)

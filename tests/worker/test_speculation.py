@@ -358,6 +358,21 @@ def test_unknown_tool_answers_not_found_and_the_loop_goes_on(harness: Any) -> No
     }
 
 
+def test_a_refusal_ends_the_speculation_at_a_boundary(harness: Any) -> None:
+    """A model that declines the predicted prompt: nothing to show at Tab."""
+    h = harness(
+        [
+            rule({"tool_calls": [call("read_file", file_path="src/app.py")]}, times=1),
+            rule({"refusal": "I can't help with that."}),
+            PIPELINED_RULE,
+        ]
+    )
+    out = h.run(h.job())
+    end = only(out, Boundary)
+    assert end.reason == "refusal"
+    assert not any(isinstance(e, PipelinedSuggestion) for e in out.events)
+
+
 class RaisingToolbox(Toolbox):
     async def execute(self, call: ToolCall, action: str = "allow") -> ToolResult:
         raise RuntimeError("disk on fire")
