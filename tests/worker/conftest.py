@@ -178,7 +178,10 @@ def harness(spec_project: Path) -> Iterator[Any]:
     """``harness(rules, **scenario)`` starts the scripted model and returns a Harness."""
     made: list[Harness] = []
     own = speculation_base_dir() / str(os.getpid())
-    existed = own.exists()
+    # The shared sandbox helper keeps its mount point in this process's per-pid dir
+    # for the whole run; anything else there after the test is a leak.
+    shared_sandbox_helper()
+    before = set(os.listdir(own)) if own.exists() else set()
 
     def start(rules: list[dict[str, Any]], **scenario: Any) -> Harness:
         server = ScriptedModelServer({"rules": rules, "chunk_ms": 0, **scenario}).start()
@@ -192,10 +195,11 @@ def harness(spec_project: Path) -> Iterator[Any]:
         for h in made:
             h.server.stop()
             h.cleanup()
-    if not existed:
-        leftover = own.exists()
-        shutil.rmtree(own, ignore_errors=True)
-        assert not leftover, f"{own} was left behind"
+    after = set(os.listdir(own)) if own.exists() else set()
+    leftover = after - before - {"owner"}  # the owner mark goes with the last overlay
+    for name in leftover:
+        shutil.rmtree(own / name, ignore_errors=True)
+    assert not leftover, f"{sorted(leftover)} was left behind in {own}"
 
 
 @pytest.fixture(scope="module")

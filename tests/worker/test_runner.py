@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from worker.shell import ShellNotReadOnlyError, ShellResult, run_read_only, run_shell
+from worker.shell.git_config import HARDENED_GIT_ENV
 from worker.shell.runner import READ_ONLY_PATH, read_only_environment
 
 _counter = itertools.count(1)
@@ -158,18 +159,24 @@ def test_read_only_environment_is_clean(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("SPECRUN_TEST_SECRET", "s3cret")
     result = run_read_only("printenv", tmp_path, 10, 10_000)
     env = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
-    for name in ("PAGER", "GIT_DIR", "LD_PRELOAD", "LESSOPEN", "BASH_ENV", "SPECRUN_TEST_SECRET"):
+    for name in ("GIT_DIR", "LD_PRELOAD", "LESSOPEN", "BASH_ENV", "SPECRUN_TEST_SECRET"):
         assert name not in env
+    assert env["PAGER"] == "cat"  # never the caller's pager
     assert env["PATH"] == READ_ONLY_PATH
     assert env["TERM"] == "dumb"
     assert env["LC_ALL"] == "C.UTF-8"
-    assert not any(name.startswith("GIT_") for name in env)
+    # git's variables are exactly the hardened ones (no system/global config, no pager...)
+    assert {k: v for k, v in env.items() if k.startswith("GIT_")} == {
+        k: v for k, v in HARDENED_GIT_ENV.items() if k.startswith("GIT_")
+    }
     assert result.stderr == ""
 
 
 def test_read_only_environment_shape() -> None:
     env = read_only_environment()
-    assert set(env) == {"PATH", "HOME", "LANG", "LC_ALL", "TERM", "BASH_FUNC_git%%"}
+    assert set(env) == {
+        "PATH", "HOME", "LANG", "LC_ALL", "TERM", "BASH_FUNC_git%%", *HARDENED_GIT_ENV
+    }
 
 
 def test_full_shell_uses_the_given_environment(tmp_path: Path) -> None:

@@ -126,6 +126,9 @@ class _Server:
         return probe.report(None, "", pid_cap)
 
     def close(self) -> None:
+        if self.prepared:
+            with contextlib.suppress(OSError):
+                mounts.release_root(self.mount_point)
         shutil.rmtree(self.own, ignore_errors=True)
         release_pid_dir(self.parent)
 

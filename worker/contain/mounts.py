@@ -303,6 +303,13 @@ def prepare_root(mount_point: str, project: str) -> None:
     _mkdirs(f"{root}{project}")
 
 
+def release_root(mount_point: str) -> None:
+    """Undo ``prepare_root`` in the helper's namespace, so the (host) directory under it
+    can be removed."""
+    if os.path.isdir(os.path.join(mount_point, "proc")):
+        _libc().umount2(mount_point.encode(), _MNT_DETACH)
+
+
 def enter_root(view: View, mount_point: str, tmp_bytes: int, *, proc: bool = True) -> None:
     """Per command, in a fresh mount namespace copied from the helper's prepared one (and,
     with ``proc``, as pid 1 of a new PID namespace): mount ``/proc``, a private ``/tmp`` and
