@@ -87,8 +87,10 @@ class Reply(msgspec.Struct, frozen=True):
 class _Server:
     def __init__(self) -> None:
         self.setup_error: str | None = None
+        self.network: int | None = None
         try:
             mounts.enter_user_namespace()
+            self.network = mounts.empty_network_namespace()
         except Exception as exc:
             self.setup_error = str(exc)
         # Under the worker's per-pid directory, so whoever cleans up after the worker
@@ -179,7 +181,7 @@ class _Server:
             capture_work=None if work is None else str(work),
             submounts=self.prepared.get(project, ()),
         )
-        profile = Profile(view, self.mount_point, request.limits, request.layers)
+        profile = Profile(view, self.mount_point, request.limits, request.layers, self.network)
         tmp = "/tmp" if request.layers.filesystem else str(scratch)
         env = {**read_only_environment(), "HOME": tmp, "TMPDIR": tmp}
         if self.bash is None:

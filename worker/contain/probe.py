@@ -22,6 +22,7 @@ LAYER_OF_STAGE: dict[str, LayerName] = {
     "landlock": "landlock",
     "seccomp": "seccomp",
     "exec": "filesystem",
+    "network": "network",
 }
 
 
@@ -53,7 +54,11 @@ def report(failed_stage: str | None, failure: str, pid_cap: bool) -> tuple[Layer
             "toolchain directories read-only, private /tmp, nothing else of the user",
             True,
         ),
-        status("network", f"own network namespace, no interface up{tcp}", True),
+        status(
+            "network",
+            f"a network namespace with no interface up (the speculation's own){tcp}",
+            True,
+        ),
         status(
             "ipc_signals",
             f"own PID and IPC namespaces, no unix socket can be created{scope}",

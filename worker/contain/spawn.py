@@ -72,6 +72,8 @@ class Profile:
     mount_point: str
     limits: CommandLimits = field(default_factory=CommandLimits)
     layers: Layers = ALL_LAYERS
+    # the helper's empty network namespace (``mounts.empty_network_namespace``)
+    network_namespace: int | None = None
 
 
 class ContainmentUnavailable(RuntimeError):
@@ -161,14 +163,12 @@ _SYS_CLONE = {"x86_64": 56, "amd64": 56, "aarch64": 220, "arm64": 220}
 
 
 def _clone_into_namespaces(layers: Layers) -> int:
-    """fork(2) that puts the child straight into new mount, IPC and UTS namespaces (and
-    network and PID ones), the child being pid 1 of its PID namespace. Like ``os.fork``
+    """fork(2) that puts the child straight into new mount, IPC and UTS namespaces (and a
+    PID one), the child being pid 1 of its PID namespace. Like ``os.fork``
     it returns 0 in the child; the child only runs this module's setup code and then
     forks or execs (Python's own after-fork hooks are not needed for that in a
     single-threaded process)."""
     flags = mounts.CLONE_NEWNS | mounts.CLONE_NEWIPC | mounts.CLONE_NEWUTS | signal.SIGCHLD
-    if layers.network:
-        flags |= mounts.CLONE_NEWNET
     if layers.pid:
         flags |= mounts.CLONE_NEWPID
     number = _SYS_CLONE.get(platform.machine().lower())
@@ -190,6 +190,13 @@ def _child(
     try:
         os.setsid()
         _die_with_parent()
+        if profile.layers.network:
+            try:
+                if profile.network_namespace is None:
+                    raise OSError("the helper has no network namespace")
+                mounts.join_network_namespace(profile.network_namespace)
+            except OSError as exc:
+                _fail(report, "network", exc)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
