@@ -78,6 +78,9 @@ class ToolContext:
     """``grep_search`` skips larger files."""
     list_max_entries: int = 1000
     """``glob`` and ``list_directory`` show at most this many paths."""
+    use_ripgrep: bool = True
+    """``grep_search`` and ``glob`` let ripgrep pick the files to look at when its binary
+    runs; ``False`` forces the pure-Python walk (same output, slower on big trees)."""
 
 
 Runner = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
@@ -227,6 +230,11 @@ def show_path(root: Path, path: Path) -> str:
         text = path.relative_to(root).as_posix()
     except ValueError:
         text = str(path)
+    return quote_path(text)
+
+
+def quote_path(text: str) -> str:
+    """``text`` as tool output shows a path: JSON-quoted when it holds control characters."""
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
         return json.dumps(text, ensure_ascii=False)
     return text

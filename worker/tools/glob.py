@@ -7,7 +7,8 @@ import os
 from typing import Any
 
 from protocol.chat import ToolSpec
-from worker.tools.base import Tool, ToolContext, ToolError, show_path
+from worker.tools.base import Tool, ToolContext, ToolError, quote_path, show_path
+from worker.tools.rg import find_files, name_glob
 from worker.tools.tree import TreeView, glob_regex, split_glob, walk_files
 
 SPEC = ToolSpec(
@@ -35,6 +36,13 @@ SPEC = ToolSpec(
 )
 
 
+def _depth(rest: str) -> int | None:
+    """How many directory levels a match of ``rest`` can be below its start, when bounded."""
+    if "**" in rest or "{" in rest:
+        return None
+    return rest.count("/") + 1
+
+
 def _glob(args: dict[str, Any], ctx: ToolContext) -> str:
     access = ctx.access
     pattern: str = args["pattern"]
@@ -56,14 +64,30 @@ def _glob(args: dict[str, Any], ctx: ToolContext) -> str:
     regex = glob_regex(rest)
     found: list[tuple[int, str]] = []
     if start is not None and start.is_dir:
-        for node, rel in walk_files(view, start):
-            if not regex.match(rel):
-                continue
-            try:
-                mtime = node.physical.stat().st_mtime_ns
-            except OSError:
-                mtime = 0
-            found.append((-mtime, show_path(access.root, node.path)))
+        hits = None
+        if ctx.use_ripgrep:
+            hits = find_files(
+                view, start, name=name_glob(rest), max_depth=_depth(rest), ordered=False
+            )
+        if hits is not None:
+            cut = len(str(access.root).rstrip("/")) + 1
+            for hit in hits:  # strings all the way: a big tree lists tens of thousands
+                if not regex.match(hit.rel):
+                    continue
+                try:
+                    mtime = os.stat(hit.physical).st_mtime_ns
+                except OSError:
+                    mtime = 0
+                found.append((-mtime, quote_path(hit.logical[cut:])))
+        else:
+            for node, rel in walk_files(view, start):
+                if not regex.match(rel):
+                    continue
+                try:
+                    mtime = node.physical.stat().st_mtime_ns
+                except OSError:
+                    mtime = 0
+                found.append((-mtime, show_path(access.root, node.path)))
     if not found:
         return f"No files match {pattern!r} in {where}"
     found.sort()

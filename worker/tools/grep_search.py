@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from protocol.chat import ToolSpec
 from worker.tools.base import Tool, ToolContext, ToolError, looks_binary, show_path, split_lines
+from worker.tools.rg import find_files, name_glob
 from worker.tools.tree import Node, TreeView, glob_regex, walk_files
 
 SPEC = ToolSpec(
@@ -82,7 +84,24 @@ def _grep(args: dict[str, Any], ctx: ToolContext) -> str:
     if start is None:
         raise ToolError(f"Path not found: {where}")
 
-    files = walk_files(view, start) if start.is_dir else iter([(start, start.name)])
+    files: Iterable[tuple[Node, str]]
+    if not start.is_dir:
+        files = [(start, start.name)]
+    else:
+        chosen = None
+        if ctx.use_ripgrep:
+            name = include.removeprefix("./") if include else None
+            chosen = find_files(
+                view,
+                start,
+                pattern=pattern,
+                name=name_glob(name) if name else None,
+                max_filesize=ctx.search_max_file_bytes,
+            )
+        if chosen is not None:
+            files = ((hit.node(), hit.rel) for hit in chosen)
+        else:
+            files = walk_files(view, start)
 
     lines: list[str] = []
     too_big: list[str] = []

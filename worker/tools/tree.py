@@ -70,6 +70,11 @@ class TreeView:
                 node = Node(parent, parent, is_dir=True)
                 parent = parent.parent
 
+    def overlay_files(self) -> dict[Path, Path]:
+        """Logical path → overlay file, for every file written (not only registered) in the
+        speculation."""
+        return dict(self._files)
+
     def node(self, path: Path) -> Node | None:
         """What sits at ``path`` (logical), or ``None``."""
         if path in self._files:

@@ -1,0 +1,297 @@
+"""Search tools on a big tree: grep_search and glob against bare ripgrep in the same run.
+
+The tree is generated under a temp dir (removed afterwards, also on Ctrl-C or SIGTERM): about
+34,000 files laid out like a Python installation with its site-packages, a ``.gitignore``
+for ``__pycache__/`` (so about a third of the files are ignored), compiled ``.pyc`` and binary
+``.so`` files, and a few large data files. The tools run in-process through
+``worker.tools.execute`` exactly as a worker runs them (main-chat access, and a speculation's
+overlay with files written in it); the baselines are ``rg`` (the same binary) run bare on the
+same tree, the way an agent's own search would run it.
+
+    .venv/bin/python scripts/bench_search.py [--files 34000] [--runs 7] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from overlay import Overlay  # noqa: E402
+from protocol.chat import ToolCall  # noqa: E402
+from worker.tools import DirectAccess, OverlayAccess, ToolContext, execute  # noqa: E402
+from worker.tools.rg import rg_binary  # noqa: E402
+
+RARE = "def frobnicate_widget"
+COMMON = "import os"
+
+_WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "value",
+    "result",
+    "config",
+    "handler",
+    "parser",
+    "buffer",
+    "stream",
+    "token",
+    "record",
+    "index",
+    "cache",
+    "layout",
+    "widget",
+    "session",
+    "request",
+    "response",
+    "module",
+    "factory",
+    "loader",
+]
+
+
+def _source(rng: random.Random, n_defs: int, rare: bool) -> str:
+    lines = ['"""Generated module."""', ""]
+    if rng.random() < 0.5:
+        lines.append(COMMON)
+    lines += [f"import {rng.choice(_WORDS)}_{rng.randint(0, 99)}", ""]
+    for i in range(n_defs):
+        a, b = rng.choice(_WORDS), rng.choice(_WORDS)
+        lines += [
+            f"def {a}_{b}_{i}({a}, {b}=None):",
+            f'    """Return the {a} of the {b}."""',
+            f"    if {b} is None:",
+            f"        {b} = {rng.randint(0, 10_000)}",
+            f"    return {a} + {b}  # {rng.choice(_WORDS)}",
+            "",
+        ]
+    if rare:
+        lines += [f"{RARE}(x):", "    return x", ""]
+    return "\n".join(lines) + "\n"
+
+
+def make_tree(base: Path, n_files: int, seed: int = 15) -> Path:
+    """A Python-installation-like tree of about ``n_files`` files under ``base/python``."""
+    rng = random.Random(seed)
+    root = base / "python"
+    lib = root / "lib" / "python3.11"
+    site = lib / "site-packages"
+    (root / ".git").mkdir(parents=True)
+    (root / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (root / ".gitignore").write_text("__pycache__/\n*.egg-info/\n")
+    made = 2
+    pkg = 0
+    while made < n_files:
+        top = (lib if pkg % 5 == 0 else site) / f"pkg{pkg:04d}"
+        pkg += 1
+        for sub in range(rng.randint(1, 4)):
+            d = top if sub == 0 else top / f"sub{sub}"
+            d.mkdir(parents=True, exist_ok=True)
+            cache = d / "__pycache__"
+            cache.mkdir()
+            for m in range(rng.randint(3, 10)):
+                name = "__init__" if m == 0 else f"mod{m}"
+                text = _source(rng, rng.randint(2, 30), rare=rng.random() < 0.001)
+                (d / f"{name}.py").write_text(text)
+                (cache / f"{name}.cpython-311.pyc").write_bytes(
+                    b"\xa7\r\r\n\0\0\0\0" + text.encode()[:2000]
+                )
+                made += 2
+            if rng.random() < 0.2:
+                (d / "_speedups.cpython-311-x86_64-linux-gnu.so").write_bytes(
+                    b"\x7fELF\x02\x01\x01\0" + rng.randbytes(rng.randint(2_000, 60_000))
+                )
+                made += 1
+            if rng.random() < 0.15:
+                (d / "data.json").write_text(json.dumps({"k": list(range(rng.randint(5, 500)))}))
+                made += 1
+    for i in range(3):  # large files the search skips (over the 10 MiB cap)
+        (lib / f"big{i}.txt").write_text(("import os\n" + "x" * 1000 + "\n") * 11_000)
+    return root
+
+
+# --- measuring ---------------------------------------------------------------------------------
+
+
+def _timed(fn: Callable[[], object], runs: int) -> list[float]:
+    fn()  # warm: page cache, the rg binary, lazily compiled regexes
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def _tool(ctx: ToolContext, name: str, **args: str) -> Callable[[], str]:
+    call = ToolCall("c1", name, json.dumps(args))
+
+    def run() -> str:
+        result = asyncio.run(execute(call, ctx))
+        assert result.error is None, result.error
+        return result.output or ""
+
+    return run
+
+
+def _rg(root: Path, *argv: str) -> Callable[[], bytes]:
+    binary = rg_binary()
+    assert binary is not None
+
+    def run() -> bytes:
+        done = subprocess.run([binary, *argv], cwd=root, capture_output=True, check=False)
+        assert done.returncode in (0, 1), done.stderr
+        return done.stdout
+
+    return run
+
+
+@dataclasses.dataclass
+class Result:
+    name: str
+    tool_ms: float
+    rg_name: str
+    rg_ms: float
+    python_ms: float
+    output_lines: int
+
+    @property
+    def ratio(self) -> float:
+        return self.tool_ms / self.rg_ms
+
+
+def bench(n_files: int, runs: int, python_runs: int) -> dict[str, Any]:
+    base = Path(tempfile.mkdtemp(prefix="bench-search-"))
+    try:
+        t0 = time.perf_counter()
+        root = make_tree(base, n_files)
+        made_s = time.perf_counter() - t0
+        total = sum(1 for p in root.rglob("*") if p.is_file())
+        direct = ToolContext(access=DirectAccess(root))
+        walk = dataclasses.replace(direct, use_ripgrep=False)
+        overlay = Overlay(root, base / "overlay" / "1" / "bench")
+        spec = ToolContext(access=OverlayAccess(overlay))
+        for i, rel in enumerate(
+            ["lib/python3.11/pkg0000/mod1.py", "lib/python3.11/new_mod.py", "zz_notes.py"]
+        ):
+            _tool(spec, "write_file", file_path=rel, content=f"{RARE}(y{i}):\n    pass\n")()
+        cases: list[tuple[str, ToolContext, str, dict[str, str], str, tuple[str, ...]]] = [
+            (
+                f"grep_search {RARE!r} (rare)",
+                direct,
+                "grep_search",
+                {"pattern": RARE},
+                "rg -n PATTERN",
+                ("-n", "-e", RARE),
+            ),
+            (
+                f"grep_search {COMMON!r} (500-match cap)",
+                direct,
+                "grep_search",
+                {"pattern": COMMON},
+                "rg -n PATTERN | head -500",
+                ("-n", "-m", "1", "-e", COMMON),
+            ),
+            (
+                f"grep_search {RARE!r} include '*.py'",
+                direct,
+                "grep_search",
+                {"pattern": RARE, "include": "*.py"},
+                "rg -n -g '*.py' PATTERN",
+                ("-n", "-g", "*.py", "-e", RARE),
+            ),
+            (
+                "glob '**/*.py'",
+                direct,
+                "glob",
+                {"pattern": "**/*.py"},
+                "rg --files -g '*.py'",
+                ("--files", "-g", "*.py"),
+            ),
+            (
+                f"grep_search {RARE!r} in a speculation (3 overlay files)",
+                spec,
+                "grep_search",
+                {"pattern": RARE},
+                "rg -n PATTERN",
+                ("-n", "-e", RARE),
+            ),
+        ]
+        results: list[Result] = []
+        for name, ctx, tool, args, rg_name, rg_argv in cases:
+            print(f"  {name} ...", file=sys.stderr, flush=True)
+            fast = _tool(ctx, tool, **args)
+            slow_ctx = walk if ctx is direct else dataclasses.replace(ctx, use_ripgrep=False)
+            slow = _tool(slow_ctx, tool, **args)
+            out = fast()
+            assert out == slow(), f"rg and the walk disagree on {name}"
+            tool_s = _timed(fast, runs)
+            rg_s = _timed(_rg(root, *rg_argv), runs)
+            py_s = _timed(slow, python_runs)
+            results.append(
+                Result(
+                    name,
+                    statistics.median(tool_s) * 1000,
+                    rg_name,
+                    statistics.median(rg_s) * 1000,
+                    statistics.median(py_s) * 1000,
+                    len(out.splitlines()),
+                )
+            )
+        overlay.cleanup()
+        return {
+            "files": total,
+            "generate_s": made_s,
+            "runs": runs,
+            "python_runs": python_runs,
+            "results": [{**dataclasses.asdict(r), "ratio": r.ratio} for r in results],
+        }
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from _interrupt import stop_like_ctrl_c  # scripts/ is sys.path[0] when run
+
+    stop_like_ctrl_c()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=34_000)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--python-runs", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    report = bench(args.files, args.runs, args.python_runs)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"tree: {report['files']:,} files (generated in {report['generate_s']:.1f} s)")
+    print(f"{'case':58} {'tool ms':>9} {'bare rg ms':>10} {'ratio':>6} {'walk ms':>9}")
+    for r in report["results"]:
+        print(
+            f"{r['name']:58} {r['tool_ms']:9.1f} {r['rg_ms']:10.1f} {r['ratio']:6.2f} "
+            f"{r['python_ms']:9.1f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())

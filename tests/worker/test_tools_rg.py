@@ -1,0 +1,206 @@
+"""ripgrep as the file finder of grep_search and glob: it is really used, it gives the walk's
+answers (overlay shadowing, symlinks, size cap, gitignore), and it steps aside when it would
+read a pattern or the ignore rules differently."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from overlay import Overlay
+from tests.worker.tool_calls import body, make_tree, ok
+from worker.tools import DirectAccess, OverlayAccess, ToolContext
+from worker.tools.rg import find_files, name_glob, rg_binary, rust_pattern
+from worker.tools.tree import TreeView
+
+
+@pytest.fixture(autouse=True)
+def _rg_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPECRUN_SEARCH", raising=False)
+    assert rg_binary() is not None, "the ripgrep dependency is not installed"
+
+
+def _both(ctx: ToolContext, tool: str, **args: str) -> str:
+    """The tool's output with rg and with the walk; fails when they differ."""
+    fast = ok(ctx, tool, **args)
+    slow = ok(dataclasses.replace(ctx, use_ripgrep=False), tool, **args)
+    assert fast == slow
+    return fast
+
+
+def _found(access: DirectAccess | OverlayAccess, path: str = ".", **kw: object) -> list[str] | None:
+    view = TreeView(access)
+    start = view.node(access.logical_path(path))
+    assert start is not None
+    got = find_files(view, start, **kw)  # type: ignore[arg-type]
+    return None if got is None else [hit.rel for hit in got]
+
+
+@pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    make_tree(
+        root,
+        {
+            ".git/HEAD": "ref: refs/heads/main\n",
+            ".gitignore": "__pycache__/\n*.log\n",
+            "a.py": "needle = 1\n",
+            "b/c.py": "x = 'needle'\n",
+            "b/__pycache__/c.pyc": "needle\n",
+            "b/z.txt": "nothing\n",
+            "debug.log": "needle\n",
+            "bin.dat": b"needle\0needle\n",
+            "big.txt": "needle\n" + "x" * 200 + "\n",
+        },
+    )
+    return root
+
+
+def test_rg_is_used_and_lists_in_walk_order(proj: Path) -> None:
+    access = DirectAccess(proj)
+    assert _found(access) == [".gitignore", "a.py", "b/c.py", "b/z.txt", "big.txt", "bin.dat"]
+    assert _found(access, pattern="needle", max_filesize=100) == ["a.py", "b/c.py", "big.txt"]
+    assert _found(access, name="*.py") == ["a.py", "b/c.py"]
+    assert _found(access, max_depth=1) == [".gitignore", "a.py", "big.txt", "bin.dat"]
+    ctx = ToolContext(access=access, search_max_file_bytes=100)
+    out = _both(ctx, "grep_search", pattern="needle")
+    assert body(out) == ["a.py:1:needle = 1", "b/c.py:1:x = 'needle'"]
+    assert out.endswith("[Not searched, over 9.53674e-05 MiB: big.txt]")
+
+
+def test_overlay_files_shadow_the_real_ones(proj: Path, tmp_path: Path) -> None:
+    overlay = Overlay(proj, tmp_path / "ovl" / "1" / "s")
+    ctx = ToolContext(access=OverlayAccess(overlay))
+    ok(ctx, "edit", file_path="a.py", old_string="needle = 1", new_string="changed = 1")
+    ok(ctx, "edit", file_path="b/z.txt", old_string="nothing", new_string="needle now")
+    ok(ctx, "write_file", file_path="n/new.py", content="needle new\n")
+    ok(ctx, "write_file", file_path="n/__pycache__/x.pyc", content="needle cache\n")
+    try:
+        # every overlay file is a candidate (grep_search reads it), a shadowed one only once
+        assert _found(ctx.access, pattern="needle", max_filesize=100) == [
+            "a.py",
+            "b/c.py",
+            "b/z.txt",
+            "big.txt",
+            "n/new.py",
+        ]
+        assert body(_both(ctx, "grep_search", pattern="needle")) == [
+            "b/c.py:1:x = 'needle'",
+            "b/z.txt:1:needle now",
+            "big.txt:1:needle",
+            "n/new.py:1:needle new",
+        ]
+        assert body(_both(ctx, "grep_search", pattern="changed")) == ["a.py:1:changed = 1"]
+        assert _both(ctx, "grep_search", pattern="needle", path="n").count("needle") == 2
+        assert sorted(body(_both(ctx, "glob", pattern="**/*.py"))) == [
+            "a.py",
+            "b/c.py",
+            "n/new.py",
+        ]
+        # a .gitignore written in the overlay changes the rules: rg steps aside
+        ok(ctx, "write_file", file_path=".gitignore", content="b/\n")
+        assert _found(ctx.access) is None
+        assert body(_both(ctx, "grep_search", pattern="needle")) == [
+            "big.txt:1:needle",
+            "debug.log:1:needle",
+            "n/__pycache__/x.pyc:1:needle cache",
+            "n/new.py:1:needle new",
+        ]
+    finally:
+        overlay.cleanup()
+
+
+def test_symlinked_files_are_searched_and_symlinked_dirs_are_not(proj: Path) -> None:
+    os.symlink("a.py", proj / "link.py")
+    os.symlink("b", proj / "linkdir")
+    os.symlink("missing", proj / "dangling.py")
+    ctx = ToolContext(access=DirectAccess(proj))
+    assert body(_both(ctx, "grep_search", pattern="needle =")) == [
+        "a.py:1:needle = 1",
+        "link.py:1:needle = 1",
+    ]
+    assert sorted(body(_both(ctx, "glob", pattern="**/*.py"))) == [
+        "a.py",
+        "b/c.py",
+        "dangling.py",
+        "link.py",
+    ]
+
+
+@pytest.mark.filterwarnings("ignore:Possible nested set:FutureWarning")
+@pytest.mark.parametrize(
+    ("pattern", "lines"),
+    [
+        (r"\<b\>", ["t.txt:2:<b>"]),  # literal brackets to Python, word boundaries to rg
+        (r"[[]x", ["t.txt:3:[x"]),  # a nested class to rg
+        (r"(?<=a)b", ["t.txt:1:ab"]),  # look-behind: rg cannot compile it
+        (r"a{,1}b$", ["t.txt:1:ab"]),
+        (r"b\Z", ["t.txt:1:ab"]),
+        (r"^ab$", ["t.txt:1:ab"]),  # CRLF line end
+    ],
+)
+def test_patterns_rg_reads_differently_fall_back(
+    tmp_path: Path, pattern: str, lines: list[str]
+) -> None:
+    make_tree(tmp_path / "p", {"t.txt": b"ab\r\n<b>\n[x\n"})
+    ctx = ToolContext(access=DirectAccess(tmp_path / "p"))
+    assert body(_both(ctx, "grep_search", pattern=pattern)) == lines
+
+
+def test_rust_pattern_and_name_glob() -> None:
+    assert rust_pattern(r"\<a\>[\]]") == r"<a>[\]]"
+    assert rust_pattern(r"[^]a]x--y") == r"[^]a]x--y"
+    assert rust_pattern("[a--b]") is None
+    assert rust_pattern("[a&&b]") is None
+    assert name_glob("**/*.py") == "*.py"
+    assert name_glob("src/*.{ts,tsx}") == "*.{ts,tsx}"
+    assert name_glob("{a,b/c}/*.py") is None
+    assert name_glob("**") is None
+    assert name_glob("*") is None
+    assert name_glob("[ab].py") is None
+
+
+def test_ignore_files_above_a_project_without_git(tmp_path: Path) -> None:
+    outer = tmp_path / "outer"
+    make_tree(outer, {".gitignore": "*.py\n", "proj/a.py": "needle\n"})
+    access = DirectAccess(outer / "proj")
+    assert _found(access) is None  # rg would apply outer/.gitignore, the walk does not
+    assert body(_both(ToolContext(access=access), "grep_search", pattern="needle")) == [
+        "a.py:1:needle"
+    ]
+    (outer / "proj" / ".git").mkdir()  # a repository: rg stops at its root
+    assert _found(access) == ["a.py"]
+
+
+def test_random_trees_agree(tmp_path: Path) -> None:
+    rng = random.Random(15)
+    root = tmp_path / "r"
+    files: dict[str, str | bytes] = {".gitignore": "*.tmp\nskip/\n!keep.tmp\n"}
+    dirs = ["a", "b", "skip", "c d", "é", "x.tmp", "m.py"]
+    names = [*dirs, "keep.tmp", "n.txt"]
+    # (not "keep.tmp" as a directory: pathspec lets "!keep.tmp" re-include files below an
+    # excluded directory inside it, git and rg do not)
+    for _ in range(150):
+        depth = rng.randint(0, 3)
+        rel = "/".join([*(rng.choice(dirs) for _ in range(depth)), rng.choice(names)])
+        words = [rng.choice(["foo", "bar", "needle", "Needle", "x\r"]) for _ in range(4)]
+        files[rel + rng.choice(["", ".py", ".md"])] = "\n".join(words) + "\n"
+    for rel, content in files.items():
+        path = root / rel
+        if any(p.exists() and not p.is_dir() for p in path.parents):
+            continue
+        if path.is_dir():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, newline="")
+    ctx = ToolContext(access=DirectAccess(root), search_max_matches=40)
+    for pattern in ["needle", "(?i)needle", "^x$", "o+$", "zzz"]:
+        _both(ctx, "grep_search", pattern=pattern)
+        _both(ctx, "grep_search", pattern=pattern, include="*.py")
+        _both(ctx, "grep_search", pattern=pattern, path="a", include="**/b*")
+    for pattern in ["**/*.py", "*", "a/*", "**/keep.tmp", "**/*.{md,py}", "a/**/b"]:
+        _both(ctx, "glob", pattern=pattern)

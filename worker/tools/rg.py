@@ -1,0 +1,405 @@
+"""ripgrep as the file finder of ``grep_search`` and ``glob``.
+
+The search tools keep their own semantics (Python regular expressions, the tree walk's order,
+``.gitignore`` through pathspec, the 8 KB binary sniff, the size cap): ripgrep only narrows the
+set of files they look at, which is where a pure-Python walk spends its time on a big tree.
+:func:`find_files` returns the files of a directory the walk in :mod:`worker.tools.tree` would
+visit that can matter, in the walk's order: for ``grep_search`` the files in which rg finds the
+pattern plus the ones it skipped for size, for ``glob`` every file (optionally only those whose
+name matches a glob). The caller then runs exactly the code it runs on the walk's output, so
+lines, numbers, caps and notes come out the same.
+
+A speculation's overlay files shadow the real ones: rg lists the real tree, the listed paths
+written in the overlay are dropped, and the overlay's files (filtered by the same ignore rules
+as the walk) are merged in at their place in the order.
+
+``None`` means "use the walk": no runnable rg binary, a pattern rg would read differently from
+Python (or cannot compile), ignore rules rg would see differently (a ``.gitignore`` written in
+the overlay, ignore files above a project that is not a git repository, a directory outside the
+project), or rg failing. ``SPECRUN_SEARCH=python`` in the environment (or ``use_ripgrep=False`` in
+the tool context) always uses the walk.
+
+Known difference, where rg follows git and the walk (pathspec) does not: a negated pattern
+naming a directory (``!keep``) re-includes, for pathspec, files below an excluded directory
+inside it; git and rg never look inside an excluded directory. And a nested repository (a
+directory holding ``.git``) does not see the ignore rules of the directories above it in rg.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+from worker.tools.tree import SKIPPED_DIRS, IgnoreRules, Node, TreeView
+
+__all__ = ["Hit", "find_files", "name_glob", "rg_binary", "rust_pattern"]
+
+_EXE = "rg.exe" if sys.platform == "win32" else "rg"
+_TYPE = "specrunsel"
+
+
+def _candidates() -> Iterable[str]:
+    env = os.environ.get("SPECRUN_RG")
+    if env:
+        yield env
+    yield os.path.join(os.path.dirname(sys.executable), _EXE)
+    scripts = sysconfig.get_path("scripts")
+    if scripts:
+        yield os.path.join(scripts, _EXE)
+    found = shutil.which(_EXE)
+    if found:
+        yield found
+
+
+@functools.cache
+def rg_binary() -> str | None:
+    """The first ripgrep 14 binary that runs: ``$SPECRUN_RG``, next to the interpreter (the
+    ``ripgrep`` wheel installs it there), the interpreter's scripts directory, ``PATH``."""
+    seen: set[str] = set()
+    for path in _candidates():
+        if path in seen or not os.path.isfile(path):
+            continue
+        seen.add(path)
+        try:
+            done = subprocess.run([path, "--version"], capture_output=True, timeout=10, check=False)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if done.returncode == 0 and done.stdout.startswith(b"ripgrep 14."):
+            return path
+    return None
+
+
+# --- patterns ----------------------------------------------------------------------------------
+
+
+def rust_pattern(pattern: str) -> str | None:
+    """``pattern`` (valid Python syntax) spelled for rg's regex engine so that rg finds at
+    least every line Python's ``re`` finds, or ``None`` when that cannot be promised.
+
+    Python-only syntax (look-around, back references, ``\\Z``, ``{,n}`` ...) makes rg fail,
+    which also means ``None`` (via :func:`find_files`). Here: ``\\<``/``\\>`` are word
+    boundaries to rg but literal ``<``/``>`` to Python, and a ``[`` inside a class, or ``&&``,
+    ``--``, ``~~`` there, are set operations to rg but literal characters to Python.
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_class = False
+    class_start = 0
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            out.append(nxt if nxt in "<>" else ch + nxt)
+            i += 2
+            continue
+        if in_class:
+            at_start = i == class_start or (i == class_start + 1 and pattern[class_start] == "^")
+            if ch == "]" and not at_start:
+                in_class = False
+            elif ch == "[" or pattern.startswith(("&&", "--", "~~"), i):
+                return None
+        elif ch == "[":
+            in_class = True
+            class_start = i + 1
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+_SAFE_NAME = re.compile(r"[\w.*?{},+@%=~ -]+")
+
+
+def name_glob(pattern: str) -> str | None:
+    """For a glob over ``/``-separated paths, a glob every matching path's *file name* matches,
+    in the syntax shared by ``glob_regex`` and rg, or ``None``. It only lets rg skip files
+    early: the caller still matches each path against the whole pattern."""
+    last = pattern.rsplit("/", 1)[-1]
+    if not last or "**" in last or "{" in pattern[: len(pattern) - len(last)]:
+        return None
+    if not _SAFE_NAME.fullmatch(last) or last.strip("*") == "":
+        return None
+    depth = 0
+    for ch in last:
+        if ch == "{":
+            depth += 1
+            if depth > 1:
+                return None
+        elif ch == "}":
+            depth -= 1
+            if depth < 0:
+                return None
+    return last if depth == 0 else None
+
+
+# --- running rg --------------------------------------------------------------------------------
+
+
+def _mirrors_ignore_rules(root: Path) -> bool:
+    """Whether rg, told to ignore parent directories beyond a git repository, applies the same
+    ignore files as the walk (which reads only the project's own): true for a project that is
+    a git repository, and for one with no ignore files or repository above it."""
+    if os.path.lexists(root / ".git"):
+        return True
+    return not any(
+        os.path.lexists(parent / ".gitignore") or os.path.lexists(parent / ".git")
+        for parent in root.parents
+    )
+
+
+class Hit(NamedTuple):
+    """A file found: its path relative to the start directory (posix), its logical absolute
+    path and the file holding its content (the overlay copy of a file written in it)."""
+
+    rel: str
+    logical: str
+    physical: str
+
+    def node(self) -> Node:
+        return Node(Path(self.logical), Path(self.physical), is_dir=False)
+
+
+class _Proc:
+    """A child process whose stdout goes to a memory file (see :meth:`output`)."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+        self._fds: list[int] = []
+        if hasattr(os, "memfd_create"):
+            out: int = os.memfd_create("specrun-search-out", os.MFD_CLOEXEC)
+            err: int = os.memfd_create("specrun-search-err", os.MFD_CLOEXEC)
+            self._fds = [out, err]
+            self.proc = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
+            )
+        else:
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+
+    def output(self) -> tuple[int, bytes, bytes]:
+        """(exit status, stdout, stderr) once the process ended. Output goes to memory files
+        rather than pipes: rg writes a listing one path at a time, and draining a pipe costs
+        a wake-up per write (tens of thousands on a big tree). Nothing touches the disk,
+        which a speculation could not write outside its overlay anyway."""
+        try:
+            if not self._fds:
+                out, err = self.proc.communicate()
+                return self.proc.returncode, out, err
+            code = self.proc.wait()
+            got = []
+            for fd in self._fds:
+                size = os.lseek(fd, 0, os.SEEK_END)
+                got.append(os.pread(fd, size, 0) if size else b"")
+            return code, got[0], got[1]
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+
+
+def _rg_argv(
+    binary: str,
+    root: Path,
+    where: str,
+    *,
+    pattern: str | None,
+    no_ignore: bool,
+    name: str | None,
+    max_depth: int | None,
+    max_filesize: int | None,
+) -> list[str]:
+    argv = [
+        binary,
+        "--no-config",
+        "--no-messages",
+        "--hidden",
+        "--no-ignore-global",
+        "--no-ignore-dot",
+        "--null",
+        "--color=never",
+        "-g",
+        "!.git/",
+    ]
+    if no_ignore:
+        argv.append("--no-ignore")
+    elif not os.path.lexists(root / ".git"):
+        # No repository: rg must read .gitignore files anyway (there are none above the
+        # project, see _mirrors_ignore_rules). In a repository it must not: with this flag it
+        # would also apply the ignore files of directories above the repository.
+        argv.append("--no-require-git")
+    if name is not None:
+        argv += ["--type-add", f"{_TYPE}:{name}", "--type", _TYPE]
+    if max_depth is not None:
+        argv += ["--max-depth", str(max_depth)]
+    if max_filesize is not None:
+        argv += ["--max-filesize", str(max_filesize)]
+    if pattern is None:
+        argv.append("--files")
+    else:
+        argv += ["--files-with-matches", "--crlf", "-e", pattern]
+    return [*argv, "--", where]
+
+
+@functools.cache
+def _find_binary() -> str | None:
+    return shutil.which("find")
+
+
+def _find_argv(binary: str, where: str, max_filesize: int | None) -> list[str]:
+    """What rg leaves out and the walk visits: symlinks (rg does not follow them; the walk
+    reads a symlinked file) and, for a search, files over the size cap (rg skips them
+    silently; the search names them). ``find`` reads only directory entries for the links,
+    and stats regular files only for the size test."""
+    wanted = ["-type", "l"]
+    if max_filesize is not None:
+        wanted = ["(", "-type", "l", "-o", "-type", "f", "-size", f"+{max_filesize}c", ")"]
+    return [binary, where, "-name", ".git", "-type", "d", "-prune", "-o", *wanted, "-print0"]
+
+
+class _Visibility:
+    """Whether the walk from ``start`` reaches a file, by the same ignore rules (cached per
+    directory, for the few files checked this way: overlay files, symlinks, big files)."""
+
+    def __init__(self, view: TreeView, start: Path, no_ignore: bool) -> None:
+        self.view = view
+        self.no_ignore = no_ignore
+        self._dirs: dict[Path, IgnoreRules | None] = {
+            start: IgnoreRules() if no_ignore else IgnoreRules.at(view, start)
+        }
+
+    def _rules(self, directory: Path) -> IgnoreRules | None:
+        if directory in self._dirs:
+            return self._dirs[directory]
+        outer = self._rules(directory.parent)
+        rules: IgnoreRules | None = None
+        if outer is not None and directory.name not in SKIPPED_DIRS:
+            if self.no_ignore:
+                rules = outer
+            elif not outer.ignored(directory, True):
+                rules = outer.entering(self.view, directory)
+        self._dirs[directory] = rules
+        return rules
+
+    def visible(self, path: Path) -> bool:
+        rules = self._rules(path.parent)
+        return rules is not None and (self.no_ignore or not rules.ignored(path, False))
+
+
+def find_files(
+    view: TreeView,
+    start: Node,
+    *,
+    pattern: str | None = None,
+    name: str | None = None,
+    max_depth: int | None = None,
+    max_filesize: int | None = None,
+    ordered: bool = True,
+) -> list[Hit] | None:
+    """The files below directory ``start`` that ``walk_files(view, start)`` yields and that
+    can matter, in the walk's order; ``None`` when rg cannot stand in for the walk (see the
+    module's docstring).
+
+    ``pattern`` (Python syntax): only files rg finds it in, plus files over ``max_filesize``
+    (rg skips them; the caller reports them). ``name``: only files whose name matches this
+    glob (see :func:`name_glob`). ``max_depth``: files at most this many levels down.
+    Symlinks that are not directories and overlay files are always included: the caller
+    checks them as it checks the walk's files. ``ordered=False``: in any order.
+    """
+    if os.environ.get("SPECRUN_SEARCH") == "python":
+        return None
+    binary, finder = rg_binary(), _find_binary()
+    root = view.root
+    if binary is None or finder is None or not start.path.is_relative_to(root):
+        return None
+    overlay = view.overlay_files()
+    if any(p.name == ".gitignore" for p in overlay):
+        return None
+    rg_pattern = None if pattern is None else rust_pattern(pattern)
+    if pattern is not None and rg_pattern is None:
+        return None
+    no_ignore = start.path != root and IgnoreRules.at(view, start.path).ignored(start.path, True)
+    if not no_ignore and not _mirrors_ignore_rules(root):
+        return None
+
+    visibility = _Visibility(view, start.path, no_ignore)
+    start_text = str(start.path)
+    hits: dict[str, Hit] = {}
+    if os.path.isdir(start.path):
+        rel_start = os.path.relpath(start.path, root)
+        where = "." if rel_start == "." else "./" + rel_start
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RIPGREP_")}
+        try:
+            rg = _Proc(
+                _rg_argv(
+                    binary,
+                    root,
+                    where,
+                    pattern=rg_pattern,
+                    no_ignore=no_ignore,
+                    name=name,
+                    max_depth=max_depth,
+                    max_filesize=max_filesize,
+                ),
+                root,
+                env,
+            )
+        except OSError:
+            return None
+        try:
+            find = _Proc(_find_argv(finder, where, max_filesize), root)
+        except OSError:
+            rg.close()
+            return None
+        code, out, err = rg.output()
+        find_code, found, _ = find.output()
+        if code not in (0, 1) and not out:
+            return None  # a pattern rg cannot compile, a bad argument, an unreadable start
+        if b"regex parse error" in err or b"error parsing" in err:
+            return None
+        if find_code != 0 and not found:
+            return None
+        cut = len(where) + 1 if where != "." else 2
+        base = start_text.rstrip("/") + "/"
+        overlay_text = {str(p) for p in overlay}
+        for listed in os.fsdecode(out).split("\0"):
+            if listed:
+                rel = listed[cut:]
+                logical = base + rel
+                if not overlay_text or logical not in overlay_text:
+                    hits[logical] = Hit(rel, logical, logical)
+        for raw in found.split(b"\0"):
+            if not raw:
+                continue
+            path = Path(os.path.normpath(root / os.fsdecode(raw)))
+            logical = str(path)
+            if logical in hits or logical in overlay_text or path == start.path:
+                continue
+            if os.path.isdir(path) or not visibility.visible(path):
+                continue  # a symlink to a directory: the walk does not follow those
+            hits[logical] = Hit(path.relative_to(start.path).as_posix(), logical, logical)
+    for logical_path, physical in overlay.items():
+        below = logical_path.is_relative_to(start.path) and logical_path != start.path
+        if below and visibility.visible(logical_path):
+            rel = logical_path.relative_to(start.path).as_posix()
+            hits[str(logical_path)] = Hit(rel, str(logical_path), str(physical))
+    if not ordered:
+        return list(hits.values())
+    return sorted(hits.values(), key=lambda hit: hit.rel.split("/"))
