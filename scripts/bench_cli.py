@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Wall time of one `specrun` command from a shell, against a bare interpreter.
+
+A real service on the scripted model (1 ms per model call) in a throw-away copy of the
+sample project. Each sample is a fresh ``specrun <command> --json`` process (the console
+script a shell runs), timed from spawn to exit: interpreter start, imports, connecting to
+the control socket, the request, printing the reply. Measured in the same run, interleaved
+with the commands so a busy machine slows every row alike:
+  - the floor: ``python -c pass`` (the same interpreter, site and .pth files included);
+  - ``python -c "import zmq, msgspec"``: what any client of the control socket imports;
+  - the request alone: the same ``status`` round trip from this (already warm) process.
+``accept`` and ``reject`` each get a completed speculation to act on (prepared untimed
+before every sample), so they do their real work; ``accept`` applies one file.
+
+Usage: scripts/bench_cli.py [--runs N] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from coordinator.client import ServiceClient  # noqa: E402
+from coordinator.daemon import start_daemon, stop_daemon  # noqa: E402
+from protocol.control import (  # noqa: E402
+    AskRequest,
+    ResetRequest,
+    StatusRequest,
+    SuggestionReply,
+    SuggestionRequest,
+    TurnEnded,
+)
+
+PROMPT = "write the notes"
+COMMANDS = ("status", "suggestion", "workers", "reject", "accept")
+BASELINES = {"bare": "pass", "zmq_msgspec": "import zmq, msgspec"}
+
+
+def scenario() -> dict[str, Any]:
+    write = {"name": "write_file",
+             "arguments": {"file_path": "docs/NOTES.md", "content": "# notes\n"}}
+    return {
+        "name": "bench-cli", "latency_ms": 1, "chunk_ms": 1,
+        "rules": [
+            {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
+            {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
+            {"when": {"purpose": "suggestion", "prompt_contains": "Ready."},
+             "reply": {"json": {"suggestion": PROMPT}}},
+            {"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": ""}}},
+            {"when": {"last_user": "^prepare$"},
+             "reply": {"tool_calls": [{"name": "list_directory", "arguments": {"path": "."}}]}},
+            {"when": {"turn_user": "^prepare$", "last_tool": "list_directory"},
+             "reply": {"text": "Ready."}},
+            {"when": {"turn_user": f"^{PROMPT}$", "last_tool": "write_file"},
+             "reply": {"text": "Wrote the notes."}},
+            {"when": {"last_user": f"^{PROMPT}$"}, "reply": {"tool_calls": [write]}},
+            {"default": {"text": "ok"}},
+        ],
+    }  # fmt: skip
+
+
+def specrun_argv() -> list[str]:
+    """The console script next to the interpreter (what a shell runs), else ``-m``."""
+    script = Path(sys.executable).parent / "specrun"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "coordinator"]
+
+
+class CliService:
+    """A running service for the CLI to talk to, and the environment that finds it."""
+
+    def __init__(self) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix="sr-bcli-"))
+        self.project = self.base / "proj"
+        shutil.copytree(ROOT / "coordinator" / "demo" / "sample_project", self.project,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        subprocess.run(["git", "init", "-q"], cwd=self.project, check=True)
+        (self.project / "docs").mkdir()
+        path = self.base / "scenario.json"
+        path.write_text(json.dumps(scenario()))
+        self.env = {**os.environ, "SPECRUN_RUNTIME_DIR": str(self.base / "run")}
+        # start_daemon and ServiceClient read the variable from this process's environment.
+        self.saved = os.environ.get("SPECRUN_RUNTIME_DIR")
+        os.environ["SPECRUN_RUNTIME_DIR"] = self.env["SPECRUN_RUNTIME_DIR"]
+        self.client: ServiceClient | None = None
+        try:
+            start_daemon(self.project, ["--scenario", str(path), "--approval-mode", "auto-edit"])
+            self.client = ServiceClient(self.project, timeout_s=60)
+        except BaseException:
+            self.close()
+            raise
+
+    def prepare(self) -> None:
+        """A fresh session whose suggestion's speculation has completed (untimed)."""
+        assert self.client is not None
+        c = self.client
+        c.request(ResetRequest(req_id=c.next_id()))
+        request = AskRequest(req_id=c.next_id(), text="prepare")
+        c.send(request)
+        *_, end = c.replies(request.req_id, timeout_s=60)
+        assert isinstance(end, TurnEnded) and end.reason == "completed", end
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            reply = c.request(SuggestionRequest(req_id=c.next_id()))
+            assert isinstance(reply, SuggestionReply)
+            spec = reply.speculation
+            if spec is not None and spec.status == "completed":
+                return
+            if spec is not None and spec.status in ("failed", "boundary", "aborted"):
+                raise RuntimeError(f"the speculation ended {spec}")
+            time.sleep(0.005)
+        raise RuntimeError("the speculation never completed; see the service log")
+
+    def request_ms(self) -> float:
+        """The `status` round trip alone, from this warm process."""
+        assert self.client is not None
+        t0 = time.perf_counter()
+        self.client.request(StatusRequest(req_id=self.client.next_id()))
+        return (time.perf_counter() - t0) * 1000
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        try:
+            stop_daemon(self.project)
+        finally:
+            if self.saved is None:
+                os.environ.pop("SPECRUN_RUNTIME_DIR", None)
+            else:
+                os.environ["SPECRUN_RUNTIME_DIR"] = self.saved
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
+    took = (time.perf_counter() - t0) * 1000
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    return took, proc.stdout
+
+
+def _check_accepted(out: str) -> None:
+    last = json.loads(out.strip().splitlines()[-1])
+    assert last.get("reason") == "accepted", last
+
+
+def measure(runs: int) -> dict[str, Any]:
+    """Medians (ms) over ``runs`` samples of each command and baseline."""
+    svc = CliService()
+    try:
+        specrun = specrun_argv()
+        samples: dict[str, list[float]] = {k: [] for k in (*COMMANDS, *BASELINES, "request")}
+        steps: list[tuple[str, Callable[[], float]]] = []
+        for name, code in BASELINES.items():
+            argv = [sys.executable, "-c", code]
+            steps.append((name, lambda argv=argv: _timed(argv, svc.env, svc.project)[0]))
+        for cmd in ("status", "suggestion", "workers"):
+            argv = [*specrun, cmd, "--json"]
+            steps.append((cmd, lambda argv=argv: _timed(argv, svc.env, svc.project)[0]))
+
+        def reject() -> float:
+            svc.prepare()
+            return _timed([*specrun, "reject", "--json"], svc.env, svc.project)[0]
+
+        def accept() -> float:
+            svc.prepare()
+            took, out = _timed([*specrun, "accept", "--json"], svc.env, svc.project)
+            _check_accepted(out)
+            (svc.project / "docs" / "NOTES.md").unlink()
+            return took
+
+        steps += [("reject", reject), ("accept", accept), ("request", svc.request_ms)]
+        for name, step in steps:  # one untimed warm-up each: page cache, .pyc files
+            step()
+        for _ in range(runs):
+            for name, step in steps:
+                samples[name].append(step())
+    finally:
+        svc.close()
+    return {
+        "runs": runs,
+        "argv": specrun,
+        "median_ms": {k: statistics.median(v) for k, v in samples.items()},
+        "min_ms": {k: min(v) for k, v in samples.items()},
+    }
+
+
+def main() -> int:
+    from _interrupt import stop_like_ctrl_c  # scripts/ is sys.path[0] when run
+
+    stop_like_ctrl_c()  # SIGTERM too stops the service this script started
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=15, help="samples per row")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    r = measure(args.runs)
+    if args.json:
+        print(json.dumps(r, indent=2))
+        return 0
+    med, low = r["median_ms"], r["min_ms"]
+    bare = med["bare"]
+    print(f"wall time per process, median (min) of {r['runs']} runs; ratio to `python -c pass`")
+    print(f"{'what':44} {'median ms':>10} {'min ms':>8} {'ratio':>7}")
+    rows = [("python -c pass", "bare"), ("python -c 'import zmq, msgspec'", "zmq_msgspec")]
+    rows += [(f"specrun {c} --json", c) for c in COMMANDS]
+    for label, key in rows:
+        print(f"{label:44} {med[key]:10.1f} {low[key]:8.1f} {med[key] / bare:6.2f}x")
+    print(f"{'status request alone (warm client)':44} {med['request']:10.2f} "
+          f"{low['request']:8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
