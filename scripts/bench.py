@@ -461,6 +461,33 @@ def bench_speculation(runs: int, rows: list[Row]) -> None:
     )
 
 
+def bench_search(quick: bool, rows: list[Row]) -> None:
+    search = _module("bench_search")
+    if search is None:
+        return
+    report = search.bench(34_000, 3 if quick else 7, 1)
+    for r in report["results"]:
+        if "include" in r["name"] or "speculation" in r["name"] or "cap" in r["name"]:
+            continue  # in scripts/bench_search.py's own table
+        rows.append(
+            Row(
+                f"{r['name']} ({report['files'] / 1000:.0f}k files)",
+                r["tool_ms"],
+                "ms",
+                r["rg_name"].replace("PATTERN", "(same)"),
+                r["rg_ms"],
+                "bench_search",
+                f"pure-Python walk {r['python_ms']:,.0f} ms"
+                + (
+                    "; rg --files --sortr modified -g '*.py' "
+                    f"{report['rg_files_sorted_by_mtime_ms']:,.0f} ms"
+                    if r["name"].startswith("glob")
+                    else ""
+                ),
+            )
+        )
+
+
 # --------------------------------------------------------------------------- protocol throughput
 
 
@@ -654,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated: workers,accept,apply,recall,shell,speculation,protocol",
+        help="comma-separated: workers,accept,apply,recall,shell,speculation,protocol,search",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
@@ -668,6 +695,7 @@ def main(argv: list[str] | None = None) -> int:
         ("speculation", lambda rows: bench_speculation(5 if q else 20, rows)),
         ("recall", lambda rows: bench_recall(q, rows)),
         ("accept", lambda rows: bench_accept_abort(1 if q else 3, 20 if q else 100, rows)),
+        ("search", lambda rows: bench_search(q, rows)),
     ]
     rows: list[Row] = []
     missing = [
@@ -679,6 +707,7 @@ def main(argv: list[str] | None = None) -> int:
             "bench_recall",
             "bench_shell",
             "bench_speculation",
+            "bench_search",
         )
         if _module(name) is None
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import stat
 from collections.abc import Awaitable, Callable, Mapping
@@ -235,9 +236,12 @@ def show_path(root: Path, path: Path) -> str:
 
 def quote_path(text: str) -> str:
     """``text`` as tool output shows a path: JSON-quoted when it holds control characters."""
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+    if _CONTROL.search(text) is not None:
         return json.dumps(text, ensure_ascii=False)
     return text
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 
 def describe_error(exc: BaseException) -> str:
