@@ -43,6 +43,7 @@ PRELOAD = [
     "worker.jobs",
     "overlay",
     "worker.contain.helper",
+    "worker.contain.preflight",  # importing it probes the sandbox, once per fork server
     "protocol.codec",
     "zmq.asyncio",
     "httpx",

@@ -59,8 +59,10 @@ def worker_entry(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: f
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     # The sandbox helper first: forking is safe only while we are single-threaded (no
     # event loop, no ZeroMQ threads yet), and it must not inherit our later confinement.
+    from worker.contain import preflight
     from worker.contain.helper import SandboxHelper
 
+    preflight.report()  # inherited from the fork server; probes here only otherwise
     helper = SandboxHelper.fork()
     try:
         asyncio.run(_serve(endpoint, epoch, coordinator_pid, heartbeat_s, helper))
@@ -76,6 +78,7 @@ def worker_entry(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: f
 async def _serve(
     endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: float, helper: SandboxHelper
 ) -> None:
+    from worker.contain import preflight
     from worker.contain.landlock import sandbox_kind
     from worker.jobs import run_speculation, run_tool
     from worker.tools import TOOL_SPECS
@@ -129,7 +132,7 @@ async def _serve(
         epoch=epoch,
         sandbox=sandbox_kind(),
         tools=TOOL_SPECS,
-        containment=helper.layers,
+        containment=preflight.report(helper),
     )
     await outbox.send(hello)
     beater = asyncio.create_task(beat())

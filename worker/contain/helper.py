@@ -56,8 +56,9 @@ SANDBOX_DIR = "sandbox"
 """The helper's directory (its commands' mount point) inside the worker's per-pid dir."""
 _MAX_MESSAGE = 64 << 20
 _HEADER = struct.Struct("!I")
-# "verify": the hostile probes of `specrun sandbox --verify`, run without asking the classifier
-Mode = Literal["read_only", "captured", "verify"]
+# "verify": the hostile probes of `specrun sandbox --verify`, run without asking the classifier;
+# "probe": no command, the helper reports its layers (``Reply.layers``)
+Mode = Literal["read_only", "captured", "verify", "probe"]
 
 
 def classifier_bypassed() -> bool:
@@ -82,12 +83,26 @@ class Reply(msgspec.Struct, frozen=True):
     result: ShellResult | None = None
     unavailable_layer: str | None = None
     error: str | None = None
+    layers: tuple[LayerStatus, ...] = ()
 
 
 class _Server:
+    """The helper's state. Nothing is set up until the first request: most workers never
+    run a shell command, and a worker's start should not pay for namespaces."""
+
     def __init__(self) -> None:
+        self.ready = False
         self.setup_error: str | None = None
         self.network: int | None = None
+        self.parent: Path | None = None
+        self.own: Path | None = None
+        self.mount_point = ""
+        self.prepared: dict[str, tuple[str, ...]] = {}  # project -> its submounts
+        self.counter = itertools.count(1)
+        self.bash = shutil.which("bash", path=READ_ONLY_PATH)
+
+    def _setup(self) -> None:
+        self.ready = True
         try:
             mounts.enter_user_namespace()
             self.network = mounts.empty_network_namespace()
@@ -99,13 +114,13 @@ class _Server:
         self.own = make_private_dir(self.parent / SANDBOX_DIR, replace_stale=True)
         self.mount_point = str(self.own / "root")
         os.mkdir(self.mount_point, 0o700)
-        self.prepared: dict[str, tuple[str, ...]] = {}  # project -> its submounts
-        self.counter = itertools.count(1)
-        self.bash = shutil.which("bash", path=READ_ONLY_PATH)
         spawn.prepare()
 
     def probe(self) -> tuple[LayerStatus, ...]:
         """Run one command in the full profile and report what held (``worker.contain.probe``)."""
+        if not self.ready:
+            self._setup()
+        assert self.own is not None
         if self.setup_error is not None:
             return probe.report("namespaces", self.setup_error, False)
         project = self.own / "probe"
@@ -128,6 +143,8 @@ class _Server:
         return probe.report(None, "", pid_cap)
 
     def close(self) -> None:
+        if self.own is None or self.parent is None:
+            return
         if self.prepared:
             with contextlib.suppress(OSError):
                 mounts.release_root(self.mount_point)
@@ -135,6 +152,8 @@ class _Server:
         release_pid_dir(self.parent)
 
     def handle(self, request: Request, *, check: bool = True) -> Reply:
+        if not self.ready:
+            self._setup()
         if self.setup_error is not None:
             return Reply(unavailable_layer="namespaces", error=self.setup_error)
         if check and request.mode == "read_only" and not classifier_bypassed():
@@ -145,6 +164,7 @@ class _Server:
                 return Reply(error=f"not run: the command is not read-only ({verdict.reason})")
         # Only a command without the file system layer (a test) uses a scratch dir on disk;
         # the others get a private tmpfs /tmp.
+        assert self.own is not None
         scratch = self.own / f"cmd-{next(self.counter)}"
         try:
             if not request.layers.filesystem:
@@ -227,7 +247,6 @@ def serve(sock: socket.socket) -> None:
     encoder = msgspec.msgpack.Encoder()
     server = _Server()
     try:
-        send_frame(sock, encoder.encode(server.probe()))
         while True:
             try:
                 frame = recv_frame(sock)
@@ -236,7 +255,11 @@ def serve(sock: socket.socket) -> None:
             if not frame:
                 return
             try:
-                reply = server.handle(decoder.decode(frame))
+                request = decoder.decode(frame)
+                if request.mode == "probe":
+                    reply = Reply(layers=server.probe())
+                else:
+                    reply = server.handle(request)
             except msgspec.DecodeError as exc:
                 reply = Reply(error=f"bad request: {exc}")
             send_frame(sock, encoder.encode(reply))
@@ -270,7 +293,7 @@ class SandboxHelper:
             finally:
                 os._exit(code)
         theirs.close()
-        return cls(ours, pid).started()
+        return cls(ours, pid)
 
     @classmethod
     def start(cls) -> SandboxHelper:
@@ -284,18 +307,23 @@ class SandboxHelper:
             stdin=subprocess.DEVNULL,
         )
         theirs.close()
-        return cls(ours, proc.pid, _popen=proc).started()
+        helper = cls(ours, proc.pid, _popen=proc)
+        helper.probe()
+        return helper
 
-    def started(self) -> SandboxHelper:
-        """Read the helper's first frame, its layer report."""
+    def probe(self) -> tuple[LayerStatus, ...]:
+        """Ask the helper to run one command in the full profile and report the layers
+        (``worker.contain.probe``); kept in ``layers``."""
+        request = Request(command="", cwd="/", project="/", timeout_s=1, output_cap=0, mode="probe")
         frame = b""
-        with contextlib.suppress(OSError):
+        with self._lock, contextlib.suppress(OSError):
+            send_frame(self.sock, msgspec.msgpack.encode(request))
             frame = recv_frame(self.sock)
         if frame:
-            self.layers = msgspec.msgpack.decode(frame, type=tuple[LayerStatus, ...])
+            self.layers = msgspec.msgpack.decode(frame, type=Reply).layers
         else:
             self.layers = probe.report("namespaces", "the sandbox helper did not start", False)
-        return self
+        return self.layers
 
     def run(self, request: Request) -> ShellResult:
         """Run one command. Raises ``ContainmentUnavailable`` (nothing ran) or
