@@ -8,34 +8,23 @@ need no service print the objects documented in ``docs/cli.md``.
 
 from __future__ import annotations
 
-import asyncio
+# A shell pays for every import here on every call, and `specrun status --json` needs
+# little: click, the control socket (zmq), the codec (msgspec). So rich (through
+# `render`, which imports it on first drawing), asyncio, logging, subprocess, the
+# settings and the socket client are imported where a command needs them.
 import functools
 import json
-import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from coordinator import render
-from coordinator.client import FOREVER, ServiceClient, ServiceNotRunning, ServiceTimeout
-from coordinator.settings import (
-    FLAG_NAMES,
-    KEYS,
-    Settings,
-    SettingsError,
-    endpoint_problem,
-    load_settings,
-    project_settings_path,
-    set_setting,
-    user_settings_path,
-)
 from coordinator.state_dir import state_dir
 from protocol.approval import ApprovalMode
 from protocol.control import (
@@ -60,6 +49,10 @@ from protocol.control import (
     WorkersReply,
     WorkersRequest,
 )
+
+if TYPE_CHECKING:
+    from coordinator.client import ServiceClient
+    from coordinator.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
@@ -94,10 +87,21 @@ class Ctx:
         self.debug = debug
 
     def client(self, timeout_s: float = 30.0) -> ServiceClient:
+        from coordinator.client import ServiceClient
+
         return ServiceClient(self.project, timeout_s=timeout_s)
 
     def settings(self, flags: dict[str, Any] | None = None) -> Settings:
+        from coordinator.settings import load_settings
+
         return load_settings(self.project, flags=flags)
+
+
+def _raised_by(module: str, name: str, exc: BaseException) -> bool:
+    """Whether ``exc`` is ``module.name``. A module this run never imported cannot have
+    raised it, and importing it only to ask would cost the light commands their saving."""
+    found = sys.modules.get(module)
+    return found is not None and isinstance(exc, getattr(found, name))
 
 
 def friendly(fn: F) -> F:
@@ -111,26 +115,26 @@ def friendly(fn: F) -> F:
             return fn(*args, **kwargs)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
-        except ServiceNotRunning as exc:
-            render.error(str(exc))
-            sys.exit(EXIT_NO_SERVICE)
         except CliError as exc:
             render.error(exc.message, exc.hint)
             sys.exit(exc.code)
-        except SettingsError as exc:
-            render.error(
-                f"Bad settings: {exc}",
-                "Fix the file (or the variable or flag) named above; "
-                "`specrun config show` checks the settings.",
-            )
-            sys.exit(EXIT_ERROR)
-        except ServiceTimeout as exc:
-            render.error(str(exc))
-            sys.exit(EXIT_ERROR)
         except KeyboardInterrupt:
             render.err_console.print("[yellow]interrupted[/yellow]")
             sys.exit(EXIT_ERROR)
         except Exception as exc:
+            if _raised_by("coordinator.client", "ServiceNotRunning", exc):
+                render.error(str(exc))
+                sys.exit(EXIT_NO_SERVICE)
+            if _raised_by("coordinator.settings", "SettingsError", exc):
+                render.error(
+                    f"Bad settings: {exc}",
+                    "Fix the file (or the variable or flag) named above; "
+                    "`specrun config show` checks the settings.",
+                )
+                sys.exit(EXIT_ERROR)
+            if _raised_by("coordinator.client", "ServiceTimeout", exc):
+                render.error(str(exc))
+                sys.exit(EXIT_ERROR)
             if debug:
                 raise
             render.error(f"{exc}", "Run with `specrun --debug ...` to see the details.")
@@ -208,6 +212,8 @@ def flags_dict(**kw: Any) -> dict[str, Any]:
 
 
 def flags_argv(flags: dict[str, Any]) -> list[str]:
+    from coordinator.settings import FLAG_NAMES
+
     argv: list[str] = []
     for key, value in flags.items():
         argv += [FLAG_NAMES[key], str(value)]
@@ -219,6 +225,8 @@ def probe_endpoint(settings: Settings, timeout_s: float = 5.0) -> tuple[str, str
     answered (or answered something that is not an auth or connection problem)."""
     if settings.uses_scripted_model:
         return None
+    import asyncio
+
     from protocol.model import ModelClient, ModelError
 
     async def ask() -> None:
@@ -237,6 +245,8 @@ def probe_endpoint(settings: Settings, timeout_s: float = 5.0) -> tuple[str, str
 
 def check_endpoint(settings: Settings, probe: bool = True) -> None:
     """Refuse a model configuration that cannot work; warn about an unreachable endpoint."""
+    from coordinator.settings import endpoint_problem
+
     problem = endpoint_problem(settings)
     if problem:
         raise CliError(problem)
@@ -279,8 +289,12 @@ def serve(obj: Ctx, **flags: Any) -> None:
     Example:
       specrun serve --approval-mode auto-edit --workers 2
     """
+    import asyncio
+    import logging
+
     from coordinator.pidfile import AlreadyRunning
     from coordinator.service import Service
+    from coordinator.settings import endpoint_problem
 
     logging.basicConfig(
         level=logging.DEBUG if obj.debug or os.environ.get("SPECRUN_DEBUG") else logging.INFO,
@@ -338,6 +352,7 @@ def stop(obj: Ctx, as_json: bool) -> None:
     Example:
       specrun stop
     """
+    from coordinator.client import ServiceNotRunning
     from coordinator.daemon import stop_daemon
 
     pid = stop_daemon(obj.project)
@@ -395,36 +410,41 @@ def run_streamed(
 ) -> int:
     """Send a query or an accept and show its events until the turn ends; Ctrl-C
     cancels the turn. ``confirm`` answers approval questions (None: always no)."""
-    printer = printer or render.TurnPrinter()
+    from coordinator.client import FOREVER
+
+    # JSON lines need no printer, so a scripted `accept --json` never imports rich.
+    shown = None if as_json else (printer or render.TurnPrinter())
     client.send(request)
     end: ControlReply | None = None
-    if not as_json:
-        printer.waiting("[bright_black]thinking…[/]")
+    if shown is not None:
+        shown.waiting("[bright_black]thinking…[/]")
     try:
         try:
             for reply in client.replies(request.req_id, timeout_s=FOREVER):
-                if as_json:
+                if shown is None:
                     render.print_json(reply)
                     if isinstance(reply, ErrorReply):
                         render.error(reply.message)
                 else:
-                    printer.show(reply)
+                    shown.show(reply)
                 if isinstance(reply, ApprovalNeeded):
                     approved = confirm(reply) if confirm is not None else False
                     client.send(ApprovalAnswer(client.next_id(), request.req_id, reply.call.id,
                                                approved))
                 end = reply
         except KeyboardInterrupt:
-            printer.close()
+            if shown is not None:
+                shown.close()
             client.send(CancelRequest(client.next_id(), request.req_id))
             for reply in client.replies(request.req_id, timeout_s=15):
-                if as_json:
+                if shown is None:
                     render.print_json(reply)
                 else:
-                    printer.show(reply)
+                    shown.show(reply)
                 end = reply
     finally:
-        printer.close()
+        if shown is not None:
+            shown.close()
     if isinstance(end, TurnEnded) and end.reason in ("completed", "accepted", "debounced"):
         return EXIT_OK
     return EXIT_ERROR
@@ -864,6 +884,8 @@ def config_show(obj: Ctx, as_json: bool) -> None:
     """
     from rich.table import Table
 
+    from coordinator.settings import KEYS, project_settings_path, user_settings_path
+
     settings = obj.settings()
     public = settings.public()
     files = {"project": str(project_settings_path(obj.project)),
@@ -907,6 +929,8 @@ def config_set(obj: Ctx, key: str, value: str, user_file: bool, as_json: bool) -
       specrun config set approvalMode auto-edit
       specrun config set --user fastModel qwen3.5-flash
     """
+    from coordinator.settings import project_settings_path, set_setting, user_settings_path
+
     path = user_settings_path() if user_file else project_settings_path(obj.project)
     if not user_file:
         state_dir(obj.project)
@@ -987,6 +1011,8 @@ def explain_shell(command: str | None, batch: bool, as_json: bool) -> None:
       specrun explain-shell "git log --oneline | head"
       specrun explain-shell --json "sed -i s/a/b/ x.txt"
     """
+    import subprocess
+
     explain = [sys.executable, "-P", "-m", "worker.shell.explain"]
     if batch:
         sys.exit(subprocess.call([*explain, "--batch"]))
@@ -1020,6 +1046,8 @@ def sandbox(verify: bool, as_json: bool) -> None:
       specrun sandbox
       specrun sandbox --verify
     """
+    import subprocess
+
     args = [] if verify else ["--layers"]
     if as_json:
         args.append("--json")

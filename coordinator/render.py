@@ -11,14 +11,9 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-from rich.console import Console, Group
-from rich.panel import Panel
-from rich.status import Status
-from rich.table import Table
-from rich.text import Text
 
 from coordinator.boundary_text import describe_boundary
 from protocol.control import (
@@ -38,8 +33,38 @@ from protocol.control import (
     WorkerInfo,
 )
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.status import Status
+    from rich.table import Table
+    from rich.text import Text
+
+    console: Console
+    err_console: Console
+
+
+def __getattr__(name: str) -> Any:
+    """``console`` and ``err_console``, made on first use: importing rich costs a short
+    command (``specrun status --json``) more than the rest of its run, so only what draws
+    for a person pays for it. Both are module attributes once made, as before."""
+    if name not in ("console", "err_console"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+
+    made = globals()
+    if "console" not in made:
+        made["console"] = Console(highlight=False)
+        made["err_console"] = Console(stderr=True, highlight=False, soft_wrap=True)
+    return made[name]
+
+
+def _console() -> Console:
+    return __getattr__("console")
+
+
+def _err_console() -> Console:
+    return __getattr__("err_console")
 
 _STATUS_STYLE = {
     "running": "yellow",
@@ -70,17 +95,21 @@ def print_json(value: Any) -> None:
 
 def error(message: str, hint: str = "") -> None:
     """One sentence on stderr, and what to do about it."""
+    from rich.text import Text
+
     line = Text("error: ", style="bold red")
     line.append(message)
     if hint:
         line.append(f"\n  {hint}", style="yellow")
-    err_console.print(line)
+    _err_console().print(line)
 
 
 def warning(message: str) -> None:
+    from rich.text import Text
+
     line = Text("warning: ", style="bold yellow")
     line.append(message)
-    err_console.print(line)
+    _err_console().print(line)
 
 
 # -- tool calls ------------------------------------------------------------------------
@@ -116,6 +145,8 @@ def _clip(text: str, width: int) -> str:
 
 def tool_line(name: str, args: str, status: str, result: str = "", excerpt: bool = True) -> Text:
     """``✓ name(args)`` and, under it, an excerpt of the result."""
+    from rich.text import Text
+
     style = _STATUS_STYLE.get(status, "white")
     line = Text(f"{_STATUS_MARK.get(status, '•')} ", style=style)
     line.append(name, style="bold")
@@ -132,6 +163,9 @@ def tool_line(name: str, args: str, status: str, result: str = "", excerpt: bool
 
 def tool_group(entries: Sequence[TranscriptEntry]) -> Panel:
     """Consecutive tool calls of a transcript in one box."""
+    from rich.console import Group
+    from rich.panel import Panel
+
     body = Group(*(tool_line(e.tool, e.args, e.status, e.text) for e in entries))
     ok = sum(e.status == "success" for e in entries)
     title = f"{len(entries)} tool call{'s' if len(entries) != 1 else ''}"
@@ -147,7 +181,7 @@ class TurnPrinter:
     """Shows one turn's events as they arrive. ``close()`` stops any spinner."""
 
     def __init__(self, out: Console | None = None, show_user: bool = True) -> None:
-        self.out = out or console
+        self.out = out or _console()
         self.show_user = show_user  # False where the prompt already shows what was accepted
         self._in_text = False
         self._status: Status | None = None
@@ -181,6 +215,8 @@ class TurnPrinter:
         self._end_text()
 
     def show(self, reply: ControlReply) -> None:
+        from rich.text import Text
+
         if isinstance(reply, TextChunk):
             self._stop_spinner()
             self.out.print(reply.text, end="", markup=False, soft_wrap=True)
@@ -217,7 +253,9 @@ def _esc(text: str) -> str:
 
 def show_transcript(t: Transcript, out: Console | None = None, show_user: bool = True) -> None:
     """User text, model text, and tool calls in groups, as if the turn had just run."""
-    out = out or console
+    from rich.text import Text
+
+    out = out or _console()
     group: list[TranscriptEntry] = []
     for entry in (*t.entries, None):
         if entry is not None and entry.kind == "tool":
@@ -239,6 +277,8 @@ def accept_summary(end: TurnEnded, transcript: Transcript | None) -> Text:
     """``✓ accepted in 12 ms · 1 file applied (a.py) · saved 0.84 s``; with more than one
     file, every path follows on a line of its own, in full: what a Tab wrote is never
     hidden behind an ellipsis (SPEC §11)."""
+    from rich.text import Text
+
     line = Text("✓ accepted", style="bold green")
     line.append(f" in {end.elapsed_s * 1000:.0f} ms", style="green")
     if transcript is not None:
@@ -262,7 +302,9 @@ def show_turn_end(
     end: TurnEnded, transcript: Transcript | None = None, tool_calls: int = 0,
     out: Console | None = None,
 ) -> None:
-    out = out or console
+    from rich.text import Text
+
+    out = out or _console()
     if end.reason == "accepted":
         out.print(accept_summary(end, transcript))
     elif end.reason == "completed":
@@ -309,6 +351,8 @@ def explain_model_error(message: str) -> tuple[str, str]:
 
 
 def workers_table(workers: Iterable[WorkerInfo]) -> Table:
+    from rich.table import Table
+
     table = Table(show_edge=False, header_style="bold", box=None, pad_edge=False)
     for col in ("pid", "state", "job", "kind", "overlay", "age", "rss", "sandbox"):
         table.add_column(col)
@@ -322,7 +366,7 @@ def workers_table(workers: Iterable[WorkerInfo]) -> Table:
 
 
 def show_status(s: StatusReply, out: Console | None = None) -> None:
-    out = out or console
+    out = out or _console()
     where = "embedded scripted model" if s.scripted_model else "endpoint"
     on = {True: "[green]on[/green]", False: "[yellow]off[/yellow]"}
     out.print(f"[bold]specrun[/bold] serving [cyan]{s.project}[/cyan]")
@@ -345,6 +389,8 @@ def _duration(seconds: float) -> str:
 
 
 def speculation_line(s: SpeculationInfo) -> Text:
+    from rich.text import Text
+
     marks = {"running": ("⟳ running", "yellow"), "completed": ("✓ completed", "green"),
              "boundary": ("⏸ stopped at a boundary", "magenta"),
              "accepted": ("✓ accepted", "green"), "aborted": ("⏹ aborted", "bright_black"),
@@ -368,7 +414,9 @@ def speculation_line(s: SpeculationInfo) -> Text:
 
 
 def show_suggestion(reply: SuggestionReply, out: Console | None = None) -> None:
-    out = out or console
+    from rich.text import Text
+
+    out = out or _console()
     if reply.text is None and reply.pending:
         out.print(Text("suggestion pending: the next prompt is being predicted "
                        "(`specrun suggestion --wait` waits for it)", style="bright_black"))
@@ -387,7 +435,9 @@ def show_suggestion(reply: SuggestionReply, out: Console | None = None) -> None:
 
 
 def show_stats(r: StatsReply, out: Console | None = None) -> None:
-    out = out or console
+    from rich.table import Table
+
+    out = out or _console()
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
