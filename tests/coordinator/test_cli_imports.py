@@ -1,0 +1,91 @@
+"""The light commands import only what they need (issue 15), checked by what a real run
+has loaded rather than by timing: a shell pays for every import on every call, and rich
+or asyncio alone cost a `specrun status --json` more than all the rest of its work."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from tests.support import REPO, Specrun, wait_until
+
+FIX = "fix the failing test in tests/test_calc.py"
+NEG = "add a test for negative numbers"
+NEXT = "show me the diff"
+
+# Top-level packages that none of status, suggestion, workers, reject, accept --json needs.
+HEAVY = {"rich", "asyncio", "logging", "subprocess", "concurrent", "prompt_toolkit", "httpx",
+         "psutil", "coordinator.settings", "coordinator.daemon"}
+
+# Runs the real CLI entry point, then says on stderr's last line what the process loaded.
+PROBE = """
+import atexit, sys
+
+def loaded() -> None:
+    names = set(sys.modules) | {m.split(".")[0] for m in sys.modules}
+    sys.stderr.write("\\nloaded: " + " ".join(sorted(names)) + "\\n")
+
+atexit.register(loaded)
+from coordinator.cli import main
+main()
+"""
+
+
+def _probe(service: Specrun, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, "--project", str(service.project), *args],
+        env=service.env.vars, capture_output=True, text=True, timeout=60,
+        stdin=subprocess.DEVNULL, cwd=REPO,
+    )
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("loaded: "), proc.stderr
+    return proc, set(last.removeprefix("loaded: ").split())
+
+
+def _light(service: Specrun, *args: str) -> list[dict[str, Any]]:
+    proc, loaded = _probe(service, *args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert not loaded & HEAVY, f"`specrun {' '.join(args)} --json` imported {loaded & HEAVY}"
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def _wait_completed(service: Specrun, text: str) -> None:
+    def completed() -> bool:
+        reply = service.json("suggestion")
+        spec = reply.get("speculation") or {}
+        return bool(reply.get("text") == text and spec.get("status") == "completed")
+
+    assert wait_until(completed, timeout=30, interval=0.1)
+
+
+def test_importing_the_cli_loads_nothing_heavy() -> None:
+    code = "import sys, coordinator.cli; print(' '.join(sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=REPO)
+    loaded = set(proc.stdout.split()) | {m.split(".")[0] for m in proc.stdout.split()}
+    assert not loaded & (HEAVY | {"zmq", "coordinator.client"}), loaded & HEAVY
+
+
+def test_light_commands_import_neither_rich_nor_asyncio(service: Specrun) -> None:
+    assert service.run("ask", FIX, "--json").returncode == 0
+    _wait_completed(service, NEG)
+
+    assert _light(service, "status")[0]["type"] == "status"
+    assert _light(service, "workers")[0]["workers"]
+    assert _light(service, "suggestion")[0]["text"] == NEG
+    # accept streams the transcript and the turn's end: the whole streamed path ran
+    events = _light(service, "accept")
+    assert [e["type"] for e in events][-2:] == ["transcript", "turn_ended"]
+    assert events[-1]["reason"] == "accepted"
+    _wait_completed(service, NEXT)
+    assert _light(service, "reject")[0]["message"] == "dismissed"
+
+
+def test_drawing_for_a_person_still_uses_rich(service: Specrun) -> None:
+    """The probe sees lazy imports: the same command drawn for a person loads rich."""
+    proc, loaded = _probe(service, "status")
+    assert proc.returncode == 0, proc.stderr
+    assert "rich" in loaded and "asyncio" not in loaded
+    assert "worker(s):" in proc.stdout
