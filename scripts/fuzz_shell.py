@@ -379,7 +379,14 @@ def analyse(command: str, commands: list[str], result: RunResult, scratch: Path,
             workdir: Path) -> list[Finding]:
     findings: list[Finding] = []
     pids = set(result.traces)
-    first_pid = min(pids) if pids else -1
+    # The traced bash is the process whose first syscall execs bash with our flags (not the
+    # lowest pid: pids wrap around, which made a run report bash itself once).
+    first_pid = next(
+        (pid for pid, text in result.traces.items()
+         if text.lstrip().startswith("execve(") and '"--noprofile", "--norc", "-c"' in
+         text.split("\n", 1)[0]),
+        -1,
+    )
     for pid, text in sorted(result.traces.items()):
         cwd = str(workdir)
         for line in text.splitlines():
