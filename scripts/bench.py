@@ -8,9 +8,10 @@ the same run, and their ratio (measured / baseline).
 
 Per-area benchmarks are reused where they exist (their measuring functions are imported):
 ``bench_spawn`` (worker start, kill-to-detected), ``bench_accept`` (accept of a 2-file
-speculation, abort), ``bench_overlay`` (apply of 10/100 files), ``bench_recall`` (recall's
-added latency), ``bench_shell`` (shell classification), ``bench_speculation`` (a speculation
-in a worker vs in-process). Measured here: the cold-start baseline (a fresh interpreter
+speculation, abort), ``bench_cli`` (wall time of the light `specrun` commands),
+``bench_overlay`` (apply of 10/100 files), ``bench_recall`` (recall's added latency),
+``bench_shell`` (shell classification), ``bench_speculation`` (a speculation in a worker vs
+in-process). Measured here: the cold-start baseline (a fresh interpreter
 importing the worker's modules), the abort baseline (the same ``reject`` with nothing to
 abort), end-to-end accept of 10 and 100 files through a real service against the same
 prompt as a normal turn, and protocol throughput coordinator<->worker over a real ZeroMQ
@@ -488,6 +489,41 @@ def bench_search(quick: bool, rows: list[Row]) -> None:
         )
 
 
+# --------------------------------------------------------------------------- CLI wall time
+
+
+def bench_cli(runs: int, rows: list[Row]) -> None:
+    cli = _module("bench_cli")
+    if cli is None:
+        return
+    saved = os.environ.get("SPECRUN_RUNTIME_DIR")
+    try:
+        r = cli.measure(runs)
+    finally:
+        if saved is None:
+            os.environ.pop("SPECRUN_RUNTIME_DIR", None)
+        else:
+            os.environ["SPECRUN_RUNTIME_DIR"] = saved
+    med = r["median_ms"]
+    for cmd in cli.COMMANDS:
+        note = {
+            "status": f"import zmq, msgspec {med['zmq_msgspec']:.0f} ms; the request alone "
+            f"{med['request']:.2f} ms; no bytecode cache {med['status_nocache']:.0f} ms",
+            "accept": "applies a completed 1-file speculation",
+        }.get(cmd, "")
+        rows.append(
+            Row(
+                f"CLI `specrun {cmd} --json`, wall (start to exit)",
+                med[cmd],
+                "ms",
+                "python -c pass (same interpreter, same run)",
+                med["bare"],
+                "bench_cli",
+                note,
+            )
+        )
+
+
 # --------------------------------------------------------------------------- protocol throughput
 
 
@@ -681,7 +717,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated: workers,accept,apply,recall,shell,speculation,protocol,search",
+        help="comma-separated: workers,accept,apply,recall,shell,speculation,protocol,search,"
+        "cli",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
@@ -696,6 +733,7 @@ def main(argv: list[str] | None = None) -> int:
         ("recall", lambda rows: bench_recall(q, rows)),
         ("accept", lambda rows: bench_accept_abort(1 if q else 3, 20 if q else 100, rows)),
         ("search", lambda rows: bench_search(q, rows)),
+        ("cli", lambda rows: bench_cli(7 if q else 21, rows)),
     ]
     rows: list[Row] = []
     missing = [
@@ -708,6 +746,7 @@ def main(argv: list[str] | None = None) -> int:
             "bench_shell",
             "bench_speculation",
             "bench_search",
+            "bench_cli",
         )
         if _module(name) is None
     ]

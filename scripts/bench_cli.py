@@ -12,6 +12,11 @@ with the commands so a busy machine slows every row alike:
 ``accept`` and ``reject`` each get a completed speculation to act on (prepared untimed
 before every sample), so they do their real work; ``accept`` applies one file.
 
+Bytecode: the commands run with a warm bytecode cache, as an installed specrun does after
+its first run (in a temp dir through ``PYTHONPYCACHEPREFIX``, so the tree stays clean),
+even where ``PYTHONDONTWRITEBYTECODE`` is set; one more row, ``status`` with that variable
+set and no cache, shows what compiling specrun's own modules on every call costs.
+
 Usage: scripts/bench_cli.py [--runs N] [--json]
 """
 
@@ -91,7 +96,12 @@ class CliService:
         (self.project / "docs").mkdir()
         path = self.base / "scenario.json"
         path.write_text(json.dumps(scenario()))
-        self.env = {**os.environ, "SPECRUN_RUNTIME_DIR": str(self.base / "run")}
+        self.env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        self.env["SPECRUN_RUNTIME_DIR"] = str(self.base / "run")
+        self.env["PYTHONPYCACHEPREFIX"] = str(self.base / "pycache")
+        # The same without a bytecode cache: every specrun module compiled on every call.
+        self.env_nocache = {k: v for k, v in self.env.items() if k != "PYTHONPYCACHEPREFIX"}
+        self.env_nocache["PYTHONDONTWRITEBYTECODE"] = "1"
         # start_daemon and ServiceClient read the variable from this process's environment.
         self.saved = os.environ.get("SPECRUN_RUNTIME_DIR")
         os.environ["SPECRUN_RUNTIME_DIR"] = self.env["SPECRUN_RUNTIME_DIR"]
@@ -163,14 +173,18 @@ def measure(runs: int) -> dict[str, Any]:
     svc = CliService()
     try:
         specrun = specrun_argv()
-        samples: dict[str, list[float]] = {k: [] for k in (*COMMANDS, *BASELINES, "request")}
-        steps: list[tuple[str, Callable[[], float]]] = []
-        for name, code in BASELINES.items():
-            argv = [sys.executable, "-c", code]
-            steps.append((name, lambda argv=argv: _timed(argv, svc.env, svc.project)[0]))
-        for cmd in ("status", "suggestion", "workers"):
-            argv = [*specrun, cmd, "--json"]
-            steps.append((cmd, lambda argv=argv: _timed(argv, svc.env, svc.project)[0]))
+        samples: dict[str, list[float]] = {
+            k: [] for k in (*COMMANDS, *BASELINES, "request", "status_nocache")
+        }
+
+        def run(argv: list[str]) -> Callable[[], float]:
+            return lambda: _timed(argv, svc.env, svc.project)[0]
+
+        steps = [(name, run([sys.executable, "-c", code])) for name, code in BASELINES.items()]
+        steps += [(cmd, run([*specrun, cmd, "--json"]))
+                  for cmd in ("status", "suggestion", "workers")]
+        nocache = [*specrun, "status", "--json"]
+        steps.append(("status_nocache", lambda: _timed(nocache, svc.env_nocache, svc.project)[0]))
 
         def reject() -> float:
             svc.prepare()
@@ -184,7 +198,7 @@ def measure(runs: int) -> dict[str, Any]:
             return took
 
         steps += [("reject", reject), ("accept", accept), ("request", svc.request_ms)]
-        for name, step in steps:  # one untimed warm-up each: page cache, .pyc files
+        for _name, step in steps:  # one untimed warm-up each: page cache, .pyc files
             step()
         for _ in range(runs):
             for name, step in steps:
@@ -221,6 +235,9 @@ def main() -> int:
     rows += [(f"specrun {c} --json", c) for c in COMMANDS]
     for label, key in rows:
         print(f"{label:44} {med[key]:10.1f} {low[key]:8.1f} {med[key] / bare:6.2f}x")
+    nocache = med["status_nocache"]
+    print(f"{'specrun status --json, no bytecode cache':44} {nocache:10.1f} "
+          f"{low['status_nocache']:8.1f} {nocache / bare:6.2f}x")
     print(f"{'status request alone (warm client)':44} {med['request']:10.2f} "
           f"{low['request']:8.2f}")
     return 0
