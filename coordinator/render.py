@@ -458,7 +458,35 @@ def show_stats(r: StatsReply, out: Console | None = None) -> None:
         f"{r.time_saved_total_s:.2f} s total, median {r.time_saved_median_s:.2f} s "
         f"over {len(r.time_saved_s)} accept(s)",
     )
+    if r.speculations_skipped.total:
+        table.add_row("suggestions not speculated", _by_reason(
+            r.speculations_skipped.total, r.speculations_skipped.by_reason))
+    spec = r.speculation_tokens
+    if spec.total:
+        # What speculation costs: the tokens its workers spent, by what became of them.
+        split = (f"{spec.total:,}: {spec.accepted:,} accepted ({spec.accepted / spec.total:.0%}),"
+                 f" {spec.discarded:,} thrown away")
+        table.add_row("speculation tokens",
+                      split + (f", {spec.pending:,} pending" if spec.pending else ""))
+    if r.time_saved_per_1k_tokens_s is not None:
+        table.add_row("  time saved", f"{r.time_saved_per_1k_tokens_s:.3f} s per 1,000 tokens")
+    if r.speculation_budget is not None:
+        b = r.speculation_budget
+        per = "per hour" if b.window == "hour" else "per session"
+        state = " (spent: not speculating)" if b.exhausted else ""
+        table.add_row("speculation budget", f"{b.spent:,} of {b.tokens:,} {per}{state}")
     out.print(table)
+    used = {k: v for k, v in r.tokens.items() if v.requests}
+    if used:
+        tokens = Table(title="tokens by purpose", title_justify="left", box=None, pad_edge=False)
+        for name in ("purpose", "requests", "prompt", "cached prompt", "completion"):
+            tokens.add_column(name, justify="left" if name == "purpose" else "right")
+        for purpose, c in used.items():
+            cached = f"{c.cached_prompt:,}" + (f" ({c.cached_prompt / c.prompt:.0%})"
+                                               if c.prompt else "")
+            tokens.add_row(purpose, f"{c.requests:,}", f"{c.prompt:,}", cached,
+                           f"{c.completion:,}")
+        out.print(tokens)
 
 
 def _by_reason(total: int, by_reason: dict[str, int]) -> str:
