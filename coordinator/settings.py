@@ -73,6 +73,14 @@ KEYS: dict[str, Key] = {
         Key("sessionTokenLimit", int, 0, "total tokens per session (0: no limit)"),
         Key("approvalTimeoutS", int, 300, "an approval question unanswered this long is a no"),
         Key(
+            "speculationBudget",
+            int,
+            0,
+            "tokens speculations may spend per speculationBudgetWindow; once spent, "
+            "suggestions are shown but not speculated (0: no budget)",
+        ),
+        Key("speculationBudgetWindow", str, "hour", "hour (the last 60 minutes) | session"),
+        Key(
             "protectedPaths",
             list,
             [],
@@ -172,6 +180,8 @@ def _coerce(key: Key, value: Any, where: str) -> Any:
                 f"{where}: approvalMode must be one of default, plan, auto-edit, yolo "
                 f"(got {value!r})."
             )
+        if key.name == "speculationBudgetWindow" and value not in ("hour", "session"):
+            raise SettingsError(f"{where}: {key.name} must be hour or session (got {value!r}).")
         if key.name == "baseUrl" and value and not value.startswith(("http://", "https://")):
             raise SettingsError(
                 f"{where}: baseUrl must be an http:// or https:// URL (got {value!r})."
@@ -195,6 +205,7 @@ _MIN_INT = {
     "maxSessionTurns": 1,
     "maxTurnsPerQuery": 1,
     "sessionTokenLimit": 0,
+    "speculationBudget": 0,
     "heartbeatMs": 50,
     "hangAfterMs": 200,
     "approvalTimeoutS": 1,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import overlay
 from coordinator.accept_record import PendingAccept, clear_pending, digest, write_pending
 from coordinator.boundary_text import describe_boundary
+from coordinator.cost import Budget
 from coordinator.emitter import Emitter
 from coordinator.pool import WorkerHandle, WorkerStartError, WorkerState
 from coordinator.settings import Settings
@@ -31,8 +32,8 @@ from coordinator.stats import Stats
 from coordinator.suggestions import generate_suggestion
 from coordinator.transcript import ensure_tool_result_pairing, render_transcript
 from protocol.approval import ApprovalMode
-from protocol.chat import Message
-from protocol.control import SpeculationInfo, SuggestionReply, Transcript
+from protocol.chat import Message, Usage
+from protocol.control import SpeculationInfo, StatsReply, SuggestionReply, Transcript
 from protocol.model import ModelClient
 from protocol.work import (
     Boundary,
@@ -40,6 +41,7 @@ from protocol.work import (
     Failed,
     ModelEndpoint,
     ModelText,
+    ModelUsage,
     PipelinedSuggestion,
     RunSpeculation,
     SpeculationOutcome,
@@ -57,6 +59,9 @@ SUGGESTION_DELAY_MS = 300
 ACCEPT_DEBOUNCE_MS = 100
 PIPELINED_GRACE_S = 1.0
 TERMINAL = frozenset({"completed", "boundary", "aborted", "failed", "accepted"})
+# Speculations whose workers may still report tokens: a killed worker's last frames
+# can arrive after the speculation was dropped (the pool keeps departed workers briefly).
+RECENT_SPECULATIONS = 8
 
 
 @dataclass(eq=False)
@@ -110,6 +115,7 @@ class Suggestion:
     delay_s: float = SUGGESTION_DELAY_MS / 1000
     speculation: Speculation | None = None
     settled: bool = False  # its outcome (accepted / ignored) is recorded
+    skipped: str | None = None  # why it is not speculated (``budget``)
 
     @property
     def visible(self) -> bool:
@@ -125,6 +131,13 @@ class SpeculationManager:
         self.service = service
         self.model = model
         self.stats = Stats()
+        self.stats.cost.budget = Budget(
+            int(self.settings["speculationBudget"]), self.settings["speculationBudgetWindow"]
+        )
+        # The service's own requests (main turns, suggestions, recall) all go through
+        # this one client; the workers report theirs as ModelUsage events.
+        model.on_usage = self._count_own_usage
+        self._recent: dict[str, Speculation] = {}
         self.current: Suggestion | None = None
         self.last_suppressed: str | None = None
         self._ids = itertools.count(1)
@@ -182,8 +195,15 @@ class SpeculationManager:
         self.current = suggestion
         self.last_suppressed = None
         self.stats.shown += 1
-        if self.settings["enableSpeculation"]:
-            suggestion.speculation = await self.start(text)
+        if not self.settings["enableSpeculation"]:
+            return
+        if self.stats.cost.budget_exhausted():
+            # Still shown (the person may take it), but not run ahead: nothing more is
+            # spent until the window frees tokens or a new session starts.
+            suggestion.skipped = "budget"
+            self.stats.skipped["budget"] += 1
+            return
+        suggestion.speculation = await self.start(text)
 
     @property
     def pending(self) -> bool:
@@ -210,6 +230,9 @@ class SpeculationManager:
             log.info("CacheSafeParams not available for speculation")
             return None
         spec = Speculation(id=f"spec-{next(self._ids)}-{secrets.token_hex(3)}", suggestion=text)
+        self._recent[spec.id] = spec
+        while len(self._recent) > RECENT_SPECULATIONS:
+            self._recent.pop(next(iter(self._recent)))
         self._preflush()  # runs beside the speculation; an accept may follow it soon
         try:
             handle = await self.service.pool.acquire("speculation", spec.id)
@@ -256,6 +279,9 @@ class SpeculationManager:
     async def on_worker_event(self, handle: WorkerHandle, event: WorkerEvent) -> None:
         if self.service.chat.tools_exec.on_event(handle, event):
             return
+        if isinstance(event, ModelUsage):
+            self._count_worker_usage(handle, event)
+            return
         job_id = getattr(event, "job_id", None)
         spec = self._spec_for(handle, job_id) if job_id else None
         if spec is None:
@@ -287,6 +313,19 @@ class SpeculationManager:
         elif isinstance(event, Failed) and spec.status == "running":
             spec.error = event.error
             await self._end(spec, "failed")
+
+    def _count_own_usage(self, purpose: str, usage: Usage) -> None:
+        self.stats.cost.count(purpose, usage)
+
+    def _count_worker_usage(self, handle: WorkerHandle, event: ModelUsage) -> None:
+        """Tokens are spent whether or not the speculation is still wanted, so a recent
+        speculation's usage counts even after it was aborted and its worker killed; the
+        fence is the same as for every event: this speculation, from its own worker."""
+        spec = self._recent.get(event.job_id)
+        if spec is None or spec.worker is not handle:
+            log.info("dropping a ModelUsage for %s", event.job_id)
+            return
+        self.stats.cost.count(event.purpose, event.usage, speculation_id=spec.id)
 
     async def on_worker_death(self, handle: WorkerHandle) -> None:
         self.service.chat.tools_exec.on_death(handle)
@@ -386,6 +425,7 @@ class SpeculationManager:
             clear_pending(root)
             ov.cleanup()
         spec.status = "accepted"
+        self.stats.cost.accepted(spec.id)
         saved = max(0.0, spec.elapsed_s - (time.monotonic() - now))
         self.stats.time_saved_s.append(saved)
         entries = render_transcript(suggestion.text, messages)
@@ -434,7 +474,20 @@ class SpeculationManager:
                 req_id, None, False, self.last_suppressed, None, pending=self.pending
             )
         spec = current.speculation.info() if current.speculation else None
-        return SuggestionReply(req_id, current.text, current.visible, None, spec)
+        return SuggestionReply(
+            req_id, current.text, current.visible, None, spec, speculation_skipped=current.skipped
+        )
+
+    def stats_reply(self, req_id: int) -> StatsReply:
+        # Only a speculation that can still be accepted is undecided; a failed or boundary
+        # one is thrown away already (accepting it runs the prompt as a normal turn).
+        current = self.current.speculation if self.current else None
+        pending = current.id if current and current.status in ("running", "completed") else None
+        return self.stats.reply(req_id, pending_speculation=pending)
+
+    def new_session(self) -> None:
+        """A new chat session: a per-session speculation budget starts again."""
+        self.stats.cost.new_session()
 
     async def shutdown(self) -> None:
         self.cancel_generation()

@@ -175,11 +175,45 @@ class SuggestionReply(msgspec.Struct, frozen=True, tag="suggestion"):
     suppressed_reason: str | None
     speculation: SpeculationInfo | None
     pending: bool = False  # a suggestion is being generated right now (`--wait` waits)
+    # Why the suggestion is shown without a speculation (``budget``: the speculation
+    # budget is spent), or None.
+    speculation_skipped: str | None = None
 
 
 class CountByReason(msgspec.Struct, frozen=True):
     total: int
     by_reason: dict[str, int]
+
+
+class TokenCount(msgspec.Struct, frozen=True):
+    """Tokens of the model requests of one purpose. ``cached_prompt`` is the part of
+    ``prompt`` the provider served from its prefix cache (as it reported it)."""
+
+    requests: int = 0
+    prompt: int = 0
+    cached_prompt: int = 0
+    completion: int = 0
+
+
+class SpeculationTokens(msgspec.Struct, frozen=True):
+    """Prompt + completion tokens the speculations' workers spent (purposes
+    ``speculation`` and ``pipelined``), by what became of their speculation:
+    ``accepted``, ``discarded`` (aborted, rejected, replaced, failed, never accepted)
+    or ``pending`` (the current suggestion, not decided yet)."""
+
+    total: int = 0
+    accepted: int = 0
+    discarded: int = 0
+    pending: int = 0
+
+
+class BudgetInfo(msgspec.Struct, frozen=True):
+    """The ``speculationBudget`` setting and what is spent of it in its window."""
+
+    tokens: int
+    window: str  # hour (the last 60 minutes) | session (since the chat session began)
+    spent: int
+    exhausted: bool
 
 
 class StatsReply(msgspec.Struct, frozen=True, tag="stats"):
@@ -196,6 +230,14 @@ class StatsReply(msgspec.Struct, frozen=True, tag="stats"):
     time_saved_s: tuple[float, ...]
     time_saved_median_s: float
     time_saved_total_s: float
+    # Cost (all with defaults, so a client built before them still decodes the reply).
+    tokens: dict[str, TokenCount] = {}  # by purpose: main suggestion speculation pipelined recall
+    speculation_tokens: SpeculationTokens = SpeculationTokens()
+    # Seconds saved by accepted speculations per 1,000 speculation tokens (all of them,
+    # discarded included); None before any speculation token was spent.
+    time_saved_per_1k_tokens_s: float | None = None
+    speculations_skipped: CountByReason = CountByReason(0, {})
+    speculation_budget: BudgetInfo | None = None  # None: no budget set
 
 
 # Turn events, streamed while a query or an accept runs.

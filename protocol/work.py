@@ -14,7 +14,7 @@ from typing import Literal
 import msgspec
 
 from protocol.approval import ApprovalMode
-from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
+from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec, Usage
 
 # --- shared pieces -----------------------------------------------------------
 
@@ -219,6 +219,16 @@ class ToolDone(msgspec.Struct, frozen=True, tag="tool_done"):
     needs_approval: str | None = None
 
 
+class ModelUsage(msgspec.Struct, frozen=True, tag="model_usage"):
+    """The tokens of one model request a speculation's worker made, sent as soon as the
+    answer is in: a speculation killed later still counts what it spent."""
+
+    job_id: str
+    epoch: int
+    purpose: Literal["speculation", "pipelined"]
+    usage: Usage
+
+
 class Failed(msgspec.Struct, frozen=True, tag="failed"):
     job_id: str
     epoch: int
@@ -234,6 +244,7 @@ WorkerEvent = (
     | Boundary
     | Completed
     | PipelinedSuggestion
+    | ModelUsage
     | ToolDone
     | Failed
 )

@@ -30,7 +30,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from overlay import (
     Overlay,
@@ -40,13 +40,14 @@ from overlay import (
     mark_owner,
     speculation_base_dir,
 )
-from protocol.chat import ToolCall, ToolResult
+from protocol.chat import ToolCall, ToolResult, Usage
 from protocol.model import ModelClient, ModelError
 from protocol.work import (
     Boundary,
     CommandLimits,
     Completed,
     Failed,
+    ModelUsage,
     PipelinedSuggestion,
     RunSpeculation,
     RunTool,
@@ -188,7 +189,10 @@ async def run_speculation(job: RunSpeculation, outbox: Outbox, helper: SandboxHe
     speculation.
     """
     client = ModelClient(
-        job.endpoint.base_url, job.endpoint.api_key, cache_sharing=job.endpoint.cache_sharing
+        job.endpoint.base_url,
+        job.endpoint.api_key,
+        cache_sharing=job.endpoint.cache_sharing,
+        on_usage=_usage_reporter(job, outbox),
     )
     try:
         event, end = await _speculate(job, client, outbox.send, helper)
@@ -197,6 +201,20 @@ async def run_speculation(job: RunSpeculation, outbox: Outbox, helper: SandboxHe
             await outbox.send(await _pipelined(job, client, end))
     finally:
         await client.aclose()
+
+
+def _usage_reporter(job: RunSpeculation, outbox: Outbox) -> Callable[[str, Usage], Any]:
+    """Sends each model request's tokens to the coordinator as soon as its answer is in,
+    before the events that answer leads to, so what a speculation spent is counted even
+    if it is killed later, and is complete when ``Completed`` arrives."""
+
+    async def report(purpose: str, usage: Usage) -> None:
+        kind: Literal["speculation", "pipelined"] = (
+            "pipelined" if purpose == "pipelined" else "speculation"
+        )
+        await outbox.send(ModelUsage(job_id=job.job_id, epoch=job.epoch, purpose=kind, usage=usage))
+
+    return report
 
 
 async def _speculate(

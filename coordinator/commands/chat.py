@@ -127,4 +127,5 @@ async def reset(svc: Service, identity: bytes, req: ResetRequest) -> None:
     svc.speculation.cancel_generation()
     await svc.speculation.dismiss("reset")
     svc.chat.reset()
+    svc.speculation.new_session()
     await svc.send(identity, OkReply(req.req_id, f"new session {svc.chat.session_id}"))

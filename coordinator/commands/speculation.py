@@ -46,4 +46,4 @@ async def reject(svc: Service, identity: bytes, req: RejectRequest) -> None:
 
 
 async def stats(svc: Service, identity: bytes, req: StatsRequest) -> None:
-    await svc.send(identity, svc.speculation.stats.reply(req.req_id))
+    await svc.send(identity, svc.speculation.stats_reply(req.req_id))

@@ -28,6 +28,7 @@ import msgspec
 from httpx_sse import EventSource, SSEError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from protocol.chat import Usage
 from protocol.model.assemble import StreamAssembler, parse_completion
 from protocol.model.errors import ErrorKind, ModelError, one_line, redact
 from protocol.model.request import (
@@ -46,6 +47,8 @@ DASHSCOPE_CACHE_HEADER = "X-DashScope-CacheControl"
 USER_AGENT = "specrun/0.1"
 
 EventCallback = Callable[[StreamEvent], Awaitable[None] | None]
+UsageCallback = Callable[[str, Usage], Awaitable[None] | None]
+"""Told the purpose and token usage of every request that produced an answer."""
 
 
 def _is_retryable(exc: BaseException) -> bool:
@@ -108,8 +111,12 @@ class ModelClient:
         cache_sharing: bool = True,
         dashscope: bool | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        on_usage: UsageCallback | None = None,
     ) -> None:
         self._base_url = base_url.rstrip("/")
+        # Set (or replaced) by the owner of the client: what speculation costs is counted
+        # from here, so no caller of chat/stream/complete can forget to report it.
+        self.on_usage = on_usage
         self._api_key = api_key or None
         self._timeout_s = timeout_s
         self._connect_timeout_s = connect_timeout_s
@@ -184,6 +191,18 @@ class ModelClient:
         if self.dashscope and self.cache_sharing:
             headers[DASHSCOPE_CACHE_HEADER] = "enable"
         return headers
+
+    async def _report_usage(self, purpose: str, usage: Usage) -> None:
+        """Pass a finished request's usage on. Counting must never fail the request
+        itself, so an error of the callback is logged, not raised."""
+        if self.on_usage is None:
+            return
+        try:
+            outcome = self.on_usage(purpose, usage)
+            if outcome is not None:
+                await outcome
+        except Exception:
+            log.exception("the usage callback failed (purpose=%s)", purpose)
 
     # ------------------------------------------------------------------ errors
 
@@ -445,7 +464,9 @@ class ModelClient:
                     f"The model endpoint {self._base_url} ended the stream before the "
                     "answer was complete.",
                 )
-            yield assembler.result(response.headers.get("x-request-id"))
+            result = assembler.result(response.headers.get("x-request-id"))
+            await self._report_usage(req.purpose, result.usage)
+            yield result
         finally:
             await response.aclose()
 
@@ -502,7 +523,7 @@ class ModelClient:
         except TimeoutError:
             raise self._total_timeout_error() from None
         try:
-            return parse_completion(
+            result = parse_completion(
                 msgspec.json.decode(response.content), response.headers.get("x-request-id")
             )
         except (msgspec.DecodeError, ValueError) as exc:
@@ -511,6 +532,8 @@ class ModelClient:
                 f"The model endpoint {self._base_url} sent an answer that could not be "
                 f"read ({one_line(str(exc), 80)}).",
             ) from None
+        await self._report_usage(req.purpose, result.usage)
+        return result
 
     async def list_models(self) -> list[str]:
         """The model ids the endpoint offers (``GET {base_url}/models``)."""

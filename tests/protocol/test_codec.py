@@ -9,7 +9,7 @@ import pytest
 
 from protocol import codec, control, work
 from protocol.approval import ApprovalMode
-from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
+from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec, Usage
 
 CALL = ToolCall("c1", "read_file", '{"file_path": "a.py"}')
 RESULT = ToolResult("c1", "read_file", output="1\tx")
@@ -107,6 +107,7 @@ EVENTS = [
     work.Boundary("s1", 9, "shell:rm -rf x", OUTCOME),
     work.Completed("s1", 9, OUTCOME),
     work.PipelinedSuggestion("s1", 9, "commit this"),
+    work.ModelUsage("s1", 9, "speculation", Usage(1200, 40, 1240, 1100)),
     work.ToolDone("t1", 9, RESULT, "shell: command:rm"),
     work.Failed("s1", 9, "boom"),
 ]
@@ -188,3 +189,26 @@ def test_is_final_marks_the_last_reply_of_a_request() -> None:
     }
     for reply in REPLIES:
         assert control.is_final(reply) == (type(reply) not in streaming)
+
+
+def test_stats_cost_fields_round_trip_and_older_replies_still_decode() -> None:
+    full = control.StatsReply(
+        6, 1, 1, {"tab": 1}, 0, control.CountByReason(0, {}), 1, control.CountByReason(0, {}),
+        0, 0, (0.5,), 0.5, 0.5,
+        tokens={"speculation": control.TokenCount(2, 1000, 900, 30)},
+        speculation_tokens=control.SpeculationTokens(1030, 1030, 0, 0),
+        time_saved_per_1k_tokens_s=0.4854,
+        speculations_skipped=control.CountByReason(1, {"budget": 1}),
+        speculation_budget=control.BudgetInfo(1000, "hour", 1030, True),
+    )
+    to_client = codec.coordinator_to_client()
+    assert to_client.decode(to_client.encode(full)) == full
+    # A reply from a service that predates the cost fields: they take their defaults.
+    old = msgspec.msgpack.encode(msgspec.to_builtins(full))
+    raw = msgspec.msgpack.decode(old)
+    for name in ("tokens", "speculation_tokens", "time_saved_per_1k_tokens_s",
+                 "speculations_skipped", "speculation_budget"):
+        del raw[name]
+    decoded = to_client.decode(msgspec.msgpack.encode(raw))
+    assert isinstance(decoded, control.StatsReply)
+    assert decoded.tokens == {} and decoded.speculation_budget is None
