@@ -10,12 +10,14 @@ Per-area benchmarks are reused where they exist (their measuring functions are i
 ``bench_spawn`` (worker start, kill-to-detected), ``bench_accept`` (accept of a 2-file
 speculation, abort), ``bench_cli`` (wall time of the light `specrun` commands),
 ``bench_overlay`` (apply of 10/100 files), ``bench_recall`` (recall's added latency),
-``bench_shell`` (shell classification), ``bench_speculation`` (a speculation in a worker vs
-in-process). Measured here: the cold-start baseline (a fresh interpreter
-importing the worker's modules), the abort baseline (the same ``reject`` with nothing to
-abort), end-to-end accept of 10 and 100 files through a real service against the same
-prompt as a normal turn, and protocol throughput coordinator<->worker over a real ZeroMQ
-ipc socket with the real codec (against pickle and against raw bytes on the same socket).
+``bench_shell`` (shell classification), ``bench_speculation`` (a speculation in a worker
+vs in-process), ``bench_cost`` (the cached share of speculation prompt tokens on the
+scripted model, against the main chat's in the same run). Measured here: the cold-start
+baseline (a fresh interpreter importing the worker's modules), the abort baseline (the
+same ``reject`` with nothing to abort), end-to-end accept of 10 and 100 files through a
+real service against the same prompt as a normal turn, and protocol throughput
+coordinator<->worker over a real ZeroMQ ipc socket with the real codec (against pickle and
+against raw bytes on the same socket).
 """
 
 from __future__ import annotations
@@ -462,6 +464,28 @@ def bench_speculation(runs: int, rows: list[Row]) -> None:
     )
 
 
+def bench_cost(rounds: int, rows: list[Row]) -> None:
+    cost_script = _module("bench_cost")
+    if cost_script is None:
+        return
+    cost = cost_script.measure(rounds)
+    rows.append(
+        Row(
+            "cost: cached share of speculation prompt tokens",
+            cost.speculation_cached_share * 100,
+            "%",
+            "main chat's cached share, same run",
+            cost.main_cached_share * 100,
+            "bench_cost",
+            f"{cost.speculation_cached:,} of {cost.speculation_prompt:,} speculation prompt "
+            f"tokens cached (main chat {cost.main_cached:,} of {cost.main_prompt:,}, its first "
+            f"turn cold); {cost.accepted_share:.0%} of {cost.speculation_tokens:,} speculation "
+            f"tokens on accepted speculations; {cost.saved_per_1k_tokens_s:.3f} s saved per "
+            "1,000 speculation tokens (scripted model, 120 ms/call)",
+        )
+    )
+
+
 def bench_search(quick: bool, rows: list[Row]) -> None:
     search = _module("bench_search")
     if search is None:
@@ -718,7 +742,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         help="comma-separated: workers,accept,apply,recall,shell,speculation,protocol,search,"
-        "cli",
+        "cli,cost",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
@@ -731,6 +755,7 @@ def main(argv: list[str] | None = None) -> int:
         ("apply", lambda rows: bench_apply(3 if q else 7, rows)),
         ("speculation", lambda rows: bench_speculation(5 if q else 20, rows)),
         ("recall", lambda rows: bench_recall(q, rows)),
+        ("cost", lambda rows: bench_cost(1 if q else 3, rows)),
         ("accept", lambda rows: bench_accept_abort(1 if q else 3, 20 if q else 100, rows)),
         ("search", lambda rows: bench_search(q, rows)),
         ("cli", lambda rows: bench_cli(7 if q else 21, rows)),
@@ -747,6 +772,7 @@ def main(argv: list[str] | None = None) -> int:
             "bench_speculation",
             "bench_search",
             "bench_cli",
+            "bench_cost",
         )
         if _module(name) is None
     ]
