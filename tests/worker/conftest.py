@@ -24,6 +24,7 @@ from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult
 from protocol.work import (
     ModelEndpoint,
+    ModelUsage,
     RunSpeculation,
     SpeculationLimits,
     WorkerEvent,
@@ -91,13 +92,20 @@ PIPELINED_RULE = rule({"json": {"suggestion": "commit this"}}, purpose="pipeline
 
 
 class Collector:
-    """Stands in for the worker's ``Outbox``: keeps every event in order."""
+    """Stands in for the worker's ``Outbox``: keeps every event in order (``timeline``),
+    and apart from the token reports (``usage``) the speculation's own (``events``)."""
 
     def __init__(self) -> None:
         self.events: list[WorkerEvent] = []
+        self.usage: list[ModelUsage] = []
+        self.timeline: list[WorkerEvent] = []
 
     async def send(self, event: WorkerEvent) -> None:
-        self.events.append(event)
+        self.timeline.append(event)
+        if isinstance(event, ModelUsage):
+            self.usage.append(event)
+        else:
+            self.events.append(event)
 
     def of(self, kind: type[Any]) -> list[Any]:
         return [e for e in self.events if isinstance(e, kind)]

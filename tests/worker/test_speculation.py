@@ -66,6 +66,32 @@ def test_text_only_answer_completes_then_pipelined_suggestion(harness: Any) -> N
     assert only(out, PipelinedSuggestion).text == "commit this"
 
 
+def test_each_model_request_reports_its_tokens_before_what_its_answer_leads_to(
+    harness: Any,
+) -> None:
+    h = harness(
+        [
+            rule({"text": "Looking.", "tool_calls": [call("glob", pattern="*.md")]}, times=1),
+            rule({"text": "Done."}),
+            PIPELINED_RULE,
+        ]
+    )
+    out = h.run(h.job())
+    kinds = [type(e).__name__ for e in out.timeline]
+    assert kinds == [
+        "ModelUsage", "ModelText", "ToolStarted", "ToolFinished",
+        "ModelUsage", "ModelText", "Completed",
+        "ModelUsage", "PipelinedSuggestion",
+    ]  # fmt: skip
+    assert [u.purpose for u in out.usage] == ["speculation", "speculation", "pipelined"]
+    assert len(h.bodies("speculation")) == 2 and len(h.bodies("pipelined")) == 1
+    for u in out.usage:
+        assert (u.job_id, u.epoch) == ("spec-1", 7)
+        assert u.usage.prompt_tokens > 0 and u.usage.completion_tokens > 0
+    # The second request repeats the first one's prefix: the scripted cache holds it.
+    assert out.usage[1].usage.cached_tokens > 0
+
+
 def test_empty_answer_completes_with_nothing(harness: Any) -> None:
     h = harness([rule({"text": "   "}), PIPELINED_RULE])
     out = h.run(h.job())
