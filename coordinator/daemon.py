@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -119,6 +120,31 @@ def _family(pid: int | None) -> list[psutil.Process]:
         return []
 
 
+def _wait_exited(procs: list[psutil.Process], deadline: float) -> list[psutil.Process]:
+    """Wait until each process has exited (a zombie counts: its parent reaps it, not us),
+    through pidfds, so the wait ends the moment the last one exits; returns those still
+    running at ``deadline``. (psutil's wait on a process that is not our child polls.)"""
+    fds: dict[int, psutil.Process] = {}
+    for proc in procs:
+        try:
+            fds[os.pidfd_open(proc.pid)] = proc
+        except (ProcessLookupError, OSError):
+            continue  # already gone
+    try:
+        while fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select(list(fds), [], [], left)
+            for fd in ready:
+                fds.pop(fd)
+                os.close(fd)
+        return list(fds.values())
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def stop_daemon(project_root: Path, timeout_s: float = 20.0) -> int | None:
     """Ask the service to stop and wait until it and all its helper processes have
     exited. Returns its pid, or None if none was running. Escalates to SIGTERM, then
@@ -141,14 +167,14 @@ def stop_daemon(project_root: Path, timeout_s: float = 20.0) -> int | None:
     deadline = time.monotonic() + timeout_s
     # Processes forked after the list was taken are children of the fork server or
     # workers listed here; each of those waits for its own children before it exits.
-    _, alive = psutil.wait_procs(family, timeout=max(0.0, deadline - time.monotonic()))
+    alive = _wait_exited(family, deadline)
     for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
         if not alive:
             break
         for proc in alive:
             with contextlib.suppress(psutil.Error):
                 proc.send_signal(sig)
-        _, alive = psutil.wait_procs(alive, timeout=grace)
+        alive = _wait_exited(alive, time.monotonic() + grace)
     while is_locked(endpoints.pidfile) and time.monotonic() < deadline + 6:
         time.sleep(0.02)  # a pidfile still locked means a process we did not see
     return pid
