@@ -498,10 +498,13 @@ def ask(obj: Ctx, text: str, approval_mode: str | None, as_json: bool) -> None:
 
 @cli.command()
 @click.option("--wait", is_flag=True, help="Wait until a suggestion is visible (or none comes).")
+@click.option("--settled", is_flag=True,
+              help="Also wait until its speculation stopped running (up to 60 s), so that "
+                   "accept applies it.")
 @json_option
 @click.pass_obj
 @friendly
-def suggestion(obj: Ctx, wait: bool, as_json: bool) -> None:
+def suggestion(obj: Ctx, wait: bool, settled: bool, as_json: bool) -> None:
     """Show the predicted next prompt and its speculation's status.
 
     \b
@@ -510,8 +513,8 @@ def suggestion(obj: Ctx, wait: bool, as_json: bool) -> None:
     """
     with obj.client() as client:
         reply = client.request(
-            SuggestionRequest(req_id=client.next_id(), wait_visible=wait),
-            timeout_s=45.0 if wait else None,
+            SuggestionRequest(req_id=client.next_id(), wait_visible=wait, wait_settled=settled),
+            timeout_s=105.0 if settled else 45.0 if wait else None,
         )
     fail_on_error(reply, as_json)
     assert isinstance(reply, SuggestionReply)

@@ -222,6 +222,14 @@ class SpeculationManager:
         if self.current is not None and not self.current.visible:
             await asyncio.sleep(max(0.0, min(self.current.delay_s, deadline - time.monotonic())))
 
+    async def wait_settled(self, timeout_s: float) -> None:
+        """For `specrun suggestion --settled`: until the current suggestion's speculation is
+        no longer running (a Tab then applies it instead of running a normal turn)."""
+        current = self.current
+        spec = current.speculation if current is not None else None
+        if spec is not None:
+            await asyncio.wait({asyncio.ensure_future(spec.finished.wait())}, timeout=timeout_s)
+
     # -- speculation ------------------------------------------------------------
 
     async def start(self, text: str) -> Speculation | None:

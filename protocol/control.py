@@ -45,6 +45,8 @@ class AskRequest(msgspec.Struct, frozen=True, tag="ask"):
 class SuggestionRequest(msgspec.Struct, frozen=True, tag="suggestion"):
     req_id: int
     wait_visible: bool = False
+    # also wait until the visible suggestion's speculation stopped running (`--settled`)
+    wait_settled: bool = False
 
 
 class AcceptRequest(msgspec.Struct, frozen=True, tag="accept"):

@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 
 
 async def suggestion(svc: Service, identity: bytes, req: SuggestionRequest) -> None:
-    if req.wait_visible:
+    if req.wait_visible or req.wait_settled:
         await svc.speculation.wait_visible(timeout_s=30.0)
+    if req.wait_settled:
+        await svc.speculation.wait_settled(timeout_s=60.0)
     await svc.send(identity, svc.speculation.suggestion_reply(req.req_id))
 
 
