@@ -41,12 +41,10 @@ import random
 import select
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -88,6 +86,7 @@ from protocol.work import (
     SpeculationOutcome,
     WrittenFile,
 )
+from worker.contain.verify import ConnectionRecorder
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_PROJECT = REPO / "coordinator" / "demo" / "sample_project"
@@ -515,36 +514,16 @@ class HostileTargets:
         self.guard = project / "chaos" / "guard.txt"
         self.guard.write_text("no round may touch this file\n")
         self.planted = [home / "chaos-planted", tmp / "chaos-planted"]
-        self.tcp = socket.create_server(("127.0.0.1", 0))
-        self.port = self.tcp.getsockname()[1]
+        self.tcp = ConnectionRecorder.tcp()
+        self.port = self.tcp.port
         self.unix_path = runtime / "chaos-probe.sock"
-        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.unix.bind(str(self.unix_path))
-        self.unix.listen(8)
-        self.reached: list[str] = []
+        self.unix = ConnectionRecorder.unix(self.unix_path)
         self.signals = 0
         signal.signal(signal.SIGUSR1, self._signalled)
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._accept, args=(sock, name), daemon=True)
-            for sock, name in ((self.tcp, "tcp"), (self.unix, "unix socket"))
-        ]
-        for thread in self._threads:
-            thread.start()
         self.guard_state = self._guard_state()
 
     def _signalled(self, *_: Any) -> None:
         self.signals += 1
-
-    def _accept(self, server: socket.socket, name: str) -> None:
-        server.settimeout(0.1)
-        while not self._stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            self.reached.append(name)
-            conn.close()
 
     def _guard_state(self) -> tuple[int, int, bytes]:
         info = self.guard.stat()
@@ -562,7 +541,8 @@ class HostileTargets:
         ]
 
     def problems(self) -> list[str]:
-        found = [f"a speculation reached the {name}" for name in self.reached]
+        reached = self.tcp.connections + self.unix.connections
+        found = [f"a speculation reached the {name}" for name in reached]
         found += [f"a speculation wrote {p}" for p in self.planted if p.exists()]
         if self.signals:
             found.append(f"a speculation signalled the harness {self.signals} time(s)")
@@ -571,9 +551,6 @@ class HostileTargets:
         return found
 
     def close(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join()
         self.tcp.close()
         self.unix.close()
 

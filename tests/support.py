@@ -143,12 +143,21 @@ def processes_with_env(marker_dir: Path) -> list[psutil.Process]:
 
 
 @contextmanager
-def running_service(project: Path, *start_args: str) -> Iterator[Specrun]:
+def running_service(
+    project: Path,
+    *start_args: str,
+    extra_env: dict[str, str] | None = None,
+    before_start: Any = None,
+) -> Iterator[Specrun]:
     """A service for ``project`` in an isolated environment, for a whole test module.
 
-    The test process's ``SPECRUN_RUNTIME_DIR`` points at it meanwhile (so in-process
-    clients find it); every process of the service is gone afterwards."""
-    with isolated_env() as env:
+    ``extra_env`` goes into the service's environment; ``before_start(env)`` may prepare
+    the isolated HOME first. The test process's ``SPECRUN_RUNTIME_DIR`` points at it
+    meanwhile (so in-process clients find it); every process of the service is gone
+    afterwards."""
+    with isolated_env(**(extra_env or {})) as env:
+        if before_start is not None:
+            before_start(env)
         runner = Specrun(project, env)
         saved = os.environ.get("SPECRUN_RUNTIME_DIR")
         os.environ["SPECRUN_RUNTIME_DIR"] = str(env.runtime)

@@ -11,10 +11,7 @@ alive and unsignalled, and a read of ``$HOME`` never answered.
 
 from __future__ import annotations
 
-import os
-import socket
 import stat
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,14 +20,9 @@ import pytest
 import yaml
 
 from tests.coordinator.e2e import Driver
-from tests.support import (
-    Specrun,
-    isolated_env,
-    make_sample_project,
-    processes_with_env,
-    wait_until,
-)
+from tests.support import Env, make_sample_project, running_service
 from worker.contain.landlock import abi
+from worker.contain.verify import ConnectionRecorder
 
 pytestmark = pytest.mark.skipif(abi() < 6, reason="needs Landlock ABI >= 6 for the full profile")
 
@@ -138,62 +130,44 @@ def tree_state(root: Path) -> dict[str, tuple[int, int, bytes | None]]:
 
 
 @pytest.fixture(scope="module")
-def listener() -> Iterator[tuple[int, list[bytes]]]:
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.2)
-    seen: list[bytes] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            seen.append(b"<connected>")
-            conn.close()
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], seen
-    stop.set()
-    thread.join()
-    server.close()
+def listener() -> Iterator[tuple[int, list[str]]]:
+    recorder = ConnectionRecorder.tcp()
+    yield recorder.port, recorder.connections
+    recorder.close()
 
 
 @pytest.fixture(scope="module")
 def hostile(
-    tmp_path_factory: pytest.TempPathFactory, listener: tuple[int, list[bytes]]
+    tmp_path_factory: pytest.TempPathFactory, listener: tuple[int, list[str]]
 ) -> Iterator[Any]:
     tmp = tmp_path_factory.mktemp("hostile")
     project = make_sample_project(tmp / "project")
-    with isolated_env(SPECRUN_TEST_BYPASS_CLASSIFIER="1") as env:
+    path = tmp / "hostile.yaml"
+    (project / ".specrun").mkdir(exist_ok=True)
+    (project / ".specrun" / "settings.json").write_text(
+        '{"overlayQuotaMb": 1, "commandCpuSeconds": 1}\n'
+    )
+
+    def prepare(env: Env) -> None:
         (env.home / ".ssh").mkdir(mode=0o700)
         (env.home / ".ssh" / "id_rsa").write_text(SECRET + "\n")
-        path = tmp / "hostile.yaml"
         path.write_text(yaml.safe_dump(scenario(listener[0], env.home, env.runtime)))
-        (project / ".specrun").mkdir(exist_ok=True)
-        (project / ".specrun" / "settings.json").write_text(
-            '{"overlayQuotaMb": 1, "commandCpuSeconds": 1}\n'
-        )
-        runner = Specrun(project, env)
-        saved = os.environ.get("SPECRUN_RUNTIME_DIR")
-        os.environ["SPECRUN_RUNTIME_DIR"] = str(env.runtime)
-        runner.run("start", "--approval-mode", "auto-edit", "--scenario", str(path), check=True)
+
+    with running_service(
+        project,
+        "--approval-mode",
+        "auto-edit",
+        "--scenario",
+        str(path),
+        extra_env={"SPECRUN_TEST_BYPASS_CLASSIFIER": "1"},
+        before_start=prepare,
+    ) as runner:
         driver = Driver(project)
         driver.ask("hello")  # suggestions start from the second model turn
         try:
-            yield runner, driver, project, env
+            yield runner, driver, project, runner.env
         finally:
             driver.close()
-            runner.run("stop")
-            wait_until(lambda: not processes_with_env(env.runtime), timeout=10)
-            for proc in processes_with_env(env.runtime):
-                proc.kill()
-            if saved is None:
-                os.environ.pop("SPECRUN_RUNTIME_DIR", None)
-            else:
-                os.environ["SPECRUN_RUNTIME_DIR"] = saved
 
 
 def speculate(hostile: Any, text: str, statuses: tuple[str, ...]) -> Any:
@@ -208,7 +182,7 @@ def speculate(hostile: Any, text: str, statuses: tuple[str, ...]) -> Any:
 
 
 def test_shell_escapes_change_nothing_outside(
-    hostile: Any, listener: tuple[int, list[bytes]]
+    hostile: Any, listener: tuple[int, list[str]]
 ) -> None:
     runner, _driver, _project, env = hostile
     info = speculate(hostile, "check the files", ("completed",))

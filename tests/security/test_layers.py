@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import stat
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +20,7 @@ from protocol.work import CommandLimits
 from worker.contain.helper import BYPASS_CLASSIFIER_ENV, Request, SandboxHelper
 from worker.contain.landlock import abi
 from worker.contain.spawn import ALL_LAYERS, Layers
-from worker.contain.verify import FORK_400
+from worker.contain.verify import FORK_400, ConnectionRecorder
 from worker.shell.runner import ShellResult
 
 pytestmark = pytest.mark.skipif(abi() < 1, reason="the kernel has no Landlock")
@@ -166,39 +164,18 @@ def test_the_scratch_tmp_is_private_and_gone_afterwards(
 
 
 @pytest.fixture()
-def listener() -> Iterator[tuple[int, list[bytes]]]:
+def listener() -> Iterator[tuple[int, list[str]]]:
     """A loopback TCP listener that records every connection it gets."""
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.2)
-    seen: list[bytes] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.settimeout(1)
-                try:
-                    seen.append(conn.recv(1024) or b"<connected>")
-                except OSError:
-                    seen.append(b"<connected>")
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], seen
-    stop.set()
-    thread.join()
-    server.close()
+    recorder = ConnectionRecorder.tcp()
+    yield recorder.port, recorder.connections
+    recorder.close()
 
 
 @pytest.mark.parametrize("only", ["network", "landlock", "all"])
 def test_no_tcp_connection_leaves(
     helper: SandboxHelper,
     world: dict[str, Path],
-    listener: tuple[int, list[bytes]],
+    listener: tuple[int, list[str]],
     only: str,
 ) -> None:
     if only == "landlock" and abi() < 4:
@@ -218,38 +195,19 @@ def test_no_tcp_connection_leaves(
 
 
 @pytest.fixture()
-def control_socket(tmp_path: Path) -> Iterator[tuple[Path, list[bytes]]]:
+def control_socket(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
     """A unix socket standing for the service's control socket."""
     path = tmp_path / "control.sock"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
-    server.listen(4)
-    server.settimeout(0.2)
-    seen: list[bytes] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            with conn:
-                seen.append(b"<connected>")
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield path, seen
-    stop.set()
-    thread.join()
-    server.close()
+    recorder = ConnectionRecorder.unix(path)
+    yield path, recorder.connections
+    recorder.close()
 
 
 @pytest.mark.parametrize("only", ["seccomp", "filesystem", "all"])
 def test_no_specrun_socket_is_reachable(
     helper: SandboxHelper,
     world: dict[str, Path],
-    control_socket: tuple[Path, list[bytes]],
+    control_socket: tuple[Path, list[str]],
     only: str,
 ) -> None:
     path, seen = control_socket
@@ -406,8 +364,8 @@ def test_control_without_layers_the_tree_changes(
 def test_control_without_layers_tcp_and_unix_sockets_connect(
     helper: SandboxHelper,
     world: dict[str, Path],
-    listener: tuple[int, list[bytes]],
-    control_socket: tuple[Path, list[bytes]],
+    listener: tuple[int, list[str]],
+    control_socket: tuple[Path, list[str]],
 ) -> None:
     port, seen = listener
     path, seen_unix = control_socket

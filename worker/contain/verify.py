@@ -38,6 +38,49 @@ class Check:
     held: bool
 
 
+class ConnectionRecorder:
+    """A listening socket (loopback TCP, or a unix socket at a path) that records every
+    connection made to it: the target of an escape that must never arrive."""
+
+    def __init__(self, server: socket.socket, name: str) -> None:
+        self.server = server
+        self.name = name
+        self.connections: list[str] = []
+        self._stop = threading.Event()
+        server.settimeout(0.1)
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def tcp(cls) -> ConnectionRecorder:
+        return cls(socket.create_server(("127.0.0.1", 0)), "tcp")
+
+    @classmethod
+    def unix(cls, path: Path) -> ConnectionRecorder:
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(str(path))
+        server.listen(8)
+        return cls(server, "unix socket")
+
+    @property
+    def port(self) -> int:
+        return int(self.server.getsockname()[1])
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            self.connections.append(self.name)
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.server.close()
+
+
 class _Targets:
     """Things an escape would touch, made for the verification and removed after it."""
 
@@ -54,37 +97,17 @@ class _Targets:
         self.tmp_planted = Path(tempfile.gettempdir()) / f"specrun-verify-planted-{token}"
         runtime_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.unix_path = runtime_dir / f"verify-{token}.sock"
-        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.unix.bind(str(self.unix_path))
-        self.unix.listen(4)
-        self.tcp = socket.create_server(("127.0.0.1", 0))
-        self.port = self.tcp.getsockname()[1]
-        self.connections: list[str] = []
-        self.signals: list[int] = []
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._accept, args=(s, name), daemon=True)
-            for s, name in ((self.tcp, "tcp"), (self.unix, "unix"))
-        ]
-        for thread in self._threads:
-            thread.start()
+        self.unix = ConnectionRecorder.unix(self.unix_path)
+        self.tcp = ConnectionRecorder.tcp()
+        self.port = self.tcp.port
 
-    def _accept(self, server: socket.socket, name: str) -> None:
-        server.settimeout(0.1)
-        while not self._stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            self.connections.append(name)
-            conn.close()
+    @property
+    def connections(self) -> list[str]:
+        return self.tcp.connections + self.unix.connections
 
     def close(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join()
-        for sock in (self.tcp, self.unix):
-            sock.close()
+        self.tcp.close()
+        self.unix.close()
         for path in (self.home_secret, self.home_planted, self.tmp_planted, self.unix_path):
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -170,7 +193,7 @@ def _probes(helper: SandboxHelper, t: _Targets) -> list[Check]:
         code = f"import socket; socket.socket(socket.AF_UNIX).connect('{t.unix_path}')"
         result = run(f'python3 -c "{code}" 2>&1 | tail -n 1')
         time.sleep(0.2)
-        held = "unix" not in t.connections
+        held = "unix socket" not in t.connections
         detail = result.stdout.strip() or _first_error(result)
         return held, detail if held else "the socket was reached"
 

@@ -59,32 +59,26 @@ def double_quote_end(s: str, i: int) -> int:
     A backslash escapes the next character (enough to find the end; substitutions inside are
     refused by the callers, so their own quoting need not be followed).
     """
-    j = i + 1
-    n = len(s)
-    while j < n:
-        c = s[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == '"':
-            return j + 1
-        j += 1
-    raise ScanError("unterminated double quote")
+    return _escaped_end(s, i + 1, '"', "unterminated double quote")
 
 
 def ansi_c_quote_end(s: str, i: int) -> int:
     """Index after the ``'`` closing ``$'...'`` whose ``$`` is at ``i``."""
-    j = i + 2
+    return _escaped_end(s, i + 2, "'", "unterminated $'...' quote")
+
+
+def _escaped_end(s: str, j: int, close: str, error: str) -> int:
+    """Index after the first ``close`` from ``j`` on that no backslash escapes."""
     n = len(s)
     while j < n:
         c = s[j]
         if c == "\\":
             j += 2
             continue
-        if c == "'":
+        if c == close:
             return j + 1
         j += 1
-    raise ScanError("unterminated $'...' quote")
+    raise ScanError(error)
 
 
 def regex_literal_end(s: str, i: int, delim: str, *, brackets: bool) -> int:
