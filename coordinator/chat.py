@@ -24,7 +24,13 @@ from coordinator.loop_detect import LoopDetector
 from coordinator.memory import AbortReason, AbortSignal, MemoryPrefetcher, Recaller
 from coordinator.pool import WorkerStartError
 from coordinator.system_prompt import build_system_prompt
-from coordinator.tool_exec import SHELL_TOOL, ToolExecutor, shell_mode, write_policy
+from coordinator.tool_exec import (
+    SHELL_TOOL,
+    WRITE_TOOLS,
+    ToolExecutor,
+    shell_mode,
+    write_policy,
+)
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
 from protocol.model import ChatRequest, ChatResult, ModelClient, ModelError, TextDelta
@@ -251,7 +257,7 @@ class MainChat:
         await out.tool(call, "running")
         outcome = await self.tools_exec.run(call, shell_mode(call, mode))
         if outcome.needs_approval is not None:
-            if mode is ApprovalMode.PLAN:
+            if mode is ApprovalMode.PLAN and call.name == SHELL_TOOL:
                 return await self._refused(
                     out, call, "Only read-only shell commands run in plan mode."
                 )
@@ -270,10 +276,11 @@ class MainChat:
 
     def _refusal_text(self, can_confirm: bool, call: ToolCall) -> str:
         """Why a call was not run, naming the one approval mode that allows exactly this
-        call (shell: yolo; file writes: auto-edit) and saying where it can be given."""
+        call (file writes: auto-edit; shell, reads outside the project: yolo) and saying
+        where it can be given."""
         if can_confirm:
             return "The user declined this tool call."
-        needed = "yolo" if call.name == SHELL_TOOL else "auto-edit"
+        needed = "auto-edit" if call.name in WRITE_TOOLS else "yolo"
         if self._from_accept:
             where = (
                 f"`specrun accept` takes no approval mode: to allow it, ask the same prompt "

@@ -40,9 +40,10 @@ def write_policy(call: ToolCall, mode: ApprovalMode) -> str:
 
 
 def shell_mode(call: ToolCall, mode: ApprovalMode) -> str:
-    """``full`` when the mode already allows any command (yolo), else ``read_only``: the
-    worker runs it only if it is provably read-only and otherwise asks back."""
-    return "full" if call.name == SHELL_TOOL and mode is ApprovalMode.YOLO else "read_only"
+    """``full`` when the mode already allows anything (yolo), else ``read_only``: the
+    worker runs a command only if it is provably read-only, and a read only inside the
+    project, and otherwise asks back."""
+    return "full" if mode is ApprovalMode.YOLO else "read_only"
 
 
 class ToolExecutor:

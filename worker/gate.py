@@ -215,9 +215,13 @@ def _relative_spellings(overlay: OverlayLike, path: Any) -> list[str]:
 
 
 def _reads_inside(name: str, args: dict[str, Any], overlay: OverlayLike) -> bool:
+    return reads_inside_project(name, args, overlay.root)
+
+
+def reads_inside_project(name: str, args: dict[str, Any], project_root: Any) -> bool:
     """Does the read stay in the project? The path argument (symlinks resolved) and, for
     ``glob``, the pattern (no absolute pattern, no ``..``) must both stay inside."""
-    root = real_root(overlay.root)
+    root = real_root(project_root)
     key = path_key(args)
     if key is not None:
         real = os.path.realpath(os.path.join(root, args[key]))

@@ -59,7 +59,7 @@ from worker.contain.landlock import restrict_writes_to
 from worker.contain.limits import limit_reached
 from worker.contain.spawn import ContainmentUnavailable
 from worker.fork import ForkedChat, pipelined_suggestion
-from worker.gate import read_only_verdict
+from worker.gate import READ_TOOLS, read_only_verdict, reads_inside_project
 from worker.shell.git_config import git_config_hazard
 from worker.shell.runner import ShellResult
 from worker.speculation import Emit, LoopEnd, Toolbox, final_event, run_loop
@@ -101,6 +101,13 @@ async def _main_chat_tool(job: RunTool, helper: SandboxHelper) -> tuple[ToolResu
         shell_mode=job.shell,
         shell_timeout_s=job.timeout_s,
     )
+    if (
+        call.name in READ_TOOLS
+        and job.shell == "read_only"
+        and not reads_inside_project(call.name, call.args(), job.project_root)
+    ):
+        outside = f"read_outside_project:{call.name}"  # the user decides what leaves
+        return _refused(call, outside), outside
     if call.name == SHELL_TOOL and job.shell == "read_only":
         reason = approval_needed(call, job.project_root)
         if reason is not None:
@@ -115,7 +122,7 @@ async def _main_chat_tool(job: RunTool, helper: SandboxHelper) -> tuple[ToolResu
 
 def _refused(call: ToolCall, reason: str) -> ToolResult:
     return ToolResult(
-        call.id, call.name, error=f"Not run: the command needs the user's approval ({reason})"
+        call.id, call.name, error=f"Not run: the call needs the user's approval ({reason})"
     )
 
 

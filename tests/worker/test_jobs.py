@@ -118,3 +118,19 @@ def test_internal_error_answers_failed(spec_project: Path, monkeypatch: pytest.M
     event = answer(tool_job(spec_project, "read_file", file_path="README.md"))
     assert isinstance(event, Failed)
     assert "registry exploded" in event.error
+
+
+def test_a_main_chat_read_outside_the_project_asks_first(tmp_path: Path) -> None:
+    """SPEC §11: nothing outside the project goes to the model without a yes (yolo aside)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not send\n")
+    asked = done(tool_job(project, "read_file", file_path=str(secret)))
+    assert asked.needs_approval == "read_outside_project:read_file"
+    assert "do not send" not in (asked.result.output or "")
+    approved = done(tool_job(project, "read_file", shell="full", file_path=str(secret)))
+    assert approved.needs_approval is None
+    assert "do not send" in (approved.result.output or "")
+    inside = done(tool_job(project, "list_directory", path="."))
+    assert inside.needs_approval is None
