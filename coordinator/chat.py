@@ -262,7 +262,9 @@ class MainChat:
                     out, call, "Only read-only shell commands run in plan mode."
                 )
             if not await self._confirm(out, call, outcome.needs_approval, can_confirm):
-                return await self._refused(out, call, self._refusal_text(can_confirm, call))
+                return await self._refused(
+                    out, call, self._refusal_text(can_confirm, call, outcome.needs_approval)
+                )
             outcome = await self.tools_exec.run(call, "full")
         result = ToolResult(call.id, call.name, outcome.result.output, outcome.result.error)
         await out.tool(
@@ -274,7 +276,7 @@ class MainChat:
         await out.tool(call, "refused", why)
         return ToolResult(call.id, call.name, error=why)
 
-    def _refusal_text(self, can_confirm: bool, call: ToolCall) -> str:
+    def _refusal_text(self, can_confirm: bool, call: ToolCall, why: str = "") -> str:
         """Why a call was not run, naming the one approval mode that allows exactly this
         call (file writes: auto-edit; shell, reads outside the project: yolo) and saying
         where it can be given."""
@@ -289,7 +291,8 @@ class MainChat:
             )
         else:
             where = f"rerun with --approval-mode {needed} to allow it"
-        return f"This call needs the user's approval and no terminal can ask; {where}."
+        because = f" ({why})" if why else ""
+        return f"This call needs the user's approval{because} and no terminal can ask; {where}."
 
     def pending_approval(self) -> ToolCall | None:
         """The call a running turn is waiting on a person's yes for, if any."""

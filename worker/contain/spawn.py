@@ -96,6 +96,9 @@ def prepare() -> None:
     """Everything a command's child would otherwise compute after the fork (where every
     Python object it touches costs a copied page): done once, in the helper."""
     _libc()
+    broken = os.environ.get(BREAK_LAYER_ENV)
+    if broken:
+        _broken.append(broken)
     seccomp.prepare()
     limits.last_capability()
     landlock.abi()
@@ -126,27 +129,44 @@ def _writable(profile: Profile) -> list[Path]:
     return paths
 
 
+BREAK_LAYER_ENV = "SPECRUN_TEST_BREAK_LAYER"
+"""Test-only: a layer name (``filesystem``, ``limits``, ``privileges``, ``landlock``,
+``seccomp``) whose setup then fails, standing for a machine that lacks it, so tests can
+show that nothing runs with less containment. Read from the service's environment only."""
+_broken: list[str] = []
+
+
+def _check_broken(stage: str) -> None:
+    if stage in _broken:
+        raise OSError(f"{stage} made unavailable by {BREAK_LAYER_ENV} (test-only)")
+
+
 def _enter_command(profile: Profile, report: int) -> None:
     """In the command's process, before exec. Reports the failing layer and exits."""
     layers = profile.layers
     stage = "filesystem"
     try:
+        _check_broken(stage)
         if layers.filesystem:
             mounts.enter_root(
                 profile.view, profile.mount_point, profile.limits.tmp_bytes, proc=layers.pid
             )
         stage = "limits"
+        _check_broken(stage)
         if layers.limits:
             limits.apply_rlimits(profile.limits)
             if layers.pid:
                 limits.cap_pid_namespace(profile.limits.processes)
         stage = "privileges"
+        _check_broken(stage)
         if layers.privileges:
             limits.drop_privileges()
         stage = "landlock"
+        _check_broken(stage)
         if layers.landlock:
             landlock.restrict(_readable(profile), _writable(profile))
         stage = "seccomp"
+        _check_broken(stage)
         if layers.seccomp:
             seccomp.install()
     except Exception as exc:
