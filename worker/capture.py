@@ -20,7 +20,7 @@ from pathlib import Path
 from overlay import Overlay, OverlayError
 from protocol.work import Containment
 from worker.gate import protected_reason
-from worker.tools.base import ToolStop
+from worker.tools.errors import ToolStop
 
 
 @dataclass

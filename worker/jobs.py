@@ -66,7 +66,7 @@ from worker.speculation import Emit, LoopEnd, Toolbox, final_event, run_loop
 from worker.tools import DirectAccess, ToolContext, ToolStop, execute
 
 if TYPE_CHECKING:
-    from worker.process import Outbox
+    from worker.outbox import Outbox
 
 log = logging.getLogger("specrun.worker.jobs")
 

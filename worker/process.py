@@ -27,9 +27,9 @@ from protocol.work import (
     RunSpeculation,
     RunTool,
     Shutdown,
-    WorkerEvent,
 )
 from worker.lifecycle import detach_session, die_with_parent, open_pidfd
+from worker.outbox import Outbox
 
 if TYPE_CHECKING:
     from worker.contain.helper import SandboxHelper
@@ -37,17 +37,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("specrun.worker")
 
 _FLUSH_MS = 2000
-
-
-class Outbox:
-    """Sends worker events to the coordinator; one encoder, one socket."""
-
-    def __init__(self, sock: zmq.asyncio.Socket) -> None:
-        self._sock = sock
-        self._codec = codec.worker_to_coordinator()
-
-    async def send(self, event: WorkerEvent) -> None:
-        await self._sock.send(self._codec.encode(event))
 
 
 def worker_entry(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: float) -> None:

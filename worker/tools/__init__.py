@@ -25,13 +25,12 @@ from worker.tools.base import (
     ShellMode,
     Tool,
     ToolContext,
-    ToolError,
-    ToolStop,
     cap_text,
     check_arguments,
     decode_arguments,
     describe_error,
 )
+from worker.tools.errors import ToolError, ToolStop
 
 __all__ = [
     "TOOLS",

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from worker.tools.base import ToolError, ToolStop
+from worker.tools.errors import ToolError, ToolStop
 
 __all__ = ["DirectAccess", "FileAccess", "OverlayAccess", "OverlayLike"]
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from protocol.chat import ToolSpec
+from worker.tools.errors import ToolError
 
 if TYPE_CHECKING:
     from worker.shell.runner import ShellResult
@@ -21,20 +22,6 @@ if TYPE_CHECKING:
 ShellMode = Literal["read_only", "full", "captured"]
 
 BINARY_SNIFF_BYTES = 8192
-
-
-class ToolError(Exception):
-    """A tool failure; its message is what the model sees as the ``error``."""
-
-
-class ToolStop(Exception):
-    """The call must not produce a result: a speculation stops at a boundary with
-    ``reason`` (a limit, the overlay quota, a missing sandbox layer, a protected path); the
-    main chat asks the user instead. Never turned into a tool error."""
-
-    def __init__(self, reason: str, message: str = "") -> None:
-        super().__init__(message or reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
