@@ -451,7 +451,7 @@ def run_streamed(
 
 
 def ask_approval(reply: ApprovalNeeded) -> bool:
-    from coordinator.emitter import format_args
+    from protocol.display import format_args
 
     try:
         return click.confirm(

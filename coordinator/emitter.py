@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from protocol.chat import ToolCall
 from protocol.control import ApprovalNeeded, ControlReply, Notice, TextChunk, ToolShown
+from protocol.display import cut, format_args
 
 
 class ReplySink(Protocol):
     async def send(self, identity: bytes, reply: ControlReply) -> None: ...
-
-
-def cut(text: str, limit: int, *, one_line: bool = False) -> str:
-    """``text`` shortened to ``limit`` characters with an ellipsis; ``one_line`` folds
-    newlines first (argument displays)."""
-    if one_line:
-        text = text.replace("\n", " ").strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def format_args(call: ToolCall) -> str:
-    """`key: value` pairs for display, each cut to 80 characters."""
-    parts = []
-    for key, value in call.args().items():
-        shown = value if isinstance(value, str) else repr(value)
-        parts.append(cut(f"{key}: {shown}", 80, one_line=True))
-    return ", ".join(parts)
 
 
 class Emitter:
@@ -58,8 +42,3 @@ class Emitter:
         await self.send(ApprovalNeeded(self.req_id, call, reason))
 
 
-class NullSink:
-    """Discards replies (a turn nobody watches, e.g. a benchmark)."""
-
-    async def send(self, identity: bytes, reply: Any) -> None:
-        return None

@@ -341,8 +341,3 @@ def set_setting(path: Path, name: str, value: str) -> Any:
     return stored
 
 
-def set_project_setting(project_root: Path, name: str, value: str) -> Path:
-    """Write one key into the project's settings.json (atomically)."""
-    path = project_settings_path(project_root)
-    set_setting(path, name, value)
-    return path

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from coordinator.emitter import cut, format_args
 from protocol.chat import Message
 from protocol.control import TranscriptEntry
+from protocol.display import cut, format_args
 
 
 def ensure_tool_result_pairing(messages: list[Message]) -> list[Message]:

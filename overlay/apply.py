@@ -727,6 +727,3 @@ def recover(root: str | os.PathLike[str], *, durable: bool = True) -> RecoveryRe
     )
 
 
-def leftover_files(paths: Iterable[str]) -> list[str]:
-    """Names among ``paths`` that look like our stage, backup or journal files (for checks)."""
-    return [p for p in paths if STAGE_MARK in p or BACKUP_MARK in p or p.endswith(".json.tmp")]

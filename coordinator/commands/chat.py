@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from coordinator.emitter import Emitter, format_args
+from coordinator.emitter import Emitter
 from coordinator.speculation import AcceptFallback
 from protocol.control import (
     ApprovalAnswer,
@@ -16,6 +16,7 @@ from protocol.control import (
     ResetRequest,
     TurnEnded,
 )
+from protocol.display import format_args
 
 if TYPE_CHECKING:
     from coordinator.service import Service

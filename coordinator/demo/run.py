@@ -46,7 +46,6 @@ from rich.text import Text
 from coordinator import render
 from coordinator.client import FOREVER, ServiceClient, ServiceNotRunning, ServiceTimeout
 from coordinator.daemon import is_running, start_daemon, stop_daemon
-from coordinator.emitter import format_args
 from coordinator.pidfile import read_pid
 from coordinator.settings import is_dashscope, load_settings
 from protocol.control import (
@@ -65,6 +64,7 @@ from protocol.control import (
     WorkersReply,
     WorkersRequest,
 )
+from protocol.display import format_args
 from protocol.endpoints import Endpoints
 
 SAMPLE_PROJECT = Path(__file__).resolve().parent / "sample_project"

@@ -151,10 +151,6 @@ class ModelClient:
     def base_url(self) -> str:
         return self._base_url
 
-    @property
-    def has_api_key(self) -> bool:
-        return self._api_key is not None
-
     def __repr__(self) -> str:
         key = "<set>" if self._api_key else None
         return (

@@ -113,12 +113,6 @@ class ShellVerdict:
         return "git" in self.commands
 
 
-class _Refusal(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 def classify(command: object) -> ShellVerdict:
     """Decide whether ``command`` is provably read-only. Never raises."""
     try:
