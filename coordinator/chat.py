@@ -70,8 +70,8 @@ class MainChat:
         self.model = model
         self.project_root = service.project_root
         settings = service.settings
-        self.model_name: str = settings["model"]
-        self.fast_model: str = settings.fast_model
+        self.model_name: str = settings.model
+        self.fast_model: str = settings.suggestion_model
         self.approval_mode = settings.approval_mode
         self.history_store = HistoryStore(self.project_root)
         settle_pending(self.project_root, self.history_store)  # after overlay.recover()
@@ -84,9 +84,9 @@ class MainChat:
             self.project_root,
             model=model,
             model_name=self.fast_model,
-            memory_dir=settings["memoryDir"] or None,
+            memory_dir=settings.memory_dir or None,
         )
-        self.prefetcher = MemoryPrefetcher(self.recaller, enabled=bool(settings["enableMemory"]))
+        self.prefetcher = MemoryPrefetcher(self.recaller, enabled=settings.enable_memory)
         self.snapshot: CacheSafeSnapshot | None = None
         self._snapshot_key: bytes | None = None
         self._snapshot_version = 0
@@ -137,7 +137,7 @@ class MainChat:
         settings = self.service.settings
         turn_abort = AbortSignal()
         self.prefetcher.fire(text, turn_abort)  # never awaited: consumed opportunistically below
-        if self.session_turns >= settings["maxSessionTurns"]:
+        if self.session_turns >= settings.max_session_turns:
             self.prefetcher.abort_and_clear(AbortReason.MAX_SESSION_TURNS)
             return TurnResult(
                 "max_session_turns", "This session reached its turn limit; run `specrun reset`."
@@ -152,7 +152,7 @@ class MainChat:
                 reminders.insert(0, memory)  # memory leads the system reminders
             await self.record(Message.user(text, reminders=tuple(reminders)))
             loops = LoopDetector()
-            for _ in range(settings["maxTurnsPerQuery"]):
+            for _ in range(settings.max_turns_per_query):
                 answer = await self._ask_model(out, system, tools, mode)
                 if answer.refusal is not None:
                     # Not an empty success: the person sees the model's own words, and the
@@ -207,7 +207,7 @@ class MainChat:
             self.save_snapshot(system, tools)
             return TurnResult(
                 "max_turns_per_query",
-                f"Stopped after {settings['maxTurnsPerQuery']} model turns for one query.",
+                f"Stopped after {settings.max_turns_per_query} model turns for one query.",
             )
         except (ModelError, WorkerStartError) as exc:
             self.prefetcher.abort_and_clear(AbortReason.ERROR)
@@ -312,7 +312,7 @@ class MainChat:
         future: asyncio.Future[bool] = loop.create_future()
         key = (out.req_id, call.id)
         self._approvals[key] = _Approval(future, out.req_id, call)
-        timeout_s = int(self.service.settings["approvalTimeoutS"])
+        timeout_s = self.service.settings.approval_timeout_s
         gone = "the client that was asked for approval is gone (Ctrl-C or killed)"
         with contextlib.ExitStack() as watching:
             pid = self._client_pid
@@ -399,7 +399,7 @@ class MainChat:
             )
 
     def _over_token_limit(self, answer: ChatResult) -> bool:
-        limit = int(self.service.settings["sessionTokenLimit"])
+        limit = self.service.settings.session_token_limit
         return limit > 0 and self.session_tokens >= limit
 
     def save_snapshot(self, system: str, tools: tuple[ToolSpec, ...]) -> None:

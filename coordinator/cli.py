@@ -230,7 +230,7 @@ def probe_endpoint(settings: Settings, timeout_s: float = 5.0) -> tuple[str, str
     from protocol.model import ModelClient, ModelError
 
     async def ask() -> None:
-        client = ModelClient(settings["baseUrl"], settings["apiKey"] or None, timeout_s=timeout_s,
+        client = ModelClient(settings.base_url, settings.api_key or None, timeout_s=timeout_s,
                              connect_timeout_s=timeout_s, max_retries=0)
         async with client:
             await client.list_models()
@@ -749,7 +749,7 @@ def memory() -> None:
 def _memory_store(obj: Ctx) -> Any:
     from coordinator.memory import MemoryStore
 
-    return MemoryStore(obj.project, memory_dir=obj.settings()["memoryDir"] or None)
+    return MemoryStore(obj.project, memory_dir=obj.settings().memory_dir or None)
 
 
 def _memory_json(doc: Any, body: bool = False) -> dict[str, Any]:

@@ -37,8 +37,8 @@ async def open_model_endpoint(
     if settings.uses_scripted_model:
         from coordinator.scripted_model import ScriptedModelServer, load_scenario
 
-        if settings["scenario"]:
-            scenario_file = Path(settings["scenario"])
+        if settings.scenario:
+            scenario_file = Path(settings.scenario)
         elif is_demo_project(project_root):
             scenario_file = default_scenario
         else:
@@ -54,7 +54,7 @@ async def open_model_endpoint(
         base_url = server.base_url
         api_key = None
     else:
-        base_url = settings["baseUrl"]
-        api_key = settings["apiKey"] or None
-    client = ModelClient(base_url, api_key, cache_sharing=bool(settings["enableCacheSharing"]))
+        base_url = settings.base_url
+        api_key = settings.api_key or None
+    client = ModelClient(base_url, api_key, cache_sharing=settings.enable_cache_sharing)
     return server, base_url, client

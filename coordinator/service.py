@@ -58,7 +58,7 @@ class Service:
         self, project_root: Path, settings: Settings, *, heartbeat_s: float | None = None
     ) -> None:
         if heartbeat_s is None:
-            heartbeat_s = settings["heartbeatMs"] / 1000
+            heartbeat_s = settings.heartbeat_ms / 1000
         self.project_root = project_root.resolve()
         self.settings = settings
         self.epoch = secrets.randbits(62) | 1
@@ -69,9 +69,9 @@ class Service:
         self.pool = WorkerPool(
             self.endpoints.workers,
             self.epoch,
-            size=int(settings["workerPool"]),
+            size=settings.worker_pool,
             heartbeat_s=heartbeat_s,
-            hang_after_s=max(settings["hangAfterMs"] / 1000, heartbeat_s * 3),
+            hang_after_s=max(settings.hang_after_ms / 1000, heartbeat_s * 3),
         )
         self.model_server: Any = None
         self.base_url = ""

@@ -6,96 +6,214 @@ is reported with its file and key in one sentence.
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
+
+import msgspec
 
 from coordinator.durable import atomic_write
 from protocol.approval import ApprovalMode
 from protocol.work import CommandLimits, Containment
+
+BudgetWindow = Literal["hour", "session"]
 
 
 class SettingsError(ValueError):
     """A settings file or value that cannot be used."""
 
 
-@dataclass(frozen=True)
-class Key:
-    name: str
-    kind: type
-    default: Any
-    help: str
+def _about(help: str, *, ge: int | None = None) -> msgspec.Meta:
+    return msgspec.Meta(description=help, ge=ge)
 
 
-KEYS: dict[str, Key] = {
-    k.name: k
-    for k in (
-        Key("model", str, "scripted", "main chat model name"),
-        Key(
-            "fastModel",
-            str,
-            "",
-            "model for suggestions, speculation and recall (empty: main model)",
-        ),
-        Key(
-            "baseUrl",
-            str,
-            "",
+class Settings(msgspec.Struct, kw_only=True, rename="camel"):
+    """Every setting with its type, default, lower bound and help, in one place (the
+    names in files, flags and ``config`` are the camelCase ones). ``sources`` says where
+    each value came from (``default``, a file path, ``$VAR`` or ``flag --x``)."""
+
+    model: Annotated[str, _about("main chat model name")] = "scripted"
+    fast_model: Annotated[
+        str, _about("model for suggestions, speculation and recall (empty: main model)")
+    ] = ""
+    base_url: Annotated[
+        str,
+        _about(
             "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 "
-            "(empty: embedded scripted model)",
+            "(empty: embedded scripted model)"
         ),
-        Key("apiKey", str, "", "API key (prefer the OPENAI_API_KEY / DASHSCOPE_API_KEY variables)"),
-        Key("approvalMode", str, "default", "default | plan | auto-edit | yolo"),
-        Key("enableSpeculation", bool, True, "run the predicted prompt before it is accepted"),
-        Key("enableFollowupSuggestions", bool, True, "predict the next prompt after each turn"),
-        Key(
-            "enableCacheSharing", bool, True, "reuse the provider's prefix cache in forked requests"
-        ),
-        Key(
-            "speculateShell",
-            bool,
-            False,
+    ] = ""
+    api_key: Annotated[
+        str, _about("API key (prefer the OPENAI_API_KEY / DASHSCOPE_API_KEY variables)")
+    ] = ""
+    approval_mode: Annotated[ApprovalMode, _about("default | plan | auto-edit | yolo")] = (
+        ApprovalMode.DEFAULT
+    )
+    enable_speculation: Annotated[
+        bool, _about("run the predicted prompt before it is accepted")
+    ] = True
+    enable_followup_suggestions: Annotated[
+        bool, _about("predict the next prompt after each turn")
+    ] = True
+    enable_cache_sharing: Annotated[
+        bool, _about("reuse the provider's prefix cache in forked requests")
+    ] = True
+    speculate_shell: Annotated[
+        bool,
+        _about(
             "opt-in: speculate shell commands that are not read-only (tests, builds) in a "
-            "sandbox without network, keeping their writes in the overlay",
+            "sandbox without network, keeping their writes in the overlay"
         ),
-        Key("enableMemory", bool, True, "recall relevant memories for each query"),
-        Key("workerPool", int, 2, "number of warm idle workers"),
-        Key("heartbeatMs", int, 1000, "how often a worker says it is alive"),
-        Key("hangAfterMs", int, 5000, "a worker silent this long is hung and is killed"),
-        Key("memoryDir", str, "", "project memory directory (default <project>/.specrun/memory)"),
-        Key("scenario", str, "", "scenario file for the embedded scripted model"),
-        Key("maxSessionTurns", int, 200, "turns per session before the chat asks for a reset"),
-        Key("maxTurnsPerQuery", int, 50, "model round trips per user query (at most 100)"),
-        Key("sessionTokenLimit", int, 0, "total tokens per session (0: no limit)"),
-        Key("approvalTimeoutS", int, 300, "an approval question unanswered this long is a no"),
-        Key(
-            "speculationBudget",
-            int,
-            0,
+    ] = False
+    enable_memory: Annotated[bool, _about("recall relevant memories for each query")] = True
+    worker_pool: Annotated[int, _about("number of warm idle workers", ge=0)] = 2
+    heartbeat_ms: Annotated[int, _about("how often a worker says it is alive", ge=50)] = 1000
+    hang_after_ms: Annotated[
+        int, _about("a worker silent this long is hung and is killed", ge=200)
+    ] = 5000
+    memory_dir: Annotated[
+        str, _about("project memory directory (default <project>/.specrun/memory)")
+    ] = ""
+    scenario: Annotated[str, _about("scenario file for the embedded scripted model")] = ""
+    max_session_turns: Annotated[
+        int, _about("turns per session before the chat asks for a reset", ge=1)
+    ] = 200
+    max_turns_per_query: Annotated[
+        int, _about("model round trips per user query (at most 100)", ge=1)
+    ] = 50
+    session_token_limit: Annotated[int, _about("total tokens per session (0: no limit)", ge=0)] = 0
+    approval_timeout_s: Annotated[
+        int, _about("an approval question unanswered this long is a no", ge=1)
+    ] = 300
+    speculation_budget: Annotated[
+        int,
+        _about(
             "tokens speculations may spend per speculationBudgetWindow; once spent, "
             "suggestions are shown but not speculated (0: no budget)",
+            ge=0,
         ),
-        Key("speculationBudgetWindow", str, "hour", "hour (the last 60 minutes) | session"),
-        Key(
-            "protectedPaths",
-            list,
-            [],
+    ] = 0
+    speculation_budget_window: Annotated[
+        BudgetWindow, _about("hour (the last 60 minutes) | session")
+    ] = "hour"
+    protected_paths: Annotated[
+        tuple[str, ...],
+        _about(
             "gitignore-style patterns a speculation may never write (besides .git, "
-            ".gitattributes, .gitmodules and .specrun)",
+            ".gitattributes, .gitmodules and .specrun)"
         ),
-        Key("overlayQuotaMb", int, 256, "bytes a speculation may write into its overlay (MiB)"),
-        Key("overlayQuotaFiles", int, 2000, "files a speculation may write into its overlay"),
-        Key("commandCpuSeconds", int, 60, "CPU seconds per unapproved shell command"),
-        Key("commandMemoryMb", int, 4096, "address space per process of such a command (MiB)"),
-        Key("commandFileSizeMb", int, 256, "largest file such a command may write (MiB)"),
-        Key("commandProcesses", int, 128, "processes per such command"),
-        Key("commandOpenFiles", int, 1024, "open files per process of such a command"),
-    )
-}
+    ] = ()
+    overlay_quota_mb: Annotated[
+        int, _about("bytes a speculation may write into its overlay (MiB)", ge=1)
+    ] = 256
+    overlay_quota_files: Annotated[
+        int, _about("files a speculation may write into its overlay", ge=1)
+    ] = 2000
+    command_cpu_seconds: Annotated[
+        int, _about("CPU seconds per unapproved shell command", ge=1)
+    ] = 60
+    command_memory_mb: Annotated[
+        int, _about("address space per process of such a command (MiB)", ge=64)
+    ] = 4096
+    command_file_size_mb: Annotated[
+        int, _about("largest file such a command may write (MiB)", ge=1)
+    ] = 256
+    command_processes: Annotated[int, _about("processes per such command", ge=8)] = 128
+    command_open_files: Annotated[
+        int, _about("open files per process of such a command", ge=32)
+    ] = 1024
+    sources: dict[str, str] = msgspec.field(default_factory=dict)
+
+    @property
+    def suggestion_model(self) -> str:
+        """The model for suggestions, speculation and recall."""
+        return self.fast_model or self.model
+
+    def containment(self) -> Containment:
+        """The per-command limits, overlay quota and protected paths of SPEC §11."""
+        mib = 1 << 20
+        return Containment(
+            limits=CommandLimits(
+                cpu_s=self.command_cpu_seconds,
+                memory_bytes=self.command_memory_mb * mib,
+                file_size_bytes=self.command_file_size_mb * mib,
+                open_files=self.command_open_files,
+                processes=self.command_processes,
+            ),
+            overlay_quota_bytes=self.overlay_quota_mb * mib,
+            overlay_quota_files=self.overlay_quota_files,
+            protected_paths=self.protected_paths,
+        )
+
+    @property
+    def uses_scripted_model(self) -> bool:
+        return not self.base_url
+
+    def value(self, name: str) -> Any:
+        """A setting by its camelCase name (``config show``, messages naming a key)."""
+        return getattr(self, KEYS[name].attr)
+
+    def __repr__(self) -> str:
+        # A log line or a traceback must never carry the API key.
+        return f"Settings({self.public()!r})"
+
+    def public(self) -> dict[str, Any]:
+        """Values safe to print, by camelCase name: the key is masked."""
+        shown = {name: self.value(name) for name in KEYS}
+        if shown.get("apiKey"):
+            shown["apiKey"] = "***"
+        return shown
+
+
+@dataclass(frozen=True)
+class Key:
+    """One setting as files and flags see it, read off the ``Settings`` fields."""
+
+    name: str  # camelCase, as in settings.json
+    attr: str  # the field of ``Settings``
+    kind: type  # bool, int, str or tuple (a list of strings)
+    default: Any
+    help: str
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+
+
+def _keys() -> dict[str, Key]:
+    keys: dict[str, Key] = {}
+    for field_info in msgspec.structs.fields(Settings):
+        if field_info.name == "sources":
+            continue
+        hint = get_type_hints(Settings, include_extras=True)[field_info.name]
+        base, *extras = get_args(hint)
+        meta = next(m for m in extras if isinstance(m, msgspec.Meta))
+        choices: tuple[str, ...] = ()
+        kind: type
+        if isinstance(base, type) and issubclass(base, enum.Enum):
+            kind, choices = str, tuple(m.value for m in base)
+        elif get_origin(base) is Literal:
+            kind, choices = str, tuple(get_args(base))
+        elif get_origin(base) is tuple:
+            kind = tuple
+        else:
+            kind = base
+        keys[field_info.encode_name] = Key(
+            field_info.encode_name,
+            field_info.name,
+            kind,
+            field_info.default,
+            meta.description or "",
+            choices,
+            None if meta.ge is None else int(meta.ge),
+        )
+    return keys
+
+
+KEYS: dict[str, Key] = _keys()
 
 ENV_KEYS = {
     "OPENAI_BASE_URL": "baseUrl",
@@ -105,83 +223,43 @@ ENV_KEYS = {
     "SPECRUN_FAST_MODEL": "fastModel",
 }
 
-
-@dataclass
-class Settings:
-    values: dict[str, Any] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-
-    def __getitem__(self, key: str) -> Any:
-        return self.values[key]
-
-    @property
-    def approval_mode(self) -> ApprovalMode:
-        return ApprovalMode(self.values["approvalMode"])
-
-    @property
-    def fast_model(self) -> str:
-        return self.values["fastModel"] or self.values["model"]
-
-    def containment(self) -> Containment:
-        """The per-command limits, overlay quota and protected paths of SPEC §11."""
-        mib = 1 << 20
-        return Containment(
-            limits=CommandLimits(
-                cpu_s=self["commandCpuSeconds"],
-                memory_bytes=self["commandMemoryMb"] * mib,
-                file_size_bytes=self["commandFileSizeMb"] * mib,
-                open_files=self["commandOpenFiles"],
-                processes=self["commandProcesses"],
-            ),
-            overlay_quota_bytes=self["overlayQuotaMb"] * mib,
-            overlay_quota_files=self["overlayQuotaFiles"],
-            protected_paths=tuple(self["protectedPaths"]),
-        )
-
-    @property
-    def uses_scripted_model(self) -> bool:
-        return not self.values["baseUrl"]
-
-    def public(self) -> dict[str, Any]:
-        """Values safe to print: the key is masked."""
-        shown = dict(self.values)
-        if shown.get("apiKey"):
-            shown["apiKey"] = "***"
-        return shown
-
-
 _KIND_WORDS = {
     bool: "true or false",
     int: "a whole number",
     str: "a string",
-    list: "a list of strings",
+    tuple: "a list of strings",
 }
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
 
 
 def _coerce(key: Key, value: Any, where: str) -> Any:
+    """``value`` (from JSON, the environment or a flag) as the key's type, or a
+    ``SettingsError`` naming where it came from."""
     if key.kind is bool:
         if isinstance(value, bool):
             return value
         if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
             return value.lower() in _TRUE
     elif key.kind is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return _check_int(key, value, where)
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return _check_int(key, int(value), where)
-    elif key.kind is list:
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            if key.minimum is not None and value < key.minimum:
+                raise SettingsError(
+                    f"{where}: {key.name} must be at least {key.minimum} (got {value})."
+                )
+            return value
+    elif key.kind is tuple:
         if isinstance(value, list) and all(isinstance(item, str) for item in value):
-            return list(value)
+            return tuple(value)
         if isinstance(value, str):  # from a flag or the environment: comma-separated
-            return [item.strip() for item in value.split(",") if item.strip()]
+            return tuple(item.strip() for item in value.split(",") if item.strip())
     elif key.kind is str and isinstance(value, str):
-        if key.name == "approvalMode" and value not in {m.value for m in ApprovalMode}:
+        if key.choices and value not in key.choices:
             raise SettingsError(
-                f"{where}: approvalMode must be one of default, plan, auto-edit, yolo "
-                f"(got {value!r})."
+                f"{where}: {key.name} must be one of {', '.join(key.choices)} (got {value!r})."
             )
-        if key.name == "speculationBudgetWindow" and value not in ("hour", "session"):
-            raise SettingsError(f"{where}: {key.name} must be hour or session (got {value!r}).")
         if key.name == "baseUrl" and value and not value.startswith(("http://", "https://")):
             raise SettingsError(
                 f"{where}: baseUrl must be an http:// or https:// URL (got {value!r})."
@@ -191,42 +269,24 @@ def _coerce(key: Key, value: Any, where: str) -> Any:
     raise SettingsError(f"{where}: {key.name} must be {_KIND_WORDS[key.kind]} (got {shown}).")
 
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
-_MIN_INT = {
-    "overlayQuotaMb": 1,
-    "overlayQuotaFiles": 1,
-    "commandCpuSeconds": 1,
-    "commandMemoryMb": 64,
-    "commandFileSizeMb": 1,
-    "commandProcesses": 8,
-    "commandOpenFiles": 32,
-    "workerPool": 0,
-    "maxSessionTurns": 1,
-    "maxTurnsPerQuery": 1,
-    "sessionTokenLimit": 0,
-    "speculationBudget": 0,
-    "heartbeatMs": 50,
-    "hangAfterMs": 200,
-    "approvalTimeoutS": 1,
-}
+class _Layers:
+    """Values by camelCase name and where each came from, while the layers are merged."""
 
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {k.name: k.default for k in KEYS.values()}
+        self.sources: dict[str, str] = dict.fromkeys(KEYS, "default")
 
-def _check_int(key: Key, value: int, where: str) -> int:
-    low = _MIN_INT.get(key.name)
-    if low is not None and value < low:
-        raise SettingsError(f"{where}: {key.name} must be at least {low} (got {value}).")
-    return value
+    def apply(self, raw: Mapping[str, Any], source: str) -> None:
+        for name, value in raw.items():
+            key = KEYS.get(name)
+            if key is None:
+                known = ", ".join(sorted(KEYS))
+                raise SettingsError(f"{source}: unknown key {name!r} (known keys: {known}).")
+            self.values[name] = _coerce(key, value, source)
+            self.sources[name] = source
 
-
-def _apply(settings: Settings, raw: Mapping[str, Any], source: str) -> None:
-    for name, value in raw.items():
-        key = KEYS.get(name)
-        if key is None:
-            known = ", ".join(sorted(KEYS))
-            raise SettingsError(f"{source}: unknown key {name!r} (known keys: {known}).")
-        settings.values[name] = _coerce(key, value, source)
-        settings.sources[name] = source
+    def settings(self) -> Settings:
+        return msgspec.convert({**self.values, "sources": self.sources}, Settings)
 
 
 def read_settings_file(path: Path) -> dict[str, Any]:
@@ -281,31 +341,29 @@ def load_settings(
     choice of endpoint or model beats what a repository ships). When both
     ``OPENAI_API_KEY`` and ``DASHSCOPE_API_KEY`` are set, the one matching the base URL
     (DashScope's host or not) is used."""
-    settings = Settings()
-    for key in KEYS.values():
-        settings.values[key.name] = key.default
-        settings.sources[key.name] = "default"
+    layers = _Layers()
     for path in (project_settings_path(project_root), user_settings_path(home)):
-        _apply(settings, read_settings_file(path), str(path))
+        layers.apply(read_settings_file(path), str(path))
     environ = os.environ if env is None else env
     for var, name in ENV_KEYS.items():
         if environ.get(var) and name != "apiKey":
-            _apply(settings, {name: environ[var]}, f"${var}")
+            layers.apply({name: environ[var]}, f"${var}")
     for name, value in (flags or {}).items():
         if value is not None and name == "baseUrl":
-            _apply(settings, {name: value}, f"flag {FLAG_NAMES.get(name, name)}")
+            layers.apply({name: value}, f"flag {FLAG_NAMES.get(name, name)}")
     key_vars = [v for v in ("OPENAI_API_KEY", "DASHSCOPE_API_KEY") if environ.get(v)]
     if len(key_vars) == 2:
-        key_vars = ["DASHSCOPE_API_KEY" if is_dashscope(settings["baseUrl"]) else "OPENAI_API_KEY"]
+        dashscope = is_dashscope(layers.values["baseUrl"])
+        key_vars = ["DASHSCOPE_API_KEY" if dashscope else "OPENAI_API_KEY"]
     for var in key_vars:
-        _apply(settings, {"apiKey": environ[var]}, f"${var}")
+        layers.apply({"apiKey": environ[var]}, f"${var}")
     for name, value in (flags or {}).items():
         if value is not None:
-            _apply(settings, {name: value}, f"flag {FLAG_NAMES.get(name, name)}")
-    if settings.values["maxTurnsPerQuery"] > 100:
-        where = settings.sources["maxTurnsPerQuery"]
+            layers.apply({name: value}, f"flag {FLAG_NAMES.get(name, name)}")
+    if layers.values["maxTurnsPerQuery"] > 100:
+        where = layers.sources["maxTurnsPerQuery"]
         raise SettingsError(f"{where}: maxTurnsPerQuery must be between 1 and 100.")
-    return settings
+    return layers.settings()
 
 
 def is_dashscope(base_url: str) -> bool:
@@ -314,8 +372,8 @@ def is_dashscope(base_url: str) -> bool:
 
 def endpoint_problem(settings: Settings) -> str | None:
     """A configuration that cannot work, found without a network request (one sentence)."""
-    url = settings["baseUrl"]
-    if url and is_dashscope(url) and not settings["apiKey"]:
+    url = settings.base_url
+    if url and is_dashscope(url) and not settings.api_key:
         return (
             f"The base URL {url} is DashScope's, but no API key is set; export "
             "DASHSCOPE_API_KEY=<your key> (or run `specrun config set apiKey <key>`) and retry."
@@ -331,13 +389,11 @@ def set_setting(path: Path, name: str, value: str) -> Any:
         raise SettingsError(f"unknown key {name!r} (known keys: {', '.join(sorted(KEYS))}).")
     raw = read_settings_file(path)
     stored: Any = None
-    if value == "" and key.kind is not str:
+    if value == "" and key.kind is not str:  # an empty list, number or flag: the default
         raw.pop(name, None)
     else:
         stored = _coerce(key, value, f"{name}={value!r}")
-        raw[name] = stored
+        raw[name] = list(stored) if isinstance(stored, tuple) else stored
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, (json.dumps(raw, indent=2) + "\n").encode("utf-8"))
     return stored
-
-

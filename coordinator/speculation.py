@@ -132,7 +132,7 @@ class SpeculationManager:
         self.model = model
         self.stats = Stats()
         self.stats.cost.budget = Budget(
-            int(self.settings["speculationBudget"]), self.settings["speculationBudgetWindow"]
+            self.settings.speculation_budget, self.settings.speculation_budget_window
         )
         # The service's own requests (main turns, suggestions, recall) all go through
         # this one client; the workers report theirs as ModelUsage events.
@@ -156,7 +156,7 @@ class SpeculationManager:
 
     def after_turn(self, reason: str, mode: ApprovalMode) -> None:
         """A main turn ended; predict the next prompt in the background."""
-        if not self.settings["enableFollowupSuggestions"]:
+        if not self.settings.enable_followup_suggestions:
             return
         if reason != "completed" or mode is ApprovalMode.PLAN:
             return
@@ -195,7 +195,7 @@ class SpeculationManager:
         self.current = suggestion
         self.last_suppressed = None
         self.stats.shown += 1
-        if not self.settings["enableSpeculation"]:
+        if not self.settings.enable_speculation:
             return
         if self.stats.cost.budget_exhausted():
             # Still shown (the person may take it), but not run ahead: nothing more is
@@ -263,10 +263,10 @@ class SpeculationManager:
             overlay_dir=spec.overlay_dir,
             endpoint=ModelEndpoint(
                 base_url=self.service.base_url,
-                api_key=self.settings["apiKey"] or None,
-                cache_sharing=bool(self.settings["enableCacheSharing"]),
+                api_key=self.settings.api_key or None,
+                cache_sharing=self.settings.enable_cache_sharing,
             ),
-            speculate_shell=bool(self.settings["speculateShell"]),
+            speculate_shell=self.settings.speculate_shell,
             containment=self.settings.containment(),
         )
         try:
@@ -455,7 +455,7 @@ class SpeculationManager:
             self._accepted = None
         if self._moves != moves or self.current is not None:
             return  # the user moved on meanwhile
-        if spec.pipelined and self.settings["enableFollowupSuggestions"]:
+        if spec.pipelined and self.settings.enable_followup_suggestions:
             await self.offer(spec.pipelined, delay_s=0.0)
 
     def _preflush(self) -> None:

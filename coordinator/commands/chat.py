@@ -48,7 +48,7 @@ async def run_query(
     waiting_on = chat.pending_approval()
     if waiting_on is not None:
         # Never silence: the running turn holds the chat until someone answers it.
-        timeout_s = svc.settings["approvalTimeoutS"]
+        timeout_s = svc.settings.approval_timeout_s
         await out.send(
             ErrorReply(
                 out.req_id,

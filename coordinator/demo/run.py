@@ -239,8 +239,8 @@ def _service_setup(base: Path, project: Path, options: DemoOptions) -> tuple[dic
     if options.base_url:
         mine = load_settings(project, flags={"baseUrl": options.base_url})  # user's key
         key_var = "DASHSCOPE_API_KEY" if is_dashscope(options.base_url) else "OPENAI_API_KEY"
-        if mine["apiKey"]:
-            env[key_var] = mine["apiKey"]
+        if mine.api_key:
+            env[key_var] = mine.api_key
         argv += ["--base-url", options.base_url]
         if options.model:
             argv += ["--model", options.model]

@@ -34,8 +34,8 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
 def test_defaults(dirs: tuple[Path, Path]) -> None:
     project, home = dirs
     s = load_settings(project, env={}, home=home)
-    assert s["model"] == "scripted" and s["approvalMode"] == "default"
-    assert s.uses_scripted_model and s.fast_model == "scripted"
+    assert s.model == "scripted" and s.approval_mode == "default"
+    assert s.uses_scripted_model and s.suggestion_model == "scripted"
     assert set(s.sources.values()) == {"default"}
 
 
@@ -47,12 +47,12 @@ def test_precedence_project_user_env_flags(dirs: tuple[Path, Path]) -> None:
     ufile = _write(home / ".specrun" / "settings.json", {"model": "u", "fastModel": "uf"})
     env = {"SPECRUN_MODEL": "e"}
     s = load_settings(project, env=env, home=home, flags={"model": "f"})
-    assert s["model"] == "f" and s.sources["model"] == "flag --model"
-    assert s["fastModel"] == "uf" and s.sources["fastModel"] == str(ufile)
-    assert s["workerPool"] == 3 and s.sources["workerPool"] == str(pfile)
-    assert s["enableSpeculation"] is False
+    assert s.model == "f" and s.sources["model"] == "flag --model"
+    assert s.fast_model == "uf" and s.sources["fastModel"] == str(ufile)
+    assert s.worker_pool == 3 and s.sources["workerPool"] == str(pfile)
+    assert s.enable_speculation is False
     s = load_settings(project, env=env, home=home)
-    assert s["model"] == "e" and s.sources["model"] == "$SPECRUN_MODEL"
+    assert s.model == "e" and s.sources["model"] == "$SPECRUN_MODEL"
 
 
 def test_environment_variables(dirs: tuple[Path, Path]) -> None:
@@ -60,8 +60,8 @@ def test_environment_variables(dirs: tuple[Path, Path]) -> None:
     env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "k1",
            "SPECRUN_FAST_MODEL": "small"}
     s = load_settings(project, env=env, home=home)
-    assert s["baseUrl"] == "http://127.0.0.1:9/v1" and not s.uses_scripted_model
-    assert s["apiKey"] == "k1" and s.sources["apiKey"] == "$OPENAI_API_KEY"
+    assert s.base_url == "http://127.0.0.1:9/v1" and not s.uses_scripted_model
+    assert s.api_key == "k1" and s.sources["apiKey"] == "$OPENAI_API_KEY"
     assert s.fast_model == "small"
     assert s.public()["apiKey"] == "***"
 
@@ -70,12 +70,12 @@ def test_the_key_matching_the_endpoint_wins(dirs: tuple[Path, Path]) -> None:
     project, home = dirs
     both = {"OPENAI_API_KEY": "openai", "DASHSCOPE_API_KEY": "dash"}
     s = load_settings(project, env=both, home=home)
-    assert s["apiKey"] == "openai"
+    assert s.api_key == "openai"
     s = load_settings(project, env=both, home=home,
                       flags={"baseUrl": "https://dashscope.aliyuncs.com/compatible-mode/v1"})
-    assert s["apiKey"] == "dash" and s.sources["apiKey"] == "$DASHSCOPE_API_KEY"
+    assert s.api_key == "dash" and s.sources["apiKey"] == "$DASHSCOPE_API_KEY"
     only = load_settings(project, env={"DASHSCOPE_API_KEY": "dash"}, home=home)
-    assert only["apiKey"] == "dash"
+    assert only.api_key == "dash"
 
 
 def test_dashscope_without_a_key_is_a_problem(dirs: tuple[Path, Path]) -> None:
