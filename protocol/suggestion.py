@@ -8,20 +8,34 @@ same bad guesses (SPEC §5 "Pipelined suggestion", §6).
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Iterable
 from typing import Any, Final
 
 import msgspec
 
 __all__ = [
+    "ALTERNATIVES_KEY",
+    "ALTERNATIVES_SCHEMA_NAME",
+    "DUPLICATE_REASON",
     "PIPELINED_RESPONSE_CHARS",
     "SINGLE_WORD_SUGGESTIONS",
     "SUGGESTION_PROMPT",
     "SUGGESTION_RESPONSE_FORMAT",
     "SUGGESTION_SCHEMA",
     "SUPPRESSION_REASONS",
+    "filter_alternatives",
     "filter_suggestion",
+    "is_typed_prefix",
+    "matches_prompt",
+    "normalize_prompt",
+    "parse_alternatives_reply",
     "parse_suggestion_reply",
     "pipelined_prompt",
+    "requested_alternatives",
+    "suggestion_prompt",
+    "suggestion_response_format",
+    "suggestion_schema",
 ]
 
 SUGGESTION_PROMPT: Final[str] = """\
@@ -250,16 +264,324 @@ def filter_suggestion(text: str) -> str | None:
 # --- pipelined suggestion ----------------------------------------------------------------------
 
 
-def pipelined_prompt(suggestion: str, assistant_text: str) -> str:
+def pipelined_prompt(suggestion: str, assistant_text: str, n: int = 1) -> str:
     """The request text for the suggestion that follows an accepted speculation.
 
     ``assistant_text`` is all visible model text of the speculation; when it is blank (the model
-    only called tools) the prompt says ``(tool calls executed)``.
+    only called tools) the prompt says ``(tool calls executed)``. ``n`` > 1 asks for that many
+    ranked alternatives (see :func:`suggestion_prompt`); ``n == 1`` gives today's text exactly.
     """
     response = assistant_text.strip()[:PIPELINED_RESPONSE_CHARS] or "(tool calls executed)"
     return (
         f'The user just said: "{suggestion}"\n'
         f"The assistant responded: {response}\n"
         f"\n"
-        f"{SUGGESTION_PROMPT}"
+        f"{suggestion_prompt(n)}"
     )
+
+
+# --- several ranked alternatives in one request (speculationBranches > 1) ---------------------
+#
+# With N == 1 every helper below returns the single-suggestion objects above unchanged, so that
+# request stays byte for byte what it always was (provider prefix caches, recorded tests). With
+# N > 1 the prompt grows by one section at its end (the shared part stays a cacheable prefix) and
+# the structured answer becomes a ranked list.
+
+ALTERNATIVES_KEY: Final = "suggestions"
+"""The key of the ranked list in the structured answer for N > 1."""
+
+ALTERNATIVES_SCHEMA_NAME: Final = "next_user_inputs"
+"""The ``json_schema`` name of :func:`suggestion_response_format` for N > 1."""
+
+DUPLICATE_REASON: Final = "duplicate"
+"""The reason :func:`filter_alternatives` gives a guess equal (normalized) to a better-ranked one.
+
+Not in :data:`SUPPRESSION_REASONS`, which lists what :func:`filter_suggestion` can say."""
+
+_ALTERNATIVES_MARKER = re.compile(r"^\[RANKED GUESSES: up to (\d{1,4})\]$", re.MULTILINE)
+
+
+def _check_count(n: int) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"the number of alternatives must be an integer >= 1, got {n!r}")
+
+
+def _alternatives_addition(n: int) -> str:
+    # The first line is also the marker `requested_alternatives` finds again, so a server
+    # without structured output (or the scripted model) can tell how many guesses are wanted.
+    return f"""\
+[RANKED GUESSES: up to {n}]
+This time, instead of a single guess, give up to {n} different guesses, ranked: the one the \
+user is most likely to type first, then the next most likely, and so on.
+- Each guess must pass every rule above on its own: the user's voice, 2 to 12 words, one \
+sentence, nothing the user has not asked for.
+- Make them different next steps, not one step reworded.
+- Fewer guesses are better than weak ones; when nothing is obvious, give none.
+
+This replaces the reply format above. Reply with one JSON object and nothing else, the guesses \
+as plain strings in rank order: {{"{ALTERNATIVES_KEY}": ["first guess", "second guess"]}}. With \
+no guess: {{"{ALTERNATIVES_KEY}": []}}.
+"""
+
+
+def suggestion_prompt(n: int = 1) -> str:
+    """The suggestion prompt asking for up to ``n`` ranked guesses.
+
+    ``n == 1`` is :data:`SUGGESTION_PROMPT` itself. For ``n > 1`` one section is appended (the
+    single-guess rules stay word for word in front of it, so the two requests share a prefix):
+    give up to ``n`` distinct guesses, most likely first, each under the same rules, as one JSON
+    object ``{"suggestions": [...]}``; the format is spelled out in the text because a server
+    without structured output gets the same prompt with no schema.
+    """
+    _check_count(n)
+    if n == 1:
+        return SUGGESTION_PROMPT
+    return f"{SUGGESTION_PROMPT}\n{_alternatives_addition(n)}"
+
+
+def requested_alternatives(prompt: str) -> int:
+    """How many guesses a suggestion prompt asks for: ``n`` of :func:`suggestion_prompt`.
+
+    Reads the marker line of the alternatives section (the last one, if a conversation quotes
+    an earlier prompt); 1 when there is none. Lets a server that only sees the text (the
+    scripted model on a request without ``response_format``) answer in the right shape.
+    """
+    found = _ALTERNATIVES_MARKER.findall(prompt)
+    return max(1, int(found[-1])) if found else 1
+
+
+def suggestion_schema(n: int = 1) -> dict[str, Any]:
+    """The JSON schema of the structured answer for up to ``n`` guesses.
+
+    ``n == 1`` is :data:`SUGGESTION_SCHEMA` itself (shared: do not mutate). For ``n > 1`` a new
+    dict each call: an object with one required key, ``suggestions``, a list of at most ``n``
+    strings. Providers that ignore ``maxItems`` are harmless: the parser cuts to ``n`` anyway.
+    """
+    _check_count(n)
+    if n == 1:
+        return SUGGESTION_SCHEMA
+    return {
+        "type": "object",
+        "properties": {
+            ALTERNATIVES_KEY: {
+                "type": "array",
+                "description": (
+                    f"Up to {n} predicted next user inputs (2-12 words each), most likely "
+                    "first; an empty list if nothing obvious."
+                ),
+                "items": {"type": "string"},
+                "maxItems": n,
+            }
+        },
+        "required": [ALTERNATIVES_KEY],
+        "additionalProperties": False,
+    }
+
+
+def suggestion_response_format(n: int = 1) -> dict[str, Any]:
+    """The OpenAI ``response_format`` value for :func:`suggestion_schema` ``(n)``.
+
+    ``n == 1`` is :data:`SUGGESTION_RESPONSE_FORMAT` itself; ``n > 1`` is named
+    :data:`ALTERNATIVES_SCHEMA_NAME` so a request log tells the two apart.
+    """
+    _check_count(n)
+    if n == 1:
+        return SUGGESTION_RESPONSE_FORMAT
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": ALTERNATIVES_SCHEMA_NAME,
+            "strict": True,
+            "schema": suggestion_schema(n),
+        },
+    }
+
+
+# --- parsing the alternatives answer -----------------------------------------------------------
+
+_FENCE_ANYWHERE = re.compile(r"```[\w-]*[ \t]*\n(.*?)\n?[ \t]*```", re.DOTALL)
+_JSON_OPENING = re.compile(r'^(?:\{\s*["}]|\[\s*["\[{\]])')
+_LIST_ITEM = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*\u2022])\s+(?P<item>\S.*)$")
+_ITEM_KEYS: Final = ("suggestion", "text")
+
+
+class _NotJson:
+    pass
+
+
+_NOT_JSON: Final = _NotJson()
+
+
+def _decode(text: str) -> Any:
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return _NOT_JSON
+
+
+def _looks_like_answer(value: Any) -> bool:
+    if isinstance(value, dict):
+        return ALTERNATIVES_KEY in value or "suggestion" in value
+    return isinstance(value, list) and bool(value) and all(isinstance(v, str) for v in value)
+
+
+def _embedded_json(text: str) -> Any:
+    """An answer-shaped JSON object or list inside prose ("Here you go: {...}"), else
+    :data:`_NOT_JSON`; "check items[0] first" is a guess, not JSON with a list in it."""
+    for opening, closing in (("{", "}"), ("[", "]")):
+        start, end = text.find(opening), text.rfind(closing)
+        if 0 <= start < end:
+            value = _decode(text[start : end + 1])
+            if _looks_like_answer(value):
+                return value
+    return _NOT_JSON
+
+
+def _json_items(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        for key in (ALTERNATIVES_KEY, "suggestion"):
+            if key in value:
+                found = value[key]
+                return found if isinstance(found, list) else [found]
+        return []
+    if isinstance(value, list):
+        return value
+    return [value]
+
+
+def _item_text(item: Any) -> str:
+    if isinstance(item, dict):  # [{"suggestion": "..."}, ...] or [{"text": "...", "rank": 1}]
+        item = next((item[k] for k in _ITEM_KEYS if isinstance(item.get(k), str)), None)
+    return _unquote(item) if isinstance(item, str) else ""
+
+
+def _plain_text_items(text: str) -> list[str]:
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) == 1:
+        item = _LIST_ITEM.match(lines[0])
+        return [item["item"] if item else lines[0]]
+    items: list[str] = []
+    for line in lines:
+        item = _LIST_ITEM.match(line)
+        if item:
+            items.append(item["item"])
+        elif items:  # prose after the list started: not a list we can trust
+            return []
+    return items  # a list, maybe after one line of preamble ("My guesses:")
+
+
+def parse_alternatives_reply(text: str, n: int) -> list[str]:
+    """The ranked guesses in a model reply to the ``n``-alternatives request, best first.
+
+    Providers do not all honour the schema, so this takes what they actually send:
+
+    - the structured answer ``{"suggestions": [...]}`` (also inside a code fence, or inside a
+      sentence of prose); a list item may itself be an object with a ``suggestion`` or ``text``;
+    - a bare JSON list of strings, a JSON string, or the single-guess object
+      ``{"suggestion": "..."}`` (a model that answered the old question);
+    - plain text: one line is one guess; a bulleted or numbered list gives its items;
+    - anything else (JSON of another shape, half a JSON document, several lines of prose) is
+      garbage and gives ``[]``; so is an empty reply.
+
+    Each guess is trimmed and unquoted; blank ones are dropped; at most ``n`` are returned (the
+    first ones: the model ranks). The guesses are not filtered: see :func:`filter_alternatives`.
+    """
+    _check_count(n)
+    raw = text.strip()
+    fenced = _FENCE_ANYWHERE.search(raw)
+    candidate = fenced.group(1).strip() if fenced else raw
+    value = _decode(candidate)
+    if value is _NOT_JSON:
+        value = _embedded_json(candidate)
+    if value is not _NOT_JSON:
+        items = [_item_text(item) for item in _json_items(value)]
+    elif _JSON_OPENING.match(candidate):
+        items = []  # JSON that does not decode, e.g. cut off by a token limit
+    else:
+        items = [_unquote(item) for item in _plain_text_items(candidate)]
+    return [item for item in items if item][:n]
+
+
+def filter_alternatives(texts: Iterable[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Split ranked guesses into the ones to use and the ones suppressed, keeping rank order.
+
+    Each guess goes through :func:`filter_suggestion` (the same rules as a single suggestion);
+    one that passes but equals a better-ranked kept guess after :func:`normalize_prompt` is
+    suppressed as :data:`DUPLICATE_REASON` (two workers speculating the same prompt would only
+    waste tokens). Returns ``(kept, suppressed)``: ``kept`` holds the trimmed texts in rank
+    order, ``suppressed`` ``(text, reason)`` pairs with the texts as given.
+    """
+    kept: list[str] = []
+    suppressed: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for text in texts:
+        reason = filter_suggestion(text)
+        key = normalize_prompt(text)
+        if reason is None and key in seen:
+            reason = DUPLICATE_REASON
+        if reason is not None:
+            suppressed.append((text, reason))
+            continue
+        seen.add(key)
+        kept.append(text.strip())
+    return kept, suppressed
+
+
+# --- comparing what the user types with a guess ------------------------------------------------
+
+_QUOTE_FOLD: Final = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+_TRAILING_STOPS: Final = ".!\u3002"  # after NFKC: "…" is "...", "！" is "!"
+
+
+def _fold(text: str) -> str:
+    """Case-, width- and whitespace-folded text; a trailing whitespace run stays as one space.
+
+    Folding works (nearly) character by character: NFKC, casefold, curly quotes made
+    straight; so the fold of a prefix of a text is a prefix of the fold of the text. Keeping
+    the trailing space tells a finished word ("run the ") from one being typed ("run the").
+    """
+    folded = unicodedata.normalize("NFKC", text).casefold().translate(_QUOTE_FOLD)
+    words = folded.split()
+    if not words:
+        return ""
+    return " ".join(words) + (" " if folded[-1].isspace() else "")
+
+
+def normalize_prompt(text: str) -> str:
+    """The form in which a typed prompt and a suggestion are compared.
+
+    Unicode-compatibility folded (NFKC: full-width letters, non-breaking spaces), casefolded,
+    curly quotes made straight, whitespace runs collapsed to one space, trimmed. Trailing
+    ``.`` and ``!`` (also ``…``, ``。``) are dropped: "Run the tests." is the same request as
+    "run the tests". A trailing ``?`` is kept: "push it?" asks whether to push, it does not say
+    to, so it must not accept a speculation that already pushed.
+    """
+    return _fold(text).rstrip(" " + _TRAILING_STOPS)
+
+
+def matches_prompt(typed: str, suggestion: str) -> bool:
+    """Whether a submitted prompt counts as accepting ``suggestion``.
+
+    True when both normalize (:func:`normalize_prompt`) to the same non-empty text, so typing a
+    guess out by hand, in another case or with a final period, accepts its speculation instead
+    of paying for the same work again. An empty prompt never matches.
+    """
+    expected = normalize_prompt(suggestion)
+    return bool(expected) and normalize_prompt(typed) == expected
+
+
+def is_typed_prefix(typed: str, suggestion: str) -> bool:
+    """Whether what the user has typed so far still leads to ``suggestion``.
+
+    While it does, the speculation of that guess is kept running; the first keystroke that
+    diverges should abort it. Comparison is on folded text (case, width, whitespace runs and
+    curly quotes ignored, leading whitespace too), so "Run  the" keeps "run the tests" alive.
+    A typed text ending in whitespace has finished its last word: "run the " leads to "run the
+    tests" but not to "run thereafter". Nothing typed yet (empty or blank) leads anywhere; a
+    text that :func:`matches_prompt` the guess is a prefix of it; a blank guess has no prefix.
+    """
+    target = normalize_prompt(suggestion)
+    if not target:
+        return False
+    folded = _fold(typed)
+    return not folded or target.startswith(folded) or normalize_prompt(typed) == target
