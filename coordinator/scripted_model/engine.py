@@ -20,6 +20,7 @@ from typing import IO, Any
 import msgspec
 
 from coordinator.scripted_model.scenario import Reply, Rule, Scenario
+from protocol.suggestion import ALTERNATIVES_KEY, parse_suggestion_reply, requested_alternatives
 
 PURPOSE_HEADER = "x-specrun-purpose"
 NO_MATCH_TEXT = "[scripted model: no rule matched this request]"
@@ -261,9 +262,13 @@ class Engine:
                         stream=stream,
                     )
                 counters.matched += 1
-                answer = self._answer(seq, rule.answer, body, messages, stall=rule.stall)
+                wanted = _alternatives_wanted(body, messages)
+                answer = self._answer(
+                    seq, rule.answer, body, messages, stall=rule.stall, alternatives=wanted
+                )
                 outcome = "stall" if rule.stall else "reply"
-                return Decision(index, outcome, None, answer, stream, include_usage)
+                extra = {"alternatives": wanted[1]} if wanted[0] else {}
+                return Decision(index, outcome, None, answer, stream, include_usage, extra)
             answer = self._answer(seq, Reply(text=NO_MATCH_TEXT), body, messages, stall=False)
             return Decision(None, "no_match", None, answer, stream, include_usage)
 
@@ -302,11 +307,27 @@ class Engine:
     # ----------------------------------------------------------- answers
 
     def _answer(
-        self, seq: int, reply: Reply, body: dict[str, Any], messages: list[Any], *, stall: bool
+        self,
+        seq: int,
+        reply: Reply,
+        body: dict[str, Any],
+        messages: list[Any],
+        *,
+        stall: bool,
+        alternatives: tuple[bool, int | None] = (False, None),
     ) -> Answer:
+        """``alternatives``: whether the request wants several ranked suggestions, and
+        at most how many (``None``: no limit given)."""
+        wanted, limit = alternatives
         if reply.select_memories is not None:
             picked = _select_memories(messages, reply.select_memories)
             text = msgspec.json.encode({"selected_memories": picked}).decode()
+        elif (guesses := _scripted_guesses(reply, wanted)) is not None:
+            if wanted:
+                answer: dict[str, Any] = {ALTERNATIVES_KEY: guesses[:limit]}
+            else:
+                answer = {"suggestion": guesses[0] if guesses else ""}
+            text = msgspec.json.encode(answer).decode()
         elif reply.has_json:
             text = msgspec.json.encode(reply.json).decode()
         else:
@@ -380,6 +401,63 @@ class Engine:
             cached = max(cached, shared)
         self._prefixes.append((model, sizes))
         return max(1, total // 4), cached // 4
+
+
+def _alternatives_wanted(body: dict[str, Any], messages: list[Any]) -> tuple[bool, int | None]:
+    """Whether a request asks for several ranked suggestions, and at most how many.
+
+    Structured output decides when the request has a schema: one with a ``suggestions``
+    property wants a list, cut to its ``maxItems`` (else to the prompt's N, else uncut);
+    any other schema does not. Without a schema (a client's raw-text retry) the last
+    user message's ``[RANKED GUESSES: up to N]`` line asks for N > 1.
+    """
+    prompt = next(
+        (content_text(m.get("content")) for m in reversed(messages) if m.get("role") == "user"),
+        "",
+    )
+    asked = requested_alternatives(prompt)
+    schema = _response_schema(body)
+    if schema is None:
+        return (True, asked) if asked > 1 else (False, None)
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or not isinstance(properties.get(ALTERNATIVES_KEY), dict):
+        return False, None
+    most = properties[ALTERNATIVES_KEY].get("maxItems")
+    if isinstance(most, int) and not isinstance(most, bool) and most >= 0:
+        return True, most
+    return True, asked if asked > 1 else None
+
+
+def _response_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema of a request's ``response_format``, if it has one."""
+    fmt = body.get("response_format")
+    spec = fmt.get("json_schema") if isinstance(fmt, dict) else None
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    return schema if isinstance(schema, dict) else None
+
+
+def _scripted_guesses(reply: Reply, wanted: bool) -> list[str] | None:
+    """The ranked suggestions a reply scripts, or ``None`` when it is not answered as such.
+
+    ``suggestions`` always count. For a request that wants several, one scripted
+    suggestion counts too (``json: {suggestion: X}``, or a plain ``text`` without tool
+    calls) as a one-element list, empty when X is.
+    """
+    if reply.suggestions is not None:
+        return list(reply.suggestions)
+    if not wanted:
+        return None
+    if reply.has_json:
+        value = reply.json
+        if isinstance(value, dict) and set(value) == {"suggestion"}:
+            single = value["suggestion"]
+            if isinstance(single, str):
+                return [single.strip()] if single.strip() else []
+        return None
+    if reply.text is not None and not reply.tool_calls and reply.refusal is None:
+        single = parse_suggestion_reply(reply.text)
+        return [single] if single else []
+    return None
 
 
 def _compile(pattern: str | None) -> re.Pattern[str] | None:

@@ -66,12 +66,25 @@ class Reply(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ``select_memories`` answers a memory-recall request: ``{"selected_memories":
     [...]}`` with the paths of the manifest lines (``- [type] /path (mtime): …``) of
     the last user message that contain any of these words (case-insensitive, ≤ 5).
+
+    ``suggestions`` answers a next-prompt request with ranked guesses, best first.
+    A request for N > 1 alternatives (its ``response_format`` schema has a
+    ``suggestions`` list, or, without a schema, its last user message carries the
+    ``[RANKED GUESSES: up to N]`` line of the alternatives prompt) gets
+    ``{"suggestions": [...]}`` cut to N (the schema's ``maxItems``, else the prompt's
+    N); a single-suggestion request gets ``{"suggestion": <the first, or "">}``.
+    A rule without ``suggestions`` that scripts one suggestion, as ``json:
+    {suggestion: X}`` or as a plain ``text`` (no tool calls), answers an alternatives
+    request with ``{"suggestions": [X]}`` (``[]`` when X is empty), so scenarios
+    written for one suggestion keep working. Any other ``json`` is sent as written,
+    to script exactly what a misbehaving provider sends.
     """
 
     text: str | None = None
     tool_calls: list[ToolCallReply] = []
     json: Any = msgspec.field(default=msgspec.UNSET)
     select_memories: list[str] | None = None
+    suggestions: list[str] | None = None
     thinking: str | None = None
     latency_ms: NonNegInt | None = None
     chunk_ms: NonNegInt | None = None
@@ -206,6 +219,7 @@ def _check(scenario: Scenario, source: str) -> None:
                 ("text", reply.text is not None),
                 ("json", reply.has_json),
                 ("select_memories", reply.select_memories is not None),
+                ("suggestions", reply.suggestions is not None),
                 ("refusal", reply.refusal is not None),
             )
             if given
@@ -213,12 +227,17 @@ def _check(scenario: Scenario, source: str) -> None:
         if not contents and not reply.tool_calls:
             raise ScenarioError(
                 source,
-                "give at least one of `text`, `tool_calls`, `json`, `select_memories` or `refusal`",
+                "give at least one of `text`, `tool_calls`, `json`, `select_memories`, "
+                "`suggestions` or `refusal`",
                 f"{at}.{key}",
             )
         if len(contents) > 1:
             raise ScenarioError(
                 source, f"`{contents[0]}` and `{contents[1]}` exclude each other", f"{at}.{key}"
+            )
+        if reply.suggestions is not None and reply.tool_calls:
+            raise ScenarioError(
+                source, "`suggestions` and `tool_calls` exclude each other", f"{at}.{key}"
             )
         for attr in ("last_user", "turn_user"):
             pattern = getattr(rule.when, attr, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -27,6 +28,17 @@ from coordinator.scripted_model import (
     scenario_from_obj,
 )
 from protocol.chat import Message, ToolCall, ToolResult, to_openai
+from protocol.model import ChatRequest, ModelClient
+from protocol.suggestion import (
+    SUGGESTION_PROMPT,
+    filter_alternatives,
+    parse_alternatives_reply,
+    parse_suggestion_reply,
+    pipelined_prompt,
+    suggestion_prompt,
+    suggestion_response_format,
+    suggestion_schema,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -614,3 +626,185 @@ def test_module_entry_reports_a_bad_scenario(tmp_path: Path) -> None:
     assert result.stderr.strip() == (
         f"error: scenario {bad}: rules[0].reply.text: expected a string, got 5"
     )
+
+
+# ------------------------------------------------------- ranked alternative suggestions
+
+GUESSES = ["run the tests", "commit this", "show me the diff", "push it"]
+ALTERNATIVE_RULES = {
+    "rules": [
+        {"when": {"purpose": "suggestion"}, "reply": {"suggestions": GUESSES}},
+        {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": "commit this"}}},
+        {"when": {"purpose": "recall"}, "reply": {"text": "  'try it out'  "}},
+        {"when": {"purpose": "speculation"}, "reply": {"json": {"suggestion": ""}}},
+        {"when": {"last_user": "odd"}, "reply": {"json": ["not", "converted"]}},
+        {"default": {"text": "main answer", "tool_calls": [{"name": "read_file"}]}},
+    ]
+}
+
+
+def ask_suggestion(
+    server: ScriptedModelServer, n: int, purpose: str = "suggestion", *, schema: bool = True
+) -> str:
+    history = (
+        Message.user("fix it"),
+        Message.assistant("Fixed."),
+        Message.user(suggestion_prompt(n)),
+    )
+    extra = {"response_format": suggestion_response_format(n)} if schema else {}
+    return answer_text(post(server, body(*history, **extra), purpose))
+
+
+def test_alternatives_come_as_the_structured_list_cut_to_n(serve: ServerFactory) -> None:
+    server = serve(ALTERNATIVE_RULES)
+    assert json.loads(ask_suggestion(server, 3)) == {"suggestions": GUESSES[:3]}
+    assert json.loads(ask_suggestion(server, 2)) == {"suggestions": GUESSES[:2]}
+    assert json.loads(ask_suggestion(server, 6)) == {"suggestions": GUESSES}
+    assert [r["alternatives"] for r in server.requests] == [3, 2, 6]
+    reply = ask_suggestion(server, 3)
+    kept, suppressed = filter_alternatives(parse_alternatives_reply(reply, 3))
+    assert (kept, suppressed) == (GUESSES[:3], [])
+
+
+def test_a_single_suggestion_request_gets_the_first_of_the_list(serve: ServerFactory) -> None:
+    server = serve(ALTERNATIVE_RULES)
+    assert json.loads(ask_suggestion(server, 1)) == {"suggestion": "run the tests"}
+    assert "alternatives" not in server.requests[-1]
+    empty = serve({"rules": [{"default": {"suggestions": []}}]})
+    assert json.loads(ask_suggestion(empty, 1)) == {"suggestion": ""}
+    assert json.loads(ask_suggestion(empty, 3)) == {"suggestions": []}
+
+
+def test_without_a_schema_the_prompt_says_how_many(serve: ServerFactory) -> None:
+    # a client's raw-text retry: no response_format, the prompt's marker line still asks for 2
+    server = serve(ALTERNATIVE_RULES)
+    assert json.loads(ask_suggestion(server, 2, schema=False)) == {"suggestions": GUESSES[:2]}
+    assert server.requests[-1]["alternatives"] == 2
+    assert json.loads(ask_suggestion(server, 1, schema=False)) == {"suggestion": "run the tests"}
+
+
+def test_the_schema_limit_wins_and_a_schema_without_one_falls_back_to_the_prompt(
+    serve: ServerFactory,
+) -> None:
+    server = serve(ALTERNATIVE_RULES)
+    history = (Message.user(suggestion_prompt(3)),)
+
+    def format_with(**items: object) -> dict:
+        prop = {"type": "array", "items": {"type": "string"}, **items}
+        schema = {"type": "object", "properties": {"suggestions": prop}}
+        return {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+
+    two = body(*history, response_format=format_with(maxItems=2))
+    assert json.loads(answer_text(post(server, two, "suggestion")))["suggestions"] == GUESSES[:2]
+    unbounded = body(*history, response_format=format_with())
+    assert (
+        json.loads(answer_text(post(server, unbounded, "suggestion")))["suggestions"]
+        == (GUESSES[:3])
+    )
+    no_marker = body(Message.user("guess"), response_format=format_with())
+    assert json.loads(answer_text(post(server, no_marker, "suggestion")))["suggestions"] == (
+        GUESSES
+    )
+    assert [r["alternatives"] for r in server.requests] == [2, 3, None]
+
+
+def test_one_scripted_suggestion_answers_as_a_one_element_list(serve: ServerFactory) -> None:
+    server = serve(ALTERNATIVE_RULES)
+    # json: {suggestion: X}, as every existing scenario scripts it
+    assert json.loads(ask_suggestion(server, 3, "pipelined")) == {"suggestions": ["commit this"]}
+    # a plain text, trimmed and unquoted like a single reply
+    assert json.loads(ask_suggestion(server, 3, "recall")) == {"suggestions": ["try it out"]}
+    # an empty suggestion is an empty list
+    assert json.loads(ask_suggestion(server, 3, "speculation")) == {"suggestions": []}
+    # a single-suggestion request still gets exactly what the scenario says
+    assert json.loads(ask_suggestion(server, 1, "pipelined")) == {"suggestion": "commit this"}
+    assert ask_suggestion(server, 1, "recall") == "  'try it out'  "
+
+
+def test_other_replies_are_left_as_written(serve: ServerFactory) -> None:
+    server = serve(ALTERNATIVE_RULES)
+    odd = body(Message.user(f"odd\n{suggestion_prompt(3)}"))
+    assert json.loads(answer_text(post(server, odd, "main"))) == ["not", "converted"]
+    response = post(server, body(Message.user(suggestion_prompt(3))), "main")
+    assert answer_text(response) == "main answer"  # text with tool calls: not a suggestion
+    assert tool_names(response) == ["read_file"]
+    unmatched = serve({"rules": [{"when": {"purpose": "recall"}, "reply": {"text": "x"}}]})
+    assert answer_text(post(unmatched, body(Message.user(suggestion_prompt(3))))) == NO_MATCH_TEXT
+
+
+def test_a_main_request_that_mentions_the_marker_earlier_is_not_asking(
+    serve: ServerFactory,
+) -> None:
+    server = serve({"rules": [{"default": {"json": {"suggestion": "commit this"}}}]})
+    earlier = body(
+        Message.user(suggestion_prompt(3)), Message.assistant("ok"), Message.user("and now?")
+    )
+    assert json.loads(answer_text(post(server, earlier, "main"))) == {"suggestion": "commit this"}
+    assert "alternatives" not in server.requests[-1]
+
+
+def test_alternatives_through_the_model_client_streamed_and_not(serve: ServerFactory) -> None:
+    server = serve(ALTERNATIVE_RULES)
+    history = (Message.user("fix it"), Message.assistant("Fixed."))
+
+    async def run() -> tuple[list[str], list[str], str]:
+        async with ModelClient(server.base_url, max_retries=0, timeout_s=10.0) as client:
+            three = ChatRequest(
+                system="sys",
+                history=(*history, Message.user(suggestion_prompt(3))),
+                model="scripted",
+                purpose="suggestion",
+                enable_thinking=False,
+                json_schema=suggestion_schema(3),
+                json_schema_name="next_user_inputs",
+            )
+            whole = await client.complete(three)
+            streamed = await client.chat(three)
+            pipelined = ChatRequest(
+                system="sys",
+                history=(*history, Message.user(pipelined_prompt("run the tests", "ok", 2))),
+                model="scripted",
+                purpose="pipelined",
+                enable_thinking=False,
+            )
+            raw = await client.complete(pipelined)  # no schema: the raw-text retry
+            return (
+                parse_alternatives_reply(whole.message.text, 3),
+                parse_alternatives_reply(streamed.message.text, 3),
+                raw.message.text,
+            )
+
+    whole, streamed, raw = asyncio.run(run())
+    assert whole == streamed == GUESSES[:3]
+    assert parse_alternatives_reply(raw, 2) == ["commit this"]
+    sent = server.requests[0]["body"]
+    assert (
+        sent["response_format"]["json_schema"]["schema"]["properties"]["suggestions"]["maxItems"]
+        == 3
+    )
+
+
+def test_suggestions_field_validation(tmp_path: Path) -> None:
+    assert _error(tmp_path, "rules:\n  - reply: {suggestions: [a], text: b}\n") == (
+        "rules[0].reply: `text` and `suggestions` exclude each other"
+    )
+    assert _error(tmp_path, "rules:\n  - reply: {suggestions: [a], tool_calls: [{name: x}]}\n") == (
+        "rules[0].reply: `suggestions` and `tool_calls` exclude each other"
+    )
+    assert _error(tmp_path, "rules:\n  - reply: {suggestions: a}\n") == (
+        "rules[0].reply.suggestions: expected a list, got 'a'"
+    )
+    assert _error(tmp_path, "rules:\n  - reply: {suggestions: [1]}\n") == (
+        "rules[0].reply.suggestions[0]: expected a string, got 1"
+    )
+    scenario = parse_scenario("rules:\n  - default: {suggestions: []}\n")
+    assert scenario.rules[0].answer.suggestions == []
+
+
+def test_single_suggestion_requests_are_unchanged(serve: ServerFactory) -> None:
+    # the request shape every existing scenario was written for
+    server = serve(ALTERNATIVE_RULES)
+    history = (Message.user(SUGGESTION_PROMPT),)
+    single = body(*history, response_format=suggestion_response_format(1))
+    assert parse_suggestion_reply(answer_text(post(server, single, "pipelined"))) == "commit this"
+    assert "alternatives" not in server.requests[-1]
