@@ -1,10 +1,16 @@
 """The main chat through a real service: approvals, persistence, limits, abort, and the
-memory prefetch's two consume points as the model actually receives them."""
+memory prefetch's two consume points as the model actually receives them.
+
+Tests that need nothing of their own share one service (``shared``: one scenario with
+a trigger phrase per test, a new session and the sample project's files restored before
+each test); tests that restart it, or need their own settings, start flags or memory,
+start their own (``start``)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,11 +25,16 @@ from protocol.control import (
     ApprovalNeeded,
     AskRequest,
     CancelRequest,
+    OkReply,
+    ResetRequest,
+    TextChunk,
     ToolShown,
     TurnEnded,
+    WorkersReply,
+    WorkersRequest,
 )
 from tests.coordinator.e2e import Driver
-from tests.support import Specrun, wait_until
+from tests.support import Specrun, make_sample_project, running_service, wait_until
 
 EDIT = {
     "name": "edit",
@@ -50,20 +61,23 @@ def start(specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     def _start(rules: list[dict[str, Any]], *flags: str) -> Driver:
         scenario = write_scenario(tmp_path, rules)
         specrun.run("start", "--scenario", str(scenario), *flags, check=True)
-        # The service answers before its warm workers are up; timing tests start warm.
-        assert wait_until(
-            lambda: any(w["state"] == "idle" for w in specrun.json("workers")["workers"]),
-            timeout=10,
-        )
         driver = Driver(specrun.project)
         driver.log = log  # type: ignore[attr-defined]
         drivers.append(driver)
+        # The service answers before its warm workers are up; timing tests start warm.
+        assert wait_until(lambda: _has_idle_worker(driver), timeout=10)
         return driver
 
     yield _start
     for d in drivers:
         d.close()
     specrun.run("stop")
+
+
+def _has_idle_worker(driver: Driver) -> bool:
+    reply = driver.client.request(WorkersRequest(driver.client.next_id()), timeout_s=10)
+    assert isinstance(reply, WorkersReply), reply
+    return any(w.state == "idle" for w in reply.workers)
 
 
 def requests(log: Path, purpose: str = "main") -> list[dict[str, Any]]:
@@ -91,7 +105,7 @@ def end(replies: list[Any]) -> TurnEnded:
     return replies[-1]
 
 
-FIX_RULES = [
+FIX_RULES: list[dict[str, Any]] = [
     {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
     {"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": ""}}},
     {"when": {"last_user": "fix it"}, "reply": {"tool_calls": [EDIT]}},
@@ -114,20 +128,75 @@ FIX_RULES = [
     {"default": {"text": "Hello."}},
 ]
 
+# The shared service's scenario: FIX_RULES plus one trigger phrase per test, placed
+# before the rules a follow-up request would otherwise match.
+SLOW, STREAM, REPEAT, SLEEP = "think slowly", "stream words", "repeat yourself", "sleep 37.5"
+WORDS = " ".join(f"word{i}" for i in range(200))
+SHARED_RULES: list[dict[str, Any]] = [
+    *FIX_RULES[:2],
+    # every request of the turn, tool results included, repeats the same call
+    {
+        "when": {"turn_user": REPEAT},
+        "reply": {"tool_calls": [{"name": "list_directory", "arguments": {"path": "src"}}]},
+    },
+    {"when": {"last_user": SLOW}, "reply": {"text": "thinking very slowly", "latency_ms": 20000}},
+    {"when": {"last_user": STREAM}, "reply": {"text": WORDS, "chunk_ms": 30}},
+    {
+        "when": {"last_user": "run the sleeper"},
+        "reply": {"tool_calls": [{"name": "run_shell_command", "arguments": {"command": SLEEP}}]},
+    },
+    *FIX_RULES[2:],
+]
+
+
+@pytest.fixture(scope="module")
+def shared_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Specrun, Path]]:
+    """One default-mode service on SHARED_RULES for the tests below that need nothing of
+    their own; its model requests are logged."""
+    tmp = tmp_path_factory.mktemp("chat")
+    project = make_sample_project(tmp / "proj")
+    log = tmp / "requests.jsonl"
+    scenario = write_scenario(tmp, SHARED_RULES)
+    with running_service(
+        project, "--scenario", str(scenario), extra_env={"SPECRUN_MODEL_LOG": str(log)}
+    ) as runner:
+        yield runner, log
+
+
+@pytest.fixture
+def shared(shared_service: tuple[Specrun, Path]) -> Iterator[Driver]:
+    """A Driver on the shared service, in a new session over the sample project as
+    committed (what an earlier test edited or deleted is back)."""
+    specrun, log = shared_service
+    subprocess.run(["git", "checkout", "-q", "--", "."], cwd=specrun.project, check=True)
+    subprocess.run(["git", "clean", "-qfd"], cwd=specrun.project, check=True)
+    driver = Driver(specrun.project)
+    driver.log = log  # type: ignore[attr-defined]
+    try:
+        assert isinstance(driver.client.request(ResetRequest(driver.client.next_id())), OkReply)
+        assert wait_until(lambda: _has_idle_worker(driver), timeout=10)
+        yield driver
+    finally:
+        driver.close()
+
+
+def _project(driver: Driver) -> Path:
+    return driver.client.project_root
+
 
 def test_without_a_terminal_a_write_is_refused_and_names_the_approval_mode(
-    start: Any, specrun: Specrun
+    shared: Driver,
 ) -> None:
-    driver = start(FIX_RULES)
+    driver = shared
     replies = driver.ask("fix it")
     refused = [r for r in replies if isinstance(r, ToolShown) and r.status == "refused"]
     assert refused and "--approval-mode" in refused[0].result
     assert end(replies).reason == "completed"
-    assert "return a - b" in (specrun.project / "src/calc.py").read_text()
+    assert "return a - b" in (_project(driver) / "src/calc.py").read_text()
 
 
-def test_a_terminal_is_asked_and_its_answer_decides(start: Any, specrun: Specrun) -> None:
-    driver = start(FIX_RULES)
+def test_a_terminal_is_asked_and_its_answer_decides(shared: Driver) -> None:
+    driver = shared
     for approved, expected in ((False, "return a - b"), (True, "return a + b")):
         request = AskRequest(req_id=driver.client.next_id(), text="fix it", can_confirm=True)
         driver.client.send(request)
@@ -140,13 +209,11 @@ def test_a_terminal_is_asked_and_its_answer_decides(start: Any, specrun: Specrun
                     ApprovalAnswer(driver.client.next_id(), request.req_id, reply.call.id, approved)
                 )
         assert end(seen).reason == "completed"
-        assert expected in (specrun.project / "src/calc.py").read_text()
+        assert expected in (_project(driver) / "src/calc.py").read_text()
 
 
-def test_read_only_shell_runs_without_asking_and_a_write_command_asks(
-    start: Any, specrun: Specrun
-) -> None:
-    driver = start(FIX_RULES)
+def test_read_only_shell_runs_without_asking_and_a_write_command_asks(shared: Driver) -> None:
+    driver = shared
     ok = [
         r for r in driver.ask("look around") if isinstance(r, ToolShown) and r.status == "success"
     ]
@@ -155,7 +222,7 @@ def test_read_only_shell_runs_without_asking_and_a_write_command_asks(
         r for r in driver.ask("clean up") if isinstance(r, ToolShown) and r.status == "refused"
     ]
     assert refused, "a non-read-only command ran without approval"
-    assert (specrun.project / "README.md").exists()
+    assert (_project(driver) / "README.md").exists()
 
 
 def test_plan_mode_refuses_writes_and_yolo_runs_them(start: Any, specrun: Specrun) -> None:
@@ -196,22 +263,20 @@ def test_history_is_persisted_and_reloaded_after_a_restart(start: Any, specrun: 
     assert [m["role"] for m in fresh] == ["system", "user"]
 
 
-def test_ctrl_c_aborts_a_slow_turn_and_keeps_the_history_valid(
-    start: Any, specrun: Specrun
-) -> None:
-    rules = [
-        {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
-        {
-            "when": {"last_user": "slow"},
-            "reply": {"text": "thinking very slowly", "latency_ms": 20000},
-        },
-        {"default": {"text": "Hello."}},
-    ]
-    driver = start(rules)
-    request = AskRequest(req_id=driver.client.next_id(), text="slow")
+def _times_asked(driver: Driver, text: str) -> int:
+    """How many main-chat model requests so far ended with the user's ``text``."""
+    log: Path = driver.log  # type: ignore[attr-defined]
+    return sum(text in json.dumps(r["body"]["messages"][-1]) for r in requests(log))
+
+
+def test_ctrl_c_aborts_a_slow_turn_and_keeps_the_history_valid(shared: Driver) -> None:
+    driver = shared
+    before = _times_asked(driver, SLOW)
+    request = AskRequest(req_id=driver.client.next_id(), text=SLOW)
     driver.client.send(request)
     t0 = time.monotonic()
-    time.sleep(0.5)
+    # Mid-turn: the model is working on the question (and would take 20 s).
+    assert wait_until(lambda: _times_asked(driver, SLOW) > before, timeout=10)
     driver.client.send(CancelRequest(driver.client.next_id(), request.req_id))
     replies = list(driver.client.replies(request.req_id, timeout_s=10))
     assert end(replies).reason == "aborted"
@@ -219,24 +284,33 @@ def test_ctrl_c_aborts_a_slow_turn_and_keeps_the_history_valid(
     assert end(driver.ask("hello")).reason == "completed"
 
 
-def test_cancelling_mid_stream_never_kills_the_service(start: Any, specrun: Specrun) -> None:
+def test_cancelling_mid_stream_never_kills_the_service(
+    shared: Driver, shared_service: tuple[Specrun, Path]
+) -> None:
     """Regression: the model server writing into a stream the client closed raised SIGPIPE,
     which killed the whole service when the CLI had restored SIGPIPE's default action."""
-    words = " ".join(f"word{i}" for i in range(200))
-    rules = [
-        {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
-        {"when": {"last_user": "stream"}, "reply": {"text": words, "chunk_ms": 30}},
-        {"default": {"text": "Hello."}},
-    ]
-    driver = start(rules)
+    driver = shared
+    specrun, _ = shared_service
+    pid = driver.client.pid
     for _ in range(3):
-        request = AskRequest(req_id=driver.client.next_id(), text="stream")
+        request = AskRequest(req_id=driver.client.next_id(), text=STREAM)
         driver.client.send(request)
-        time.sleep(0.4)
+        replies = driver.client.replies(request.req_id, timeout_s=10)
+        seen = []
+        for reply in replies:  # cancel once the words are streaming (200 of them, 6 s)
+            seen.append(reply)
+            if isinstance(reply, TextChunk) and "word2" in "".join(
+                r.text for r in seen if isinstance(r, TextChunk)
+            ):
+                break
         driver.client.send(CancelRequest(driver.client.next_id(), request.req_id))
-        assert end(list(driver.client.replies(request.req_id, timeout_s=10))).reason == "aborted"
-    time.sleep(0.5)  # the server keeps writing into the closed streams meanwhile
-    assert specrun.json("status")["pid"] > 0
+        rest = list(replies)
+        assert end(rest).reason == "aborted"
+        assert not any(isinstance(r, TextChunk) and "word199" in r.text for r in rest)
+    # The server goes on writing into the closed streams (a chunk every 30 ms) while
+    # the next turn runs: the service must live through it.
+    assert end(driver.ask("hello")).reason == "completed"
+    assert specrun.json("status")["pid"] == pid
     assert end(driver.ask("hello")).reason == "completed"
 
 
@@ -310,33 +384,23 @@ def test_slow_memory_arrives_after_the_tool_results_never_before(
     assert "deploy.md" in manifest and "testing.md" not in manifest
 
 
-def test_a_model_repeating_the_same_calls_is_stopped(start: Any, specrun: Specrun) -> None:
-    rules = [
-        {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
-        {"default": {"tool_calls": [{"name": "list_directory", "arguments": {"path": "src"}}]}},
-    ]
-    driver = start(rules)
-    ended = end(driver.ask("loop"))
+def test_a_model_repeating_the_same_calls_is_stopped(shared: Driver) -> None:
+    driver = shared
+    ended = end(driver.ask(REPEAT))
     assert ended.reason == "loop_detected"
-    history = HistoryStore(specrun.project).load()
+    history = HistoryStore(_project(driver)).load()
     assert history[-1].role == "tool"  # every call has its answer: the history stays valid
-    assert end(driver.ask("again")).reason == "loop_detected"
+    assert end(driver.ask(f"{REPEAT} again")).reason == "loop_detected"
 
 
-def test_ctrl_c_kills_the_running_tool(start: Any, specrun: Specrun) -> None:
-    marker = "sleep 37.5"
-    rules = [
-        {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
-        {
-            "when": {"last_user": "wait"},
-            "reply": {
-                "tool_calls": [{"name": "run_shell_command", "arguments": {"command": marker}}]
-            },
-        },
-        {"default": {"text": "Hello."}},
-    ]
-    driver = start(rules, "--approval-mode", "yolo")
-    request = AskRequest(req_id=driver.client.next_id(), text="wait")
+def test_ctrl_c_kills_the_running_tool(shared: Driver) -> None:
+    driver = shared
+    marker = SLEEP
+    request = AskRequest(
+        req_id=driver.client.next_id(),
+        text="run the sleeper",
+        approval_mode="yolo",  # type: ignore[arg-type]
+    )
     driver.client.send(request)
 
     def sleeping() -> list[psutil.Process]:
