@@ -1,10 +1,14 @@
-"""The service as people and scripts use it: real processes, real sockets."""
+"""The service as people and scripts use it: real processes, real sockets.
+
+Tests that only talk to a running service share one (``shared``); those that start,
+stop or signal it have their own."""
 
 from __future__ import annotations
 
 import os
 import signal
 import time
+from collections.abc import Iterator
 
 import msgspec
 import psutil
@@ -12,7 +16,26 @@ import pytest
 import zmq
 
 from protocol.endpoints import MAX_FRAME_BYTES, Endpoints
-from tests.support import Specrun, processes_with_env, service_processes, wait_until
+from tests.support import (
+    Specrun,
+    make_sample_project,
+    processes_with_env,
+    running_service,
+    service_processes,
+    wait_until,
+)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Specrun]:
+    """One service (auto-edit mode, scripted model) for the tests that do not stop it."""
+    project = make_sample_project(tmp_path_factory.mktemp("svc") / "proj")
+    with running_service(project, "--approval-mode", "auto-edit") as runner:
+        yield runner
+
+
+def _pid_of(specrun: Specrun) -> int:
+    return int(specrun.json("status")["pid"])
 
 
 def test_cli_without_a_service_says_how_to_start_one(specrun: Specrun) -> None:
@@ -47,10 +70,9 @@ def test_start_status_stop_leaves_nothing_behind(
     assert specrun.run("stop").returncode == 2
 
 
-def test_malformed_frames_get_an_error_and_the_service_keeps_serving(
-    service: Specrun, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(service.env.runtime))
+def test_malformed_frames_get_an_error_and_the_service_keeps_serving(shared: Specrun) -> None:
+    service = shared
+    pid = _pid_of(service)
     endpoints = Endpoints.for_project(service.project, create=False)
     ctx = zmq.Context()
     try:
@@ -79,10 +101,11 @@ def test_malformed_frames_get_an_error_and_the_service_keeps_serving(
         control.close()
     finally:
         ctx.term()
-    assert service.json("status")["pid"] > 0
+    assert service.json("status")["pid"] == pid
 
 
-def test_a_killed_worker_is_noticed_and_replaced(service: Specrun) -> None:
+def test_a_killed_worker_is_noticed_and_replaced(shared: Specrun) -> None:
+    service = shared
     assert wait_until(
         lambda: sum(w["state"] == "idle" for w in service.json("workers")["workers"]) == 2
     )
@@ -98,7 +121,8 @@ def test_a_killed_worker_is_noticed_and_replaced(service: Specrun) -> None:
     assert not psutil.pid_exists(victim) or psutil.Process(victim).status() == psutil.STATUS_ZOMBIE
 
 
-def test_kill_worker_of_an_unknown_pid_is_a_clear_error(service: Specrun) -> None:
+def test_kill_worker_of_an_unknown_pid_is_a_clear_error(shared: Specrun) -> None:
+    service = shared
     proc = service.run("debug", "kill-worker", "1")
     assert proc.returncode == 1
     assert "not a worker" in proc.stderr
