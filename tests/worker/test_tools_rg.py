@@ -14,7 +14,7 @@ import pytest
 from overlay import Overlay
 from tests.worker.tool_calls import body, make_tree, ok
 from worker.tools import DirectAccess, OverlayAccess, ToolContext
-from worker.tools.rg import find_files, name_glob, rg_binary, rust_pattern
+from worker.tools.rg import find_files, name_glob, rg_binary, rust_pattern, start_search
 from worker.tools.tree import TreeView
 
 
@@ -162,6 +162,67 @@ def test_rust_pattern_and_name_glob() -> None:
     assert name_glob("**") is None
     assert name_glob("*") is None
     assert name_glob("[ab].py") is None
+    # rg's "?" is one byte: a looser "*" lets glob_regex decide on names like "é.py"
+    assert name_glob("?.py") == "*.py"
+    assert name_glob("src/a??b.md") == "a*b.md"
+    assert name_glob("?") is None
+
+
+def test_a_question_mark_matches_one_non_ascii_character_with_rg_too(tmp_path: Path) -> None:
+    make_tree(tmp_path / "p", {"é.md": "needle\n", "ab.md": "needle\n", "x.md": "needle\n"})
+    ctx = ToolContext(access=DirectAccess(tmp_path / "p"))
+    assert sorted(body(_both(ctx, "glob", pattern="?.md"))) == ["x.md", "é.md"]
+    assert body(_both(ctx, "grep_search", pattern="needle", include="?.md")) == [
+        "x.md:1:needle",
+        "é.md:1:needle",
+    ]
+
+
+def test_a_search_lists_rg_files_first_and_the_rest_after(proj: Path, tmp_path: Path) -> None:
+    os.symlink("a.py", proj / "link.py")
+    os.symlink("b/c.py", proj / "b" / "deeper.py")
+    overlay = Overlay(proj, tmp_path / "ovl" / "1" / "s")
+    access = OverlayAccess(overlay)
+    ok(ToolContext(access=access), "write_file", file_path="a.py", content="written\n")
+    ok(ToolContext(access=access), "write_file", file_path="new.py", content="new\n")
+    try:
+        view = TreeView(access)
+        start = view.node(proj)
+        assert start is not None
+        search = start_search(view, start, name="*.py", max_depth=1)
+        assert search is not None
+        with search:
+            # rg's own list (no symlinks; the overlay's a.py shadows the real one) ...
+            assert search.listed() == []
+            assert search.plain
+            # ... then what the walk adds: the top-level symlink and the overlay's files,
+            # not b/deeper.py (find goes no deeper than rg)
+            extra = sorted((hit.rel, hit.physical) for hit in search.extra() or [])
+        assert extra == [
+            ("a.py", str(overlay.resolve_read(str(proj / "a.py")))),
+            ("link.py", str(proj / "link.py")),
+            ("new.py", str(overlay.resolve_read(str(proj / "new.py")))),
+        ]
+        glob_out = _both(ToolContext(access=access), "glob", pattern="*.py")
+        assert sorted(body(glob_out)) == ["a.py", "link.py", "new.py"]
+        assert sorted(body(_both(ToolContext(access=access), "glob", pattern="**/*.py"))) == [
+            "a.py",
+            "b/c.py",
+            "b/deeper.py",
+            "link.py",
+            "new.py",
+        ]
+    finally:
+        overlay.cleanup()
+
+
+def test_glob_quotes_a_start_directory_with_a_newline(tmp_path: Path) -> None:
+    make_tree(tmp_path / "p", {"odd\ndir/a.py": "x\n", "odd\ndir/b.py": "y\n"})
+    ctx = ToolContext(access=DirectAccess(tmp_path / "p"))
+    assert sorted(body(_both(ctx, "glob", pattern="odd\ndir/*.py"))) == [
+        '"odd\\ndir/a.py"',
+        '"odd\\ndir/b.py"',
+    ]
 
 
 def test_ignore_files_above_a_project_without_git(tmp_path: Path) -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import heapq
 import os
+import re
 from typing import Any
 
 from protocol.chat import ToolSpec
 from worker.tools.base import Tool, ToolContext, ToolError, quote_path, show_path
-from worker.tools.rg import find_files, name_glob
+from worker.tools.rg import FileSearch, name_glob, start_search
 from worker.tools.tree import TreeView, glob_regex, split_glob, walk_files
 
 SPEC = ToolSpec(
@@ -62,24 +64,15 @@ def _glob(args: dict[str, Any], ctx: ToolContext) -> str:
         raise ToolError(f"{where} is not a directory")
     start = view.node(start_path)
     regex = glob_regex(rest)
-    found: list[tuple[int, str]] = []
+    found: list[tuple[int, str]] | None = None
     if start is not None and start.is_dir:
-        hits = None
         if ctx.use_ripgrep:
-            hits = find_files(
-                view, start, name=name_glob(rest), max_depth=_depth(rest), ordered=False
-            )
-        if hits is not None:
-            cut = len(str(access.root).rstrip("/")) + 1
-            for hit in hits:  # strings all the way: a big tree lists tens of thousands
-                if not regex.match(hit.rel):
-                    continue
-                try:
-                    mtime = os.stat(hit.physical).st_mtime_ns
-                except OSError:
-                    mtime = 0
-                found.append((-mtime, quote_path(hit.logical[cut:])))
-        else:
+            search = start_search(view, start, name=name_glob(rest), max_depth=_depth(rest))
+            if search is not None:
+                with search:
+                    found = _from_rg(search, regex, str(access.root))
+        if found is None:
+            found = []
             for node, rel in walk_files(view, start):
                 if not regex.match(rel):
                     continue
@@ -90,15 +83,59 @@ def _glob(args: dict[str, Any], ctx: ToolContext) -> str:
                 found.append((-mtime, show_path(access.root, node.path)))
     if not found:
         return f"No files match {pattern!r} in {where}"
-    found.sort()
     total = len(found)
-    shown_paths = [entry[1] for entry in found[: ctx.list_max_entries]]
+    # newest first, equal times by path: the first entries of the sorted list
+    shown_paths = [entry[1] for entry in heapq.nsmallest(ctx.list_max_entries, found)]
     noun = "file" if total == 1 else "files"
     header = f"Found {total} {noun} matching {pattern!r} in {where}, newest first:"
     body = "\n".join(shown_paths)
     if total > len(shown_paths):
         body += f"\n[{total - len(shown_paths)} more not shown; use a narrower pattern or path.]"
     return header + "\n" + body
+
+
+def _from_rg(search: FileSearch, regex: re.Pattern[str], root: str) -> list[tuple[int, str]] | None:
+    """(-mtime in ns, shown path) of every match, from rg's list, or ``None`` (use the walk).
+    Tens of thousands of files on a big tree: strings only, one ``stat`` each, done while
+    ``find`` (for symlinks) is still running."""
+    listed = search.listed()
+    if listed is None:
+        return None
+    base = search.base
+    shown = base[len(root.rstrip("/")) + 1 :]  # the start directory as output shows it, + "/"
+    found: list[tuple[int, str]] = []
+    match = regex.match
+    if listed:
+        try:
+            directory = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        append, stat = found.append, os.stat
+        try:
+            for rel in listed:
+                if match(rel) is None:
+                    continue
+                try:
+                    mtime = stat(rel, dir_fd=directory).st_mtime_ns
+                except OSError:
+                    mtime = 0
+                append((-mtime, shown + rel))
+        finally:
+            os.close(directory)
+    if not search.plain or quote_path(shown) != shown:
+        found = [(mtime, quote_path(path)) for mtime, path in found]
+    extra = search.extra(listed)
+    if extra is None:
+        return None
+    for hit in extra:
+        if not match(hit.rel):
+            continue
+        try:
+            mtime = os.stat(hit.physical).st_mtime_ns
+        except OSError:
+            mtime = 0
+        found.append((-mtime, quote_path(shown + hit.rel)))
+    return found
 
 
 async def run(args: dict[str, Any], ctx: ToolContext) -> str:

@@ -40,7 +40,15 @@ from typing import NamedTuple
 
 from worker.tools.tree import SKIPPED_DIRS, IgnoreRules, Node, TreeView
 
-__all__ = ["Hit", "find_files", "name_glob", "rg_binary", "rust_pattern"]
+__all__ = [
+    "FileSearch",
+    "Hit",
+    "find_files",
+    "name_glob",
+    "rg_binary",
+    "rust_pattern",
+    "start_search",
+]
 
 _EXE = "rg.exe" if sys.platform == "win32" else "rg"
 _TYPE = "specrunsel"
@@ -120,10 +128,14 @@ _SAFE_NAME = re.compile(r"[\w.*?{},+@%=~ -]+")
 def name_glob(pattern: str) -> str | None:
     """For a glob over ``/``-separated paths, a glob every matching path's *file name* matches,
     in the syntax shared by ``glob_regex`` and rg, or ``None``. It only lets rg skip files
-    early: the caller still matches each path against the whole pattern."""
+    early: the caller still matches each path against the whole pattern.
+
+    ``?`` becomes ``*``: rg's ``?`` is one byte, so it would drop ``é.py`` for ``?.py``,
+    which ``glob_regex`` (one character) matches."""
     last = pattern.rsplit("/", 1)[-1]
     if not last or "**" in last or "{" in pattern[: len(pattern) - len(last)]:
         return None
+    last = re.sub(r"[*?]*\?[*?]*", "*", last)
     if not _SAFE_NAME.fullmatch(last) or last.strip("*") == "":
         return None
     depth = 0
@@ -263,15 +275,30 @@ def _find_binary() -> str | None:
     return shutil.which("find")
 
 
-def _find_argv(binary: str, where: str, max_filesize: int | None) -> list[str]:
+def _find_argv(
+    binary: str, where: str, max_filesize: int | None, max_depth: int | None = None
+) -> list[str]:
     """What rg leaves out and the walk visits: symlinks (rg does not follow them; the walk
     reads a symlinked file) and, for a search, files over the size cap (rg skips them
     silently; the search names them). ``find`` reads only directory entries for the links,
-    and stats regular files only for the size test."""
+    and stats regular files only for the size test; it goes no deeper than rg."""
     wanted = ["-type", "l"]
     if max_filesize is not None:
         wanted = ["(", "-type", "l", "-o", "-type", "f", "-size", f"+{max_filesize}c", ")"]
-    return [binary, where, "-name", ".git", "-type", "d", "-prune", "-o", *wanted, "-print0"]
+    depth = [] if max_depth is None else ["-maxdepth", str(max_depth)]
+    return [
+        binary,
+        where,
+        *depth,
+        "-name",
+        ".git",
+        "-type",
+        "d",
+        "-prune",
+        "-o",
+        *wanted,
+        "-print0",
+    ]
 
 
 class _Visibility:
@@ -303,6 +330,175 @@ class _Visibility:
         return rules is not None and (self.no_ignore or not rules.ignored(path, False))
 
 
+class FileSearch:
+    """rg, with ``find`` beside it, running for one search (see :func:`start_search`).
+
+    :meth:`listed` gives what rg found as soon as rg has exited, while ``find`` may still
+    be walking the tree: a caller does its per-file work (``glob`` stats every file) in that
+    time instead of after both. :meth:`extra` then gives what the walk adds to rg's list.
+    """
+
+    def __init__(
+        self,
+        view: TreeView,
+        start: Path,
+        visibility: _Visibility,
+        rg: _Proc | None,
+        find: _Proc | None,
+        where: str,
+    ) -> None:
+        self._view = view
+        self._start = start
+        self._visibility = visibility
+        self._rg = rg
+        self._find = find
+        self._where = where
+        self._listed: list[str] | None = None if rg is not None else []
+        self.base = str(start).rstrip("/") + "/"
+        """The start directory's path with a trailing slash: ``base + rel`` is a file's path."""
+        self.plain = True
+        """Whether no listed path holds a control character (``quote_path`` leaves all as they
+        are), checked once on rg's whole output."""
+
+    def listed(self) -> list[str] | None:
+        """The regular files rg found (for a pattern: those holding it, not over the size cap),
+        as paths relative to the start directory (posix), in no order; an overlay file
+        shadows the real one (:meth:`extra` lists it). ``None``: rg failed, use the walk."""
+        if self._listed is not None or self._rg is None:
+            return self._listed  # None after a failure
+        code, out, err = self._rg.output()
+        self._rg = None
+        if code not in (0, 1) and not out:
+            self.close()
+            return None  # a pattern rg cannot compile, a bad argument, an unreadable start
+        if b"regex parse error" in err or b"error parsing" in err:
+            self.close()
+            return None
+        self.plain = _CONTROL_BYTES.search(out) is None
+        cut = len(self._where) + 1 if self._where != "." else 2
+        listed = [entry[cut:] for entry in os.fsdecode(out).split("\0") if entry]
+        shadowed = self._view.overlay_files()
+        if shadowed:
+            base = self.base
+            gone = {str(p) for p in shadowed}
+            listed = [rel for rel in listed if base + rel not in gone]
+        self._listed = listed
+        return listed
+
+    def extra(self, listed: list[str] | None = None) -> list[Hit] | None:
+        """What the walk visits beyond :meth:`listed`: symlinks that are not directories,
+        files over the size cap (for a pattern), and the overlay's files below the start
+        directory, each where the walk's ignore rules let it be seen; ``None``: use the
+        walk. ``listed``: rg's list, when the caller has it at hand (a file rg listed is not
+        repeated)."""
+        if listed is None:
+            listed = self.listed()
+            if listed is None:
+                return None
+        hits: list[Hit] = []
+        start = self._start
+        if self._find is not None:
+            find_code, found, _ = self._find.output()
+            self._find = None
+            if find_code != 0 and not found:
+                return None
+            root = self._view.root
+            overlay = self._view.overlay_files()
+            seen: set[str] | None = None
+            for raw in found.split(b"\0"):
+                if not raw:
+                    continue
+                path = Path(os.path.normpath(root / os.fsdecode(raw)))
+                if path == start or path in overlay:
+                    continue
+                if os.path.isdir(path) or not self._visibility.visible(path):
+                    continue  # a symlink to a directory: the walk does not follow those
+                rel = path.relative_to(start).as_posix()
+                if seen is None:  # rare: a symlink or a big file; a file may have grown
+                    seen = set(listed)  # past the cap between rg's look and find's
+                if rel not in seen:
+                    seen.add(rel)
+                    logical = str(path)
+                    hits.append(Hit(rel, logical, logical))
+        for logical_path, physical in self._view.overlay_files().items():
+            below = logical_path.is_relative_to(start) and logical_path != start
+            if below and self._visibility.visible(logical_path):
+                rel = logical_path.relative_to(start).as_posix()
+                hits.append(Hit(rel, str(logical_path), str(physical)))
+        return hits
+
+    def close(self) -> None:
+        for proc in (self._rg, self._find):
+            if proc is not None:
+                proc.close()
+        self._rg = self._find = None
+
+    def __enter__(self) -> FileSearch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_CONTROL_BYTES = re.compile(rb"[\x01-\x1f\x7f]")  # NUL separates rg's paths
+
+
+def start_search(
+    view: TreeView,
+    start: Node,
+    *,
+    pattern: str | None = None,
+    name: str | None = None,
+    max_depth: int | None = None,
+    max_filesize: int | None = None,
+) -> FileSearch | None:
+    """rg and ``find`` started on directory ``start`` (see :func:`find_files` for the
+    arguments), or ``None`` when rg cannot stand in for the walk (see the module's
+    docstring). Close the search (a ``with`` block) if it is not read to its end."""
+    if os.environ.get("SPECRUN_SEARCH") == "python":
+        return None
+    binary, finder = rg_binary(), _find_binary()
+    root = view.root
+    if binary is None or finder is None or not start.path.is_relative_to(root):
+        return None
+    overlay = view.overlay_files()
+    if any(p.name == ".gitignore" for p in overlay):
+        return None
+    rg_pattern = None if pattern is None else rust_pattern(pattern)
+    if pattern is not None and rg_pattern is None:
+        return None
+    no_ignore = start.path != root and IgnoreRules.at(view, start.path).ignored(start.path, True)
+    if not no_ignore and not _mirrors_ignore_rules(root):
+        return None
+
+    visibility = _Visibility(view, start.path, no_ignore)
+    rel_start = os.path.relpath(start.path, root)
+    where = "." if rel_start == "." else "./" + rel_start
+    if not os.path.isdir(start.path):  # only in the overlay: nothing for rg to list
+        return FileSearch(view, start.path, visibility, None, None, where)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RIPGREP_")}
+    argv = _rg_argv(
+        binary,
+        root,
+        where,
+        pattern=rg_pattern,
+        no_ignore=no_ignore,
+        name=name,
+        max_depth=max_depth,
+        max_filesize=max_filesize,
+    )
+    try:
+        rg = _Proc(argv, root, env)
+    except OSError:
+        return None
+    try:
+        find = _Proc(_find_argv(finder, where, max_filesize, max_depth), root)
+    except OSError:
+        rg.close()
+        return None
+    return FileSearch(view, start.path, visibility, rg, find, where)
+
+
 def find_files(
     view: TreeView,
     start: Node,
@@ -323,83 +519,24 @@ def find_files(
     Symlinks that are not directories and overlay files are always included: the caller
     checks them as it checks the walk's files. ``ordered=False``: in any order.
     """
-    if os.environ.get("SPECRUN_SEARCH") == "python":
+    search = start_search(
+        view,
+        start,
+        pattern=pattern,
+        name=name,
+        max_depth=max_depth,
+        max_filesize=max_filesize,
+    )
+    if search is None:
         return None
-    binary, finder = rg_binary(), _find_binary()
-    root = view.root
-    if binary is None or finder is None or not start.path.is_relative_to(root):
+    with search:
+        listed = search.listed()
+        extra = None if listed is None else search.extra(listed)
+    if listed is None or extra is None:
         return None
-    overlay = view.overlay_files()
-    if any(p.name == ".gitignore" for p in overlay):
-        return None
-    rg_pattern = None if pattern is None else rust_pattern(pattern)
-    if pattern is not None and rg_pattern is None:
-        return None
-    no_ignore = start.path != root and IgnoreRules.at(view, start.path).ignored(start.path, True)
-    if not no_ignore and not _mirrors_ignore_rules(root):
-        return None
-
-    visibility = _Visibility(view, start.path, no_ignore)
-    start_text = str(start.path)
-    hits: dict[str, Hit] = {}
-    if os.path.isdir(start.path):
-        rel_start = os.path.relpath(start.path, root)
-        where = "." if rel_start == "." else "./" + rel_start
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RIPGREP_")}
-        try:
-            rg = _Proc(
-                _rg_argv(
-                    binary,
-                    root,
-                    where,
-                    pattern=rg_pattern,
-                    no_ignore=no_ignore,
-                    name=name,
-                    max_depth=max_depth,
-                    max_filesize=max_filesize,
-                ),
-                root,
-                env,
-            )
-        except OSError:
-            return None
-        try:
-            find = _Proc(_find_argv(finder, where, max_filesize), root)
-        except OSError:
-            rg.close()
-            return None
-        code, out, err = rg.output()
-        find_code, found, _ = find.output()
-        if code not in (0, 1) and not out:
-            return None  # a pattern rg cannot compile, a bad argument, an unreadable start
-        if b"regex parse error" in err or b"error parsing" in err:
-            return None
-        if find_code != 0 and not found:
-            return None
-        cut = len(where) + 1 if where != "." else 2
-        base = start_text.rstrip("/") + "/"
-        overlay_text = {str(p) for p in overlay}
-        for listed in os.fsdecode(out).split("\0"):
-            if listed:
-                rel = listed[cut:]
-                logical = base + rel
-                if not overlay_text or logical not in overlay_text:
-                    hits[logical] = Hit(rel, logical, logical)
-        for raw in found.split(b"\0"):
-            if not raw:
-                continue
-            path = Path(os.path.normpath(root / os.fsdecode(raw)))
-            logical = str(path)
-            if logical in hits or logical in overlay_text or path == start.path:
-                continue
-            if os.path.isdir(path) or not visibility.visible(path):
-                continue  # a symlink to a directory: the walk does not follow those
-            hits[logical] = Hit(path.relative_to(start.path).as_posix(), logical, logical)
-    for logical_path, physical in overlay.items():
-        below = logical_path.is_relative_to(start.path) and logical_path != start.path
-        if below and visibility.visible(logical_path):
-            rel = logical_path.relative_to(start.path).as_posix()
-            hits[str(logical_path)] = Hit(rel, str(logical_path), str(physical))
+    base = search.base
+    hits = [Hit(rel, base + rel, base + rel) for rel in listed]
+    hits += extra
     if not ordered:
-        return list(hits.values())
-    return sorted(hits.values(), key=lambda hit: hit.rel.split("/"))
+        return hits
+    return sorted(hits, key=lambda hit: hit.rel.split("/"))
