@@ -111,6 +111,26 @@ class Specrun:
     def service_pid(self) -> int:
         return int(self.json("status")["pid"])
 
+    def query(self, kind: Any, **fields: Any) -> Any:
+        """One request over the control socket from this process, as the dict that
+        ``specrun ... --json`` prints for its reply. For polling in waits: a CLI process
+        per poll costs a whole interpreter start, this costs a message."""
+        import msgspec
+
+        from coordinator.client import ServiceClient
+
+        saved = os.environ.get("SPECRUN_RUNTIME_DIR")
+        os.environ["SPECRUN_RUNTIME_DIR"] = str(self.env.runtime)
+        try:
+            client = ServiceClient(self.project, timeout_s=30)
+        finally:
+            if saved is None:
+                os.environ.pop("SPECRUN_RUNTIME_DIR", None)
+            else:
+                os.environ["SPECRUN_RUNTIME_DIR"] = saved
+        with client:
+            return msgspec.json.decode(msgspec.json.encode(client.call(kind, **fields)))
+
 
 def service_processes(pid: int) -> list[psutil.Process]:
     """The service and everything below it (fork server, workers, tools)."""

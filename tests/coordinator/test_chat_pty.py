@@ -13,6 +13,7 @@ import psutil
 import pytest
 import yaml
 
+from protocol.control import SuggestionRequest
 from tests.support import REPO, Specrun, wait_until
 
 FIX = "fix the failing test in tests/test_calc.py"
@@ -84,7 +85,9 @@ def test_chat_ghost_tab_typing_ctrl_c_ctrl_d(terminal: Terminal, specrun: Specru
     assert (specrun.project / "tests/test_calc_negative.py").exists()
 
     terminal.expect(DIFF)  # the pipelined suggestion is the next ghost text
-    assert wait_until(lambda: (_suggestion(specrun).get("speculation") or {}).get("worker_pid"))
+    assert wait_until(
+        lambda: (specrun.query(SuggestionRequest).get("speculation") or {}).get("worker_pid")
+    )
     pid = _suggestion(specrun)["speculation"]["worker_pid"]
     terminal.send("what does multiply do?\r")  # typing something else dismisses it
     terminal.expect("no answer scripted")

@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator.cli import cli
+from protocol.control import SuggestionRequest, WorkersRequest
 from tests.support import Env, Specrun, wait_until
 
 FIX = "fix the failing test in tests/test_calc.py"
@@ -90,11 +91,11 @@ def _wait_completed(service: Specrun, text: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
 
     def completed() -> bool:
-        found.update(service.json("suggestion"))
+        found.update(service.query(SuggestionRequest))
         spec = found.get("speculation") or {}
         return bool(found.get("text") == text and spec.get("status") == "completed")
 
-    assert wait_until(completed, timeout=20, interval=0.1), found
+    assert wait_until(completed, timeout=20), found
     return found
 
 
@@ -302,7 +303,7 @@ def test_start_json_and_status_human(specrun: Specrun) -> None:
     try:
         human = specrun.run("status", check=True).stdout
         assert "embedded scripted model" in human and str(started["pid"]) in human
-        assert wait_until(lambda: len(specrun.json("workers")["workers"]) == 1)
+        assert wait_until(lambda: len(specrun.query(WorkersRequest)["workers"]) == 1)
     finally:
         specrun.run("stop", check=True)
     deadline = time.monotonic() + 10

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from typing import Any
 
+from protocol.control import SuggestionRequest
 from tests.support import REPO, Specrun, wait_until
 
 FIX = "fix the failing test in tests/test_calc.py"
@@ -53,11 +54,11 @@ def _light(service: Specrun, *args: str) -> list[dict[str, Any]]:
 
 def _wait_completed(service: Specrun, text: str) -> None:
     def completed() -> bool:
-        reply = service.json("suggestion")
+        reply = service.query(SuggestionRequest)
         spec = reply.get("speculation") or {}
         return bool(reply.get("text") == text and spec.get("status") == "completed")
 
-    assert wait_until(completed, timeout=30, interval=0.1)
+    assert wait_until(completed, timeout=30)
 
 
 def test_importing_the_cli_loads_nothing_heavy() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from protocol.control import SuggestionRequest
 from tests.coordinator.e2e import COMMIT, DIFF, FIX, NEG, scenario_variant
 from tests.support import Env, Specrun, snapshot_tree, wait_until
 
@@ -54,7 +55,7 @@ def _wait_status(specrun: Specrun, text: str, statuses: tuple[str, ...]) -> dict
     found: dict[str, Any] = {}
 
     def ready() -> bool:
-        found.update(specrun.json("suggestion"))
+        found.update(specrun.query(SuggestionRequest))
         spec = found.get("speculation") or {}
         return found.get("text") == text and spec.get("status") in statuses
 

@@ -300,7 +300,7 @@ def test_after_the_fuzzing_the_service_still_serves_a_whole_round(
     started = time.monotonic()
     status = port.exchange(REQUESTS.encode(StatusRequest(42)))
     assert isinstance(status[0], StatusReply) and time.monotonic() - started < 1.0
-    assert wait_until(lambda: len(running.json("workers")["workers"]) >= 2, timeout=10)
+    assert wait_until(lambda: len(running.query(WorkersRequest)["workers"]) >= 2, timeout=10)
     driver = Driver(running.project)
     try:
         assert isinstance(driver.ask(FIX)[-1], TurnEnded)

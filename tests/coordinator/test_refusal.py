@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.control import TextChunk, TurnEnded
+from protocol.control import SuggestionRequest, TextChunk, TurnEnded
 from tests.coordinator.e2e import Driver
 from tests.support import Specrun, wait_until
 
@@ -45,7 +45,9 @@ def test_refusals_are_distinct_outcomes_everywhere(
         for _ in range(2):
             assert isinstance(done := driver.ask("hello")[-1], TurnEnded)
             assert done.reason == "completed"
-        assert wait_until(lambda: specrun.json("suggestion")["suppressed_reason"] == "refusal")
+        assert wait_until(
+            lambda: specrun.query(SuggestionRequest)["suppressed_reason"] == "refusal"
+        )
         assert specrun.json("suggestion")["text"] is None
         stats = specrun.json("stats")
         assert stats["suggestions_suppressed"]["by_reason"].get("refusal", 0) >= 1

@@ -15,6 +15,7 @@ import psutil
 import pytest
 import zmq
 
+from protocol.control import WorkersRequest
 from protocol.endpoints import MAX_FRAME_BYTES, Endpoints
 from tests.support import (
     Specrun,
@@ -56,7 +57,7 @@ def test_start_status_stop_leaves_nothing_behind(
     assert status["pid"] == started["pid"]
     assert status["scripted_model"] is True
     assert wait_until(
-        lambda: sum(w["state"] == "idle" for w in specrun.json("workers")["workers"]) == 2
+        lambda: sum(w["state"] == "idle" for w in specrun.query(WorkersRequest)["workers"]) == 2
     )
     again = specrun.run("start")
     assert again.returncode == 0 and "already running" in again.stdout
@@ -107,14 +108,14 @@ def test_malformed_frames_get_an_error_and_the_service_keeps_serving(shared: Spe
 def test_a_killed_worker_is_noticed_and_replaced(shared: Specrun) -> None:
     service = shared
     assert wait_until(
-        lambda: sum(w["state"] == "idle" for w in service.json("workers")["workers"]) == 2
+        lambda: sum(w["state"] == "idle" for w in service.query(WorkersRequest)["workers"]) == 2
     )
     before = {w["pid"] for w in service.json("workers")["workers"]}
     victim = sorted(before)[0]
     assert service.run("debug", "kill-worker", str(victim), check=True).returncode == 0
 
     def replaced() -> bool:
-        now = {w["pid"]: w["state"] for w in service.json("workers")["workers"]}
+        now = {w["pid"]: w["state"] for w in service.query(WorkersRequest)["workers"]}
         return victim not in now and sum(s == "idle" for s in now.values()) == 2
 
     assert wait_until(replaced, timeout=10)
