@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import multiprocess
+import multiprocess.forkserver
 import multiprocess.spawn
 import multiprocess.util
 import psutil
@@ -167,6 +168,7 @@ class WorkerPool:
         self.containment: tuple[LayerStatus, ...] = ()  # as the newest worker found it
         self.tool_specs: tuple[ToolSpec, ...] = ()  # from the first hello; fixed order
         self._tools_ready = asyncio.Event()
+        self._warmed = asyncio.Event()  # set the first time the pool is warm
         self.deaths_detected: list[float] = []  # seconds from kill to detection, for stats
         self._workers: dict[int, WorkerHandle] = {}
         # Recently dead workers: their last frames can arrive just after the pidfd says
@@ -187,12 +189,22 @@ class WorkerPool:
 
     # -- lifecycle -------------------------------------------------------------
 
+    def start_fork_server(self) -> None:
+        """Launch the fork server now instead of at the first worker start, and return at
+        once. It imports the worker modules (``PRELOAD``) and probes the containment
+        profile in its own process (about a second): started first, that overlaps what
+        this process does next (the service's own imports and set-up) instead of
+        following it."""
+        multiprocess.forkserver.ensure_running()
+
     async def start(self, *, wait_warm: bool = True) -> None:
         """Bind the worker socket and start the warm workers; with ``wait_warm=False``
         they come up in the background (a job arriving first starts one of its own)."""
         self._sock = make_router(self._ctx, self.endpoint)
         self._spawn_task(self._receive_loop())
         self._spawn_task(self._watch_hangs())
+        if self.is_warm():  # a pool of size 0
+            self._warmed.set()
         if wait_warm:
             await self.refill()
         else:
@@ -228,6 +240,10 @@ class WorkerPool:
         return task
 
     # -- spawning --------------------------------------------------------------
+
+    async def wait_warm(self) -> None:
+        """Return once the pool has been warm (``size`` idle workers), at least once."""
+        await self._warmed.wait()
 
     def is_warm(self) -> bool:
         idle = sum(1 for w in self._workers.values() if w.state is WorkerState.IDLE)
@@ -339,6 +355,8 @@ class WorkerPool:
         if handle.state is WorkerState.BUSY:
             handle.state = WorkerState.IDLE
             handle.job_id = handle.job_kind = handle.overlay_dir = None
+            if self.is_warm():
+                self._warmed.set()
 
     async def kill(self, handle: WorkerHandle, reason: str) -> float:
         """SIGKILL the worker and its tool processes; returns once it is reaped.
@@ -428,6 +446,8 @@ class WorkerPool:
             handle.state = WorkerState.IDLE
         if handle.ready is not None and not handle.ready.done():
             handle.ready.set_result(None)
+        if self.is_warm():
+            self._warmed.set()
 
     def _on_exit(self, handle: WorkerHandle) -> None:
         seen = time.monotonic()

@@ -15,6 +15,7 @@ import logging
 import os
 import secrets
 import signal
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ import zmq
 import zmq.asyncio
 
 import overlay
-from coordinator.commands import dispatch
+from coordinator.daemon import ANSWERING, POOL_WARM, READY_FD_ENV
 from coordinator.pidfile import PidFile
 from coordinator.pool import WorkerPool
 from coordinator.settings import Settings
@@ -42,6 +43,21 @@ def _log_tasks() -> None:
         buffer = io.StringIO()
         task.print_stack(file=buffer)
         log.warning("task %s:\n%s", task.get_name(), buffer.getvalue())
+
+
+def _ready_pipe() -> int | None:
+    """The pipe on which ``start_daemon`` waits for this service's start (see
+    ``coordinator.daemon``), taken out of the environment so that no process started
+    from here sees it; None in the foreground or when it is not a pipe."""
+    value = os.environ.pop(READY_FD_ENV, None)
+    try:
+        fd = int(value or "")
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return None
+        os.set_inheritable(fd, False)
+    except (ValueError, OSError):
+        return None
+    return fd
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -84,6 +100,7 @@ class Service:
         self._pidfile = PidFile(self.endpoints.pidfile)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._project_id: tuple[int, int] | None = None
+        self._dispatch: Any = None  # coordinator.commands.dispatch, imported at start
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -91,16 +108,40 @@ class Service:
         # A peer that hangs up (an HTTP client, a socket) must be an EPIPE error, never a
         # signal that kills the service: the CLI restores SIGPIPE's default for `| head`.
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        ready = _ready_pipe()
         self._pidfile.acquire()
         try:
+            # First of all: the fork server's preload then runs beside the imports and
+            # set-up below, on another core, instead of after them.
+            self.pool.start_fork_server()
             await self._start()
+            if ready is not None:
+                self._spawn(self._tell_started(ready))
+                ready = None
             log.info("serving %s (pid %d, epoch %d)", self.project_root, os.getpid(), self.epoch)
             await self.stop_requested.wait()
         finally:
+            if ready is not None:
+                os.close(ready)
             await self._shutdown()
 
+    async def _tell_started(self, ready: int) -> None:
+        """Tell ``start_daemon`` that the control socket answers, then that the pool is
+        warm. A starter that stopped listening is no error (EPIPE: SIGPIPE is ignored)."""
+        try:
+            os.write(ready, ANSWERING)
+            await self.pool.wait_warm()
+            os.write(ready, POOL_WARM)
+        except OSError:
+            pass
+        finally:
+            os.close(ready)
+
     async def _start(self) -> None:
+        # Imported here, after the fork server was launched: they are most of this
+        # process's start (the chat, its memory recall, the model client).
         from coordinator.chat import MainChat
+        from coordinator.commands import dispatch
         from coordinator.model_endpoint import open_model_endpoint
         from coordinator.speculation import SpeculationManager
 
@@ -121,6 +162,7 @@ class Service:
         )
         self.chat = MainChat(self, model_client)
         self.speculation = SpeculationManager(self, model_client)
+        self._dispatch = dispatch
         self.pool.on_event = self.speculation.on_worker_event
         self.pool.on_death = self.speculation.on_worker_death
         # Answer clients at once; the warm workers come up meanwhile (~0.3 s): a restart
@@ -210,7 +252,7 @@ class Service:
 
     async def _handle(self, identity: bytes, request: Any) -> None:
         try:
-            await dispatch(self, identity, request)
+            await self._dispatch(self, identity, request)
         except Exception as exc:  # one failed request must never take the service down
             log.exception("request %s failed", type(request).__name__)
             await self.send(

@@ -12,7 +12,10 @@ speculation, abort), ``bench_cli`` (wall time of the light `specrun` commands),
 ``bench_overlay`` (apply of 10/100 files), ``bench_recall`` (recall's added latency),
 ``bench_shell`` (shell classification), ``bench_speculation`` (a speculation in a worker
 vs in-process), ``bench_cost`` (the cached share of speculation prompt tokens on the
-scripted model, against the main chat's in the same run). Measured here: the cold-start
+scripted model, against the main chat's in the same run). Measured here: the service's
+start (to its first answer, against a fresh interpreter importing the modules the service
+imports before it answers; to a warm pool, against the fork-server limit of
+``bench_spawn``), the cold-start
 baseline (a fresh interpreter importing the worker's modules), the abort baseline (the
 same ``reject`` with nothing to abort), end-to-end accept of 10 and 100 files through a
 real service against the same prompt as a normal turn, and protocol throughput
@@ -60,6 +63,8 @@ from protocol.control import (  # noqa: E402
     AskRequest,
     RejectRequest,
     ResetRequest,
+    StatusReply,
+    StatusRequest,
     SuggestionReply,
     SuggestionRequest,
     TurnEnded,
@@ -158,6 +163,94 @@ def bench_workers(rounds: int, rows: list[Row]) -> None:
             result["SIGKILL seen by 10 ms polling"]["median_ms"],
             "bench_spawn",
             f"p99 {result['SIGKILL seen via pidfd']['p99_ms']:.2f} ms",
+        )
+    )
+
+
+# --------------------------------------------------------------------------- service start
+
+# What the service imports before it answers (the CLI, the service, the commands, the chat
+# with its memory recall, the speculation manager, the embedded scripted model).
+SERVICE_MODULES = (
+    "coordinator.cli, coordinator.service, coordinator.commands, coordinator.chat, "
+    "coordinator.speculation, coordinator.model_endpoint, coordinator.scripted_model"
+)
+
+
+def service_imports_ms(runs: int) -> float:
+    """A fresh interpreter (as the service's: ``-P``) importing what the service imports
+    before it answers, until its imports are done (not its exit): the floor of the first
+    answer. CLOCK_MONOTONIC is one clock for every process."""
+    code = f"import time, {SERVICE_MODULES}; print(time.monotonic())"
+    times = []
+    for _ in range(runs):
+        t0 = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True
+        )
+        times.append(float(done.stdout.strip().splitlines()[-1]) - t0)
+    return _median_ms(times)
+
+
+def _service_start(warm: bool) -> tuple[float, StatusReply]:
+    """Seconds from `start_daemon` to a `status` reply (once the pool is warm with
+    ``warm``), for a fresh project on the setup scenario; the service is stopped after."""
+    base = Path(tempfile.mkdtemp(prefix="sr-start-"))
+    saved = os.environ.get("SPECRUN_RUNTIME_DIR")
+    os.environ["SPECRUN_RUNTIME_DIR"] = str(base / "run")
+    project = base / "proj"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    try:
+        t0 = time.perf_counter()
+        start_daemon(project, [], wait_warm=warm)
+        with ServiceClient(project) as client:
+            reply = client.request(StatusRequest(req_id=client.next_id()))
+        took = time.perf_counter() - t0
+        assert isinstance(reply, StatusReply), reply
+        assert reply.pool_warm or not warm, reply
+        return took, reply
+    finally:
+        stop_daemon(project)
+        if saved is None:
+            os.environ.pop("SPECRUN_RUNTIME_DIR", None)
+        else:
+            os.environ["SPECRUN_RUNTIME_DIR"] = saved
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def bench_start(runs: int, rows: list[Row]) -> None:
+    spawn = _module("bench_spawn")
+    first: list[float] = []
+    warm: list[float] = []
+    workers = 0
+    for _ in range(runs):  # alternated, so both see the same machine
+        first.append(_service_start(warm=False)[0])
+        took, reply = _service_start(warm=True)
+        warm.append(took)
+        workers = sum(1 for w in reply.workers if w.state == "idle")
+    rows.append(
+        Row(
+            "service start -> first control reply (status)",
+            _median_ms(first),
+            "ms",
+            "interpreter importing the service's modules",
+            service_imports_ms(runs),
+            "bench",
+        )
+    )
+    if spawn is None:
+        return
+    one = spawn.fork_server_limit(runs, 1)
+    rows.append(
+        Row(
+            f"service start -> pool warm ({workers} idle workers)",
+            _median_ms(warm),
+            "ms",
+            "fork-server limit (interpreter, 1 worker)",
+            one,
+            "bench + bench_spawn",
+            f"the limit with {workers} workers {spawn.fork_server_limit(runs, workers):,.0f} ms",
         )
     )
 
@@ -741,14 +834,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated: workers,accept,apply,recall,shell,speculation,protocol,search,"
-        "cli,cost",
+        help="comma-separated: start,workers,accept,apply,recall,shell,speculation,protocol,"
+        "search,cli,cost",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     q = args.quick
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     steps: list[tuple[str, Callable[[list[Row]], None]]] = [
+        ("start", lambda rows: bench_start(3 if q else 9, rows)),
         ("protocol", lambda rows: bench_protocol(20_000 if q else 100_000, rows)),
         ("workers", lambda rows: bench_workers(10 if q else 30, rows)),
         ("shell", lambda rows: bench_shell(50 if q else 200, rows)),

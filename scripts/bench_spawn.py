@@ -5,6 +5,9 @@ Runs a real WorkerPool (multiprocess fork server, ZeroMQ ipc, real worker proces
 prints one table of medians and p99s, each next to its baseline measured in the same run:
   - a job on a warm worker vs the same job on a worker spawned for it (cold);
   - death seen through the pidfd vs polling the pid every 10 ms.
+Also the fork-server limit of a service's start: a fresh interpreter that starts a pool
+(fork server with the preloaded worker modules, then the workers) until its workers said
+hello, from the moment it was started (``fork_server_limit``).
 Usage: scripts/bench_spawn.py [--rounds N] [--json]
 """
 
@@ -17,6 +20,7 @@ import logging
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -120,6 +124,39 @@ async def measure(rounds: int) -> dict[str, dict[str, float]]:
     }
 
 
+async def _first_workers(workers: int) -> float:
+    """In a fresh interpreter: start a pool of ``workers`` and wait until all are idle;
+    returns the monotonic time then (CLOCK_MONOTONIC is one clock for every process)."""
+    runtime = Path(tempfile.mkdtemp(prefix="sr-limit-"))
+    pool = WorkerPool(f"ipc://{runtime}/w.sock", epoch=7, size=workers, heartbeat_s=1.0)
+    try:
+        await pool.start()  # the fork server, then the workers, in parallel
+        assert pool.is_warm()
+        return time.monotonic()
+    finally:
+        await pool.close()
+        for leftover in runtime.iterdir():
+            leftover.unlink()
+        runtime.rmdir()
+
+
+def fork_server_limit(runs: int, workers: int = 1) -> float:
+    """Median ms from starting a fresh interpreter to ``workers`` ready workers in it: the
+    interpreter, importing the pool, the fork server's preload and its forks. A service
+    cannot have a warm pool sooner."""
+    times = []
+    for _ in range(runs):
+        t0 = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--first-workers", str(workers)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        times.append(float(done.stdout.strip().splitlines()[-1]) - t0)
+    return statistics.median(times) * 1000
+
+
 def main() -> None:
     from _interrupt import stop_like_ctrl_c  # scripts/ is sys.path[0] when run
 
@@ -129,7 +166,12 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--first-workers", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.first_workers:
+        logging.basicConfig(level=logging.ERROR)
+        print(asyncio.run(_first_workers(args.first_workers)))
+        return
     logging.basicConfig(level=logging.ERROR)  # the pool warns about every killed worker
     results = asyncio.run(measure(args.rounds))
     if args.json:
