@@ -39,6 +39,7 @@ from protocol.suggestion import (
     suggestion_response_format,
     suggestion_schema,
 )
+from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -446,7 +447,8 @@ def test_stop_returns_promptly_with_a_stalled_stream_and_idle_connections(
 
     reader = threading.Thread(target=consume)
     reader.start()
-    time.sleep(0.2)
+    # the stream's request has arrived (its answer then takes 10 s): stop it mid-wait
+    assert wait_until(lambda: any(r["path"].endswith("/completions") for r in server.requests))
     started = time.monotonic()
     server.stop()
     assert time.monotonic() - started < 1.0
