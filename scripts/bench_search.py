@@ -36,7 +36,14 @@ if str(ROOT) not in sys.path:
 from overlay import Overlay  # noqa: E402
 from protocol.chat import ToolCall  # noqa: E402
 from worker.tools import DirectAccess, OverlayAccess, ToolContext, execute  # noqa: E402
-from worker.tools.rg import rg_binary  # noqa: E402
+from worker.tools.rg import (  # noqa: E402
+    _find_argv,
+    _find_binary,
+    _rg_argv,
+    name_glob,
+    rg_binary,
+    rust_pattern,
+)
 
 RARE = "def frobnicate_widget"
 COMMON = "import os"
@@ -164,6 +171,46 @@ def _rg(root: Path, *argv: str) -> Callable[[], bytes]:
     return run
 
 
+def _processes(root: Path, tool: str, pattern: str, max_filesize: int) -> dict[str, float]:
+    """Where a search's time goes outside Python: rg run exactly as the tool runs it, the
+    ``find`` the tool runs beside it (symlinks, and for grep files over the size cap), and
+    both at once as the tool starts them; medians in ms."""
+    binary, finder = rg_binary(), _find_binary()
+    assert binary is not None and finder is not None
+    grep = tool == "grep_search"
+    rg_argv = _rg_argv(
+        binary,
+        root,
+        ".",
+        pattern=rust_pattern(pattern) if grep else None,
+        no_ignore=False,
+        name=None if grep else name_glob(pattern),
+        max_depth=None,
+        max_filesize=max_filesize if grep else None,
+    )
+    find_argv = _find_argv(finder, ".", max_filesize if grep else None)
+
+    def run(*argvs: list[str]) -> Callable[[], None]:
+        def go() -> None:
+            procs = [
+                subprocess.Popen(a, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                for a in argvs
+            ]
+            for proc in procs:
+                proc.communicate()
+
+        return go
+
+    return {
+        name: statistics.median(_timed(fn, 5)) * 1000
+        for name, fn in (
+            ("rg_as_tool_ms", run(rg_argv)),
+            ("find_ms", run(find_argv)),
+            ("both_ms", run(rg_argv, find_argv)),
+        )
+    }
+
+
 @dataclasses.dataclass
 class Result:
     name: str
@@ -172,6 +219,7 @@ class Result:
     rg_ms: float
     python_ms: float
     output_lines: int
+    processes: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
@@ -251,6 +299,10 @@ def bench(n_files: int, runs: int, python_runs: int) -> dict[str, Any]:
             tool_s = _timed(fast, runs)
             rg_s = _timed(_rg(root, *rg_argv), runs)
             py_s = _timed(slow, python_runs)
+            processes = {}
+            if ctx is direct and "include" not in args and "cap" not in name:
+                pattern = args["pattern"]
+                processes = _processes(root, tool, pattern, direct.search_max_file_bytes)
             results.append(
                 Result(
                     name,
@@ -259,6 +311,7 @@ def bench(n_files: int, runs: int, python_runs: int) -> dict[str, Any]:
                     statistics.median(rg_s) * 1000,
                     statistics.median(py_s) * 1000,
                     len(out.splitlines()),
+                    processes,
                 )
             )
         overlay.cleanup()
@@ -297,6 +350,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['python_ms']:9.1f}"
         )
     print(f"rg --files --sortr modified -g '*.py' (glob's work: stat + sort): {sorted_ms:.1f} ms")
+    for r in report["results"]:
+        p = r["processes"]
+        if p:
+            print(
+                f"{r['name']}: rg as the tool runs it {p['rg_as_tool_ms']:.1f} ms, the find "
+                f"beside it {p['find_ms']:.1f} ms, both at once {p['both_ms']:.1f} ms"
+            )
     return 0
 
 
