@@ -601,6 +601,13 @@ def bench_search(quick: bool, rows: list[Row]) -> None:
                     f"{report['rg_files_sorted_by_mtime_ms']:,.0f} ms"
                     if r["name"].startswith("glob")
                     else ""
+                )
+                + (
+                    f"; rg as the tool runs it {r['processes']['rg_as_tool_ms']:,.0f} ms, the "
+                    f"find beside it {r['processes']['find_ms']:,.0f} ms, both at once "
+                    f"{r['processes']['both_ms']:,.0f} ms"
+                    if r["processes"]
+                    else ""
                 ),
             )
         )
