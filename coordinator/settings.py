@@ -257,9 +257,12 @@ def _coerce(key: Key, value: Any, where: str) -> Any:
             return tuple(item.strip() for item in value.split(",") if item.strip())
     elif key.kind is str and isinstance(value, str):
         if key.choices and value not in key.choices:
-            raise SettingsError(
-                f"{where}: {key.name} must be one of {', '.join(key.choices)} (got {value!r})."
+            allowed = (
+                " or ".join(key.choices)
+                if len(key.choices) == 2
+                else "one of " + ", ".join(key.choices)
             )
+            raise SettingsError(f"{where}: {key.name} must be {allowed} (got {value!r}).")
         if key.name == "baseUrl" and value and not value.startswith(("http://", "https://")):
             raise SettingsError(
                 f"{where}: baseUrl must be an http:// or https:// URL (got {value!r})."

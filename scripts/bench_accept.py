@@ -28,8 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from coordinator.client import ServiceClient  # noqa: E402
-from coordinator.daemon import start_daemon, stop_daemon  # noqa: E402
+from coordinator.cli.client import ServiceClient  # noqa: E402
+from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from protocol.control import (  # noqa: E402
     AcceptRequest,
     AskRequest,
@@ -88,7 +88,7 @@ class Service:
     def __init__(self, latency_ms: int, stall: bool) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="sr-acc-"))
         self.project = self.base / "proj"
-        shutil.copytree(ROOT / "coordinator" / "demo" / "sample_project", self.project)
+        shutil.copytree(ROOT / "coordinator" / "cli" / "demo" / "sample_project", self.project)
         subprocess.run(["git", "init", "-q"], cwd=self.project, check=True)
         (self.project / "docs").mkdir()
         path = self.base / "scenario.json"

@@ -32,8 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from coordinator.client import ServiceClient  # noqa: E402
-from coordinator.daemon import start_daemon, stop_daemon  # noqa: E402
+from coordinator.cli.client import ServiceClient  # noqa: E402
+from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from protocol.control import (  # noqa: E402
     AcceptRequest,
     AskRequest,
@@ -112,7 +112,7 @@ def one_session(base: Path) -> StatsReply:
     """The demo's session in a fresh copy of the sample project; its stats."""
     project = base / "proj"
     shutil.copytree(
-        ROOT / "coordinator" / "demo" / "sample_project",
+        ROOT / "coordinator" / "cli" / "demo" / "sample_project",
         project,
         ignore=shutil.ignore_patterns("__pycache__"),
     )

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil
 
-from coordinator.pool import WorkerHandle, WorkerPool
+from coordinator.service.pool import WorkerHandle, WorkerPool
 from protocol.chat import ToolCall
 from protocol.work import RunTool, ToolDone, WorkerEvent
 

@@ -34,8 +34,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from coordinator.pool import WorkerHandle, WorkerPool
 from coordinator.scripted_model import ScriptedModelServer
+from coordinator.service.pool import WorkerHandle, WorkerPool
 from overlay import Overlay, overlay_dir_for
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message

@@ -22,7 +22,7 @@ superseded by another query, and every invariant is checked:
 
 The service runs with TMPDIR on a small tmpfs mounted for the run (so the ``enospc`` fault
 can fill the overlay's disk); without root the fault is skipped with the reason printed.
-The service is the real ``coordinator.service.Service`` in its own session, started by
+The service is the real ``coordinator.service.service.Service`` in its own session, started by
 this script's ``_serve`` entry, because ``specrun serve`` has no flag for the heartbeat:
 ``--heartbeat``/``--hang-after`` set the pool's heartbeat and hang limit (the CLI's
 defaults are 1 s and 5 s; ``--cli-service`` uses ``python -m coordinator serve`` as is).
@@ -56,8 +56,8 @@ import msgspec
 import psutil
 import zmq
 
-from coordinator.client import ServiceClient, ServiceNotRunning, ServiceTimeout
-from coordinator.history import HistoryStore
+from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
+from coordinator.service.history import HistoryStore
 from protocol import codec
 from protocol.chat import Message
 from protocol.control import (
@@ -89,7 +89,7 @@ from protocol.work import (
 from worker.contain.verify import ConnectionRecorder
 
 REPO = Path(__file__).resolve().parent.parent
-SAMPLE_PROJECT = REPO / "coordinator" / "demo" / "sample_project"
+SAMPLE_PROJECT = REPO / "coordinator" / "cli" / "demo" / "sample_project"
 
 TERMINAL = frozenset({"completed", "boundary", "aborted", "failed", "accepted"})
 KINDS = (
@@ -454,7 +454,7 @@ def serve_child(argv: list[str]) -> int:
     parser.add_argument("--hang-after", type=float, required=True)
     parser.add_argument("--scenario", required=True)
     args = parser.parse_args(argv)
-    from coordinator.service import Service
+    from coordinator.service.service import Service
     from coordinator.settings import load_settings
 
     logging.basicConfig(

@@ -63,7 +63,7 @@ from worker.shell.lexer import analyze_word, scan  # noqa: E402
 
 TOOLS = ("strace", "unshare", "bash", "git")
 RUN_TIMEOUT = 5.0
-SAMPLE_PROJECT = ROOT / "coordinator" / "demo" / "sample_project"
+SAMPLE_PROJECT = ROOT / "coordinator" / "cli" / "demo" / "sample_project"
 
 # --------------------------------------------------------------------------------------------
 # Generator

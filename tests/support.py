@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 
 REPO = Path(__file__).resolve().parent.parent
-SAMPLE_PROJECT = REPO / "coordinator" / "demo" / "sample_project"
+SAMPLE_PROJECT = REPO / "coordinator" / "cli" / "demo" / "sample_project"
 
 
 def make_sample_project(dest: Path, git: bool = True) -> Path:
@@ -117,7 +117,7 @@ class Specrun:
         per poll costs a whole interpreter start, this costs a message."""
         import msgspec
 
-        from coordinator.client import ServiceClient
+        from coordinator.cli.client import ServiceClient
 
         saved = os.environ.get("SPECRUN_RUNTIME_DIR")
         os.environ["SPECRUN_RUNTIME_DIR"] = str(self.env.runtime)

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from coordinator.client import ServiceClient
-from coordinator.history import HistoryStore
+from coordinator.cli.client import ServiceClient
+from coordinator.service.history import HistoryStore
 from protocol.control import (
     AskRequest,
     ErrorReply,

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from coordinator.client import ServiceClient
+from coordinator.cli.client import ServiceClient
 from protocol.control import (
     AcceptRequest,
     AskRequest,

@@ -6,13 +6,13 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from coordinator.accept_record import (
+from coordinator.service.accept_record import (
     PendingAccept,
     record_path,
     settle_pending,
     write_pending,
 )
-from coordinator.history import HistoryStore
+from coordinator.service.history import HistoryStore
 from protocol.chat import Message
 
 ACCEPTED = (Message.user("add a test"), Message.assistant("Added tests/test_new.py."))

@@ -16,7 +16,7 @@ from typing import Any
 import pexpect
 import pytest
 
-from coordinator.history import HistoryStore
+from coordinator.service.history import HistoryStore
 from protocol.control import ApprovalNeeded, AskRequest, ErrorReply, TurnEnded
 from tests.coordinator.e2e import Driver
 from tests.support import Specrun

@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 import pytest
 
-from coordinator.history import HistoryStore
+from coordinator.service.history import HistoryStore
 from protocol.control import (
     ApprovalAnswer,
     ApprovalNeeded,

@@ -18,7 +18,7 @@ NEXT = "show me the diff"
 
 # Top-level packages that none of status, suggestion, workers, reject, accept --json needs.
 HEAVY = {"rich", "asyncio", "logging", "subprocess", "concurrent", "prompt_toolkit", "httpx",
-         "psutil", "coordinator.settings", "coordinator.daemon"}
+         "psutil", "coordinator.settings", "coordinator.cli.daemon"}
 
 # Runs the real CLI entry point, then says on stderr's last line what the process loaded.
 PROBE = """
@@ -66,7 +66,7 @@ def test_importing_the_cli_loads_nothing_heavy() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, cwd=REPO)
     loaded = set(proc.stdout.split()) | {m.split(".")[0] for m in proc.stdout.split()}
-    assert not loaded & (HEAVY | {"zmq", "coordinator.client"}), loaded & HEAVY
+    assert not loaded & (HEAVY | {"zmq", "coordinator.cli.client"}), loaded & HEAVY
 
 
 def test_light_commands_import_neither_rich_nor_asyncio(service: Specrun) -> None:

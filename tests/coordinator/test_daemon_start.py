@@ -10,9 +10,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from coordinator.client import ServiceClient
-from coordinator.daemon import READY_FD_ENV, StartError, start_daemon, stop_daemon
+from coordinator.cli.client import ServiceClient
+from coordinator.cli.daemon import StartError, start_daemon, stop_daemon
 from protocol.control import StatusReply, StatusRequest
+from protocol.start_notes import READY_FD_ENV
 from tests.support import isolated_env, processes_with_env, service_processes, wait_until
 
 

@@ -22,7 +22,7 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.client import ServiceClient
+from coordinator.cli.client import ServiceClient
 from protocol import codec
 from protocol.chat import Message, ToolCall, ToolResult, ToolSpec
 from protocol.control import StatusReply, StatusRequest, Transcript, TurnEnded

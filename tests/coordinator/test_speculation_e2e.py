@@ -12,7 +12,7 @@ import msgspec
 import psutil
 import pytest
 
-from coordinator.history import HistoryStore
+from coordinator.service.history import HistoryStore
 from protocol.control import Notice, Transcript, TurnEnded
 from tests.coordinator.e2e import COMMIT, DIFF, FIX, NEG, Driver, scenario_variant
 from tests.support import Specrun, snapshot_tree, wait_until

@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 import pytest
 
-from coordinator.pool import WorkerHandle, WorkerPool
+from coordinator.service.pool import WorkerHandle, WorkerPool
 from overlay import speculation_base_dir, sweep
 from protocol.chat import ToolCall
 from protocol.work import (

@@ -13,7 +13,7 @@ import itertools
 import logging
 from dataclasses import dataclass
 
-from coordinator.pool import WorkerHandle, WorkerPool, WorkerStartError
+from coordinator.service.pool import WorkerHandle, WorkerPool, WorkerStartError
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall, ToolResult
 from protocol.work import CommandLimits, Failed, RunTool, ToolDone, WorkerEvent

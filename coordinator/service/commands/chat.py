@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from coordinator.emitter import Emitter
-from coordinator.speculation import AcceptFallback
+from coordinator.service.emitter import Emitter
+from coordinator.service.speculation import AcceptFallback
 from protocol.control import (
     ApprovalAnswer,
     AskRequest,
@@ -19,7 +19,7 @@ from protocol.control import (
 from protocol.display import format_args
 
 if TYPE_CHECKING:
-    from coordinator.service import Service
+    from coordinator.service.service import Service
 
 
 async def ask(svc: Service, identity: bytes, req: AskRequest) -> None:

@@ -43,9 +43,9 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from coordinator import render
-from coordinator.client import FOREVER, ServiceClient, ServiceNotRunning, ServiceTimeout
-from coordinator.daemon import is_running, start_daemon, stop_daemon
+from coordinator.cli import render
+from coordinator.cli.client import FOREVER, ServiceClient, ServiceNotRunning, ServiceTimeout
+from coordinator.cli.daemon import is_running, start_daemon, stop_daemon
 from coordinator.pidfile import read_pid
 from coordinator.settings import is_dashscope, load_settings
 from protocol.control import (
@@ -68,7 +68,7 @@ from protocol.display import format_args
 from protocol.endpoints import Endpoints
 
 SAMPLE_PROJECT = Path(__file__).resolve().parent / "sample_project"
-SHIPPED_SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "demo.yaml"
+SHIPPED_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "demo.yaml"
 
 FIRST_PROMPT = "fix the failing test in tests/test_calc.py"
 TYPED_INSTEAD = "run the tests"

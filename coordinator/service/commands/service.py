@@ -18,7 +18,7 @@ from protocol.control import (
 )
 
 if TYPE_CHECKING:
-    from coordinator.service import Service
+    from coordinator.service.service import Service
 
 
 async def status(svc: Service, identity: bytes, req: StatusRequest) -> None:

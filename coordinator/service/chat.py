@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from coordinator.accept_record import settle_pending
-from coordinator.emitter import Emitter
-from coordinator.history import HistoryStore
-from coordinator.loop_detect import LoopDetector
 from coordinator.memory import AbortReason, AbortSignal, MemoryPrefetcher, Recaller
-from coordinator.pool import WorkerStartError
-from coordinator.system_prompt import build_system_prompt
-from coordinator.tool_exec import (
+from coordinator.service.accept_record import settle_pending
+from coordinator.service.emitter import Emitter
+from coordinator.service.history import HistoryStore
+from coordinator.service.loop_detect import LoopDetector
+from coordinator.service.pool import WorkerStartError
+from coordinator.service.system_prompt import build_system_prompt
+from coordinator.service.tool_exec import (
     SHELL_TOOL,
     WRITE_TOOLS,
     ToolExecutor,
@@ -36,7 +36,7 @@ from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, Tool
 from protocol.model import ChatRequest, ChatResult, ModelClient, ModelError, TextDelta
 
 if TYPE_CHECKING:
-    from coordinator.service import Service
+    from coordinator.service.service import Service
 
 log = logging.getLogger("specrun.chat")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from coordinator.commands.chat import run_query
-from coordinator.emitter import Emitter
+from coordinator.service.commands.chat import run_query
+from coordinator.service.emitter import Emitter
 from protocol.control import (
     AcceptRequest,
     AskRequest,
@@ -17,7 +17,7 @@ from protocol.control import (
 )
 
 if TYPE_CHECKING:
-    from coordinator.service import Service
+    from coordinator.service.service import Service
 
 
 async def suggestion(svc: Service, identity: bytes, req: SuggestionRequest) -> None:

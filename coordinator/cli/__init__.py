@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from coordinator import render
+from coordinator.cli import render
 from coordinator.state_dir import state_dir
 from protocol.approval import ApprovalMode
 from protocol.control import (
@@ -51,7 +51,7 @@ from protocol.control import (
 )
 
 if TYPE_CHECKING:
-    from coordinator.client import ServiceClient
+    from coordinator.cli.client import ServiceClient
     from coordinator.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -87,7 +87,7 @@ class Ctx:
         self.debug = debug
 
     def client(self, timeout_s: float = 30.0) -> ServiceClient:
-        from coordinator.client import ServiceClient
+        from coordinator.cli.client import ServiceClient
 
         return ServiceClient(self.project, timeout_s=timeout_s)
 
@@ -122,7 +122,7 @@ def friendly(fn: F) -> F:
             render.err_console.print("[yellow]interrupted[/yellow]")
             sys.exit(EXIT_ERROR)
         except Exception as exc:
-            if _raised_by("coordinator.client", "ServiceNotRunning", exc):
+            if _raised_by("coordinator.cli.client", "ServiceNotRunning", exc):
                 render.error(str(exc))
                 sys.exit(EXIT_NO_SERVICE)
             if _raised_by("coordinator.settings", "SettingsError", exc):
@@ -132,7 +132,7 @@ def friendly(fn: F) -> F:
                     "`specrun config show` checks the settings.",
                 )
                 sys.exit(EXIT_ERROR)
-            if _raised_by("coordinator.client", "ServiceTimeout", exc):
+            if _raised_by("coordinator.cli.client", "ServiceTimeout", exc):
                 render.error(str(exc))
                 sys.exit(EXIT_ERROR)
             if debug:
@@ -262,7 +262,7 @@ def check_endpoint(settings: Settings, probe: bool = True) -> None:
 
 def ensure_service(obj: Ctx, flags: dict[str, Any], probe: bool = True) -> tuple[int, bool]:
     """Start the service unless it runs: (pid, started now)."""
-    from coordinator.daemon import StartError, is_running, log_path, start_daemon
+    from coordinator.cli.daemon import StartError, is_running, log_path, start_daemon
 
     settings = obj.settings(flags)  # bad settings are reported before forking
     if is_running(obj.project):
@@ -293,7 +293,7 @@ def serve(obj: Ctx, **flags: Any) -> None:
     import logging
 
     from coordinator.pidfile import AlreadyRunning
-    from coordinator.service import Service
+    from coordinator.service.service import Service
     from coordinator.settings import endpoint_problem
 
     logging.basicConfig(
@@ -328,7 +328,7 @@ def start(obj: Ctx, as_json: bool, no_check: bool, **flags: Any) -> None:
       specrun start --base-url https://dashscope.aliyuncs.com/compatible-mode/v1 \\
                     --model qwen3-coder-plus --fast qwen3.5-flash
     """
-    from coordinator.daemon import log_path
+    from coordinator.cli.daemon import log_path
 
     pid, started = ensure_service(obj, flags_dict(**flags), probe=not no_check)
     log = str(log_path(obj.project))
@@ -352,8 +352,8 @@ def stop(obj: Ctx, as_json: bool) -> None:
     Example:
       specrun stop
     """
-    from coordinator.client import ServiceNotRunning
-    from coordinator.daemon import stop_daemon
+    from coordinator.cli.client import ServiceNotRunning
+    from coordinator.cli.daemon import stop_daemon
 
     pid = stop_daemon(obj.project)
     if pid is None:
@@ -410,7 +410,7 @@ def run_streamed(
 ) -> int:
     """Send a query or an accept and show its events until the turn ends; Ctrl-C
     cancels the turn. ``confirm`` answers approval questions (None: always no)."""
-    from coordinator.client import FOREVER
+    from coordinator.cli.client import FOREVER
 
     # JSON lines need no printer, so a scripted `accept --json` never imports rich.
     shown = None if as_json else (printer or render.TurnPrinter())
@@ -626,7 +626,7 @@ def chat(obj: Ctx, **flags: Any) -> None:
     Example:
       specrun chat --approval-mode auto-edit
     """
-    from coordinator.interactive import run_chat
+    from coordinator.cli.interactive import run_chat
 
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         raise CliError("`specrun chat` needs a terminal.",
@@ -657,7 +657,7 @@ def demo(obj: Ctx, model: str | None, fast_model: str | None, base_url: str | No
       specrun demo
       specrun demo --base-url http://127.0.0.1:8000/v1 --model qwen3-coder
     """
-    from coordinator.demo.run import DemoOptions, run_demo
+    from coordinator.cli.demo.run import DemoOptions, run_demo
 
     options = DemoOptions(model=model, fast_model=fast_model, base_url=base_url, pace=pace,
                           as_json=as_json, debug=obj.debug)
@@ -682,7 +682,7 @@ def logs(obj: Ctx, follow: bool, count: int, as_json: bool) -> None:
       specrun logs -n 100
       specrun logs -f
     """
-    from coordinator.daemon import log_path
+    from coordinator.cli.daemon import log_path
 
     path = log_path(obj.project)
     if not path.exists():

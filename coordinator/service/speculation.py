@@ -22,15 +22,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import overlay
-from coordinator.accept_record import PendingAccept, clear_pending, digest, write_pending
 from coordinator.boundary_text import describe_boundary
-from coordinator.cost import Budget
-from coordinator.emitter import Emitter
-from coordinator.pool import WorkerHandle, WorkerStartError, WorkerState
+from coordinator.service.accept_record import PendingAccept, clear_pending, digest, write_pending
+from coordinator.service.cost import Budget
+from coordinator.service.emitter import Emitter
+from coordinator.service.pool import WorkerHandle, WorkerStartError, WorkerState
+from coordinator.service.stats import Stats
+from coordinator.service.suggestions import generate_suggestion
+from coordinator.service.transcript import ensure_tool_result_pairing, render_transcript
 from coordinator.settings import Settings
-from coordinator.stats import Stats
-from coordinator.suggestions import generate_suggestion
-from coordinator.transcript import ensure_tool_result_pairing, render_transcript
 from protocol.approval import ApprovalMode
 from protocol.chat import Message, Usage
 from protocol.control import SpeculationInfo, StatsReply, SuggestionReply, Transcript
@@ -51,7 +51,7 @@ from protocol.work import (
 )
 
 if TYPE_CHECKING:
-    from coordinator.service import Service
+    from coordinator.service.service import Service
 
 log = logging.getLogger("specrun.speculation")
 

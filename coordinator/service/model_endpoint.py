@@ -10,8 +10,8 @@ from typing import Any
 from coordinator.settings import Settings
 from protocol.model import ModelClient
 
-SETUP_SCENARIO = Path(__file__).parent / "scenarios" / "setup.yaml"
-SAMPLE_PROJECT = Path(__file__).parent / "demo" / "sample_project"
+SETUP_SCENARIO = Path(__file__).parent.parent / "scenarios" / "setup.yaml"
+SAMPLE_PROJECT = Path(__file__).parent.parent / "cli" / "demo" / "sample_project"
 
 
 def is_demo_project(project_root: Path) -> bool:

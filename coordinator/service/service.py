@@ -24,18 +24,18 @@ import zmq
 import zmq.asyncio
 
 import overlay
-from coordinator.daemon import ANSWERING, POOL_WARM, READY_FD_ENV
 from coordinator.pidfile import PidFile
-from coordinator.pool import WorkerPool
+from coordinator.service.pool import WorkerPool
 from coordinator.settings import Settings
 from coordinator.state_dir import state_dir
 from protocol import codec
 from protocol.control import ControlReply, ErrorReply
 from protocol.endpoints import Endpoints, make_router
+from protocol.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
 
 log = logging.getLogger("specrun.service")
 
-DEFAULT_SCENARIO = Path(__file__).parent / "scenarios" / "demo.yaml"
+DEFAULT_SCENARIO = Path(__file__).parent.parent / "scenarios" / "demo.yaml"
 
 
 def _log_tasks() -> None:
@@ -47,7 +47,7 @@ def _log_tasks() -> None:
 
 def _ready_pipe() -> int | None:
     """The pipe on which ``start_daemon`` waits for this service's start (see
-    ``coordinator.daemon``), taken out of the environment so that no process started
+    ``coordinator.cli.daemon``), taken out of the environment so that no process started
     from here sees it; None in the foreground or when it is not a pipe."""
     value = os.environ.pop(READY_FD_ENV, None)
     try:
@@ -100,7 +100,7 @@ class Service:
         self._pidfile = PidFile(self.endpoints.pidfile)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._project_id: tuple[int, int] | None = None
-        self._dispatch: Any = None  # coordinator.commands.dispatch, imported at start
+        self._dispatch: Any = None  # coordinator.service.commands.dispatch, imported at start
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -140,10 +140,10 @@ class Service:
     async def _start(self) -> None:
         # Imported here, after the fork server was launched: they are most of this
         # process's start (the chat, its memory recall, the model client).
-        from coordinator.chat import MainChat
-        from coordinator.commands import dispatch
-        from coordinator.model_endpoint import open_model_endpoint
-        from coordinator.speculation import SpeculationManager
+        from coordinator.service.chat import MainChat
+        from coordinator.service.commands import dispatch
+        from coordinator.service.model_endpoint import open_model_endpoint
+        from coordinator.service.speculation import SpeculationManager
 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

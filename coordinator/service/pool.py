@@ -30,7 +30,7 @@ import zmq
 import zmq.asyncio
 
 import overlay
-from coordinator.kill import kill_tree
+from coordinator.service.kill import kill_tree
 from protocol import codec
 from protocol.chat import ToolSpec
 from protocol.control import WorkerInfo

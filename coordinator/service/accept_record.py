@@ -20,7 +20,7 @@ from pathlib import Path
 import msgspec
 
 from coordinator.durable import atomic_write
-from coordinator.history import HistoryStore
+from coordinator.service.history import HistoryStore
 from protocol.chat import Message
 
 log = logging.getLogger("specrun.accept")

@@ -6,7 +6,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-from coordinator.cost import CostLedger
+from coordinator.service.cost import CostLedger
 from protocol.control import CountByReason, StatsReply
 
 

@@ -25,9 +25,9 @@ from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.styles import Style
 
-from coordinator import render
 from coordinator.boundary_text import describe_boundary
-from coordinator.client import ServiceClient, ServiceNotRunning, ServiceTimeout
+from coordinator.cli import render
+from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
 from protocol.control import (
     AcceptRequest,
     ApprovalNeeded,

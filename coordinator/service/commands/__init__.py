@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from coordinator.commands import chat, service, speculation
+from coordinator.service.commands import chat, service, speculation
 from protocol import control
 
 if TYPE_CHECKING:
-    from coordinator.service import Service
+    from coordinator.service.service import Service
 
 Handler = Callable[["Service", bytes, Any], Awaitable[None]]
 
