@@ -105,6 +105,10 @@ def _wait_started(
     # speculate at once, or gives up waiting on them (not on the start) half-way.
     warm_deadline = started + timeout_s / 2
     exited = _pidfd(proc.pid)
+    poller = select.poll()  # any fd number (select() stops at 1024)
+    for fd in (ready, exited):
+        if fd is not None:
+            poller.register(fd, select.POLLIN)
     notes = b""
     try:
         while True:
@@ -119,8 +123,7 @@ def _wait_started(
                 raise StartError(
                     f"The service did not answer within {timeout_s:.0f}s; see {log_file}."
                 )
-            watched = [ready] if exited is None else [ready, exited]
-            readable, _, _ = select.select(watched, [], [], left)
+            readable = {fd for fd, _ in poller.poll(left * 1000)}
             chunk = os.read(ready, 16) if ready in readable else None
             if chunk:
                 notes += chunk
