@@ -48,7 +48,9 @@ def _words(text: str) -> str:
 def _slow_first_suggestion(rules: list[dict[str, Any]]) -> None:
     for rule in rules:
         if rule.get("name") == "suggestion after the fix":
-            rule["reply"]["latency_ms"] = 2500  # long enough to be seen pending
+            # long enough to be seen pending by two CLI calls on a loaded machine
+            # (the suite runs on pytest-xdist workers that share the cores)
+            rule["reply"]["latency_ms"] = 5000
 
 
 def _wait_status(specrun: Specrun, text: str, statuses: tuple[str, ...]) -> dict[str, Any]:
