@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from click.testing import CliRunner
 
 from coordinator.cli import cli
 from protocol.control import SuggestionRequest, WorkersRequest
-from tests.support import Env, Specrun, wait_until
+from tests.support import Env, Specrun, make_sample_project, running_service, wait_until
 
 FIX = "fix the failing test in tests/test_calc.py"
 NEG = "add a test for negative numbers"
@@ -187,7 +188,17 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_human_output_shows_tools_and_the_accept_summary(service: Specrun) -> None:
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Specrun]:
+    """One service (auto-edit mode, scripted model) for the two tests below, which do not
+    stop it (the first one needs it fresh: it starts from the sample project as committed)."""
+    project = make_sample_project(tmp_path_factory.mktemp("cli") / "proj")
+    with running_service(project, "--approval-mode", "auto-edit") as runner:
+        yield runner
+
+
+def test_human_output_shows_tools_and_the_accept_summary(shared: Specrun) -> None:
+    service = shared
     asked = service.run("ask", FIX, check=True)
     assert "read_file(file_path: tests/test_calc.py)" in asked.stdout
     assert "Fixed `add` in src/calc.py" in asked.stdout
@@ -204,7 +215,8 @@ def test_human_output_shows_tools_and_the_accept_summary(service: Specrun) -> No
     assert "time saved" in stats
 
 
-def test_logs_follow_stops_cleanly_on_ctrl_c(service: Specrun) -> None:
+def test_logs_follow_stops_cleanly_on_ctrl_c(shared: Specrun) -> None:
+    service = shared
     proc = subprocess.Popen(
         [sys.executable, "-m", "coordinator", "--project", str(service.project), "logs", "-f",
          "-n", "1"],
