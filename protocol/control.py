@@ -9,13 +9,72 @@ tells a client when a request is over.
 
 from __future__ import annotations
 
+import enum
 from typing import Literal
 
 import msgspec
 
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall
-from protocol.work import LayerStatus
+from protocol.work import FilterReason, LayerStatus, Sandbox
+
+# --- fixed sets of values -------------------------------------------------------
+
+AcceptMethod = Literal["tab", "enter", "right", "cli"]
+"""How the person took a suggestion: a key in the terminal, or `specrun accept`."""
+
+ErrorCode = Literal["bad_request", "busy", "not_found", "internal"]
+"""``bad_request``: the request is malformed or empty; ``busy``: another turn waits for an
+approval; ``not_found``: nothing to act on (no suggestion, no such worker or approval);
+``internal``: the service failed on this request (its log says why)."""
+
+
+class WorkerState(enum.StrEnum):
+    """A worker process's life: ``starting`` until its hello, ``idle`` in the warm pool,
+    ``busy`` with a job, ``stopping`` (killed, or exiting by itself after a speculation),
+    ``dead`` once its exit was seen."""
+
+    STARTING = "starting"
+    IDLE = "idle"
+    BUSY = "busy"
+    STOPPING = "stopping"
+    DEAD = "dead"
+
+
+JobKind = Literal["speculation", "tool"]
+
+WorkerSandbox = Literal[Sandbox, "unknown"]
+"""A worker's backstop as its hello said; ``unknown`` before any hello."""
+
+SpeculationStatus = Literal["running", "completed", "boundary", "aborted", "failed", "accepted"]
+
+SuppressReason = Literal[FilterReason, "early_conversation", "no_snapshot", "error", "refusal"]
+"""Why no suggestion is shown after a turn: the filter's reason, too early in the chat, no
+cache-safe snapshot to fork from, a failed suggestion request, or a refusal."""
+
+SkipReason = Literal["budget"]
+"""Why a shown suggestion is not speculated: the speculation budget is spent."""
+
+BudgetWindow = Literal["hour", "session"]
+"""``hour``: the last 60 minutes; ``session``: since the chat session began."""
+
+ToolStatus = Literal["running", "success", "error", "refused", "cancelled"]
+
+TurnEndReason = Literal[
+    "completed",
+    "accepted",
+    "debounced",
+    "aborted",
+    "error",
+    "refused",
+    "max_session_turns",
+    "max_turns_per_query",
+    "session_token_limit",
+    "loop_detected",
+]
+"""How a turn ended: ``accepted`` (a speculation was applied) and ``debounced`` (a second
+accept within 100 ms, ignored) end accepts; the rest end normal turns, ``refused`` being
+the model's own refusal and the last four the limits that stop a turn."""
 
 # --- requests (client -> coordinator) -----------------------------------------
 
@@ -36,7 +95,7 @@ class AskRequest(msgspec.Struct, frozen=True, tag="ask"):
     text: str
     approval_mode: ApprovalMode | None = None
     can_confirm: bool = False
-    accept_method: Literal["enter", "tab", "right", "cli"] = "enter"
+    accept_method: AcceptMethod = "enter"
     # The asking process: while it waits for an approval the service watches it, so a
     # client that is gone (Ctrl-C, kill) counts as a "no" instead of a wait forever.
     client_pid: int | None = None
@@ -51,7 +110,7 @@ class SuggestionRequest(msgspec.Struct, frozen=True, tag="suggestion"):
 
 class AcceptRequest(msgspec.Struct, frozen=True, tag="accept"):
     req_id: int
-    method: Literal["tab", "enter", "right", "cli"] = "cli"
+    method: AcceptMethod = "cli"
 
 
 class RejectRequest(msgspec.Struct, frozen=True, tag="reject"):
@@ -111,7 +170,7 @@ ControlRequest = (
 
 class ErrorReply(msgspec.Struct, frozen=True, tag="error"):
     req_id: int
-    code: str  # bad_request | busy | not_found | model | internal | ...
+    code: ErrorCode
     message: str  # one sentence saying what happened and what to do
 
 
@@ -122,13 +181,13 @@ class OkReply(msgspec.Struct, frozen=True, tag="ok"):
 
 class WorkerInfo(msgspec.Struct, frozen=True):
     pid: int
-    state: str  # starting | idle | busy | stopping
+    state: WorkerState
     job_id: str | None
-    job_kind: str | None
+    job_kind: JobKind | None
     overlay_dir: str | None
     age_s: float
     rss_bytes: int | None
-    sandbox: str
+    sandbox: WorkerSandbox
     containment: tuple[LayerStatus, ...] = ()
 
 
@@ -149,7 +208,7 @@ class StatusReply(msgspec.Struct, frozen=True, tag="status"):
     fast_model: str
     approval_mode: ApprovalMode
     session_id: str
-    sandbox: str
+    sandbox: WorkerSandbox
     workers: tuple[WorkerInfo, ...]
     speculation_enabled: bool
     suggestions_enabled: bool
@@ -160,7 +219,7 @@ class StatusReply(msgspec.Struct, frozen=True, tag="status"):
 
 class SpeculationInfo(msgspec.Struct, frozen=True):
     id: str
-    status: str  # running | completed | boundary | aborted | failed | accepted
+    status: SpeculationStatus
     turns: int
     tool_uses: int
     files_written: tuple[str, ...]
@@ -174,12 +233,12 @@ class SuggestionReply(msgspec.Struct, frozen=True, tag="suggestion"):
     req_id: int
     text: str | None
     visible: bool
-    suppressed_reason: str | None
+    suppressed_reason: SuppressReason | None
     speculation: SpeculationInfo | None
     pending: bool = False  # a suggestion is being generated right now (`--wait` waits)
     # Why the suggestion is shown without a speculation (``budget``: the speculation
     # budget is spent), or None.
-    speculation_skipped: str | None = None
+    speculation_skipped: SkipReason | None = None
 
 
 class CountByReason(msgspec.Struct, frozen=True):
@@ -213,7 +272,7 @@ class BudgetInfo(msgspec.Struct, frozen=True):
     """The ``speculationBudget`` setting and what is spent of it in its window."""
 
     tokens: int
-    window: str  # hour (the last 60 minutes) | session (since the chat session began)
+    window: BudgetWindow
     spent: int
     exhausted: bool
 
@@ -222,7 +281,7 @@ class StatsReply(msgspec.Struct, frozen=True, tag="stats"):
     req_id: int
     suggestions_shown: int
     suggestions_accepted: int
-    accepted_by_method: dict[str, int]
+    accepted_by_method: dict[AcceptMethod, int]
     suggestions_ignored: int
     suggestions_suppressed: CountByReason
     speculations_completed: int
@@ -257,7 +316,7 @@ class ToolShown(msgspec.Struct, frozen=True, tag="tool"):
     call_id: str
     name: str
     args: str  # `key: value` pairs, each cut to 80 chars
-    status: Literal["running", "success", "error", "refused", "cancelled"]
+    status: ToolStatus
     result: str = ""  # cut to 500 chars
 
 
@@ -277,7 +336,7 @@ class TranscriptEntry(msgspec.Struct, frozen=True):
     text: str = ""
     tool: str = ""
     args: str = ""
-    status: str = ""
+    status: Literal[ToolStatus, ""] = ""  # a tool entry's; "" for the others
 
 
 class Transcript(msgspec.Struct, frozen=True, tag="transcript"):
@@ -291,7 +350,7 @@ class Transcript(msgspec.Struct, frozen=True, tag="transcript"):
 
 class TurnEnded(msgspec.Struct, frozen=True, tag="turn_ended"):
     req_id: int
-    reason: str  # completed | accepted | aborted | error | max_session_turns | ...
+    reason: TurnEndReason
     message: str = ""
     speculated: bool = False
     elapsed_s: float = 0.0

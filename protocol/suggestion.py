@@ -10,9 +10,11 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 import msgspec
+
+from protocol.work import FilterReason
 
 __all__ = [
     "ALTERNATIVES_KEY",
@@ -24,6 +26,7 @@ __all__ = [
     "SUGGESTION_RESPONSE_FORMAT",
     "SUGGESTION_SCHEMA",
     "SUPPRESSION_REASONS",
+    "FilterReason",
     "filter_alternatives",
     "filter_suggestion",
     "is_typed_prefix",
@@ -104,21 +107,7 @@ SINGLE_WORD_SUGGESTIONS: Final[frozenset[str]] = frozenset(
 )
 """One-word replies a user really types; any other single word is suppressed."""
 
-SUPPRESSION_REASONS: Final[tuple[str, ...]] = (
-    "empty",
-    "done",
-    "meta_text",
-    "meta_wrapped",
-    "error_message",
-    "prefixed_label",
-    "too_few_words",
-    "too_many_words",
-    "too_long",
-    "multiple_sentences",
-    "has_formatting",
-    "evaluative",
-    "ai_voice",
-)
+SUPPRESSION_REASONS: Final[tuple[FilterReason, ...]] = get_args(FilterReason)
 """Every reason :func:`filter_suggestion` can return, in the order the checks run."""
 
 # --- reply parsing ---------------------------------------------------------------------------
@@ -206,7 +195,7 @@ def _is_too_few_words(words: list[str]) -> bool:
     return words[0].lower().rstrip(_SINGLE_WORD_TRAILING) not in SINGLE_WORD_SUGGESTIONS
 
 
-def filter_suggestion(text: str) -> str | None:
+def filter_suggestion(text: str) -> FilterReason | None:
     """Why ``text`` must not be shown as a suggestion, or ``None`` if it may be shown.
 
     Checks run in the order of :data:`SUPPRESSION_REASONS` on the trimmed text; the first match
@@ -515,7 +504,7 @@ def filter_alternatives(texts: Iterable[str]) -> tuple[list[str], list[tuple[str
     suppressed: list[tuple[str, str]] = []
     seen: set[str] = set()
     for text in texts:
-        reason = filter_suggestion(text)
+        reason: str | None = filter_suggestion(text)
         key = normalize_prompt(text)
         if reason is None and key in seen:
             reason = DUPLICATE_REASON

@@ -16,6 +16,44 @@ import msgspec
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec, Usage
 
+# --- fixed sets of values ----------------------------------------------------
+
+Sandbox = Literal["landlock", "none"]
+"""A worker's own write backstop: ``landlock`` when the kernel can confine speculations."""
+
+ShellPermission = Literal["read_only", "full"]
+"""What a main-chat shell call may run: ``read_only`` only if the classifier proves the
+command read-only (else the worker asks back), ``full`` anything (the user said yes)."""
+
+ToolDecision = Literal["allow", "redirect", "sandbox"]
+"""The gate's decision for a speculative tool call that runs (a boundary stops instead)."""
+
+WorkerPurpose = Literal["speculation", "pipelined"]
+"""What a speculation's worker asked the model for: the loop, or the next suggestion."""
+
+FilterReason = Literal[
+    "empty",
+    "done",
+    "meta_text",
+    "meta_wrapped",
+    "error_message",
+    "prefixed_label",
+    "too_few_words",
+    "too_many_words",
+    "too_long",
+    "multiple_sentences",
+    "has_formatting",
+    "evaluative",
+    "ai_voice",
+]
+"""Why ``protocol.suggestion.filter_suggestion`` suppresses a guess, in the order its checks
+run. Here rather than there so the wire does not import the filter's patterns."""
+
+PipelinedSkipReason = Literal[FilterReason, "disabled", "error", "refusal"]
+"""Why a completed speculation has no pipelined suggestion: the suggestion filter's reason,
+pipelining off for this job, a failed model request, or a refusal."""
+
+
 # --- shared pieces -----------------------------------------------------------
 
 
@@ -122,7 +160,7 @@ class RunTool(msgspec.Struct, frozen=True, tag="run_tool"):
     epoch: int
     call: ToolCall
     project_root: str
-    shell: Literal["read_only", "full"] = "read_only"
+    shell: ShellPermission = "read_only"
     timeout_s: float = 120.0
     limits: CommandLimits = CommandLimits()
 
@@ -144,7 +182,7 @@ class Hello(msgspec.Struct, frozen=True, tag="hello"):
 
     pid: int
     epoch: int
-    sandbox: str  # "landlock" when the kernel can confine speculations, else "none"
+    sandbox: Sandbox
     tools: tuple[ToolSpec, ...] = ()
     # The containment profile's layers for unapproved shell commands, probed at start.
     containment: tuple[LayerStatus, ...] = ()
@@ -168,7 +206,7 @@ class ToolStarted(msgspec.Struct, frozen=True, tag="tool_started"):
     epoch: int
     turn: int
     call: ToolCall
-    decision: str  # allow | redirect
+    decision: ToolDecision
 
 
 class ToolFinished(msgspec.Struct, frozen=True, tag="tool_finished"):
@@ -206,7 +244,7 @@ class PipelinedSuggestion(msgspec.Struct, frozen=True, tag="pipelined_suggestion
     job_id: str
     epoch: int
     text: str | None
-    reason: str | None = None
+    reason: PipelinedSkipReason | None = None
 
 
 class ToolDone(msgspec.Struct, frozen=True, tag="tool_done"):
@@ -225,7 +263,7 @@ class ModelUsage(msgspec.Struct, frozen=True, tag="model_usage"):
 
     job_id: str
     epoch: int
-    purpose: Literal["speculation", "pipelined"]
+    purpose: WorkerPurpose
     usage: Usage
 
 

@@ -22,6 +22,7 @@ from protocol.suggestion import (
     parse_suggestion_reply,
     pipelined_prompt,
 )
+from protocol.work import PipelinedSkipReason
 
 log = logging.getLogger("specrun.worker.fork")
 
@@ -63,7 +64,7 @@ class ForkedChat:
 
 async def pipelined_suggestion(
     client: ModelClient, chat: ForkedChat, transcript: Sequence[Message], suggestion: str
-) -> tuple[str | None, str | None]:
+) -> tuple[str | None, PipelinedSkipReason | None]:
     """The next prompt after a completed speculation: ``(text, None)``, or ``(None, reason)``.
 
     ``transcript`` is the speculated conversation starting with the suggestion's user

@@ -31,15 +31,14 @@ import pathspec
 
 from overlay.paths import real_root, resolve_relative
 from protocol.approval import ApprovalMode
+from protocol.tools import READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
+from protocol.work import ToolDecision
 from worker.contain.helper import classifier_bypassed
 from worker.shell.classifier import ShellVerdict, classify
 from worker.shell.git_config import git_config_hazard
 
-GateAction = Literal["allow", "redirect", "sandbox", "boundary"]
+GateAction = Literal[ToolDecision, "boundary"]
 
-READ_TOOLS = frozenset({"read_file", "grep_search", "glob", "list_directory", "lsp"})
-WRITE_TOOLS = frozenset({"edit", "write_file"})
-SHELL_TOOL = "run_shell_command"
 DENIED_TOOLS = frozenset(
     {
         "agent",

@@ -42,12 +42,14 @@ from overlay import (
 )
 from protocol.chat import ToolCall, ToolResult, Usage
 from protocol.model import ModelClient, ModelError
+from protocol.tools import READ_TOOLS, SHELL_TOOL
 from protocol.work import (
     Boundary,
     CommandLimits,
     Completed,
     Failed,
     ModelUsage,
+    PipelinedSkipReason,
     PipelinedSuggestion,
     RunSpeculation,
     RunTool,
@@ -59,7 +61,7 @@ from worker.contain.landlock import restrict_writes_to
 from worker.contain.limits import limit_reached
 from worker.contain.spawn import ContainmentUnavailable
 from worker.fork import ForkedChat, pipelined_suggestion
-from worker.gate import READ_TOOLS, read_only_verdict, reads_inside_project
+from worker.gate import read_only_verdict, reads_inside_project
 from worker.shell.git_config import git_config_hazard
 from worker.shell.runner import ShellResult
 from worker.speculation import Emit, LoopEnd, Toolbox, final_event, run_loop
@@ -71,7 +73,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("specrun.worker.jobs")
 
 UNGATED_SHELL_ENV = "SPECRUN_TEST_UNGATED_SHELL"
-SHELL_TOOL = "run_shell_command"
 EXTRA_WRITABLE = ("/dev/null",)
 """Files a confined worker may still write besides its own directories."""
 
@@ -299,7 +300,7 @@ def _captured_runner(
 
 async def _pipelined(job: RunSpeculation, client: ModelClient, end: LoopEnd) -> PipelinedSuggestion:
     text: str | None = None
-    reason: str | None = "disabled"
+    reason: PipelinedSkipReason | None = "disabled"
     if job.pipelined:
         chat = ForkedChat.from_snapshot(job.snapshot, job.model)
         text, reason = await pipelined_suggestion(

@@ -27,6 +27,7 @@ from overlay import Overlay
 from protocol.approval import ApprovalMode
 from protocol.chat import Message, ToolCall, ToolResult
 from protocol.model import ChatRequest, ModelClient
+from protocol.tools import SHELL_TOOL
 from protocol.work import (
     Boundary,
     Completed,
@@ -103,7 +104,7 @@ class Toolbox:
     def _is_probe(self, call: ToolCall) -> bool:
         return (
             self._ungated is not None
-            and call.name == "run_shell_command"
+            and call.name == SHELL_TOOL
             and call.args().get("command") == self._ungated
         )
 

@@ -24,16 +24,12 @@ from coordinator.service.history import HistoryStore
 from coordinator.service.loop_detect import LoopDetector
 from coordinator.service.pool import WorkerStartError
 from coordinator.service.system_prompt import build_system_prompt
-from coordinator.service.tool_exec import (
-    SHELL_TOOL,
-    WRITE_TOOLS,
-    ToolExecutor,
-    shell_mode,
-    write_policy,
-)
+from coordinator.service.tool_exec import ToolExecutor, shell_mode, write_policy
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
+from protocol.control import TurnEndReason
 from protocol.model import ChatRequest, ChatResult, ModelClient, ModelError, TextDelta
+from protocol.tools import SHELL_TOOL, WRITE_TOOLS
 
 if TYPE_CHECKING:
     from coordinator.service.service import Service
@@ -45,9 +41,7 @@ MAX_HISTORY_FOR_CACHE = 40
 
 @dataclass
 class TurnResult:
-    # completed | aborted | error | refused | max_session_turns | max_turns_per_query |
-    # session_token_limit | loop_detected
-    reason: str
+    reason: TurnEndReason  # never ``accepted`` or ``debounced``: those end accepts
     message: str = ""
     elapsed_s: float = 0.0
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import enum
 import logging
 import os
 import shutil
@@ -33,7 +32,7 @@ import overlay
 from coordinator.service.kill import kill_tree
 from protocol import codec
 from protocol.chat import ToolSpec
-from protocol.control import WorkerInfo
+from protocol.control import JobKind, WorkerInfo, WorkerSandbox, WorkerState
 from protocol.endpoints import make_router
 from protocol.work import Heartbeat, Hello, LayerStatus, Shutdown, WorkerEvent, WorkerJob
 
@@ -90,24 +89,16 @@ _DEPARTED_S = 10.0
 _MAX_EARLY_HELLOS = 16
 
 
-class WorkerState(enum.StrEnum):
-    STARTING = "starting"
-    IDLE = "idle"
-    BUSY = "busy"
-    STOPPING = "stopping"
-    DEAD = "dead"
-
-
 @dataclass(eq=False)
 class WorkerHandle:
     pid: int
     process: Any
     started_at: float
     state: WorkerState = WorkerState.STARTING
-    sandbox: str = "unknown"
+    sandbox: WorkerSandbox = "unknown"
     containment: tuple[LayerStatus, ...] = ()
     job_id: str | None = None
-    job_kind: str | None = None
+    job_kind: JobKind | None = None
     overlay_dir: str | None = None
     last_seen: float = field(default_factory=time.monotonic)
     ready: asyncio.Future[None] | None = None
@@ -126,7 +117,7 @@ class WorkerHandle:
             rss = None
         return WorkerInfo(
             pid=self.pid,
-            state=str(self.state),
+            state=self.state,
             job_id=self.job_id,
             job_kind=self.job_kind,
             overlay_dir=self.overlay_dir,
@@ -164,7 +155,7 @@ class WorkerPool:
         self.start_timeout_s = start_timeout_s
         self.on_event: EventHandler | None = None
         self.on_death: DeathHandler | None = None
-        self.sandbox = "unknown"
+        self.sandbox: WorkerSandbox = "unknown"
         self.containment: tuple[LayerStatus, ...] = ()  # as the newest worker found it
         self.tool_specs: tuple[ToolSpec, ...] = ()  # from the first hello; fixed order
         self._tools_ready = asyncio.Event()
@@ -329,7 +320,9 @@ class WorkerPool:
 
     # -- jobs ------------------------------------------------------------------
 
-    async def acquire(self, kind: str, job_id: str, overlay_dir: str | None = None) -> WorkerHandle:
+    async def acquire(
+        self, kind: JobKind, job_id: str, overlay_dir: str | None = None
+    ) -> WorkerHandle:
         """An idle worker, now marked busy with ``job_id``; starts one if none is idle."""
         while True:
             idle = next((w for w in self._workers.values() if w.state is WorkerState.IDLE), None)

@@ -19,7 +19,7 @@ import secrets
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
 import overlay
 from coordinator.boundary_text import describe_boundary
@@ -33,7 +33,17 @@ from coordinator.service.transcript import ensure_tool_result_pairing, render_tr
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import Message, Usage
-from protocol.control import SpeculationInfo, StatsReply, SuggestionReply, Transcript
+from protocol.control import (
+    AcceptMethod,
+    SkipReason,
+    SpeculationInfo,
+    SpeculationStatus,
+    StatsReply,
+    SuggestionReply,
+    SuppressReason,
+    Transcript,
+    TurnEndReason,
+)
 from protocol.model import ModelClient
 from protocol.work import (
     Boundary,
@@ -58,7 +68,28 @@ log = logging.getLogger("specrun.speculation")
 SUGGESTION_DELAY_MS = 300
 ACCEPT_DEBOUNCE_MS = 100
 PIPELINED_GRACE_S = 1.0
-TERMINAL = frozenset({"completed", "boundary", "aborted", "failed", "accepted"})
+# The moves a speculation's status can make; nothing else changes it (``Speculation.move_to``).
+# An abort marks any speculation not yet decided ``aborted`` (SPEC §5 "Abort"), a completed
+# or boundary one too: its worker is killed and its overlay removed all the same.
+MOVES: Final[dict[SpeculationStatus, frozenset[SpeculationStatus]]] = {
+    "running": frozenset({"completed", "boundary", "failed", "aborted"}),
+    "completed": frozenset({"accepted", "aborted"}),
+    "boundary": frozenset({"aborted"}),
+    "failed": frozenset(),
+    "aborted": frozenset(),
+    "accepted": frozenset(),
+}
+# Every status but ``running``: the speculative loop is over (``finished`` is set).
+TERMINAL: Final = frozenset(get_args(SpeculationStatus)) - {"running"}
+# Why a speculation is aborted (the callers of ``SpeculationManager.abort``).
+AbortCause = Literal[
+    "replaced",  # a new suggestion takes its place
+    "user typed something else",
+    "rejected",  # `specrun reject`, Esc
+    "reset",
+    "accepted before completion",  # accepted while running or at a boundary: a normal turn
+    "shutdown",
+]
 # Speculations whose workers may still report tokens: a killed worker's last frames
 # can arrive after the speculation was dropped (the pool keeps departed workers briefly).
 RECENT_SPECULATIONS = 8
@@ -69,7 +100,7 @@ class Speculation:
     id: str
     suggestion: str
     overlay_dir: str = ""
-    status: str = "running"
+    status: SpeculationStatus = "running"
     started_at: float = field(default_factory=time.monotonic)
     ended_at: float | None = None
     worker: WorkerHandle | None = None
@@ -77,17 +108,23 @@ class Speculation:
     tool_uses: int = 0
     boundary_reason: str | None = None
     error: str | None = None
+    abort_cause: AbortCause | None = None
     outcome: SpeculationOutcome | None = None
     pipelined: str | None = None
     pipelined_done: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def finish(self, status: str) -> None:
-        if self.status in TERMINAL and self.status != "completed":
-            return
+    def move_to(self, status: SpeculationStatus) -> bool:
+        """Change the status if ``MOVES`` allows it; False (and no change) if not: a late or
+        repeated end (an abort after a failure, a second abort) changes nothing."""
+        if status not in MOVES[self.status]:
+            if status != self.status:
+                log.debug("speculation %s stays %s (not %s)", self.id, self.status, status)
+            return False
         self.status = status
         self.ended_at = self.ended_at or time.monotonic()
         self.finished.set()
+        return True
 
     @property
     def elapsed_s(self) -> float:
@@ -115,7 +152,7 @@ class Suggestion:
     delay_s: float = SUGGESTION_DELAY_MS / 1000
     speculation: Speculation | None = None
     settled: bool = False  # its outcome (accepted / ignored) is recorded
-    skipped: str | None = None  # why it is not speculated (``budget``)
+    skipped: SkipReason | None = None  # why it is not speculated
 
     @property
     def visible(self) -> bool:
@@ -124,6 +161,10 @@ class Suggestion:
 
 class AcceptFallback(Exception):
     """Accept could not use the speculation; the text runs as a normal turn."""
+
+
+class Debounced(Exception):
+    """A second accept within ``ACCEPT_DEBOUNCE_MS`` of the last one: ignored, nothing runs."""
 
 
 class SpeculationManager:
@@ -139,7 +180,7 @@ class SpeculationManager:
         model.on_usage = self._count_own_usage
         self._recent: dict[str, Speculation] = {}
         self.current: Suggestion | None = None
-        self.last_suppressed: str | None = None
+        self.last_suppressed: SuppressReason | None = None
         self._ids = itertools.count(1)
         self._last_accept = 0.0
         self._tasks: set[asyncio.Task[object]] = set()
@@ -154,7 +195,7 @@ class SpeculationManager:
 
     # -- suggestions -------------------------------------------------------------
 
-    def after_turn(self, reason: str, mode: ApprovalMode) -> None:
+    def after_turn(self, reason: TurnEndReason, mode: ApprovalMode) -> None:
         """A main turn ended; predict the next prompt in the background."""
         if not self.settings.enable_followup_suggestions:
             return
@@ -184,7 +225,7 @@ class SpeculationManager:
             self._generation.cancel()
         self._generation = None
 
-    def _suppress(self, reason: str) -> None:
+    def _suppress(self, reason: SuppressReason) -> None:
         self.last_suppressed = reason
         self.stats.suppressed[reason] += 1
 
@@ -246,7 +287,7 @@ class SpeculationManager:
             handle = await self.service.pool.acquire("speculation", spec.id)
         except WorkerStartError as exc:
             spec.error = str(exc)
-            spec.finish("failed")
+            spec.move_to("failed")
             self.stats.failed += 1
             return spec
         spec.worker = handle
@@ -303,7 +344,7 @@ class SpeculationManager:
             spec.outcome = event.outcome
             spec.turns = event.outcome.turns
             handle.state = WorkerState.STOPPING  # it exits by itself after the pipelined step
-            spec.finish("completed")
+            spec.move_to("completed")
             self.stats.completed += 1
             if event.outcome.written_files:
                 self._preflush()
@@ -312,7 +353,7 @@ class SpeculationManager:
             spec.turns = event.outcome.turns
             spec.boundary_reason = event.reason
             handle.state = WorkerState.STOPPING
-            spec.finish("boundary")
+            spec.move_to("boundary")
             spec.pipelined_done.set()
             self.stats.boundary[event.reason.split(":", 1)[0]] += 1
         elif isinstance(event, PipelinedSuggestion):
@@ -348,30 +389,34 @@ class SpeculationManager:
             spec.error = "the speculation's worker died"
             await self._end(spec, "failed")
 
-    async def _end(self, spec: Speculation, status: str) -> None:
-        """Stop a speculation for good: kill its worker (if alive), remove its overlay."""
-        if spec.status == "running" or status in ("aborted", "failed"):
-            was_running = spec.status == "running"
-            spec.finish(status)
-            if was_running and status == "aborted":
+    async def _end(self, spec: Speculation, status: Literal["aborted", "failed"]) -> None:
+        """Stop a speculation for good: mark it, kill its worker (if alive), remove its
+        overlay. The stats count a speculation stopped while it ran (a completed or boundary
+        one was counted when it got there)."""
+        was_running = spec.status == "running"
+        if spec.move_to(status) and was_running:
+            if status == "aborted":
                 self.stats.aborted += 1
-            elif was_running and status == "failed":
+            else:
                 self.stats.failed += 1
         if spec.worker is not None and spec.worker.state is not WorkerState.DEAD:
-            await self.service.pool.kill(spec.worker, f"speculation {status}")
+            why = f"aborted: {spec.abort_cause}" if spec.abort_cause else spec.status
+            await self.service.pool.kill(spec.worker, f"speculation {why}")
         spec.pipelined_done.set()
         if spec.overlay_dir:
             overlay.Overlay(self.service.project_root, spec.overlay_dir).cleanup()
 
-    async def abort(self, reason: str = "aborted") -> None:
-        """Idempotent: kill + reap the worker, remove the overlay, status `aborted`."""
+    async def abort(self, cause: AbortCause) -> None:
+        """Idempotent: kill + reap the worker, remove the overlay, status `aborted` with its
+        cause (logged, and named in the kill). Nothing to do once it failed or was accepted."""
         spec = self.current.speculation if self.current else None
-        if spec is None:
+        if spec is None or "aborted" not in MOVES[spec.status]:
             return
-        if spec.status in ("running", "completed", "boundary"):
-            await self._end(spec, "aborted" if spec.status == "running" else spec.status)
+        log.info("aborting speculation %s (%s, was %s)", spec.id, cause, spec.status)
+        spec.abort_cause = cause
+        await self._end(spec, "aborted")
 
-    async def dismiss(self, reason: str) -> None:
+    async def dismiss(self, reason: AbortCause) -> None:
         """The user did something else: record `ignored`, abort, forget the suggestion."""
         current = self.current
         if current is None:
@@ -387,12 +432,13 @@ class SpeculationManager:
     def matches(self, text: str) -> bool:
         return self.current is not None and self.current.text == text.strip()
 
-    async def accept(self, method: str, out: Emitter) -> float:
+    async def accept(self, method: AcceptMethod, out: Emitter) -> float:
         """Apply the current completed speculation. Returns seconds saved; raises
-        ``AcceptFallback`` (after aborting) when the text must run as a normal turn."""
+        ``AcceptFallback`` (after aborting) when the text must run as a normal turn, and
+        ``Debounced`` for a second accept right after the last one."""
         now = time.monotonic()
         if (now - self._last_accept) * 1000 < ACCEPT_DEBOUNCE_MS:
-            raise AcceptFallback("debounced")
+            raise Debounced
         self._last_accept = now
         suggestion = self.current
         if suggestion is None:
@@ -432,7 +478,7 @@ class SpeculationManager:
         finally:
             clear_pending(root)
             ov.cleanup()
-        spec.status = "accepted"
+        spec.move_to("accepted")
         self.stats.cost.accepted(spec.id)
         saved = max(0.0, spec.elapsed_s - (time.monotonic() - now))
         self.stats.time_saved_s.append(saved)

@@ -7,13 +7,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from coordinator.service.cost import CostLedger
-from protocol.control import CountByReason, StatsReply
+from protocol.control import AcceptMethod, CountByReason, StatsReply
 
 
 @dataclass
 class Stats:
     shown: int = 0
-    accepted: Counter[str] = field(default_factory=Counter)  # by method
+    accepted: Counter[AcceptMethod] = field(default_factory=Counter)  # by method
     ignored: int = 0
     suppressed: Counter[str] = field(default_factory=Counter)  # by reason
     completed: int = 0

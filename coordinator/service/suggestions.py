@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 
 from protocol.chat import CacheSafeSnapshot, Message
+from protocol.control import SuppressReason
 from protocol.model import ChatRequest, ModelClient, ModelError
 from protocol.suggestion import (
     SUGGESTION_PROMPT,
@@ -20,7 +21,7 @@ log = logging.getLogger("specrun.suggestions")
 @dataclass(frozen=True)
 class SuggestionResult:
     text: str | None
-    suppressed: str | None  # the filter or condition that stopped it
+    suppressed: SuppressReason | None  # the filter or condition that stopped it
 
 
 async def generate_suggestion(

@@ -16,12 +16,10 @@ from dataclasses import dataclass
 from coordinator.service.pool import WorkerHandle, WorkerPool, WorkerStartError
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall, ToolResult
-from protocol.work import CommandLimits, Failed, RunTool, ToolDone, WorkerEvent
+from protocol.tools import WRITE_TOOLS
+from protocol.work import CommandLimits, Failed, RunTool, ShellPermission, ToolDone, WorkerEvent
 
 log = logging.getLogger("specrun.tools")
-
-WRITE_TOOLS = frozenset({"edit", "write_file"})
-SHELL_TOOL = "run_shell_command"
 
 
 @dataclass(frozen=True)
@@ -39,7 +37,7 @@ def write_policy(call: ToolCall, mode: ApprovalMode) -> str:
     return "run" if mode.allows_unconfirmed_edits else "ask"
 
 
-def shell_mode(call: ToolCall, mode: ApprovalMode) -> str:
+def shell_mode(call: ToolCall, mode: ApprovalMode) -> ShellPermission:
     """``full`` when the mode already allows anything (yolo), else ``read_only``: the
     worker runs a command only if it is provably read-only, and a read only inside the
     project, and otherwise asks back."""
@@ -56,7 +54,9 @@ class ToolExecutor:
         self._ids = itertools.count(1)
         self._pending: dict[str, tuple[WorkerHandle, asyncio.Future[ToolOutcome]]] = {}
 
-    async def run(self, call: ToolCall, shell: str, timeout_s: float = 120.0) -> ToolOutcome:
+    async def run(
+        self, call: ToolCall, shell: ShellPermission, timeout_s: float = 120.0
+    ) -> ToolOutcome:
         job_id = f"tool-{next(self._ids)}"
         handle = await self.pool.acquire("tool", job_id)
         future: asyncio.Future[ToolOutcome] = asyncio.get_running_loop().create_future()
@@ -69,7 +69,7 @@ class ToolExecutor:
                     epoch=self.pool.epoch,
                     call=call,
                     project_root=self.project_root,
-                    shell="full" if shell == "full" else "read_only",
+                    shell=shell,
                     timeout_s=timeout_s,
                     limits=self.limits,
                 ),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from protocol.chat import Message
-from protocol.control import TranscriptEntry
+from protocol.control import ToolStatus, TranscriptEntry
 from protocol.display import cut, format_args
 
 
@@ -32,6 +32,7 @@ def render_transcript(user_text: str, messages: list[Message]) -> list[Transcrip
         )
         for position, call in enumerate(message.tool_calls):
             result = results[position] if position < len(results) else None
+            status: ToolStatus
             if result is None:
                 status, text = "cancelled", ""
             elif result.ok:

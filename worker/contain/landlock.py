@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from protocol.work import Sandbox
+
 _SYS_CREATE_RULESET = 444
 _SYS_ADD_RULE = 445
 _SYS_RESTRICT_SELF = 446
@@ -106,7 +108,7 @@ def abi() -> int:
     return int(version) if version > 0 else 0
 
 
-def sandbox_kind() -> str:
+def sandbox_kind() -> Sandbox:
     """What a worker's hello reports about its own backstop: ``landlock`` or ``none``."""
     return "landlock" if abi() > 0 else "none"
 

@@ -486,7 +486,9 @@ class Player:
 
 
 def _no_speculation() -> SpeculationInfo:
-    return SpeculationInfo(id="", status="none", turns=0, tool_uses=0, files_written=(),
+    # A stand-in for the demo's display only, never sent or decoded: "none" is no status.
+    return SpeculationInfo(id="", status="none",  # type: ignore[arg-type]
+                           turns=0, tool_uses=0, files_written=(),
                            boundary_reason=None, elapsed_s=0.0, worker_pid=None,
                            pipelined_suggestion=None)
 

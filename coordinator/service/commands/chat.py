@@ -6,8 +6,9 @@ import time
 from typing import TYPE_CHECKING
 
 from coordinator.service.emitter import Emitter
-from coordinator.service.speculation import AcceptFallback
+from coordinator.service.speculation import AcceptFallback, Debounced
 from protocol.control import (
+    AcceptMethod,
     ApprovalAnswer,
     AskRequest,
     CancelRequest,
@@ -39,7 +40,7 @@ async def run_query(
     out: Emitter,
     text: str,
     req: AskRequest,
-    speculative_method: str,
+    speculative_method: AcceptMethod,
     via_accept: bool = False,
 ) -> None:
     """Submit ``text``: the speculation if it predicted exactly this, else a normal turn."""
@@ -66,12 +67,12 @@ async def run_query(
     if manager.matches(text):
         try:
             saved = await manager.accept(speculative_method, out)
+        except Debounced:
+            await out.send(
+                TurnEnded(out.req_id, "debounced", "Accept pressed twice; ignored the second.")
+            )
+            return
         except AcceptFallback as why:
-            if str(why) == "debounced":
-                await out.send(
-                    TurnEnded(out.req_id, "debounced", "Accept pressed twice; ignored the second.")
-                )
-                return
             await out.notice(f"Running it as a normal turn: {why}.")
         else:
             await out.send(
