@@ -19,9 +19,8 @@ import msgspec
 
 from coordinator.durable import atomic_write
 from protocol.approval import ApprovalMode
+from protocol.control import BudgetWindow
 from protocol.work import CommandLimits, Containment
-
-BudgetWindow = Literal["hour", "session"]
 
 
 class SettingsError(ValueError):

@@ -12,13 +12,11 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal
 
 from protocol.chat import Usage
-from protocol.control import BudgetInfo, SpeculationTokens, TokenCount
+from protocol.control import BudgetInfo, BudgetWindow, SpeculationTokens, TokenCount
 from protocol.model import PURPOSES
 
-BudgetWindow = Literal["hour", "session"]
 HOUR_S = 3600.0
 # Tokens counted for each ended speculation stay here so the accepted/discarded split can
 # be reported; a long-running service forgets the oldest ones (folded into the totals).
