@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import typing
+from collections.abc import Iterator
 
 import msgspec
+import msgspec.inspect as mi
 import pytest
 
 from protocol import codec, control, work
@@ -22,7 +24,7 @@ OUTCOME = work.SpeculationOutcome(
     tool_use_count=1,
     turns=2,
 )
-INFO = control.WorkerInfo(1, "idle", None, None, None, 0.5, 100, "landlock")
+INFO = control.WorkerInfo(1, control.WorkerState.IDLE, None, None, None, 0.5, 100, "landlock")
 SPEC_INFO = control.SpeculationInfo("s", "running", 1, 0, (), None, 0.1, 7, None)
 
 REQUESTS = [
@@ -212,3 +214,203 @@ def test_stats_cost_fields_round_trip_and_older_replies_still_decode() -> None:
     decoded = to_client.decode(msgspec.msgpack.encode(raw))
     assert isinstance(decoded, control.StatsReply)
     assert decoded.tokens == {} and decoded.speculation_budget is None
+
+
+# --- fields with a fixed set of values ---------------------------------------------------
+
+# Messages that hold a value in the optional fixed-value fields the lists above leave None,
+# so that every such field of every wire type is exercised below.
+FILLED = {
+    "control reply": [
+        control.WorkersReply(
+            1, (control.WorkerInfo(2, "busy", "tool-1", "tool", None, 0.5, None, "unknown"),)
+        ),
+        control.SuggestionReply(2, None, False, "too_long", None),
+        control.SuggestionReply(3, "x", True, None, None, speculation_skipped="budget"),
+        control.StatsReply(
+            4, 0, 0, {}, 0, control.CountByReason(0, {}), 0, control.CountByReason(0, {}),
+            0, 0, (), 0.0, 0.0, speculation_budget=control.BudgetInfo(10, "session", 0, False),
+        ),
+        control.Transcript(
+            5, (control.TranscriptEntry("tool", "out", "read_file", "", "success"),), (), 0.0
+        ),
+    ],
+    "worker event": [
+        work.PipelinedSuggestion("s1", 9, None, "too_few_words"),
+        work.Hello(1, 9, "none", (), (work.LayerStatus("network", True, "netns"),)),
+    ],
+}
+CODECS = {
+    "control request": (codec.client_to_coordinator, REQUESTS),
+    "control reply": (codec.coordinator_to_client, REPLIES),
+    "worker job": (codec.coordinator_to_worker, JOBS),
+    "worker event": (codec.worker_to_coordinator, EVENTS),
+}
+UNIONS = {
+    "control request": control.ControlRequest,
+    "control reply": control.ControlReply,
+    "worker job": work.WorkerJob,
+    "worker event": work.WorkerEvent,
+}
+Path = tuple[str | int, ...]
+
+
+def _choices(t: mi.Type) -> tuple[object, ...] | None:
+    """The values a fixed-set type allows (``None`` allowed or not), or None if it is open."""
+    if isinstance(t, mi.LiteralType):
+        return t.values
+    if isinstance(t, mi.EnumType):
+        return tuple(member.value for member in t.cls)
+    if isinstance(t, mi.UnionType):
+        found = [c for member in t.types if (c := _choices(member)) is not None]
+        return tuple(v for c in found for v in c) if found else None
+    return None
+
+
+def _is_member(t: mi.StructType, data: object) -> bool:
+    return isinstance(data, dict) and (t.tag_field is None or data.get(t.tag_field) == t.tag)
+
+
+def _fixed_fields(
+    t: mi.Type, data: object, path: Path = (), owner: str = ""
+) -> Iterator[tuple[Path, str, tuple[object, ...]]]:
+    """``(path, "Struct.field", allowed values)`` of each fixed-value field that ``data``
+    (a message as builtins) holds a value in. Dict keys are left to their own test."""
+    choices = _choices(t)
+    if choices is not None:
+        if data is not None:
+            yield path, owner, choices
+    elif isinstance(t, mi.UnionType):
+        for member in t.types:
+            if isinstance(member, mi.StructType) and _is_member(member, data):
+                yield from _fixed_fields(member, data, path, owner)
+                return
+    elif isinstance(t, mi.StructType):
+        assert isinstance(data, dict)
+        for f in t.fields:
+            if f.encode_name in data:
+                label = f"{t.cls.__name__}.{f.name}"
+                yield from _fixed_fields(f.type, data[f.encode_name], (*path, f.encode_name), label)
+    elif isinstance(t, mi.ListType | mi.VarTupleType):
+        assert isinstance(data, list)
+        for index, item in enumerate(data):
+            yield from _fixed_fields(t.item_type, item, (*path, index), owner)
+    elif isinstance(t, mi.DictType):
+        assert isinstance(data, dict)
+        for key, value in data.items():
+            yield from _fixed_fields(t.value_type, value, (*path, key), owner)
+
+
+def _all_fixed_fields(t: mi.Type, seen: set[type], owner: str = "") -> Iterator[str]:
+    """Every ``Struct.field`` of the wire types reachable from ``t`` whose values are fixed."""
+    if _choices(t) is not None:
+        yield owner
+    elif isinstance(t, mi.UnionType):
+        for member in t.types:
+            yield from _all_fixed_fields(member, seen, owner)
+    elif isinstance(t, mi.StructType) and t.cls not in seen:
+        seen.add(t.cls)
+        for f in t.fields:
+            yield from _all_fixed_fields(f.type, seen, f"{t.cls.__name__}.{f.name}")
+    elif isinstance(t, mi.ListType | mi.VarTupleType):
+        yield from _all_fixed_fields(t.item_type, seen, owner)
+    elif isinstance(t, mi.DictType):
+        yield from _all_fixed_fields(t.value_type, seen, owner)
+
+
+def _cases() -> Iterator[tuple[str, typing.Any, Path, str, tuple[object, ...]]]:
+    for name, (_, messages) in CODECS.items():
+        union = mi.type_info(UNIONS[name])
+        for message in [*messages, *FILLED.get(name, [])]:
+            data = _plain(message)
+            for path, owner, choices in _fixed_fields(union, data):
+                yield name, message, path, owner, choices
+
+
+def _plain(message: object) -> typing.Any:
+    """The message as the plain maps, arrays and strings it is on the wire."""
+    return msgspec.msgpack.decode(msgspec.msgpack.encode(message))
+
+
+def _set(data: typing.Any, path: Path, value: object) -> typing.Any:
+    for step in path[:-1]:
+        data = data[step]
+    data[path[-1]] = value
+
+
+def _where(path: Path) -> str:
+    return "$" + "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path)
+
+
+CASES = [
+    pytest.param(*case, id=f"{case[3]} at {_where(case[2])} ({case[0]})") for case in _cases()
+]
+
+
+def test_the_samples_hold_every_fixed_value_field_of_the_wire() -> None:
+    seen: set[type] = set()
+    every = {
+        label
+        for union in UNIONS.values()
+        for label in _all_fixed_fields(mi.type_info(union), seen)
+    }
+    covered = {owner for *_, owner, _ in _cases()}
+    assert every - covered == set()
+    # the Literal and enum fields added for #16, among others
+    assert {
+        "ErrorReply.code", "WorkerInfo.state", "WorkerInfo.job_kind", "WorkerInfo.sandbox",
+        "SpeculationInfo.status", "SuggestionReply.suppressed_reason", "TurnEnded.reason",
+        "BudgetInfo.window", "Hello.sandbox", "ToolStarted.decision", "RunTool.shell",
+        "PipelinedSuggestion.reason", "ModelUsage.purpose", "TranscriptEntry.status",
+    } <= every
+
+
+@pytest.mark.parametrize(("direction", "message", "path", "owner", "choices"), CASES)
+def test_every_value_of_a_fixed_field_round_trips_byte_identical(
+    direction: str, message: typing.Any, path: Path, owner: str, choices: tuple[object, ...]
+) -> None:
+    """Each allowed value, sent as the plain string an older build wrote, decodes and is
+    encoded again to the very same bytes."""
+    c = CODECS[direction][0]()
+    for value in choices:
+        data = _plain(message)
+        _set(data, path, value)
+        frame = msgspec.msgpack.encode(data)
+        decoded = c.decode(frame)
+        assert c.encode(decoded) == frame, (owner, value)
+
+
+@pytest.mark.parametrize(("direction", "message", "path", "owner", "choices"), CASES)
+def test_a_value_outside_its_set_is_refused_naming_the_field(
+    direction: str, message: typing.Any, path: Path, owner: str, choices: tuple[object, ...]
+) -> None:
+    data = _plain(message)
+    _set(data, path, "no-such-value")
+    with pytest.raises(codec.ProtocolError) as refused:
+        CODECS[direction][0]().decode(msgspec.msgpack.encode(data))
+    assert str(refused.value) == (
+        f"malformed {direction} frame: Invalid enum value 'no-such-value' - at `{_where(path)}`"
+    )
+
+
+def test_dict_keys_with_a_fixed_set_are_checked_too() -> None:
+    to_client = codec.coordinator_to_client()
+    stats = REPLIES[5]
+    assert isinstance(stats, control.StatsReply)
+    for method in typing.get_args(control.AcceptMethod):
+        raw = _plain(stats)
+        raw["accepted_by_method"] = {method: 2}
+        frame = msgspec.msgpack.encode(raw)
+        assert to_client.encode(to_client.decode(frame)) == frame
+    raw["accepted_by_method"] = {"mouse": 1}
+    with pytest.raises(codec.ProtocolError, match="Invalid enum value 'mouse'"):
+        to_client.decode(msgspec.msgpack.encode(raw))
+
+
+def test_an_enum_field_is_the_plain_string_on_the_wire() -> None:
+    assert msgspec.msgpack.encode(control.WorkerState.BUSY) == msgspec.msgpack.encode("busy")
+    decoded = codec.coordinator_to_client().decode(
+        codec.coordinator_to_client().encode(control.WorkersReply(1, (INFO,)))
+    )
+    assert isinstance(decoded, control.WorkersReply)
+    assert decoded.workers[0].state is control.WorkerState.IDLE

@@ -12,6 +12,7 @@ import msgspec
 import pytest
 
 from protocol.chat import ToolCall, ToolSpec
+from protocol.tools import READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
 from worker.tools import (
     TOOL_SPECS,
     TOOLS,
@@ -242,3 +243,15 @@ def test_overlay_access_satisfies_the_protocol(tmp_path: Path) -> None:
     access = OverlayAccess(Overlay(tmp_path / "p", tmp_path / "o" / "1" / "s"))
     assert isinstance(access, FileAccess)
     assert access.root == tmp_path / "p"
+
+
+def test_every_registered_tool_is_in_exactly_one_protocol_category() -> None:
+    """The categories the gate, the worker's jobs and the service's approval policy share
+    (protocol.tools) name the registry's tools: a tool in none would stop every speculation
+    as unknown, a category name with no tool would be dead policy."""
+    categories = [READ_TOOLS, WRITE_TOOLS, frozenset({SHELL_TOOL})]
+    for tool in TOOLS:
+        assert sum(tool.name in category for category in categories) == 1, tool.name
+    registered = {tool.name for tool in TOOLS}
+    assert WRITE_TOOLS | {SHELL_TOOL} <= registered
+    assert READ_TOOLS - registered == {"lsp"}  # gated as a read, not implemented
