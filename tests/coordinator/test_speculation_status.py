@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import typing
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -93,10 +94,19 @@ class _Pool:
 
 
 def _manager() -> tuple[SpeculationManager, _Pool]:
+    """A manager with just what abort and accept's debounce touch: the workers' kill and
+    the budget settings (no chat, no model requests, no overlay on disk)."""
     pool = _Pool()
     settings = SimpleNamespace(speculation_budget=0, speculation_budget_window="hour")
-    service = SimpleNamespace(settings=settings, pool=pool)
-    return SpeculationManager(service, SimpleNamespace(on_usage=None)), pool  # type: ignore[arg-type]
+    manager = SpeculationManager(
+        Path("/nonexistent"),
+        settings,  # type: ignore[arg-type]
+        pool,  # type: ignore[arg-type]
+        SimpleNamespace(),  # type: ignore[arg-type]
+        SimpleNamespace(on_usage=None),  # type: ignore[arg-type]
+        base_url="http://127.0.0.1:9/v1",
+    )
+    return manager, pool
 
 
 def _offered(manager: SpeculationManager, status: SpeculationStatus) -> Speculation:
