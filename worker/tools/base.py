@@ -13,13 +13,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from protocol.chat import ToolSpec
+from protocol.work import ShellPermission
 from worker.tools.errors import ToolError
 
 if TYPE_CHECKING:
     from worker.shell.runner import ShellResult
     from worker.tools.access import FileAccess
 
-ShellMode = Literal["read_only", "full", "captured"]
+# A main-chat call runs as its job says (``ShellPermission``); a speculation captures the
+# writes of a sandboxed command (``captured``).
+ShellMode = Literal[ShellPermission, "captured"]
 
 BINARY_SNIFF_BYTES = 8192
 
