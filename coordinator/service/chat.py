@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
 
 import msgspec
 
@@ -22,17 +22,24 @@ from coordinator.service.accept_record import settle_pending
 from coordinator.service.emitter import Emitter
 from coordinator.service.history import HistoryStore
 from coordinator.service.loop_detect import LoopDetector
-from coordinator.service.pool import WorkerStartError
+from coordinator.service.pool import WorkerHandle, WorkerStartError
+from coordinator.service.ports import ChatWorkers
 from coordinator.service.system_prompt import build_system_prompt
 from coordinator.service.tool_exec import ToolExecutor, shell_mode, write_policy
+from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
 from protocol.control import TurnEndReason
-from protocol.model import ChatRequest, ChatResult, ModelClient, ModelError, TextDelta
+from protocol.model import (
+    ChatRequest,
+    ChatResult,
+    ModelClient,
+    ModelError,
+    StreamEvent,
+    TextDelta,
+)
 from protocol.tools import SHELL_TOOL, WRITE_TOOLS
-
-if TYPE_CHECKING:
-    from coordinator.service.service import Service
+from protocol.work import WorkerEvent
 
 log = logging.getLogger("specrun.chat")
 
@@ -59,11 +66,17 @@ class ApprovalLost(Exception):
 
 
 class MainChat:
-    def __init__(self, service: Service, model: ModelClient) -> None:
-        self.service = service
+    """One chat session of the project. It needs the settings, the workers its tools run
+    on (``ChatWorkers``: the pool) and the model client; replies go out through the
+    ``Emitter`` of the request that runs a turn."""
+
+    def __init__(
+        self, project_root: Path, settings: Settings, workers: ChatWorkers, model: ModelClient
+    ) -> None:
+        self.settings = settings
+        self.workers = workers
         self.model = model
-        self.project_root = service.project_root
-        settings = service.settings
+        self.project_root = project_root
         self.model_name: str = settings.model
         self.fast_model: str = settings.suggestion_model
         self.approval_mode = settings.approval_mode
@@ -72,7 +85,7 @@ class MainChat:
         self.history: list[Message] = self.history_store.load()
         self.session_id = self.history_store.current_session().session_id
         self.tools_exec = ToolExecutor(
-            service.pool, str(self.project_root), settings.containment().limits
+            workers, str(self.project_root), settings.containment().limits
         )
         self.recaller = Recaller(
             self.project_root,
@@ -128,7 +141,7 @@ class MainChat:
         self, out: Emitter, text: str, mode: ApprovalMode, can_confirm: bool
     ) -> TurnResult:
         started = time.monotonic()
-        settings = self.service.settings
+        settings = self.settings
         turn_abort = AbortSignal()
         self.prefetcher.fire(text, turn_abort)  # never awaited: consumed opportunistically below
         if self.session_turns >= settings.max_session_turns:
@@ -138,7 +151,7 @@ class MainChat:
             )
         self.session_turns += 1
         try:
-            system, tools = self.system_prompt(), await self.service.pool.wait_tools()
+            system, tools = self.system_prompt(), await self.workers.wait_tools()
             reminders: list[str] = []
             await asyncio.sleep(0)  # let a recall that is already done settle: consume point 1
             memory = self.prefetcher.consume_for_user_query()
@@ -147,7 +160,7 @@ class MainChat:
             await self.record(Message.user(text, reminders=tuple(reminders)))
             loops = LoopDetector()
             for _ in range(settings.max_turns_per_query):
-                answer = await self._ask_model(out, system, tools, mode)
+                answer = await self._ask_model(out, system, tools)
                 if answer.refusal is not None:
                     # Not an empty success: the person sees the model's own words, and the
                     # history keeps them as the answer (no calls, so it stays valid).
@@ -219,8 +232,9 @@ class MainChat:
     # -- steps ----------------------------------------------------------------
 
     async def _ask_model(
-        self, out: Emitter, system: str, tools: tuple[ToolSpec, ...], mode: ApprovalMode
+        self, out: Emitter, system: str, tools: tuple[ToolSpec, ...]
     ) -> ChatResult:
+        """One model request over the history; its words stream to the client."""
         request = ChatRequest(
             system=system,
             history=tuple(self.history),
@@ -228,13 +242,12 @@ class MainChat:
             model=self.model_name,
             purpose="main",
         )
-        result: ChatResult | None = None
-        async for event in self.model.stream(request):
+
+        async def show(event: StreamEvent) -> None:
             if isinstance(event, TextDelta):
                 await out.text(event.text)
-            elif isinstance(event, ChatResult):
-                result = event
-        assert result is not None, "the model stream ended without a result"
+
+        result = await self.model.chat(request, show)
         self.session_tokens += result.usage.total_tokens
         return result
 
@@ -306,7 +319,7 @@ class MainChat:
         future: asyncio.Future[bool] = loop.create_future()
         key = (out.req_id, call.id)
         self._approvals[key] = _Approval(future, out.req_id, call)
-        timeout_s = self.service.settings.approval_timeout_s
+        timeout_s = self.settings.approval_timeout_s
         gone = "the client that was asked for approval is gone (Ctrl-C or killed)"
         with contextlib.ExitStack() as watching:
             pid = self._client_pid
@@ -359,7 +372,7 @@ class MainChat:
 
     def tools(self) -> tuple[ToolSpec, ...]:
         """The tool registry the workers announced (empty until the first hello)."""
-        return self.service.pool.tool_specs
+        return self.workers.tool_specs
 
     def system_prompt(self) -> str:
         return build_system_prompt(self.project_root, self.recaller.store.index_prompt())
@@ -393,7 +406,7 @@ class MainChat:
             )
 
     def _over_token_limit(self, answer: ChatResult) -> bool:
-        limit = self.service.settings.session_token_limit
+        limit = self.settings.session_token_limit
         return limit > 0 and self.session_tokens >= limit
 
     def save_snapshot(self, system: str, tools: tuple[ToolSpec, ...]) -> None:
@@ -427,14 +440,23 @@ class MainChat:
         self.session_tokens = 0
 
     async def extend_from_speculation(self, messages: list[Message]) -> None:
+        """An accepted speculation's messages (its user message first) join the history as
+        one more turn, and the snapshot the next speculation forks from includes them."""
         await self.record(*messages)
         self.session_turns += 1
+        self.save_snapshot(self.system_prompt(), self.tools())
+
+    # -- worker events (routed here for the workers running this chat's tools) ---
+
+    async def on_worker_event(self, handle: WorkerHandle, event: WorkerEvent) -> None:
+        if not self.tools_exec.on_event(handle, event):
+            log.info("dropping a %s that answers no running tool call", type(event).__name__)
+
+    async def on_worker_death(self, handle: WorkerHandle) -> None:
+        self.tools_exec.on_death(handle)
 
     async def shutdown(self) -> None:
         self.cancel()
         self.prefetcher.abort_and_clear(AbortReason.SHUTDOWN)
         await self.prefetcher.aclose()
         self.history_store.close()
-
-    def info(self) -> dict[str, Any]:
-        return {"session_id": self.session_id, "turns": self.session_turns}

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Literal
 
+from coordinator.service.ports import ReplySink
 from protocol.chat import ToolCall
 from protocol.control import ApprovalNeeded, ControlReply, Notice, TextChunk, ToolShown
 from protocol.display import cut, format_args
-
-
-class ReplySink(Protocol):
-    async def send(self, identity: bytes, reply: ControlReply) -> None: ...
 
 
 class Emitter:

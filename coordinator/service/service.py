@@ -17,8 +17,9 @@ import secrets
 import signal
 import stat
 import time
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 import zmq.asyncio
@@ -29,9 +30,15 @@ from coordinator.service.pool import WorkerPool
 from coordinator.settings import Settings
 from coordinator.state_dir import state_dir
 from protocol import codec
-from protocol.control import ControlReply, ErrorReply
+from protocol.control import ControlReply, ControlRequest, ErrorReply
 from protocol.endpoints import Endpoints, make_router
 from protocol.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
+
+if TYPE_CHECKING:
+    # Imported for real in ``_start``, after the fork server was launched.
+    from coordinator.scripted_model import ScriptedModelServer
+    from coordinator.service.chat import MainChat
+    from coordinator.service.speculation import SpeculationManager
 
 log = logging.getLogger("specrun.service")
 
@@ -89,18 +96,17 @@ class Service:
             heartbeat_s=heartbeat_s,
             hang_after_s=max(settings.hang_after_ms / 1000, heartbeat_s * 3),
         )
-        self.model_server: Any = None
+        self.model_server: ScriptedModelServer | None = None  # the embedded model, if used
         self.base_url = ""
-        self.chat: Any = None
-        self.speculation: Any = None
+        self._chat: MainChat | None = None
+        self._speculation: SpeculationManager | None = None
         self._ctx = zmq.asyncio.Context()
         self._control: zmq.asyncio.Socket | None = None
         self._replies = codec.coordinator_to_client()
         self._requests = codec.client_to_coordinator()
         self._pidfile = PidFile(self.endpoints.pidfile)
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
         self._project_id: tuple[int, int] | None = None
-        self._dispatch: Any = None  # coordinator.service.commands.dispatch, imported at start
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -140,9 +146,10 @@ class Service:
     async def _start(self) -> None:
         # Imported here, after the fork server was launched: they are most of this
         # process's start (the chat, its memory recall, the model client).
+        from coordinator.service import commands  # noqa: F401  (registers the handlers)
         from coordinator.service.chat import MainChat
-        from coordinator.service.commands import dispatch
         from coordinator.service.model_endpoint import open_model_endpoint
+        from coordinator.service.routing import WorkerEventRouter
         from coordinator.service.speculation import SpeculationManager
 
         loop = asyncio.get_running_loop()
@@ -160,11 +167,15 @@ class Service:
         self.model_server, self.base_url, model_client = await open_model_endpoint(
             self.settings, self.project_root, DEFAULT_SCENARIO
         )
-        self.chat = MainChat(self, model_client)
-        self.speculation = SpeculationManager(self, model_client)
-        self._dispatch = dispatch
-        self.pool.on_event = self.speculation.on_worker_event
-        self.pool.on_death = self.speculation.on_worker_death
+        self._chat = chat = MainChat(self.project_root, self.settings, self.pool, model_client)
+        self._speculation = speculation = SpeculationManager(
+            self.project_root, self.settings, self.pool, chat, model_client, base_url=self.base_url
+        )
+        # A worker's events go to whoever gave it its job: the chat's tool calls to the
+        # chat, speculations to the speculation manager.
+        router = WorkerEventRouter({"tool": chat, "speculation": speculation})
+        self.pool.on_event = router.on_event
+        self.pool.on_death = router.on_death
         # Answer clients at once; the warm workers come up meanwhile (~0.3 s): a restart
         # is serving again that much sooner, and a job arriving first starts its own.
         await self.pool.start(wait_warm=False)
@@ -178,15 +189,15 @@ class Service:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self.speculation is not None:
-            await self.speculation.shutdown()
-        if self.chat is not None:
-            await self.chat.shutdown()
+        if self._speculation is not None:
+            await self._speculation.shutdown()
+        if self._chat is not None:
+            await self._chat.shutdown()
         await self.pool.close()
         for removed in overlay.sweep(overlay.speculation_base_dir()):
             log.info("removed overlay %s", removed)
-        if self.chat is not None:
-            await self.chat.model.aclose()
+        if self._chat is not None:
+            await self._chat.model.aclose()
         if self.model_server is not None:
             await asyncio.to_thread(self.model_server.stop)
         if self._control is not None:
@@ -200,7 +211,7 @@ class Service:
             self.endpoints.directory.rmdir()
         log.info("stopped")
 
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+    def _spawn(self, coro: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -228,6 +239,26 @@ class Service:
     def uptime_s(self) -> float:
         return time.monotonic() - self.started_at
 
+    @property
+    def scripted_model(self) -> bool:
+        """The model is the embedded scripted one (no endpoint is configured)."""
+        return self.model_server is not None
+
+    # The chat and the speculation manager exist once the service has started; the
+    # control socket, which is all that uses them, opens only after that.
+
+    @property
+    def chat(self) -> MainChat:
+        if self._chat is None:
+            raise RuntimeError("the service has not started: there is no chat yet")
+        return self._chat
+
+    @property
+    def speculation(self) -> SpeculationManager:
+        if self._speculation is None:
+            raise RuntimeError("the service has not started: there is no speculation manager")
+        return self._speculation
+
     # -- control socket --------------------------------------------------------
 
     async def _control_loop(self) -> None:
@@ -250,9 +281,11 @@ class Service:
                 continue
             self._spawn(self._handle(identity, request))
 
-    async def _handle(self, identity: bytes, request: Any) -> None:
+    async def _handle(self, identity: bytes, request: ControlRequest) -> None:
+        from coordinator.service.commands import dispatch  # loaded in _start
+
         try:
-            await self._dispatch(self, identity, request)
+            await dispatch(self, identity, request)
         except Exception as exc:  # one failed request must never take the service down
             log.exception("request %s failed", type(request).__name__)
             await self.send(

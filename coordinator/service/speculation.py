@@ -19,7 +19,8 @@ import secrets
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal, get_args
+from pathlib import Path
+from typing import Any, Final, Literal, get_args
 
 import overlay
 from coordinator.boundary_text import describe_boundary
@@ -27,6 +28,7 @@ from coordinator.service.accept_record import PendingAccept, clear_pending, dige
 from coordinator.service.cost import Budget
 from coordinator.service.emitter import Emitter
 from coordinator.service.pool import WorkerHandle, WorkerStartError, WorkerState
+from coordinator.service.ports import ForkSource, WorkerJobs
 from coordinator.service.stats import Stats
 from coordinator.service.suggestions import generate_suggestion
 from coordinator.service.transcript import ensure_tool_result_pairing, render_transcript
@@ -59,9 +61,6 @@ from protocol.work import (
     WorkerEvent,
     WrittenFile,
 )
-
-if TYPE_CHECKING:
-    from coordinator.service.service import Service
 
 log = logging.getLogger("specrun.speculation")
 
@@ -168,9 +167,26 @@ class Debounced(Exception):
 
 
 class SpeculationManager:
-    def __init__(self, service: Service, model: ModelClient) -> None:
-        self.service = service
+    """The suggestion after each turn and its speculation. It forks the main chat
+    (``ForkSource``), runs speculations on pool workers (``WorkerJobs``), and hands them
+    the model endpoint at ``base_url``; its own model requests go through ``model``."""
+
+    def __init__(
+        self,
+        project_root: Path,
+        settings: Settings,
+        workers: WorkerJobs,
+        chat: ForkSource,
+        model: ModelClient,
+        *,
+        base_url: str,
+    ) -> None:
+        self.project_root = project_root
+        self.settings = settings
+        self.workers = workers
+        self.chat = chat
         self.model = model
+        self.base_url = base_url
         self.stats = Stats()
         self.stats.cost.budget = Budget(
             self.settings.speculation_budget, self.settings.speculation_budget_window
@@ -189,10 +205,6 @@ class SpeculationManager:
         self._moves = 0  # bumped whenever the user submits something
         self._flushing: asyncio.Task[object] | None = None
 
-    @property
-    def settings(self) -> Settings:
-        return self.service.settings
-
     # -- suggestions -------------------------------------------------------------
 
     def after_turn(self, reason: TurnEndReason, mode: ApprovalMode) -> None:
@@ -201,17 +213,17 @@ class SpeculationManager:
             return
         if reason != "completed" or mode is ApprovalMode.PLAN:
             return
-        if self.service.chat.model_turns() < 2:
+        if self.chat.model_turns() < 2:
             self._suppress("early_conversation")
             return
         self._generation = self._spawn(self._suggest())
 
     async def _suggest(self) -> None:
-        snapshot = self.service.chat.snapshot
+        snapshot = self.chat.snapshot
         if snapshot is None:
             self._suppress("no_snapshot")
             return
-        result = await generate_suggestion(self.model, snapshot, self.service.chat.fast_model)
+        result = await generate_suggestion(self.model, snapshot, self.chat.fast_model)
         if result.text is None:
             self._suppress(result.suppressed or "empty")
             return
@@ -274,7 +286,7 @@ class SpeculationManager:
     # -- speculation ------------------------------------------------------------
 
     async def start(self, text: str) -> Speculation | None:
-        chat = self.service.chat
+        chat = self.chat
         if chat.snapshot is None:
             log.info("CacheSafeParams not available for speculation")
             return None
@@ -284,7 +296,7 @@ class SpeculationManager:
             self._recent.pop(next(iter(self._recent)))
         self._preflush()  # runs beside the speculation; an accept may follow it soon
         try:
-            handle = await self.service.pool.acquire("speculation", spec.id)
+            handle = await self.workers.acquire("speculation", spec.id)
         except WorkerStartError as exc:
             spec.error = str(exc)
             spec.move_to("failed")
@@ -295,15 +307,15 @@ class SpeculationManager:
         handle.overlay_dir = spec.overlay_dir
         job = RunSpeculation(
             job_id=spec.id,
-            epoch=self.service.epoch,
+            epoch=self.workers.epoch,
             suggestion=text,
             snapshot=chat.snapshot,
             approval_mode=chat.approval_mode,
             model=chat.fast_model,
-            project_root=str(self.service.project_root),
+            project_root=str(self.project_root),
             overlay_dir=spec.overlay_dir,
             endpoint=ModelEndpoint(
-                base_url=self.service.base_url,
+                base_url=self.base_url,
                 api_key=self.settings.api_key or None,
                 cache_sharing=self.settings.enable_cache_sharing,
             ),
@@ -311,7 +323,7 @@ class SpeculationManager:
             containment=self.settings.containment(),
         )
         try:
-            await self.service.pool.send(handle, job)
+            await self.workers.send(handle, job)
         except WorkerStartError as exc:
             spec.error = str(exc)
             await self._end(spec, "failed")
@@ -326,8 +338,7 @@ class SpeculationManager:
         return None
 
     async def on_worker_event(self, handle: WorkerHandle, event: WorkerEvent) -> None:
-        if self.service.chat.tools_exec.on_event(handle, event):
-            return
+        """An event from a speculation's worker (the service routes them here)."""
         if isinstance(event, ModelUsage):
             self._count_worker_usage(handle, event)
             return
@@ -377,7 +388,6 @@ class SpeculationManager:
         self.stats.cost.count(event.purpose, event.usage, speculation_id=spec.id)
 
     async def on_worker_death(self, handle: WorkerHandle) -> None:
-        self.service.chat.tools_exec.on_death(handle)
         current = self.current.speculation if self.current else None
         spec = next((s for s in (current, self._accepted) if s and s.worker is handle), None)
         if spec is None:
@@ -401,10 +411,10 @@ class SpeculationManager:
                 self.stats.failed += 1
         if spec.worker is not None and spec.worker.state is not WorkerState.DEAD:
             why = f"aborted: {spec.abort_cause}" if spec.abort_cause else spec.status
-            await self.service.pool.kill(spec.worker, f"speculation {why}")
+            await self.workers.kill(spec.worker, f"speculation {why}")
         spec.pipelined_done.set()
         if spec.overlay_dir:
-            overlay.Overlay(self.service.project_root, spec.overlay_dir).cleanup()
+            overlay.Overlay(self.project_root, spec.overlay_dir).cleanup()
 
     async def abort(self, cause: AbortCause) -> None:
         """Idempotent: kill + reap the worker, remove the overlay, status `aborted` with its
@@ -451,8 +461,7 @@ class SpeculationManager:
             await self.abort("accepted before completion")
             self.current = None
             raise AcceptFallback(why)
-        chat = self.service.chat
-        root = self.service.project_root
+        root = self.project_root
         messages = ensure_tool_result_pairing(list(spec.outcome.messages))
         accepted = [Message.user(suggestion.text), *messages]
         ov = overlay.Overlay(root, spec.overlay_dir)
@@ -467,8 +476,7 @@ class SpeculationManager:
             # the pending record; 5. the overlay goes in every case.
             await asyncio.to_thread(self._write_pending, ov, accepted)
             await asyncio.to_thread(ov.apply_to_real)
-            await chat.extend_from_speculation(accepted)
-            chat.save_snapshot(chat.system_prompt(), chat.tools())
+            await self.chat.extend_from_speculation(accepted)
         except overlay.ConflictError as exc:
             self.current = None
             raise AcceptFallback(f"you changed files it also changed ({exc})") from None
@@ -517,7 +525,7 @@ class SpeculationManager:
 
     def _write_pending(self, ov: overlay.Overlay, accepted: list[Message]) -> None:
         files = {rel: digest(path) for rel, path in ov.written_files().items() if path.exists()}
-        write_pending(self.service.project_root, PendingAccept(tuple(accepted), files))
+        write_pending(self.project_root, PendingAccept(tuple(accepted), files))
 
     # -- reporting & lifecycle ---------------------------------------------------
 

@@ -13,7 +13,8 @@ import itertools
 import logging
 from dataclasses import dataclass
 
-from coordinator.service.pool import WorkerHandle, WorkerPool, WorkerStartError
+from coordinator.service.pool import WorkerHandle, WorkerStartError
+from coordinator.service.ports import WorkerJobs
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall, ToolResult
 from protocol.tools import WRITE_TOOLS
@@ -46,7 +47,7 @@ def shell_mode(call: ToolCall, mode: ApprovalMode) -> ShellPermission:
 
 class ToolExecutor:
     def __init__(
-        self, pool: WorkerPool, project_root: str, limits: CommandLimits | None = None
+        self, pool: WorkerJobs, project_root: str, limits: CommandLimits | None = None
     ) -> None:
         self.pool = pool
         self.project_root = project_root

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
+from coordinator.service.commands.deps import ChatReplies, QueryDeps, SessionDeps
+from coordinator.service.commands.registry import handles
 from coordinator.service.emitter import Emitter
 from coordinator.service.speculation import AcceptFallback, Debounced
 from protocol.control import (
@@ -19,11 +20,9 @@ from protocol.control import (
 )
 from protocol.display import format_args
 
-if TYPE_CHECKING:
-    from coordinator.service.service import Service
 
-
-async def ask(svc: Service, identity: bytes, req: AskRequest) -> None:
+@handles(AskRequest)
+async def ask(svc: QueryDeps, identity: bytes, req: AskRequest) -> None:
     text = req.text.strip()
     if not text:
         await svc.send(
@@ -36,7 +35,7 @@ async def ask(svc: Service, identity: bytes, req: AskRequest) -> None:
 
 
 async def run_query(
-    svc: Service,
+    svc: QueryDeps,
     out: Emitter,
     text: str,
     req: AskRequest,
@@ -110,12 +109,14 @@ async def run_query(
     )
 
 
-async def cancel(svc: Service, identity: bytes, req: CancelRequest) -> None:
+@handles(CancelRequest)
+async def cancel(svc: ChatReplies, identity: bytes, req: CancelRequest) -> None:
     cancelled = svc.chat.cancel(req.ask_req_id)
     await svc.send(identity, OkReply(req.req_id, "cancelled" if cancelled else "nothing to cancel"))
 
 
-async def approval_answer(svc: Service, identity: bytes, req: ApprovalAnswer) -> None:
+@handles(ApprovalAnswer)
+async def approval_answer(svc: ChatReplies, identity: bytes, req: ApprovalAnswer) -> None:
     if not svc.chat.answer_approval(req.ask_req_id, req.call_id, req.approved):
         await svc.send(
             identity,
@@ -125,7 +126,8 @@ async def approval_answer(svc: Service, identity: bytes, req: ApprovalAnswer) ->
     await svc.send(identity, OkReply(req.req_id))
 
 
-async def reset(svc: Service, identity: bytes, req: ResetRequest) -> None:
+@handles(ResetRequest)
+async def reset(svc: SessionDeps, identity: bytes, req: ResetRequest) -> None:
     svc.speculation.cancel_generation()
     await svc.speculation.dismiss("reset")
     svc.chat.reset()

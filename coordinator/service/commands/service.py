@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import random
-from typing import TYPE_CHECKING
 
+from coordinator.service.commands.deps import PoolReplies, StatusDeps, StopDeps
+from coordinator.service.commands.registry import handles
 from protocol.control import (
     ErrorReply,
     KillWorkerRequest,
@@ -17,11 +18,9 @@ from protocol.control import (
     WorkersRequest,
 )
 
-if TYPE_CHECKING:
-    from coordinator.service.service import Service
 
-
-async def status(svc: Service, identity: bytes, req: StatusRequest) -> None:
+@handles(StatusRequest)
+async def status(svc: StatusDeps, identity: bytes, req: StatusRequest) -> None:
     chat = svc.chat
     await svc.send(
         identity,
@@ -32,7 +31,7 @@ async def status(svc: Service, identity: bytes, req: StatusRequest) -> None:
             epoch=svc.epoch,
             uptime_s=round(svc.uptime_s, 3),
             model_endpoint=svc.base_url,
-            scripted_model=svc.model_server is not None,
+            scripted_model=svc.scripted_model,
             model=chat.model_name,
             fast_model=chat.fast_model,
             approval_mode=chat.approval_mode,
@@ -47,16 +46,19 @@ async def status(svc: Service, identity: bytes, req: StatusRequest) -> None:
     )
 
 
-async def stop(svc: Service, identity: bytes, req: StopRequest) -> None:
+@handles(StopRequest)
+async def stop(svc: StopDeps, identity: bytes, req: StopRequest) -> None:
     await svc.send(identity, OkReply(req.req_id, "stopping"))
     svc.stop_requested.set()
 
 
-async def workers(svc: Service, identity: bytes, req: WorkersRequest) -> None:
+@handles(WorkersRequest)
+async def workers(svc: PoolReplies, identity: bytes, req: WorkersRequest) -> None:
     await svc.send(identity, WorkersReply(req.req_id, tuple(svc.pool.infos())))
 
 
-async def kill_worker(svc: Service, identity: bytes, req: KillWorkerRequest) -> None:
+@handles(KillWorkerRequest)
+async def kill_worker(svc: PoolReplies, identity: bytes, req: KillWorkerRequest) -> None:
     handles = svc.pool.handles()
     if req.pid is None:
         handle = random.choice(handles) if handles else None

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from coordinator.service.commands.chat import run_query
+from coordinator.service.commands.deps import QueryDeps, SpeculationReplies
+from coordinator.service.commands.registry import handles
 from coordinator.service.emitter import Emitter
 from protocol.control import (
     AcceptRequest,
@@ -16,11 +16,9 @@ from protocol.control import (
     SuggestionRequest,
 )
 
-if TYPE_CHECKING:
-    from coordinator.service.service import Service
 
-
-async def suggestion(svc: Service, identity: bytes, req: SuggestionRequest) -> None:
+@handles(SuggestionRequest)
+async def suggestion(svc: SpeculationReplies, identity: bytes, req: SuggestionRequest) -> None:
     if req.wait_visible or req.wait_settled:
         await svc.speculation.wait_visible(timeout_s=30.0)
     if req.wait_settled:
@@ -28,7 +26,8 @@ async def suggestion(svc: Service, identity: bytes, req: SuggestionRequest) -> N
     await svc.send(identity, svc.speculation.suggestion_reply(req.req_id))
 
 
-async def accept(svc: Service, identity: bytes, req: AcceptRequest) -> None:
+@handles(AcceptRequest)
+async def accept(svc: QueryDeps, identity: bytes, req: AcceptRequest) -> None:
     current = svc.speculation.current
     if current is None:
         await svc.send(
@@ -41,11 +40,13 @@ async def accept(svc: Service, identity: bytes, req: AcceptRequest) -> None:
     await run_query(svc, out, current.text, ask, speculative_method=req.method, via_accept=True)
 
 
-async def reject(svc: Service, identity: bytes, req: RejectRequest) -> None:
+@handles(RejectRequest)
+async def reject(svc: SpeculationReplies, identity: bytes, req: RejectRequest) -> None:
     had = svc.speculation.current is not None
     await svc.speculation.dismiss("rejected")
     await svc.send(identity, OkReply(req.req_id, "dismissed" if had else "there was no suggestion"))
 
 
-async def stats(svc: Service, identity: bytes, req: StatsRequest) -> None:
+@handles(StatsRequest)
+async def stats(svc: SpeculationReplies, identity: bytes, req: StatsRequest) -> None:
     await svc.send(identity, svc.speculation.stats_reply(req.req_id))
