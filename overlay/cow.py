@@ -28,7 +28,7 @@ from overlay.sweep import release_pid_dir
 
 
 class RecordEntry(TypedDict):
-    """Plain-data form of one entry, as sent from a worker to the coordinator."""
+    """Plain-data form of one entry, as :meth:`Overlay.from_record` reads it."""
 
     overlay_path: str
     size: int | None
@@ -142,25 +142,13 @@ class Overlay:
 
     # ------------------------------------------------------------------ crossing processes
 
-    def record(self) -> dict[str, RecordEntry]:
-        """Plain data (JSON/msgpack-safe) describing every entry; see :meth:`from_record`."""
-        with self._lock:
-            out: dict[str, RecordEntry] = {}
-            for rel, e in self._entries.items():
-                fp = e.fingerprint
-                out[rel] = RecordEntry(
-                    overlay_path=e.overlay_path,
-                    size=fp.size if fp else None,
-                    mtime_ns=fp.mtime_ns if fp else None,
-                    sha256=fp.sha256 if fp else None,
-                )
-            return out
-
     @classmethod
     def from_record(
         cls, root: StrPath, overlay_dir: StrPath, entries: Mapping[str, Mapping[str, Any]]
     ) -> Overlay:
-        """Rebuild an overlay recorded by :meth:`record`, e.g. in another process.
+        """Rebuild an overlay from a record of its entries (``RecordEntry``: what
+        :meth:`written_files` and :meth:`fingerprints` say, e.g. as another process
+        reported them).
 
         The record is not trusted: every path must map inside ``root`` exactly as recorded
         and every overlay path must be ``overlay_dir/<relative path>``.

@@ -34,7 +34,7 @@ from protocol import codec
 from protocol.chat import ToolSpec
 from protocol.control import JobKind, WorkerInfo, WorkerSandbox, WorkerState
 from protocol.endpoints import make_router
-from protocol.work import Heartbeat, Hello, LayerStatus, Shutdown, WorkerEvent, WorkerJob
+from protocol.work import Heartbeat, Hello, LayerStatus, WorkerEvent, WorkerJob
 
 log = logging.getLogger("specrun.pool")
 
@@ -487,12 +487,6 @@ class WorkerPool:
                         "worker %s silent for %.1fs: treating it as hung", handle.pid, silent
                     )
                     self._spawn_task(self.kill(handle, "hung"))
-
-    async def shutdown_idle(self) -> None:
-        for handle in list(self._workers.values()):
-            if handle.state is WorkerState.IDLE:
-                with contextlib.suppress(WorkerStartError):
-                    await self.send(handle, Shutdown(epoch=self.epoch))
 
 
 def _remove_scratch(pid: int) -> None:

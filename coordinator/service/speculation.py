@@ -17,7 +17,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
@@ -469,7 +469,7 @@ class SpeculationManager:
             ov = overlay.Overlay.from_record(
                 root,
                 spec.overlay_dir,
-                {rel: _record_entry(wf) for rel, wf in spec.outcome.written_files.items()},
+                overlay_record(spec.outcome.written_files),
             )
             # 1. files first (all or nothing), 2.-3. then the history, so a failed apply
             # leaves neither; a crash between the two is settled at the next start from
@@ -573,12 +573,16 @@ def _describe(spec: Speculation) -> str:
     return f"was {spec.status}"
 
 
-def _record_entry(written: WrittenFile) -> dict[str, object]:
-    """A worker's report of one written file, in the overlay's record format."""
-    fp = written.original
-    return {
-        "overlay_path": written.overlay_path,
-        "size": fp.size if fp else None,
-        "mtime_ns": fp.mtime_ns if fp else None,
-        "sha256": fp.sha256 if fp else None,
-    }
+def overlay_record(written_files: Mapping[str, WrittenFile]) -> dict[str, overlay.RecordEntry]:
+    """A worker's report of the files it wrote, in the record format that
+    ``overlay.Overlay.from_record`` checks and rebuilds the overlay from."""
+    record: dict[str, overlay.RecordEntry] = {}
+    for rel, written in written_files.items():
+        fp = written.original
+        record[rel] = overlay.RecordEntry(
+            overlay_path=written.overlay_path,
+            size=fp.size if fp else None,
+            mtime_ns=fp.mtime_ns if fp else None,
+            sha256=fp.sha256 if fp else None,
+        )
+    return record

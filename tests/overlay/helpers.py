@@ -1,4 +1,4 @@
-"""Shared helpers for the overlay tests: tree snapshots and stray-file checks."""
+"""Shared helpers for the overlay tests: tree snapshots, stray-file checks, records."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import os
 import stat
 from pathlib import Path
 
+from overlay import Overlay, RecordEntry
 from overlay.apply import BACKUP_MARK, STAGE_MARK
 
 Snapshot = dict[str, tuple[object, ...]]
@@ -48,3 +49,36 @@ def make_tree(root: Path, files: dict[str, bytes | str], mode: int | None = None
         path.write_bytes(data)
         if mode is not None:
             path.chmod(mode)
+
+
+# A record of an overlay is made the way production makes it: the speculation's worker
+# reports its written files in its ``Completed`` event (worker.speculation.outcome), and
+# the coordinator turns that report into the record ``Overlay.from_record`` takes
+# (coordinator.service.speculation.overlay_record). Imported where used: most overlay
+# tests need neither side.
+
+
+def worker_report(ov: Overlay) -> bytes:
+    """The ``Completed`` frame a worker sends for a speculation that wrote through ``ov``."""
+    from protocol import codec
+    from protocol.work import Completed
+    from worker.boundary import Transcript
+    from worker.speculation import LoopEnd, outcome
+
+    end = LoopEnd("completed", "answered", Transcript("the suggestion"))
+    return codec.worker_to_coordinator().encode(Completed("spec-1", 1, outcome(end, ov)))
+
+
+def record_from_report(frame: bytes) -> dict[str, RecordEntry]:
+    """The coordinator's side: the record of the overlay a worker's frame reports."""
+    from coordinator.service.speculation import overlay_record
+    from protocol import codec
+    from protocol.work import Completed
+
+    event = codec.worker_to_coordinator().decode(frame)
+    assert isinstance(event, Completed)
+    return overlay_record(event.outcome.written_files)
+
+
+def reported_record(ov: Overlay) -> dict[str, RecordEntry]:
+    return record_from_report(worker_report(ov))

@@ -23,7 +23,7 @@ from overlay import (
     overlay_dir_for,
     speculation_base_dir,
 )
-from tests.overlay.helpers import snapshot, strays
+from tests.overlay.helpers import record_from_report, reported_record, snapshot, strays
 
 # ----------------------------------------------------------------------------- copy-up
 
@@ -270,7 +270,7 @@ def test_record_round_trip(root: Path, ovdir: Path) -> None:
     ov.redirect_write("src/app.py").write_text("changed\n")
     ov.redirect_write("new/file.txt").write_text("new\n")
     ov.redirect_write("never.txt")
-    record = json.loads(json.dumps(ov.record()))  # plain data
+    record = json.loads(json.dumps(reported_record(ov)))  # plain data
     assert record["new/file.txt"] == {
         "overlay_path": str(ovdir / "new" / "file.txt"),
         "size": None,
@@ -321,13 +321,14 @@ def test_from_record_rejects_untrusted_entries(
 
 
 _CHILD = """
-import json, sys
+import sys
 from overlay import Overlay
+from tests.overlay.helpers import worker_report
 ov = Overlay(sys.argv[1], sys.argv[2])
 ov.redirect_write("src/app.py").write_text("from the worker\\n")
 ov.redirect_write("src/new_mod.py").write_text("NEW = 1\\n")
 ov.redirect_write("unused.txt")
-print(json.dumps(ov.record()))
+sys.stdout.buffer.write(worker_report(ov))
 """
 
 
@@ -335,11 +336,11 @@ def test_record_crosses_a_real_process_boundary(root: Path, ovdir: Path) -> None
     out = subprocess.run(
         [sys.executable, "-c", _CHILD, str(root), str(ovdir)],
         capture_output=True,
-        text=True,
         check=True,
         timeout=60,
+        cwd=Path(__file__).resolve().parents[2],  # where `tests` imports from
     )
-    ov = Overlay.from_record(root, ovdir, json.loads(out.stdout))
+    ov = Overlay.from_record(root, ovdir, record_from_report(out.stdout))
     result = ov.apply_to_real()
     assert result.applied == ["src/app.py", "src/new_mod.py"]
     assert result.skipped == ["unused.txt"]

@@ -22,7 +22,7 @@ import pytest
 
 from overlay import Overlay, RecoveryError, recover
 from overlay.apply import TEST_HOOK_ENV
-from tests.overlay.helpers import Snapshot, make_tree, snapshot, strays
+from tests.overlay.helpers import Snapshot, make_tree, reported_record, snapshot, strays
 
 _FORK = multiprocessing.get_context("fork")
 
@@ -60,7 +60,7 @@ def make_scenario(base: Path) -> Scenario:
     ov.redirect_write("new/deep/er/file.txt").write_text("deep\n")
     ov.redirect_write("TOP.md").write_text("top\n")
     ov.redirect_write("unwritten/never.txt")
-    record = json.loads(json.dumps(ov.record()))
+    record = json.loads(json.dumps(reported_record(ov)))
     before = snapshot(root)
     # The after-state: the same apply on a copy of the project.
     copy = base / "expected"
