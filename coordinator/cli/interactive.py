@@ -27,10 +27,12 @@ from prompt_toolkit.styles import Style
 
 from coordinator.boundary_text import describe_boundary
 from coordinator.cli import render
+from coordinator.cli.approval import ask_person
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
+from coordinator.cli.errors import EXIT_NO_SERVICE, EXIT_OK
+from coordinator.cli.turns import stream_turn
 from protocol.control import (
     AcceptRequest,
-    ApprovalNeeded,
     AskRequest,
     StatusReply,
     StatusRequest,
@@ -228,12 +230,6 @@ def _bindings(state: SuggestionState) -> KeyBindings:
     return kb
 
 
-def _confirm(reply: ApprovalNeeded) -> bool:
-    from coordinator.cli import ask_approval
-
-    return ask_approval(reply)
-
-
 def _banner(client: ServiceClient) -> None:
     reply = client.call(StatusRequest)
     if isinstance(reply, StatusReply):
@@ -250,8 +246,6 @@ def _banner(client: ServiceClient) -> None:
 
 def run_chat(project: Path) -> int:
     """The interactive loop; returns the exit code."""
-    from coordinator.cli import EXIT_NO_SERVICE, EXIT_OK, run_streamed
-
     state = SuggestionState()
     session: PromptSession[object] = PromptSession(
         message=FormattedText([("class:prompt", PROMPT)]),
@@ -289,9 +283,8 @@ def run_chat(project: Path) -> int:
                     request = AskRequest(req_id=client.next_id(), text=text, can_confirm=True,
                                          accept_method="enter", client_pid=os.getpid())
                 state.clear()
-                printer = render.TurnPrinter(show_user=False)
                 try:
-                    run_streamed(client, request, False, _confirm, printer)
+                    stream_turn(client, request, render.TurnPrinter(show_user=False), ask_person)
                 except ServiceTimeout as exc:
                     render.error(str(exc))
                 state.clear()

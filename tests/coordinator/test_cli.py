@@ -18,7 +18,7 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
-from coordinator.cli import cli
+from coordinator.cli.app import cli
 from protocol.control import SuggestionRequest, WorkersRequest
 from tests.support import Env, Specrun, make_sample_project, running_service, wait_until
 
@@ -27,8 +27,13 @@ NEG = "add a test for negative numbers"
 
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command's path; through list/get_command, as click's help and dispatch see a
+    group whose commands are imported on first use."""
     out: list[tuple[str, ...]] = []
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         path = (*prefix, name)
         if isinstance(command, click.Group):
             out += _commands(command, path)

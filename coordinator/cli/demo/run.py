@@ -43,14 +43,14 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from coordinator.cli import render
-from coordinator.cli.client import FOREVER, ServiceClient, ServiceNotRunning, ServiceTimeout
+from coordinator.cli import approval, render
+from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
 from coordinator.cli.daemon import is_running, start_daemon, stop_daemon
+from coordinator.cli.turns import stream_turn
 from coordinator.pidfile import read_pid
 from coordinator.settings import is_dashscope, load_settings
 from protocol.control import (
     AcceptRequest,
-    ApprovalAnswer,
     ApprovalNeeded,
     AskRequest,
     ControlReply,
@@ -64,7 +64,6 @@ from protocol.control import (
     WorkersReply,
     WorkersRequest,
 )
-from protocol.display import format_args
 from protocol.endpoints import Endpoints
 
 SAMPLE_PROJECT = Path(__file__).resolve().parent / "sample_project"
@@ -452,33 +451,26 @@ class Player:
 
     def turn(self, request: AskRequest | AcceptRequest,
              show_user: bool = True) -> tuple[TurnEnded | None, float]:
+        """The turn as ``specrun chat`` shows it, and how long it took. Ctrl-C cancels
+        the turn (the service is told), then stops the demo."""
         printer = render.TurnPrinter(self.out, show_user=show_user)
         started = time.monotonic()
-        self.client.send(request)
-        printer.waiting("[bright_black]thinking…[/]")
-        ended: TurnEnded | None = None
-        try:
-            for reply in self.client.replies(request.req_id, timeout_s=FOREVER):
-                printer.show(reply)
-                if isinstance(reply, ApprovalNeeded):
-                    self.approve(reply, request.req_id)
-                if isinstance(reply, TurnEnded):
-                    ended = reply
-                if isinstance(reply, ErrorReply):
-                    raise DemoError(reply.message)
-        finally:
-            printer.close()
-        return ended, time.monotonic() - started
+        outcome = stream_turn(self.client, request, printer, self.approve)
+        if outcome.interrupted:
+            raise KeyboardInterrupt
+        if isinstance(outcome.end, ErrorReply):
+            raise DemoError(outcome.end.message)
+        return outcome.ended, time.monotonic() - started
 
-    def approve(self, reply: ApprovalNeeded, ask_req_id: int) -> None:
-        """The demo's person says yes to running the tests, and no to anything else."""
+    def approve(self, reply: ApprovalNeeded) -> bool:
+        """The demo's person says yes to running the tests, and no to anything else;
+        the question and the answer show as the prompt would show them."""
         command = str(reply.call.args().get("command", ""))
         yes = reply.call.name == "run_shell_command" and command.split()[:3] in (
             ["python", "-m", "pytest"], ["pytest"], ["python3", "-m", "pytest"])
         self.pause(0.5)
-        self.out.print(Text(f"Allow {reply.call.name}({format_args(reply.call)})? "
-                            f"({reply.reason}) [y/N]: {'y' if yes else 'n'}", style="bold"))
-        self.client.send(ApprovalAnswer(self.client.next_id(), ask_req_id, reply.call.id, yes))
+        self.out.print(Text(approval.answered(reply, yes), style="bold"))
+        return yes
 
     def _stats(self) -> StatsReply | None:
         reply: ControlReply = self.client.request(StatsRequest(req_id=self.client.next_id()))

@@ -1,0 +1,33 @@
+"""The approval question: may this tool call run?
+
+``ask`` and ``chat`` put it to the person at the terminal; the demo's scripted person
+answers it and the demo prints the question as the prompt would have shown it.
+"""
+
+from __future__ import annotations
+
+import click
+
+from protocol.control import ApprovalNeeded
+from protocol.display import format_args
+
+
+def question(reply: ApprovalNeeded) -> str:
+    """``Allow run_shell_command(command=...)? (why it needs a yes)``."""
+    return f"Allow {reply.call.name}({format_args(reply.call)})? ({reply.reason})"
+
+
+def ask_person(reply: ApprovalNeeded) -> bool:
+    """Ask at the terminal; no unless the person says yes."""
+    try:
+        return click.confirm(question(reply), default=False)
+    except click.Abort:
+        # click turns Ctrl-C (and end of input) at a prompt into Abort; the turn must be
+        # cancelled like a Ctrl-C anywhere else, or the service waits for the answer.
+        raise KeyboardInterrupt from None
+
+
+def answered(reply: ApprovalNeeded, yes: bool) -> str:
+    """The prompt's line once answered, as ``ask_person`` shows it (``default=False``
+    makes click offer ``[y/N]``)."""
+    return f"{question(reply)} [y/N]: {'y' if yes else 'n'}"

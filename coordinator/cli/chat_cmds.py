@@ -1,0 +1,91 @@
+"""The main chat: ask (one query), chat (the interactive prompt), reset (a new session)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from coordinator.cli import service_requests
+from coordinator.cli.context import CommandContext
+from coordinator.cli.errors import CliError, friendly
+from coordinator.cli.options import APPROVAL_MODES, flags_dict, json_option, serve_flags
+
+
+@click.command()
+@click.argument("text")
+@click.option("--approval-mode", type=APPROVAL_MODES, default=None,
+              help="Approval mode for this query only.")
+@json_option
+@click.pass_obj
+@friendly
+def ask(obj: CommandContext, text: str, approval_mode: str | None, as_json: bool) -> None:
+    """Send one user query; the answer and tool calls stream as they happen.
+
+    Typing something other than the current suggestion aborts its speculation; TEXT
+    equal to the suggestion accepts it. Tool calls that need a yes are asked on a
+    terminal and refused otherwise (or use --approval-mode auto-edit). Exits 1 if the
+    turn did not complete (error, Ctrl-C).
+
+    \b
+    Example:
+      specrun ask "fix the failing test in tests/test_calc.py"
+    """
+    from coordinator.cli.approval import ask_person
+    from coordinator.cli.turns import stream_turn, view_for
+    from protocol.approval import ApprovalMode
+    from protocol.control import AskRequest
+
+    interactive = sys.stdin.isatty() and not as_json
+    with obj.client() as client:
+        request = AskRequest(
+            req_id=client.next_id(),
+            text=text,
+            approval_mode=ApprovalMode(approval_mode) if approval_mode else None,
+            can_confirm=interactive,
+            client_pid=os.getpid(),
+        )
+        outcome = stream_turn(client, request, view_for(as_json),
+                              ask_person if interactive else None)
+    sys.exit(outcome.exit_code)
+
+
+@click.command()
+@serve_flags
+@click.pass_obj
+@friendly
+def chat(obj: CommandContext, **flags: Any) -> None:
+    """Interactive session: the suggestion appears as grey ghost text.
+
+    Tab, Right arrow or Enter on an empty line accepts it; typing something else and
+    Enter sends that instead (its speculation is killed). Ctrl-C aborts a running turn,
+    Ctrl-D leaves. Starts the service if it is not running (with these flags).
+
+    \b
+    Example:
+      specrun chat --approval-mode auto-edit
+    """
+    from coordinator.cli.interactive import run_chat
+    from coordinator.cli.service_start import ensure_service
+
+    if not sys.stdin.isatty() or not sys.stdout.isatty():
+        raise CliError("`specrun chat` needs a terminal.",
+                       "Use `specrun ask` and `specrun accept` from scripts.")
+    ensure_service(obj, flags_dict(**flags))
+    sys.exit(run_chat(obj.project))
+
+
+@click.command()
+@json_option
+@click.pass_obj
+@friendly
+def reset(obj: CommandContext, as_json: bool) -> None:
+    """Start a new chat session (the old one stays on disk).
+
+    \b
+    Example:
+      specrun reset
+    """
+    service_requests.reset(obj, as_json)

@@ -1,0 +1,98 @@
+"""``specrun config``: the settings in effect, where each value came from, and writing one."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from coordinator.cli import render
+from coordinator.cli.context import CommandContext
+from coordinator.cli.errors import friendly
+from coordinator.cli.options import json_option
+from coordinator.state_dir import state_dir
+
+
+@click.group()
+def config() -> None:
+    """Settings: what is in effect and where each value came from.
+
+    \b
+    Order (later wins): defaults, <project>/.specrun/settings.json,
+    ~/.specrun/settings.json, environment (OPENAI_API_KEY, OPENAI_BASE_URL,
+    DASHSCOPE_API_KEY, SPECRUN_MODEL, SPECRUN_FAST_MODEL), flags.
+    """
+
+
+@config.command("show")
+@json_option
+@click.pass_obj
+@friendly
+def config_show(obj: CommandContext, as_json: bool) -> None:
+    """Print the merged settings and the source of each value (API key masked).
+
+    \b
+    Example:
+      specrun config show --json
+    """
+    from rich.table import Table
+
+    from coordinator.settings import KEYS, project_settings_path, user_settings_path
+
+    settings = obj.settings()
+    public = settings.public()
+    files = {"project": str(project_settings_path(obj.project)),
+             "user": str(user_settings_path())}
+    if as_json:
+        render.print_json({
+            "project": str(obj.project),
+            "files": files,
+            "settings": {k: {"value": public[k], "source": settings.sources[k]} for k in KEYS},
+        })
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("key")
+    table.add_column("value", overflow="fold")
+    table.add_column("from", style="bright_black", overflow="fold")
+    for k in KEYS:
+        value = public[k]
+        shown = json.dumps(value) if not isinstance(value, str) else (value or '""')
+        table.add_row(k, shown, settings.sources[k])
+    render.console.print(table)
+    render.console.print(f"[bright_black]project file: {files['project']}\nuser file:    "
+                         f"{files['user']}[/]")
+
+
+@config.command("set")
+@click.argument("key")
+@click.argument("value")
+@click.option("--user", "user_file", is_flag=True,
+              help="Write ~/.specrun/settings.json instead of the project's file.")
+@json_option
+@click.pass_obj
+@friendly
+def config_set(obj: CommandContext, key: str, value: str, user_file: bool,
+               as_json: bool) -> None:
+    """Write KEY=VALUE into the project's settings.json (or yours with --user).
+
+    An empty VALUE removes a non-string key. A running service reads settings at start:
+    restart it for the change to apply.
+
+    \b
+    Examples:
+      specrun config set approvalMode auto-edit
+      specrun config set --user fastModel qwen3.5-flash
+    """
+    from coordinator.settings import project_settings_path, set_setting, user_settings_path
+
+    path = user_settings_path() if user_file else project_settings_path(obj.project)
+    if not user_file:
+        state_dir(obj.project)
+    stored = set_setting(path, key, value)
+    obj.settings()  # the file as a whole must still load
+    shown = "***" if key == "apiKey" and stored else stored
+    if as_json:
+        render.print_json({"key": key, "value": shown, "file": str(path)})
+    else:
+        what = "removed" if stored is None else f"= {json.dumps(shown)}"
+        render.console.print(f"{key} {what} in {path}")

@@ -1,0 +1,42 @@
+"""What every command gets: the project it acts on and ``--debug``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from coordinator.cli.client import ServiceClient
+    from coordinator.settings import Settings
+
+
+def find_project_root(start: Path | None = None) -> Path:
+    """The nearest directory upwards holding `.specrun/` or `.git`; else the start dir."""
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / ".specrun").is_dir() or (candidate / ".git").exists():
+            return candidate
+    return here
+
+
+class CommandContext:
+    """The project (``--project``, else found from the working directory) and ``--debug``;
+    makes the socket client and loads the settings for the commands that need them."""
+
+    def __init__(self, project: Path, debug: bool) -> None:
+        self.project = project
+        self.debug = debug
+
+    @classmethod
+    def from_options(cls, project: Path | None, debug: bool) -> CommandContext:
+        return cls(project.resolve() if project else find_project_root(), debug)
+
+    def client(self, timeout_s: float = 30.0) -> ServiceClient:
+        from coordinator.cli.client import ServiceClient
+
+        return ServiceClient(self.project, timeout_s=timeout_s)
+
+    def settings(self, flags: dict[str, Any] | None = None) -> Settings:
+        from coordinator.settings import load_settings
+
+        return load_settings(self.project, flags=flags)

@@ -1,0 +1,106 @@
+"""The light commands, run without click.
+
+A shell pays for every import on every call, and click (with its command tree) is
+the largest cost of a ``specrun status --json`` after the control socket and the codec.
+So ``main`` first asks ``light_call``: a command line made only of the group's
+``--project``/``--debug``, one of the commands below and that command's own flags (each
+written out plainly) is run here, with the same body its click command calls
+(``service_requests``) and the same error handling (``errors.call_friendly``).
+Anything else (help, ``--version``, a misspelt or unknown option, a flag with a value,
+shell completion) goes to click, which gives the usual answer.
+
+This module imports nothing but the standard library's smallest parts: a command line
+that is not light pays nothing for asking.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+# command -> its flags besides --json (each a boolean flag whose parameter is its name).
+LIGHT_COMMANDS: dict[str, tuple[str, ...]] = {
+    "status": (),
+    "workers": (),
+    "suggestion": ("--wait", "--settled"),
+    "accept": (),
+    "reject": (),
+    "stats": (),
+    "reset": (),
+}
+COMPLETION_VARIABLE = "_SPECRUN_COMPLETE"  # click's shell completion for prog_name specrun
+
+
+@dataclass(frozen=True)
+class LightCall:
+    command: str
+    flags: dict[str, bool]  # parameter name -> value, e.g. {"as_json": True}
+    project: Path | None
+    debug: bool
+
+
+def light_call(argv: list[str]) -> LightCall | None:
+    """The light command that ``argv`` asks for, or None when click should parse it."""
+    if os.environ.get(COMPLETION_VARIABLE):
+        return None
+    project: str | None = None
+    debug = False
+    rest = iter(argv)
+    for arg in rest:
+        if arg == "--debug":
+            debug = True
+        elif arg == "--project":
+            project = next(rest, None)
+            if project is None:
+                return None
+        elif arg.startswith("--project="):
+            project = arg.removeprefix("--project=")
+        else:
+            command = arg
+            break
+    else:
+        return None
+    if command not in LIGHT_COMMANDS:
+        return None
+    names = {"--json": "as_json", **{flag: flag[2:] for flag in LIGHT_COMMANDS[command]}}
+    flags = dict.fromkeys(names.values(), False)
+    for arg in rest:
+        if arg not in names:
+            return None
+        flags[names[arg]] = True
+    if project is not None and not _plain_directory(project):
+        return None
+    return LightCall(command, flags, Path(project) if project is not None else None, debug)
+
+
+def _plain_directory(value: str) -> bool:
+    """Whether click's ``Path(file_okay=False)`` takes ``value`` without a word: an
+    absent path, or a readable one that is not a file. (A value that looks like an
+    option is left to click too.)"""
+    if not value or value.startswith("-"):
+        return False
+    try:
+        info = os.stat(value)
+    except OSError:
+        return True
+    return not stat.S_ISREG(info.st_mode) and os.access(value, os.R_OK)
+
+
+def run_light(call: LightCall) -> None:
+    """Run the command and exit as click would have: its code, else 0."""
+    try:
+        from coordinator.cli import service_requests
+        from coordinator.cli.context import CommandContext
+        from coordinator.cli.errors import call_friendly
+
+        obj = CommandContext.from_options(call.project, call.debug)
+        body = getattr(service_requests, call.command)
+        call_friendly(call.debug, body, obj, **call.flags)
+    except KeyboardInterrupt:
+        # Outside the body (while importing, say): click's answer to Ctrl-C.
+        sys.stderr.write("\nAborted!\n")
+        sys.exit(1)
+    sys.exit(0)

@@ -1,0 +1,45 @@
+"""``specrun serve``: the service in the foreground. The only module of the client side
+that imports the service side (``start`` runs this command in a background process)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from coordinator.cli.context import CommandContext
+from coordinator.cli.errors import CliError, friendly
+from coordinator.cli.options import flags_dict, serve_flags
+
+
+@click.command()
+@serve_flags
+@click.pass_obj
+@friendly
+def serve(obj: CommandContext, **flags: Any) -> None:
+    """Run the service in the foreground until Ctrl-C (logs go to stderr).
+
+    \b
+    Example:
+      specrun serve --approval-mode auto-edit --workers 2
+    """
+    import asyncio
+    import logging
+
+    from coordinator.pidfile import AlreadyRunning
+    from coordinator.service.service import Service
+    from coordinator.settings import endpoint_problem
+
+    logging.basicConfig(
+        level=logging.DEBUG if obj.debug or os.environ.get("SPECRUN_DEBUG") else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    settings = obj.settings(flags_dict(**flags))
+    problem = endpoint_problem(settings)
+    if problem:
+        raise CliError(problem)
+    try:
+        asyncio.run(Service(obj.project, settings).run())
+    except AlreadyRunning as exc:
+        raise CliError(str(exc), "Stop it first with `specrun stop`.") from None

@@ -1,0 +1,105 @@
+"""What the commands that are one request to the service do: status, workers, suggestion,
+accept, reject, stats, reset, debug kill-worker.
+
+Free of click, and of rich until something is drawn for a person, so that ``light.py``
+can run them straight from the command line; their click commands (help, options) call
+the same functions.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from coordinator.cli import render
+from coordinator.cli.context import CommandContext
+from coordinator.cli.errors import fail_on_error
+from protocol.control import (
+    AcceptRequest,
+    ControlReply,
+    OkReply,
+    RejectRequest,
+    ResetRequest,
+    StatsReply,
+    StatsRequest,
+    StatusReply,
+    StatusRequest,
+    SuggestionReply,
+    SuggestionRequest,
+    WorkersReply,
+    WorkersRequest,
+)
+
+R = TypeVar("R")
+
+
+def report(obj: CommandContext, as_json: bool, kind: Any, expected: type[R],
+           show: Callable[[R], object]) -> None:
+    """Ask the service one question; print the reply as JSON or for a person."""
+    with obj.client() as client:
+        reply = client.call(kind)
+    fail_on_error(reply, as_json)
+    assert isinstance(reply, expected), reply
+    if as_json:
+        render.print_json(reply)
+    else:
+        show(reply)
+
+
+def request_ok(obj: CommandContext, as_json: bool, kind: Any, **fields: Any) -> ControlReply:
+    """Ask the service to do something; print its ok (or its error, and exit 1)."""
+    with obj.client() as client:
+        reply = client.call(kind, **fields)
+    fail_on_error(reply, as_json)
+    if as_json:
+        render.print_json(reply)
+    elif isinstance(reply, OkReply):
+        render.console.print(reply.message or "ok")
+    return reply
+
+
+def status(obj: CommandContext, as_json: bool) -> None:
+    report(obj, as_json, StatusRequest, StatusReply, render.show_status)
+
+
+def workers(obj: CommandContext, as_json: bool) -> None:
+    report(obj, as_json, WorkersRequest, WorkersReply,
+           lambda reply: render.console.print(render.workers_table(reply.workers)))
+
+
+def stats(obj: CommandContext, as_json: bool) -> None:
+    report(obj, as_json, StatsRequest, StatsReply, render.show_stats)
+
+
+def suggestion(obj: CommandContext, as_json: bool, wait: bool = False,
+               settled: bool = False) -> None:
+    with obj.client() as client:
+        reply = client.request(
+            SuggestionRequest(req_id=client.next_id(), wait_visible=wait, wait_settled=settled),
+            timeout_s=105.0 if settled else 45.0 if wait else None,
+        )
+    fail_on_error(reply, as_json)
+    assert isinstance(reply, SuggestionReply)
+    if as_json:
+        render.print_json(reply)
+    else:
+        render.show_suggestion(reply)
+
+
+def accept(obj: CommandContext, as_json: bool) -> None:
+    """The accept streams like a turn: the transcript, then how it ended."""
+    from coordinator.cli.turns import stream_turn, view_for
+
+    with obj.client() as client:
+        outcome = stream_turn(client, AcceptRequest(req_id=client.next_id(), method="cli"),
+                              view_for(as_json), None)
+    sys.exit(outcome.exit_code)
+
+
+def reject(obj: CommandContext, as_json: bool) -> None:
+    request_ok(obj, as_json, RejectRequest)
+
+
+def reset(obj: CommandContext, as_json: bool) -> None:
+    request_ok(obj, as_json, ResetRequest)

@@ -1,0 +1,73 @@
+"""The predicted next prompt and its speculation: suggestion, accept (Tab), reject, stats."""
+
+from __future__ import annotations
+
+import click
+
+from coordinator.cli import service_requests
+from coordinator.cli.context import CommandContext
+from coordinator.cli.errors import friendly
+from coordinator.cli.options import json_option
+
+
+@click.command()
+@click.option("--wait", is_flag=True, help="Wait until a suggestion is visible (or none comes).")
+@click.option("--settled", is_flag=True,
+              help="Also wait until its speculation stopped running (up to 60 s), so that "
+                   "accept applies it.")
+@json_option
+@click.pass_obj
+@friendly
+def suggestion(obj: CommandContext, wait: bool, settled: bool, as_json: bool) -> None:
+    """Show the predicted next prompt and its speculation's status.
+
+    \b
+    Example:
+      specrun suggestion --wait --json
+    """
+    service_requests.suggestion(obj, as_json, wait=wait, settled=settled)
+
+
+@click.command()
+@json_option
+@click.pass_obj
+@friendly
+def accept(obj: CommandContext, as_json: bool) -> None:
+    """Accept the current suggestion (Tab): apply its speculation at once.
+
+    A speculation that is still running or stopped at a boundary is aborted and the
+    suggestion runs as a normal turn instead.
+
+    \b
+    Example:
+      specrun accept
+    """
+    service_requests.accept(obj, as_json)
+
+
+@click.command()
+@json_option
+@click.pass_obj
+@friendly
+def reject(obj: CommandContext, as_json: bool) -> None:
+    """Dismiss the current suggestion and kill its speculation.
+
+    \b
+    Example:
+      specrun reject
+    """
+    service_requests.reject(obj, as_json)
+
+
+@click.command()
+@json_option
+@click.pass_obj
+@friendly
+def stats(obj: CommandContext, as_json: bool) -> None:
+    """Suggestions shown/accepted/ignored/suppressed, speculation outcomes, time saved.
+
+    \b
+    Example:
+      specrun stats --json
+    """
+    service_requests.stats(obj, as_json)

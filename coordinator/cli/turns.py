@@ -1,0 +1,107 @@
+"""One turn, streamed: send a query or an accept, show its events as they arrive, answer
+approval questions, and on Ctrl-C cancel the turn and show how it ended.
+
+Used by ``ask``, ``accept``, ``chat`` and the demo; what differs between them is how the
+events are shown (a ``render.TurnPrinter`` for a person, ``JsonLines`` for scripts) and
+who answers approval questions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from coordinator.cli import render
+from coordinator.cli.client import FOREVER, ServiceClient
+from coordinator.cli.errors import EXIT_ERROR, EXIT_OK
+from protocol.control import (
+    AcceptRequest,
+    ApprovalAnswer,
+    ApprovalNeeded,
+    AskRequest,
+    CancelRequest,
+    ControlReply,
+    ErrorReply,
+    TurnEnded,
+)
+
+# The turn ends that a command reports as success (exit 0).
+SUCCESSFUL_ENDS = ("completed", "accepted", "debounced")
+
+
+class TurnView(Protocol):
+    def waiting(self, what: str) -> None: ...
+
+    def show(self, reply: ControlReply) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class JsonLines:
+    """Each event as one JSON line on stdout (an error's sentence also on stderr). Needs
+    no rich, so a scripted ``accept --json`` never imports it."""
+
+    def waiting(self, what: str) -> None:
+        pass
+
+    def show(self, reply: ControlReply) -> None:
+        render.print_json(reply)
+        if isinstance(reply, ErrorReply):
+            render.error(reply.message)
+
+    def close(self) -> None:
+        pass
+
+
+def view_for(as_json: bool) -> TurnView:
+    return JsonLines() if as_json else render.TurnPrinter()
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    end: ControlReply | None  # the last event: a TurnEnded, an ErrorReply, or None
+    interrupted: bool  # Ctrl-C cancelled the turn
+
+    @property
+    def ended(self) -> TurnEnded | None:
+        return self.end if isinstance(self.end, TurnEnded) else None
+
+    @property
+    def exit_code(self) -> int:
+        ended = self.ended
+        return EXIT_OK if ended is not None and ended.reason in SUCCESSFUL_ENDS else EXIT_ERROR
+
+
+def stream_turn(
+    client: ServiceClient,
+    request: AskRequest | AcceptRequest,
+    view: TurnView,
+    approve: Callable[[ApprovalNeeded], bool] | None,
+) -> TurnOutcome:
+    """Send ``request`` and show its events until the turn ends. ``approve`` answers
+    approval questions (None: always no). Ctrl-C cancels the turn: the service is told,
+    and the events up to its end are still shown."""
+    client.send(request)
+    end: ControlReply | None = None
+    interrupted = False
+    view.waiting("[bright_black]thinking…[/]")
+    try:
+        try:
+            for reply in client.replies(request.req_id, timeout_s=FOREVER):
+                view.show(reply)
+                if isinstance(reply, ApprovalNeeded):
+                    yes = approve(reply) if approve is not None else False
+                    client.send(ApprovalAnswer(client.next_id(), request.req_id, reply.call.id,
+                                               yes))
+                end = reply
+        except KeyboardInterrupt:
+            interrupted = True
+            view.close()
+            client.send(CancelRequest(client.next_id(), request.req_id))
+            for reply in client.replies(request.req_id, timeout_s=15):
+                view.show(reply)
+                end = reply
+    finally:
+        view.close()
+    return TurnOutcome(end, interrupted)
