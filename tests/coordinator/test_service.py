@@ -149,13 +149,16 @@ def test_stop_while_the_pool_is_still_warming_leaves_nothing(specrun: Specrun) -
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        time.sleep(delay)
-        t0 = time.monotonic()
-        specrun.run("stop")
-        starting.wait(timeout=30)
-        specrun.run("stop")
-        # A stop that has to escalate to SIGKILL (after 20 s) means the exit hung.
-        assert time.monotonic() - t0 < 10
+        time.sleep(delay)  # the race: stop at three points of the start-up
+        # A stop that has to escalate to SIGKILL (after 20 s) means the exit hung. Each
+        # stop is timed on its own (the start CLI between them is not part of it), with
+        # room below those 20 s for cores shared by the suite's parallel workers.
+        for _ in range(2):
+            t0 = time.monotonic()
+            specrun.run("stop")
+            assert time.monotonic() - t0 < 15
+            if starting.poll() is None:
+                starting.wait(timeout=30)
         assert wait_until(lambda: not processes_with_env(specrun.env.runtime), timeout=10), [
             p.cmdline() for p in processes_with_env(specrun.env.runtime)
         ]
