@@ -27,8 +27,8 @@ class SettingsError(ValueError):
     """A settings file or value that cannot be used."""
 
 
-def _about(help: str, *, ge: int | None = None) -> msgspec.Meta:
-    return msgspec.Meta(description=help, ge=ge)
+def _about(help: str, *, ge: int | None = None, le: int | None = None) -> msgspec.Meta:
+    return msgspec.Meta(description=help, ge=ge, le=le)
 
 
 class Settings(msgspec.Struct, kw_only=True, rename="camel"):
@@ -100,6 +100,26 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
     speculation_budget_window: Annotated[
         BudgetWindow, _about("hour (the last 60 minutes) | session")
     ] = "hour"
+    speculation_branches: Annotated[
+        int,
+        _about(
+            "ranked alternative next prompts to speculate at once, each in its own worker "
+            "and overlay (at most 4: every branch costs a worker, its tokens and CPU, and "
+            "guesses past the fourth are rarely taken)",
+            ge=1,
+            le=4,
+        ),
+    ] = 1
+    keep_speculation_while_typing: Annotated[
+        bool,
+        _about(
+            "keep a speculation running while what is typed is a prefix of its "
+            "suggestion; abort it when the typed text diverges"
+        ),
+    ] = True
+    accept_typed_prompt: Annotated[
+        bool, _about("a submitted prompt equal to a speculated one uses that speculation")
+    ] = True
     protected_paths: Annotated[
         tuple[str, ...],
         _about(
@@ -180,6 +200,7 @@ class Key:
     help: str
     choices: tuple[str, ...] = ()
     minimum: int | None = None
+    maximum: int | None = None
 
 
 def _keys() -> dict[str, Key]:
@@ -208,6 +229,7 @@ def _keys() -> dict[str, Key]:
             meta.description or "",
             choices,
             None if meta.ge is None else int(meta.ge),
+            None if meta.le is None else int(meta.le),
         )
     return keys
 
@@ -247,6 +269,10 @@ def _coerce(key: Key, value: Any, where: str) -> Any:
             if key.minimum is not None and value < key.minimum:
                 raise SettingsError(
                     f"{where}: {key.name} must be at least {key.minimum} (got {value})."
+                )
+            if key.maximum is not None and value > key.maximum:
+                raise SettingsError(
+                    f"{where}: {key.name} must be at most {key.maximum} (got {value})."
                 )
             return value
     elif key.kind is tuple:

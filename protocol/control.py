@@ -20,8 +20,14 @@ from protocol.work import FilterReason, LayerStatus, Sandbox
 
 # --- fixed sets of values -------------------------------------------------------
 
-AcceptMethod = Literal["tab", "enter", "right", "cli"]
-"""How the person took a suggestion: a key in the terminal, or `specrun accept`."""
+AcceptMethod = Literal["tab", "enter", "right", "cli", "typed"]
+"""How the person took a suggestion: a key in the terminal, `specrun accept`, or
+``typed``: a submitted prompt that matched a speculated one (``acceptTypedPrompt``)."""
+
+TypingAccept = Literal["prefix_kept", "exact_match"]
+"""How typing led to an accept: ``prefix_kept`` (the user typed, the typed text stayed a
+prefix of the suggestion, and the speculation was then accepted) or ``exact_match`` (the
+submitted prompt equalled a speculated one)."""
 
 ErrorCode = Literal["bad_request", "busy", "not_found", "internal"]
 """``bad_request``: the request is malformed or empty; ``busy``: another turn waits for an
@@ -109,8 +115,23 @@ class SuggestionRequest(msgspec.Struct, frozen=True, tag="suggestion"):
 
 
 class AcceptRequest(msgspec.Struct, frozen=True, tag="accept"):
+    """Take a suggestion. ``index``: the rank of the branch to take (0: the top guess);
+    a rank that is not live gets ``ErrorReply`` ``not_found``."""
+
     req_id: int
     method: AcceptMethod = "cli"
+    index: int = 0
+
+
+class TypedRequest(msgspec.Struct, frozen=True, tag="typed"):
+    """What the user has typed so far at the prompt. The service keeps the branches
+    whose text the typed text is a prefix of (``protocol.suggestion.is_typed_prefix``),
+    kills the others at once and answers with a ``SuggestionReply``; empty text keeps
+    all; when none is left the suggestion is dismissed. With
+    ``keepSpeculationWhileTyping`` off, any non-empty text dismisses."""
+
+    req_id: int
+    text: str
 
 
 class RejectRequest(msgspec.Struct, frozen=True, tag="reject"):
@@ -163,6 +184,7 @@ ControlRequest = (
     | KillWorkerRequest
     | ApprovalAnswer
     | CancelRequest
+    | TypedRequest
 )
 
 # --- replies (coordinator -> client) ------------------------------------------
@@ -229,7 +251,21 @@ class SpeculationInfo(msgspec.Struct, frozen=True):
     pipelined_suggestion: str | None
 
 
+class Branch(msgspec.Struct, frozen=True):
+    """One ranked alternative next prompt (``speculationBranches``) and its speculation.
+    ``rank`` 0 is the top guess; ``skipped`` says why it is not speculated, or None."""
+
+    rank: int
+    text: str
+    speculation: SpeculationInfo | None
+    skipped: SkipReason | None = None
+
+
 class SuggestionReply(msgspec.Struct, frozen=True, tag="suggestion"):
+    """``text``/``speculation`` are the top live branch's (what clients before
+    branches show); ``branches`` lists every live alternative in rank order, the top
+    one included."""
+
     req_id: int
     text: str | None
     visible: bool
@@ -239,6 +275,7 @@ class SuggestionReply(msgspec.Struct, frozen=True, tag="suggestion"):
     # Why the suggestion is shown without a speculation (``budget``: the speculation
     # budget is spent), or None.
     speculation_skipped: SkipReason | None = None
+    branches: tuple[Branch, ...] = ()
 
 
 class CountByReason(msgspec.Struct, frozen=True):
@@ -266,6 +303,24 @@ class SpeculationTokens(msgspec.Struct, frozen=True):
     accepted: int = 0
     discarded: int = 0
     pending: int = 0
+
+
+class BranchSpend(msgspec.Struct, frozen=True):
+    """What speculations spent: prompt + completion tokens and the worker process
+    tree's user + system CPU seconds (read just before the worker is killed or when its
+    speculation completes)."""
+
+    tokens: int = 0
+    cpu_s: float = 0.0
+
+
+class BranchCost(msgspec.Struct, frozen=True):
+    """Spending of speculation branches: ``by_rank`` (every branch of that rank, kept or
+    not) and ``discarded`` (branches thrown away: killed because another was accepted or
+    typing diverged, rejected, replaced or failed)."""
+
+    by_rank: dict[int, BranchSpend] = {}
+    discarded: BranchSpend = BranchSpend()
 
 
 class BudgetInfo(msgspec.Struct, frozen=True):
@@ -299,6 +354,10 @@ class StatsReply(msgspec.Struct, frozen=True, tag="stats"):
     time_saved_per_1k_tokens_s: float | None = None
     speculations_skipped: CountByReason = CountByReason(0, {})
     speculation_budget: BudgetInfo | None = None  # None: no budget set
+    # Branches (``speculationBranches``) and typing (all with defaults as well).
+    accepted_by_rank: dict[int, int] = {}  # accepts by the accepted branch's rank
+    accepted_by_typing: dict[TypingAccept, int] = {}  # prefix_kept, exact_match
+    branch_cost: BranchCost = BranchCost()
 
 
 # Turn events, streamed while a query or an accept runs.

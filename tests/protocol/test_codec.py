@@ -40,6 +40,7 @@ REQUESTS = [
     control.KillWorkerRequest(10, 1234),
     control.ApprovalAnswer(11, 3, "c1", True),
     control.CancelRequest(12, 3),
+    control.TypedRequest(13, "run the"),
 ]
 REPLIES = [
     control.ErrorReply(1, "bad_request", "no."),
@@ -227,6 +228,17 @@ FILLED = {
         ),
         control.SuggestionReply(2, None, False, "too_long", None),
         control.SuggestionReply(3, "x", True, None, None, speculation_skipped="budget"),
+        control.SuggestionReply(
+            3,
+            "x",
+            True,
+            None,
+            SPEC_INFO,
+            branches=(
+                control.Branch(0, "x", SPEC_INFO),
+                control.Branch(1, "y", None, skipped="budget"),
+            ),
+        ),
         control.StatsReply(
             4, 0, 0, {}, 0, control.CountByReason(0, {}), 0, control.CountByReason(0, {}),
             0, 0, (), 0.0, 0.0, speculation_budget=control.BudgetInfo(10, "session", 0, False),
