@@ -32,10 +32,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
-import msgspec
-
-from protocol.chat import Message
-
 from .abort import AbortLike, AbortSignal
 from .recall import EMPTY_RECALL, RecallResult
 
@@ -216,20 +212,6 @@ class MemoryPrefetcher:
             result.strategy,
         )
         return result.prompt
-
-    def inject_user_query(self, message: Message) -> Message:
-        """Consume point 1 applied to the user message: memory first among its reminders."""
-        prompt = self.consume_for_user_query()
-        if not prompt:
-            return message
-        return msgspec.structs.replace(message, reminders=(prompt, *message.reminders))
-
-    def inject_tool_results(self, message: Message) -> Message:
-        """Consume point 2 applied to the tool message: memory after the tool results."""
-        prompt = self.consume_for_tool_results()
-        if not prompt:
-            return message
-        return msgspec.structs.replace(message, reminders=(*message.reminders, prompt))
 
     # ------------------------------------------------------------------ cleanup
 

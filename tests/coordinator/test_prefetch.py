@@ -21,7 +21,7 @@ from coordinator.memory import (
     RecallResult,
 )
 from coordinator.memory.abort import AbortLike
-from protocol.chat import Message, ToolResult, message_to_openai
+from protocol.chat import message_to_openai
 from protocol.model import ModelClient
 
 from .test_memory_support import (
@@ -329,29 +329,6 @@ def test_a_recall_that_raises_never_breaks_the_turn() -> None:
     trace, pf = run(main())
     assert trace.user_message.reminders == ("<environment details>",)
     assert pf.stats.failed == 1 and pf.pending is None
-
-
-def test_inject_helpers_place_memory_first_and_after_results() -> None:
-    result = RecallResult("MEM", [], "model")
-
-    async def instant(query: str, excluded: frozenset[str], abort: AbortLike) -> RecallResult:
-        return result
-
-    async def main() -> tuple[Message, Message]:
-        pf = MemoryPrefetcher(instant)
-        pf.fire("q")
-        await asyncio.sleep(0)
-        user = pf.inject_user_query(Message.user("q", reminders=("env",)))
-        pf.fire("q2")
-        await asyncio.sleep(0)
-        tool = pf.inject_tool_results(
-            Message.tool((ToolResult("c", "read_file", output="x"),), reminders=("todo",))
-        )
-        return user, tool
-
-    user, tool = run(main())
-    assert user.reminders == ("MEM", "env")
-    assert tool.reminders == ("todo", "MEM")
 
 
 def test_aclose_unwinds_the_pending_recall(project: Project) -> None:

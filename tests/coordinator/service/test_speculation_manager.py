@@ -1,0 +1,385 @@
+"""SpeculationManager built directly: the real scripted model for suggestions, real
+overlay directories written the way a worker writes them, real files applied on
+accept; the pool is a stand-in whose "workers" report through the real event router,
+and the main chat is a stand-in ``ForkSource``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import overlay
+from coordinator.scripted_model import ScriptedModelServer
+from coordinator.service.accept_record import record_path
+from coordinator.service.emitter import Emitter
+from coordinator.service.pool import WorkerHandle
+from coordinator.service.routing import WorkerEventRouter
+from coordinator.service.speculation import AcceptFallback, SpeculationManager
+from coordinator.settings import Settings
+from protocol.approval import ApprovalMode
+from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, Usage
+from protocol.control import Transcript, WorkerState
+from protocol.work import (
+    Completed,
+    ModelUsage,
+    PipelinedSuggestion,
+    RunSpeculation,
+    WorkerEvent,
+)
+from worker.boundary import Transcript as SpeculatedTranscript
+from worker.speculation import LoopEnd, outcome
+
+from .conftest import Place
+from .fakes import TOOLS, Replies, Workers, client, requests_of, run, scripted, until
+
+SUGGESTION = "add a test for negative numbers"
+
+
+class Chat:
+    """The main chat as the speculation manager sees it (``ForkSource``)."""
+
+    def __init__(self, model_turns: int = 2) -> None:
+        history = (Message.user("fix add"), Message.assistant("Fixed `add` in src/calc.py."))
+        self.snapshot: CacheSafeSnapshot | None = CacheSafeSnapshot(
+            system="You are a coding assistant.",
+            tools=TOOLS,
+            history=history,
+            model="scripted",
+            version=1,
+        )
+        self.fast_model = "fast"
+        self.approval_mode = ApprovalMode.AUTO_EDIT
+        self.turns = model_turns
+        self.extended: list[list[Message]] = []
+
+    def model_turns(self) -> int:
+        return self.turns
+
+    async def extend_from_speculation(self, messages: list[Message]) -> None:
+        self.extended.append(messages)
+
+
+def suggestion_rule(text: str = SUGGESTION, latency_ms: int = 0) -> dict[str, Any]:
+    reply = {"json": {"suggestion": text}, "latency_ms": latency_ms}
+    return {"when": {"purpose": "suggestion"}, "reply": reply}
+
+
+@asynccontextmanager
+async def manager_for(
+    place: Place, server: ScriptedModelServer, workers: Workers, chat: Chat, **settings: Any
+) -> AsyncIterator[SpeculationManager]:
+    """A manager wired as the service wires it: speculation workers report to it
+    through a WorkerEventRouter."""
+    model = client(server)
+    manager = SpeculationManager(
+        place.root, Settings(**settings), workers, chat, model, base_url=server.base_url
+    )
+    router = WorkerEventRouter({"speculation": manager})
+    workers.on_event, workers.on_death = router.on_event, router.on_death
+    try:
+        yield manager
+    finally:
+        await manager.shutdown()
+        await model.aclose()
+
+
+def the_job(workers: Workers, index: int = -1) -> tuple[WorkerHandle, RunSpeculation]:
+    return workers.jobs_of(RunSpeculation)[index]
+
+
+SPECULATED = [
+    Message.assistant(
+        "Adding the test.",
+        (ToolCall("c1", "write_file", '{"file_path": "tests/test_negative.py"}'),),
+    ),
+    Message.tool((ToolResult("c1", "write_file", output="wrote 1 file"),)),
+    Message.assistant("Added tests/test_negative.py."),
+]
+
+
+def overlay_of(place: Place, job: RunSpeculation) -> overlay.Overlay:
+    """The job's overlay, as its worker opens it: the private speculation base, the
+    worker's per-pid directory, the overlay directory in it."""
+    overlay.ensure_private_base()
+    overlay.ensure_private_dir(Path(job.overlay_dir).parent)
+    overlay.make_private_dir(Path(job.overlay_dir))
+    return overlay.Overlay(place.root, job.overlay_dir)
+
+
+def work(place: Place, job: RunSpeculation, files: dict[str, str]) -> Completed:
+    """What the worker does with ``job``: write ``files`` through the job's overlay, then
+    report them and the speculated messages (the worker's own ``outcome``)."""
+    ov = overlay_of(place, job)
+    for rel, text in files.items():
+        ov.redirect_write(rel).write_text(text)
+    transcript = SpeculatedTranscript(job.suggestion, [Message.user(job.suggestion), *SPECULATED])
+    end = LoopEnd("completed", "answered", transcript)
+    return Completed(job.job_id, job.epoch, outcome(end, ov))
+
+
+def usage(job: RunSpeculation, tokens: int) -> ModelUsage:
+    return ModelUsage(job.job_id, job.epoch, "speculation", Usage(tokens, 0, tokens))
+
+
+# -- suggesting and starting -------------------------------------------------------------
+
+
+def test_after_a_turn_the_suggestion_runs_ahead_on_a_worker(place: Place) -> None:
+    workers, chat = Workers(), Chat()
+
+    async def main() -> None:
+        async with manager_for(place, server, workers, chat) as manager:
+            manager.after_turn("completed", ApprovalMode.DEFAULT)
+            assert manager.pending
+            await manager.wait_visible(timeout_s=10)
+            reply = manager.suggestion_reply(5)
+            assert (reply.req_id, reply.text, reply.visible) == (5, SUGGESTION, True)
+            assert reply.speculation is not None and reply.speculation.status == "running"
+            handle, job = the_job(workers)
+            assert reply.speculation.worker_pid == handle.pid
+            assert handle.job_kind == "speculation" and handle.job_id == job.job_id
+            assert job.suggestion == SUGGESTION and job.snapshot == chat.snapshot
+            assert (job.model, job.approval_mode) == ("fast", ApprovalMode.AUTO_EDIT)
+            assert job.project_root == str(place.root) and job.epoch == Workers.epoch
+            assert job.endpoint.base_url == server.base_url
+            assert Path(job.overlay_dir) == overlay.overlay_dir_for(handle.pid, job.job_id)
+            # The manager counts its own model requests (the suggestion) by purpose.
+            assert manager.stats_reply(6).tokens["suggestion"].requests == 1
+
+    with scripted(suggestion_rule()) as server:
+        run(main())
+        [asked] = requests_of(server, "suggestion")
+    assert asked["body"]["model"] == "fast"
+
+
+@pytest.mark.parametrize(
+    ("turns", "reason", "mode", "suppressed"),
+    [
+        (1, "completed", ApprovalMode.DEFAULT, "early_conversation"),
+        (3, "completed", ApprovalMode.PLAN, None),
+        (3, "error", ApprovalMode.DEFAULT, None),
+    ],
+)
+def test_no_suggestion_early_in_a_chat_in_plan_mode_or_after_a_failed_turn(
+    place: Place, turns: int, reason: Any, mode: ApprovalMode, suppressed: str | None
+) -> None:
+    workers = Workers()
+
+    async def main() -> None:
+        async with manager_for(place, server, workers, Chat(turns)) as manager:
+            manager.after_turn(reason, mode)
+            assert not manager.pending
+            assert manager.suggestion_reply(1).suppressed_reason == suppressed
+
+    with scripted(suggestion_rule()) as server:
+        run(main())
+        assert requests_of(server, "suggestion") == []
+    assert workers.jobs == []
+
+
+def test_a_spent_budget_shows_the_suggestion_without_speculating(place: Place) -> None:
+    workers = Workers()
+
+    async def main() -> None:
+        async with manager_for(place, server, workers, Chat(), speculation_budget=100) as manager:
+            await manager.offer("first", delay_s=0)
+            handle, job = the_job(workers)
+            await workers.deliver(handle, usage(job, 100))  # the whole budget
+            await manager.offer("second", delay_s=0)
+            reply = manager.suggestion_reply(1)
+            assert (reply.text, reply.speculation, reply.speculation_skipped) == (
+                "second",
+                None,
+                "budget",
+            )
+            assert manager.stats_reply(2).speculation_tokens.discarded == 100
+
+    with scripted() as server:
+        run(main())
+    assert len(workers.jobs) == 1
+
+
+# -- accept ------------------------------------------------------------------------------
+
+
+def test_accept_applies_the_files_and_gives_the_chat_the_speculated_turn(place: Place) -> None:
+    workers, chat, replies = Workers(), Chat(), Replies()
+
+    async def main() -> float:
+        async with manager_for(place, server, workers, chat) as manager:
+            await manager.offer(SUGGESTION, delay_s=0)
+            handle, job = the_job(workers)
+            files = {"tests/test_negative.py": "def test(): ...\n", "src/app.py": "new\n"}
+            await workers.deliver(handle, work(place, job, files))
+            spec = manager.current.speculation if manager.current else None
+            assert spec is not None and spec.status == "completed"
+            assert handle.state is WorkerState.STOPPING  # it ends by itself
+            assert manager.matches(f"  {SUGGESTION} ")
+            saved = await manager.accept("tab", Emitter(replies, b"c", 9))
+            assert spec.status == "accepted" and manager.current is None
+            assert not Path(job.overlay_dir).exists()
+            stats = manager.stats_reply(1)
+            assert stats.accepted_by_method == {"tab": 1}
+            return saved
+
+    with scripted() as server:
+        saved = run(main())
+    assert saved >= 0
+    assert (place.root / "tests/test_negative.py").read_text() == "def test(): ...\n"
+    assert (place.root / "src/app.py").read_text() == "new\n"
+    assert chat.extended == [[Message.user(SUGGESTION), *SPECULATED]]
+    [transcript] = replies.of(Transcript)
+    assert transcript.req_id == 9
+    assert transcript.files == ("tests/test_negative.py", "src/app.py")
+    assert [e.kind for e in transcript.entries][:2] == ["user", "model"]
+    assert not record_path(place.root).exists()  # the pending accept record is cleared
+
+
+def test_a_file_the_person_changed_meanwhile_makes_accept_fall_back(place: Place) -> None:
+    workers, chat = Workers(), Chat()
+
+    async def main() -> str:
+        async with manager_for(place, server, workers, chat) as manager:
+            await manager.offer(SUGGESTION, delay_s=0)
+            handle, job = the_job(workers)
+            await workers.deliver(handle, work(place, job, {"src/app.py": "speculated\n"}))
+            (place.root / "src/app.py").write_text("the person's edit\n")
+            with pytest.raises(AcceptFallback) as why:
+                await manager.accept("tab", Emitter(Replies(), b"c", 9))
+            assert manager.current is None and not Path(job.overlay_dir).exists()
+            return str(why.value)
+
+    with scripted() as server:
+        why = run(main())
+    assert why.startswith("you changed files it also changed")
+    assert (place.root / "src/app.py").read_text() == "the person's edit\n"
+    assert chat.extended == []
+
+
+def test_accept_while_it_still_runs_aborts_it_and_falls_back(place: Place) -> None:
+    workers = Workers()
+
+    async def main() -> None:
+        async with manager_for(place, server, workers, Chat()) as manager:
+            await manager.offer(SUGGESTION, delay_s=0)
+            handle, _ = the_job(workers)
+            with pytest.raises(AcceptFallback, match="its speculation was running"):
+                await manager.accept("enter", Emitter(Replies(), b"c", 9))
+            assert workers.killed == [(handle, "speculation aborted: accepted before completion")]
+            assert manager.stats_reply(1).speculations_aborted == 1
+
+    with scripted() as server:
+        run(main())
+
+
+def test_the_pipelined_suggestion_is_offered_at_once_after_accept(place: Place) -> None:
+    workers = Workers()
+
+    async def main() -> None:
+        async with manager_for(place, server, workers, Chat()) as manager:
+            await manager.offer(SUGGESTION, delay_s=0)
+            handle, job = the_job(workers)
+            await workers.deliver(handle, work(place, job, {}))
+            await manager.accept("tab", Emitter(Replies(), b"c", 9))
+            assert manager.pending  # its worker is still writing the next one
+            await workers.deliver(
+                handle, PipelinedSuggestion(job.job_id, job.epoch, "show me the diff")
+            )
+            await until(lambda: len(workers.jobs) == 2)
+            reply = manager.suggestion_reply(1)
+            assert (reply.text, reply.visible) == ("show me the diff", True)
+            _, second = the_job(workers)
+            assert second.suggestion == "show me the diff"
+
+    with scripted() as server:
+        run(main())
+
+
+# -- fences and ends ---------------------------------------------------------------------
+
+
+def test_events_from_another_worker_or_another_job_are_dropped(place: Place) -> None:
+    workers = Workers()
+
+    async def main() -> None:
+        async with manager_for(place, server, workers, Chat()) as manager:
+            await manager.offer(SUGGESTION, delay_s=0)
+            handle, job = the_job(workers)
+            stranger = await workers.acquire("speculation", "spec-0-000000")
+            done = work(place, job, {})
+            events: list[tuple[WorkerHandle, WorkerEvent]] = [
+                (stranger, done),  # its job, another worker
+                (handle, Completed("spec-0-000000", job.epoch, done.outcome)),  # another job
+                (stranger, usage(job, 50)),
+            ]
+            for sender, event in events:
+                await workers.deliver(sender, event)
+            spec = manager.current.speculation if manager.current else None
+            assert spec is not None and spec.status == "running"
+            assert manager.stats_reply(1).speculation_tokens.total == 0
+
+    with scripted() as server:
+        run(main())
+
+
+def test_a_worker_that_dies_fails_its_speculation(place: Place) -> None:
+    workers = Workers()
+
+    async def main() -> None:
+        async with manager_for(place, server, workers, Chat()) as manager:
+            await manager.offer(SUGGESTION, delay_s=0)
+            handle, job = the_job(workers)
+            overlay_of(place, job).redirect_write("a.txt").write_text("a")
+            await workers.die(handle)
+            reply = manager.suggestion_reply(1)
+            assert reply.speculation is not None and reply.speculation.status == "failed"
+            assert manager.stats_reply(2).speculations_failed == 1
+            assert not Path(job.overlay_dir).exists()
+            await manager.wait_settled(timeout_s=1)  # returns at once: it is over
+
+    with scripted() as server:
+        run(main())
+
+
+def test_dismissing_kills_the_worker_and_its_tokens_still_count(place: Place) -> None:
+    workers = Workers()
+
+    async def main() -> None:
+        async with manager_for(place, server, workers, Chat()) as manager:
+            await manager.offer(SUGGESTION, delay_s=0)
+            handle, job = the_job(workers)
+            overlay_of(place, job).redirect_write("a.txt").write_text("a")
+            await manager.dismiss("user typed something else")
+            assert manager.current is None
+            assert workers.killed == [(handle, "speculation aborted: user typed something else")]
+            assert not Path(job.overlay_dir).exists()
+            # The killed worker's last report still counts: the tokens were spent.
+            await workers.deliver(handle, usage(job, 40))
+            stats = manager.stats_reply(1)
+            assert stats.suggestions_ignored == 1 and stats.speculations_aborted == 1
+            assert stats.speculation_tokens.discarded == 40
+            assert manager.suggestion_reply(2).text is None
+
+    with scripted() as server:
+        run(main())
+
+
+def test_no_worker_means_a_failed_speculation_not_an_error(place: Place) -> None:
+    from coordinator.service.pool import WorkerStartError
+
+    workers = Workers()
+    workers.fail_acquire = WorkerStartError("no worker process started")
+
+    async def main() -> None:
+        async with manager_for(place, server, workers, Chat()) as manager:
+            await manager.offer(SUGGESTION, delay_s=0)
+            reply = manager.suggestion_reply(1)
+            assert reply.text == SUGGESTION
+            assert reply.speculation is not None and reply.speculation.status == "failed"
+
+    with scripted() as server:
+        run(main())
