@@ -48,4 +48,7 @@ def handles(request_type: type[ControlRequest]) -> Callable[[H], H]:
 
 
 async def dispatch(context: CommandContext, identity: bytes, request: ControlRequest) -> None:
-    await HANDLERS[type(request)](context, identity, request)
+    handler = HANDLERS.get(type(request))
+    if handler is None:  # a request type the protocol has and the service does not serve yet
+        raise LookupError(f"no handler for {type(request).__name__}")
+    await handler(context, identity, request)

@@ -1,0 +1,543 @@
+"""The control commands built directly: each handler gets a stand-in of exactly the
+dependencies its protocol names (``commands/deps.py``), replies land in a list, and the
+registry is checked against the protocol's request union."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.service.chat import TurnResult
+from coordinator.service.commands import HANDLERS, dispatch, registry
+from coordinator.service.commands import chat as chat_commands
+from coordinator.service.commands import service as service_commands
+from coordinator.service.commands import speculation as speculation_commands
+from coordinator.service.commands.deps import CommandContext
+from coordinator.service.emitter import Emitter
+from coordinator.service.pool import WorkerHandle
+from coordinator.service.speculation import (
+    AbortCause,
+    AcceptFallback,
+    Debounced,
+    Speculation,
+    Suggestion,
+)
+from coordinator.service.stats import Stats
+from coordinator.settings import Settings
+from protocol import control
+from protocol.approval import ApprovalMode
+from protocol.chat import ToolCall
+from protocol.control import (
+    AcceptMethod,
+    AcceptRequest,
+    ApprovalAnswer,
+    AskRequest,
+    CancelRequest,
+    ErrorReply,
+    KillWorkerRequest,
+    Notice,
+    OkReply,
+    RejectRequest,
+    ResetRequest,
+    SpeculationStatus,
+    StatsReply,
+    StatsRequest,
+    StatusReply,
+    StatusRequest,
+    StopRequest,
+    SuggestionReply,
+    SuggestionRequest,
+    TextChunk,
+    TurnEnded,
+    TurnEndReason,
+    WorkersReply,
+    WorkersRequest,
+    WorkerState,
+)
+
+from .fakes import Replies, Workers, run
+
+# Request types the protocol has and the service does not serve yet. Each must really be
+# unhandled (the test below fails once it gets a handler, so the entry goes).
+NOT_YET_HANDLED = {control.TypedRequest}  # #17: speculated branches while typing
+
+
+# -- stand-ins -----------------------------------------------------------------------------
+
+
+class Chat:
+    """The main chat as the commands drive it (``ChatControl``)."""
+
+    model_name = "main-model"
+    fast_model = "fast-model"
+    approval_mode = ApprovalMode.DEFAULT
+
+    def __init__(self, log: list[Any]) -> None:
+        self.log = log
+        self.session_id = "session-1"
+        self.busy = False
+        self.waiting: ToolCall | None = None
+        self.result = TurnResult("completed", "all done")
+        self.turns: list[dict[str, Any]] = []
+        self.cancels: list[int | None] = []
+        self.answers: list[tuple[int, str, bool]] = []
+        self.answer_found = True
+
+    def pending_approval(self) -> ToolCall | None:
+        return self.waiting
+
+    async def run_turn(
+        self,
+        out: Emitter,
+        text: str,
+        mode: ApprovalMode | None = None,
+        can_confirm: bool = False,
+        *,
+        client_pid: int | None = None,
+        from_accept: bool = False,
+    ) -> TurnResult:
+        self.log.append("run_turn")
+        self.turns.append(
+            {
+                "req_id": out.req_id,
+                "text": text,
+                "mode": mode,
+                "can_confirm": can_confirm,
+                "client_pid": client_pid,
+                "from_accept": from_accept,
+            }
+        )
+        await out.text("the answer")
+        return self.result
+
+    def cancel(self, ask_req_id: int | None = None) -> bool:
+        self.cancels.append(ask_req_id)
+        return ask_req_id == 7
+
+    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool:
+        self.answers.append((ask_req_id, call_id, approved))
+        return self.answer_found
+
+    def reset(self) -> None:
+        self.log.append("chat.reset")
+        self.session_id = "session-2"
+
+
+class Manager:
+    """The speculation manager as the commands drive it (``SpeculationControl``)."""
+
+    def __init__(self, log: list[Any], sent: Replies) -> None:
+        self.log = log
+        self.sent = sent
+        self.current: Suggestion | None = None
+        self.accepting: float | Exception = 1.5
+        self.stats = Stats()
+
+    def offer(self, text: str, status: SpeculationStatus | None) -> None:
+        spec = Speculation("spec-1", text, status=status) if status is not None else None
+        self.current = Suggestion(text, speculation=spec)
+
+    def cancel_generation(self) -> None:
+        self.log.append("cancel_generation")
+
+    def matches(self, text: str) -> bool:
+        return self.current is not None and self.current.text == text.strip()
+
+    async def accept(self, method: AcceptMethod, out: Emitter) -> float:
+        self.log.append(("accept", method))
+        if isinstance(self.accepting, Exception):
+            raise self.accepting
+        return self.accepting
+
+    async def dismiss(self, reason: AbortCause) -> None:
+        self.log.append(("dismiss", reason))
+        self.current = None
+
+    def after_turn(self, reason: TurnEndReason, mode: ApprovalMode) -> None:
+        # Noted with how many replies were out by then: the turn's end must come after.
+        self.log.append(("after_turn", reason, mode, len(self.sent.of(TurnEnded))))
+
+    def new_session(self) -> None:
+        self.log.append("new_session")
+
+    async def wait_visible(self, timeout_s: float) -> None:
+        self.log.append(("wait_visible", timeout_s))
+
+    async def wait_settled(self, timeout_s: float) -> None:
+        self.log.append(("wait_settled", timeout_s))
+
+    def suggestion_reply(self, req_id: int) -> SuggestionReply:
+        text = self.current.text if self.current else None
+        return SuggestionReply(req_id, text, text is not None, None, None)
+
+    def stats_reply(self, req_id: int) -> StatsReply:
+        return self.stats.reply(req_id, pending_speculation=None)
+
+
+@dataclass
+class Deps:
+    """Everything any handler may ask for (a ``CommandContext``); each test reads only
+    what the handler under test was given."""
+
+    log: list[Any] = field(default_factory=list)
+    replies: Replies = field(default_factory=Replies)
+    settings: Settings = field(default_factory=lambda: Settings(approval_timeout_s=90))
+    pool: Workers = field(default_factory=lambda: Workers(answer=None))
+    stop_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    project_root: Path = Path("/work/project")
+    epoch: int = 12345
+    uptime_s: float = 3.14159
+    base_url: str = "http://127.0.0.1:9/v1"
+    scripted_model: bool = True
+    chat: Chat = field(init=False)
+    speculation: Manager = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.chat = Chat(self.log)
+        self.speculation = Manager(self.log, self.replies)
+
+    async def send(self, identity: bytes, reply: control.ControlReply) -> None:
+        await self.replies.send(identity, reply)
+
+
+def ask(text: str, **fields: Any) -> AskRequest:
+    return AskRequest(req_id=3, text=text, **fields)
+
+
+# -- the registry --------------------------------------------------------------------------
+
+
+def test_every_request_type_has_exactly_one_handler() -> None:
+    requests = set(typing.get_args(control.ControlRequest))
+    assert len(requests) >= 12
+    assert set(HANDLERS) == requests - NOT_YET_HANDLED
+    assert not NOT_YET_HANDLED & set(HANDLERS)
+    # Registered where they are defined: a handler's module is one of the command modules.
+    modules = {chat_commands.__name__, service_commands.__name__, speculation_commands.__name__}
+    assert {handler.__module__ for handler in HANDLERS.values()} == modules
+
+
+def test_a_second_handler_or_one_for_another_type_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(registry, "HANDLERS", {})
+
+    @registry.handles(StopRequest)
+    async def stop(deps: CommandContext, identity: bytes, req: StopRequest) -> None: ...
+
+    with pytest.raises(TypeError, match="StopRequest already has a handler"):
+
+        @registry.handles(StopRequest)
+        async def stop_again(deps: CommandContext, identity: bytes, req: StopRequest) -> None: ...
+
+    with pytest.raises(TypeError, match="registered for StatusRequest but takes 'StopRequest'"):
+
+        @registry.handles(StatusRequest)
+        async def status(deps: CommandContext, identity: bytes, req: StopRequest) -> None: ...
+
+    assert {StopRequest: stop} == registry.HANDLERS
+
+
+def test_dispatch_finds_the_handler_by_the_request_type() -> None:
+    deps = Deps()
+    run(dispatch(deps, b"client", StatsRequest(req_id=8)))
+    [(identity, reply)] = deps.replies.sent
+    assert identity == b"client" and isinstance(reply, StatsReply) and reply.req_id == 8
+    with pytest.raises(LookupError, match="no handler for TypedRequest"):
+        run(dispatch(deps, b"client", control.TypedRequest(9, "ad")))
+
+
+# -- ask -----------------------------------------------------------------------------------
+
+
+def test_an_empty_query_is_a_bad_request() -> None:
+    deps = Deps()
+    run(chat_commands.ask(deps, b"c", ask("   ")))
+    [reply] = deps.replies.replies
+    assert isinstance(reply, ErrorReply) and reply.code == "bad_request"
+    assert deps.log == []
+
+
+def test_a_query_while_another_turn_waits_for_approval_is_refused_at_once() -> None:
+    deps = Deps()
+    deps.chat.waiting = ToolCall("c1", "write_file", '{"file_path": "a.py"}')
+    run(chat_commands.ask(deps, b"c", ask("something")))
+    [reply] = deps.replies.replies
+    assert isinstance(reply, ErrorReply) and reply.code == "busy"
+    assert "approval of write_file" in reply.message and "after 90 s" in reply.message
+    assert deps.log == []  # no turn, and the suggestion is left alone
+
+
+def test_a_query_runs_a_turn_and_the_next_suggestion_starts_before_its_end_is_sent() -> None:
+    deps = Deps()
+    deps.chat.busy = True  # another turn holds the chat: this one queues behind it
+    request = ask(" explain it ", approval_mode=ApprovalMode.YOLO, can_confirm=True, client_pid=99)
+    run(chat_commands.ask(deps, b"c", request))
+    assert deps.log == [
+        "cancel_generation",
+        ("dismiss", "user typed something else"),
+        "run_turn",
+        ("after_turn", "completed", ApprovalMode.YOLO, 0),  # no TurnEnded out yet
+    ]
+    assert deps.chat.turns == [
+        {
+            "req_id": 3,
+            "text": "explain it",
+            "mode": ApprovalMode.YOLO,
+            "can_confirm": True,
+            "client_pid": 99,
+            "from_accept": False,
+        }
+    ]
+    notice, chunk, end = deps.replies.replies
+    assert notice == Notice(3, "Another turn is running; this one starts when it ends.")
+    assert chunk == TextChunk(3, "the answer")
+    assert isinstance(end, TurnEnded)
+    assert (end.req_id, end.reason, end.message, end.speculated) == (
+        3,
+        "completed",
+        "all done",
+        False,
+    )
+
+
+def test_a_query_without_a_mode_runs_in_the_chats_mode() -> None:
+    deps = Deps()
+    run(chat_commands.ask(deps, b"c", ask("explain it")))
+    assert deps.chat.turns[0]["mode"] is ApprovalMode.DEFAULT
+
+
+def test_the_suggested_prompt_applies_its_speculation_instead_of_a_turn() -> None:
+    deps = Deps()
+    deps.speculation.offer("add a test", "completed")
+    run(chat_commands.ask(deps, b"c", ask("add a test", accept_method="tab")))
+    assert deps.log == ["cancel_generation", ("accept", "tab")]
+    [end] = deps.replies.replies
+    assert isinstance(end, TurnEnded)
+    assert (end.reason, end.message, end.speculated) == ("accepted", "saved 1.50s", True)
+
+
+def test_a_second_accept_at_once_is_debounced() -> None:
+    deps = Deps()
+    deps.speculation.offer("add a test", "completed")
+    deps.speculation.accepting = Debounced()
+    run(chat_commands.ask(deps, b"c", ask("add a test")))
+    [end] = deps.replies.replies
+    assert isinstance(end, TurnEnded) and end.reason == "debounced"
+    assert "run_turn" not in deps.log
+
+
+def test_a_speculation_that_cannot_be_used_runs_the_prompt_as_a_normal_turn() -> None:
+    deps = Deps()
+    deps.speculation.offer("add a test", "failed")
+    deps.speculation.accepting = AcceptFallback("its speculation failed (boom)")
+    run(chat_commands.ask(deps, b"c", ask("add a test")))
+    assert deps.log[:3] == ["cancel_generation", ("accept", "enter"), "run_turn"]
+    notice = deps.replies.of(Notice)
+    assert notice == [Notice(3, "Running it as a normal turn: its speculation failed (boom).")]
+    assert deps.replies.of(TurnEnded)[0].reason == "completed"
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [("running", "still running"), ("completed", "completed"), ("failed", None), (None, None)],
+)
+def test_typing_something_else_says_which_speculation_was_thrown_away(
+    status: SpeculationStatus | None, said: str | None
+) -> None:
+    deps = Deps()
+    deps.speculation.offer("add a test", status)
+    run(chat_commands.ask(deps, b"c", ask("something else")))
+    assert ("dismiss", "user typed something else") in deps.log
+    notices = [n.text for n in deps.replies.of(Notice)]
+    if said is None:
+        assert notices == []
+    else:
+        [text] = notices
+        assert text.startswith(
+            f"You typed something else: stopped the speculation of “add a test” ({said})"
+        )
+
+
+# -- the other chat commands -----------------------------------------------------------------
+
+
+def test_cancel_says_whether_there_was_a_turn_to_cancel() -> None:
+    deps = Deps()
+    run(chat_commands.cancel(deps, b"c", CancelRequest(req_id=1, ask_req_id=7)))
+    run(chat_commands.cancel(deps, b"c", CancelRequest(req_id=2, ask_req_id=8)))
+    assert deps.chat.cancels == [7, 8]
+    assert deps.replies.replies == [OkReply(1, "cancelled"), OkReply(2, "nothing to cancel")]
+
+
+@pytest.mark.parametrize("found", [True, False])
+def test_an_approval_answer_reaches_the_waiting_call_or_is_not_found(found: bool) -> None:
+    deps = Deps()
+    deps.chat.answer_found = found
+    run(chat_commands.approval_answer(deps, b"c", ApprovalAnswer(5, 3, "c1", True)))
+    assert deps.chat.answers == [(3, "c1", True)]
+    [reply] = deps.replies.replies
+    if found:
+        assert reply == OkReply(5)
+    else:
+        assert isinstance(reply, ErrorReply) and reply.code == "not_found"
+
+
+def test_reset_drops_the_suggestion_then_starts_a_new_session() -> None:
+    deps = Deps()
+    deps.speculation.offer("add a test", "running")
+    run(chat_commands.reset(deps, b"c", ResetRequest(req_id=4)))
+    assert deps.log == ["cancel_generation", ("dismiss", "reset"), "chat.reset", "new_session"]
+    assert deps.replies.replies == [OkReply(4, "new session session-2")]
+
+
+# -- speculation commands ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("request_", "waits"),
+    [
+        (SuggestionRequest(1), []),
+        (SuggestionRequest(1, wait_visible=True), [("wait_visible", 30.0)]),
+        (
+            SuggestionRequest(1, wait_settled=True),
+            [("wait_visible", 30.0), ("wait_settled", 60.0)],
+        ),
+    ],
+)
+def test_suggestion_waits_as_asked_then_answers(
+    request_: SuggestionRequest, waits: list[tuple[str, float]]
+) -> None:
+    deps = Deps()
+    deps.speculation.offer("add a test", "running")
+    run(speculation_commands.suggestion(deps, b"c", request_))
+    assert deps.log == waits
+    [reply] = deps.replies.replies
+    assert isinstance(reply, SuggestionReply) and reply.text == "add a test"
+
+
+def test_accept_without_a_suggestion_is_not_found() -> None:
+    deps = Deps()
+    run(speculation_commands.accept(deps, b"c", AcceptRequest(req_id=6)))
+    [reply] = deps.replies.replies
+    assert isinstance(reply, ErrorReply) and reply.code == "not_found"
+    assert deps.log == []
+
+
+def test_accept_submits_the_suggestion_and_a_fallback_turn_knows_it_came_from_accept() -> None:
+    deps = Deps()
+    deps.speculation.offer("add a test", "boundary")
+    deps.speculation.accepting = AcceptFallback("its speculation stopped at a boundary")
+    run(speculation_commands.accept(deps, b"c", AcceptRequest(req_id=6, method="right")))
+    assert ("accept", "right") in deps.log
+    [turn] = deps.chat.turns
+    assert (turn["req_id"], turn["text"], turn["from_accept"]) == (6, "add a test", True)
+    assert turn["mode"] is ApprovalMode.DEFAULT and not turn["can_confirm"]
+
+
+@pytest.mark.parametrize(
+    ("offered", "said"), [(True, "dismissed"), (False, "there was no suggestion")]
+)
+def test_reject_dismisses_the_suggestion(offered: bool, said: str) -> None:
+    deps = Deps()
+    if offered:
+        deps.speculation.offer("add a test", "running")
+    run(speculation_commands.reject(deps, b"c", RejectRequest(req_id=2)))
+    assert deps.log == [("dismiss", "rejected")]
+    assert deps.replies.replies == [OkReply(2, said)]
+
+
+def test_stats_answers_with_the_managers_numbers() -> None:
+    deps = Deps()
+    deps.speculation.stats.shown = 4
+    run(speculation_commands.stats(deps, b"c", StatsRequest(req_id=3)))
+    [reply] = deps.replies.replies
+    assert isinstance(reply, StatsReply) and (reply.req_id, reply.suggestions_shown) == (3, 4)
+
+
+# -- service commands --------------------------------------------------------------------------
+
+
+def test_status_reports_the_service_its_session_and_its_pool() -> None:
+    deps = Deps()
+
+    async def main() -> None:
+        await deps.pool.acquire("tool", "tool-1")
+        await service_commands.status(deps, b"c", StatusRequest(req_id=1))
+
+    run(main())
+    [reply] = deps.replies.replies
+    assert isinstance(reply, StatusReply)
+    assert (reply.project, reply.pid, reply.epoch) == ("/work/project", os.getpid(), 12345)
+    assert (reply.uptime_s, reply.model_endpoint, reply.scripted_model) == (
+        3.142,
+        "http://127.0.0.1:9/v1",
+        True,
+    )
+    assert (reply.model, reply.fast_model, reply.session_id) == (
+        "main-model",
+        "fast-model",
+        "session-1",
+    )
+    assert reply.approval_mode is ApprovalMode.DEFAULT
+    assert [w.job_id for w in reply.workers] == ["tool-1"]
+    assert (reply.sandbox, reply.pool_warm) == ("none", True)
+    assert reply.speculation_enabled and reply.suggestions_enabled
+
+
+def test_stop_answers_then_asks_the_service_to_stop() -> None:
+    deps = Deps()
+    run(service_commands.stop(deps, b"c", StopRequest(req_id=1)))
+    assert deps.replies.replies == [OkReply(1, "stopping")]
+    assert deps.stop_requested.is_set()
+
+
+def test_workers_lists_the_pools_workers() -> None:
+    deps = Deps()
+
+    async def main() -> None:
+        await deps.pool.acquire("speculation", "spec-1")
+        await service_commands.workers(deps, b"c", WorkersRequest(req_id=2))
+
+    run(main())
+    [reply] = deps.replies.replies
+    assert isinstance(reply, WorkersReply)
+    assert [(w.job_kind, w.state) for w in reply.workers] == [("speculation", WorkerState.BUSY)]
+
+
+@pytest.fixture
+def sleeper() -> Any:
+    """A real process to stand in for a worker that kill-worker kills."""
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def test_kill_worker_sends_sigkill_to_the_worker(sleeper: subprocess.Popen[bytes]) -> None:
+    deps = Deps()
+    handle = WorkerHandle(pid=sleeper.pid, process=None, started_at=time.monotonic())
+    deps.pool.live[handle.pid] = handle
+    run(service_commands.kill_worker(deps, b"c", KillWorkerRequest(req_id=1)))  # any worker
+    assert sleeper.wait(timeout=10) == -9
+    assert deps.replies.replies == [OkReply(1, f"sent SIGKILL to worker {sleeper.pid}")]
+
+
+@pytest.mark.parametrize(
+    ("pid", "said"),
+    [(None, "no workers are running"), (4242, "4242 is not a worker of this service")],
+)
+def test_kill_worker_with_nothing_to_kill_is_not_found(pid: int | None, said: str) -> None:
+    deps = Deps()
+    run(service_commands.kill_worker(deps, b"c", KillWorkerRequest(req_id=1, pid=pid)))
+    [reply] = deps.replies.replies
+    assert isinstance(reply, ErrorReply) and reply.code == "not_found"
+    assert reply.message == f"Nothing to kill: {said}."
