@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 # command -> its flags besides --json (each a boolean flag whose parameter is its name).
@@ -34,12 +33,18 @@ LIGHT_COMMANDS: dict[str, tuple[str, ...]] = {
 COMPLETION_VARIABLE = "_SPECRUN_COMPLETE"  # click's shell completion for prog_name specrun
 
 
-@dataclass(frozen=True)
 class LightCall:
-    command: str
-    flags: dict[str, bool]  # parameter name -> value, e.g. {"as_json": True}
-    project: Path | None
-    debug: bool
+    """A light command line, parsed. (A plain class: ``@dataclass`` would cost every
+    call the time to write and compile its methods.)"""
+
+    __slots__ = ("command", "debug", "flags", "project")
+
+    def __init__(self, command: str, flags: dict[str, bool], project: Path | None,
+                 debug: bool) -> None:
+        self.command = command
+        self.flags = flags  # parameter name -> value, e.g. {"as_json": True}
+        self.project = project
+        self.debug = debug
 
 
 def light_call(argv: list[str]) -> LightCall | None:
