@@ -4,8 +4,16 @@ A background thread asks the service for the current suggestion every 100 ms (wi
 its own socket: ZeroMQ sockets are not shared between threads). Once the suggestion
 is visible it is drawn after the cursor in grey, and the bottom toolbar says whether
 its speculation is running, completed or stopped at a boundary. Tab, Right arrow, or
-Enter on an empty line accept it; anything else typed is sent as a normal query (the
-service then kills the speculation). Ctrl-C aborts a running turn, Ctrl-D leaves.
+Enter on an empty line accept it. Ctrl-C aborts a running turn, Ctrl-D leaves.
+
+Typing does not throw the speculation away while the typed text is the beginning of
+the suggestion (case and whitespace aside, ``protocol.suggestion.is_typed_prefix``):
+the rest stays grey after the cursor, as a shell's autosuggestion does. The same
+thread tells the service what is typed (``TypedRequest``; one in flight at a time,
+always the latest text), and the service kills the speculations the text no longer
+leads to. With several ranked alternatives (``speculationBranches``) the grey text is
+the top one still matching; Down/Up show the others. Enter on a typed prompt sends it
+as a query; the service uses a speculation whose prompt it equals and says so.
 """
 
 from __future__ import annotations
@@ -17,12 +25,12 @@ from pathlib import Path
 from typing import Literal
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.auto_suggest import AutoSuggest, Suggestion
+from prompt_toolkit.application.current import get_app
 from prompt_toolkit.buffer import Buffer
-from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.layout.processors import Processor, Transformation, TransformationInput
 from prompt_toolkit.styles import Style
 
 from coordinator.boundary_text import describe_boundary
@@ -34,11 +42,15 @@ from coordinator.cli.turns import stream_turn
 from protocol.control import (
     AcceptRequest,
     AskRequest,
+    Branch,
+    ControlReply,
     StatusReply,
     StatusRequest,
     SuggestionReply,
     SuggestionRequest,
+    TypedRequest,
 )
+from protocol.suggestion import is_typed_prefix, normalize_prompt
 
 POLL_INTERVAL_S = 0.1
 PROMPT = "❯ "
@@ -60,17 +72,44 @@ STYLE = Style.from_dict({
 class Accepted:
     method: AcceptMethod
     text: str
+    rank: int = 0  # the alternative taken (AcceptRequest.index)
+
+
+def ghost_rest(typed: str, suggestion: str) -> str | None:
+    """What is left of ``suggestion`` to show after ``typed``, or None when ``typed``
+    does not lead to it. The comparison ignores case and runs of whitespace, so
+    "Run  the" shows " tests" of "run the tests"; a typed text that ends in a space has
+    finished its word, so the rest starts at the next word."""
+    if not is_typed_prefix(typed, suggestion):
+        return None
+    if not typed.strip():
+        return suggestion if not typed else suggestion.lstrip()
+    wanted = normalize_prompt(typed)
+    for end in range(len(suggestion) + 1):
+        if normalize_prompt(suggestion[:end]) == wanted:
+            rest = suggestion[end:]
+            return rest.lstrip() if typed[-1].isspace() else rest
+    return ""  # typed all of it (a trailing period, say)
 
 
 class SuggestionState:
     """What the poller last saw, fenced by a generation number: a submit bumps the
-    generation, so a poll answered before it cannot bring back a stale suggestion."""
+    generation, so a poll answered before it cannot bring back a stale suggestion.
+
+    Also what is typed at the prompt (set by the prompt's thread), which alternative
+    the person picked with Down/Up (``selected``), and what the service was last told
+    was typed (so the poller tells it again only when the text or the alternatives
+    changed)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.generation = 0
         self.reply: SuggestionReply | None = None
         self.error: str | None = None
+        self.typed = ""
+        self.selected: int | None = None  # a rank picked with Down/Up
+        self.accepting = False  # Tab & co. put the whole text in the line: not typing
+        self._told: tuple[str, frozenset[str]] = ("", frozenset())
 
     def update(self, generation: int, reply: SuggestionReply | None, error: str | None) -> bool:
         """Store a poll result; True when what the person sees changed."""
@@ -85,6 +124,33 @@ class SuggestionState:
         with self._lock:
             self.generation += 1
             self.reply = None
+            self.typed = ""
+            self.selected = None
+            self.accepting = False
+            self._told = ("", frozenset())
+
+    def set_typed(self, text: str) -> bool:
+        """Note what the line holds now; False when it is not the person typing."""
+        with self._lock:
+            if self.accepting:
+                return False
+            self.typed = text
+            return True
+
+    def to_tell(self) -> tuple[int, str] | None:
+        """``(generation, text)`` when the service should hear what is typed: the text
+        changed since it was last told, or alternatives it has not been checked against
+        arrived. Nothing while there is no suggestion, or while nothing is typed and
+        nothing was."""
+        with self._lock:
+            texts = frozenset(b.text for b in self.branches(visible_only=False))
+            told_text, told_against = self._told
+            if not texts or (not self.typed and not told_text):
+                return None
+            if self.typed == told_text and texts <= told_against:
+                return None
+            self._told = (self.typed, texts | told_against)
+            return self.generation, self.typed
 
     @staticmethod
     def _key(reply: SuggestionReply | None) -> object:
@@ -92,26 +158,62 @@ class SuggestionState:
             return None
         spec = reply.speculation
         return (reply.text, reply.visible, spec.status if spec else None,
-                spec.tool_uses if spec else 0, len(spec.files_written) if spec else 0)
+                spec.tool_uses if spec else 0, len(spec.files_written) if spec else 0,
+                tuple((b.rank, b.text, b.speculation.status if b.speculation else None,
+                       b.speculation.tool_uses if b.speculation else 0)
+                      for b in reply.branches))
+
+    def branches(self, visible_only: bool = True) -> list[Branch]:
+        """The live alternatives in rank order (one, for a service without branches)."""
+        reply = self.reply
+        if reply is None or not reply.text or (visible_only and not reply.visible):
+            return []
+        found = list(reply.branches) or [
+            Branch(0, reply.text, reply.speculation, reply.speculation_skipped)]
+        # one just accepted is gone; its pipelined successor comes next
+        return [b for b in found
+                if b.text and not (b.speculation and b.speculation.status == "accepted")]
+
+    def matching(self, typed: str | None = None) -> list[Branch]:
+        """The visible alternatives that the typed text still leads to."""
+        typed = self.typed if typed is None else typed
+        return [b for b in self.branches() if is_typed_prefix(typed, b.text)]
+
+    def current(self, typed: str | None = None) -> Branch | None:
+        """The alternative shown in grey: the one picked with Down/Up while it still
+        matches, else the best-ranked one that matches."""
+        matching = self.matching(typed)
+        picked = [b for b in matching if b.rank == self.selected]
+        return next(iter(picked or matching), None)
+
+    def cycle(self, step: int) -> None:
+        """Show the next (``step`` 1) or previous (-1) matching alternative."""
+        matching = self.matching()
+        current = self.current()
+        if len(matching) < 2 or current is None:
+            return
+        index = next(i for i, b in enumerate(matching) if b.rank == current.rank)
+        self.selected = matching[(index + step) % len(matching)].rank
 
     @property
     def text(self) -> str | None:
-        """The suggestion to show, once the service says it is visible."""
-        reply = self.reply
-        if reply is None or not reply.visible or not reply.text:
-            return None
-        if reply.speculation is not None and reply.speculation.status == "accepted":
-            return None  # just accepted; its pipelined successor comes next
-        return reply.text
+        """The suggestion shown in grey, once the service says it is visible."""
+        branch = self.current()
+        return branch.text if branch is not None else None
 
 
 class Poller(threading.Thread):
+    """Asks for the suggestion every ``POLL_INTERVAL_S``, and tells the service what is
+    typed as soon as it changes (``wake``): one request at a time, so keystrokes that
+    come while one is in flight are told together, as the latest text."""
+
     def __init__(self, project: Path, state: SuggestionState, on_change: object) -> None:
         super().__init__(name="specrun-suggestion-poller", daemon=True)
         self.project = project
         self.state = state
         self.on_change = on_change
         self.stopping = threading.Event()
+        self.wake = threading.Event()
 
     def run(self) -> None:
         try:
@@ -122,10 +224,17 @@ class Poller(threading.Thread):
         with client:
             while not self.stopping.is_set():
                 generation = self.state.generation
+                tell = self.state.to_tell()
                 result: tuple[SuggestionReply | None, str | None]
                 try:
-                    reply = client.request(SuggestionRequest(req_id=client.next_id()),
-                                           timeout_s=2.0)
+                    reply: ControlReply
+                    if tell is not None:
+                        generation, typed = tell
+                        reply = client.request(TypedRequest(req_id=client.next_id(),
+                                                            text=typed), timeout_s=2.0)
+                    else:
+                        reply = client.request(SuggestionRequest(req_id=client.next_id()),
+                                               timeout_s=2.0)
                     result = (reply if isinstance(reply, SuggestionReply) else None), None
                 except ServiceTimeout:
                     result = None, "the service is not answering"
@@ -138,7 +247,8 @@ class Poller(threading.Thread):
                         return
                 if self.state.update(generation, *result):
                     self._changed()
-                self.stopping.wait(POLL_INTERVAL_S)
+                self.wake.wait(POLL_INTERVAL_S)  # set by a keystroke
+                self.wake.clear()
 
     def _changed(self) -> None:
         callback = self.on_change
@@ -146,30 +256,39 @@ class Poller(threading.Thread):
             callback()
 
 
-class GhostSuggest(AutoSuggest):
-    """The rest of the suggestion while what is typed is its beginning."""
+class GhostText(Processor):
+    """Draws the rest of the shown alternative in grey after the cursor (also on an
+    empty line), from the state at each redraw: a poll, Down/Up or a keystroke only
+    need the screen redrawn."""
 
     def __init__(self, state: SuggestionState) -> None:
         self.state = state
 
-    def get_suggestion(self, buffer: Buffer, document: Document) -> Suggestion | None:
-        text = self.state.text
-        typed = document.text
-        if text and typed and text.startswith(typed) and len(text) > len(typed):
-            return Suggestion(text[len(typed):])
-        return None
+    def apply_transformation(self, ti: TransformationInput) -> Transformation:
+        document = ti.document
+        if ti.lineno != document.line_count - 1 or not document.is_cursor_at_the_end:
+            return Transformation(fragments=ti.fragments)
+        branch = self.state.current(document.text)
+        rest = ghost_rest(document.text, branch.text) if branch is not None else None
+        return Transformation(fragments=[*ti.fragments, ("class:ghost", rest or "")])
 
 
 def toolbar_text(state: SuggestionState) -> FormattedText:
     keys = "Tab/→/Enter accept · Ctrl-C aborts a turn · Ctrl-D quits"
     if state.error:
         return FormattedText([("class:bottom-toolbar.failed", f" {state.error}")])
-    reply = state.reply
-    if reply is None or state.text is None:
+    matching = state.matching()
+    branch = state.current()
+    if branch is None:
         return FormattedText([("class:bottom-toolbar", " no suggestion · Ctrl-D quits")])
-    spec = reply.speculation
+    if len(matching) > 1:
+        position = next(i for i, b in enumerate(matching) if b.rank == branch.rank) + 1
+        keys = f"suggestion {position} of {len(matching)}, ↓/↑ for the others · {keys}"
+    spec = branch.speculation
     if spec is None:
-        return FormattedText([("class:bottom-toolbar", f" suggestion (not speculated) · {keys}")])
+        why = " (speculation budget spent)" if branch.skipped == "budget" else ""
+        return FormattedText([("class:bottom-toolbar",
+                               f" suggestion not speculated{why} · {keys}")])
     detail = f"{spec.tool_uses} tool use(s), {len(spec.files_written)} file(s)"
     marks = {
         "running": ("running", f"⟳ speculation running ({detail})"),
@@ -188,32 +307,33 @@ def toolbar_text(state: SuggestionState) -> FormattedText:
 def _bindings(state: SuggestionState) -> KeyBindings:
     kb = KeyBindings()
 
-    def ghost(event_buffer: Buffer) -> str | None:
-        text = state.text
-        if text is None or not text.startswith(event_buffer.text):
+    def shown(buffer: Buffer) -> Branch | None:
+        """The alternative whose rest is grey after the cursor, if any."""
+        if buffer.cursor_position != len(buffer.text):
             return None
-        return text
+        return state.current(buffer.text)
 
     @Condition
     def has_ghost() -> bool:
-        from prompt_toolkit.application.current import get_app
+        return shown(get_app().current_buffer) is not None
 
+    @Condition
+    def has_alternatives() -> bool:
         buffer = get_app().current_buffer
-        return ghost(buffer) is not None and buffer.cursor_position == len(buffer.text)
+        return shown(buffer) is not None and len(state.matching(buffer.text)) > 1
 
     @Condition
     def empty_line() -> bool:
-        from prompt_toolkit.application.current import get_app
-
         return get_app().current_buffer.text == ""
 
     def accept(event: KeyPressEvent, method: AcceptMethod) -> None:
-        text = ghost(event.current_buffer)
-        if text is None:
+        branch = shown(event.current_buffer)
+        if branch is None:
             return
-        event.current_buffer.text = text  # the finished prompt line shows what was accepted
-        event.current_buffer.cursor_position = len(text)
-        event.app.exit(result=Accepted(method, text))
+        state.accepting = True  # the line below is not typing to tell the service about
+        event.current_buffer.text = branch.text  # the finished line shows what was taken
+        event.current_buffer.cursor_position = len(branch.text)
+        event.app.exit(result=Accepted(method, branch.text, branch.rank))
 
     @kb.add("tab", filter=has_ghost)
     def _tab(event: KeyPressEvent) -> None:
@@ -226,6 +346,14 @@ def _bindings(state: SuggestionState) -> KeyBindings:
     @kb.add("enter", filter=has_ghost & empty_line)
     def _enter(event: KeyPressEvent) -> None:
         accept(event, "enter")
+
+    @kb.add("down", filter=has_alternatives)
+    def _next(event: KeyPressEvent) -> None:
+        state.cycle(1)
+
+    @kb.add("up", filter=has_alternatives)
+    def _previous(event: KeyPressEvent) -> None:
+        state.cycle(-1)
 
     return kb
 
@@ -240,6 +368,7 @@ def _banner(client: ServiceClient) -> None:
         )
     render.console.print(
         "[bright_black]The grey text is the predicted next prompt: Tab, → or Enter accept it; "
+        "typing its beginning keeps it, ↓/↑ show other guesses when there are some; "
         "type anything else to send that instead. Ctrl-C aborts a turn, Ctrl-D quits.[/]"
     )
 
@@ -249,14 +378,19 @@ def run_chat(project: Path) -> int:
     state = SuggestionState()
     session: PromptSession[object] = PromptSession(
         message=FormattedText([("class:prompt", PROMPT)]),
-        placeholder=lambda: FormattedText([("class:ghost", state.text or "")]),
-        auto_suggest=GhostSuggest(state),
+        input_processors=[GhostText(state)],
         key_bindings=_bindings(state),
         bottom_toolbar=lambda: toolbar_text(state),
         style=STYLE,
         enable_history_search=False,
     )
     poller = Poller(project, state, on_change=lambda: session.app.invalidate())
+
+    def typed(buffer: Buffer) -> None:
+        if state.set_typed(buffer.text):
+            poller.wake.set()
+
+    session.default_buffer.on_text_changed += typed
     try:
         client = ServiceClient(project, timeout_s=30.0)
     except ServiceNotRunning as exc:
@@ -275,13 +409,16 @@ def run_chat(project: Path) -> int:
                     return EXIT_OK
                 request: AskRequest | AcceptRequest
                 if isinstance(answer, Accepted):
-                    request = AcceptRequest(req_id=client.next_id(), method=answer.method)
+                    request = AcceptRequest(req_id=client.next_id(), method=answer.method,
+                                            index=answer.rank)
                 else:
                     text = str(answer).strip()
                     if not text:
                         continue
+                    # typed by hand: equal to a speculated prompt, the service takes that
+                    # speculation (acceptTypedPrompt) and says so in a notice
                     request = AskRequest(req_id=client.next_id(), text=text, can_confirm=True,
-                                         accept_method="enter", client_pid=os.getpid())
+                                         accept_method="typed", client_pid=os.getpid())
                 state.clear()
                 try:
                     stream_turn(client, request, render.TurnPrinter(show_user=False), ask_person)
@@ -293,4 +430,5 @@ def run_chat(project: Path) -> int:
         return EXIT_NO_SERVICE
     finally:
         poller.stopping.set()
+        poller.wake.set()
         poller.join(timeout=3)

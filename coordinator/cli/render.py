@@ -18,6 +18,8 @@ import msgspec
 from coordinator.boundary_text import describe_boundary
 from protocol.control import (
     ApprovalNeeded,
+    Branch,
+    BranchSpend,
     ControlReply,
     ErrorReply,
     Notice,
@@ -388,7 +390,7 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def speculation_line(s: SpeculationInfo) -> Text:
+def speculation_line(s: SpeculationInfo, indent: str = "  ") -> Text:
     from rich.text import Text
 
     marks = {"running": ("⟳ running", "yellow"), "completed": ("✓ completed", "green"),
@@ -396,7 +398,7 @@ def speculation_line(s: SpeculationInfo) -> Text:
              "accepted": ("✓ accepted", "green"), "aborted": ("⏹ aborted", "bright_black"),
              "failed": ("✗ failed", "red")}
     label, style = marks.get(s.status, (s.status, "white"))
-    line = Text("  speculation ")
+    line = Text(f"{indent}speculation ")
     line.append(label, style=style)
     files = len(s.files_written)
     line.append(
@@ -407,9 +409,9 @@ def speculation_line(s: SpeculationInfo) -> Text:
         line.append(f", worker {s.worker_pid}", style="bright_black")
     if s.boundary_reason:
         # The raw `code:detail` stays in --json; a person reads it in words.
-        line.append(f"\n  {describe_boundary(s.boundary_reason)}", style=style)
+        line.append(f"\n{indent}{describe_boundary(s.boundary_reason)}", style=style)
     if s.pipelined_suggestion:
-        line.append(f"\n  next: {s.pipelined_suggestion}", style="bright_black")
+        line.append(f"\n{indent}next: {s.pipelined_suggestion}", style="bright_black")
     return line
 
 
@@ -429,9 +431,42 @@ def show_suggestion(reply: SuggestionReply, out: Console | None = None) -> None:
     line.append(reply.text, style="bright_black")
     if not reply.visible:
         line.append("  (not shown yet)", style="bright_black italic")
+    alternatives = reply.branches[1:]
+    if alternatives:
+        line.append(f"  (--index {reply.branches[0].rank})", style="bright_black")
     out.print(line)
     if reply.speculation is not None:
         out.print(speculation_line(reply.speculation))
+    elif reply.speculation_skipped:
+        out.print(Text(f"  {_not_speculated(reply.speculation_skipped)}", style="bright_black"))
+    if alternatives:
+        out.print(Text(f"  {len(alternatives)} alternative{'s' if len(alternatives) != 1 else ''}"
+                       " (↓ in `specrun chat`, or `specrun accept --index N`):",
+                       style="bright_black"))
+        for branch in alternatives:
+            out.print(branch_lines(branch))
+
+
+_SKIPPED = {"budget": "the speculation budget is spent"}
+
+
+def branch_lines(branch: Branch, indent: str = "  ") -> Text:
+    """One alternative suggestion: its text and index, then its speculation."""
+    from rich.text import Text
+
+    line = Text(f"{indent}❯ ", style="bold")
+    line.append(branch.text, style="bright_black")
+    line.append(f"  (--index {branch.rank})", style="bright_black")
+    if branch.speculation is not None:
+        line.append("\n")
+        line.append_text(speculation_line(branch.speculation, indent + "  "))
+    else:
+        line.append(f"\n{indent}  {_not_speculated(branch.skipped)}", style="bright_black")
+    return line
+
+
+def _not_speculated(why: str | None) -> str:
+    return f"not speculated ({_SKIPPED.get(why, why)})" if why else "not speculated"
 
 
 def show_stats(r: StatsReply, out: Console | None = None) -> None:
@@ -445,6 +480,14 @@ def show_stats(r: StatsReply, out: Console | None = None) -> None:
     table.add_row("suggestions shown", str(r.suggestions_shown))
     accepted = f"{r.suggestions_accepted}" + (f" ({by_method})" if by_method else "")
     table.add_row("  accepted", accepted)
+    if r.accepted_by_rank and set(r.accepted_by_rank) != {0}:
+        # Only once an alternative (``speculationBranches``) was taken: rank 0 is the top guess.
+        table.add_row("    by rank", ", ".join(f"{_rank_name(rank)} {n}" for rank, n
+                                                 in sorted(r.accepted_by_rank.items())))
+    typing = {k: v for k, v in r.accepted_by_typing.items() if v}
+    if typing:
+        table.add_row("    while typing", ", ".join(
+            f"{_TYPING.get(k, k)} {n}" for k, n in sorted(typing.items())))
     table.add_row("  ignored", str(r.suggestions_ignored))
     table.add_row("  suppressed", _by_reason(r.suggestions_suppressed.total,
                                              r.suggestions_suppressed.by_reason))
@@ -470,6 +513,12 @@ def show_stats(r: StatsReply, out: Console | None = None) -> None:
                       split + (f", {spec.pending:,} pending" if spec.pending else ""))
     if r.time_saved_per_1k_tokens_s is not None:
         table.add_row("  time saved", f"{r.time_saved_per_1k_tokens_s:.3f} s per 1,000 tokens")
+    cost = r.branch_cost
+    if len(cost.by_rank) > 1 or set(cost.by_rank) - {0}:
+        # What each rank of alternative spent, and what the branches thrown away cost.
+        spent = [f"{_rank_name(rank)} {_spend(s)}" for rank, s in sorted(cost.by_rank.items())]
+        table.add_row("speculation branches", "; ".join(spent))
+        table.add_row("  thrown away", _spend(cost.discarded))
     if r.speculation_budget is not None:
         b = r.speculation_budget
         per = "per hour" if b.window == "hour" else "per session"
@@ -487,6 +536,21 @@ def show_stats(r: StatsReply, out: Console | None = None) -> None:
             tokens.add_row(purpose, f"{c.requests:,}", f"{c.prompt:,}", cached,
                            f"{c.completion:,}")
         out.print(tokens)
+
+
+_TYPING = {"prefix_kept": "typed its beginning first", "exact_match": "typed in full"}
+
+
+def _rank_name(rank: int) -> str:
+    """A branch's rank as a person counts: the top guess, then the 2nd, 3rd…"""
+    if rank == 0:
+        return "top"
+    ordinal = {1: "2nd", 2: "3rd"}.get(rank, f"{rank + 1}th")
+    return f"{ordinal} (--index {rank})"
+
+
+def _spend(spend: BranchSpend) -> str:
+    return f"{spend.tokens:,} tokens, {spend.cpu_s:.2f} s CPU"
 
 
 def _by_reason(total: int, by_reason: dict[str, int]) -> str:

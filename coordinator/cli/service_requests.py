@@ -27,6 +27,7 @@ from protocol.control import (
     StatusRequest,
     SuggestionReply,
     SuggestionRequest,
+    TypedRequest,
     WorkersReply,
     WorkersRequest,
 )
@@ -73,12 +74,20 @@ def stats(obj: CommandContext, as_json: bool) -> None:
 
 
 def suggestion(obj: CommandContext, as_json: bool, wait: bool = False,
-               settled: bool = False) -> None:
+               settled: bool = False, typed: str | None = None) -> None:
+    """The suggestion; ``typed``: first tell the service that this much of a prompt is
+    typed (the chat's keystrokes): branches it still leads to are kept, the others
+    killed, and the answer shows what is left."""
     with obj.client() as client:
-        reply = client.request(
-            SuggestionRequest(req_id=client.next_id(), wait_visible=wait, wait_settled=settled),
-            timeout_s=105.0 if settled else 45.0 if wait else None,
-        )
+        reply: ControlReply | None = None
+        if typed is not None:
+            reply = client.request(TypedRequest(req_id=client.next_id(), text=typed))
+        if reply is None or (isinstance(reply, SuggestionReply) and (wait or settled)):
+            reply = client.request(
+                SuggestionRequest(req_id=client.next_id(), wait_visible=wait,
+                                  wait_settled=settled),
+                timeout_s=105.0 if settled else 45.0 if wait else None,
+            )
     fail_on_error(reply, as_json)
     assert isinstance(reply, SuggestionReply)
     if as_json:
@@ -87,13 +96,14 @@ def suggestion(obj: CommandContext, as_json: bool, wait: bool = False,
         render.show_suggestion(reply)
 
 
-def accept(obj: CommandContext, as_json: bool) -> None:
-    """The accept streams like a turn: the transcript, then how it ended."""
+def accept(obj: CommandContext, as_json: bool, index: int = 0) -> None:
+    """The accept streams like a turn: the transcript, then how it ended. ``index``:
+    the rank of the alternative to take (0, the top guess, by default)."""
     from coordinator.cli.turns import stream_turn, view_for
 
     with obj.client() as client:
-        outcome = stream_turn(client, AcceptRequest(req_id=client.next_id(), method="cli"),
-                              view_for(as_json), None)
+        request = AcceptRequest(req_id=client.next_id(), method="cli", index=index)
+        outcome = stream_turn(client, request, view_for(as_json), None)
     sys.exit(outcome.exit_code)
 
 

@@ -15,24 +15,35 @@ from coordinator.cli.options import json_option
 @click.option("--settled", is_flag=True,
               help="Also wait until its speculation stopped running (up to 60 s), so that "
                    "accept applies it.")
+@click.option("--typed", metavar="TEXT",
+              help="First say that TEXT is typed so far at the prompt: alternatives it "
+                   "still leads to keep their speculation, the others are killed.")
 @json_option
 @click.pass_obj
 @friendly
-def suggestion(obj: CommandContext, wait: bool, settled: bool, as_json: bool) -> None:
+def suggestion(obj: CommandContext, wait: bool, settled: bool, typed: str | None,
+               as_json: bool) -> None:
     """Show the predicted next prompt and its speculation's status.
+
+    With `speculationBranches` above 1, the ranked alternatives follow the top one,
+    each with its speculation and the `--index` that `specrun accept` takes.
 
     \b
     Example:
       specrun suggestion --wait --json
     """
-    service_requests.suggestion(obj, as_json, wait=wait, settled=settled)
+    service_requests.suggestion(obj, as_json, wait=wait, settled=settled, typed=typed)
 
 
 @click.command()
+@click.option("--index", "index", type=click.IntRange(min=0), default=0, show_default=True,
+              metavar="N",
+              help="Take the alternative of this rank (see `specrun suggestion`); the "
+                   "others' speculations are killed.")
 @json_option
 @click.pass_obj
 @friendly
-def accept(obj: CommandContext, as_json: bool) -> None:
+def accept(obj: CommandContext, index: int, as_json: bool) -> None:
     """Accept the current suggestion (Tab): apply its speculation at once.
 
     A speculation that is still running or stopped at a boundary is aborted and the
@@ -41,8 +52,9 @@ def accept(obj: CommandContext, as_json: bool) -> None:
     \b
     Example:
       specrun accept
+      specrun accept --index 1
     """
-    service_requests.accept(obj, as_json)
+    service_requests.accept(obj, as_json, index=index)
 
 
 @click.command()
