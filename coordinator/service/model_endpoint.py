@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from coordinator.settings import Settings
 from protocol.model import ModelClient
+
+if TYPE_CHECKING:
+    # Imported for real only when it is used: a configured endpoint never needs it.
+    from coordinator.scripted_model import ScriptedModelServer
 
 SETUP_SCENARIO = Path(__file__).parent.parent / "scenarios" / "setup.yaml"
 SAMPLE_PROJECT = Path(__file__).parent.parent / "cli" / "demo" / "sample_project"
@@ -29,11 +33,11 @@ def is_demo_project(project_root: Path) -> bool:
 
 async def open_model_endpoint(
     settings: Settings, project_root: Path, default_scenario: Path
-) -> tuple[Any, str, ModelClient]:
+) -> tuple[ScriptedModelServer | None, str, ModelClient]:
     """(scripted server or None, base URL, client). The scripted model runs in this
     process on loopback when no endpoint is configured; ``SPECRUN_MODEL_LOG`` makes it
     log every request it receives."""
-    server: Any = None
+    server: ScriptedModelServer | None = None
     if settings.uses_scripted_model:
         from coordinator.scripted_model import ScriptedModelServer, load_scenario
 
