@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from coordinator.service.pool import WorkerHandle
 from coordinator.service.speculation import (
     MOVES,
     TERMINAL,
@@ -111,7 +112,7 @@ def _manager() -> tuple[SpeculationManager, _Pool]:
 
 def _offered(manager: SpeculationManager, status: SpeculationStatus) -> Speculation:
     spec = _at(status)
-    spec.worker = SimpleNamespace(pid=4242, state=WorkerState.STOPPING)  # type: ignore[assignment]
+    spec.worker = WorkerHandle(pid=4242, process=None, started_at=0.0, state=WorkerState.STOPPING)
     manager.current = Suggestion(spec.suggestion, speculation=spec)
     return spec
 
