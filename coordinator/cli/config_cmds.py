@@ -35,8 +35,6 @@ def config_show(obj: CommandContext, as_json: bool) -> None:
     Example:
       specrun config show --json
     """
-    from rich.table import Table
-
     from coordinator.settings import KEYS, project_settings_path, user_settings_path
 
     settings = obj.settings()
@@ -50,6 +48,8 @@ def config_show(obj: CommandContext, as_json: bool) -> None:
             "settings": {k: {"value": public[k], "source": settings.sources[k]} for k in KEYS},
         })
         return
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("key")
     table.add_column("value", overflow="fold")

@@ -52,8 +52,6 @@ def memory_list(obj: CommandContext, scope: str | None, as_json: bool) -> None:
     Example:
       specrun memory list --json
     """
-    from rich.table import Table
-
     store = _memory_store(obj)
     docs = store.list_memories(scope)
     if as_json:
@@ -64,6 +62,8 @@ def memory_list(obj: CommandContext, scope: str | None, as_json: bool) -> None:
     if not docs:
         render.console.print(f"[bright_black]no memories (project: {store.project_dir})[/]")
         return
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("name", "type", "scope", "description", "file"):
         table.add_column(col, overflow="fold")

@@ -1,6 +1,8 @@
 """The light commands import only what they need (issue 15), checked by what a real run
 has loaded rather than by timing: a shell pays for every import on every call, and rich
-or asyncio alone cost a `specrun status --json` more than all the rest of its work."""
+or asyncio alone cost a `specrun status --json` more than all the rest of its work. The
+light commands run without click (coordinator/cli/light.py); every other command loads
+click and its own family's module, not the others'."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import subprocess
 import sys
 from typing import Any
 
+from coordinator.cli.app import COMMAND_FAMILIES
 from protocol.control import SuggestionRequest
 from tests.support import REPO, Specrun, wait_until
 
@@ -18,7 +21,9 @@ NEXT = "show me the diff"
 
 # Top-level packages that none of status, suggestion, workers, reject, accept --json needs.
 HEAVY = {"rich", "asyncio", "logging", "subprocess", "concurrent", "prompt_toolkit", "httpx",
-         "psutil", "coordinator.settings", "coordinator.cli.daemon"}
+         "psutil", "coordinator.settings", "coordinator.cli.daemon", "click",
+         "coordinator.cli.app"}
+FAMILIES = {f"coordinator.cli.{family}" for family in COMMAND_FAMILIES.values()}
 
 # Runs the real CLI entry point, then says on stderr's last line what the process loaded.
 PROBE = """
@@ -62,14 +67,17 @@ def _wait_completed(service: Specrun, text: str) -> None:
 
 
 def test_importing_the_cli_loads_nothing_heavy() -> None:
+    """Every module of the CLI imports the package first: it must cost nothing."""
     code = "import sys, coordinator.cli; print(' '.join(sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, cwd=REPO)
     loaded = set(proc.stdout.split()) | {m.split(".")[0] for m in proc.stdout.split()}
-    assert not loaded & (HEAVY | {"zmq", "coordinator.cli.client"}), loaded & HEAVY
+    assert not loaded & (HEAVY | {"zmq", "msgspec"}), loaded & HEAVY
+    assert {m for m in loaded if m.startswith("coordinator")} == {"coordinator",
+                                                                  "coordinator.cli"}
 
 
-def test_light_commands_import_neither_rich_nor_asyncio(service: Specrun) -> None:
+def test_light_commands_import_neither_click_nor_rich_nor_asyncio(service: Specrun) -> None:
     assert service.run("ask", FIX, "--json").returncode == 0
     _wait_completed(service, NEG)
 
@@ -82,6 +90,15 @@ def test_light_commands_import_neither_rich_nor_asyncio(service: Specrun) -> Non
     assert events[-1]["reason"] == "accepted"
     _wait_completed(service, NEXT)
     assert _light(service, "reject")[0]["message"] == "dismissed"
+    assert _light(service, "stats")[0]["suggestions_accepted"] == 1
+
+
+def test_a_command_through_click_loads_its_own_family_only(service: Specrun) -> None:
+    proc, loaded = _probe(service, "config", "show", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["project"] == str(service.project)
+    assert "click" in loaded and loaded & FAMILIES == {"coordinator.cli.config_cmds"}
+    assert not loaded & {"zmq", "rich", "asyncio", "coordinator.cli.client"}
 
 
 def test_drawing_for_a_person_still_uses_rich(service: Specrun) -> None:
