@@ -1,0 +1,161 @@
+"""The import graph of the four packages (SPEC §2): no cycles between modules, and
+dependencies pointing one way — protocol and overlay import no project package, worker
+never imports coordinator, coordinator's client side never imports its service side
+except to run a service in the foreground (`specrun serve`).
+
+Every import counts: module level, inside functions and under ``TYPE_CHECKING``. An
+import made only for a type still ties the two modules together for a reader.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("protocol", "overlay", "worker", "coordinator")
+SKIPPED = ("coordinator/cli/demo/sample_project",)  # the demo's sample project is data
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for source in sorted((ROOT / package).rglob("*.py")):
+            rel = source.relative_to(ROOT)
+            if str(rel).startswith(SKIPPED):
+                continue
+            parts = list(rel.with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = source
+    return found
+
+
+MODULES = _modules()
+
+
+def _owner(name: str) -> str | None:
+    """The project module an imported name lives in (``a.b.C`` -> ``a.b``)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(module: str, source: Path) -> Iterator[str]:
+    package = module if source.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source.read_text(), filename=str(source))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            owner = _owner(target)
+            if owner is not None and owner != module:
+                yield owner
+
+
+GRAPH: dict[str, set[str]] = {m: set(_imports(m, path)) for m, path in MODULES.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in graph:
+        if start in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _edges_between(source_prefix: str, target_prefix: str) -> list[str]:
+    return sorted(
+        f"{m} -> {t}"
+        for m, targets in GRAPH.items()
+        if m == source_prefix or m.startswith(source_prefix + ".")
+        for t in targets
+        if t == target_prefix or t.startswith(target_prefix + ".")
+    )
+
+
+def test_the_graph_sees_the_packages() -> None:
+    # A parser that found nothing would pass every check below.
+    assert len(MODULES) > 100
+    assert "protocol.codec" in GRAPH["coordinator.service.service"]
+
+
+def test_no_import_cycles() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_protocol_and_overlay_import_no_project_package() -> None:
+    for low in ("protocol", "overlay"):
+        for other in PACKAGES:
+            if other != low:
+                assert _edges_between(low, other) == []
+
+
+def test_nothing_imports_coordinator() -> None:
+    assert _edges_between("worker", "coordinator") == []
+
+
+def test_coordinator_uses_the_worker_only_to_start_it() -> None:
+    assert _edges_between("coordinator", "worker") == [
+        "coordinator.service.pool -> worker.process"
+    ]
+
+
+def test_the_service_side_never_imports_the_client_side() -> None:
+    assert _edges_between("coordinator.service", "coordinator.cli") == []
+
+
+def test_the_client_side_imports_the_service_only_to_serve() -> None:
+    edges = _edges_between("coordinator.cli", "coordinator.service")
+    assert edges == ["coordinator.cli.serve -> coordinator.service.service"]
