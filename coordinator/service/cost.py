@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from protocol.chat import Usage
@@ -89,6 +90,12 @@ class CostLedger:
     def accepted(self, speculation_id: str) -> None:
         self.accepted_ids.add(speculation_id)
 
+    def average_speculation_tokens(self, ended_ids: Collection[str]) -> float | None:
+        """What a speculation has cost on average, over those in ``ended_ids`` that spent
+        anything; None before any did (an estimate for the budget of one more branch)."""
+        spent_by = [self.per_speculation[i] for i in ended_ids if self.per_speculation.get(i)]
+        return sum(spent_by) / len(spent_by) if spent_by else None
+
     def new_session(self) -> None:
         """A new chat session: a per-session budget starts again."""
         self._session_spent = 0
@@ -117,14 +124,17 @@ class CostLedger:
     def tokens(self) -> dict[str, TokenCount]:
         return {purpose: count.frozen() for purpose, count in self.by_purpose.items()}
 
-    def speculation_tokens(self, pending_id: str | None) -> SpeculationTokens:
+    def speculation_tokens(self, pending_id: str | Collection[str] | None) -> SpeculationTokens:
+        """``pending_id``: the speculation (or, with several branches, the speculations)
+        of the current suggestion, not decided yet."""
+        pending_ids = {pending_id} if isinstance(pending_id, str) else set(pending_id or ())
         accepted = self.forgotten_accepted
         discarded = self.forgotten_discarded
         pending = 0
         for spec_id, tokens in self.per_speculation.items():
             if spec_id in self.accepted_ids:
                 accepted += tokens
-            elif spec_id == pending_id:
+            elif spec_id in pending_ids:
                 pending += tokens
             else:
                 discarded += tokens

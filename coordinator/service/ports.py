@@ -99,6 +99,11 @@ class ForkSource(Protocol):
 
     def model_turns(self) -> int: ...
 
+    @property
+    def busy(self) -> bool:
+        """A main turn is running (a speculation branch beyond the top one waits)."""
+        ...
+
     async def extend_from_speculation(self, messages: list[Message]) -> None: ...
 
 

@@ -7,20 +7,28 @@ then appends the speculated messages to the main history; anything else kills
 the worker's process group and removes its overlay. Every worker event is
 fenced by speculation id (the pool already fenced the epoch), so a late message
 from a killed worker is dropped.
+
+With ``speculationBranches`` N > 1 a suggestion holds up to N ranked branches
+(alternative next prompts), each with its own speculation, worker and overlay;
+accepting one kills the others, typing keeps only the branches it is still a
+prefix of. ``branch_decision`` is the rule for starting a branch beyond the top one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
 import secrets
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
+
+import psutil
 
 import overlay
 from coordinator.boundary_text import describe_boundary
@@ -46,7 +54,9 @@ from protocol.control import (
     Transcript,
     TurnEndReason,
 )
+from protocol.control import Branch as BranchInfo
 from protocol.model import ModelClient
+from protocol.suggestion import is_typed_prefix, matches_prompt
 from protocol.work import (
     Boundary,
     Completed,
@@ -88,16 +98,119 @@ AbortCause = Literal[
     "reset",
     "accepted before completion",  # accepted while running or at a boundary: a normal turn
     "shutdown",
+    "another branch accepted",  # speculationBranches > 1: the person took another guess
 ]
 # Speculations whose workers may still report tokens: a killed worker's last frames
 # can arrive after the speculation was dropped (the pool keeps departed workers briefly).
+# Room for two suggestions' worth of the most branches there can be.
 RECENT_SPECULATIONS = 8
+
+# -- branches (speculationBranches > 1) ---------------------------------------------------
+#
+# The top branch (rank 0) starts exactly as a single suggestion's speculation always did.
+# A branch beyond it starts, in rank order, only when ``branch_decision`` says ``start``:
+#
+# 1. budget: with a ``speculationBudget`` set, the tokens left in its window must cover one
+#    more speculation at the average cost of the recent finished ones for every branch that
+#    would then be running (before any finished, only "not spent yet" is asked, as for the
+#    top branch); otherwise the branch is skipped (``budget``) and so are those after it;
+# 2. the main chat: never while it is running a turn (the branch waits);
+# 3. CPU: a speculation mostly waits on the model; what makes one CPU-bound is running
+#    tests and builds, which only ``speculateShell`` allows. With it on, at most
+#    max(1, usable CPUs - 1) branches run at once, one core left for the main chat (the
+#    branch waits for a slot); with it off the setting's own cap (at most 4) holds.
+#    Either way a branch beyond the top one runs at a lower priority (nice +10, for the
+#    worker's threads and its autogroup), so it only gets CPU the main chat and the top
+#    guess leave idle.
+#
+# A waiting branch starts when a running one ends or is killed.
+EXTRA_BRANCH_NICE: Final = 10
+BranchDecision = Literal["start", "wait", "budget"]
+
+
+@dataclass(frozen=True)
+class BranchRoom:
+    """What ``branch_decision`` looks at when a branch beyond the top one could start."""
+
+    running: int  # branches of the suggestion whose speculation is running
+    cpus: int  # usable CPUs
+    speculate_shell: bool
+    main_busy: bool  # the main chat is running a turn
+    budget_left: int | None  # tokens left in the budget's window; None: no budget
+    tokens_per_speculation: float | None  # recent average; None: nothing finished yet
+
+
+def max_running_branches(cpus: int, speculate_shell: bool, branches: int) -> int:
+    """How many branches may run at once (rule 3 above)."""
+    if speculate_shell:
+        return min(branches, max(1, cpus - 1))
+    return branches
+
+
+def branch_decision(room: BranchRoom, branches: int) -> BranchDecision:
+    """Whether the next waiting branch (beyond the top one) starts now, waits, or is
+    skipped for the budget; ``branches`` is the ``speculationBranches`` setting."""
+    if room.budget_left is not None:
+        if room.budget_left <= 0:
+            return "budget"
+        estimate = room.tokens_per_speculation
+        if estimate is not None and room.budget_left < estimate * (room.running + 1):
+            return "budget"
+    if room.main_busy:
+        return "wait"
+    if room.running >= max_running_branches(room.cpus, room.speculate_shell, branches):
+        return "wait"
+    return "start"
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except OSError:
+        return os.cpu_count() or 1
+
+
+def tree_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of ``pid`` and every process below it (the children it
+    reaped included); None if it is gone."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return None
+    total = 0.0
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def lower_priority(pid: int) -> None:
+    """Nice +10 for ``pid``'s threads and its descendants', and for its autogroup (a worker
+    leads its own session: with autogroups on, the scheduler shares CPU between sessions
+    first, so the threads' nice alone would not yield to the main chat). Best effort."""
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/autogroup", "w") as group:
+        group.write(str(EXTRA_BRANCH_NICE))
+    try:
+        pids = [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
+    except psutil.Error:
+        return
+    for one in pids:
+        try:
+            threads = os.listdir(f"/proc/{one}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            with contextlib.suppress(OSError, ValueError):
+                os.setpriority(os.PRIO_PROCESS, int(tid), EXTRA_BRANCH_NICE)
 
 
 @dataclass(eq=False)
 class Speculation:
     id: str
     suggestion: str
+    rank: int = 0  # the branch it speculates (0: the top guess)
     overlay_dir: str = ""
     status: SpeculationStatus = "running"
     started_at: float = field(default_factory=time.monotonic)
@@ -145,17 +258,87 @@ class Speculation:
 
 
 @dataclass(eq=False)
-class Suggestion:
+class Branch:
+    """One ranked guess of a suggestion and its speculation."""
+
+    rank: int
     text: str
-    created_at: float = field(default_factory=time.monotonic)
-    delay_s: float = SUGGESTION_DELAY_MS / 1000
     speculation: Speculation | None = None
-    settled: bool = False  # its outcome (accepted / ignored) is recorded
     skipped: SkipReason | None = None  # why it is not speculated
+    # Why it was dropped while its speculation was being started (killed on arrival).
+    dropped: AbortCause | None = None
+    tried: bool = False  # its speculation was started (or could not be)
+
+    @property
+    def waiting(self) -> bool:
+        """A branch beyond the top one neither started nor skipped: waiting for its turn
+        (``branch_decision``). The top branch is never waiting: it starts at once."""
+        return self.rank > 0 and not self.tried and self.skipped is None
+
+    def info(self) -> BranchInfo:
+        spec = self.speculation.info() if self.speculation else None
+        return BranchInfo(self.rank, self.text, spec, self.skipped)
+
+
+class Suggestion:
+    """The predicted next prompt: one guess, or with ``speculationBranches`` > 1 up to N
+    ranked ones. ``branches`` holds the live ones in rank order (never empty: a suggestion
+    whose last branch goes is dismissed); ``text``, ``speculation`` and ``skipped`` are the
+    top live branch's."""
+
+    def __init__(
+        self,
+        text: str | Sequence[str],
+        *,
+        delay_s: float = SUGGESTION_DELAY_MS / 1000,
+        speculation: Speculation | None = None,
+        skipped: SkipReason | None = None,
+    ) -> None:
+        texts = [text] if isinstance(text, str) else list(text)
+        if not texts:
+            raise ValueError("a suggestion needs at least one text")
+        self.branches: list[Branch] = [Branch(rank, t) for rank, t in enumerate(texts)]
+        self.branches[0].speculation = speculation
+        self.branches[0].skipped = skipped
+        self.created_at = time.monotonic()
+        self.delay_s = delay_s
+        self.settled = False  # its outcome (accepted / ignored) is recorded
+        self.typed_prefix = False  # typing kept it alive (keepSpeculationWhileTyping)
+
+    @property
+    def top(self) -> Branch:
+        return self.branches[0]
+
+    @property
+    def text(self) -> str:
+        return self.top.text
+
+    @property
+    def speculation(self) -> Speculation | None:
+        return self.top.speculation
+
+    @speculation.setter
+    def speculation(self, spec: Speculation | None) -> None:
+        self.top.speculation = spec
+
+    @property
+    def skipped(self) -> SkipReason | None:
+        return self.top.skipped
+
+    @skipped.setter
+    def skipped(self, reason: SkipReason | None) -> None:
+        self.top.skipped = reason
 
     @property
     def visible(self) -> bool:
         return time.monotonic() - self.created_at >= self.delay_s
+
+    def branch(self, rank: int) -> Branch | None:
+        """The live branch of that rank, if any."""
+        return next((b for b in self.branches if b.rank == rank), None)
+
+    def speculations(self) -> list[Speculation]:
+        return [b.speculation for b in self.branches if b.speculation is not None]
 
 
 class AcceptFallback(Exception):
@@ -180,6 +363,7 @@ class SpeculationManager:
         model: ModelClient,
         *,
         base_url: str,
+        cpus: int | None = None,
     ) -> None:
         self.project_root = project_root
         self.settings = settings
@@ -187,6 +371,7 @@ class SpeculationManager:
         self.chat = chat
         self.model = model
         self.base_url = base_url
+        self.cpus = cpus if cpus is not None else usable_cpus()
         self.stats = Stats()
         self.stats.cost.budget = Budget(
             self.settings.speculation_budget, self.settings.speculation_budget_window
@@ -202,6 +387,8 @@ class SpeculationManager:
         self._tasks: set[asyncio.Task[object]] = set()
         self._generation: asyncio.Task[object] | None = None
         self._accepted: Speculation | None = None  # accepted, its pipelined text pending
+        self._accepting: Speculation | None = None  # being accepted right now
+        self._branch_lock = asyncio.Lock()  # one pass over the waiting branches at a time
         self._moves = 0  # bumped whenever the user submits something
         self._flushing: asyncio.Task[object] | None = None
 
@@ -223,11 +410,13 @@ class SpeculationManager:
         if snapshot is None:
             self._suppress("no_snapshot")
             return
-        result = await generate_suggestion(self.model, snapshot, self.chat.fast_model)
+        result = await generate_suggestion(
+            self.model, snapshot, self.chat.fast_model, self.settings.speculation_branches
+        )
         if result.text is None:
             self._suppress(result.suppressed or "empty")
             return
-        await self.offer(result.text, delay_s=SUGGESTION_DELAY_MS / 1000)
+        await self.offer(result.alternatives or result.text, delay_s=SUGGESTION_DELAY_MS / 1000)
 
     def cancel_generation(self) -> None:
         """The user moved on: a suggestion still being generated for the previous turn
@@ -241,8 +430,10 @@ class SpeculationManager:
         self.last_suppressed = reason
         self.stats.suppressed[reason] += 1
 
-    async def offer(self, text: str, delay_s: float) -> None:
-        """Make ``text`` the current suggestion and start speculating it right away."""
+    async def offer(self, text: str | Sequence[str], delay_s: float) -> None:
+        """Make ``text`` the current suggestion (several texts: its ranked branches) and
+        start speculating it right away: the top branch at once, the others as
+        ``branch_decision`` allows."""
         await self.dismiss("replaced")
         suggestion = Suggestion(text, delay_s=delay_s)
         self.current = suggestion
@@ -253,10 +444,64 @@ class SpeculationManager:
         if self.stats.cost.budget_exhausted():
             # Still shown (the person may take it), but not run ahead: nothing more is
             # spent until the window frees tokens or a new session starts.
-            suggestion.skipped = "budget"
-            self.stats.skipped["budget"] += 1
+            for branch in suggestion.branches:
+                branch.skipped = "budget"
+                self.stats.skipped["budget"] += 1
             return
-        suggestion.speculation = await self.start(text)
+        top = suggestion.top
+        top.speculation = await self.start(top.text)
+        await self._kill_if_dropped(suggestion, top)
+        if len(suggestion.branches) > 1:
+            await self._start_waiting(suggestion)
+
+    async def _kill_if_dropped(self, suggestion: Suggestion, branch: Branch) -> None:
+        """A branch dismissed, diverged from or replaced while its worker was being
+        acquired: its speculation was out of reach then; stop it now."""
+        spec = branch.speculation
+        if spec is None:
+            return
+        if self.current is suggestion and branch in suggestion.branches:
+            return
+        await self._abort_spec(spec, branch.dropped or "replaced")
+
+    def _room(self, suggestion: Suggestion) -> BranchRoom:
+        cost = self.stats.cost
+        ended = [s.id for s in self._recent.values() if s.status != "running"]
+        return BranchRoom(
+            running=sum(1 for s in suggestion.speculations() if s.status == "running"),
+            cpus=self.cpus,
+            speculate_shell=self.settings.speculate_shell,
+            main_busy=self.chat.busy,
+            budget_left=cost.budget.tokens - cost.budget_spent() if cost.budget.enabled else None,
+            tokens_per_speculation=cost.average_speculation_tokens(ended),
+        )
+
+    async def _start_waiting(self, suggestion: Suggestion) -> None:
+        """Start the waiting branches in rank order while ``branch_decision`` allows."""
+        async with self._branch_lock:
+            for branch in list(suggestion.branches):
+                if self.current is not suggestion or not self.settings.enable_speculation:
+                    return
+                if branch not in suggestion.branches or not branch.waiting:
+                    continue
+                decision = branch_decision(
+                    self._room(suggestion), self.settings.speculation_branches
+                )
+                if decision == "wait":
+                    return
+                if decision == "budget":
+                    branch.skipped = "budget"
+                    self.stats.skipped["budget"] += 1
+                    continue
+                branch.tried = True
+                branch.speculation = await self.start(branch.text, rank=branch.rank)
+                await self._kill_if_dropped(suggestion, branch)
+
+    def _wake_waiting(self) -> None:
+        """A branch stopped running: a waiting one may start now."""
+        current = self.current
+        if current is not None and any(b.waiting for b in current.branches):
+            self._spawn(self._start_waiting(current))
 
     @property
     def pending(self) -> bool:
@@ -276,21 +521,36 @@ class SpeculationManager:
             await asyncio.sleep(max(0.0, min(self.current.delay_s, deadline - time.monotonic())))
 
     async def wait_settled(self, timeout_s: float) -> None:
-        """For `specrun suggestion --settled`: until the current suggestion's speculation is
-        no longer running (a Tab then applies it instead of running a normal turn)."""
+        """For `specrun suggestion --settled`: until the current suggestion's speculations
+        are no longer running (a Tab then applies one instead of running a normal turn)
+        and none of its branches waits to start."""
         current = self.current
-        spec = current.speculation if current is not None else None
-        if spec is not None:
-            await asyncio.wait({asyncio.ensure_future(spec.finished.wait())}, timeout=timeout_s)
+        if current is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        while self.current is current and time.monotonic() < deadline:
+            running = [s for s in current.speculations() if not s.finished.is_set()]
+            if running:
+                waits = {asyncio.ensure_future(s.finished.wait()) for s in running}
+                await asyncio.wait(waits, timeout=deadline - time.monotonic())
+                for waiting in waits:
+                    waiting.cancel()
+            elif any(b.waiting for b in current.branches) and self.settings.enable_speculation:
+                await asyncio.sleep(0.02)
+            else:
+                return
 
     # -- speculation ------------------------------------------------------------
 
-    async def start(self, text: str) -> Speculation | None:
+    async def start(self, text: str, rank: int = 0) -> Speculation | None:
         chat = self.chat
         if chat.snapshot is None:
             log.info("CacheSafeParams not available for speculation")
             return None
-        spec = Speculation(id=f"spec-{next(self._ids)}-{secrets.token_hex(3)}", suggestion=text)
+        spec = Speculation(
+            id=f"spec-{next(self._ids)}-{secrets.token_hex(3)}", suggestion=text, rank=rank
+        )
+        self.stats.branch(spec.id, rank)
         self._recent[spec.id] = spec
         while len(self._recent) > RECENT_SPECULATIONS:
             self._recent.pop(next(iter(self._recent)))
@@ -305,6 +565,9 @@ class SpeculationManager:
         spec.worker = handle
         spec.overlay_dir = str(overlay.overlay_dir_for(handle.pid, spec.id))
         handle.overlay_dir = spec.overlay_dir
+        if rank > 0 and handle.process is not None:
+            # Speculation workers exit when done, so the priority never reaches the pool.
+            await asyncio.to_thread(lower_priority, handle.pid)
         job = RunSpeculation(
             job_id=spec.id,
             epoch=self.workers.epoch,
@@ -329,13 +592,29 @@ class SpeculationManager:
             await self._end(spec, "failed")
         return spec
 
+    def _live_speculations(self) -> list[Speculation]:
+        """The speculations whose events still matter: the current suggestion's branches',
+        the one being accepted, and the accepted one whose pipelined text is pending."""
+        specs = self.current.speculations() if self.current else []
+        specs += [s for s in (self._accepting, self._accepted) if s is not None]
+        return specs
+
     def _spec_for(self, handle: WorkerHandle, job_id: str) -> Speculation | None:
         """The speculation this event is for, if it still matters; None fences it off."""
-        current = self.current.speculation if self.current else None
-        for spec in (current, self._accepted):
-            if spec is not None and spec.id == job_id and spec.worker is handle:
+        for spec in self._live_speculations():
+            if spec.id == job_id and spec.worker is handle:
                 return spec
         return None
+
+    def _read_cpu(self, spec: Speculation) -> None:
+        """Keep the CPU seconds its worker's process tree has used so far."""
+        handle = spec.worker
+        record = self.stats.branches.get(spec.id)
+        if handle is None or handle.process is None or record is None:
+            return
+        used = tree_cpu_seconds(handle.pid)
+        if used is not None:
+            record.cpu_s = max(record.cpu_s, used)
 
     async def on_worker_event(self, handle: WorkerHandle, event: WorkerEvent) -> None:
         """An event from a speculation's worker (the service routes them here)."""
@@ -357,8 +636,10 @@ class SpeculationManager:
             handle.state = WorkerState.STOPPING  # it exits by itself after the pipelined step
             spec.move_to("completed")
             self.stats.completed += 1
+            self._read_cpu(spec)
             if event.outcome.written_files:
                 self._preflush()
+            self._wake_waiting()
         elif isinstance(event, Boundary) and spec.status == "running":
             spec.outcome = event.outcome
             spec.turns = event.outcome.turns
@@ -367,6 +648,8 @@ class SpeculationManager:
             spec.move_to("boundary")
             spec.pipelined_done.set()
             self.stats.boundary[event.reason.split(":", 1)[0]] += 1
+            self._read_cpu(spec)
+            self._wake_waiting()
         elif isinstance(event, PipelinedSuggestion):
             spec.pipelined = event.text
             spec.pipelined_done.set()
@@ -388,8 +671,7 @@ class SpeculationManager:
         self.stats.cost.count(event.purpose, event.usage, speculation_id=spec.id)
 
     async def on_worker_death(self, handle: WorkerHandle) -> None:
-        current = self.current.speculation if self.current else None
-        spec = next((s for s in (current, self._accepted) if s and s.worker is handle), None)
+        spec = next((s for s in self._live_speculations() if s.worker is handle), None)
         if spec is None:
             return
         # A worker exits right after sending its pipelined suggestion; the frame may
@@ -411,20 +693,37 @@ class SpeculationManager:
                 self.stats.failed += 1
         if spec.worker is not None and spec.worker.state is not WorkerState.DEAD:
             why = f"aborted: {spec.abort_cause}" if spec.abort_cause else spec.status
+            self._read_cpu(spec)
             await self.workers.kill(spec.worker, f"speculation {why}")
         spec.pipelined_done.set()
         if spec.overlay_dir:
             overlay.Overlay(self.project_root, spec.overlay_dir).cleanup()
+        if was_running:
+            self._wake_waiting()
 
     async def abort(self, cause: AbortCause) -> None:
-        """Idempotent: kill + reap the worker, remove the overlay, status `aborted` with its
-        cause (logged, and named in the kill). Nothing to do once it failed or was accepted."""
-        spec = self.current.speculation if self.current else None
-        if spec is None or "aborted" not in MOVES[spec.status]:
+        """Idempotent: kill + reap the workers of the current suggestion's branches (all at
+        once), remove their overlays, status `aborted` with its cause (logged, and named in
+        the kill). Nothing to do for one that failed or was accepted."""
+        current = self.current
+        if current is not None:
+            await self._kill_branches(list(current.branches), cause)
+
+    async def _abort_spec(self, spec: Speculation, cause: AbortCause) -> None:
+        if "aborted" not in MOVES[spec.status]:
             return
         log.info("aborting speculation %s (%s, was %s)", spec.id, cause, spec.status)
         spec.abort_cause = cause
         await self._end(spec, "aborted")
+
+    async def _kill_branches(self, branches: Sequence[Branch], cause: AbortCause) -> None:
+        """Stop these branches' speculations concurrently (process group kill, reap,
+        overlay removal); a branch still being started is stopped when its worker comes."""
+        for branch in branches:
+            branch.dropped = branch.dropped or cause
+        specs = [b.speculation for b in branches if b.speculation is not None]
+        if specs:
+            await asyncio.gather(*(self._abort_spec(spec, cause) for spec in specs))
 
     async def dismiss(self, reason: AbortCause) -> None:
         """The user did something else: record `ignored`, abort, forget the suggestion."""
@@ -437,15 +736,54 @@ class SpeculationManager:
         await self.abort(reason)
         self.current = None
 
+    async def typed(self, text: str) -> None:
+        """What the person has typed so far at the prompt (``TypedRequest``). Keeps the
+        branches it is still a prefix of, kills the others at once; none left dismisses
+        the suggestion. Blank text keeps all. With ``keepSpeculationWhileTyping`` off any
+        typed text dismisses, as the first keystroke that is not Tab always did."""
+        current = self.current
+        if current is None:
+            return
+        if not text.strip():
+            current.typed_prefix = False
+            return
+        if not self.settings.keep_speculation_while_typing:
+            await self.dismiss("user typed something else")
+            return
+        keep = [b for b in current.branches if is_typed_prefix(text, b.text)]
+        if not keep:
+            await self.dismiss("user typed something else")
+            return
+        gone = [b for b in current.branches if b not in keep]
+        current.branches = keep  # first: the diverged ones' late events are fenced off
+        current.typed_prefix = True
+        await self._kill_branches(gone, "user typed something else")
+
     # -- accept -----------------------------------------------------------------
 
     def matches(self, text: str) -> bool:
         return self.current is not None and self.current.text == text.strip()
 
-    async def accept(self, method: AcceptMethod, out: Emitter) -> float:
-        """Apply the current completed speculation. Returns seconds saved; raises
+    def typed_match(self, text: str) -> Branch | None:
+        """The live branch a submitted prompt equals (``matches_prompt``: case, whitespace
+        and a final period ignored) whose speculation completed or is still running, when
+        ``acceptTypedPrompt`` is on; the best-ranked one if several do."""
+        current = self.current
+        if current is None or not self.settings.accept_typed_prompt:
+            return None
+        for branch in current.branches:
+            spec = branch.speculation
+            live = spec is not None and spec.status in ("running", "completed")
+            if live and matches_prompt(text, branch.text):
+                return branch
+        return None
+
+    async def accept(self, method: AcceptMethod, out: Emitter, index: int = 0) -> float:
+        """Apply the completed speculation of the current suggestion's branch of rank
+        ``index``, killing every other branch at once. Returns seconds saved; raises
         ``AcceptFallback`` (after aborting) when the text must run as a normal turn, and
-        ``Debounced`` for a second accept right after the last one."""
+        ``Debounced`` for a second accept right after the last one. A ``typed`` accept (the
+        person typed the prompt out) waits for a running speculation to end first."""
         now = time.monotonic()
         if (now - self._last_accept) * 1000 < ACCEPT_DEBOUNCE_MS:
             raise Debounced
@@ -453,17 +791,48 @@ class SpeculationManager:
         suggestion = self.current
         if suggestion is None:
             raise AcceptFallback("there is no suggestion to accept")
+        branch = suggestion.branch(index)
+        if branch is None:
+            raise AcceptFallback(f"there is no suggestion ranked {index}")
         suggestion.settled = True
         self.stats.accepted[method] += 1
-        spec = suggestion.speculation
+        self.stats.accepted_by_rank[branch.rank] += 1
+        if method == "typed":
+            self.stats.accepted_by_typing["exact_match"] += 1
+        elif suggestion.typed_prefix:
+            self.stats.accepted_by_typing["prefix_kept"] += 1
+        spec = branch.speculation
+        self._accepting = spec
+        try:
+            return await self._accept_branch(suggestion, branch, method, out, now)
+        finally:
+            self._accepting = None
+
+    async def _accept_branch(
+        self,
+        suggestion: Suggestion,
+        branch: Branch,
+        method: AcceptMethod,
+        out: Emitter,
+        now: float,
+    ) -> float:
+        others = [b for b in suggestion.branches if b is not branch]
+        if others:
+            suggestion.branches = [branch]
+            await self._kill_branches(others, "another branch accepted")
+        spec = branch.speculation
+        if method == "typed" and spec is not None and spec.status == "running":
+            self.current = None  # taken: nothing else may accept or dismiss it meanwhile
+            await spec.finished.wait()
         if spec is None or spec.status != "completed" or spec.outcome is None:
             why = "no speculation ran" if spec is None else f"its speculation {_describe(spec)}"
-            await self.abort("accepted before completion")
+            if spec is not None:
+                await self._abort_spec(spec, "accepted before completion")
             self.current = None
             raise AcceptFallback(why)
         root = self.project_root
         messages = ensure_tool_result_pairing(list(spec.outcome.messages))
-        accepted = [Message.user(suggestion.text), *messages]
+        accepted = [Message.user(branch.text), *messages]
         ov = overlay.Overlay(root, spec.overlay_dir)
         try:
             ov = overlay.Overlay.from_record(
@@ -490,7 +859,7 @@ class SpeculationManager:
         self.stats.cost.accepted(spec.id)
         saved = max(0.0, spec.elapsed_s - (time.monotonic() - now))
         self.stats.time_saved_s.append(saved)
-        entries = render_transcript(suggestion.text, messages)
+        entries = render_transcript(branch.text, messages)
         await out.send(
             Transcript(out.req_id, tuple(entries), tuple(spec.outcome.written_files), saved)
         )
@@ -537,14 +906,20 @@ class SpeculationManager:
             )
         spec = current.speculation.info() if current.speculation else None
         return SuggestionReply(
-            req_id, current.text, current.visible, None, spec, speculation_skipped=current.skipped
+            req_id,
+            current.text,
+            current.visible,
+            None,
+            spec,
+            speculation_skipped=current.skipped,
+            branches=tuple(branch.info() for branch in current.branches),
         )
 
     def stats_reply(self, req_id: int) -> StatsReply:
         # Only a speculation that can still be accepted is undecided; a failed or boundary
         # one is thrown away already (accepting it runs the prompt as a normal turn).
-        current = self.current.speculation if self.current else None
-        pending = current.id if current and current.status in ("running", "completed") else None
+        specs = self.current.speculations() if self.current else []
+        pending = [s.id for s in specs if s.status in ("running", "completed")]
         return self.stats.reply(req_id, pending_speculation=pending)
 
     def new_session(self) -> None:

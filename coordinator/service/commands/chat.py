@@ -41,8 +41,12 @@ async def run_query(
     req: AskRequest,
     speculative_method: AcceptMethod,
     via_accept: bool = False,
+    index: int = 0,
 ) -> None:
-    """Submit ``text``: the speculation if it predicted exactly this, else a normal turn."""
+    """Submit ``text``: a speculation if one predicted it, else a normal turn. From an
+    accept (``via_accept``) the branch of rank ``index``; from a typed prompt the branch
+    it equals (``acceptTypedPrompt``; method ``typed``), else the top one if the text is
+    exactly its suggestion."""
     started = time.monotonic()
     chat = svc.chat
     waiting_on = chat.pending_approval()
@@ -63,9 +67,21 @@ async def run_query(
         await out.notice("Another turn is running; this one starts when it ends.")
     manager = svc.speculation
     manager.cancel_generation()
-    if manager.matches(text):
+    rank: int | None = None
+    method = speculative_method
+    if via_accept:
+        rank = index
+    elif (typed := manager.typed_match(text)) is not None:
+        rank, method = typed.rank, "typed"
+        spec = typed.speculation
+        state = "completed" if spec is None or spec.status == "completed" else "still running"
+        waits = "" if state == "completed" else ", waiting for it to finish"
+        await out.notice(f"You typed a predicted prompt: using its speculation ({state}{waits}).")
+    elif manager.matches(text):
+        rank = 0
+    if rank is not None:
         try:
-            saved = await manager.accept(speculative_method, out)
+            saved = await manager.accept(method, out, index=rank)
         except Debounced:
             await out.send(
                 TurnEnded(out.req_id, "debounced", "Accept pressed twice; ignored the second.")

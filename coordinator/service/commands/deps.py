@@ -15,7 +15,7 @@ from typing import Protocol
 from coordinator.service.chat import TurnResult
 from coordinator.service.emitter import Emitter
 from coordinator.service.ports import PoolView, ReplySink
-from coordinator.service.speculation import AbortCause, Suggestion
+from coordinator.service.speculation import AbortCause, Branch, Suggestion
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall
@@ -72,9 +72,13 @@ class SpeculationControl(Protocol):
 
     def matches(self, text: str) -> bool: ...
 
-    async def accept(self, method: AcceptMethod, out: Emitter) -> float: ...
+    def typed_match(self, text: str) -> Branch | None: ...
+
+    async def accept(self, method: AcceptMethod, out: Emitter, index: int = 0) -> float: ...
 
     async def dismiss(self, reason: AbortCause) -> None: ...
+
+    async def typed(self, text: str) -> None: ...
 
     def after_turn(self, reason: TurnEndReason, mode: ApprovalMode) -> None: ...
 

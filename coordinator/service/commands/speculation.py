@@ -1,4 +1,4 @@
-"""suggestion, accept (Tab), reject, stats."""
+"""suggestion, accept (Tab), typed, reject, stats."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from protocol.control import (
     RejectRequest,
     StatsRequest,
     SuggestionRequest,
+    TypedRequest,
 )
 
 
@@ -35,9 +36,36 @@ async def accept(svc: QueryDeps, identity: bytes, req: AcceptRequest) -> None:
             ErrorReply(req.req_id, "not_found", "There is no suggestion to accept right now."),
         )
         return
+    branch = current.branch(req.index)
+    if branch is None:
+        ranks = ", ".join(str(b.rank) for b in current.branches)
+        await svc.send(
+            identity,
+            ErrorReply(
+                req.req_id,
+                "not_found",
+                f"There is no suggestion ranked {req.index} right now (live ranks: {ranks}); "
+                "`specrun suggestion` lists them.",
+            ),
+        )
+        return
     out = Emitter(svc, identity, req.req_id)
-    ask = AskRequest(req_id=req.req_id, text=current.text, accept_method=req.method)
-    await run_query(svc, out, current.text, ask, speculative_method=req.method, via_accept=True)
+    ask = AskRequest(req_id=req.req_id, text=branch.text, accept_method=req.method)
+    await run_query(
+        svc,
+        out,
+        branch.text,
+        ask,
+        speculative_method=req.method,
+        via_accept=True,
+        index=branch.rank,
+    )
+
+
+@handles(TypedRequest)
+async def typed(svc: SpeculationReplies, identity: bytes, req: TypedRequest) -> None:
+    await svc.speculation.typed(req.text)
+    await svc.send(identity, svc.speculation.suggestion_reply(req.req_id))
 
 
 @handles(RejectRequest)
