@@ -49,6 +49,26 @@ def test_demo_plays_the_story(env: Env, tmp_path: Path) -> None:
         assert found >= 0, f"missing or out of order: {step!r}\n{out}"
         position = found
     assert "killed, gone" in " ".join(out.split())
+    # issue 17: three ranked guesses (the top one stops at the shell boundary, the second
+    # is taken), typing the beginning of the pipelined one keeps its speculation, and the
+    # first letter of something else drops "commit this"
+    flat = " ".join(out.split())
+    branch_steps = [
+        "❯ run the tests",
+        "2 more guesses, each speculated in its own worker",
+        "❯ show me the diff (--index 2)",
+        "↓ Down: the top guess stopped before the shell command `python -m pytest -q`",
+        "⇥ Tab (specrun accept --index 1)",
+        "1 file applied (tests/test_calc_negative.py)",
+        "❯ show me▏ the diff",
+        "'show me' is how the suggestion begins: its speculation is kept (still running",
+        "'r' is not how 'commit this' begins",
+    ]
+    position = 0
+    for step in branch_steps:
+        found = flat.find(step, position)
+        assert found >= 0, f"missing or out of order: {step!r}\n{out}"
+        position = found
     assert "Traceback" not in proc.stderr
     assert not list((tmp_path / "t").glob("specrun-demo-*"))
     assert not processes_with_env(env.runtime)
@@ -69,6 +89,17 @@ def test_demo_json_summary(env: Env, tmp_path: Path) -> None:
     assert rejected["speculation_status"] == "running" and rejected["worker_gone"] is True
     assert summary["stats"]["suggestions_accepted"] == 2
     assert summary["stats"]["speculations_aborted"] == 1
+    branches = summary["branches"]
+    assert [(b["text"], b["speculation_status"]) for b in branches["offered"]] == [
+        ("run the tests", "boundary"), ("add a test for negative numbers", "completed"),
+        ("show me the diff", "completed")]
+    assert branches["taken_rank"] == 1
+    typed = summary["typed_prefix"]
+    assert (typed["suggestion"], typed["typed"]) == ("show me the diff", "show me")
+    assert typed["speculation_status"] == "running" and typed["speculation_kept"] is True
+    stats = summary["stats"]
+    assert stats["accepted_by_rank"] == {"0": 1, "1": 1}
+    assert stats["accepted_by_typing"] == {"prefix_kept": 1}
     assert not list((tmp_path / "t").glob("specrun-demo-*"))
     assert not processes_with_env(env.runtime)
 

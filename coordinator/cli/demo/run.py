@@ -6,11 +6,17 @@ model, isolated from the user's own settings; then the story of the shipped scen
 
 1. the person types "fix the failing test in tests/test_calc.py": model text and tool
    calls stream;
-2. the suggestion "add a test for negative numbers" appears as grey text while its
-   speculation runs in a worker's overlay; Tab applies it at once;
-3. the pipelined suggestion "show me the diff" is already speculated; Tab again;
+2. three ranked guesses of the next prompt appear (the project sets
+   ``speculationBranches`` to 3), each speculated in its own worker's overlay: the top
+   one, "run the tests", stops at the shell boundary; the person moves to the second
+   (Down in ``specrun chat``), "add a test for negative numbers", whose speculation
+   completed, and Tab applies it at once (``accept --index 1``; the others are killed);
+3. the pipelined suggestion "show me the diff" is being speculated while the person
+   types its beginning, "show me": the speculation keeps running (same worker), and
+   Tab takes it once it is done;
 4. the next one, "commit this", is still being speculated when the person types
-   "run the tests" instead: the service kills that worker (its pid is shown gone);
+   "run the tests" instead: the first letter already tells the service the text no
+   longer leads there, and it kills that worker (its pid is shown gone);
 5. a table of time saved per accepted suggestion.
 
 The service is stopped and the temp dir removed at the end, also on Ctrl-C or an error.
@@ -21,6 +27,7 @@ suggests decides how far the story gets).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -36,13 +43,14 @@ from typing import Any
 import msgspec
 import psutil
 import yaml
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
 from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from coordinator.boundary_text import describe_boundary
 from coordinator.cli import approval, render
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
 from coordinator.cli.daemon import is_running, start_daemon, stop_daemon
@@ -53,6 +61,7 @@ from protocol.control import (
     AcceptRequest,
     ApprovalNeeded,
     AskRequest,
+    Branch,
     ControlReply,
     ErrorReply,
     SpeculationInfo,
@@ -61,6 +70,7 @@ from protocol.control import (
     SuggestionReply,
     SuggestionRequest,
     TurnEnded,
+    TypedRequest,
     WorkersReply,
     WorkersRequest,
 )
@@ -72,6 +82,7 @@ SHIPPED_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "demo.yam
 FIRST_PROMPT = "fix the failing test in tests/test_calc.py"
 TYPED_INSTEAD = "run the tests"
 MAX_TABS = 2
+BRANCHES = 3  # speculationBranches in the demo project's settings
 SETTLED = ("completed", "boundary", "failed", "aborted", "accepted")
 PROMPT = "❯ "
 
@@ -96,6 +107,25 @@ class AcceptedRow:
 
 
 @dataclass
+class BranchesRow:
+    """The round with ranked alternatives: what was offered, and which one was taken."""
+
+    offered: list[tuple[int, str, str]]  # rank, text, speculation status
+    taken_rank: int | None
+
+
+@dataclass
+class TypedPrefixRow:
+    """Typing the beginning of a suggestion while it was being speculated."""
+
+    suggestion: str
+    typed: str
+    status_when_typed: str
+    worker_pid: int | None
+    kept: bool  # the same speculation still there (not aborted) once typed
+
+
+@dataclass
 class RejectedRow:
     suggestion: str
     typed: str
@@ -107,6 +137,8 @@ class RejectedRow:
 @dataclass
 class Session:
     accepted: list[AcceptedRow] = field(default_factory=list)
+    branches: BranchesRow | None = None
+    typed_prefix: TypedPrefixRow | None = None
     rejected: RejectedRow | None = None
     stats: StatsReply | None = None
 
@@ -222,6 +254,9 @@ def _prepare_project(project: Path) -> None:
     _git(project, "init", "-q")
     _git(project, "add", "-A")
     _git(project, "commit", "-qm", "calc: add and multiply")
+    settings = project / ".specrun" / "settings.json"  # ignored by git, like a user's own
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"speculationBranches": BRANCHES}, indent=2) + "\n")
 
 
 def _service_setup(base: Path, project: Path, options: DemoOptions) -> tuple[dict[str, str],
@@ -253,11 +288,22 @@ def _service_setup(base: Path, project: Path, options: DemoOptions) -> tuple[dic
 
 
 def demo_scenario() -> dict[str, Any]:
-    """The shipped scenario, with one change: the model takes a few seconds to answer the
+    """The shipped scenario, with two changes: the model takes a few seconds to answer the
     speculation of "commit this", as a real model would, so that speculation is still
-    running when the person types something else (and its worker is killed mid-flight)."""
+    running when the person types something else (and its worker is killed mid-flight);
+    and two to answer the speculation of "show me the diff" after the new test, so it
+    is still running while the person types its beginning."""
     data: dict[str, Any] = yaml.safe_load(SHIPPED_SCENARIO.read_text(encoding="utf-8"))
     rules: list[dict[str, Any]] = data["rules"]
+    diff = next((r for r in rules if r.get("name") == "diff, run git"), None)
+    if diff is not None:
+        # Only the pipelined one: the history of the guess "show me the diff" right after
+        # the fix has no new test in it, and that one should settle quickly.
+        slow_diff = {**diff, "name": "demo: the pipelined diff speculation is slow",
+                     "when": {**diff["when"], "purpose": "speculation",
+                              "prompt_contains": "Added tests/test_calc_negative.py"},
+                     "reply": {**diff["reply"], "latency_ms": 2000}}
+        rules.insert(rules.index(diff), slow_diff)
     commit = next((r for r in rules if r.get("name") == "commit, run git"), None)
     if commit is not None:
         slow = {**commit, "name": "demo: the commit speculation is slow",
@@ -288,7 +334,9 @@ def _intro(out: Console, project: Path, options: DemoOptions) -> None:
     body.append("src/calc.py has a bug (add subtracts), so tests/test_calc.py fails.\n")
     body.append(f"Model: {model}. Approval mode: auto-edit.\n")
     body.append("Grey text is the predicted next prompt; its speculation runs in a worker "
-                "process inside a copy-on-write overlay before you accept it.",
+                "process inside a copy-on-write overlay before you accept it. The project's "
+                f"settings ask for up to {BRANCHES} ranked guesses at once "
+                "(speculationBranches), each speculated in its own worker.",
                 style="bright_black")
     out.print(Panel(body, title="specrun demo", title_align="left", border_style="cyan"))
 
@@ -307,17 +355,38 @@ class Player:
         if self.pace > 0:
             time.sleep(seconds * self.pace)
 
-    def type_line(self, text: str) -> None:
-        """The prompt and the text, typed a character at a time."""
+    def type_line(self, text: str, tell: bool = False, rest: str = "") -> SuggestionReply | None:
+        """The prompt and the text, typed a character at a time. ``tell``: as ``chat``
+        does, tell the service after each character what is typed so far, and return
+        its last answer. ``rest``: grey text after the typed text (the suggestion's)."""
         self.out.print()
         self.out.print(Text(PROMPT, style="bold cyan"), end="")
-        if self.pace > 0 and self.out.is_terminal:
-            for char in text:
-                self.out.print(char, end="", markup=False)
-                time.sleep(0.03 * self.pace)
-            self.out.print()
+        answer: SuggestionReply | None = None
+        slow = self.pace > 0 and self.out.is_terminal
+        if slow or tell:
+            for i, char in enumerate(text, 1):
+                if slow:
+                    self.out.print(char, end="", markup=False)
+                    time.sleep(0.03 * self.pace)
+                if tell:
+                    answer = self.typed(text[:i]) or answer
+            if not slow:
+                self.out.print(text, end="", markup=False)
         else:
-            self.out.print(text, markup=False)
+            self.out.print(text, end="", markup=False)
+        # the rest of the suggestion in grey, after the cursor (a bar: plain text has no grey)
+        self.out.print(Text(f"▏{rest}", style="bright_black") if rest else "")
+        return answer
+
+    def typed(self, text: str) -> SuggestionReply | None:
+        """Tell the service what is typed; its answer (None from a service that does not
+        follow typing: it refuses the request)."""
+        reply = self.client.request(TypedRequest(req_id=self.client.next_id(), text=text))
+        if isinstance(reply, ErrorReply):
+            return None
+        if not isinstance(reply, SuggestionReply):
+            raise DemoError(f"unexpected answer to what was typed: {reply}")
+        return reply
 
     # -- the story
 
@@ -329,16 +398,109 @@ class Player:
             reply = self.wait_for_suggestion()
             if reply is None:
                 break
+            assert reply.text is not None
             if tabs == MAX_TABS:  # by now the person has something else in mind
                 self.reject(reply, self.watch_speculation(reply, patience_s=1.2 * self.pace))
                 break
-            spec = self.watch_speculation(reply)
+            branches = _branches(reply)
+            if len(branches) > 1 and self.session.branches is None:
+                branch = self.pick_branch(reply, branches)
+                if branch is None or branch.speculation is None:
+                    self.reject(reply, reply.speculation or _no_speculation())
+                    break
+                text, spec, rank = branch.text, branch.speculation, branch.rank
+            elif self.session.typed_prefix is None:
+                text, spec, rank = reply.text, self.type_prefix(reply), branches[0].rank
+            else:
+                text, spec, rank = reply.text, self.watch_speculation(reply), branches[0].rank
             if spec.status != "completed":
                 self.reject(reply, spec)
                 break
-            self.tab(reply, spec)
+            self.tab(text, spec, rank)
         self.session.stats = self._stats()
         return self.session
+
+    def pick_branch(self, reply: SuggestionReply, branches: list[Branch]) -> Branch | None:
+        """Several ranked guesses: show them all while their speculations run, then take
+        the best-ranked one that completed, moving to it as Down does in ``chat``."""
+        assert reply.text is not None
+        self.ghost(reply.text, reply.speculation or _no_speculation())
+        self.out.print(Text(f"  {len(branches) - 1} more guesses, each speculated in its own "
+                            "worker (Down/Up in `specrun chat`):", style="bright_black"))
+        branches = self.watch_branches(branches)
+        done = [b for b in branches if b.speculation and b.speculation.status == "completed"]
+        offered = [(b.rank, b.text, str(b.speculation.status) if b.speculation else "none")
+                   for b in branches]
+        taken = done[0] if done else None
+        self.session.branches = BranchesRow(offered, taken.rank if taken else None)
+        if taken is None or taken.speculation is None:
+            return None
+        if taken.rank != branches[0].rank:
+            self.pause(0.6)
+            moves = next(i for i, b in enumerate(branches) if b.rank == taken.rank)
+            top = branches[0].speculation
+            why = (f"the top guess {_status_words(top)}" if top is not None
+                   else "the top guess was not speculated")
+            self.out.print(Text(f"  {'↓ ' * moves}Down: {why}; this one ran to the end",
+                                style="bold"))
+            line = Text(PROMPT, style="bold cyan")
+            line.append(taken.text, style="bright_black")
+            self.out.print(line)
+            self.out.print(render.speculation_line(taken.speculation))
+        return taken
+
+    def watch_branches(self, branches: list[Branch], timeout_s: float = 60.0) -> list[Branch]:
+        """Follow every alternative's speculation until all settled (or another suggestion
+        came); the alternatives as they stand then."""
+        texts = [b.text for b in branches]
+        deadline = time.monotonic() + timeout_s
+        live = Live(self._branches_view(branches), console=self.out,
+                    transient=not self.out.is_terminal, refresh_per_second=12)
+        with live:
+            while time.monotonic() < deadline and not all(
+                    b.speculation is None or b.speculation.status in SETTLED for b in branches):
+                time.sleep(0.05)
+                now = _branches(self.suggestion())
+                if [b.text for b in now] != texts:
+                    break
+                branches = now
+                live.update(self._branches_view(branches))
+        if not self.out.is_terminal:
+            self.out.print(self._branches_view(branches))
+        return branches
+
+    def _branches_view(self, branches: list[Branch]) -> Any:
+        top = branches[0].speculation
+        parts: list[Any] = [self._spec_view(top) if top is not None else Text("")]
+        parts += [render.branch_lines(b) for b in branches[1:]]
+        return Group(*parts)
+
+    def type_prefix(self, reply: SuggestionReply) -> SpeculationInfo:
+        """The person starts typing the suggestion itself, while it is still being
+        speculated: each keystroke is told to the service, which keeps the speculation
+        (same id, same worker) as long as the text is how the suggestion begins."""
+        assert reply.text is not None
+        before = reply.speculation or _no_speculation()
+        self.ghost(reply.text, before)
+        words = reply.text.split()
+        typed = " ".join(words[: max(1, len(words) // 2)])
+        self.pause(0.6)
+        answer = self.type_line(typed, tell=True, rest=reply.text[len(typed):]) or self.suggestion()
+        now = answer.speculation if answer is not None else None
+        kept = (answer is not None and answer.text == reply.text and now is not None
+                and now.id == before.id and now.status != "aborted")
+        pid = before.worker_pid
+        alive = pid is not None and _alive(pid)
+        self.session.typed_prefix = TypedPrefixRow(reply.text, typed, before.status, pid,
+                                                   kept)
+        if kept and now is not None:
+            where = f"worker {pid} still alive" if alive else "its worker already done"
+            self.out.print(Text(f"  ✓ {typed!r} is how the suggestion begins: its speculation "
+                                f"is kept ({_status_words(now)}, {where})", style="green"))
+        else:
+            self.out.print(Text(f"  ✗ typing {typed!r} lost the speculation", style="red"))
+            return now or before
+        return self.watch_speculation(reply, show_ghost=False)
 
     def wait_for_suggestion(self, timeout_s: float = 20.0) -> SuggestionReply | None:
         deadline = time.monotonic() + timeout_s
@@ -374,12 +536,13 @@ class Player:
                                 style="bright_black"))
 
     def watch_speculation(self, reply: SuggestionReply, patience_s: float | None = None,
-                          timeout_s: float = 60.0) -> SpeculationInfo:
+                          timeout_s: float = 60.0, show_ghost: bool = True) -> SpeculationInfo:
         """Show the ghost text and follow its speculation until it settles, or until the
         person's ``patience_s`` runs out (they type before it is done)."""
         assert reply.text is not None
         spec = reply.speculation or _no_speculation()
-        self.ghost(reply.text, spec)
+        if show_ghost:
+            self.ghost(reply.text, spec)
         deadline = time.monotonic() + timeout_s
         typed_at = None if patience_s is None else time.monotonic() + patience_s
         live = Live(self._spec_view(spec), console=self.out, transient=not self.out.is_terminal,
@@ -412,16 +575,18 @@ class Player:
                     return worker.overlay_dir
         return None
 
-    def tab(self, reply: SuggestionReply, spec: SpeculationInfo) -> None:
-        assert reply.text is not None
+    def tab(self, text: str, spec: SpeculationInfo, rank: int = 0) -> None:
+        """Tab on the alternative of ``rank`` (the one shown)."""
         self.pause(0.9)
-        self.out.print(Text("  ⇥ Tab", style="bold"))
-        ended, elapsed = self.turn(AcceptRequest(req_id=self.client.next_id(), method="tab"),
-                                   show_user=False)
+        how = f"  (specrun accept --index {rank})" if rank else ""
+        self.out.print(Text(f"  ⇥ Tab{how}", style="bold"))
+        ended, elapsed = self.turn(
+            AcceptRequest(req_id=self.client.next_id(), method="tab", index=rank),
+            show_user=False)
         if ended is not None and ended.reason == "accepted":
             files = tuple(spec.files_written)
             self.session.accepted.append(AcceptedRow(
-                reply.text, spec.elapsed_s, elapsed, files, max(0.0, spec.elapsed_s - elapsed)))
+                text, spec.elapsed_s, elapsed, files, max(0.0, spec.elapsed_s - elapsed)))
             changed = _git(self.project, "status", "--short").strip()
             if changed:
                 self.out.print(Text("  on disk now (git status --short):", style="bright_black"))
@@ -434,8 +599,13 @@ class Player:
         pid = spec.worker_pid
         alive_before = pid is not None and _alive(pid)
         self.pause(0.6)
-        self.type_line(TYPED_INSTEAD)
-        self.turn(AskRequest(req_id=self.client.next_id(), text=TYPED_INSTEAD, can_confirm=True))
+        answer = self.type_line(TYPED_INSTEAD, tell=True)
+        if answer is not None and answer.text != reply.text:
+            self.out.print(Text(f"  {TYPED_INSTEAD[0]!r} is not how {reply.text!r} begins: "
+                                "the service dropped it at the first letter",
+                                style="bright_black"))
+        self.turn(AskRequest(req_id=self.client.next_id(), text=TYPED_INSTEAD, can_confirm=True,
+                             accept_method="typed"))
         gone = pid is not None and _wait_gone(pid)
         if pid is not None:
             how = "killed" if alive_before else "already exited"
@@ -475,6 +645,21 @@ class Player:
     def _stats(self) -> StatsReply | None:
         reply: ControlReply = self.client.request(StatsRequest(req_id=self.client.next_id()))
         return reply if isinstance(reply, StatsReply) else None
+
+
+def _branches(reply: SuggestionReply) -> list[Branch]:
+    """The live alternatives, best first (one, from a service without branches)."""
+    if reply.branches:
+        return list(reply.branches)
+    if reply.text is None:
+        return []
+    return [Branch(0, reply.text, reply.speculation, reply.speculation_skipped)]
+
+
+def _status_words(spec: SpeculationInfo) -> str:
+    if spec.status == "boundary":
+        return describe_boundary(spec.boundary_reason or "")
+    return {"running": "still running", "completed": "completed"}.get(spec.status, spec.status)
 
 
 def _no_speculation() -> SpeculationInfo:
@@ -524,6 +709,18 @@ def _show_summary(out: Console, session: Session) -> None:
         "\"without\" is how long the speculation took to run the same prompt in the background "
         "(an accepted prompt cannot be run again as a normal turn to compare); \"with\" is what "
         "the CLI measured from Tab to the end of the turn.", style="bright_black"))
+    if session.branches is not None:
+        b = session.branches
+        taken = next((text for rank, text, _ in b.offered if rank == b.taken_rank), None)
+        offered = ", ".join(f"{text!r} ({status})" for _, text, status in b.offered)
+        out.print(Text(f"alternatives: {offered}; took "
+                       + (f"{taken!r} (--index {b.taken_rank})" if taken else "none"),
+                       style="bright_black"))
+    if session.typed_prefix is not None:
+        t = session.typed_prefix
+        out.print(Text(
+            f"typed {t.typed!r} of {t.suggestion!r} while it was {t.status_when_typed}: "
+            f"speculation {'kept' if t.kept else 'lost'}", style="bright_black"))
     if session.rejected is not None:
         r = session.rejected
         out.print(Text(
@@ -547,6 +744,17 @@ def _summary_json(session: Session) -> dict[str, Any]:
              "files": list(r.files)}
             for r in session.accepted
         ],
+        "branches": None if session.branches is None else {
+            "offered": [{"rank": rank, "text": text, "speculation_status": status}
+                        for rank, text, status in session.branches.offered],
+            "taken_rank": session.branches.taken_rank,
+        },
+        "typed_prefix": None if session.typed_prefix is None else {
+            "suggestion": session.typed_prefix.suggestion, "typed": session.typed_prefix.typed,
+            "speculation_status": session.typed_prefix.status_when_typed,
+            "worker_pid": session.typed_prefix.worker_pid,
+            "speculation_kept": session.typed_prefix.kept,
+        },
         "rejected": None if session.rejected is None else {
             "suggestion": session.rejected.suggestion, "typed": session.rejected.typed,
             "speculation_status": session.rejected.status_when_typed,
