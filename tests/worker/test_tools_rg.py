@@ -9,6 +9,7 @@ import os
 import random
 from pathlib import Path
 
+import psutil
 import pytest
 
 from overlay import Overlay
@@ -214,6 +215,25 @@ def test_a_search_lists_rg_files_first_and_the_rest_after(proj: Path, tmp_path: 
         ]
     finally:
         overlay.cleanup()
+
+
+def test_a_search_given_up_half_way_leaves_no_process(tmp_path: Path) -> None:
+    make_tree(tmp_path / "p", {f"d{i // 100}/f{i}.txt": "x\n" for i in range(4000)})
+    view = TreeView(DirectAccess(tmp_path / "p"))
+    start = view.node(tmp_path / "p")
+    assert start is not None
+    others = {p.pid for p in psutil.Process().children()}
+    search = start_search(view, start)
+    assert search is not None
+    with search:
+        assert next(search.batches())  # rg lists tens of KiB, a block at a time
+    # rg and find killed and reaped
+    assert {p.pid for p in psutil.Process().children()} == others
+    again = start_search(view, start)
+    assert again is not None
+    with again:
+        assert len(again.listed() or []) == 4000
+        assert again.extra() == []
 
 
 def test_glob_quotes_a_start_directory_with_a_newline(tmp_path: Path) -> None:

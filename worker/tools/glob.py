@@ -96,23 +96,21 @@ def _glob(args: dict[str, Any], ctx: ToolContext) -> str:
 
 def _from_rg(search: FileSearch, regex: re.Pattern[str], root: str) -> list[tuple[int, str]] | None:
     """(-mtime in ns, shown path) of every match, from rg's list, or ``None`` (use the walk).
-    Tens of thousands of files on a big tree: strings only, one ``stat`` each, done while
-    ``find`` (for symlinks) is still running."""
-    listed = search.listed()
-    if listed is None:
-        return None
+    Tens of thousands of files on a big tree: strings only, one ``stat`` each, done on each
+    block of rg's output while rg still walks (and ``find`` looks for symlinks)."""
     base = search.base
     shown = base[len(root.rstrip("/")) + 1 :]  # the start directory as output shows it, + "/"
     found: list[tuple[int, str]] = []
-    match = regex.match
-    if listed:
-        try:
-            directory = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return None
-        append, stat = found.append, os.stat
-        try:
-            for rel in listed:
+    append, match, stat = found.append, regex.match, os.stat
+    directory: int | None = None
+    try:
+        for rels in search.batches():
+            if directory is None:
+                try:
+                    directory = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                except OSError:
+                    return None
+            for rel in rels:
                 if match(rel) is None:
                     continue
                 try:
@@ -120,8 +118,12 @@ def _from_rg(search: FileSearch, regex: re.Pattern[str], root: str) -> list[tupl
                 except OSError:
                     mtime = 0
                 append((-mtime, shown + rel))
-        finally:
+    finally:
+        if directory is not None:
             os.close(directory)
+    listed = search.listed()
+    if listed is None:
+        return None
     if not search.plain or quote_path(shown) != shown:
         found = [(mtime, quote_path(path)) for mtime, path in found]
     extra = search.extra(listed)

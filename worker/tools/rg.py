@@ -34,7 +34,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -179,17 +179,35 @@ class Hit(NamedTuple):
 
 
 class _Proc:
-    """A child process whose stdout goes to a memory file (see :meth:`output`)."""
+    """A child process whose output goes to memory files (see :meth:`output`), or, with
+    ``stream``, whose stdout is read while it runs (:meth:`chunks`)."""
 
-    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        cwd: Path,
+        env: dict[str, str] | None = None,
+        *,
+        stream: bool = False,
+    ) -> None:
         self._fds: list[int] = []
+        self._pipe: int | None = None
         if hasattr(os, "memfd_create"):
-            out: int = os.memfd_create("specrun-search-out", os.MFD_CLOEXEC)
             err: int = os.memfd_create("specrun-search-err", os.MFD_CLOEXEC)
-            self._fds = [out, err]
-            self.proc = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
-            )
+            if stream:
+                self._fds = [err]
+                self.proc = subprocess.Popen(
+                    argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=err,
+                )  # fmt: skip
+                assert self.proc.stdout is not None
+                self._pipe = self.proc.stdout.fileno()
+            else:
+                out: int = os.memfd_create("specrun-search-out", os.MFD_CLOEXEC)
+                self._fds = [out, err]
+                self.proc = subprocess.Popen(
+                    argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
+                )
         else:
             self.proc = subprocess.Popen(
                 argv,
@@ -200,20 +218,32 @@ class _Proc:
                 stderr=subprocess.PIPE,
             )
 
+    def chunks(self) -> Iterator[bytes]:
+        """Stdout as it comes (rg writes it in blocks of a few KiB), then :meth:`output`
+        gives the exit status and stderr (and no stdout)."""
+        if self._pipe is None:
+            return  # not streamed: all of stdout comes with output()
+        while chunk := os.read(self._pipe, 1 << 18):
+            yield chunk
+
     def output(self) -> tuple[int, bytes, bytes]:
         """(exit status, stdout, stderr) once the process ended. Output goes to memory files
-        rather than pipes: rg writes a listing one path at a time, and draining a pipe costs
-        a wake-up per write (tens of thousands on a big tree). Nothing touches the disk,
-        which a speculation could not write outside its overlay anyway."""
+        (or, streamed, is read by :meth:`chunks` meanwhile): nothing touches the disk, which
+        a speculation could not write outside its overlay anyway."""
         try:
             if not self._fds:
                 out, err = self.proc.communicate()
                 return self.proc.returncode, out, err
+            if self._pipe is not None:
+                for _ in self.chunks():
+                    pass  # not read by the caller: drained, so the process can end
             code = self.proc.wait()
             got = []
             for fd in self._fds:
                 size = os.lseek(fd, 0, os.SEEK_END)
                 got.append(os.pread(fd, size, 0) if size else b"")
+            if self._pipe is not None:
+                return code, b"", got[0]
             return code, got[0], got[1]
         finally:
             self.close()
@@ -225,6 +255,9 @@ class _Proc:
         for fd in self._fds:
             os.close(fd)
         self._fds = []
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._pipe = None
 
 
 def _rg_argv(
@@ -303,16 +336,19 @@ def _find_argv(
 
 class _Visibility:
     """Whether the walk from ``start`` reaches a file, by the same ignore rules (cached per
-    directory, for the few files checked this way: overlay files, symlinks, big files)."""
+    directory, for the few files checked this way: overlay files, symlinks, big files; read
+    only once one is)."""
 
     def __init__(self, view: TreeView, start: Path, no_ignore: bool) -> None:
         self.view = view
         self.no_ignore = no_ignore
-        self._dirs: dict[Path, IgnoreRules | None] = {
-            start: IgnoreRules() if no_ignore else IgnoreRules.at(view, start)
-        }
+        self._start = start
+        self._dirs: dict[Path, IgnoreRules | None] = {}
 
     def _rules(self, directory: Path) -> IgnoreRules | None:
+        if not self._dirs:
+            start, view = self._start, self.view
+            self._dirs[start] = IgnoreRules() if self.no_ignore else IgnoreRules.at(view, start)
         if directory in self._dirs:
             return self._dirs[directory]
         outer = self._rules(directory.parent)
@@ -358,34 +394,65 @@ class FileSearch:
         """The start directory's path with a trailing slash: ``base + rel`` is a file's path."""
         self.plain = True
         """Whether no listed path holds a control character (``quote_path`` leaves all as they
-        are), checked once on rg's whole output."""
+        are), checked on rg's output a block at a time."""
+        self.failed = False
+        self._reading = False
+
+    def batches(self) -> Iterator[list[str]]:
+        """The regular files rg found (for a pattern: those holding it, not over the size cap),
+        as paths relative to the start directory (posix), in no order and a block at a time
+        while rg still walks the tree; an overlay file shadows the real one (:meth:`extra`
+        lists it). Afterwards :attr:`failed` says whether rg failed (use the walk then)."""
+        if self._listed is not None:
+            yield self._listed
+            return
+        rg = self._rg
+        if rg is None or self._reading:
+            return
+        self._reading = True  # once; close() still ends rg if the caller stops early
+        cut = len(self._where) + 1 if self._where != "." else 2
+        gone = {str(p) for p in self._view.overlay_files()}
+        base = self.base
+        listed: list[str] = []
+        pending = b""
+        for chunk in rg.chunks():
+            data = pending + chunk
+            end = data.rfind(b"\0") + 1
+            pending = data[end:]
+            if not end:
+                continue
+            block = data[:end]
+            if self.plain and _CONTROL_BYTES.search(block) is not None:
+                self.plain = False
+            rels = [entry[cut:] for entry in os.fsdecode(block).split("\0") if entry]
+            if gone:
+                rels = [rel for rel in rels if base + rel not in gone]
+            listed += rels
+            yield rels
+        code, out, err = rg.output()
+        self._rg = None
+        tail = pending + out  # no stream (no memfd_create): all of it is here
+        if tail:
+            rels = [e[cut:] for e in os.fsdecode(tail).split("\0") if e]
+            rels = [rel for rel in rels if base + rel not in gone]
+            self.plain = self.plain and _CONTROL_BYTES.search(tail) is None
+            listed += rels
+            yield rels
+        failed = code not in (0, 1) and not listed  # a bad argument, an unreadable start
+        if failed or b"regex parse error" in err or b"error parsing" in err:
+            self.failed = True
+            self.close()
+            return
+        self._listed = listed
 
     def listed(self) -> list[str] | None:
-        """The regular files rg found (for a pattern: those holding it, not over the size cap),
-        as paths relative to the start directory (posix), in no order; an overlay file
-        shadows the real one (:meth:`extra` lists it). ``None``: rg failed, use the walk."""
-        if self._listed is not None or self._rg is None:
-            return self._listed  # None after a failure
-        code, out, err = self._rg.output()
-        self._rg = None
-        if code not in (0, 1) and not out:
-            self.close()
-            return None  # a pattern rg cannot compile, a bad argument, an unreadable start
-        if b"regex parse error" in err or b"error parsing" in err:
-            self.close()
-            return None
-        self.plain = _CONTROL_BYTES.search(out) is None
-        cut = len(self._where) + 1 if self._where != "." else 2
-        listed = [entry[cut:] for entry in os.fsdecode(out).split("\0") if entry]
-        shadowed = self._view.overlay_files()
-        if shadowed:
-            base = self.base
-            gone = {str(p) for p in shadowed}
-            listed = [rel for rel in listed if base + rel not in gone]
-        self._listed = listed
-        return listed
+        """All of :meth:`batches` in one list, or ``None``: rg failed, use the walk."""
+        if self._listed is None and not self.failed:
+            for _ in self.batches():
+                pass
+        return None if self.failed else self._listed
 
-    def extra(self, listed: list[str] | None = None) -> list[Hit] | None:
+    def extra(self, listed: Collection[str] | None = None) -> list[Hit] | None:
         """What the walk visits beyond :meth:`listed`: symlinks that are not directories,
         files over the size cap (for a pattern), and the overlay's files below the start
         directory, each where the walk's ignore rules let it be seen; ``None``: use the
@@ -488,7 +555,7 @@ def start_search(
         max_filesize=max_filesize,
     )
     try:
-        rg = _Proc(argv, root, env)
+        rg = _Proc(argv, root, env, stream=True)
     except OSError:
         return None
     try:
