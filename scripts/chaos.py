@@ -16,9 +16,30 @@ superseded by another query, and every invariant is checked:
 * the coordinator answers ``status`` within 1 s and the history file loads;
 * the speculation ends in a terminal state that ``specrun suggestion --json`` reports.
 
+The service runs with ``speculationBranches`` set to ``--branches`` (3 by default), and
+some rounds are branch rounds: the suggestion has three ranked alternatives, each
+speculated by its own worker in its own overlay (the third one answers slowly, so it is
+often still running while the others are done), each trying the same escapes and writing
+its own files (all three overwrite the same existing file, with different contents). A
+branch round accepts a non-first rank, kills one branch's worker while another is
+accepted or before, or types text that keeps some branches and drops the others, then
+accepts one of those left or types one out in full. On top of the checks above:
+
+* after an accept, a reject or typing, every branch that was not kept has its worker dead
+  and its overlay directory gone within a short bound (``BRANCH_GONE_BOUND_S``);
+* the tree holds exactly the accepted branch's files (a mix of branches is ``corrupt``),
+  the accept's transcript names them, and the history holds that branch's prompt;
+* the next suggestion is the accepted branch's pipelined one (each branch's is distinct);
+* a sibling's death leaves the other branches running to completion, the reply to typing
+  lists exactly the branches the typed text is a prefix of, and accepting a rank that is
+  gone answers ``not_found`` without touching anything;
+* ``stats`` counts the accept under the accepted rank (and as ``prefix_kept`` or
+  ``exact_match`` when typing led to it).
+
     .venv/bin/python scripts/chaos.py                     # 200 rounds, seed 1
     .venv/bin/python scripts/chaos.py --rounds 50 --seed 7 --json
     .venv/bin/python scripts/chaos.py --only enospc,hang_running --rounds 10 -v
+    .venv/bin/python scripts/chaos.py --only branch_typing,branch_accept_rank --rounds 8 -v
 
 The service runs with TMPDIR on a small tmpfs mounted for the run (so the ``enospc`` fault
 can fill the overlay's disk); without root the fault is skipped with the reason printed.
@@ -45,9 +66,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,7 +96,9 @@ from protocol.control import (
     StopRequest,
     SuggestionReply,
     SuggestionRequest,
+    Transcript,
     TurnEnded,
+    TypedRequest,
     WorkersReply,
     WorkersRequest,
 )
@@ -107,8 +131,26 @@ KINDS = (
     "garbage_frames",
     "enospc",
 )
+# Branch rounds (three ranked alternatives, each speculated): each plays its own ending.
+BRANCH_KINDS = (
+    "branch_accept_rank",
+    "branch_kill_during_accept",
+    "branch_kill_one",
+    "branch_typing",
+)
+ALL_KINDS = KINDS + BRANCH_KINDS
 # Faults that end the round themselves (their final action is part of the fault).
 SELF_FINISHING = frozenset({"kill_worker_during_accept", "kill_coordinator_during_accept"})
+BRANCHES = 3  # alternatives of a branch round (the service's setting must allow as many)
+SLOW_BRANCH = 2  # the rank whose final answer is slow
+SLOW_BRANCH_LATENCY = 700
+# After an accept, a reject or typing, a branch that is not kept has its worker dead and
+# its overlay removed within this many seconds (the accept itself waits for the kills).
+BRANCH_GONE_BOUND_S = 1.0
+# What a branch round types: a prefix of ranks 0 and 1 only, of rank 1 only, of none.
+TYPED_SHARED = "write the chaos "
+TYPED_NARROW = "write the chaos n"
+TYPED_NONE = "write the chaos zebra"
 
 # Scenario timing (ms). Turn 0 streams ~30 word groups, the window of `kill_mid_stream`.
 SPEC_LATENCY_0 = 60
@@ -138,13 +180,31 @@ def suggestion_text(tag: str) -> str:
     return f"write the chaos files for round {tag}"
 
 
-def round_files(tag: str) -> dict[str, bytes]:
-    """The four files a round's speculation writes, in order, with their exact content:
-    an existing file first (copy-up), then three new ones; the slow shell command runs
-    between the second and the third write."""
+def branch_texts(tag: str) -> list[str]:
+    """A branch round's ranked alternatives: the first is the plain round's suggestion;
+    ``TYPED_SHARED`` leads to the first two, ``TYPED_NARROW`` to the second alone."""
+    return [
+        suggestion_text(tag),
+        f"write the chaos notes for round {tag}",
+        f"draft the chaos files for round {tag}",
+    ]
+
+
+def followup_text(tag: str, rank: int) -> str:
+    """The pipelined suggestion of a branch round's branch of that rank."""
+    return f"check the chaos branch {rank} of round {tag}"
+
+
+def round_files(tag: str, rank: int = 0) -> dict[str, bytes]:
+    """The four files a round's speculation (of a branch round, the branch of ``rank``)
+    writes, in order, with their exact content: an existing file first (copy-up, shared by
+    every branch), then three new ones; the slow shell command runs between the second and
+    the third write."""
+    who = tag if rank == 0 else f"{tag} branch {rank}"
+    where = f"chaos/r{tag}" if rank == 0 else f"chaos/r{tag}b{rank}"
 
     def body(name: str, size: int) -> bytes:
-        line = f"round {tag} {name} " + "abcdefghijklmnopqrstuvwxyz0123456789" * 2
+        line = f"round {who} {name} " + "abcdefghijklmnopqrstuvwxyz0123456789" * 2
         lines, total = [], 0
         k = 0
         while total < size:
@@ -155,99 +215,146 @@ def round_files(tag: str) -> dict[str, bytes]:
         return "".join(lines).encode()
 
     return {
-        "chaos/shared.txt": f"last written by round {tag}\n".encode() + body("shared", 2048),
-        f"chaos/r{tag}/alpha.txt": body("alpha", 8192),
-        f"chaos/r{tag}/beta.py": b"# generated\n" + body("beta", 8192),
-        f"chaos/r{tag}/nested/gamma.md": body("gamma", 4096),
+        "chaos/shared.txt": f"last written by round {who}\n".encode() + body("shared", 2048),
+        f"{where}/alpha.txt": body("alpha", 8192),
+        f"{where}/beta.py": b"# generated\n" + body("beta", 8192),
+        f"{where}/nested/gamma.md": body("gamma", 4096),
     }
 
 
+def speculation_rules(
+    name: str, text: str, files: dict[str, bytes], hostile: tuple[str, ...], answer_ms: int
+) -> list[dict[str, Any]]:
+    """A speculation of ``text``: reads, shell commands (the hostile ones too), then the
+    writes around the slow command, then the answer after ``answer_ms``."""
+    anchored = f"^{text}$"
+    writes = [
+        {"name": "write_file", "arguments": {"file_path": rel, "content": data.decode()}}
+        for rel, data in files.items()
+    ]
+    return [
+        {
+            "name": f"{name} spec answer",
+            "when": {"purpose": "speculation", "turn_user": anchored, "last_tool": "write_file"},
+            "reply": {"text": f"Wrote the files of: {text}.", "latency_ms": answer_ms},
+        },
+        {
+            "name": f"{name} spec writes",
+            "when": {"purpose": "speculation", "turn_user": anchored, "last_tool": "read_file"},
+            "reply": {
+                "latency_ms": SPEC_LATENCY_1,
+                "chunk_ms": 1,
+                "tool_calls": [
+                    *writes[:2],
+                    {"name": "run_shell_command", "arguments": {"command": SLOW_COMMAND}},
+                    *writes[2:],
+                ],
+            },
+        },
+        {
+            "name": f"{name} spec reads",
+            "when": {"purpose": "speculation", "last_user": anchored},
+            "reply": {
+                "text": TURN0_TEXT,
+                "latency_ms": SPEC_LATENCY_0,
+                "chunk_ms": SPEC_CHUNK_0,
+                "tool_calls": [
+                    {"name": "read_file", "arguments": {"file_path": "chaos/shared.txt"}},
+                    {"name": "run_shell_command", "arguments": {"command": "git status --short"}},
+                    {"name": "run_shell_command", "arguments": {"command": "ls -la chaos"}},
+                    *(
+                        {"name": "run_shell_command", "arguments": {"command": command}}
+                        for command in hostile
+                    ),
+                ],
+            },
+        },
+    ]
+
+
 def build_scenario(
-    rounds: int, first_round: int = 1, hostile: tuple[str, ...] = ()
+    rounds: int,
+    first_round: int = 1,
+    hostile: tuple[str, ...] = (),
+    branch_rounds: Collection[int] = (),
 ) -> dict[str, Any]:
     """Per-round rules, newest round first: a suggestion request carries older rounds'
-    text in its history, and the first matching rule must be the current round's."""
+    text in its history, and the first matching rule must be the current round's. The
+    rounds in ``branch_rounds`` suggest ``branch_texts`` (three ranked alternatives), each
+    speculated with its own files and its own pipelined suggestion (``followup_text``,
+    whose own speculation answers at once and suggests nothing); the others suggest one
+    text, whose pipelined suggestion is empty."""
     rules: list[dict[str, Any]] = [
         {
             "name": "recall",
             "when": {"purpose": "recall"},
             "reply": {"json": {"selected_memories": []}},
         },
-        {
-            "name": "pipelined: nothing",
-            "when": {"purpose": "pipelined"},
-            "reply": {"json": {"suggestion": ""}, "latency_ms": PIPELINED_LATENCY},
-        },
     ]
+    nothing_next = {"json": {"suggestion": ""}, "latency_ms": PIPELINED_LATENCY}
     for n in range(rounds, first_round - 1, -1):
         tag = tag_of(n)
-        text = suggestion_text(tag)
-        anchored = f"^{text}$"
-        files = round_files(tag)
-        writes = [
-            {"name": "write_file", "arguments": {"file_path": rel, "content": data.decode()}}
-            for rel, data in files.items()
-        ]
+        texts = branch_texts(tag) if n in branch_rounds else [suggestion_text(tag)]
+        prepared = f"Prepared [round {tag}]."
+        suggestion: dict[str, Any] = (
+            {"suggestions": texts} if len(texts) > 1 else {"json": {"suggestion": texts[0]}}
+        )
         rules += [
             {
                 "name": f"r{tag} main",
                 "when": {"purpose": "main", "last_user": f"^chaos round {tag}$"},
-                "reply": {"text": f"Prepared [round {tag}].", "latency_ms": 5},
+                "reply": {"text": prepared, "latency_ms": 5},
             },
             {
                 "name": f"r{tag} suggestion",
                 "times": 1,
-                "when": {"purpose": "suggestion", "prompt_contains": f"Prepared [round {tag}]."},
-                "reply": {"json": {"suggestion": text}, "latency_ms": 5},
-            },
-            {
-                "name": f"r{tag} spec answer",
-                "when": {
-                    "purpose": "speculation",
-                    "turn_user": anchored,
-                    "last_tool": "write_file",
-                },
-                "reply": {
-                    "text": f"Wrote the chaos files for round {tag}.",
-                    "latency_ms": SPEC_LATENCY_2,
-                },
-            },
-            {
-                "name": f"r{tag} spec writes",
-                "when": {"purpose": "speculation", "turn_user": anchored, "last_tool": "read_file"},
-                "reply": {
-                    "latency_ms": SPEC_LATENCY_1,
-                    "chunk_ms": 1,
-                    "tool_calls": [
-                        *writes[:2],
-                        {"name": "run_shell_command", "arguments": {"command": SLOW_COMMAND}},
-                        *writes[2:],
-                    ],
-                },
-            },
-            {
-                "name": f"r{tag} spec reads",
-                "when": {"purpose": "speculation", "last_user": anchored},
-                "reply": {
-                    "text": TURN0_TEXT,
-                    "latency_ms": SPEC_LATENCY_0,
-                    "chunk_ms": SPEC_CHUNK_0,
-                    "tool_calls": [
-                        {"name": "read_file", "arguments": {"file_path": "chaos/shared.txt"}},
-                        {
-                            "name": "run_shell_command",
-                            "arguments": {"command": "git status --short"},
-                        },
-                        {"name": "run_shell_command", "arguments": {"command": "ls -la chaos"}},
-                        *(
-                            {"name": "run_shell_command", "arguments": {"command": command}}
-                            for command in hostile
-                        ),
-                    ],
-                },
+                "when": {"purpose": "suggestion", "prompt_contains": prepared},
+                "reply": {**suggestion, "latency_ms": 5},
             },
         ]
+        for rank, text in enumerate(texts):
+            name = f"r{tag}" if len(texts) == 1 else f"r{tag}b{rank}"
+            answer_ms = SLOW_BRANCH_LATENCY if len(texts) > 1 and rank == SLOW_BRANCH else 0
+            rules += speculation_rules(
+                name, text, round_files(tag, rank), hostile, answer_ms or SPEC_LATENCY_2
+            )
+        if len(texts) == 1:
+            rules.append(
+                {
+                    "name": f"r{tag} pipelined",
+                    "when": {"purpose": "pipelined", "prompt_contains": texts[0]},
+                    "reply": nothing_next,
+                }
+            )
+            continue
+        # A follow-up's history holds its branch's text too: its rules come first.
+        for rank in range(len(texts)):
+            followup = followup_text(tag, rank)
+            rules += [
+                {
+                    "name": f"r{tag}b{rank} follow-up spec",
+                    "when": {"purpose": "speculation", "last_user": f"^{followup}$"},
+                    "reply": {"text": "Nothing to do for the follow-up.", "latency_ms": 5},
+                },
+                {
+                    "name": f"r{tag}b{rank} follow-up pipelined",
+                    "when": {"purpose": "pipelined", "prompt_contains": followup},
+                    "reply": {"json": {"suggestion": ""}, "latency_ms": 5},
+                },
+            ]
+        for rank, text in enumerate(texts):
+            rules.append(
+                {
+                    "name": f"r{tag}b{rank} pipelined",
+                    "when": {"purpose": "pipelined", "prompt_contains": text},
+                    "reply": {
+                        "json": {"suggestion": followup_text(tag, rank)},
+                        "latency_ms": PIPELINED_LATENCY,
+                    },
+                }
+            )
     rules += [
+        {"name": "pipelined: nothing", "when": {"purpose": "pipelined"}, "reply": nothing_next},
         {
             "name": "suggestion: nothing",
             "when": {"purpose": "suggestion"},
@@ -280,13 +387,17 @@ def snapshot_tree(root: Path) -> dict[str, bytes]:
     return out
 
 
-def make_project(dest: Path) -> Path:
+def make_project(dest: Path, branches: int = 1) -> Path:
     shutil.copytree(SAMPLE_PROJECT, dest, ignore=shutil.ignore_patterns("__pycache__"))
     (dest / "chaos").mkdir()
     (dest / "chaos" / "shared.txt").write_text("shared notes, not written by any round yet\n")
     settings = dest / ".specrun" / "settings.json"
     settings.parent.mkdir(parents=True)
-    settings.write_text(json.dumps({"maxSessionTurns": 1_000_000, "enableMemory": False}))
+    settings.write_text(
+        json.dumps(
+            {"maxSessionTurns": 1_000_000, "enableMemory": False, "speculationBranches": branches}
+        )
+    )
     env = {
         **os.environ,
         "GIT_AUTHOR_NAME": "chaos",
@@ -323,6 +434,10 @@ def pid_running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def exited(pid: int) -> Callable[[], bool]:
+    return lambda: not pid_running(pid)
 
 
 class ModelLog:
@@ -484,6 +599,7 @@ class RoundRecord:
     violations: list[str] = field(default_factory=list)
     seconds: float = 0.0
     note: str = ""
+    rank: int | None = None  # branch rounds: the rank whose files were accepted
 
 
 @dataclass
@@ -498,6 +614,13 @@ class Metrics:
     applied_without_history: int = 0  # ... whose files were rolled forward, transcript lost
     garbage_replies: int = 0
     garbage_sent: int = 0
+    # Branch rounds: accept/reject/typing (or a kill) -> the dropped branches' workers dead
+    # and overlays gone; follow-ups checked to be the accepted branch's pipelined text;
+    # accepts of a rank no longer live that answered not_found.
+    branch_gone_s: list[float] = field(default_factory=list)
+    pipelined_checked: int = 0
+    not_found_checked: int = 0
+    siblings_completed: int = 0  # branches that completed although a sibling was killed
 
 
 class Violation(Exception):
@@ -555,6 +678,70 @@ class HostileTargets:
         self.unix.close()
 
 
+@dataclass(frozen=True)
+class BranchRef:
+    """One branch of a branch round, as the service reported it once its worker started."""
+
+    rank: int
+    text: str
+    spec_id: str
+    pid: int | None
+    overlay: Path | None  # <speculation base>/<worker pid>/<speculation id>
+
+    def gone(self) -> bool:
+        """Its worker is dead (or a zombie) and its overlay directory does not exist."""
+        if self.pid and pid_running(self.pid):
+            return False
+        return self.overlay is None or not self.overlay.exists()
+
+    def left(self) -> str:
+        parts = []
+        if self.pid and pid_running(self.pid):
+            parts.append(f"worker {self.pid} alive")
+        if self.overlay is not None and self.overlay.exists():
+            parts.append(f"overlay {self.overlay.name} there")
+        return f"branch {self.rank}: {', '.join(parts) or 'gone'}"
+
+
+class GoneWatcher:
+    """Polls, in a thread, every 0.5 ms from ``t0`` (perf_counter) until each branch given
+    has its worker dead and its overlay gone, so the time is taken while the request that
+    drops them (an accept, a reject, typing) is still being answered."""
+
+    LIMIT_S = 5.0
+
+    def __init__(self, refs: list[BranchRef], t0: float | None = None) -> None:
+        self.refs = list(refs)
+        self.t0 = time.perf_counter() if t0 is None else t0
+        self.took: float | None = None
+        self._deadline = time.monotonic() + self.LIMIT_S
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while time.monotonic() < self._deadline:
+            if all(ref.gone() for ref in self.refs):
+                self.took = time.perf_counter() - self.t0
+                return
+            time.sleep(0.0005)
+
+    def result(self, what: str) -> float:
+        """Seconds until all were gone; a Violation past ``BRANCH_GONE_BOUND_S``."""
+        self._thread.join()
+        if self.took is None:
+            left = "; ".join(ref.left() for ref in self.refs if not ref.gone())
+            raise Violation(
+                f"{what}: dropped branches still there after {self.LIMIT_S:.0f} s: {left}"
+            )
+        if self.took > BRANCH_GONE_BOUND_S:
+            ranks = [ref.rank for ref in self.refs]
+            raise Violation(
+                f"{what}: branches {ranks} took {self.took * 1000:.0f} ms to have their workers "
+                f"dead and overlays gone (bound {BRANCH_GONE_BOUND_S * 1000:.0f} ms)"
+            )
+        return self.took
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -563,7 +750,7 @@ class Chaos:
         self.args = args
         self.rng = random.Random(args.seed)
         self.base = Path(tempfile.mkdtemp(prefix="chaos-"))
-        self.project = make_project(self.base / "proj")
+        self.project = make_project(self.base / "proj", args.branches)
         self.runtime = self.base / "run"
         self.runtime.mkdir(mode=0o700)
         self.home = self.base / "home"
@@ -575,7 +762,6 @@ class Chaos:
         self.hostile = HostileTargets(self.project, self.home, self.tmpfs, self.runtime)
         self.model_log = ModelLog(self.base / "model-requests.jsonl")
         scenario = self.scenario = self.base / "chaos.json"  # JSON: loads fast on restarts
-        self.write_scenario(first_round=1)
         env = {
             k: v
             for k, v in os.environ.items()
@@ -631,18 +817,44 @@ class Chaos:
         self.records: list[RoundRecord] = []
         self.expected: dict[str, bytes] = {}
         self.seen_workers: set[int] = set()
-        self.kinds = [k for k in KINDS if k in args.only] if args.only else list(KINDS)
+        self.round_pids: list[int] = []  # a branch round's other workers (follow-ups)
+        self.kinds = [k for k in ALL_KINDS if k in args.only] if args.only else list(ALL_KINDS)
         if "enospc" in self.kinds and self.tmpfs_reason:
             print(f"skipping the enospc fault: {self.tmpfs_reason}", file=sys.stderr)
             self.kinds.remove("enospc")
+        if args.branches < BRANCHES:
+            dropped = [k for k in self.kinds if k in BRANCH_KINDS]
+            if dropped:
+                print(
+                    f"skipping {', '.join(dropped)}: --branches {args.branches} < {BRANCHES}",
+                    file=sys.stderr,
+                )
+            self.kinds = [k for k in self.kinds if k not in BRANCH_KINDS]
         self.filler = self.tmpfs / "filler"
+        # Every round's fault is drawn up front: the scenario must know the branch rounds.
+        self.plan = self.make_plan()
+        self.write_scenario(first_round=1)
 
     # -- setup / teardown ----------------------------------------------------------
+
+    def make_plan(self) -> list[str]:
+        """The fault of every round: the kinds dealt from shuffled decks (``none`` twice)."""
+        plan: list[str] = []
+        deck: list[str] = []
+        for _ in range(self.args.rounds):
+            if not deck:
+                deck = list(self.kinds) + (["none"] if "none" in self.kinds else [])
+                self.rng.shuffle(deck)
+            plan.append(deck.pop())
+        return plan
 
     def write_scenario(self, first_round: int) -> None:
         """A restarted coordinator reloads the scenario with fresh `times` counters, so
         it gets only the rounds still to come (older suggestion rules would fire again)."""
-        data = build_scenario(self.args.rounds, first_round, tuple(self.hostile.commands()))
+        branch_rounds = {n for n, kind in enumerate(self.plan, 1) if kind in BRANCH_KINDS}
+        data = build_scenario(
+            self.args.rounds, first_round, tuple(self.hostile.commands()), branch_rounds
+        )
         self.scenario.write_text(json.dumps(data))
 
     def _mount_tmpfs(self) -> str:
@@ -749,14 +961,9 @@ class Chaos:
         self.expected = snapshot_tree(self.project)
         for text in ("chaos warm up one", "chaos warm up two"):
             self.ask(text)
-        deck: list[str] = []
         started = time.monotonic()
-        for n in range(1, self.args.rounds + 1):
-            if not deck:
-                deck = list(self.kinds) + (["none"] if "none" in self.kinds else [])
-                self.rng.shuffle(deck)
-            kind = deck.pop()
-            record = self.one_round(n, kind)
+        for n, kind in enumerate(self.plan, 1):
+            record = self.branch_round(n, kind) if kind in BRANCH_KINDS else self.one_round(n, kind)
             self.records.append(record)
             if self.args.verbose or record.violations:
                 extra = f" VIOLATIONS: {record.violations}" if record.violations else ""
@@ -818,6 +1025,39 @@ class Chaos:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 self.filler.unlink()
+        record.seconds = time.perf_counter() - started
+        return record
+
+    def branch_round(self, n: int, kind: str) -> RoundRecord:
+        """A round whose suggestion has ``BRANCHES`` ranked alternatives, each speculated;
+        the fault plays the round's end and returns the rank whose files were accepted."""
+        tag = tag_of(n)
+        texts = branch_texts(tag)
+        record = RoundRecord(n, kind, action="")
+        started = time.perf_counter()
+        before = dict(self.expected)
+        self.round_pids = []
+        try:
+            self.ask(f"chaos round {tag}")
+            refs = self.wait_branches(texts)
+            fault = getattr(self, f"fault_{kind}")
+            rank = fault(record, tag, refs)
+            record.rank = rank
+            self.settle_pids([*(ref.pid for ref in refs), *self.round_pids])
+            files = round_files(tag, rank) if rank is not None else {}
+            outcome = "accepted" if rank is not None else "untouched"
+            self.check_tree(record, before, files, {outcome})
+            self.check_leftovers(record)
+            self.check_processes(record)
+            escaped = self.hostile.problems()
+            if escaped:
+                raise Violation("; ".join(escaped))
+            self.check_service(record, texts[rank] if rank is not None else None)
+        except Violation as exc:
+            record.violations.append(str(exc))
+        except Exception as exc:  # the harness or the service broke: fail the round, go on
+            record.violations.append(f"{type(exc).__name__}: {exc}")
+            self.recover_service(record)
         record.seconds = time.perf_counter() - started
         return record
 
@@ -999,10 +1239,10 @@ class Chaos:
                 # Every worker has one sandbox helper child; an idle one has nothing else,
                 # and its helper runs no command.
                 kids = psutil.Process(pid).children(recursive=True)
-                helper = sandbox_helper_of(pid)
-                if helper is not None:
-                    expected_tree.add(helper)
-                extra = [k.pid for k in kids if k.pid != helper]
+                own_helper = sandbox_helper_of(pid)
+                if own_helper is not None:
+                    expected_tree.add(own_helper)
+                extra = [k.pid for k in kids if k.pid != own_helper]
                 if extra and info.state == "idle":
                     problems.append(f"idle worker {pid} has children {extra}")
         for proc in self.marked_processes():
@@ -1366,6 +1606,337 @@ class Chaos:
         return set()
 
 
+    # -- branch rounds -------------------------------------------------------------------
+    # Each fault plays the round's end and returns the rank whose files were accepted.
+
+    def wait_branches(self, texts: list[str]) -> list[BranchRef]:
+        """Until every alternative has a speculation with a worker (or one that ended);
+        the reply must list them in rank order with the scenario's texts, the top one's
+        being the reply's own ``text``/``speculation``."""
+        expected = list(enumerate(texts))
+        deadline = time.monotonic() + 15
+        last = None
+        while time.monotonic() < deadline:
+            last = self.suggestion()
+            if last.text != texts[0]:
+                time.sleep(0.001)
+                continue
+            listed = [(b.rank, b.text) for b in last.branches]
+            if listed != expected:
+                raise Violation(f"the suggestion lists the branches {listed}, not {expected}")
+            specs = [b.speculation for b in last.branches]
+            if all(s is not None and (s.worker_pid or s.status in TERMINAL) for s in specs):
+                top = last.speculation
+                if top is None or specs[0] is None or top.id != specs[0].id:
+                    raise Violation(f"the reply's speculation {top} is not rank 0's {specs[0]}")
+                refs = []
+                for b, spec in zip(last.branches, specs, strict=True):
+                    assert spec is not None
+                    pid = spec.worker_pid
+                    overlay = self.spec_base / str(pid) / spec.id if pid else None
+                    refs.append(BranchRef(b.rank, b.text, spec.id, pid, overlay))
+                    if pid:
+                        self.seen_workers.add(pid)
+                if len({ref.pid for ref in refs}) != len(refs):
+                    raise Violation(f"branches share a worker: {[ref.pid for ref in refs]}")
+                return refs
+            time.sleep(0.001)
+        raise Violation(f"the {len(texts)} branches did not all start within 15 s (last: {last})")
+
+    def wait_terminal(self, refs: list[BranchRef], timeout: float = 10.0) -> dict[int, str]:
+        """Until each of these branches' speculation is terminal; their statuses by rank.
+        Each must stay listed meanwhile (nothing here drops a branch)."""
+        deadline = time.monotonic() + timeout
+        statuses: dict[int, str] = {}
+        while time.monotonic() < deadline:
+            reply = self.suggestion()
+            live = {b.rank: b.speculation for b in reply.branches}
+            for ref in refs:
+                spec = live.get(ref.rank)
+                if spec is None or spec.id != ref.spec_id:
+                    raise Violation(
+                        f"branch {ref.rank} ({ref.spec_id}) is no longer listed: "
+                        f"{[(b.rank, b.speculation and b.speculation.id) for b in reply.branches]}"
+                    )
+                statuses[ref.rank] = spec.status
+            if all(status in TERMINAL for status in statuses.values()):
+                return statuses
+            time.sleep(0.002)
+        raise Violation(f"branches still {statuses} {timeout:.0f} s after they started")
+
+    def branch_status(self, rank: int) -> str | None:
+        reply = self.suggestion()
+        spec = next((b.speculation for b in reply.branches if b.rank == rank), None)
+        return spec.status if spec is not None else None
+
+    def stats(self) -> StatsReply:
+        reply = self.client.request(StatsRequest(req_id=self.client.next_id()), timeout_s=5)
+        if not isinstance(reply, StatsReply):
+            raise Violation(f"stats answered {reply}")
+        return reply
+
+    def typed(self, text: str, refs: list[BranchRef], keep: list[int]) -> SuggestionReply:
+        """Tell the service what is typed: the reply must list exactly the ranks in
+        ``keep`` (of the live ``refs``), and the others must be gone within the bound."""
+        dropped = [ref for ref in refs if ref.rank not in keep]
+        watcher = GoneWatcher(dropped)
+        reply = self.client.request(TypedRequest(req_id=self.client.next_id(), text=text), 10)
+        if not isinstance(reply, SuggestionReply):
+            raise Violation(f"typing {text!r} answered {reply}")
+        ranks = [b.rank for b in reply.branches]
+        if ranks != keep:
+            raise Violation(f"typing {text!r} left the branches {ranks}, expected {keep}")
+        top = next((ref.text for ref in refs if keep and ref.rank == keep[0]), None)
+        if reply.text != top:
+            raise Violation(f"typing {text!r}: the reply shows {reply.text!r}, not {top!r}")
+        if dropped:
+            self.metrics.branch_gone_s.append(watcher.result(f"typing {text!r}"))
+        return reply
+
+    def expect_not_found(self, index: int) -> None:
+        """An accept of a rank that is not live is refused, and changes nothing."""
+        request = AcceptRequest(req_id=self.client.next_id(), method="tab", index=index)
+        reply = self.client.request(request, timeout_s=10)
+        if not (isinstance(reply, ErrorReply) and reply.code == "not_found"):
+            raise Violation(f"accepting rank {index}, which is not live, answered {reply}")
+        self.metrics.not_found_checked += 1
+
+    def accept_branch(
+        self,
+        record: RoundRecord,
+        tag: str,
+        refs: list[BranchRef],
+        rank: int,
+        status: str,
+        *,
+        victim: BranchRef | None = None,
+        typed_text: str | None = None,
+        typing: str | None = None,
+    ) -> int | None:
+        """Accept the branch of ``rank``: Tab with ``AcceptRequest.index``, or by submitting
+        ``typed_text``, a prompt equal to it. ``victim``: a sibling whose worker gets
+        SIGKILL 0-4 ms after the request is sent. ``status``: the branch's status before
+        (a typed prompt may take a running one: the service waits for it). Checks that
+        every other branch is gone within the bound, the transcript names this branch's
+        files, and ``stats`` counts the accept under this rank (and under ``typing``).
+        Returns ``rank`` when its files were applied, None when it fell back."""
+        others = [ref for ref in refs if ref.rank != rank]
+        stats_before = self.stats()
+        t0 = time.perf_counter()
+        watcher = GoneWatcher(others, t0)
+        request: AcceptRequest | AskRequest
+        if typed_text is None:
+            request = AcceptRequest(req_id=self.client.next_id(), method="tab", index=rank)
+        else:
+            request = AskRequest(req_id=self.client.next_id(), text=typed_text)
+        self.client.send(request)
+        if victim is not None and victim.pid:
+            time.sleep(self.rng.uniform(0, 0.004))
+            record.landed = pid_running(victim.pid)
+            if record.landed:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(victim.pid, signal.SIGKILL)
+        replies = list(self.client.replies(request.req_id, timeout_s=30))
+        end = replies[-1]
+        if not isinstance(end, TurnEnded):
+            raise Violation(f"accepting rank {rank} ended with {end}")
+        self.metrics.branch_gone_s.append(watcher.result(f"accept of rank {rank}"))
+        can_apply = status in ("completed", "running" if typed_text is not None else "completed")
+        if end.reason != "accepted":
+            if can_apply:
+                raise Violation(f"accepting rank {rank} ({status}) fell back: {end}")
+            return None
+        if not can_apply:
+            raise Violation(f"rank {rank} was accepted although its speculation was {status}")
+        files = set(round_files(tag, rank))
+        shown = [r for r in replies if isinstance(r, Transcript)]
+        if len(shown) != 1 or set(shown[0].files) != files:
+            named = [sorted(r.files) for r in shown]
+            raise Violation(f"accepting rank {rank}: the transcript names {named}")
+        text = next(ref.text for ref in refs if ref.rank == rank)
+        if not shown[0].entries or shown[0].entries[0].text != text:
+            raise Violation(f"accepting rank {rank}: the transcript starts {shown[0].entries[:1]}")
+        after = self.stats()
+        counts = [
+            (
+                f"rank {rank}",
+                stats_before.accepted_by_rank.get(rank, 0),
+                after.accepted_by_rank.get(rank, 0),
+                1,
+            )
+        ]
+        for how in ("prefix_kept", "exact_match"):
+            was = stats_before.accepted_by_typing.get(how, 0)
+            now = after.accepted_by_typing.get(how, 0)
+            counts.append((how, was, now, int(how == typing)))
+        for label, was, now, want in counts:
+            if now - was != want:
+                raise Violation(
+                    f"accepting rank {rank} (typing: {typing}): stats count {label} "
+                    f"{was} -> {now}, expected +{want}"
+                )
+        return rank
+
+    def check_followup(self, tag: str, rank: int) -> None:
+        """After an accept of ``rank``: the next suggestion is that branch's pipelined one
+        (never another branch's); it is then rejected, killing its speculation."""
+        want = followup_text(tag, rank)
+        others = {followup_text(tag, r) for r in range(BRANCHES)} - {want}
+        deadline = time.monotonic() + 5
+        reply = None
+        while time.monotonic() < deadline:
+            reply = self.suggestion()
+            if reply.text in others:
+                raise Violation(
+                    f"after accepting rank {rank} the next suggestion is {reply.text!r}, "
+                    "another branch's pipelined suggestion"
+                )
+            if reply.text == want:
+                if [b.text for b in reply.branches] != [want]:
+                    raise Violation(f"the follow-up lists the branches {reply.branches}")
+                if reply.speculation is not None and reply.speculation.worker_pid:
+                    self.round_pids.append(reply.speculation.worker_pid)
+                    self.seen_workers.add(reply.speculation.worker_pid)
+                ok = self.client.request(RejectRequest(req_id=self.client.next_id()), 10)
+                if not isinstance(ok, OkReply):
+                    raise Violation(f"reject of the follow-up answered {ok}")
+                self.metrics.pipelined_checked += 1
+                return
+            time.sleep(0.002)
+        shown = reply.text if reply is not None else None
+        raise Violation(
+            f"no follow-up {want!r} within 5 s of accepting rank {rank} (shown: {shown!r})"
+        )
+
+    def settle_pids(self, pids: list[int | None]) -> None:
+        """Every worker of the round exits; no speculation is left running."""
+        for pid in pids:
+            if pid and not wait_for(exited(pid), timeout=5.0):
+                raise Violation(f"the round's worker {pid} is still alive 5 s after the round")
+        current = self.suggestion()
+        running = [
+            b.speculation.id
+            for b in current.branches
+            if b.speculation is not None and b.speculation.status == "running"
+        ]
+        if running:
+            raise Violation(f"speculations still running after the round: {running}")
+
+    def fault_branch_accept_rank(
+        self, record: RoundRecord, tag: str, refs: list[BranchRef]
+    ) -> int | None:
+        """Accept a rank, mostly not the first, once it ended (the slow third branch is
+        often still running when the first or second is taken); or reject them all."""
+        if self.rng.random() < 0.15:
+            statuses = self.wait_terminal(refs)
+            record.action, record.status = "reject", statuses[0]
+            watcher = GoneWatcher(refs)
+            reply = self.client.request(RejectRequest(req_id=self.client.next_id()), 10)
+            if not isinstance(reply, OkReply):
+                raise Violation(f"reject answered {reply}")
+            self.metrics.branch_gone_s.append(watcher.result("reject"))
+            record.landed = True
+            return None
+        k = self.rng.choice((1, 2, 1, 2, 0))
+        status = self.wait_terminal([refs[k]])[k]
+        record.action, record.status = f"accept {k}", status
+        rank = self.accept_branch(record, tag, refs, k, status)
+        record.landed = rank == k
+        if rank is not None:
+            self.check_followup(tag, rank)
+        return rank
+
+    def fault_branch_kill_during_accept(
+        self, record: RoundRecord, tag: str, refs: list[BranchRef]
+    ) -> int | None:
+        """Accept the first or second rank once it completed and SIGKILL a sibling's
+        worker (the slow third one still running, or one in its pipelined step) 0-4 ms
+        after sending Tab."""
+        k = self.rng.choice((0, 1))
+        status = self.wait_terminal([refs[k]])[k]
+        record.action, record.status = f"accept {k}", status
+        alive = [ref for ref in refs if ref.rank != k and ref.pid and pid_running(ref.pid)]
+        victim = self.rng.choice(alive) if alive else None
+        if victim is None:
+            record.landed = False
+        else:
+            record.note = f"killed rank {victim.rank}"
+        rank = self.accept_branch(record, tag, refs, k, status, victim=victim)
+        if rank is not None:
+            self.check_followup(tag, rank)
+        return rank
+
+    def fault_branch_kill_one(
+        self, record: RoundRecord, tag: str, refs: list[BranchRef]
+    ) -> int | None:
+        """SIGKILL one branch's worker while it runs a tool subprocess: it fails, its
+        overlay goes, the other branches complete; then accept one of those, or the dead
+        one (which runs its prompt as a normal turn and kills the others)."""
+        j = self.rng.randrange(BRANCHES)
+        victim = refs[j]
+        mid_tool = self.wait_child(victim.pid, timeout=5)
+        t0 = time.perf_counter()
+        self._kill(record, victim.pid)
+        record.landed = mid_tool if record.landed is None else False
+        record.note = f"killed rank {j}"
+        self.metrics.branch_gone_s.append(GoneWatcher([victim], t0).result(f"kill of rank {j}"))
+        statuses = self.wait_terminal(refs)
+        if record.landed and statuses[j] != "failed":
+            raise Violation(f"rank {j} was killed mid-tool but ended {statuses[j]}")
+        for sibling, ended in statuses.items():
+            if sibling != j and ended != "completed":
+                raise Violation(f"rank {sibling} ended {ended} after its sibling {j} was killed")
+        self.metrics.siblings_completed += BRANCHES - 1
+        k = self.rng.choice([r for r in range(BRANCHES) if r != j] + [j])
+        record.action, record.status = f"accept {k}", statuses[k]
+        rank = self.accept_branch(record, tag, refs, k, statuses[k])
+        if rank is not None:
+            self.check_followup(tag, rank)
+        return rank
+
+    def fault_branch_typing(
+        self, record: RoundRecord, tag: str, refs: list[BranchRef]
+    ) -> int | None:
+        """Type a prefix of the first two ranks only (the third is dropped at once, its
+        accept refused), then: narrow to the second and Tab it; type one out in full
+        (another case, a final period) while it may still run; diverge from both; or clear
+        the typing and Tab the first."""
+        time.sleep(self.rng.uniform(0, 0.4))
+        third = refs[2]
+        record.landed = bool(third.pid) and pid_running(third.pid or 0)
+        self.typed(TYPED_SHARED, refs, keep=[0, 1])
+        self.expect_not_found(2)
+        mode = self.rng.choice(("narrow", "exact", "exact", "diverge", "clear"))
+        record.action = f"type {mode}"
+        live = refs[:2]
+        if mode == "diverge":
+            self.typed(TYPED_NONE, live, keep=[])
+            self.expect_not_found(0)
+            record.status = "aborted"
+            return None
+        if mode == "exact":
+            k = self.rng.choice((0, 1))
+            text = self.rng.choice((refs[k].text, refs[k].text.capitalize() + "."))
+            status = self.branch_status(k) or "gone"
+            record.status = status
+            rank = self.accept_branch(
+                record, tag, live, k, status, typed_text=text, typing="exact_match"
+            )
+        else:
+            k, typing = (1, "prefix_kept") if mode == "narrow" else (0, None)
+            if mode == "narrow":
+                self.typed(TYPED_NARROW, live, keep=[1])
+                live = [refs[1]]
+            else:
+                self.typed("", live, keep=[0, 1])  # cleared: nothing comes back, none goes
+            status = self.wait_terminal([refs[k]])[k]
+            record.status = status
+            rank = self.accept_branch(record, tag, live, k, status, typing=typing)
+        if rank is not None:
+            self.check_followup(tag, rank)
+        return rank
+
+
 # --------------------------------------------------------------------------- fault material
 
 
@@ -1466,6 +2037,11 @@ def summarize(chaos: Chaos, elapsed: float) -> dict[str, Any]:
             "outcomes": dict(Counter(r.outcome or "-" for r in rows)),
             "violations": sum(len(r.violations) for r in rows),
         }
+        if kind in BRANCH_KINDS:
+            by_kind[kind]["actions"] = dict(Counter(r.action or "-" for r in rows))
+            by_kind[kind]["accepted_ranks"] = dict(
+                Counter(r.rank for r in rows if r.rank is not None)
+            )
     m = chaos.metrics
 
     def dist(values: list[float]) -> dict[str, float | int]:
@@ -1481,6 +2057,7 @@ def summarize(chaos: Chaos, elapsed: float) -> dict[str, Any]:
     return {
         "rounds": len(chaos.records),
         "seed": chaos.args.seed,
+        "speculation_branches": chaos.args.branches,
         "base_dir": str(chaos.base),
         "elapsed_s": round(elapsed, 1),
         "heartbeat_s": None if chaos.args.cli_service else chaos.args.heartbeat,
@@ -1497,6 +2074,11 @@ def summarize(chaos: Chaos, elapsed: float) -> dict[str, Any]:
         "coordinator_killed_mid_apply": m.mid_apply,
         "rolled_forward_without_transcript": m.applied_without_history,
         "garbage_frames": {"sent": m.garbage_sent, "error_replies": m.garbage_replies},
+        "branch_rounds": sum(1 for r in chaos.records if r.kind in BRANCH_KINDS),
+        "dropped_branches_gone": dist(m.branch_gone_s),
+        "followups_checked": m.pipelined_checked,
+        "gone_rank_accepts_refused": m.not_found_checked,
+        "siblings_completed_after_a_kill": m.siblings_completed,
     }
 
 
@@ -1548,6 +2130,23 @@ def print_table(summary: dict[str, Any]) -> None:
         f"{summary['garbage_frames']['error_replies']} error replies; "
         f"overlay tmpfs: {summary['tmpfs']}"
     )
+    if summary["branch_rounds"]:
+        line(
+            "dropped branches: workers dead, overlays gone",
+            summary["dropped_branches_gone"],
+        )
+        ranks: Counter[int] = Counter()
+        for kind in BRANCH_KINDS:
+            ranks.update(summary["by_kind"].get(kind, {}).get("accepted_ranks", {}))
+        print(
+            f"branch rounds: {summary['branch_rounds']} (speculationBranches "
+            f"{summary['speculation_branches']}); accepted by rank: "
+            + ", ".join(f"{k}: {v}" for k, v in sorted(ranks.items()))
+            + f"; follow-up was the accepted branch's: {summary['followups_checked']}; "
+            f"accepts of a dropped rank refused: {summary['gone_rank_accepts_refused']}; "
+            f"branches that completed after a sibling was killed: "
+            f"{summary['siblings_completed_after_a_kill']}"
+        )
     print(f"{summary['rounds']} rounds, seed {summary['seed']}, {summary['elapsed_s']} s")
     for v in summary["violations"]:
         print("VIOLATION", v)
@@ -1561,7 +2160,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--only",
         type=lambda s: [k.strip() for k in s.split(",") if k.strip()],
         default=None,
-        help=f"comma-separated fault kinds from: {', '.join(KINDS)}",
+        help=f"comma-separated fault kinds from: {', '.join(ALL_KINDS)}",
+    )
+    parser.add_argument(
+        "--branches",
+        type=int,
+        default=BRANCHES,
+        help=f"the service's speculationBranches (branch rounds need {BRANCHES})",
     )
     parser.add_argument("--heartbeat", type=float, default=0.25, help="worker heartbeat (s)")
     parser.add_argument(
@@ -1589,7 +2194,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per round")
     args = parser.parse_args(argv)
     if args.only:
-        unknown = set(args.only) - set(KINDS)
+        unknown = set(args.only) - set(ALL_KINDS)
         if unknown:
             parser.error(f"unknown fault kinds: {', '.join(sorted(unknown))}")
     return args
