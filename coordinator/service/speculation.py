@@ -904,15 +904,15 @@ class SpeculationManager:
             return SuggestionReply(
                 req_id, None, False, self.last_suppressed, None, pending=self.pending
             )
-        spec = current.speculation.info() if current.speculation else None
+        branches = tuple(branch.info() for branch in current.branches)
         return SuggestionReply(
             req_id,
             current.text,
             current.visible,
             None,
-            spec,
+            branches[0].speculation,  # the top live branch's, read once for both
             speculation_skipped=current.skipped,
-            branches=tuple(branch.info() for branch in current.branches),
+            branches=branches,
         )
 
     def stats_reply(self, req_id: int) -> StatsReply:
