@@ -281,14 +281,17 @@ def toolbar_text(state: SuggestionState) -> FormattedText:
     branch = state.current()
     if branch is None:
         return FormattedText([("class:bottom-toolbar", " no suggestion · Ctrl-D quits")])
+    # With alternatives, which one is shown comes first: a long status line is cut at
+    # the terminal's width.
+    which: list[tuple[str, str]] = []
     if len(matching) > 1:
         position = next(i for i, b in enumerate(matching) if b.rank == branch.rank) + 1
-        keys = f"suggestion {position} of {len(matching)}, ↓/↑ for the others · {keys}"
+        which = [("class:bottom-toolbar", f" ↓↑ {position} of {len(matching)} ·")]
     spec = branch.speculation
     if spec is None:
         why = " (speculation budget spent)" if branch.skipped == "budget" else ""
-        return FormattedText([("class:bottom-toolbar",
-                               f" suggestion not speculated{why} · {keys}")])
+        return FormattedText([*which, ("class:bottom-toolbar",
+                                       f" suggestion not speculated{why} · {keys}")])
     detail = f"{spec.tool_uses} tool use(s), {len(spec.files_written)} file(s)"
     marks = {
         "running": ("running", f"⟳ speculation running ({detail})"),
@@ -301,7 +304,7 @@ def toolbar_text(state: SuggestionState) -> FormattedText:
     }
     cls, label = marks.get(spec.status, ("", f"speculation {spec.status}"))
     style = f"class:bottom-toolbar.{cls}" if cls else "class:bottom-toolbar"
-    return FormattedText([(style, f" {label}"), ("class:bottom-toolbar", f" · {keys}")])
+    return FormattedText([*which, (style, f" {label}"), ("class:bottom-toolbar", f" · {keys}")])
 
 
 def _bindings(state: SuggestionState) -> KeyBindings:

@@ -1,9 +1,13 @@
 """`specrun chat` in a pseudo-terminal: the ghost text appears, Tab accepts, typing something
-else dismisses (its worker is killed), Ctrl-C aborts a running turn, Ctrl-D leaves."""
+else dismisses (its worker is killed), Ctrl-C aborts a running turn, Ctrl-D leaves; typing
+the beginning of the suggestion keeps its speculation and the first letter that diverges
+kills it; Down shows the next ranked alternative; a prompt typed out in full is an accept."""
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,3 +148,142 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+# -- issue 17: typing keeps a speculation, several ranked alternatives ---------------------
+
+
+def _slow_negative_test(data: dict[str, Any]) -> None:
+    """The speculation of NEG answers its first request after 3 s, so that it is still
+    running while the test types."""
+    rules: list[dict[str, Any]] = data["rules"]
+    first = next(r for r in rules if r.get("name") == "negative test, read the tests")
+    slow = {**first, "name": "slow negative test", "when": {**first["when"],
+                                                          "purpose": "speculation"},
+            "reply": {**first["reply"], "latency_ms": 3000}}
+    rules.insert(rules.index(first), slow)
+
+
+def _chat(specrun: Specrun, tmp: Path, settings: dict[str, Any] | None = None,
+          change: Any = None) -> Terminal:
+    data: dict[str, Any] = yaml.safe_load((REPO / "coordinator/scenarios/demo.yaml").read_text())
+    if change is not None:
+        change(data)
+    scenario = tmp / "scenario.yaml"
+    scenario.write_text(yaml.safe_dump(data, sort_keys=False))
+    if settings:
+        (specrun.project / ".specrun").mkdir(exist_ok=True)
+        (specrun.project / ".specrun" / "settings.json").write_text(json.dumps(settings))
+    env = {**specrun.env.vars, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "coordinator", "--project", str(specrun.project), "chat", "--approval-mode",
+         "auto-edit", "--scenario", str(scenario)],
+        env=env, cwd=str(REPO), encoding="utf-8", dimensions=(40, 120), timeout=30,
+    )
+    return Terminal(child)
+
+
+@pytest.fixture
+def chats(specrun: Specrun) -> Iterator[list[Terminal]]:
+    started: list[Terminal] = []
+    try:
+        yield started
+    finally:
+        for terminal in started:
+            if terminal.child.isalive():
+                terminal.child.terminate(force=True)
+            terminal.child.close()
+        specrun.run("stop")
+
+
+def _speculation(specrun: Specrun) -> dict[str, Any]:
+    return specrun.query(SuggestionRequest).get("speculation") or {}
+
+
+def _quit(terminal: Terminal) -> None:
+    terminal.send("\x04")
+    terminal.child.expect(pexpect.EOF, timeout=10)
+    terminal.child.close()
+    assert terminal.child.exitstatus == 0
+
+
+def test_typing_the_beginning_keeps_the_speculation_and_diverging_aborts_it(
+    specrun: Specrun, tmp_path: Path, chats: list[Terminal]
+) -> None:
+    terminal = _chat(specrun, tmp_path, change=_slow_negative_test)
+    chats.append(terminal)
+    terminal.expect("Ctrl-D quits")
+    terminal.send(FIX + "\r")
+    terminal.expect("done in")
+    terminal.expect(NEG)
+    assert wait_until(lambda: _speculation(specrun).get("worker_pid"))
+    running = _speculation(specrun)
+    assert running["status"] == "running"
+
+    # its beginning, in another case and with a doubled space: the speculation stays
+    terminal.send("Add a  test")
+    time.sleep(1.0)  # the chat tells the service at once; give it time to act on it
+    kept = _speculation(specrun)
+    assert (kept["id"], kept["status"]) == (running["id"], "running")
+    assert _alive(running["worker_pid"])
+    assert specrun.query(SuggestionRequest)["text"] == NEG
+
+    # the rest stays grey after the cursor: Tab takes it once it completed
+    terminal.expect("speculation completed", timeout=30)
+    terminal.send("\t")
+    terminal.expect("saved")
+    assert (specrun.project / "tests/test_calc_negative.py").exists()
+    stats = specrun.json("stats")
+    assert stats["accepted_by_method"] == {"tab": 1}
+    assert stats["accepted_by_typing"] == {"prefix_kept": 1}
+
+    # the pipelined suggestion: the first letter that is not how it begins kills it,
+    # before anything is submitted
+    terminal.expect(DIFF)
+    assert wait_until(lambda: _speculation(specrun).get("worker_pid"))
+    pid = _speculation(specrun)["worker_pid"]
+    terminal.send("show me th")
+    time.sleep(0.5)
+    assert specrun.query(SuggestionRequest)["text"] == DIFF
+    terminal.send("x")
+    assert wait_until(lambda: specrun.query(SuggestionRequest)["text"] is None, timeout=5)
+    assert wait_until(lambda: not _alive(pid), timeout=5)
+    terminal.send("\x15")  # Ctrl-U: the line is cleared, nothing was sent
+    assert specrun.json("stats")["suggestions_accepted"] == 1
+    _quit(terminal)
+
+
+def test_down_shows_the_next_alternative_and_a_typed_prompt_is_an_accept(
+    specrun: Specrun, tmp_path: Path, chats: list[Terminal]
+) -> None:
+    terminal = _chat(specrun, tmp_path, settings={"speculationBranches": 3})
+    chats.append(terminal)
+    terminal.expect("Ctrl-D quits")
+    terminal.send(FIX + "\r")
+    terminal.expect("done in")
+    terminal.expect("run the tests")  # the top guess is the grey text
+    terminal.expect("1 of 3")  # the toolbar: "↓↑ 1 of 3 · ⏸ speculation stopped before…"
+    reply = specrun.query(SuggestionRequest)
+    assert [b["text"] for b in reply["branches"]] == ["run the tests", NEG, DIFF]
+
+    terminal.send("\x1b[B")  # Down: the second guess becomes the grey text
+    terminal.expect("negative numbers")
+    assert wait_until(lambda: specrun.query(SuggestionRequest)["branches"][1]["speculation"]
+                      ["status"] == "completed", timeout=30)
+    terminal.send("\t")  # Tab takes the alternative shown
+    terminal.expect("saved")
+    assert (specrun.project / "tests/test_calc_negative.py").exists()
+    stats = specrun.json("stats")
+    assert stats["accepted_by_rank"] == {"1": 1} and stats["accepted_by_method"] == {"tab": 1}
+
+    # the pipelined suggestion, typed out by hand (other case, final period) and sent:
+    # the service uses its speculation and says so
+    terminal.expect(DIFF)
+    terminal.send("Show me the diff.\r")
+    terminal.expect("You typed a predicted prompt")
+    terminal.expect("saved")
+    stats = specrun.json("stats")
+    assert stats["accepted_by_typing"] == {"exact_match": 1}
+    assert stats["accepted_by_method"] == {"tab": 1, "typed": 1}
+    _quit(terminal)
