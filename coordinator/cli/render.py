@@ -432,7 +432,8 @@ def show_suggestion(reply: SuggestionReply, out: Console | None = None) -> None:
     if not reply.visible:
         line.append("  (not shown yet)", style="bright_black italic")
     alternatives = reply.branches[1:]
-    if alternatives:
+    if alternatives or (reply.branches and reply.branches[0].rank != 0):
+        # the rank `specrun accept --index` takes (typing can leave only a lower one)
         line.append(f"  (--index {reply.branches[0].rank})", style="bright_black")
     out.print(line)
     if reply.speculation is not None:

@@ -1,0 +1,123 @@
+"""Issue 17 from the command line: with `speculationBranches` 3 the suggestion lists its
+ranked alternatives (JSON and human), `accept --index N` takes one and the others'
+workers go, `suggestion --typed TEXT` keeps the alternatives the text leads to, and
+`stats` shows what was taken and what the branches cost. A real service, the scripted
+model's demo scenario (its ranked answer after the fix) in a copy of the sample project."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocol.control import SuggestionRequest
+from tests.support import Specrun, make_sample_project, running_service, wait_until
+
+FIX = "fix the failing test in tests/test_calc.py"
+NEG = "add a test for negative numbers"
+RANKED = ["run the tests", NEG, "show me the diff"]
+SETTLED = ("completed", "boundary", "failed")
+
+
+def _with_branches(project: Path) -> Path:
+    (project / ".specrun").mkdir()
+    (project / ".specrun" / "settings.json").write_text(json.dumps({"speculationBranches": 3}))
+    return project
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Specrun]:
+    project = _with_branches(make_sample_project(tmp_path / "proj"))
+    with running_service(project, "--approval-mode", "auto-edit") as runner:
+        yield runner
+
+
+def _settled_branches(service: Specrun) -> dict[str, Any]:
+    """The suggestion once all three alternatives are there and none is running."""
+    found: dict[str, Any] = {}
+
+    def settled() -> bool:
+        found.clear()
+        found.update(service.query(SuggestionRequest))
+        branches = found.get("branches") or []
+        return [b["text"] for b in branches] == RANKED and all(
+            (b["speculation"] or {}).get("status") in SETTLED for b in branches)
+
+    assert wait_until(settled, timeout=30), found
+    return found
+
+
+def test_suggestion_lists_the_alternatives_and_accept_index_takes_one(service: Specrun) -> None:
+    service.run("ask", FIX, check=True)
+    reply = _settled_branches(service)
+    as_json = service.json("suggestion")
+    assert as_json["text"] == "run the tests"  # the top one, as before branches
+    assert [(b["rank"], b["text"]) for b in as_json["branches"]] == list(enumerate(RANKED))
+    statuses = [b["speculation"]["status"] for b in as_json["branches"]]
+    assert statuses == ["boundary", "completed", "completed"]  # pytest is not read-only
+    pids = [b["speculation"]["worker_pid"] for b in reply["branches"]]
+    assert len(set(pids)) == 3  # each in its own worker
+
+    human = " ".join(service.run("suggestion", check=True).stdout.split())
+    for shown in ("❯ run the tests (--index 0)", "stopped before the shell command",
+                  "2 alternatives (↓ in `specrun chat`, or `specrun accept --index N`):",
+                  f"❯ {NEG} (--index 1) speculation ✓ completed",
+                  "❯ show me the diff (--index 2) speculation ✓ completed"):
+        assert shown in human, human
+    assert human.index("run the tests") < human.index(NEG) < human.index("show me the diff")
+
+    accepted = service.run("accept", "--index", "1", "--json")
+    assert accepted.returncode == 0, accepted.stderr
+    events = [json.loads(line) for line in accepted.stdout.splitlines()]
+    transcript = next(e for e in events if e["type"] == "transcript")
+    assert transcript["entries"][0]["text"] == NEG
+    assert transcript["files"] == ["tests/test_calc_negative.py"]
+    assert events[-1]["reason"] == "accepted"
+    assert (service.project / "tests/test_calc_negative.py").exists()
+
+    stats = service.json("stats")
+    assert stats["accepted_by_rank"] == {"1": 1} and stats["accepted_by_method"] == {"cli": 1}
+    assert set(stats["branch_cost"]["by_rank"]) == {"0", "1", "2"}
+    assert stats["branch_cost"]["discarded"]["tokens"] > 0
+    shown = " ".join(service.run("stats", check=True).stdout.split())
+    assert "by rank 2nd (--index 1) 1" in shown
+    assert "speculation branches top" in shown and "thrown away" in shown
+
+    # a rank that is not there: one sentence, exit 1
+    missing = service.run("accept", "--index", "3")
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert missing.stderr.strip()
+    usage = service.run("accept", "--index", "-1")
+    assert usage.returncode == 2
+
+
+def test_suggestion_typed_keeps_the_alternatives_it_leads_to(service: Specrun) -> None:
+    service.run("ask", FIX, check=True)
+    reply = _settled_branches(service)
+    ids = {b["text"]: b["speculation"]["id"] for b in reply["branches"]}
+
+    kept = service.json("suggestion", "--typed", "Add  a")  # case and spaces aside
+    assert kept["text"] == NEG and [b["text"] for b in kept["branches"]] == [NEG]
+    branch = kept["branches"][0]
+    assert branch["rank"] == 1 and branch["speculation"]["id"] == ids[NEG]
+    assert branch["speculation"]["status"] == "completed"
+    assert service.json("stats")["branch_cost"]["discarded"]["tokens"] > 0
+    human = " ".join(service.run("suggestion", check=True).stdout.split())
+    assert f"❯ {NEG} (--index 1)" in human and "alternative" not in human  # one left
+
+    # the top guess is gone: a plain accept says which ranks are left
+    top = service.run("accept")
+    assert top.returncode == 1 and "1" in top.stderr and "Traceback" not in top.stderr
+    accepted = service.run("accept", "--index", "1", "--json")
+    assert accepted.returncode == 0, accepted.stderr
+    assert (service.project / "tests/test_calc_negative.py").exists()
+
+    # the pipelined suggestion; text it does not begin with dismisses it
+    assert wait_until(lambda: service.query(SuggestionRequest)["text"] == "show me the diff",
+                      timeout=20)
+    gone = service.json("suggestion", "--typed", "show me the tests")
+    assert gone["text"] is None and gone["branches"] == []
+    assert service.run("accept").returncode == 1  # nothing left to take
