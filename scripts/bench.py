@@ -12,7 +12,9 @@ speculation, abort), ``bench_cli`` (wall time of the light `specrun` commands),
 ``bench_overlay`` (apply of 10/100 files), ``bench_recall`` (recall's added latency),
 ``bench_shell`` (shell classification), ``bench_speculation`` (a speculation in a worker
 vs in-process), ``bench_cost`` (the cached share of speculation prompt tokens on the
-scripted model, against the main chat's in the same run). Measured here: the service's
+scripted model, against the main chat's in the same run), ``bench_branches`` (accept of a
+non-first speculation branch against the first, and three branches speculated to
+completion against one: wall time and the service's process-tree CPU). Measured here: the service's
 start (to its first answer, against a fresh interpreter importing the modules the service
 imports before it answers; to a warm pool, against the fork-server limit of
 ``bench_spawn``), the cold-start
@@ -54,8 +56,8 @@ for entry in (str(ROOT), str(SCRIPTS)):
     if entry not in sys.path:
         sys.path.insert(0, entry)
 
-from coordinator.client import ServiceClient  # noqa: E402
-from coordinator.daemon import start_daemon, stop_daemon  # noqa: E402
+from coordinator.cli.client import ServiceClient  # noqa: E402
+from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from protocol import codec  # noqa: E402
 from protocol.chat import ToolCall, ToolResult  # noqa: E402
 from protocol.control import (  # noqa: E402
@@ -172,8 +174,9 @@ def bench_workers(rounds: int, rows: list[Row]) -> None:
 # What the service imports before it answers (the CLI, the service, the commands, the chat
 # with its memory recall, the speculation manager, the embedded scripted model).
 SERVICE_MODULES = (
-    "coordinator.cli, coordinator.service, coordinator.commands, coordinator.chat, "
-    "coordinator.speculation, coordinator.model_endpoint, coordinator.scripted_model"
+    "coordinator.cli, coordinator.service.service, coordinator.service.commands, "
+    "coordinator.service.chat, coordinator.service.speculation, "
+    "coordinator.service.model_endpoint, coordinator.scripted_model"
 )
 
 
@@ -267,7 +270,7 @@ class E2EService:
         self.base = Path(tempfile.mkdtemp(prefix="sr-bench-"))
         self.project = self.base / "proj"
         shutil.copytree(
-            ROOT / "coordinator" / "demo" / "sample_project",
+            ROOT / "coordinator" / "cli" / "demo" / "sample_project",
             self.project,
             ignore=shutil.ignore_patterns("__pycache__"),
         )
@@ -427,6 +430,49 @@ def bench_accept_abort(rounds: int, aborts: int, rows: list[Row]) -> None:
                 "bench",
             )
         )
+
+
+def bench_branches(rounds: int, rows: list[Row]) -> None:
+    branches = _module("bench_branches")
+    if branches is None:
+        return
+    r = branches.measure(rounds)
+    by_rank = r["accept_ms_by_rank"]
+    rows.append(
+        Row(
+            "accept of rank 2 of 3 branches (Tab -> files + transcript)",
+            by_rank[2],
+            "ms",
+            "accept of rank 0, same service",
+            by_rank[0],
+            "bench_branches",
+            f"rank 1 {by_rank[1]:.2f} ms; all three completed and their workers exited, the "
+            "accept removes the other two overlays",
+        )
+    )
+    model = f"{r['model_latency_ms']} ms/model call"
+    rows.append(
+        Row(
+            "3 branches speculated, wall (turn end -> all completed)",
+            r["wall_ms"][3],
+            "ms",
+            f"1 branch, same service ({model})",
+            r["wall_ms"][1],
+            "bench_branches",
+        )
+    )
+    rows.append(
+        Row(
+            "3 branches speculated, CPU (service + workers, psutil)",
+            r["cpu_s"][3],
+            "s",
+            "1 branch, same service",
+            r["cpu_s"][1],
+            "bench_branches",
+            "user + system seconds of the service's process tree from the turn's end until "
+            "the branches' workers exited and the pool was warm again",
+        )
+    )
 
 
 def bench_apply(repeats: int, rows: list[Row]) -> None:
@@ -841,8 +887,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated: start,workers,accept,apply,recall,shell,speculation,protocol,"
-        "search,cli,cost",
+        help="comma-separated: start,workers,accept,branches,apply,recall,shell,speculation,"
+        "protocol,search,cli,cost",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
@@ -858,6 +904,7 @@ def main(argv: list[str] | None = None) -> int:
         ("recall", lambda rows: bench_recall(q, rows)),
         ("cost", lambda rows: bench_cost(1 if q else 3, rows)),
         ("accept", lambda rows: bench_accept_abort(1 if q else 3, 20 if q else 100, rows)),
+        ("branches", lambda rows: bench_branches(3 if q else 7, rows)),
         ("search", lambda rows: bench_search(q, rows)),
         ("cli", lambda rows: bench_cli(7 if q else 21, rows)),
     ]
@@ -867,6 +914,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in (
             "bench_spawn",
             "bench_accept",
+            "bench_branches",
             "bench_overlay",
             "bench_recall",
             "bench_shell",
