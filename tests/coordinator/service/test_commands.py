@@ -26,6 +26,7 @@ from coordinator.service.pool import WorkerHandle
 from coordinator.service.speculation import (
     AbortCause,
     AcceptFallback,
+    Branch,
     Debounced,
     Speculation,
     Suggestion,
@@ -64,11 +65,6 @@ from protocol.control import (
 )
 
 from .fakes import Replies, Workers, run
-
-# Request types the protocol has and the service does not serve yet. Each must really be
-# unhandled (the test below fails once it gets a handler, so the entry goes).
-NOT_YET_HANDLED = {control.TypedRequest}  # #17: speculated branches while typing
-
 
 # -- stand-ins -----------------------------------------------------------------------------
 
@@ -138,6 +134,7 @@ class Manager:
         self.log = log
         self.sent = sent
         self.current: Suggestion | None = None
+        self.typed_branch: Branch | None = None  # what typed_match finds
         self.accepting: float | Exception = 1.5
         self.stats = Stats()
 
@@ -151,8 +148,14 @@ class Manager:
     def matches(self, text: str) -> bool:
         return self.current is not None and self.current.text == text.strip()
 
-    async def accept(self, method: AcceptMethod, out: Emitter) -> float:
-        self.log.append(("accept", method))
+    def typed_match(self, text: str) -> Branch | None:
+        return self.typed_branch
+
+    async def typed(self, text: str) -> None:
+        self.log.append(("typed", text))
+
+    async def accept(self, method: AcceptMethod, out: Emitter, index: int = 0) -> float:
+        self.log.append(("accept", method, index))
         if isinstance(self.accepting, Exception):
             raise self.accepting
         return self.accepting
@@ -218,8 +221,7 @@ def ask(text: str, **fields: Any) -> AskRequest:
 def test_every_request_type_has_exactly_one_handler() -> None:
     requests = set(typing.get_args(control.ControlRequest))
     assert len(requests) >= 12
-    assert set(HANDLERS) == requests - NOT_YET_HANDLED
-    assert not NOT_YET_HANDLED & set(HANDLERS)
+    assert set(HANDLERS) == requests
     # Registered where they are defined: a handler's module is one of the command modules.
     modules = {chat_commands.__name__, service_commands.__name__, speculation_commands.__name__}
     assert {handler.__module__ for handler in HANDLERS.values()} == modules
@@ -246,13 +248,16 @@ def test_a_second_handler_or_one_for_another_type_is_refused(
     assert {StopRequest: stop} == registry.HANDLERS
 
 
-def test_dispatch_finds_the_handler_by_the_request_type() -> None:
+def test_dispatch_finds_the_handler_by_the_request_type(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     deps = Deps()
     run(dispatch(deps, b"client", StatsRequest(req_id=8)))
     [(identity, reply)] = deps.replies.sent
     assert identity == b"client" and isinstance(reply, StatsReply) and reply.req_id == 8
-    with pytest.raises(LookupError, match="no handler for TypedRequest"):
-        run(dispatch(deps, b"client", control.TypedRequest(9, "ad")))
+    monkeypatch.setattr(registry, "HANDLERS", {})
+    with pytest.raises(LookupError, match="no handler for StatsRequest"):
+        run(dispatch(deps, b"client", StatsRequest(req_id=9)))
 
 
 # -- ask -----------------------------------------------------------------------------------
@@ -319,7 +324,7 @@ def test_the_suggested_prompt_applies_its_speculation_instead_of_a_turn() -> Non
     deps = Deps()
     deps.speculation.offer("add a test", "completed")
     run(chat_commands.ask(deps, b"c", ask("add a test", accept_method="tab")))
-    assert deps.log == ["cancel_generation", ("accept", "tab")]
+    assert deps.log == ["cancel_generation", ("accept", "tab", 0)]
     [end] = deps.replies.replies
     assert isinstance(end, TurnEnded)
     assert (end.reason, end.message, end.speculated) == ("accepted", "saved 1.50s", True)
@@ -340,7 +345,7 @@ def test_a_speculation_that_cannot_be_used_runs_the_prompt_as_a_normal_turn() ->
     deps.speculation.offer("add a test", "failed")
     deps.speculation.accepting = AcceptFallback("its speculation failed (boom)")
     run(chat_commands.ask(deps, b"c", ask("add a test")))
-    assert deps.log[:3] == ["cancel_generation", ("accept", "enter"), "run_turn"]
+    assert deps.log[:3] == ["cancel_generation", ("accept", "enter", 0), "run_turn"]
     notice = deps.replies.of(Notice)
     assert notice == [Notice(3, "Running it as a normal turn: its speculation failed (boom).")]
     assert deps.replies.of(TurnEnded)[0].reason == "completed"
@@ -365,6 +370,24 @@ def test_typing_something_else_says_which_speculation_was_thrown_away(
         assert text.startswith(
             f"You typed something else: stopped the speculation of “add a test” ({said})"
         )
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [("running", "still running, waiting for it to finish"), ("completed", "completed")],
+)
+def test_a_typed_out_predicted_prompt_uses_its_branch(status: SpeculationStatus, said: str) -> None:
+    deps = Deps()
+    deps.speculation.offer("add a test", "running")
+    deps.speculation.typed_branch = Branch(
+        2, "show the diff", Speculation("s2", "x", status=status)
+    )
+    run(chat_commands.ask(deps, b"c", ask("show the diff")))
+    assert deps.log == ["cancel_generation", ("accept", "typed", 2)]
+    assert deps.replies.of(Notice) == [
+        Notice(3, f"You typed a predicted prompt: using its speculation ({said}).")
+    ]
+    assert deps.replies.of(TurnEnded)[0].reason == "accepted"
 
 
 # -- the other chat commands -----------------------------------------------------------------
@@ -437,10 +460,36 @@ def test_accept_submits_the_suggestion_and_a_fallback_turn_knows_it_came_from_ac
     deps.speculation.offer("add a test", "boundary")
     deps.speculation.accepting = AcceptFallback("its speculation stopped at a boundary")
     run(speculation_commands.accept(deps, b"c", AcceptRequest(req_id=6, method="right")))
-    assert ("accept", "right") in deps.log
+    assert ("accept", "right", 0) in deps.log
     [turn] = deps.chat.turns
     assert (turn["req_id"], turn["text"], turn["from_accept"]) == (6, "add a test", True)
     assert turn["mode"] is ApprovalMode.DEFAULT and not turn["can_confirm"]
+
+
+def test_accept_of_a_rank_that_is_gone_is_not_found() -> None:
+    deps = Deps()
+    deps.speculation.current = Suggestion(["first", "second"])
+    run(speculation_commands.accept(deps, b"c", AcceptRequest(req_id=6, index=2)))
+    [reply] = deps.replies.replies
+    assert isinstance(reply, ErrorReply) and reply.code == "not_found"
+    assert "ranked 2" in reply.message and "live ranks: 0, 1" in reply.message
+    assert deps.log == []
+
+
+def test_accept_of_a_rank_submits_that_branch() -> None:
+    deps = Deps()
+    deps.speculation.current = Suggestion(["first", "second"])
+    run(speculation_commands.accept(deps, b"c", AcceptRequest(req_id=6, index=1)))
+    assert deps.log == ["cancel_generation", ("accept", "cli", 1)]
+
+
+def test_typed_tells_the_manager_then_answers_with_the_suggestion() -> None:
+    deps = Deps()
+    deps.speculation.offer("add a test", "running")
+    run(speculation_commands.typed(deps, b"c", control.TypedRequest(req_id=4, text="add")))
+    assert deps.log == [("typed", "add")]
+    [reply] = deps.replies.replies
+    assert isinstance(reply, SuggestionReply) and (reply.req_id, reply.text) == (4, "add a test")
 
 
 @pytest.mark.parametrize(

@@ -54,6 +54,7 @@ class Chat:
         self.fast_model = "fast"
         self.approval_mode = ApprovalMode.AUTO_EDIT
         self.turns = model_turns
+        self.busy = False  # no main turn runs
         self.extended: list[list[Message]] = []
 
     def model_turns(self) -> int:
