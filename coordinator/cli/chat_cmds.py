@@ -59,9 +59,12 @@ def ask(obj: CommandContext, text: str, approval_mode: str | None, as_json: bool
 def chat(obj: CommandContext, **flags: Any) -> None:
     """Interactive session: the suggestion appears as grey ghost text.
 
-    Tab, Right arrow or Enter on an empty line accepts it; typing something else and
-    Enter sends that instead (its speculation is killed). Ctrl-C aborts a running turn,
-    Ctrl-D leaves. Starts the service if it is not running (with these flags).
+    Tab, Right arrow or Enter on an empty line accepts it; typing its beginning keeps
+    its speculation running (the rest stays grey), the first letter that differs kills
+    it, and Enter sends what was typed (used as an accept when it equals a speculated
+    prompt). With several ranked guesses (speculationBranches), Down/Up show the
+    others. Ctrl-C aborts a running turn, Ctrl-D leaves. Starts the service if it is
+    not running (with these flags).
 
     \b
     Example:
