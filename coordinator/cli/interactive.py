@@ -221,7 +221,7 @@ class Poller(threading.Thread):
         except ServiceNotRunning:
             self.state.update(self.state.generation, None, "the service is not running")
             return
-        with client:
+        try:  # not `with client`: a reconnect below replaces it, and the last one is closed
             while not self.stopping.is_set():
                 generation = self.state.generation
                 tell = self.state.to_tell()
@@ -249,6 +249,8 @@ class Poller(threading.Thread):
                     self._changed()
                 self.wake.wait(POLL_INTERVAL_S)  # set by a keystroke
                 self.wake.clear()
+        finally:
+            client.close()
 
     def _changed(self) -> None:
         callback = self.on_change
