@@ -273,7 +273,7 @@ class Branch:
     def waiting(self) -> bool:
         """A branch beyond the top one neither started nor skipped: waiting for its turn
         (``branch_decision``). The top branch is never waiting: it starts at once."""
-        return self.rank > 0 and not self.tried and self.skipped is None
+        return self.rank > 0 and not self.tried and self.skipped is None and not self.dropped
 
     def info(self) -> BranchInfo:
         spec = self.speculation.info() if self.speculation else None
