@@ -145,8 +145,10 @@ BRANCHES = 3  # alternatives of a branch round (the service's setting must allow
 SLOW_BRANCH = 2  # the rank whose final answer is slow
 SLOW_BRANCH_LATENCY = 700
 # After an accept, a reject or typing, a branch that is not kept has its worker dead and
-# its overlay removed within this many seconds (the accept itself waits for the kills).
-BRANCH_GONE_BOUND_S = 1.0
+# its overlay removed within this many seconds of the request (the accept itself waits
+# for the kills). Quiet, it takes tens of ms; on a 2-core machine at a load average of 20
+# the kill, the reap and the sandbox's namespace teardown took up to 1.2 s.
+BRANCH_GONE_BOUND_S = 2.0
 # What a branch round types: a prefix of ranks 0 and 1 only, of rank 1 only, of none.
 TYPED_SHARED = "write the chaos "
 TYPED_NARROW = "write the chaos n"
@@ -725,17 +727,18 @@ class GoneWatcher:
                 return
             time.sleep(0.0005)
 
-    def result(self, what: str) -> float:
-        """Seconds until all were gone; a Violation past ``BRANCH_GONE_BOUND_S``."""
+    def result(self, record: RoundRecord, what: str) -> float | None:
+        """Seconds until all were gone, or None. Past ``BRANCH_GONE_BOUND_S`` (or never)
+        is a violation of the round, which goes on: its tree and the rest still count."""
         self._thread.join()
         if self.took is None:
             left = "; ".join(ref.left() for ref in self.refs if not ref.gone())
-            raise Violation(
+            record.violations.append(
                 f"{what}: dropped branches still there after {self.LIMIT_S:.0f} s: {left}"
             )
-        if self.took > BRANCH_GONE_BOUND_S:
+        elif self.took > BRANCH_GONE_BOUND_S:
             ranks = [ref.rank for ref in self.refs]
-            raise Violation(
+            record.violations.append(
                 f"{what}: branches {ranks} took {self.took * 1000:.0f} ms to have their workers "
                 f"dead and overlays gone (bound {BRANCH_GONE_BOUND_S * 1000:.0f} ms)"
             )
@@ -1025,8 +1028,15 @@ class Chaos:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 self.filler.unlink()
+        self.resync(record)
         record.seconds = time.perf_counter() - started
         return record
+
+    def resync(self, record: RoundRecord) -> None:
+        """A round cut short by a violation may have changed the tree before its check;
+        the next round starts from the tree as it is, so one violation is counted once."""
+        if record.violations and not record.outcome:
+            self.expected = snapshot_tree(self.project)
 
     def branch_round(self, n: int, kind: str) -> RoundRecord:
         """A round whose suggestion has ``BRANCHES`` ranked alternatives, each speculated;
@@ -1058,6 +1068,7 @@ class Chaos:
         except Exception as exc:  # the harness or the service broke: fail the round, go on
             record.violations.append(f"{type(exc).__name__}: {exc}")
             self.recover_service(record)
+        self.resync(record)
         record.seconds = time.perf_counter() - started
         return record
 
@@ -1643,9 +1654,11 @@ class Chaos:
             time.sleep(0.001)
         raise Violation(f"the {len(texts)} branches did not all start within 15 s (last: {last})")
 
-    def wait_terminal(self, refs: list[BranchRef], timeout: float = 10.0) -> dict[int, str]:
+    def wait_terminal(self, refs: list[BranchRef], timeout: float = 30.0) -> dict[int, str]:
         """Until each of these branches' speculation is terminal; their statuses by rank.
-        Each must stay listed meanwhile (nothing here drops a branch)."""
+        Each must stay listed meanwhile (nothing here drops a branch). The bound is loose:
+        a branch beyond the top one runs at nice +10, and on a loaded machine its eight
+        sandboxed shell commands alone can take several seconds."""
         deadline = time.monotonic() + timeout
         statuses: dict[int, str] = {}
         while time.monotonic() < deadline:
@@ -1675,7 +1688,14 @@ class Chaos:
             raise Violation(f"stats answered {reply}")
         return reply
 
-    def typed(self, text: str, refs: list[BranchRef], keep: list[int]) -> SuggestionReply:
+    def note_gone(self, record: RoundRecord, watcher: GoneWatcher, what: str) -> None:
+        took = watcher.result(record, what)
+        if took is not None:
+            self.metrics.branch_gone_s.append(took)
+
+    def typed(
+        self, record: RoundRecord, text: str, refs: list[BranchRef], keep: list[int]
+    ) -> SuggestionReply:
         """Tell the service what is typed: the reply must list exactly the ranks in
         ``keep`` (of the live ``refs``), and the others must be gone within the bound."""
         dropped = [ref for ref in refs if ref.rank not in keep]
@@ -1690,7 +1710,7 @@ class Chaos:
         if reply.text != top:
             raise Violation(f"typing {text!r}: the reply shows {reply.text!r}, not {top!r}")
         if dropped:
-            self.metrics.branch_gone_s.append(watcher.result(f"typing {text!r}"))
+            self.note_gone(record, watcher, f"typing {text!r}")
         return reply
 
     def expect_not_found(self, index: int) -> None:
@@ -1740,7 +1760,7 @@ class Chaos:
         end = replies[-1]
         if not isinstance(end, TurnEnded):
             raise Violation(f"accepting rank {rank} ended with {end}")
-        self.metrics.branch_gone_s.append(watcher.result(f"accept of rank {rank}"))
+        self.note_gone(record, watcher, f"accept of rank {rank}")
         can_apply = status in ("completed", "running" if typed_text is not None else "completed")
         if end.reason != "accepted":
             if can_apply:
@@ -1779,10 +1799,11 @@ class Chaos:
 
     def check_followup(self, tag: str, rank: int) -> None:
         """After an accept of ``rank``: the next suggestion is that branch's pipelined one
-        (never another branch's); it is then rejected, killing its speculation."""
+        (never another branch's); it is then rejected, killing its speculation. The wait is
+        loose: the accepted worker may still be in its pipelined step, at nice +10."""
         want = followup_text(tag, rank)
         others = {followup_text(tag, r) for r in range(BRANCHES)} - {want}
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 15
         reply = None
         while time.monotonic() < deadline:
             reply = self.suggestion()
@@ -1805,7 +1826,7 @@ class Chaos:
             time.sleep(0.002)
         shown = reply.text if reply is not None else None
         raise Violation(
-            f"no follow-up {want!r} within 5 s of accepting rank {rank} (shown: {shown!r})"
+            f"no follow-up {want!r} within 15 s of accepting rank {rank} (shown: {shown!r})"
         )
 
     def settle_pids(self, pids: list[int | None]) -> None:
@@ -1834,7 +1855,7 @@ class Chaos:
             reply = self.client.request(RejectRequest(req_id=self.client.next_id()), 10)
             if not isinstance(reply, OkReply):
                 raise Violation(f"reject answered {reply}")
-            self.metrics.branch_gone_s.append(watcher.result("reject"))
+            self.note_gone(record, watcher, "reject")
             record.landed = True
             return None
         k = self.rng.choice((1, 2, 1, 2, 0))
@@ -1879,7 +1900,7 @@ class Chaos:
         self._kill(record, victim.pid)
         record.landed = mid_tool if record.landed is None else False
         record.note = f"killed rank {j}"
-        self.metrics.branch_gone_s.append(GoneWatcher([victim], t0).result(f"kill of rank {j}"))
+        self.note_gone(record, GoneWatcher([victim], t0), f"kill of rank {j}")
         statuses = self.wait_terminal(refs)
         if record.landed and statuses[j] != "failed":
             raise Violation(f"rank {j} was killed mid-tool but ended {statuses[j]}")
@@ -1904,13 +1925,13 @@ class Chaos:
         time.sleep(self.rng.uniform(0, 0.4))
         third = refs[2]
         record.landed = bool(third.pid) and pid_running(third.pid or 0)
-        self.typed(TYPED_SHARED, refs, keep=[0, 1])
+        self.typed(record, TYPED_SHARED, refs, keep=[0, 1])
         self.expect_not_found(2)
         mode = self.rng.choice(("narrow", "exact", "exact", "diverge", "clear"))
         record.action = f"type {mode}"
         live = refs[:2]
         if mode == "diverge":
-            self.typed(TYPED_NONE, live, keep=[])
+            self.typed(record, TYPED_NONE, live, keep=[])
             self.expect_not_found(0)
             record.status = "aborted"
             return None
@@ -1925,10 +1946,10 @@ class Chaos:
         else:
             k, typing = (1, "prefix_kept") if mode == "narrow" else (0, None)
             if mode == "narrow":
-                self.typed(TYPED_NARROW, live, keep=[1])
+                self.typed(record, TYPED_NARROW, live, keep=[1])
                 live = [refs[1]]
             else:
-                self.typed("", live, keep=[0, 1])  # cleared: nothing comes back, none goes
+                self.typed(record, "", live, keep=[0, 1])  # cleared: none back, none gone
             status = self.wait_terminal([refs[k]])[k]
             record.status = status
             rank = self.accept_branch(record, tag, live, k, status, typing=typing)
