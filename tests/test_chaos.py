@@ -1,6 +1,7 @@
 """The chaos run (scripts/chaos.py) as part of the suite: a short fixed-seed run of every
-fault kind against a real service must end with zero invariant violations, and leave no
-process, mount or directory behind. The 200-round run is marked slow."""
+fault kind (the branch rounds of speculationBranches 3 among them) against a real service
+must end with zero invariant violations, and leave no process, mount or directory behind.
+The 200-round run is marked slow."""
 
 from __future__ import annotations
 
@@ -16,9 +17,16 @@ from typing import Any
 import psutil
 import pytest
 
+from coordinator.scripted_model.engine import Engine
 from coordinator.scripted_model.scenario import scenario_from_obj
 from protocol import codec
-from protocol.suggestion import filter_suggestion
+from protocol.suggestion import (
+    filter_alternatives,
+    filter_suggestion,
+    is_typed_prefix,
+    matches_prompt,
+    suggestion_prompt,
+)
 from tests.support import REPO
 
 SCRIPT = REPO / "scripts" / "chaos.py"
@@ -81,6 +89,79 @@ def test_the_generated_scenario_is_valid_and_its_suggestions_pass_the_filters() 
     assert any(name.startswith("r0007") for name in names)
 
 
+def test_branch_round_texts_pass_the_filters_and_typing_splits_them_as_planned() -> None:
+    texts = chaos.branch_texts("0003")
+    assert len(texts) == chaos.BRANCHES
+    assert texts[0] == chaos.suggestion_text("0003")
+    kept, dropped = filter_alternatives(texts)
+    assert kept == texts and not dropped
+    for rank in range(chaos.BRANCHES):
+        assert filter_suggestion(chaos.followup_text("0003", rank)) is None
+    assert [is_typed_prefix(chaos.TYPED_SHARED, t) for t in texts] == [True, True, False]
+    assert [is_typed_prefix(chaos.TYPED_NARROW, t) for t in texts] == [False, True, False]
+    assert not any(is_typed_prefix(chaos.TYPED_NONE, t) for t in texts)
+    # The "type it out" variants the run submits accept the branch they spell.
+    for t in texts[:2]:
+        assert matches_prompt(t.capitalize() + ".", t)
+        assert [matches_prompt(t, other) for other in texts].count(True) == 1
+
+
+def test_branch_files_overwrite_the_same_file_differently_and_create_their_own() -> None:
+    files = [chaos.round_files("0003", rank) for rank in range(chaos.BRANCHES)]
+    assert files[0] == chaos.round_files("0003")
+    assert all(next(iter(f)) == "chaos/shared.txt" for f in files)
+    assert len({f["chaos/shared.txt"] for f in files}) == chaos.BRANCHES
+    new = [set(f) - {"chaos/shared.txt"} for f in files]
+    assert all(a.isdisjoint(b) for i, a in enumerate(new) for b in new[i + 1 :])
+    # A tree with branch 0's new files and branch 1's shared file is a mix: corrupt.
+    before = {"chaos/shared.txt": b"old"}
+    mixed = {**files[0], "chaos/shared.txt": files[1]["chaos/shared.txt"]}
+    assert chaos.classify_tree(mixed, before, files[0]) == "corrupt"
+    assert chaos.classify_tree({**before, **files[1]}, before, files[1]) == "accepted"
+
+
+def _plan(engine: Any, purpose: str, messages: list[tuple[str, str]]) -> Any:
+    body = {"model": "scripted", "messages": [{"role": r, "content": c} for r, c in messages]}
+    decision = engine.plan(body, {"x-specrun-purpose": purpose})
+    assert decision.outcome == "reply", decision
+    return decision
+
+
+def test_branch_round_rules_answer_each_branch_and_its_follow_up() -> None:
+    """Rule order matters: a pipelined request carries its branch's text and, after an
+    accept, older rounds' texts and the follow-up's; each must meet its own rule."""
+    scenario = scenario_from_obj(chaos.build_scenario(6, branch_rounds={4}), source="chaos")
+    engine = Engine(scenario)
+    tag, texts = "0004", chaos.branch_texts("0004")
+    head = [
+        ("system", "sys"),
+        ("user", f"chaos round {tag}"),
+        ("assistant", f"Prepared [round {tag}]."),
+    ]
+    asked = _plan(engine, "suggestion", [*head, ("user", suggestion_prompt(3))])
+    assert json.loads(asked.answer.text) == {"suggestions": texts}
+    for rank, text in enumerate(texts):
+        pipelined = _plan(
+            engine, "pipelined", [*head, ("user", text), ("assistant", "done"), ("user", "next?")]
+        )
+        assert json.loads(pipelined.answer.text) == {"suggestion": chaos.followup_text(tag, rank)}
+        follow = chaos.followup_text(tag, rank)
+        after = [*head, ("user", text), ("assistant", "done"), ("user", follow)]
+        spec = _plan(engine, "speculation", after)
+        assert spec.answer.text == "Nothing to do for the follow-up."
+        nothing = _plan(engine, "pipelined", [*after, ("assistant", "ok"), ("user", "next?")])
+        assert json.loads(nothing.answer.text) == {"suggestion": ""}
+    # Rank 2 answers slowly, so it often still runs when another is taken.
+    slow = chaos.speculation_rules("x", texts[2], {}, (), chaos.SLOW_BRANCH_LATENCY)
+    assert slow[0]["reply"]["latency_ms"] == chaos.SLOW_BRANCH_LATENCY
+    # The next (single) round's pipelined request, with rank 1 of round 4 in its history,
+    # gets its own empty answer, not round 4's follow-up.
+    later = [*head, ("user", texts[1]), ("assistant", "done"), ("user", "chaos round 0005"),
+             ("assistant", "Prepared [round 0005]."), ("user", chaos.suggestion_text("0005")),
+             ("assistant", "done"), ("user", "next?")]  # fmt: skip
+    assert json.loads(_plan(engine, "pipelined", later).answer.text) == {"suggestion": ""}
+
+
 def test_round_files_are_distinct_per_round_and_existing_file_first() -> None:
     one, two = chaos.round_files("0001"), chaos.round_files("0002")
     assert next(iter(one)) == "chaos/shared.txt"
@@ -117,11 +198,25 @@ def test_garbage_control_frames_never_decode_as_requests() -> None:
                 requests.decode(frame)
 
 
-@pytest.mark.timeout(300)
-def test_fifty_chaos_rounds_violate_no_invariant() -> None:
-    summary = _run("--rounds", "50", "--seed", "7", timeout=280)
+# Three decks of every fault kind (13 single-branch kinds, 4 branch kinds, `none` twice).
+SHORT_RUN = 3 * (len(chaos.ALL_KINDS) + 1)
+
+
+@pytest.mark.timeout(600)
+def test_a_short_chaos_run_violates_no_invariant() -> None:
+    summary = _run("--rounds", str(SHORT_RUN), "--seed", "7", timeout=560)
     assert summary["violations"] == []
-    assert summary["rounds"] == 50
+    assert summary["rounds"] == SHORT_RUN
+    assert summary["speculation_branches"] == chaos.BRANCHES
+    assert summary["branch_rounds"] == 3 * len(chaos.BRANCH_KINDS)
+    ranks: dict[str, int] = {}
+    for kind in chaos.BRANCH_KINDS:
+        for rank, count in summary["by_kind"][kind]["accepted_ranks"].items():
+            ranks[rank] = ranks.get(rank, 0) + count
+    assert any(int(rank) > 0 for rank in ranks), ranks  # a non-first rank was accepted
+    assert summary["followups_checked"] >= 1
+    assert summary["dropped_branches_gone"]["n"] >= len(chaos.BRANCH_KINDS)
+    assert summary["gone_rank_accepts_refused"] >= 3
     for kind, row in summary["by_kind"].items():
         assert row["rounds"] >= 3, (kind, row)
         if kind != "none":
