@@ -116,11 +116,12 @@ class SuggestionRequest(msgspec.Struct, frozen=True, tag="suggestion"):
 
 class AcceptRequest(msgspec.Struct, frozen=True, tag="accept"):
     """Take a suggestion. ``index``: the rank of the branch to take (0: the top guess);
-    a rank that is not live gets ``ErrorReply`` ``not_found``."""
+    None takes the best-ranked branch still live (after typing dropped rank 0, Tab takes
+    what is shown); a rank that is not live gets ``ErrorReply`` ``not_found``."""
 
     req_id: int
     method: AcceptMethod = "cli"
-    index: int = 0
+    index: int | None = None
 
 
 class TypedRequest(msgspec.Struct, frozen=True, tag="typed"):

@@ -96,9 +96,9 @@ def suggestion(obj: CommandContext, as_json: bool, wait: bool = False,
         render.show_suggestion(reply)
 
 
-def accept(obj: CommandContext, as_json: bool, index: int = 0) -> None:
+def accept(obj: CommandContext, as_json: bool, index: int | None = None) -> None:
     """The accept streams like a turn: the transcript, then how it ended. ``index``:
-    the rank of the alternative to take (0, the top guess, by default)."""
+    the rank of the alternative to take (by default the best-ranked one still live)."""
     from coordinator.cli.turns import stream_turn, view_for
 
     with obj.client() as client:

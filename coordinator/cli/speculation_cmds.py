@@ -36,14 +36,15 @@ def suggestion(obj: CommandContext, wait: bool, settled: bool, typed: str | None
 
 
 @click.command()
-@click.option("--index", "index", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--index", "index", type=click.IntRange(min=0), default=None,
               metavar="N",
               help="Take the alternative of this rank (see `specrun suggestion`); the "
-                   "others' speculations are killed.")
+                   "others' speculations are killed. Default: the best-ranked one still "
+                   "live.")
 @json_option
 @click.pass_obj
 @friendly
-def accept(obj: CommandContext, index: int, as_json: bool) -> None:
+def accept(obj: CommandContext, index: int | None, as_json: bool) -> None:
     """Accept the current suggestion (Tab): apply its speculation at once.
 
     A speculation that is still running or stopped at a boundary is aborted and the

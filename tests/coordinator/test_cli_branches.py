@@ -108,10 +108,11 @@ def test_suggestion_typed_keeps_the_alternatives_it_leads_to(service: Specrun) -
     human = " ".join(service.run("suggestion", check=True).stdout.split())
     assert f"❯ {NEG} (--index 1)" in human and "alternative" not in human  # one left
 
-    # the top guess is gone: a plain accept says which ranks are left
-    top = service.run("accept")
-    assert top.returncode == 1 and "1" in top.stderr and "Traceback" not in top.stderr
-    accepted = service.run("accept", "--index", "1", "--json")
+    # the top guess is gone: rank 0 is refused naming the ranks left, and a plain accept
+    # takes what is shown, the best-ranked branch still live
+    top = service.run("accept", "--index", "0")
+    assert top.returncode == 1 and "live ranks: 1" in top.stderr and "Traceback" not in top.stderr
+    accepted = service.run("accept", "--json")
     assert accepted.returncode == 0, accepted.stderr
     assert (service.project / "tests/test_calc_negative.py").exists()
 

@@ -36,7 +36,9 @@ async def accept(svc: QueryDeps, identity: bytes, req: AcceptRequest) -> None:
             ErrorReply(req.req_id, "not_found", "There is no suggestion to accept right now."),
         )
         return
-    branch = current.branch(req.index)
+    branch = current.branches[0] if req.index is None and current.branches else None
+    if req.index is not None:
+        branch = current.branch(req.index)
     if branch is None:
         ranks = ", ".join(str(b.rank) for b in current.branches)
         await svc.send(
@@ -44,7 +46,8 @@ async def accept(svc: QueryDeps, identity: bytes, req: AcceptRequest) -> None:
             ErrorReply(
                 req.req_id,
                 "not_found",
-                f"There is no suggestion ranked {req.index} right now (live ranks: {ranks}); "
+                f"There is no suggestion ranked {req.index} right now "
+                f"(live ranks: {ranks or 'none'}); "
                 "`specrun suggestion` lists them.",
             ),
         )
