@@ -8,6 +8,8 @@ the control socket, the request, printing the reply. Measured in the same run, i
 with the commands so a busy machine slows every row alike:
   - the floor: ``python -c pass`` (the same interpreter, site and .pth files included);
   - ``python -c "import zmq, msgspec"``: what any client of the control socket imports;
+  - ``python -c "import coordinator.cli.client"``: the socket client itself, with the
+    protocol's message types, codec and endpoints: the floor of every light command;
   - the request alone: the same ``status`` round trip from this (already warm) process.
 ``accept`` and ``reject`` each get a completed speculation to act on (prepared untimed
 before every sample), so they do their real work; ``accept`` applies one file.
@@ -52,7 +54,8 @@ from protocol.control import (  # noqa: E402
 
 PROMPT = "write the notes"
 COMMANDS = ("status", "suggestion", "workers", "reject", "accept")
-BASELINES = {"bare": "pass", "zmq_msgspec": "import zmq, msgspec"}
+BASELINES = {"bare": "pass", "zmq_msgspec": "import zmq, msgspec",
+             "client": "import coordinator.cli.client"}
 
 
 def scenario() -> dict[str, Any]:
@@ -231,7 +234,8 @@ def main() -> int:
     bare = med["bare"]
     print(f"wall time per process, median (min) of {r['runs']} runs; ratio to `python -c pass`")
     print(f"{'what':44} {'median ms':>10} {'min ms':>8} {'ratio':>7}")
-    rows = [("python -c pass", "bare"), ("python -c 'import zmq, msgspec'", "zmq_msgspec")]
+    rows = [("python -c pass", "bare"), ("python -c 'import zmq, msgspec'", "zmq_msgspec"),
+            ("python -c 'import coordinator.cli.client'", "client")]
     rows += [(f"specrun {c} --json", c) for c in COMMANDS]
     for label, key in rows:
         print(f"{label:44} {med[key]:10.1f} {low[key]:8.1f} {med[key] / bare:6.2f}x")
