@@ -29,6 +29,22 @@ def _descendants(proc: psutil.Process) -> list[psutil.Process]:
         return []
 
 
+def _alive(process: psutil.Process) -> bool:
+    """Still running something: a zombie (exited, waiting for whoever inherited it to
+    reap it) holds no resources and runs nothing."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _describe(process: psutil.Process) -> str:
+    try:
+        return f"{process.pid} {process.status()} {' '.join(process.cmdline())}"
+    except psutil.Error as exc:
+        return f"{process.pid} ({type(exc).__name__})"
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_an_interrupted_script_leaves_nothing_running(name: str, sig: signal.Signals) -> None:
@@ -49,10 +65,9 @@ def test_an_interrupted_script_leaves_nothing_running(name: str, sig: signal.Sig
             in_the_middle()
             popen.send_signal(sig)
             popen.wait(timeout=60)
-            left = [p for p in seen.values() if p.is_running()
-                     and p.status() != psutil.STATUS_ZOMBIE]
-            assert wait_until(lambda: not [p for p in left if p.is_running()], timeout=5), (
-                f"left running: {[p.cmdline() for p in left if p.is_running()]}\n"
+            left = [p for p in seen.values() if _alive(p)]
+            assert wait_until(lambda: not [p for p in left if _alive(p)], timeout=5), (
+                f"left running: {[_describe(p) for p in left if _alive(p)]}\n"
                 f"{popen.stderr.read() if popen.stderr else ''}"
             )
         finally:
