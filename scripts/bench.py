@@ -904,7 +904,7 @@ def main(argv: list[str] | None = None) -> int:
         ("recall", lambda rows: bench_recall(q, rows)),
         ("cost", lambda rows: bench_cost(1 if q else 3, rows)),
         ("accept", lambda rows: bench_accept_abort(1 if q else 3, 20 if q else 100, rows)),
-        ("branches", lambda rows: bench_branches(3 if q else 7, rows)),
+        ("branches", lambda rows: bench_branches(3 if q else 10, rows)),
         ("search", lambda rows: bench_search(q, rows)),
         ("cli", lambda rows: bench_cli(7 if q else 21, rows)),
     ]
