@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import zmq
 
 from coordinator.pidfile import is_locked, read_pid
@@ -44,7 +45,10 @@ class ServiceClient:
         self.timeout_s = timeout_s
         self._ctx = zmq.Context()
         self._sock = make_dealer(self._ctx, self.endpoints.control)
-        self._requests = codec.client_to_coordinator()
+        # Requests only need encoding, which needs no type information: the codec's
+        # request direction would also build a decoder for every request type (about
+        # 1.5 ms of each CLI call). The replies' typed decoder is needed (about 5 ms).
+        self._requests = msgspec.msgpack.Encoder()
         self._replies = codec.coordinator_to_client()
         self._ids = itertools.count(int.from_bytes(os.urandom(2), "big") * 1000 + 1)
         self._buffered: dict[int, list[ControlReply]] = {}
