@@ -297,10 +297,21 @@ def _rg_argv(
     if max_filesize is not None:
         argv += ["--max-filesize", str(max_filesize)]
     if pattern is None:
-        argv.append("--files")
+        # A listing is about as much work as the `find` beside it (see _find_argv): rg's
+        # threads on every core would only fight it for them. A search reads every file and
+        # is worth all of them.
+        argv += ["--files", "--threads", str(max(1, _cores() - 1))]
     else:
         argv += ["--files-with-matches", "--crlf", "-e", pattern]
     return [*argv, "--", where]
+
+
+@functools.cache
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 @functools.cache
