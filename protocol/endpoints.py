@@ -27,14 +27,29 @@ class RuntimeDirError(RuntimeError):
     """The runtime directory exists but is not private to this user."""
 
 
+# sockaddr_un holds 108 bytes with the terminating NUL; the longest socket name is this.
+_SUN_PATH_MAX = 107
+_LONGEST_NAME = "workers.sock"
+
+
+def _socket_path_len(base: Path) -> int:
+    return len(os.fsencode(base)) + 1 + _KEY_LEN + 1 + len(_LONGEST_NAME)
+
+
 def runtime_base() -> Path:
+    """The directory holding every project's runtime directory: ``SPECRUN_RUNTIME_DIR``
+    if set, else ``$XDG_RUNTIME_DIR/specrun``, else ``specrun-UID`` in the temp directory
+    (or in /tmp, when a long TMPDIR would make the socket paths too long to bind)."""
     override = os.environ.get("SPECRUN_RUNTIME_DIR")
     if override:
         return Path(override)
     xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and os.access(xdg, os.W_OK):
+    if xdg and os.access(xdg, os.W_OK) and _socket_path_len(Path(xdg) / "specrun") <= _SUN_PATH_MAX:
         return Path(xdg) / "specrun"
-    return Path(tempfile.gettempdir()) / f"specrun-{os.getuid()}"
+    temp = Path(tempfile.gettempdir()) / f"specrun-{os.getuid()}"
+    if _socket_path_len(temp) <= _SUN_PATH_MAX:
+        return temp
+    return Path("/tmp") / f"specrun-{os.getuid()}"
 
 
 def project_key(project_root: Path) -> str:
@@ -59,6 +74,12 @@ class Endpoints:
     def for_project(cls, project_root: Path, create: bool = True) -> Endpoints:
         base = runtime_base()
         directory = base / project_key(project_root)
+        if _socket_path_len(base) > _SUN_PATH_MAX:
+            raise RuntimeDirError(
+                f"The runtime directory {base} is too long for a socket path "
+                f"({_socket_path_len(base)} bytes, at most {_SUN_PATH_MAX}); "
+                "set SPECRUN_RUNTIME_DIR to a shorter directory."
+            )
         if create:
             _private_dir(base)
             _private_dir(directory)
@@ -92,7 +113,13 @@ def make_router(ctx: zmq.Context[_S], endpoint: str, max_frame: int = MAX_FRAME_
     sock.setsockopt(zmq.MAXMSGSIZE, max_frame)
     # An unroutable reply (the peer is gone) raises EHOSTUNREACH instead of vanishing.
     sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-    sock.bind(endpoint)
+    try:
+        sock.bind(endpoint)
+    except BaseException:
+        # An open socket makes the context's term() wait for it: the failed start's
+        # shutdown would hang for as long as the traceback keeps it referenced.
+        sock.close(linger=0)
+        raise
     return sock
 
 
@@ -101,5 +128,9 @@ def make_dealer(ctx: zmq.Context[_S], endpoint: str, identity: bytes | None = No
     sock.setsockopt(zmq.LINGER, 0)
     if identity is not None:
         sock.setsockopt(zmq.IDENTITY, identity)
-    sock.connect(endpoint)
+    try:
+        sock.connect(endpoint)
+    except BaseException:
+        sock.close(linger=0)
+        raise
     return sock

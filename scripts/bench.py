@@ -56,6 +56,8 @@ for entry in (str(ROOT), str(SCRIPTS)):
     if entry not in sys.path:
         sys.path.insert(0, entry)
 
+from _sample_project import copy_sample_project  # noqa: E402
+
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from protocol import codec  # noqa: E402
@@ -269,12 +271,7 @@ class E2EService:
         self.prompt = f"write the {n_files} module files"
         self.base = Path(tempfile.mkdtemp(prefix="sr-bench-"))
         self.project = self.base / "proj"
-        shutil.copytree(
-            ROOT / "coordinator" / "cli" / "demo" / "sample_project",
-            self.project,
-            ignore=shutil.ignore_patterns("__pycache__"),
-        )
-        subprocess.run(["git", "init", "-q"], cwd=self.project, check=True)
+        copy_sample_project(self.project)
         self.files = {
             f"gen/pkg{i // 20:02d}/mod{i:03d}.py": f"# module {i}\n" + "x = 1\n" * 200
             for i in range(n_files)
@@ -305,7 +302,12 @@ class E2EService:
         path.write_text(json.dumps(scenario))
         self.saved_runtime = os.environ.get("SPECRUN_RUNTIME_DIR")
         os.environ["SPECRUN_RUNTIME_DIR"] = str(self.base / "run")
-        start_daemon(self.project, ["--scenario", str(path), "--approval-mode", "auto-edit"])
+        try:
+            start_daemon(self.project, ["--scenario", str(path), "--approval-mode", "auto-edit"])
+        except BaseException:  # Ctrl-C while it starts: start_daemon stopped the service
+            self._restore()
+            shutil.rmtree(self.base, ignore_errors=True)
+            raise
         self.client = ServiceClient(self.project, timeout_s=120)
 
     def turn(self, request: Any) -> tuple[float, TurnEnded]:
@@ -339,13 +341,16 @@ class E2EService:
             assert (self.project / rel).read_text() == body, rel
         shutil.rmtree(self.project / "gen")
 
-    def close(self) -> None:
-        self.client.close()
-        stop_daemon(self.project)
+    def _restore(self) -> None:
         if self.saved_runtime is None:
             os.environ.pop("SPECRUN_RUNTIME_DIR", None)
         else:
             os.environ["SPECRUN_RUNTIME_DIR"] = self.saved_runtime
+
+    def close(self) -> None:
+        self.client.close()
+        stop_daemon(self.project)
+        self._restore()
         shutil.rmtree(self.base, ignore_errors=True)
 
 

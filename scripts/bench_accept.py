@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +26,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from _sample_project import copy_sample_project  # noqa: E402
 
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
@@ -87,14 +88,17 @@ def scenario(latency_ms: int, stall_third_turn: bool) -> dict[str, Any]:
 class Service:
     def __init__(self, latency_ms: int, stall: bool) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="sr-acc-"))
-        self.project = self.base / "proj"
-        shutil.copytree(ROOT / "coordinator" / "cli" / "demo" / "sample_project", self.project)
-        subprocess.run(["git", "init", "-q"], cwd=self.project, check=True)
-        (self.project / "docs").mkdir()
-        path = self.base / "scenario.json"
-        path.write_text(json.dumps(scenario(latency_ms, stall)))
-        os.environ["SPECRUN_RUNTIME_DIR"] = str(self.base / "run")
-        start_daemon(self.project, ["--scenario", str(path), "--approval-mode", "auto-edit"])
+        try:
+            self.project = self.base / "proj"
+            copy_sample_project(self.project)
+            (self.project / "docs").mkdir()
+            path = self.base / "scenario.json"
+            path.write_text(json.dumps(scenario(latency_ms, stall)))
+            os.environ["SPECRUN_RUNTIME_DIR"] = str(self.base / "run")
+            start_daemon(self.project, ["--scenario", str(path), "--approval-mode", "auto-edit"])
+        except BaseException:  # Ctrl-C while it starts: start_daemon stopped the service
+            shutil.rmtree(self.base, ignore_errors=True)
+            raise
         self.client = ServiceClient(self.project, timeout_s=60)
 
     def turn(self, request: Any) -> tuple[float, TurnEnded]:

@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +39,8 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from _sample_project import copy_sample_project  # noqa: E402
 
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
@@ -138,12 +139,7 @@ class BranchService:
     def __init__(self) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="sr-branches-"))
         self.project = self.base / "proj"
-        shutil.copytree(
-            ROOT / "coordinator" / "cli" / "demo" / "sample_project",
-            self.project,
-            ignore=shutil.ignore_patterns("__pycache__"),
-        )
-        subprocess.run(["git", "init", "-q"], cwd=self.project, check=True)
+        copy_sample_project(self.project)
         settings = self.project / ".specrun" / "settings.json"
         settings.parent.mkdir(parents=True, exist_ok=True)
         settings.write_text(json.dumps({"speculationBranches": BRANCHES, "enableMemory": False}))

@@ -41,6 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from _sample_project import copy_sample_project  # noqa: E402
+
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from protocol.control import (  # noqa: E402
@@ -93,9 +95,7 @@ class CliService:
     def __init__(self) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="sr-bcli-"))
         self.project = self.base / "proj"
-        shutil.copytree(ROOT / "coordinator" / "cli" / "demo" / "sample_project", self.project,
-                        ignore=shutil.ignore_patterns("__pycache__"))
-        subprocess.run(["git", "init", "-q"], cwd=self.project, check=True)
+        copy_sample_project(self.project)
         (self.project / "docs").mkdir()
         path = self.base / "scenario.json"
         path.write_text(json.dumps(scenario()))

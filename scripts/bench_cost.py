@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from _sample_project import copy_sample_project  # noqa: E402
 
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
@@ -111,12 +112,7 @@ def _turn(client: ServiceClient, request: AskRequest | AcceptRequest) -> TurnEnd
 def one_session(base: Path) -> StatsReply:
     """The demo's session in a fresh copy of the sample project; its stats."""
     project = base / "proj"
-    shutil.copytree(
-        ROOT / "coordinator" / "cli" / "demo" / "sample_project",
-        project,
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
-    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    copy_sample_project(project)
     saved = os.environ.get("SPECRUN_RUNTIME_DIR")
     os.environ["SPECRUN_RUNTIME_DIR"] = str(base / "run")
     try:

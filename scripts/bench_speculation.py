@@ -148,9 +148,9 @@ async def bench_worker(
             run.on_event(event)
 
     pool.on_event = on_event
-    await pool.start()
     results = []
     try:
+        await pool.start()
         for n in range(runs + 1):
             handle = await pool.acquire("speculation", f"bench-{n}")
             await asyncio.sleep(0.02)  # let the pool's refill settle so it does not skew timing

@@ -187,7 +187,7 @@ def _terminate(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def _family(pid: int | None) -> list[psutil.Process]:
+def service_family(pid: int | None) -> list[psutil.Process]:
     """The service and every process below it (fork server, workers, their tools)."""
     if not pid:
         return []
@@ -232,7 +232,7 @@ def stop_daemon(project_root: Path, timeout_s: float = 20.0) -> int | None:
     ends later still: waiting for the lock alone returned while they ran."""
     endpoints = Endpoints.for_project(project_root, create=False)
     pid = read_pid(endpoints.pidfile)
-    family = _family(pid) if is_locked(endpoints.pidfile) else []
+    family = service_family(pid) if is_locked(endpoints.pidfile) else []
     try:
         with ServiceClient(project_root, timeout_s=5.0) as client:
             client.request(StopRequest(req_id=client.next_id()), timeout_s=5.0)

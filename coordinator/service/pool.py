@@ -78,7 +78,15 @@ def _without_main(
 # The pool kills and reaps its workers itself, with timeouts. multiprocess's own exit
 # handler would join every child without one, and a worker that is waiting for this very
 # process to exit (its pidfd on the coordinator) would then hold the exit forever.
+# Its finalizers still have to run: one removes the pymp-* temp directory that holds the
+# fork server's socket, which would otherwise be left behind by every service.
+def _finalize_without_joining() -> None:
+    multiprocess.util._run_finalizers()
+
+
 atexit.unregister(multiprocess.util._exit_function)
+atexit.unregister(_finalize_without_joining)  # once, however often this module is reloaded
+atexit.register(_finalize_without_joining)
 
 if not getattr(multiprocess.spawn.get_preparation_data, "_specrun", False):
     multiprocess.spawn.get_preparation_data = _without_main(multiprocess.spawn.get_preparation_data)

@@ -114,6 +114,12 @@ class Service:
         # A peer that hangs up (an HTTP client, a socket) must be an EPIPE error, never a
         # signal that kills the service: the CLI restores SIGPIPE's default for `| head`.
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        # Before anything is started: a stop asked for during start-up still shuts down
+        # cleanly (the fork server's temp directory removed, the pidfile released).
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop_requested.set)
+        loop.add_signal_handler(signal.SIGUSR1, _log_tasks)  # `kill -USR1 PID`: where is it stuck?
         ready = _ready_pipe()
         self._pidfile.acquire()
         try:
@@ -152,10 +158,6 @@ class Service:
         from coordinator.service.routing import WorkerEventRouter
         from coordinator.service.speculation import SpeculationManager
 
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stop_requested.set)
-        loop.add_signal_handler(signal.SIGUSR1, _log_tasks)  # `kill -USR1 PID`: where is it stuck?
         state_dir(self.project_root)  # with its .gitignore, before anything is written there
         self._project_id = _identity(self.project_root)
         # A crash mid-apply or a killed predecessor may have left state behind.

@@ -26,7 +26,16 @@ COMMIT = "commit this"
 
 class Driver:
     def __init__(self, project: Path) -> None:
+        self.project = project
         self.client = ServiceClient(project, timeout_s=30)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of the service's log, for a failure message."""
+        path = self.project / ".specrun" / "logs" / "service.log"
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError as exc:
+            return f"(no service log: {exc})"
 
     def close(self) -> None:
         self.client.close()
@@ -62,7 +71,10 @@ class Driver:
             ):
                 return last
             time.sleep(0.02)
-        raise AssertionError(f"speculation of {text!r} never reached {statuses}: {last}")
+        raise AssertionError(
+            f"speculation of {text!r} never reached {statuses}: {last}\n"
+            f"service log:\n{self.log_tail()}"
+        )
 
 
 def scenario_variant(tmp: Path, edit: Any) -> Path:

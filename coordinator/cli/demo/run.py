@@ -53,7 +53,7 @@ from rich.text import Text
 from coordinator.boundary_text import describe_boundary
 from coordinator.cli import approval, render
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
-from coordinator.cli.daemon import is_running, start_daemon, stop_daemon
+from coordinator.cli.daemon import is_running, service_family, start_daemon, stop_daemon
 from coordinator.cli.turns import stream_turn
 from coordinator.pidfile import read_pid
 from coordinator.settings import is_dashscope, load_settings
@@ -204,7 +204,8 @@ def _cleanup(base: Path, project: Path, started: bool) -> None:
     previous_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         if started:
-            tree = _service_tree(project)
+            pid = read_pid(Endpoints.for_project(project, create=False).pidfile)
+            tree = service_family(pid)
             with contextlib.suppress(Exception):
                 stop_daemon(project)
             _, alive = psutil.wait_procs(tree, timeout=10)
@@ -221,17 +222,6 @@ def _cleanup(base: Path, project: Path, started: bool) -> None:
     finally:
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, previous_term)
-
-
-def _service_tree(project: Path) -> list[psutil.Process]:
-    pid = read_pid(Endpoints.for_project(project, create=False).pidfile)
-    if pid is None:
-        return []
-    try:
-        service = psutil.Process(pid)
-        return [service, *service.children(recursive=True)]
-    except psutil.Error:
-        return []
 
 
 # -- setup ---------------------------------------------------------------------------
