@@ -39,6 +39,7 @@ from worker.tools import DirectAccess, OverlayAccess, ToolContext, execute  # no
 from worker.tools.rg import (  # noqa: E402
     _find_argv,
     _find_binary,
+    _ignored_dir_names,
     _rg_argv,
     name_glob,
     rg_binary,
@@ -188,7 +189,13 @@ def _processes(root: Path, tool: str, pattern: str, max_filesize: int) -> dict[s
         max_depth=None,
         max_filesize=max_filesize if grep else None,
     )
-    find_argv = _find_argv(finder, ".", max_filesize if grep else None)
+    find_argv = _find_argv(
+        finder,
+        ".",
+        max_filesize if grep else None,
+        name=None if grep else name_glob(pattern),
+        pruned=_ignored_dir_names(root),
+    )
 
     def run(*argvs: list[str]) -> Callable[[], None]:
         def go() -> None:

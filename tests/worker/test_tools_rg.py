@@ -285,3 +285,51 @@ def test_random_trees_agree(tmp_path: Path) -> None:
         _both(ctx, "grep_search", pattern=pattern, path="a", include="**/b*")
     for pattern in ["**/*.py", "*", "a/*", "**/keep.tmp", "**/*.{md,py}", "a/**/b"]:
         _both(ctx, "glob", pattern=pattern)
+
+
+@pytest.mark.parametrize("include", ["*.py", "*.{md,py}", "{big,link}*", "*.{py}", "b*"])
+def test_a_name_filter_keeps_the_symlinks_and_big_files_it_names(
+    proj: Path, include: str
+) -> None:
+    """With an include, ``find`` looks only at names the include can match (the size test,
+    a stat, only for those): the symlinks and big files the walk names must still come."""
+    os.symlink("a.py", proj / "link.py")
+    os.symlink("b/z.txt", proj / "link.md")
+    os.symlink("a.py", proj / "other.txt")
+    (proj / "big.py").write_text("needle = 2\n" * 40)
+    (proj / "big.md").write_text("needle = 3\n" * 40)
+    ctx = ToolContext(access=DirectAccess(proj), search_max_file_bytes=300)
+    out = _both(ctx, "grep_search", pattern="needle", include=include)
+    if include == "*.py":
+        assert "link.py:1:needle = 1" in out and "big.py" in out and "big.md" not in out
+    if include == "*.{md,py}":
+        assert "big.md" in out and "big.py" in out and "other.txt" not in out
+    _both(ctx, "glob", pattern=f"**/{include}")
+
+
+def test_find_names_expand_braces_and_give_up_on_too_many() -> None:
+    from worker.tools.rg import _find_names
+
+    assert _find_names(None) == []
+    assert _find_names("*.py") == ["(", "-name", "*.py", ")"]
+    assert _find_names("*.{ts,tsx}") == ["(", "-name", "*.ts", "-o", "-name", "*.tsx", ")"]
+    assert _find_names("{a,b}{c,d}").count("-name") == 4
+    assert _find_names("{a,b,c,d}{e,f,g,h}{i,j,k}") == []  # 48 alternatives: no filter
+
+
+def test_find_skips_the_directories_the_top_gitignore_names(proj: Path) -> None:
+    from worker.tools.rg import _ignored_dir_names
+
+    (proj / ".gitignore").write_text("__pycache__/\n*.log\nnode_modules\n/build/\n.venv/\n")
+    assert _ignored_dir_names(proj) == ["__pycache__", "node_modules", ".venv"]
+    (proj / "node_modules" / "m").mkdir(parents=True)
+    (proj / "node_modules" / "m" / "big.js").write_text("x" * 1000)
+    os.symlink("../../a.py", proj / "node_modules" / "m" / "link.py")
+    (proj / "src").mkdir()
+    (proj / "src" / "big.js").write_text("x" * 1000)
+    ctx = ToolContext(access=DirectAccess(proj), search_max_file_bytes=300)
+    out = _both(ctx, "grep_search", pattern="needle")
+    assert "src/big.js" in out and "node_modules" not in out
+    _both(ctx, "glob", pattern="**/*.py")
+    (proj / ".gitignore").write_text("node_modules/\n!node_modules/keep/\n")
+    assert _ignored_dir_names(proj) == []  # a negation: nothing pruned

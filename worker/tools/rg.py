@@ -23,6 +23,9 @@ Known difference, where rg follows git and the walk (pathspec) does not: a negat
 naming a directory (``!keep``) re-includes, for pathspec, files below an excluded directory
 inside it; git and rg never look inside an excluded directory. And a nested repository (a
 directory holding ``.git``) does not see the ignore rules of the directories above it in rg.
+And ``find`` skips the directories the top ``.gitignore`` ignores by plain name: a nested
+``.gitignore`` that re-includes one (``!__pycache__/``) gets its files searched, but a symlink
+or an over-size file inside it goes unnamed.
 """
 
 from __future__ import annotations
@@ -319,27 +322,83 @@ def _find_binary() -> str | None:
     return shutil.which("find")
 
 
+_MAX_FIND_NAMES = 32
+
+
+def _find_names(name: str | None) -> list[str]:
+    """``find`` tests that keep only entries whose name matches ``name`` (a
+    :func:`name_glob`, whose braces ``find -name`` does not know: each alternative becomes
+    a ``-name`` of its own), or none when there is no name, or too many alternatives."""
+    if name is None:
+        return []
+    names = [""]
+    for literal, group in re.findall(r"([^{]*)(?:\{([^}]*)\})?", name):
+        alternatives = group.split(",") if group else [""]
+        names = [n + literal + alt for n in names for alt in alternatives]
+        if len(names) > _MAX_FIND_NAMES:
+            return []
+    tests = ["("]
+    for i, one in enumerate(dict.fromkeys(names)):
+        tests += (["-o"] if i else []) + ["-name", one]
+    return [*tests, ")"]
+
+
+_PLAIN_DIR_RULE = re.compile(r"[\w.-]+/?")
+
+
+def _ignored_dir_names(root: Path) -> list[str]:
+    """Names the project's top ``.gitignore`` ignores at every depth as plain words
+    (``__pycache__/``, ``node_modules``): ``find`` need not look inside such directories,
+    since the walk does not either. A file with any negation (``!...``) gives none: the walk
+    (pathspec) can re-include below an ignored directory. Only ever a subset of what the walk
+    ignores; every path ``find`` prints is still checked against the walk's rules."""
+    try:
+        text = (root / ".gitignore").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    names = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("!"):
+            return []
+        name = line.rstrip("/")
+        if line == raw and _PLAIN_DIR_RULE.fullmatch(line) and name.strip("."):
+            names.append(name)
+    return [name for name in dict.fromkeys(names) if name != ".git"]
+
+
 def _find_argv(
-    binary: str, where: str, max_filesize: int | None, max_depth: int | None = None
+    binary: str,
+    where: str,
+    max_filesize: int | None,
+    max_depth: int | None = None,
+    name: str | None = None,
+    pruned: Collection[str] = (),
 ) -> list[str]:
     """What rg leaves out and the walk visits: symlinks (rg does not follow them; the walk
     reads a symlinked file) and, for a search, files over the size cap (rg skips them
-    silently; the search names them). ``find`` reads only directory entries for the links,
-    and stats regular files only for the size test; it goes no deeper than rg."""
+    silently; the search names them). ``find`` reads only directory entries for the links
+    and the names, and stats a regular file only for the size test, once its name matched;
+    it goes no deeper than rg."""
     wanted = ["-type", "l"]
     if max_filesize is not None:
         wanted = ["(", "-type", "l", "-o", "-type", "f", "-size", f"+{max_filesize}c", ")"]
     depth = [] if max_depth is None else ["-maxdepth", str(max_depth)]
+    skipped = ["-name", ".git"]
+    for dirname in pruned:
+        skipped += ["-o", "-name", dirname]
     return [
         binary,
         where,
         *depth,
-        "-name",
-        ".git",
+        "(",
+        *skipped,
+        ")",
         "-type",
         "d",
         "-prune",
         "-o",
+        *_find_names(name),
         *wanted,
         "-print0",
     ]
@@ -570,7 +629,8 @@ def start_search(
     except OSError:
         return None
     try:
-        find = _Proc(_find_argv(finder, where, max_filesize, max_depth), root)
+        pruned = () if no_ignore else _ignored_dir_names(root)
+        find = _Proc(_find_argv(finder, where, max_filesize, max_depth, name, pruned), root)
     except OSError:
         rg.close()
         return None
