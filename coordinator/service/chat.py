@@ -439,6 +439,10 @@ class MainChat:
         self.session_turns = 0
         self.session_tokens = 0
 
+    def turn_slot(self) -> asyncio.Lock:
+        """The one-turn-at-a-time lock (see ``ForkSource.turn_slot``)."""
+        return self._turn_lock
+
     async def extend_from_speculation(self, messages: list[Message]) -> None:
         """An accepted speculation's messages (its user message first) join the history as
         one more turn, and the snapshot the next speculation forks from includes them."""

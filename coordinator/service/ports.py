@@ -18,6 +18,7 @@ Who depends on what:
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from coordinator.service.pool import WorkerHandle
@@ -102,6 +103,11 @@ class ForkSource(Protocol):
     @property
     def busy(self) -> bool:
         """A main turn is running (a speculation branch beyond the top one waits)."""
+        ...
+
+    def turn_slot(self) -> AbstractAsyncContextManager[object]:
+        """Held while a turn runs, one at a time: an accept holds it while it applies
+        files and records the messages, so a prompt sent meanwhile waits for it."""
         ...
 
     async def extend_from_speculation(self, messages: list[Message]) -> None: ...

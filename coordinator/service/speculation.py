@@ -794,6 +794,10 @@ class SpeculationManager:
         branch = suggestion.branch(index)
         if branch is None:
             raise AcceptFallback(f"there is no suggestion ranked {index}")
+        # Taken at once: a reject, a typed key or another prompt arriving while this accept
+        # applies files finds no suggestion to dismiss, instead of killing this speculation
+        # and removing its overlay mid-apply.
+        self.current = None
         suggestion.settled = True
         self.stats.accepted[method] += 1
         self.stats.accepted_by_rank[branch.rank] += 1
@@ -822,14 +826,19 @@ class SpeculationManager:
             await self._kill_branches(others, "another branch accepted")
         spec = branch.speculation
         if method == "typed" and spec is not None and spec.status == "running":
-            self.current = None  # taken: nothing else may accept or dismiss it meanwhile
             await spec.finished.wait()
         if spec is None or spec.status != "completed" or spec.outcome is None:
             why = "no speculation ran" if spec is None else f"its speculation {_describe(spec)}"
             if spec is not None:
                 await self._abort_spec(spec, "accepted before completion")
-            self.current = None
             raise AcceptFallback(why)
+        # The accepted prompt is this turn: a prompt sent while it is applied waits for it
+        # (and one already running finishes first).
+        async with self.chat.turn_slot():
+            return await self._apply(spec, branch, out, now)
+
+    async def _apply(self, spec: Speculation, branch: Branch, out: Emitter, now: float) -> float:
+        assert spec.outcome is not None  # completed
         root = self.project_root
         messages = ensure_tool_result_pairing(list(spec.outcome.messages))
         accepted = [Message.user(branch.text), *messages]
@@ -847,10 +856,8 @@ class SpeculationManager:
             await asyncio.to_thread(ov.apply_to_real)
             await self.chat.extend_from_speculation(accepted)
         except overlay.ConflictError as exc:
-            self.current = None
             raise AcceptFallback(f"you changed files it also changed ({exc})") from None
         except (overlay.OverlayError, OSError) as exc:
-            self.current = None
             raise AcceptFallback(f"its files could not be applied ({exc})") from None
         finally:
             clear_pending(root)
@@ -863,9 +870,8 @@ class SpeculationManager:
         await out.send(
             Transcript(out.req_id, tuple(entries), tuple(spec.outcome.written_files), saved)
         )
-        # The accepted suggestion is used up; its worker may still be writing the
-        # pipelined suggestion, which the next Tab will want.
-        self.current = None
+        # The accepted suggestion is used up (taken when the accept began); its worker may
+        # still be writing the pipelined suggestion, which the next Tab will want.
         self._accepted = spec
         self._spawn(self._continue_pipeline(spec, self._moves))
         return saved

@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 
 from coordinator.scripted_model import ScriptedModelServer
 from coordinator.service.pool import WorkerHandle
-from protocol.chat import ToolResult, ToolSpec
+from protocol.approval import ApprovalMode
+from protocol.chat import CacheSafeSnapshot, Message, ToolResult, ToolSpec
 from protocol.control import ControlReply, JobKind, WorkerInfo, WorkerState
 from protocol.model import ModelClient
 from protocol.work import LayerStatus, RunTool, ToolDone, WorkerEvent, WorkerJob
@@ -196,3 +197,34 @@ def client(server: ScriptedModelServer) -> ModelClient:
 
 def requests_of(server: ScriptedModelServer, purpose: str) -> list[dict[str, Any]]:
     return [r for r in server.requests if r["purpose"] == purpose]
+
+
+class Chat:
+    """The main chat as the speculation manager sees it (``ForkSource``): a snapshot to
+    fork from, its one-turn-at-a-time slot (a real lock a test can hold), and the
+    accepted speculations' messages, kept."""
+
+    def __init__(self, model_turns: int = 2) -> None:
+        history = (Message.user("fix add"), Message.assistant("Fixed `add` in src/calc.py."))
+        self.snapshot: CacheSafeSnapshot | None = CacheSafeSnapshot(
+            system="You are a coding assistant.",
+            tools=TOOLS,
+            history=history,
+            model="scripted",
+            version=1,
+        )
+        self.fast_model = "fast"
+        self.approval_mode = ApprovalMode.AUTO_EDIT
+        self.turns = model_turns
+        self.busy = False  # no main turn runs
+        self.extended: list[list[Message]] = []
+        self.slot = asyncio.Lock()
+
+    def model_turns(self) -> int:
+        return self.turns
+
+    def turn_slot(self) -> asyncio.Lock:
+        return self.slot
+
+    async def extend_from_speculation(self, messages: list[Message]) -> None:
+        self.extended.append(messages)

@@ -26,8 +26,7 @@ from coordinator.service.speculation import (
 from coordinator.service.stats import Stats
 from coordinator.service.suggestions import generate_suggestion
 from coordinator.settings import Settings
-from protocol.approval import ApprovalMode
-from protocol.chat import CacheSafeSnapshot, Message, Usage
+from protocol.chat import Message, Usage
 from protocol.suggestion import (
     ALTERNATIVES_SCHEMA_NAME,
     SUGGESTION_PROMPT,
@@ -38,7 +37,7 @@ from worker.boundary import Transcript as SpeculatedTranscript
 from worker.speculation import LoopEnd, outcome
 
 from .conftest import Place
-from .fakes import TOOLS, Replies, Workers, client, requests_of, run, scripted, until
+from .fakes import Chat, Replies, Workers, client, requests_of, run, scripted, until
 
 GUESSES = ["run the tests", "add a test for negative numbers", "show me the diff"]
 
@@ -94,30 +93,6 @@ def test_the_cpu_cap() -> None:
 
 
 # -- the manager --------------------------------------------------------------------------
-
-
-class Chat:
-    """The main chat as the speculation manager sees it (``ForkSource``)."""
-
-    def __init__(self) -> None:
-        history = (Message.user("fix add"), Message.assistant("Fixed `add` in src/calc.py."))
-        self.snapshot: CacheSafeSnapshot | None = CacheSafeSnapshot(
-            system="You are a coding assistant.",
-            tools=TOOLS,
-            history=history,
-            model="scripted",
-            version=1,
-        )
-        self.fast_model = "fast"
-        self.approval_mode = ApprovalMode.AUTO_EDIT
-        self.busy = False
-        self.extended: list[list[Message]] = []
-
-    def model_turns(self) -> int:
-        return 2
-
-    async def extend_from_speculation(self, messages: list[Message]) -> None:
-        self.extended.append(messages)
 
 
 @asynccontextmanager

@@ -5,6 +5,7 @@ and the main chat is a stand-in ``ForkSource``."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,7 +22,7 @@ from coordinator.service.routing import WorkerEventRouter
 from coordinator.service.speculation import AcceptFallback, SpeculationManager
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
-from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, Usage
+from protocol.chat import Message, ToolCall, ToolResult, Usage
 from protocol.control import Transcript, WorkerState
 from protocol.work import (
     Completed,
@@ -34,34 +35,9 @@ from worker.boundary import Transcript as SpeculatedTranscript
 from worker.speculation import LoopEnd, outcome
 
 from .conftest import Place
-from .fakes import TOOLS, Replies, Workers, client, requests_of, run, scripted, until
+from .fakes import Chat, Replies, Workers, client, requests_of, run, scripted, until
 
 SUGGESTION = "add a test for negative numbers"
-
-
-class Chat:
-    """The main chat as the speculation manager sees it (``ForkSource``)."""
-
-    def __init__(self, model_turns: int = 2) -> None:
-        history = (Message.user("fix add"), Message.assistant("Fixed `add` in src/calc.py."))
-        self.snapshot: CacheSafeSnapshot | None = CacheSafeSnapshot(
-            system="You are a coding assistant.",
-            tools=TOOLS,
-            history=history,
-            model="scripted",
-            version=1,
-        )
-        self.fast_model = "fast"
-        self.approval_mode = ApprovalMode.AUTO_EDIT
-        self.turns = model_turns
-        self.busy = False  # no main turn runs
-        self.extended: list[list[Message]] = []
-
-    def model_turns(self) -> int:
-        return self.turns
-
-    async def extend_from_speculation(self, messages: list[Message]) -> None:
-        self.extended.append(messages)
 
 
 def suggestion_rule(text: str = SUGGESTION, latency_ms: int = 0) -> dict[str, Any]:
@@ -238,6 +214,38 @@ def test_accept_applies_the_files_and_gives_the_chat_the_speculated_turn(place: 
     assert transcript.files == ("tests/test_negative.py", "src/app.py")
     assert [e.kind for e in transcript.entries][:2] == ["user", "model"]
     assert not record_path(place.root).exists()  # the pending accept record is cleared
+
+
+def test_a_reject_or_keystroke_during_an_accept_leaves_it_alone(place: Place) -> None:
+    """The accept takes the suggestion when it begins: a reject (or typing, or another
+    prompt's dismiss) arriving while it waits for the chat's turn slot or applies files
+    finds nothing to dismiss, and the speculation, its overlay and its files stay whole."""
+    workers, chat, replies = Workers(), Chat(), Replies()
+
+    async def main() -> None:
+        async with manager_for(place, server, workers, chat) as manager:
+            await manager.offer(SUGGESTION, delay_s=0)
+            handle, job = the_job(workers)
+            files = {"tests/test_negative.py": "def test(): ...\n", "src/app.py": "new\n"}
+            await workers.deliver(handle, work(place, job, files))
+            spec = manager.current.speculation if manager.current else None
+            assert spec is not None
+            async with chat.slot:  # a main turn is running: the accept waits for it
+                accepting = asyncio.ensure_future(manager.accept("tab", Emitter(replies, b"c", 9)))
+                await until(lambda: manager.current is None)
+                await manager.typed("something else")
+                await manager.dismiss("rejected")
+                assert not accepting.done()
+                assert spec.status == "completed" and Path(job.overlay_dir).exists()
+                assert workers.killed == []
+            await accepting
+            assert spec.status == "accepted"
+
+    with scripted() as server:
+        run(main())
+    assert (place.root / "src/app.py").read_text() == "new\n"
+    assert chat.extended == [[Message.user(SUGGESTION), *SPECULATED]]
+    assert len(replies.of(Transcript)) == 1
 
 
 def test_a_file_the_person_changed_meanwhile_makes_accept_fall_back(place: Place) -> None:
