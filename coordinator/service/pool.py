@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -465,19 +466,37 @@ class WorkerPool:
         if handle.killed_at is not None:
             self.deaths_detected.append(seen - handle.killed_at)
         # Reap: the fork server is the parent; join() collects the exit status it reports.
-        self._spawn_task(asyncio.to_thread(handle.process.join, 5))
+        self._spawn_task(self._reap(handle, None if was is WorkerState.STOPPING else was))
         _remove_scratch(handle.pid)
         if handle.ready is not None and not handle.ready.done():
             handle.ready.cancel()
         if handle.dead is not None and not handle.dead.done():
             handle.dead.set_result(seen)
-        if was is not WorkerState.STOPPING:
-            log.warning("worker %s died (was %s)", handle.pid, was)
         if self.on_death is not None:
             result = self.on_death(handle)
             if asyncio.iscoroutine(result):
                 self._spawn_task(result)
         self.refill_soon()
+
+    async def _reap(self, handle: WorkerHandle, unexpected: WorkerState | None) -> None:
+        """Collect the exit status; a death nobody asked for is logged with it (the signal
+        says who ended it: SIGKILL a kill, SIGSYS a seccomp refusal, SIGXCPU a CPU limit)."""
+        await asyncio.to_thread(handle.process.join, 5)
+        if unexpected is None:
+            return
+        code = handle.process.exitcode
+        if code is None:
+            how = "exit status unknown"
+        elif code < 0:
+            try:
+                how = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"killed by signal {-code}"
+        else:
+            how = f"exit code {code}"
+        if handle.killed_at is not None:
+            how += ", after the pool killed it"
+        log.warning("worker %s died (was %s; %s)", handle.pid, unexpected, how)
 
     async def _watch_hangs(self) -> None:
         while True:
