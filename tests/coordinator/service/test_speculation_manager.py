@@ -19,7 +19,7 @@ from coordinator.service.accept_record import record_path
 from coordinator.service.emitter import Emitter
 from coordinator.service.pool import WorkerHandle
 from coordinator.service.routing import WorkerEventRouter
-from coordinator.service.speculation import AcceptFallback, SpeculationManager
+from coordinator.service.speculation import AcceptFallback, Speculation, SpeculationManager
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import Message, ToolCall, ToolResult, Usage
@@ -182,18 +182,28 @@ def test_a_spent_budget_shows_the_suggestion_without_speculating(place: Place) -
 
 # -- accept ------------------------------------------------------------------------------
 
+ACCEPTED_FILES = {"tests/test_negative.py": "def test(): ...\n", "src/app.py": "new\n"}
+
+
+async def a_completed_speculation(
+    manager: SpeculationManager, workers: Workers, place: Place
+) -> tuple[WorkerHandle, RunSpeculation, Speculation]:
+    """The suggestion offered, its speculation run by a stand-in worker that wrote
+    ``ACCEPTED_FILES``: (the worker, its job, the completed speculation)."""
+    await manager.offer(SUGGESTION, delay_s=0)
+    handle, job = the_job(workers)
+    await workers.deliver(handle, work(place, job, ACCEPTED_FILES))
+    spec = manager.current.speculation if manager.current else None
+    assert spec is not None and spec.status == "completed"
+    return handle, job, spec
+
 
 def test_accept_applies_the_files_and_gives_the_chat_the_speculated_turn(place: Place) -> None:
     workers, chat, replies = Workers(), Chat(), Replies()
 
     async def main() -> float:
         async with manager_for(place, server, workers, chat) as manager:
-            await manager.offer(SUGGESTION, delay_s=0)
-            handle, job = the_job(workers)
-            files = {"tests/test_negative.py": "def test(): ...\n", "src/app.py": "new\n"}
-            await workers.deliver(handle, work(place, job, files))
-            spec = manager.current.speculation if manager.current else None
-            assert spec is not None and spec.status == "completed"
+            handle, job, spec = await a_completed_speculation(manager, workers, place)
             assert handle.state is WorkerState.STOPPING  # it ends by itself
             assert manager.matches(f"  {SUGGESTION} ")
             saved = await manager.accept("tab", Emitter(replies, b"c", 9))
@@ -224,12 +234,7 @@ def test_a_reject_or_keystroke_during_an_accept_leaves_it_alone(place: Place) ->
 
     async def main() -> None:
         async with manager_for(place, server, workers, chat) as manager:
-            await manager.offer(SUGGESTION, delay_s=0)
-            handle, job = the_job(workers)
-            files = {"tests/test_negative.py": "def test(): ...\n", "src/app.py": "new\n"}
-            await workers.deliver(handle, work(place, job, files))
-            spec = manager.current.speculation if manager.current else None
-            assert spec is not None
+            _, job, spec = await a_completed_speculation(manager, workers, place)
             async with chat.slot:  # a main turn is running: the accept waits for it
                 accepting = asyncio.ensure_future(manager.accept("tab", Emitter(replies, b"c", 9)))
                 await until(lambda: manager.current is None)
