@@ -496,7 +496,10 @@ class WorkerPool:
             how = f"exit code {code}"
         if handle.killed_at is not None:
             how += ", after the pool killed it"
-        log.warning("worker %s died (was %s; %s)", handle.pid, unexpected, how)
+        # Exit code 0 while busy: a speculation's worker ends itself after its final event,
+        # which can reach us after its exit does; anything else is a death.
+        level = logging.INFO if code == 0 else logging.WARNING
+        log.log(level, "worker %s exited (was %s; %s)", handle.pid, unexpected, how)
 
     async def _watch_hangs(self) -> None:
         while True:

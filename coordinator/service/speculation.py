@@ -77,6 +77,11 @@ log = logging.getLogger("specrun.speculation")
 SUGGESTION_DELAY_MS = 300
 ACCEPT_DEBOUNCE_MS = 100
 PIPELINED_GRACE_S = 1.0
+# A worker sends its final event (Completed, Boundary, Failed) and exits. Its exit reaches
+# the service through a pidfd at once, the frame through two ZeroMQ I/O threads: on a busy
+# machine the death can be seen first. A running speculation whose worker died is failed
+# only if no final event came within this long.
+FINAL_EVENT_GRACE_S = 0.5
 # The moves a speculation's status can make; nothing else changes it (``Speculation.move_to``).
 # An abort marks any speculation not yet decided ``aborted`` (SPEC §5 "Abort"), a completed
 # or boundary one too: its worker is killed and its overlay removed all the same.
@@ -633,7 +638,8 @@ class SpeculationManager:
         elif isinstance(event, Completed) and spec.status == "running":
             spec.outcome = event.outcome
             spec.turns = event.outcome.turns
-            handle.state = WorkerState.STOPPING  # it exits by itself after the pipelined step
+            if handle.state is not WorkerState.DEAD:  # its exit may have been seen first
+                handle.state = WorkerState.STOPPING  # it exits by itself after the pipelined step
             spec.move_to("completed")
             self.stats.completed += 1
             self._read_cpu(spec)
@@ -644,7 +650,8 @@ class SpeculationManager:
             spec.outcome = event.outcome
             spec.turns = event.outcome.turns
             spec.boundary_reason = event.reason
-            handle.state = WorkerState.STOPPING
+            if handle.state is not WorkerState.DEAD:
+                handle.state = WorkerState.STOPPING
             spec.move_to("boundary")
             spec.pipelined_done.set()
             self.stats.boundary[event.reason.split(":", 1)[0]] += 1
@@ -677,6 +684,9 @@ class SpeculationManager:
         # A worker exits right after sending its pipelined suggestion; the frame may
         # trail the death notice by a moment, so wait a little before giving up on it.
         asyncio.get_running_loop().call_later(PIPELINED_GRACE_S, spec.pipelined_done.set)
+        if spec.status == "running":
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(spec.finished.wait(), FINAL_EVENT_GRACE_S)
         if spec.status == "running":
             spec.error = "the speculation's worker died"
             await self._end(spec, "failed")

@@ -359,6 +359,32 @@ def test_a_worker_that_dies_fails_its_speculation(place: Place) -> None:
         run(main())
 
 
+def test_a_final_event_that_trails_the_workers_exit_still_counts(place: Place) -> None:
+    """The worker sends Completed and exits; the exit (a pidfd) can be seen before the frame
+    (two ZeroMQ I/O threads away). The speculation completes and can be accepted, instead
+    of failing as if its worker had crashed."""
+    workers, chat = Workers(), Chat()
+
+    async def main() -> None:
+        async with manager_for(place, server, workers, chat) as manager:
+            await manager.offer(SUGGESTION, delay_s=0)
+            handle, job = the_job(workers)
+            completed = work(place, job, ACCEPTED_FILES)
+            death = asyncio.ensure_future(workers.die(handle))
+            await asyncio.sleep(0.05)
+            await workers.deliver(handle, completed)
+            await death
+            spec = manager.current.speculation if manager.current else None
+            assert spec is not None and spec.status == "completed", spec
+            assert handle.state is WorkerState.DEAD  # the late frame does not revive it
+            await manager.accept("tab", Emitter(Replies(), b"c", 9))
+            assert spec.status == "accepted"
+
+    with scripted() as server:
+        run(main())
+    assert (place.root / "src/app.py").read_text() == "new\n"
+
+
 def test_dismissing_kills_the_worker_and_its_tokens_still_count(place: Place) -> None:
     workers = Workers()
 
