@@ -320,7 +320,7 @@ class _Layers:
 def read_settings_file(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no such file (a parent is a file)
         return {}
     except OSError as exc:
         raise SettingsError(f"{path}: cannot be read ({exc.strerror}).") from None

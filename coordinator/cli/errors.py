@@ -76,10 +76,22 @@ def call_friendly(debug: bool, fn: Callable[..., Any], *args: Any, **kwargs: Any
         if _raised_by("coordinator.cli.client", "ServiceTimeout", exc):
             render.error(str(exc))
             sys.exit(EXIT_ERROR)
+        if _raised_by("coordinator.state_dir", "StateDirError", exc):
+            render.error(str(exc), "Run specrun in a project directory you can write to.")
+            sys.exit(EXIT_ERROR)
         if debug:
             raise
-        render.error(f"{exc}", "Run with `specrun --debug ...` to see the details.")
+        render.error(_sentence(exc), "Run with `specrun --debug ...` to see the details.")
         sys.exit(EXIT_ERROR)
+
+
+def _sentence(exc: Exception) -> str:
+    """An unexpected error as one line: an OS error as its reason and the path it names
+    ("No space left on device: /p/x"), not Python's ``[Errno 28] ...`` form."""
+    if isinstance(exc, OSError) and exc.strerror:
+        names = [str(n) for n in (exc.filename, exc.filename2) if n is not None]
+        return exc.strerror + (f": {' -> '.join(names)}" if names else "")
+    return str(exc) or type(exc).__name__
 
 
 def friendly(fn: F) -> F:

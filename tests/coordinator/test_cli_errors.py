@@ -7,10 +7,11 @@ import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
-from tests.support import Specrun, processes_with_env
+from tests.support import Env, Specrun, processes_with_env
 
 
 class _Unauthorized(BaseHTTPRequestHandler):
@@ -144,3 +145,27 @@ def test_chat_needs_a_terminal(specrun: Specrun) -> None:
     assert proc.returncode == 1
     assert "needs a terminal" in proc.stderr
     assert not processes_with_env(specrun.env.runtime)
+
+
+def test_a_project_whose_state_dir_cannot_be_made_is_one_sentence(env: Env, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    runner = Specrun(blocker / "proj", env)  # mkdir fails below a file, for root too
+    for args in (("start",), ("config", "set", "model", "x")):
+        proc = runner.run(*args)
+        assert proc.returncode == 1, proc
+        assert "Cannot create" in proc.stderr and "not a directory" in proc.stderr
+        assert "Traceback" not in proc.stderr and "Errno" not in proc.stderr
+        assert "directory you can write to" in proc.stderr
+    assert not processes_with_env(env.runtime)
+
+
+def test_an_os_error_is_its_reason_and_path() -> None:
+    from coordinator.cli.errors import _sentence
+
+    full = OSError(28, "No space left on device", "/p/x")
+    assert _sentence(full) == "No space left on device: /p/x"
+    moved = OSError(18, "Invalid cross-device link", "/a", None, "/b")
+    assert _sentence(moved) == "Invalid cross-device link: /a -> /b"
+    assert _sentence(OSError("plain")) == "plain"
+    assert _sentence(ValueError()) == "ValueError"
