@@ -104,6 +104,7 @@ AbortCause = Literal[
     "accepted before completion",  # accepted while running or at a boundary: a normal turn
     "shutdown",
     "another branch accepted",  # speculationBranches > 1: the person took another guess
+    "cancelled",  # Ctrl-C while a typed prompt waited for its running speculation
 ]
 # Speculations whose workers may still report tokens: a killed worker's last frames
 # can arrive after the speculation was dropped (the pool keeps departed workers briefly).
@@ -354,6 +355,11 @@ class Debounced(Exception):
     """A second accept within ``ACCEPT_DEBOUNCE_MS`` of the last one: ignored, nothing runs."""
 
 
+class AcceptCancelled(Exception):
+    """Ctrl-C while a typed prompt waited for its running speculation: it was aborted and
+    nothing runs, as a cancelled turn."""
+
+
 class SpeculationManager:
     """The suggestion after each turn and its speculation. It forks the main chat
     (``ForkSource``), runs speculations on pool workers (``WorkerJobs``), and hands them
@@ -393,6 +399,7 @@ class SpeculationManager:
         self._generation: asyncio.Task[object] | None = None
         self._accepted: Speculation | None = None  # accepted, its pipelined text pending
         self._accepting: Speculation | None = None  # being accepted right now
+        self._cancels: dict[int, asyncio.Event] = {}  # typed prompts waiting, by request
         self._branch_lock = asyncio.Lock()  # one pass over the waiting branches at a time
         self._moves = 0  # bumped whenever the user submits something
         self._flushing: asyncio.Task[object] | None = None
@@ -836,7 +843,7 @@ class SpeculationManager:
             await self._kill_branches(others, "another branch accepted")
         spec = branch.speculation
         if method == "typed" and spec is not None and spec.status == "running":
-            await spec.finished.wait()
+            await self._wait_unless_cancelled(spec, out.req_id)
         if spec is None or spec.status != "completed" or spec.outcome is None:
             why = "no speculation ran" if spec is None else f"its speculation {_describe(spec)}"
             if spec is not None:
@@ -846,6 +853,30 @@ class SpeculationManager:
         # (and one already running finishes first).
         async with self.chat.turn_slot():
             return await self._apply(spec, branch, out, now)
+
+    async def _wait_unless_cancelled(self, spec: Speculation, req_id: int) -> None:
+        """Wait for a running speculation to end, or for ``cancel_accept(req_id)``: then
+        abort it and raise ``AcceptCancelled``."""
+        cancel = self._cancels[req_id] = asyncio.Event()
+        waits = [asyncio.ensure_future(spec.finished.wait()), asyncio.ensure_future(cancel.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._cancels.pop(req_id, None)
+            for wait in waits:
+                wait.cancel()
+        if cancel.is_set() and spec.status == "running":
+            await self._abort_spec(spec, "cancelled")
+            raise AcceptCancelled
+
+    def cancel_accept(self, req_id: int | None = None) -> bool:
+        """Ctrl-C for a typed prompt still waiting for its speculation (``req_id``: that
+        prompt's request; None: any). Whether one was waiting."""
+        waiting = list(self._cancels.items())
+        found = [event for rid, event in waiting if req_id is None or rid == req_id]
+        for event in found:
+            event.set()
+        return bool(found)
 
     async def _apply(self, spec: Speculation, branch: Branch, out: Emitter, now: float) -> float:
         assert spec.outcome is not None  # completed

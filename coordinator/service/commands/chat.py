@@ -7,7 +7,7 @@ import time
 from coordinator.service.commands.deps import ChatReplies, QueryDeps, SessionDeps
 from coordinator.service.commands.registry import handles
 from coordinator.service.emitter import Emitter
-from coordinator.service.speculation import AcceptFallback, Debounced
+from coordinator.service.speculation import AcceptCancelled, AcceptFallback, Debounced
 from protocol.control import (
     AcceptMethod,
     ApprovalAnswer,
@@ -87,6 +87,14 @@ async def run_query(
                 TurnEnded(out.req_id, "debounced", "Accept pressed twice; ignored the second.")
             )
             return
+        except AcceptCancelled:
+            await out.send(
+                TurnEnded(
+                    out.req_id, "aborted", "The turn was cancelled; its speculation was stopped.",
+                    False, time.monotonic() - started,
+                )
+            )
+            return
         except AcceptFallback as why:
             await out.notice(f"Running it as a normal turn: {why}.")
         else:
@@ -126,8 +134,9 @@ async def run_query(
 
 
 @handles(CancelRequest)
-async def cancel(svc: ChatReplies, identity: bytes, req: CancelRequest) -> None:
-    cancelled = svc.chat.cancel(req.ask_req_id)
+async def cancel(svc: SessionDeps, identity: bytes, req: CancelRequest) -> None:
+    # The turn, or a typed prompt still waiting for the speculation it will use.
+    cancelled = svc.chat.cancel(req.ask_req_id) or svc.speculation.cancel_accept(req.ask_req_id)
     await svc.send(identity, OkReply(req.req_id, "cancelled" if cancelled else "nothing to cancel"))
 
 

@@ -25,6 +25,7 @@ from coordinator.service.emitter import Emitter
 from coordinator.service.pool import WorkerHandle
 from coordinator.service.speculation import (
     AbortCause,
+    AcceptCancelled,
     AcceptFallback,
     Branch,
     Debounced,
@@ -136,6 +137,7 @@ class Manager:
         self.current: Suggestion | None = None
         self.typed_branch: Branch | None = None  # what typed_match finds
         self.accepting: float | Exception = 1.5
+        self.waiting_typed: set[int] = set()  # typed prompts waiting for their speculation
         self.stats = Stats()
 
     def offer(self, text: str, status: SpeculationStatus | None) -> None:
@@ -153,6 +155,10 @@ class Manager:
 
     async def typed(self, text: str) -> None:
         self.log.append(("typed", text))
+
+    def cancel_accept(self, req_id: int | None = None) -> bool:
+        self.log.append(("cancel_accept", req_id))
+        return req_id in self.waiting_typed
 
     async def accept(self, method: AcceptMethod, out: Emitter, index: int = 0) -> float:
         self.log.append(("accept", method, index))
@@ -399,6 +405,24 @@ def test_cancel_says_whether_there_was_a_turn_to_cancel() -> None:
     run(chat_commands.cancel(deps, b"c", CancelRequest(req_id=2, ask_req_id=8)))
     assert deps.chat.cancels == [7, 8]
     assert deps.replies.replies == [OkReply(1, "cancelled"), OkReply(2, "nothing to cancel")]
+
+
+def test_cancel_reaches_a_typed_prompt_waiting_for_its_speculation() -> None:
+    deps = Deps()  # the chat has no turn 9 to cancel: the prompt waits in the manager
+    deps.speculation.waiting_typed = {9}
+    run(chat_commands.cancel(deps, b"c", CancelRequest(req_id=1, ask_req_id=9)))
+    assert ("cancel_accept", 9) in deps.log
+    assert deps.replies.replies == [OkReply(1, "cancelled")]
+
+
+def test_a_cancelled_typed_prompt_ends_its_turn_and_runs_nothing() -> None:
+    deps = Deps()
+    deps.speculation.typed_branch = Branch(0, "show the diff", Speculation("s", "x"))
+    deps.speculation.accepting = AcceptCancelled()
+    run(chat_commands.ask(deps, b"c", ask("show the diff")))
+    [end] = deps.replies.of(TurnEnded)
+    assert end.reason == "aborted" and "cancelled" in end.message
+    assert "run_turn" not in deps.log and deps.chat.turns == []  # no normal turn after it
 
 
 @pytest.mark.parametrize("found", [True, False])

@@ -19,7 +19,12 @@ from coordinator.service.accept_record import record_path
 from coordinator.service.emitter import Emitter
 from coordinator.service.pool import WorkerHandle
 from coordinator.service.routing import WorkerEventRouter
-from coordinator.service.speculation import AcceptFallback, Speculation, SpeculationManager
+from coordinator.service.speculation import (
+    AcceptCancelled,
+    AcceptFallback,
+    Speculation,
+    SpeculationManager,
+)
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import Message, ToolCall, ToolResult, Usage
@@ -272,6 +277,30 @@ def test_a_file_the_person_changed_meanwhile_makes_accept_fall_back(place: Place
     assert why.startswith("you changed files it also changed")
     assert (place.root / "src/app.py").read_text() == "the person's edit\n"
     assert chat.extended == []
+
+
+def test_ctrl_c_stops_a_typed_prompt_waiting_for_its_speculation(place: Place) -> None:
+    """A typed-out predicted prompt waits for its running speculation; Ctrl-C (the
+    prompt's CancelRequest) stops the wait, aborts the speculation and applies nothing."""
+    workers = Workers()
+
+    async def main() -> None:
+        async with manager_for(place, server, workers, Chat()) as manager:
+            await manager.offer(SUGGESTION, delay_s=0)
+            handle, job = the_job(workers)
+            waiting = asyncio.ensure_future(manager.accept("typed", Emitter(Replies(), b"c", 9)))
+            await until(lambda: manager.cancel_accept(8) is False and 9 in manager._cancels)
+            assert not waiting.done()
+            assert manager.cancel_accept(9)
+            with pytest.raises(AcceptCancelled):
+                await waiting
+            assert workers.killed == [(handle, "speculation aborted: cancelled")]
+            assert not Path(job.overlay_dir).exists()
+            assert not manager.cancel_accept(9)  # nothing waits any more
+
+    with scripted() as server:
+        run(main())
+    assert not (place.root / "tests/test_negative.py").exists()
 
 
 def test_accept_while_it_still_runs_aborts_it_and_falls_back(place: Place) -> None:
