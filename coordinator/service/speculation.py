@@ -691,7 +691,7 @@ class SpeculationManager:
         # A worker exits right after sending its pipelined suggestion; the frame may
         # trail the death notice by a moment, so wait a little before giving up on it.
         asyncio.get_running_loop().call_later(PIPELINED_GRACE_S, spec.pipelined_done.set)
-        if spec.status == "running":
+        if spec.status == "running" and handle.killed_at is None:  # not the pool's own kill
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(spec.finished.wait(), FINAL_EVENT_GRACE_S)
         if spec.status == "running":
