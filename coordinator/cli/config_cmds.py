@@ -8,7 +8,7 @@ import click
 
 from coordinator.cli import render
 from coordinator.cli.context import CommandContext
-from coordinator.cli.errors import friendly
+from coordinator.cli.errors import CliError, friendly
 from coordinator.cli.options import json_option
 from coordinator.state_dir import state_dir
 
@@ -83,12 +83,22 @@ def config_set(obj: CommandContext, key: str, value: str, user_file: bool,
       specrun config set approvalMode auto-edit
       specrun config set --user fastModel qwen3.5-flash
     """
-    from coordinator.settings import project_settings_path, set_setting, user_settings_path
+    from coordinator.settings import (
+        SettingsError,
+        project_settings_path,
+        set_setting,
+        user_settings_path,
+    )
 
     path = user_settings_path() if user_file else project_settings_path(obj.project)
     if not user_file:
         state_dir(obj.project)
-    stored = set_setting(path, key, value)
+    try:
+        stored = set_setting(path, key, value)
+    except SettingsError as exc:  # the value (or key) given here, not the file: say so
+        raise CliError(
+            f"Not set: {exc}", "`specrun config show` lists every key with its value."
+        ) from None
     obj.settings()  # the file as a whole must still load
     shown = "***" if key == "apiKey" and stored else stored
     if as_json:

@@ -177,6 +177,10 @@ def test_config_set_then_show(specrun: Specrun) -> None:
     assert bad.returncode == 1 and "workerPool must be a whole number" in bad.stderr
     unknown = specrun.run("config", "set", "colour", "blue")
     assert unknown.returncode == 1 and "unknown key 'colour'" in unknown.stderr
+    # the value given is what is wrong, not a file: no "fix the file" advice
+    assert "Not set:" in bad.stderr and "config show" in bad.stderr
+    assert "Fix the file" not in bad.stderr + unknown.stderr
+    assert specrun.json("config", "show")["settings"]["workerPool"]["value"] == 3  # unchanged
     hidden = specrun.json("config", "set", "apiKey", "abc")
     assert hidden["value"] == "***"
 
