@@ -39,4 +39,7 @@ def test_the_readme_walkthrough_works_verbatim() -> None:
                 subprocess.run([str(REPO / ".venv" / "bin" / "specrun"), "--project",
                                 str(env.home / "calc"), "stop"], env=env.vars,
                                capture_output=True, timeout=60)
-            assert wait_until(lambda: not processes_with_env(env.runtime), timeout=10)
+            stopped = wait_until(lambda: not processes_with_env(env.runtime), timeout=10)
+            for leftover in processes_with_env(env.runtime):  # e.g. a service for another dir
+                leftover.kill()
+            assert stopped
