@@ -10,11 +10,22 @@ if TYPE_CHECKING:
     from coordinator.settings import Settings
 
 
-def find_project_root(start: Path | None = None) -> Path:
-    """The nearest directory upwards holding `.specrun/` or `.git`; else the start dir."""
+def find_project_root(start: Path | None = None, home: Path | None = None) -> Path:
+    """The nearest directory upwards holding `.specrun/` or `.git`; else the start dir.
+
+    The home directory's `.specrun/` holds the user's own settings (`config set --user`),
+    so it marks no project: otherwise every directory below home without a repository
+    of its own (a fresh copy of the sample project, say) would act on all of home."""
     here = (start or Path.cwd()).resolve()
+    if home is None:
+        try:
+            home = Path.home().resolve()
+        except (RuntimeError, KeyError, OSError):  # no home directory to be found
+            home = None
     for candidate in (here, *here.parents):
-        if (candidate / ".specrun").is_dir() or (candidate / ".git").exists():
+        if (candidate / ".git").exists():
+            return candidate
+        if candidate != home and (candidate / ".specrun").is_dir():
             return candidate
     return here
 
