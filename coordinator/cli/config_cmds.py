@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import click
 
@@ -91,11 +92,14 @@ def config_set(obj: CommandContext, key: str, value: str, user_file: bool,
     )
 
     path = user_settings_path() if user_file else project_settings_path(obj.project)
+    made = not user_file and not (obj.project / ".specrun").exists()
     if not user_file:
         state_dir(obj.project)
     try:
         stored = set_setting(path, key, value)
     except SettingsError as exc:  # the value (or key) given here, not the file: say so
+        if made:  # a refused setting leaves no .specrun/ behind (it would mark a project)
+            shutil.rmtree(obj.project / ".specrun", ignore_errors=True)
         raise CliError(
             f"Not set: {exc}", "`specrun config show` lists every key with its value."
         ) from None

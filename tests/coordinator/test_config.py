@@ -185,6 +185,17 @@ def test_config_set_then_show(specrun: Specrun) -> None:
     assert hidden["value"] == "***"
 
 
+def test_a_refused_setting_leaves_no_state_dir_behind(specrun: Specrun) -> None:
+    state = specrun.project / ".specrun"
+    assert not state.exists()
+    refused = specrun.run("config", "set", "workerPool", "many")
+    assert refused.returncode == 1 and "Not set:" in refused.stderr
+    assert not state.exists()  # it would mark this directory as a project for its subdirs
+    specrun.json("config", "set", "workerPool", "2")
+    assert specrun.run("config", "set", "workerPool", "many").returncode == 1
+    assert (state / "settings.json").exists()  # one that was there stays
+
+
 def test_flags_win_when_the_service_starts(specrun: Specrun) -> None:
     _write(specrun.project / ".specrun" / "settings.json",
            {"approvalMode": "plan", "workerPool": 1})
