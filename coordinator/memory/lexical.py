@@ -14,8 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from rank_bm25 import BM25Plus
-
 from .store import MemoryDoc
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -60,6 +58,10 @@ def lexical_rank(query: str, docs: Sequence[MemoryDoc], limit: int = 5) -> list[
     hits = [i for i, toks in enumerate(corpus) if query_set.intersection(toks)]
     if not hits:
         return []
+    # Imported here: rank_bm25 brings numpy (about 50 ms), and only a failed selector gets
+    # this far; the service's start does not wait for it.
+    from rank_bm25 import BM25Plus
+
     # BM25+ keeps every IDF positive, so a term present in most of a tiny corpus still counts
     # (plain Okapi gives it zero or a negative weight).
     scores = BM25Plus([toks or [""] for toks in corpus]).get_scores(terms)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 from hypothesis import given
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 from coordinator.memory.lexical import lexical_rank, tokenize
 from coordinator.memory.render import BODY_MAX_CHARS, age_label, render_memories
 from coordinator.memory.store import MemoryDoc
+from tests.support import REPO
 
 DAY = 86_400.0
 NOW = 1_750_000_000.0
@@ -138,3 +141,16 @@ def test_render_user_memory_outside_project_uses_home_or_root(tmp_path: object) 
 
 def test_render_nothing_for_no_docs() -> None:
     assert render_memories([], now=time.time()) == ""
+
+
+def test_the_service_starts_without_numpy() -> None:
+    """rank_bm25 (and with it numpy, ~50 ms) loads only when the lexical fallback runs."""
+    code = (
+        "import sys\n"
+        "import coordinator.service.service, coordinator.service.chat\n"
+        "import coordinator.service.speculation, coordinator.memory.recall\n"
+        "assert 'numpy' not in sys.modules and 'rank_bm25' not in sys.modules\n"
+        "from coordinator.memory.lexical import lexical_rank\n"
+        "assert lexical_rank('x', []) == [] and 'numpy' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
