@@ -40,6 +40,7 @@ from protocol.work import Heartbeat, Hello, LayerStatus, WorkerEvent, WorkerJob
 log = logging.getLogger("specrun.pool")
 
 PRELOAD = [
+    "protocol.model.without_httpx_cli",  # before anything loads httpx
     "worker.process",
     "worker.jobs",
     "overlay",

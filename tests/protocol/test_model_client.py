@@ -6,6 +6,8 @@ import asyncio
 import json
 import pickle
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
@@ -27,6 +29,7 @@ from protocol.model import (
     ThinkingDelta,
     ToolCallDelta,
 )
+from tests.support import REPO
 
 T = TypeVar("T")
 SECRET = "sk-test-9f8e7d6c5b4a"
@@ -846,3 +849,15 @@ def test_garbage_and_wrong_content_type_are_protocol_errors(raw_sse: Callable[..
         attempt(raw_sse([_chunk({"content": "x"}, "stop")], content_type="application/json"))
     )
     assert wrong_type.kind == "protocol" and "event stream" in str(wrong_type)
+
+
+def test_loading_the_client_leaves_httpx_cli_and_its_renderers_out() -> None:
+    """httpx's command-line client would load click, rich and pygments (~30 ms of every
+    service and fork server start); the model client keeps it out, httpx stays whole."""
+    code = (
+        "import sys\n"
+        "import protocol.model, httpx\n"
+        "assert not {'click', 'rich', 'pygments'} & set(sys.modules), sorted(sys.modules)\n"
+        "assert callable(httpx.main) and httpx.Client and httpx.AsyncClient\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
