@@ -54,22 +54,28 @@ def memory_list(obj: CommandContext, scope: str | None, as_json: bool) -> None:
     """
     store = _memory_store(obj)
     docs = store.list_memories(scope)
+    skipped = store.skipped()
     if as_json:
         render.print_json({"project_dir": str(store.project_dir),
                            "user_dir": str(store.user_dir) if store.user_dir else None,
-                           "memories": [_memory_json(d) for d in docs]})
+                           "memories": [_memory_json(d) for d in docs],
+                           "skipped": [{"file": str(path), "why": why}
+                                       for path, why in skipped]})
         return
     if not docs:
         render.console.print(f"[bright_black]no memories (project: {store.project_dir})[/]")
-        return
-    from rich.table import Table
+    else:
+        from rich.table import Table
 
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("name", "type", "scope", "description", "file"):
-        table.add_column(col, overflow="fold")
-    for d in docs:
-        table.add_row(d.name, d.type, d.scope, d.description, d.relative_path)
-    render.console.print(table)
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for col in ("name", "type", "scope", "description", "file"):
+            table.add_column(col, overflow="fold")
+        for d in docs:
+            table.add_row(d.name, d.type, d.scope, d.description, d.relative_path)
+        render.console.print(table)
+    for path, why in skipped:  # a file someone wrote, and recall ignores: say why
+        render.console.print(f"[yellow]not a memory[/] {path}: {why}", markup=True,
+                             highlight=False)
 
 
 @memory.command("show")

@@ -109,52 +109,56 @@ def user_memory_dir(home: str | os.PathLike[str] | None = None) -> Path:
 # --------------------------------------------------------------------------- parsing
 
 
+class NotAMemory(Exception):
+    """A ``*.md`` file under a memory root that is not a memory; the message says why."""
+
+
 def parse_memory_file(
     path: Path, *, scope: MemoryScope = "project", root: Path | None = None
 ) -> MemoryDoc | None:
     """Read one topic file; ``None`` (with a debug log line saying why) when it is not a memory."""
     try:
+        return read_memory_file(path, scope=scope, root=root)
+    except NotAMemory as why:
+        log.debug("memory skip %s: %s", path, why)
+        return None
+
+
+def read_memory_file(
+    path: Path, *, scope: MemoryScope = "project", root: Path | None = None
+) -> MemoryDoc:
+    """Read one topic file, or raise ``NotAMemory`` saying why it is not one."""
+    try:
         st = path.stat()
     except OSError as exc:
-        log.debug("memory skip %s: cannot stat (%s)", path, exc)
-        return None
+        raise NotAMemory(f"cannot stat ({exc.strerror or exc})") from None
     if not stat.S_ISREG(st.st_mode):
-        log.debug("memory skip %s: not a regular file", path)
-        return None
+        raise NotAMemory("not a regular file")
     if st.st_size > MAX_TOPIC_BYTES:
-        log.debug("memory skip %s: too large (%d bytes)", path, st.st_size)
-        return None
+        raise NotAMemory(f"too large ({st.st_size} bytes, at most {MAX_TOPIC_BYTES})")
     try:
         data = path.read_bytes()
     except OSError as exc:
-        log.debug("memory skip %s: unreadable (%s)", path, exc)
-        return None
+        raise NotAMemory(f"unreadable ({exc.strerror or exc})") from None
     if b"\x00" in data:
-        log.debug("memory skip %s: binary content", path)
-        return None
+        raise NotAMemory("binary content")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        log.debug("memory skip %s: not UTF-8 text", path)
-        return None
-    meta, body = _split_front_matter(text, path)
-    if meta is None:
-        return None
+        raise NotAMemory("not UTF-8 text") from None
+    meta, body = _split_front_matter(text)
     name = meta.get("name")
     description = meta.get("description")
     kind = meta.get("type")
     for field, value in (("name", name), ("description", description), ("type", kind)):
         if value is None:
-            log.debug("memory skip %s: front matter lacks %r", path, field)
-            return None
+            raise NotAMemory(f"its front matter has no {field!r}")
         if not isinstance(value, str) or not value.strip():
-            log.debug("memory skip %s: front matter %r is not a non-empty string", path, field)
-            return None
+            raise NotAMemory(f"its front matter's {field!r} is not a non-empty string")
     assert isinstance(name, str) and isinstance(description, str) and isinstance(kind, str)
     kind = kind.strip().lower()
     if kind not in MEMORY_TYPES:
-        log.debug("memory skip %s: type %r is not one of %s", path, kind, sorted(MEMORY_TYPES))
-        return None
+        raise NotAMemory(f"type {kind!r} is not one of {', '.join(sorted(MEMORY_TYPES))}")
     return MemoryDoc(
         path=str(path.resolve()),
         name=" ".join(name.split()),
@@ -167,21 +171,17 @@ def parse_memory_file(
     )
 
 
-def _split_front_matter(text: str, path: Path) -> tuple[dict[str, object] | None, str]:
+def _split_front_matter(text: str) -> tuple[dict[str, object], str]:
     if not text.lstrip().startswith("---"):
-        log.debug("memory skip %s: no front matter", path)
-        return None, ""
+        raise NotAMemory("no front matter (a '---' block with name, description and type)")
     try:
         meta, body = frontmatter.parse(text, handler=_YAML)
     except yaml.YAMLError as exc:
-        log.debug("memory skip %s: bad YAML front matter (%s)", path, str(exc).splitlines()[0])
-        return None, ""
+        raise NotAMemory(f"bad YAML front matter ({str(exc).splitlines()[0]})") from None
     except Exception as exc:  # the parser is third-party: nothing it raises may escape
-        log.debug("memory skip %s: front matter unparsable (%s)", path, exc)
-        return None, ""
+        raise NotAMemory(f"front matter unparsable ({exc})") from None
     if not meta:
-        log.debug("memory skip %s: front matter empty or not a mapping", path)
-        return None, ""
+        raise NotAMemory("front matter empty or not a mapping")
     return dict(meta), body
 
 
@@ -211,6 +211,17 @@ def scan_root(root: Path, scope: MemoryScope) -> list[MemoryDoc]:
         if doc is not None:
             docs.append(doc)
     return docs
+
+
+def skipped_in_root(root: Path) -> list[tuple[Path, str]]:
+    """The ``*.md`` files under ``root`` that are not memories, each with why."""
+    skipped = []
+    for path in iter_topic_files(root):
+        try:
+            read_memory_file(path, root=root)
+        except NotAMemory as why:
+            skipped.append((path, str(why)))
+    return skipped
 
 
 # --------------------------------------------------------------------------- index
@@ -292,6 +303,17 @@ class MemoryStore:
                 log.exception("memory scan of %s failed", root)
         docs.sort(key=lambda d: (-d.mtime, d.path))
         return docs
+
+    def skipped(self) -> list[tuple[Path, str]]:
+        """The files of both roots that look like memories (``*.md``) but are not, with why:
+        a person who wrote one should hear why recall ignores it. Never raises."""
+        found: list[tuple[Path, str]] = []
+        for _, root in self.roots():
+            try:
+                found.extend(skipped_in_root(root))
+            except Exception:  # defensive, as scan
+                log.exception("memory scan of %s failed", root)
+        return found
 
     def list_memories(self, scope: MemoryScope | None = None) -> list[MemoryDoc]:
         docs = self.scan()

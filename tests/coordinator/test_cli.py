@@ -261,6 +261,15 @@ def test_memory_add_list_show(specrun: Specrun) -> None:
     listed = specrun.json("memory", "list")
     assert [m["name"] for m in listed["memories"]] == ["pytest style"]
     assert listed["project_dir"] == str(specrun.project.resolve() / ".specrun" / "memory")
+    assert listed["skipped"] == []
+    # a file written by hand without a type: recall ignores it, and `memory list` says why
+    hand = Path(listed["project_dir"]) / "by-hand.md"
+    hand.write_text("---\nname: by hand\ndescription: no type given\n---\nbody\n")
+    listed = specrun.json("memory", "list")
+    assert listed["skipped"] == [{"file": str(hand), "why": "its front matter has no 'type'"}]
+    human = specrun.run("memory", "list", check=True).stdout
+    assert "not a memory" in " ".join(human.split()) and "by-hand.md" in human
+    hand.unlink()
 
     shown = specrun.json("memory", "show", "pytest style")
     assert shown["description"] == "tests use plain asserts"

@@ -89,9 +89,9 @@ def test_user_and_project_roots_newest_first(project: Path, home: Path) -> None:
     [
         ("just text, no front matter\n", "no front matter"),
         ("---\nname: [unclosed\ndescription: x\ntype: user\n---\nbody", "bad YAML"),
-        ("---\ndescription: d\ntype: user\n---\nbody", "lacks 'name'"),
-        ("---\nname: n\ntype: user\n---\nbody", "lacks 'description'"),
-        ("---\nname: n\ndescription: d\n---\nbody", "lacks 'type'"),
+        ("---\ndescription: d\ntype: user\n---\nbody", "has no 'name'"),
+        ("---\nname: n\ntype: user\n---\nbody", "has no 'description'"),
+        ("---\nname: n\ndescription: d\n---\nbody", "has no 'type'"),
         ("---\nname: n\ndescription: d\ntype: diary\n---\nbody", "type 'diary'"),
         ("---\nname: 42\ndescription: d\ntype: user\n---\nbody", "'name' is not"),
         ("---\nname: ''\ndescription: d\ntype: user\n---\nbody", "'name' is not"),
@@ -109,6 +109,8 @@ def test_invalid_front_matter_is_skipped_with_reason(
         docs = store(project, home).scan()
     assert [d.name for d in docs] == ["Good"]
     assert any("bad.md" in r.getMessage() and why in r.getMessage() for r in caplog.records)
+    [(path, reason)] = store(project, home).skipped()  # what `memory list` shows a person
+    assert path.name == "bad.md" and why in reason
 
 
 def test_binary_non_utf8_directory_and_huge_files_are_skipped(
