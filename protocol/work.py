@@ -142,6 +142,9 @@ class RunSpeculation(msgspec.Struct, frozen=True, tag="run_speculation"):
     endpoint: ModelEndpoint
     limits: SpeculationLimits = SpeculationLimits()
     pipelined: bool = True
+    # How many ranked guesses the pipelined step asks for (speculationBranches): with more
+    # than one, the suggestion after this speculation's Tab has alternatives too.
+    alternatives: int = 1
     sandbox: bool = True
     # Opt-in: run shell commands that are not read-only in a writable overlayfs view
     # without network instead of stopping at a boundary; their writes join the overlay.
@@ -245,6 +248,9 @@ class PipelinedSuggestion(msgspec.Struct, frozen=True, tag="pipelined_suggestion
     epoch: int
     text: str | None
     reason: PipelinedSkipReason | None = None
+    # With ``RunSpeculation.alternatives`` > 1: every guess kept, best first (``text`` is the
+    # first); empty when only one was asked for.
+    alternatives: tuple[str, ...] = ()
 
 
 class ToolDone(msgspec.Struct, frozen=True, tag="tool_done"):

@@ -12,15 +12,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast, get_args
 
 from protocol.chat import CacheSafeSnapshot, Message, ToolSpec
 from protocol.model import ChatRequest, ModelClient, ModelError, Purpose
 from protocol.suggestion import (
+    ALTERNATIVES_SCHEMA_NAME,
     SUGGESTION_SCHEMA,
+    filter_alternatives,
     filter_suggestion,
+    parse_alternatives_reply,
     parse_suggestion_reply,
     pipelined_prompt,
+    suggestion_schema,
 )
 from protocol.work import PipelinedSkipReason
 
@@ -28,6 +32,7 @@ log = logging.getLogger("specrun.worker.fork")
 
 MAX_HISTORY_FOR_CACHE = 40
 PIPELINED_SCHEMA_NAME = "next_user_input"
+_SKIP_REASONS = frozenset(get_args(PipelinedSkipReason))
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,26 +68,32 @@ class ForkedChat:
 
 
 async def pipelined_suggestion(
-    client: ModelClient, chat: ForkedChat, transcript: Sequence[Message], suggestion: str
-) -> tuple[str | None, PipelinedSkipReason | None]:
-    """The next prompt after a completed speculation: ``(text, None)``, or ``(None, reason)``.
+    client: ModelClient,
+    chat: ForkedChat,
+    transcript: Sequence[Message],
+    suggestion: str,
+    n: int = 1,
+) -> tuple[tuple[str, ...], PipelinedSkipReason | None]:
+    """The next prompt after a completed speculation: ``((text, ...), None)``, best first,
+    or ``((), reason)``. ``n`` > 1 asks for that many ranked guesses in the one request
+    (``n == 1`` sends exactly the single-guess request).
 
     ``transcript`` is the speculated conversation starting with the suggestion's user
     message. The pipelined prompt goes after it as one more user message. Structured
     output first; a server that rejects the schema (HTTP 4xx) is asked again for raw
-    text. Any failure gives ``(None, "error")``: it never fails the speculation.
+    text. Any failure gives ``((), "error")``: it never fails the speculation.
     """
     model_text = "\n".join(m.text for m in transcript if m.role == "assistant" and m.text)
-    added = (*transcript, Message.user(pipelined_prompt(suggestion, model_text)))
+    added = (*transcript, Message.user(pipelined_prompt(suggestion, model_text, n)))
+    schema, name = (
+        (SUGGESTION_SCHEMA, PIPELINED_SCHEMA_NAME)
+        if n == 1
+        else (suggestion_schema(n), ALTERNATIVES_SCHEMA_NAME)
+    )
     try:
         try:
             result = await client.complete(
-                chat.request(
-                    added,
-                    "pipelined",
-                    json_schema=SUGGESTION_SCHEMA,
-                    json_schema_name=PIPELINED_SCHEMA_NAME,
-                )
+                chat.request(added, "pipelined", json_schema=schema, json_schema_name=name)
             )
         except ModelError as exc:
             if exc.kind != "bad_request":
@@ -91,11 +102,17 @@ async def pipelined_suggestion(
             result = await client.complete(chat.request(added, "pipelined"))
     except Exception as exc:  # never fails the speculation
         log.warning("pipelined suggestion failed: %s", exc)
-        return None, "error"
+        return (), "error"
     if result.refusal is not None:
-        return None, "refusal"
-    text = parse_suggestion_reply(result.message.text)
-    reason = filter_suggestion(text)
-    if reason is not None:
-        return None, reason
-    return text.strip(), None
+        return (), "refusal"
+    if n == 1:
+        text = parse_suggestion_reply(result.message.text)
+        reason = filter_suggestion(text)
+        if reason is not None:
+            return (), reason
+        return (text.strip(),), None
+    kept, dropped = filter_alternatives(parse_alternatives_reply(result.message.text, n))
+    if not kept:  # why the best-ranked guess went
+        first = next((why for _, why in dropped if why in _SKIP_REASONS), "empty")
+        return (), cast(PipelinedSkipReason, first)
+    return tuple(kept), None

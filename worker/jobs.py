@@ -299,14 +299,20 @@ def _captured_runner(
 
 
 async def _pipelined(job: RunSpeculation, client: ModelClient, end: LoopEnd) -> PipelinedSuggestion:
-    text: str | None = None
+    texts: tuple[str, ...] = ()
     reason: PipelinedSkipReason | None = "disabled"
     if job.pipelined:
         chat = ForkedChat.from_snapshot(job.snapshot, job.model)
-        text, reason = await pipelined_suggestion(
-            client, chat, end.transcript.messages, job.suggestion
+        texts, reason = await pipelined_suggestion(
+            client, chat, end.transcript.messages, job.suggestion, job.alternatives
         )
-    return PipelinedSuggestion(job_id=job.job_id, epoch=job.epoch, text=text, reason=reason)
+    return PipelinedSuggestion(
+        job_id=job.job_id,
+        epoch=job.epoch,
+        text=texts[0] if texts else None,
+        reason=reason,
+        alternatives=texts if job.alternatives > 1 else (),
+    )
 
 
 def scratch_dir() -> Path:

@@ -229,6 +229,7 @@ class Speculation:
     abort_cause: AbortCause | None = None
     outcome: SpeculationOutcome | None = None
     pipelined: str | None = None
+    pipelined_alternatives: tuple[str, ...] = ()  # with speculationBranches > 1, best first
     pipelined_done: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -596,6 +597,7 @@ class SpeculationManager:
             ),
             speculate_shell=self.settings.speculate_shell,
             containment=self.settings.containment(),
+            alternatives=self.settings.speculation_branches,
         )
         try:
             await self.workers.send(handle, job)
@@ -666,6 +668,7 @@ class SpeculationManager:
             self._wake_waiting()
         elif isinstance(event, PipelinedSuggestion):
             spec.pipelined = event.text
+            spec.pipelined_alternatives = event.alternatives
             spec.pipelined_done.set()
         elif isinstance(event, Failed) and spec.status == "running":
             spec.error = event.error
@@ -926,7 +929,8 @@ class SpeculationManager:
         if self._moves != moves or self.current is not None:
             return  # the user moved on meanwhile
         if spec.pipelined and self.settings.enable_followup_suggestions:
-            await self.offer(spec.pipelined, delay_s=0.0)
+            # Its ranked guesses become the next suggestion's branches (speculationBranches).
+            await self.offer(spec.pipelined_alternatives or spec.pipelined, delay_s=0.0)
 
     def _preflush(self) -> None:
         """Write the file system's dirty pages out now, while the person reads the

@@ -130,6 +130,7 @@ class Harness:
         sandbox: bool = False,
         overlay_pid: int | None = None,
         snapshot: CacheSafeSnapshot = SNAPSHOT,
+        alternatives: int = 1,
     ) -> RunSpeculation:
         self.counter += 1
         job_id = f"spec-{self.counter}"
@@ -148,6 +149,7 @@ class Harness:
             limits=limits or SpeculationLimits(),
             pipelined=pipelined,
             sandbox=sandbox,
+            alternatives=alternatives,
         )
 
     def run(self, job: RunSpeculation) -> Collector:

@@ -66,6 +66,38 @@ def test_text_only_answer_completes_then_pipelined_suggestion(harness: Any) -> N
     assert only(out, PipelinedSuggestion).text == "commit this"
 
 
+def test_the_pipelined_step_asks_for_ranked_guesses_with_branches(harness: Any) -> None:
+    """speculationBranches 3: the pipelined step asks for three ranked guesses in its one
+    request and sends the kept ones best first: the first three, a duplicate dropped (the
+    same rules as the suggestion after a turn)."""
+    guesses = ["commit this", "Commit this.", "run the tests", "show the diff"]
+    h = harness([
+        rule({"text": "All 3 tests pass."}),
+        rule({"json": {"suggestions": guesses}}, purpose="pipelined"),
+    ])
+    out = h.run(h.job(alternatives=3))
+    event = only(out, PipelinedSuggestion)
+    assert event.text == "commit this" and event.reason is None
+    assert event.alternatives == ("commit this", "run the tests")
+    [body] = h.bodies("pipelined")
+    asked = body["messages"][-1]["content"]
+    assert "up to 3" in asked and body["response_format"]["json_schema"]["name"] == (
+        "next_user_inputs"
+    )
+
+
+def test_the_single_guess_pipelined_request_is_unchanged(harness: Any) -> None:
+    """One branch: the request is the single-suggestion one, byte for byte as before."""
+    from protocol.suggestion import pipelined_prompt
+
+    h = harness([rule({"text": "All 3 tests pass."}), PIPELINED_RULE])
+    event = only(h.run(h.job()), PipelinedSuggestion)
+    assert (event.text, event.alternatives) == ("commit this", ())
+    [body] = h.bodies("pipelined")
+    assert body["messages"][-1]["content"] == pipelined_prompt(SUGGESTION, "All 3 tests pass.")
+    assert body["response_format"]["json_schema"]["name"] == "next_user_input"
+
+
 def test_each_model_request_reports_its_tokens_before_what_its_answer_leads_to(
     harness: Any,
 ) -> None:

@@ -32,7 +32,7 @@ from protocol.suggestion import (
     SUGGESTION_PROMPT,
     SUGGESTION_SCHEMA,
 )
-from protocol.work import Completed, ModelUsage, RunSpeculation
+from protocol.work import Completed, ModelUsage, PipelinedSuggestion, RunSpeculation
 from worker.boundary import Transcript as SpeculatedTranscript
 from worker.speculation import LoopEnd, outcome
 
@@ -270,6 +270,32 @@ def test_accepting_a_branch_kills_the_others_and_applies_its_files(place: Place)
             cost = stats.branch_cost
             assert {r: s.tokens for r, s in cost.by_rank.items()} == {0: 100, 1: 200, 2: 300}
             assert cost.discarded.tokens == 400
+
+    with scripted() as server:
+        run(main())
+
+
+def test_after_tab_the_pipelined_guesses_are_the_next_branches(place: Place) -> None:
+    """Every branch's worker is asked for as many pipelined guesses as there are branches;
+    after Tab, the accepted branch's guesses become the next suggestion's branches, each
+    speculated as the first ones were."""
+    workers = Workers()
+    nexts = ("show me the diff", "run the tests", "commit this")
+
+    async def main() -> None:
+        async with manager_for(place, server, workers, Chat()) as manager:
+            await manager.offer(GUESSES, delay_s=0)
+            assert [job.alternatives for _, job in jobs(workers)] == [3, 3, 3]
+            (h0, j0), *_ = jobs(workers)
+            await workers.deliver(h0, work(place, j0, {"notes.txt": "n\n"}))
+            await manager.accept("tab", Emitter(Replies(), b"c", 9), index=0)
+            started = len(jobs(workers))
+            pipelined = PipelinedSuggestion(j0.job_id, j0.epoch, nexts[0], None, nexts)
+            await workers.deliver(h0, pipelined)
+            await until(lambda: manager.current is not None and len(jobs(workers)) == started + 3)
+            assert manager.current is not None
+            assert [b.text for b in manager.current.branches] == list(nexts)
+            assert [job.suggestion for _, job in jobs(workers)[started:]] == list(nexts)
 
     with scripted() as server:
         run(main())
