@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from coordinator.service.history import HistoryStore
-from protocol.control import Notice, Transcript, TurnEnded
+from protocol.control import AskRequest, CancelRequest, Notice, OkReply, Transcript, TurnEnded
 from tests.coordinator.e2e import COMMIT, DIFF, FIX, NEG, Driver, scenario_variant
 from tests.support import Specrun, snapshot_tree, wait_until
 
@@ -206,3 +206,42 @@ def test_a_sweep_while_the_user_thinks_does_not_lose_the_speculation(
     overlay.sweep()
     assert _end(driver.accept()).reason == "accepted"
     assert (specrun.project / "tests/test_calc_negative.py").exists()
+
+
+def test_ctrl_c_stops_a_typed_prompt_waiting_for_its_slow_speculation(
+    specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The person types the predicted prompt out while its speculation still runs (it
+    waits for it, acceptTypedPrompt), then presses Ctrl-C: the wait ends, the speculation
+    is stopped and nothing is applied."""
+
+    def slow_speculation(rules: list) -> None:  # type: ignore[type-arg]
+        for rule in rules:
+            if rule.get("name") == "negative test, write it":
+                rule["reply"]["latency_ms"] = 20_000
+
+    scenario = scenario_variant(tmp_path, slow_speculation)
+    monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
+    specrun.run("start", "--approval-mode", "auto-edit", "--scenario", str(scenario), check=True)
+    driver = Driver(specrun.project)
+    try:
+        driver.ask(FIX)
+        running = driver.wait_for_speculation(NEG, ("running",))
+        assert running.speculation is not None
+        ask = AskRequest(req_id=driver.client.next_id(), text=NEG.capitalize() + ".")
+        driver.client.send(ask)
+        stream = driver.client.replies(ask.req_id, timeout_s=10)
+        waiting = next(stream)  # its notice: it waits for the speculation
+        assert isinstance(waiting, Notice) and "still running" in waiting.text, waiting
+        cancel = driver.client.request(
+            CancelRequest(req_id=driver.client.next_id(), ask_req_id=ask.req_id)
+        )
+        assert isinstance(cancel, OkReply) and cancel.message == "cancelled", cancel
+        end = _end(list(stream))
+        assert end.reason == "aborted" and "cancelled" in end.message
+        assert not (specrun.project / "tests/test_calc_negative.py").exists()
+        worker = running.speculation.worker_pid
+        assert wait_until(lambda: worker is None or not psutil.pid_exists(worker), timeout=5)
+    finally:
+        driver.close()
+        specrun.run("stop")
