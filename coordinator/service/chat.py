@@ -102,6 +102,8 @@ class MainChat:
         self._turn_lock = asyncio.Lock()
         self._turn_task: asyncio.Task[TurnResult] | None = None
         self._turn_req_id: int | None = None
+        # Prompts waiting for the running turn to end, by request.
+        self._queued: dict[int, asyncio.Event] = {}  # its event: Ctrl-C while it waits
         self._approvals: dict[tuple[int, str], _Approval] = {}
         self._client_pid: int | None = None  # the asking client of the running turn
         self._from_accept = False  # the running turn is an accept's fallback (no flags)
@@ -118,8 +120,15 @@ class MainChat:
         client_pid: int | None = None,
         from_accept: bool = False,
     ) -> TurnResult:
-        """Run one user query to its end. Only one turn runs at a time."""
-        async with self._turn_lock:
+        """Run one user query to its end. Only one turn runs at a time: a prompt sent
+        meanwhile waits, and Ctrl-C while it waits (``cancel``) means it never runs."""
+        cancelled = self._queued[out.req_id] = asyncio.Event()
+        try:
+            if not await self._take_turn_slot(cancelled):
+                return TurnResult("aborted", "The turn was cancelled before it started.")
+        finally:
+            del self._queued[out.req_id]
+        try:
             self._turn_req_id = out.req_id
             self._client_pid = client_pid
             self._from_accept = from_accept
@@ -136,6 +145,34 @@ class MainChat:
             finally:
                 self._turn_task = None
                 self._turn_req_id = None
+        finally:
+            self._turn_lock.release()
+
+    async def _take_turn_slot(self, cancelled: asyncio.Event) -> bool:
+        """Wait for the turn slot: True once held, False (not held) if ``cancelled`` is
+        set first, so a Ctrl-C ends a waiting prompt at once."""
+        acquiring = asyncio.ensure_future(self._turn_lock.acquire())
+        stop = asyncio.ensure_future(cancelled.wait())
+        try:
+            await asyncio.wait({acquiring, stop}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # this request itself was cancelled (shutdown)
+            await self._give_up(acquiring)
+            raise
+        finally:
+            stop.cancel()
+        if cancelled.is_set():
+            await self._give_up(acquiring)
+            return False
+        return True
+
+    async def _give_up(self, acquiring: asyncio.Task[bool]) -> None:
+        """Stop waiting for the slot; if it was taken in the same moment, hand it back."""
+        acquiring.cancel()
+        try:
+            await acquiring
+        except asyncio.CancelledError:
+            return  # never taken
+        self._turn_lock.release()
 
     async def _turn(
         self, out: Emitter, text: str, mode: ApprovalMode, can_confirm: bool
@@ -361,12 +398,17 @@ class MainChat:
         return True
 
     def cancel(self, ask_req_id: int | None = None) -> bool:
-        """Ctrl-C: abort the running turn (model request cancelled, tool worker killed)."""
+        """Ctrl-C: abort the running turn (model request cancelled, tool worker killed), or
+        a prompt still waiting for it to end, which then never runs."""
         task = self._turn_task
-        if task is None or (ask_req_id is not None and ask_req_id != self._turn_req_id):
-            return False
-        task.cancel()
-        return True
+        if task is not None and (ask_req_id is None or ask_req_id == self._turn_req_id):
+            task.cancel()
+            return True
+        waiting = self._queued.get(ask_req_id) if ask_req_id is not None else None
+        if waiting is not None:
+            waiting.set()
+            return True
+        return False
 
     # -- session state ---------------------------------------------------------
 

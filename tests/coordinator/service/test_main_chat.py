@@ -255,6 +255,45 @@ def test_cancel_kills_the_tool_worker_and_answers_the_open_calls(place: Place) -
     )
 
 
+def test_ctrl_c_on_a_prompt_waiting_for_the_running_turn_means_it_never_runs(
+    place: Place,
+) -> None:
+    """A second prompt waits for the running turn ("this one starts when it ends"); Ctrl-C
+    on it while it waits is taken (not "nothing to cancel") and ends it at once, while the
+    running turn goes on; it never runs."""
+    rules = [main_rule({"last_user": "look"}, tool_calls=[call("read_file", file_path="x")])]
+
+    async def never(job: RunTool) -> None:
+        await asyncio.sleep(3600)
+
+    workers = Workers(never)
+
+    async def main() -> tuple[TurnResult, TurnResult, int]:
+        async with chat_for(place, server, workers) as chat:
+            first = asyncio.ensure_future(chat.run_turn(Emitter(Replies(), b"c", REQ), "look"))
+            await until(lambda: bool(workers.jobs))
+            second = asyncio.ensure_future(
+                chat.run_turn(Emitter(Replies(), b"c", REQ + 1), "look again")
+            )
+            await until(lambda: REQ + 1 in chat._queued)
+            assert chat.cancel(REQ + 1)  # the waiting one
+            waited = await second  # at once: the first turn still runs
+            assert chat.busy and not first.done()
+            assert chat.cancel(REQ)  # now the running one
+            asked = len(requests_of(server, "main"))
+            done = await first
+            assert not chat.busy and chat._queued == {}
+            return done, waited, asked
+
+    with scripted(*rules) as server:
+        first, second, asked = run(main())
+        assert len(requests_of(server, "main")) == asked == 1  # the second never asked
+    assert first.reason == "aborted"
+    assert (second.reason, second.message) == (
+        "aborted", "The turn was cancelled before it started."
+    )
+
+
 def test_a_tool_worker_that_dies_gives_the_call_an_error_and_the_turn_goes_on(
     place: Place,
 ) -> None:
