@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -18,12 +19,10 @@ from tests.coordinator.e2e import COMMIT, DIFF, FIX, NEG, Driver, scenario_varia
 from tests.support import Specrun, snapshot_tree, wait_until
 
 
-@pytest.fixture
-def driver(
-    specrun: Specrun, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
-) -> Iterator[Driver]:
+@contextmanager
+def driving(specrun: Specrun, monkeypatch: pytest.MonkeyPatch, *extra: str) -> Iterator[Driver]:
+    """A service started with ``extra`` flags (auto-edit), driven over its control socket."""
     monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
-    extra = getattr(request, "param", [])
     specrun.run("start", "--approval-mode", "auto-edit", *extra, check=True)
     d = Driver(specrun.project)
     try:
@@ -31,6 +30,14 @@ def driver(
     finally:
         d.close()
         specrun.run("stop")
+
+
+@pytest.fixture
+def driver(
+    specrun: Specrun, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Driver]:
+    with driving(specrun, monkeypatch, *getattr(request, "param", [])) as d:
+        yield d
 
 
 def _end(replies: list) -> TurnEnded:  # type: ignore[type-arg]
@@ -139,10 +146,7 @@ def test_a_file_the_user_changed_makes_accept_fall_back_with_a_conflict(
         )
 
     scenario = scenario_variant(tmp_path, main_turn_only_reads)
-    monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
-    specrun.run("start", "--approval-mode", "auto-edit", "--scenario", str(scenario), check=True)
-    driver = Driver(specrun.project)
-    try:
+    with driving(specrun, monkeypatch, "--scenario", str(scenario)) as driver:
         driver.ask(FIX)
         driver.wait_for_speculation(NEG, ("completed",))
         mine = specrun.project / "tests/test_calc_negative.py"
@@ -156,9 +160,6 @@ def test_a_file_the_user_changed_makes_accept_fall_back_with_a_conflict(
         assert mine.read_text() == "# my own test\n"
         leftovers = [p for p in specrun.project.rglob("*specrun-*") if ".specrun" not in p.parts]
         assert leftovers == []
-    finally:
-        driver.close()
-        specrun.run("stop")
 
 
 def test_a_worker_killed_mid_speculation_fails_it_and_the_service_keeps_serving(
@@ -221,10 +222,7 @@ def test_ctrl_c_stops_a_typed_prompt_waiting_for_its_slow_speculation(
                 rule["reply"]["latency_ms"] = 20_000
 
     scenario = scenario_variant(tmp_path, slow_speculation)
-    monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
-    specrun.run("start", "--approval-mode", "auto-edit", "--scenario", str(scenario), check=True)
-    driver = Driver(specrun.project)
-    try:
+    with driving(specrun, monkeypatch, "--scenario", str(scenario)) as driver:
         driver.ask(FIX)
         running = driver.wait_for_speculation(NEG, ("running",))
         assert running.speculation is not None
@@ -242,6 +240,3 @@ def test_ctrl_c_stops_a_typed_prompt_waiting_for_its_slow_speculation(
         assert not (specrun.project / "tests/test_calc_negative.py").exists()
         worker = running.speculation.worker_pid
         assert wait_until(lambda: worker is None or not psutil.pid_exists(worker), timeout=5)
-    finally:
-        driver.close()
-        specrun.run("stop")
