@@ -127,7 +127,7 @@ class MainChat:
             if not await self._take_turn_slot(cancelled):
                 return TurnResult("aborted", "The turn was cancelled before it started.")
         finally:
-            del self._queued[out.req_id]
+            self._queued.pop(out.req_id, None)
         try:
             self._turn_req_id = out.req_id
             self._client_pid = client_pid
