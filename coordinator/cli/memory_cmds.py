@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -53,8 +54,8 @@ def memory_list(obj: CommandContext, scope: str | None, as_json: bool) -> None:
       specrun memory list --json
     """
     store = _memory_store(obj)
-    docs = store.list_memories(scope)
-    skipped = store.skipped()
+    skipped: list[tuple[Path, str]] = []
+    docs = store.scan(scope, skipped)
     if as_json:
         render.print_json({"project_dir": str(store.project_dir),
                            "user_dir": str(store.user_dir) if store.user_dir else None,

@@ -204,24 +204,24 @@ def _walk_error(exc: OSError) -> None:
     log.debug("memory scan: cannot list %s (%s)", exc.filename, exc)
 
 
-def scan_root(root: Path, scope: MemoryScope) -> list[MemoryDoc]:
+def scan_root(
+    root: Path, scope: MemoryScope, skipped: list[tuple[Path, str]] | None = None
+) -> list[MemoryDoc]:
+    """The memories under ``root``; the ``*.md`` files that are not one go to ``skipped``
+    (with why) when it is given, else to the debug log."""
     docs = []
     for path in iter_topic_files(root):
-        doc = parse_memory_file(path, scope=scope, root=root)
+        if skipped is None:
+            doc = parse_memory_file(path, scope=scope, root=root)
+        else:
+            try:
+                doc = read_memory_file(path, scope=scope, root=root)
+            except NotAMemory as why:
+                skipped.append((path, str(why)))
+                continue
         if doc is not None:
             docs.append(doc)
     return docs
-
-
-def skipped_in_root(root: Path) -> list[tuple[Path, str]]:
-    """The ``*.md`` files under ``root`` that are not memories, each with why."""
-    skipped = []
-    for path in iter_topic_files(root):
-        try:
-            read_memory_file(path, root=root)
-        except NotAMemory as why:
-            skipped.append((path, str(why)))
-    return skipped
 
 
 # --------------------------------------------------------------------------- index
@@ -293,31 +293,25 @@ class MemoryStore:
 
     # -- reading
 
-    def scan(self) -> list[MemoryDoc]:
-        """Every valid memory of both roots, newest first (ties by path). Never raises."""
+    def scan(
+        self, scope: MemoryScope | None = None, skipped: list[tuple[Path, str]] | None = None
+    ) -> list[MemoryDoc]:
+        """Every valid memory of both roots (or of ``scope``'s), newest first (ties by path).
+        ``skipped`` gets the ``*.md`` files that are not memories, with why: a person who
+        wrote one should hear why recall ignores it. Never raises."""
         docs: list[MemoryDoc] = []
-        for scope, root in self.roots():
+        for root_scope, root in self.roots():
+            if scope is not None and root_scope != scope:
+                continue
             try:
-                docs.extend(scan_root(root, scope))
+                docs.extend(scan_root(root, root_scope, skipped))
             except Exception:  # defensive: a scan problem means "no memories", never a crash
                 log.exception("memory scan of %s failed", root)
         docs.sort(key=lambda d: (-d.mtime, d.path))
         return docs
 
-    def skipped(self) -> list[tuple[Path, str]]:
-        """The files of both roots that look like memories (``*.md``) but are not, with why:
-        a person who wrote one should hear why recall ignores it. Never raises."""
-        found: list[tuple[Path, str]] = []
-        for _, root in self.roots():
-            try:
-                found.extend(skipped_in_root(root))
-            except Exception:  # defensive, as scan
-                log.exception("memory scan of %s failed", root)
-        return found
-
     def list_memories(self, scope: MemoryScope | None = None) -> list[MemoryDoc]:
-        docs = self.scan()
-        return [d for d in docs if scope is None or d.scope == scope]
+        return self.scan(scope)
 
     def show_memory(self, name_or_path: str) -> MemoryDoc:
         """Find one memory by path (absolute, project-relative or root-relative), name or stem."""

@@ -109,7 +109,9 @@ def test_invalid_front_matter_is_skipped_with_reason(
         docs = store(project, home).scan()
     assert [d.name for d in docs] == ["Good"]
     assert any("bad.md" in r.getMessage() and why in r.getMessage() for r in caplog.records)
-    [(path, reason)] = store(project, home).skipped()  # what `memory list` shows a person
+    skipped: list[tuple[Path, str]] = []
+    store(project, home).scan(skipped=skipped)  # what `memory list` shows a person
+    [(path, reason)] = skipped
     assert path.name == "bad.md" and why in reason
 
 
