@@ -87,7 +87,6 @@ def _finalize_without_joining() -> None:
 
 
 atexit.unregister(multiprocess.util._exit_function)
-atexit.unregister(_finalize_without_joining)  # once, however often this module is reloaded
 atexit.register(_finalize_without_joining)
 
 if not getattr(multiprocess.spawn.get_preparation_data, "_specrun", False):
@@ -480,8 +479,9 @@ class WorkerPool:
         self.refill_soon()
 
     async def _reap(self, handle: WorkerHandle, unexpected: WorkerState | None) -> None:
-        """Collect the exit status; a death nobody asked for is logged with it (the signal
-        says who ended it: SIGKILL a kill, SIGSYS a seccomp refusal, SIGXCPU a CPU limit)."""
+        """Collect the exit status; a death the pool did not cause (``unexpected``: the
+        state it was in) is logged with it: the signal says who ended it (SIGKILL a kill,
+        SIGSYS a seccomp refusal, SIGXCPU a CPU limit)."""
         await asyncio.to_thread(handle.process.join, 5)
         if unexpected is None:
             return
@@ -495,8 +495,6 @@ class WorkerPool:
                 how = f"killed by signal {-code}"
         else:
             how = f"exit code {code}"
-        if handle.killed_at is not None:
-            how += ", after the pool killed it"
         # Exit code 0 while busy: a speculation's worker ends itself after its final event,
         # which can reach us after its exit does; anything else is a death.
         level = logging.INFO if code == 0 else logging.WARNING
