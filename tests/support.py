@@ -3,6 +3,7 @@ checks that a test left no process or overlay behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -150,6 +151,16 @@ def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.02) ->
     return bool(predicate())
 
 
+def ended_or_killed(marker_dir: Path, timeout: float = 10) -> bool:
+    """Wait for the processes of a test runtime dir to end; kill what is left after
+    ``timeout`` (a failed test must not leave a service running). Whether they ended."""
+    ended = wait_until(lambda: not processes_with_env(marker_dir), timeout=timeout)
+    for proc in processes_with_env(marker_dir):
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    return ended
+
+
 def processes_with_env(marker_dir: Path) -> list[psutil.Process]:
     """Processes whose environment points at a test runtime dir (leak detection)."""
     found = []
@@ -186,9 +197,7 @@ def running_service(
             yield runner
         finally:
             runner.run("stop")
-            wait_until(lambda: not processes_with_env(env.runtime), timeout=10)
-            for proc in processes_with_env(env.runtime):
-                proc.kill()
+            ended_or_killed(env.runtime)
             if saved is None:
                 os.environ.pop("SPECRUN_RUNTIME_DIR", None)
             else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from tests.support import REPO, isolated_env, processes_with_env, wait_until
+from tests.support import REPO, ended_or_killed, isolated_env, processes_with_env
 
 
 def _walkthrough() -> str:
@@ -39,7 +39,4 @@ def test_the_readme_walkthrough_works_verbatim() -> None:
                 subprocess.run([str(REPO / ".venv" / "bin" / "specrun"), "--project",
                                 str(env.home / "calc"), "stop"], env=env.vars,
                                capture_output=True, timeout=60)
-            stopped = wait_until(lambda: not processes_with_env(env.runtime), timeout=10)
-            for leftover in processes_with_env(env.runtime):  # e.g. a service for another dir
-                leftover.kill()
-            assert stopped
+            assert ended_or_killed(env.runtime)  # killed if not: e.g. a service for another dir

@@ -149,8 +149,7 @@ def test_the_service_starts_without_numpy() -> None:
         "import sys\n"
         "import coordinator.service.service, coordinator.service.chat\n"
         "import coordinator.service.speculation, coordinator.memory.recall\n"
+        "import coordinator.memory.lexical\n"
         "assert 'numpy' not in sys.modules and 'rank_bm25' not in sys.modules\n"
-        "from coordinator.memory.lexical import lexical_rank\n"
-        "assert lexical_rank('x', []) == [] and 'numpy' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)

@@ -400,7 +400,8 @@ def test_a_final_event_that_trails_the_workers_exit_still_counts(place: Place) -
             handle, job = the_job(workers)
             completed = work(place, job, ACCEPTED_FILES)
             death = asyncio.ensure_future(workers.die(handle))
-            await asyncio.sleep(0.05)
+            await until(lambda: handle.state is WorkerState.DEAD)  # the death is being handled
+            assert not death.done()  # ... and waits for a final event
             await workers.deliver(handle, completed)
             await death
             spec = manager.current.speculation if manager.current else None
