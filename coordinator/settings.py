@@ -153,8 +153,9 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
         """The model for suggestions, speculation and recall."""
         return self.fast_model or self.model
 
-    def containment(self) -> Containment:
-        """The per-command limits, overlay quota and protected paths of SPEC §11."""
+    def containment(self, private_paths: tuple[str, ...] = ()) -> Containment:
+        """The per-command limits, overlay quota and protected paths of SPEC §11;
+        ``private_paths``: the memory directories (``coordinator.memory.memory_dirs``)."""
         mib = 1 << 20
         return Containment(
             limits=CommandLimits(
@@ -167,6 +168,7 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
             overlay_quota_bytes=self.overlay_quota_mb * mib,
             overlay_quota_files=self.overlay_quota_files,
             protected_paths=self.protected_paths,
+            private_paths=private_paths,
         )
 
     @property

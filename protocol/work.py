@@ -96,6 +96,9 @@ class Containment(msgspec.Struct, frozen=True):
     overlay_quota_bytes: int = 256 << 20
     overlay_quota_files: int = 2000
     protected_paths: tuple[str, ...] = ()
+    # specrun's own state besides <project>/.specrun (the memory directories, absolute):
+    # never read or listed by a speculation, hidden in its commands' view
+    private_paths: tuple[str, ...] = ()
 
 
 LayerName = Literal[
@@ -166,6 +169,8 @@ class RunTool(msgspec.Struct, frozen=True, tag="run_tool"):
     shell: ShellPermission = "read_only"
     timeout_s: float = 120.0
     limits: CommandLimits = CommandLimits()
+    # as ``Containment.private_paths``: with ``shell="read_only"`` a read of them asks
+    private_paths: tuple[str, ...] = ()
 
 
 class Shutdown(msgspec.Struct, frozen=True, tag="shutdown"):

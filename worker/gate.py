@@ -13,10 +13,11 @@ while rewriting becomes a boundary.
 
 Beyond the tool table (SPEC §4, §11): a read tool aimed outside the project is a boundary
 (``read_outside_project:<tool>``: a speculation must not send files the user never pointed
-at to the model provider), and so is any write to a protected path
-(``protected_path:<path>``: ``.git/**``, ``.gitattributes``, ``.gitmodules``, ``.specrun/**``
-at any depth, plus the ``protectedPaths`` setting), which could make the user's next
-``git status`` run a program or switch specrun's own settings.
+at to the model provider), so is one aimed at specrun's own state (``read_private:<tool>``:
+``.specrun/`` and the memory directories; see ``worker.tools.reach``), and so is any write
+to a protected path (``protected_path:<path>``: ``.git/**``, ``.gitattributes``,
+``.gitmodules``, ``.specrun/**`` at any depth, plus the ``protectedPaths`` setting), which
+could make the user's next ``git status`` run a program or switch specrun's own settings.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from protocol.work import ToolDecision
 from worker.contain.helper import classifier_bypassed
 from worker.shell.classifier import ShellVerdict, classify
 from worker.shell.git_config import git_config_hazard
+from worker.tools.reach import read_boundary
 
 GateAction = Literal[ToolDecision, "boundary"]
 
@@ -126,6 +128,7 @@ def evaluate(
     *,
     sandboxed_shell: bool = False,
     protected_paths: Sequence[str] = (),
+    private_paths: Sequence[str] = (),
 ) -> GateDecision:
     """Decide one speculative tool call. Never raises.
 
@@ -140,6 +143,7 @@ def evaluate(
             overlay,
             sandboxed_shell,
             tuple(protected_paths),
+            tuple(private_paths),
         )
     except Exception as exc:  # fail closed
         return GateDecision("boundary", f"gate_error:{tool_name}: {exc}", {})
@@ -152,10 +156,12 @@ def _evaluate(
     overlay: OverlayLike,
     sandboxed_shell: bool = False,
     protected_paths: tuple[str, ...] = (),
+    private_paths: tuple[str, ...] = (),
 ) -> GateDecision:
     if name in READ_TOOLS:
-        if not _reads_inside(name, args, overlay):
-            return GateDecision("boundary", f"read_outside_project:{name}", args)
+        read_reason = read_boundary(name, args, overlay.root, private_paths)
+        if read_reason is not None:
+            return GateDecision("boundary", read_reason, args)
         return _rewrite(
             name, args, overlay.resolve_read, "allow", f"read_tool:{name}", required=False
         )
@@ -211,27 +217,6 @@ def _relative_spellings(overlay: OverlayLike, path: Any) -> list[str]:
     if resolved is not None:
         spellings.append(resolved)
     return spellings
-
-
-def _reads_inside(name: str, args: dict[str, Any], overlay: OverlayLike) -> bool:
-    return reads_inside_project(name, args, overlay.root)
-
-
-def reads_inside_project(name: str, args: dict[str, Any], project_root: Any) -> bool:
-    """Does the read stay in the project? The path argument (symlinks resolved) and, for
-    ``glob``, the pattern (no absolute pattern, no ``..``) must both stay inside."""
-    root = real_root(project_root)
-    key = path_key(args)
-    if key is not None:
-        real = os.path.realpath(os.path.join(root, args[key]))
-        if real != root and not real.startswith(root + os.sep):
-            return False
-    pattern = args.get("pattern")
-    return not (
-        name == "glob"
-        and isinstance(pattern, str)
-        and (os.path.isabs(pattern) or ".." in PurePosixPath(pattern).parts)
-    )
 
 
 def _edits_allowed(mode: ApprovalMode | str) -> bool:

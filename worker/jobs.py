@@ -61,11 +61,12 @@ from worker.contain.landlock import restrict_writes_to
 from worker.contain.limits import limit_reached
 from worker.contain.spawn import ContainmentUnavailable
 from worker.fork import ForkedChat, pipelined_suggestion
-from worker.gate import read_only_verdict, reads_inside_project
+from worker.gate import read_only_verdict
 from worker.shell.git_config import git_config_hazard
 from worker.shell.runner import ShellResult
 from worker.speculation import Emit, LoopEnd, Toolbox, final_event, run_loop
 from worker.tools import DirectAccess, ToolContext, ToolStop, execute
+from worker.tools.reach import read_boundary
 
 if TYPE_CHECKING:
     from worker.outbox import Outbox
@@ -97,27 +98,35 @@ async def run_tool(job: RunTool, outbox: Outbox, helper: SandboxHelper) -> None:
 
 async def _main_chat_tool(job: RunTool, helper: SandboxHelper) -> tuple[ToolResult, str | None]:
     call = job.call
+    unapproved = job.shell == "read_only"
     ctx = ToolContext(
-        access=DirectAccess(job.project_root),
+        access=DirectAccess(
+            job.project_root, private=job.private_paths, contained=unapproved
+        ),
         shell_mode=job.shell,
         shell_timeout_s=job.timeout_s,
     )
-    if (
-        call.name in READ_TOOLS
-        and job.shell == "read_only"
-        and not reads_inside_project(call.name, call.args(), job.project_root)
-    ):
-        outside = f"read_outside_project:{call.name}"  # the user decides what leaves
-        return _refused(call, outside), outside
-    if call.name == SHELL_TOOL and job.shell == "read_only":
+    if call.name in READ_TOOLS and unapproved:
+        # Outside the project, or specrun's own state: the user decides what leaves.
+        reason = read_boundary(call.name, call.args(), job.project_root, job.private_paths)
+        if reason is not None:
+            return _refused(call, reason), reason
+    if call.name == SHELL_TOOL and unapproved:
         reason = approval_needed(call, job.project_root)
         if reason is not None:
             return _refused(call, reason), reason
-        runner = contained_runner(helper, job.project_root, None, job.limits, stop_on_limit=False)
+        runner = contained_runner(
+            helper,
+            job.project_root,
+            None,
+            job.limits,
+            stop_on_limit=False,
+            private_paths=job.private_paths,
+        )
         ctx = dataclasses.replace(ctx, read_only_runner=runner)
     try:
         return await execute(call, ctx), None
-    except ToolStop as stop:  # the sandbox is missing a layer: the user decides
+    except ToolStop as stop:  # a missing sandbox layer, a read that leaves: the user decides
         return _refused(call, stop.reason), stop.reason
 
 
@@ -152,6 +161,7 @@ def contained_runner(
     *,
     stop_on_limit: bool,
     capture_dirs: Callable[[], Path] | None = None,
+    private_paths: tuple[str, ...] = (),
 ) -> Callable[[str, str | Path, float, int], ShellResult]:
     """A shell runner for the tools: every command goes through the sandbox helper.
 
@@ -172,6 +182,7 @@ def contained_runner(
             overlay_dir=overlay_dir,
             capture_dir=None if capture is None else os.fspath(capture),
             limits=limits,
+            private_paths=private_paths,
         )
         try:
             result = helper.run(request)
@@ -237,7 +248,12 @@ async def _speculate(
         overlay = Overlay(job.project_root, job.overlay_dir)
         limits = job.containment.limits
         runner = contained_runner(
-            helper, job.project_root, job.overlay_dir, limits, stop_on_limit=True
+            helper,
+            job.project_root,
+            job.overlay_dir,
+            limits,
+            stop_on_limit=True,
+            private_paths=job.containment.private_paths,
         )
         tools = Toolbox(
             overlay,
@@ -282,6 +298,7 @@ def _captured_runner(
         job.containment.limits,
         stop_on_limit=True,
         capture_dirs=next_capture,
+        private_paths=job.containment.private_paths,
     )
 
     def run(command: str, cwd: str | Path, timeout_s: float, output_cap: int) -> ShellResult:

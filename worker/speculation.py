@@ -92,6 +92,7 @@ class Toolbox:
                 overlay,
                 quota_bytes=self.containment.overlay_quota_bytes,
                 quota_files=self.containment.overlay_quota_files,
+                private=self.containment.private_paths,
             ),
             shell_mode="read_only",
             shell_timeout_s=shell_timeout_s,
@@ -118,6 +119,7 @@ class Toolbox:
             self.overlay,
             sandboxed_shell=self.context.captured_runner is not None,
             protected_paths=self.containment.protected_paths,
+            private_paths=self.containment.private_paths,
         )
 
     def known(self, name: str) -> bool:

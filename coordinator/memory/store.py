@@ -106,6 +106,16 @@ def user_memory_dir(home: str | os.PathLike[str] | None = None) -> Path:
     return base.resolve() / ".specrun" / "memories"
 
 
+def memory_dirs(
+    project_root: str | os.PathLike[str],
+    memory_dir: str | os.PathLike[str] | None = None,
+    home: str | os.PathLike[str] | None = None,
+) -> tuple[str, ...]:
+    """Both memory roots, absolute: specrun's own state, which no tool call reads or lists
+    on the model's behalf unasked (besides ``<project>/.specrun``)."""
+    return (str(project_memory_dir(project_root, memory_dir)), str(user_memory_dir(home)))
+
+
 # --------------------------------------------------------------------------- parsing
 
 

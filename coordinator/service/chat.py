@@ -17,7 +17,13 @@ from pathlib import Path
 
 import msgspec
 
-from coordinator.memory import AbortReason, AbortSignal, MemoryPrefetcher, Recaller
+from coordinator.memory import (
+    AbortReason,
+    AbortSignal,
+    MemoryPrefetcher,
+    Recaller,
+    memory_dirs,
+)
 from coordinator.service.accept_record import settle_pending
 from coordinator.service.emitter import Emitter
 from coordinator.service.history import HistoryStore
@@ -85,7 +91,10 @@ class MainChat:
         self.history: list[Message] = self.history_store.load()
         self.session_id = self.history_store.current_session().session_id
         self.tools_exec = ToolExecutor(
-            workers, str(self.project_root), settings.containment().limits
+            workers,
+            str(self.project_root),
+            settings.containment().limits,
+            private_paths=memory_dirs(self.project_root, settings.memory_dir or None),
         )
         self.recaller = Recaller(
             self.project_root,

@@ -32,6 +32,7 @@ import psutil
 
 import overlay
 from coordinator.boundary_text import describe_boundary
+from coordinator.memory import memory_dirs
 from coordinator.service.accept_record import PendingAccept, clear_pending, digest, write_pending
 from coordinator.service.cost import Budget
 from coordinator.service.emitter import Emitter
@@ -596,7 +597,9 @@ class SpeculationManager:
                 cache_sharing=self.settings.enable_cache_sharing,
             ),
             speculate_shell=self.settings.speculate_shell,
-            containment=self.settings.containment(),
+            containment=self.settings.containment(
+                memory_dirs(self.project_root, self.settings.memory_dir or None)
+            ),
             alternatives=self.settings.speculation_branches,
         )
         try:

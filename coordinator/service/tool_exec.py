@@ -47,11 +47,17 @@ def shell_mode(call: ToolCall, mode: ApprovalMode) -> ShellPermission:
 
 class ToolExecutor:
     def __init__(
-        self, pool: WorkerJobs, project_root: str, limits: CommandLimits | None = None
+        self,
+        pool: WorkerJobs,
+        project_root: str,
+        limits: CommandLimits | None = None,
+        *,
+        private_paths: tuple[str, ...] = (),
     ) -> None:
         self.pool = pool
         self.project_root = project_root
         self.limits = limits or CommandLimits()
+        self.private_paths = private_paths
         self._ids = itertools.count(1)
         self._pending: dict[str, tuple[WorkerHandle, asyncio.Future[ToolOutcome]]] = {}
 
@@ -73,6 +79,7 @@ class ToolExecutor:
                     shell=shell,
                     timeout_s=timeout_s,
                     limits=self.limits,
+                    private_paths=self.private_paths,
                 ),
             )
             outcome = await future

@@ -24,6 +24,7 @@ from worker.tools import (
     execute,
     get_tool,
 )
+from worker.tools.reach import Reach
 
 EXPECTED_ORDER = [
     "read_file",
@@ -151,6 +152,7 @@ def test_output_cap_applies_to_every_tool(ctx: ToolContext) -> None:
 
 class _Boom:
     root = Path("/")
+    reach = Reach("/", anywhere=True)
 
     def resolve_read(self, path: str) -> Path:
         raise RuntimeError("disk on fire")

@@ -77,6 +77,8 @@ class Request(msgspec.Struct, frozen=True):
     capture_dir: str | None = None
     limits: CommandLimits = msgspec.field(default_factory=CommandLimits)
     layers: Layers = ALL_LAYERS
+    # specrun's state besides <project>/.specrun (memory directories): hidden when inside
+    private_paths: tuple[str, ...] = ()
 
 
 class Reply(msgspec.Struct, frozen=True):
@@ -200,6 +202,7 @@ class _Server:
             capture_upper=None if upper is None else str(upper),
             capture_work=None if work is None else str(work),
             submounts=self.prepared.get(project, ()),
+            hidden=mounts.hidden_in_view(project, request.private_paths),
         )
         profile = Profile(view, self.mount_point, request.limits, request.layers, self.network)
         tmp = "/tmp" if request.layers.filesystem else str(scratch)

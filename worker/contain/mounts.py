@@ -15,7 +15,7 @@ into the root (``enter_root``): a ``/proc`` of its PID namespace, a private tmpf
 and the project at its own path — read-only always (contents and metadata), as an
 overlayfs with the speculation's writes on top when there are any, or writable into a
 capture directory (the opt-in ``speculateShell``, with ``.git`` bound read-only);
-``.specrun`` hidden under an empty tmpfs.
+``.specrun`` and a memory directory inside the project hidden under an empty tmpfs.
 
 The runtime directory of the service (its sockets and pid file), other speculations'
 overlays and the user's specrun state are simply not there.
@@ -230,6 +230,21 @@ class View:
     @property
     def writable(self) -> bool:
         return self.capture_upper is not None
+
+
+def hidden_in_view(project: str, private: Iterable[str] = ()) -> tuple[str, ...]:
+    """What the view hides under an empty directory: ``.specrun`` and every private
+    directory (the memory directories) that lies inside the project, as resolved paths
+    relative to it (a ``.specrun`` that is a link into the project hides its target)."""
+    real = os.path.realpath(project)
+    hidden = [".specrun"]
+    for path in (os.path.join(real, ".specrun"), *private):
+        target = os.path.realpath(os.path.join(real, path))
+        if target.startswith(real.rstrip("/") + "/"):
+            rel = os.path.relpath(target, real)
+            if rel not in hidden:
+                hidden.append(rel)
+    return tuple(hidden)
 
 
 def _mkdirs(path: str) -> None:

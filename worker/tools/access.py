@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from worker.tools.errors import ToolError, ToolStop
+from worker.tools.reach import Reach
 
 __all__ = ["DirectAccess", "FileAccess", "OverlayAccess", "OverlayLike"]
 
@@ -23,6 +24,9 @@ __all__ = ["DirectAccess", "FileAccess", "OverlayAccess", "OverlayLike"]
 class FileAccess(Protocol):
     root: Path
     """The project root (absolute, symlinks resolved)."""
+    reach: Reach
+    """The read rule (``worker.tools.reach``): every file a read tool opens or lists goes
+    through it."""
 
     def resolve_read(self, path: str) -> Path:
         """The file to read for ``path``."""
@@ -82,15 +86,26 @@ def _inside(path: Path, root: Path) -> bool:
 
 
 class DirectAccess:
-    """The real tree, for the main chat's tool calls (after the user's approval).
+    """The real tree, for the main chat's tool calls.
 
-    Relative paths are taken against ``root``. Reads may go anywhere; writes must land inside
-    ``root`` once ``..`` and symlinks are resolved, else a ``ToolError`` explains the refusal.
+    Relative paths are taken against ``root``. With ``contained`` (a call the user has not
+    approved) a read target outside the project or in specrun's own state (``private``:
+    the memory directories besides ``.specrun``) stops the call (``ToolStop``: the user is
+    asked); otherwise explicit reads may go anywhere. Searches and listings never follow a
+    link out of the project either way. Writes must land inside ``root`` once ``..`` and
+    symlinks are resolved, else a ``ToolError`` explains the refusal.
     """
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        private: tuple[str, ...] = (),
+        contained: bool = False,
+    ) -> None:
         self.root = Path(root).resolve()
         self._alias = _alias(root, self.root)
+        self.reach = Reach(self.root, private, anywhere=not contained)
 
     def __repr__(self) -> str:
         return f"DirectAccess({str(self.root)!r})"
@@ -133,7 +148,8 @@ class OverlayLike(Protocol):
 
 class OverlayAccess:
     """A speculation's view: reads see files written in this speculation, writes go to the
-    overlay, the real tree is never written.
+    overlay, the real tree is never written. Reads stay in the project and out of
+    specrun's own state (``private``: the memory directories besides ``.specrun``).
 
     The tool gate may already have rewritten a path argument into the overlay; such a path
     (one of the overlay's written files) passes through unchanged in both directions. Writes
@@ -147,10 +163,12 @@ class OverlayAccess:
         *,
         quota_bytes: int | None = None,
         quota_files: int | None = None,
+        private: tuple[str, ...] = (),
     ) -> None:
         self.overlay = overlay
         self.root = Path(overlay.root).resolve()
         self._alias = _alias(overlay.root, self.root)
+        self.reach = Reach(self.root, private)
         self.quota_bytes = quota_bytes
         self.quota_files = quota_files
 
@@ -169,8 +187,7 @@ class OverlayAccess:
         if target in self._written():
             return target
         # A link inside the project may lead anywhere: a speculation reads only the project.
-        if not _inside(target.resolve(), self.root):
-            raise ToolStop("read_outside_project:path", f"{path} is outside the project")
+        self.reach.check("path", target)
         return Path(self.overlay.resolve_read(str(target)))
 
     def reserve(self, path: str, size: int) -> None:

@@ -57,12 +57,12 @@ def _glob(args: dict[str, Any], ctx: ToolContext) -> str:
     start_path = access.logical_path(os.path.join(base_path, prefix)) if prefix else base_path
 
     view = TreeView(access)
-    base = view.node(base_path)
+    base = view.start(SPEC.name, base_path)
     if base is None:
         raise ToolError(f"Path not found: {where}")
     if not base.is_dir:
         raise ToolError(f"{where} is not a directory")
-    start = view.node(start_path)
+    start = view.start(SPEC.name, start_path)
     regex = glob_regex(rest)
     found: list[tuple[int, str]] | None = None
     if start is not None and start.is_dir:
@@ -81,8 +81,11 @@ def _glob(args: dict[str, Any], ctx: ToolContext) -> str:
                 except OSError:
                     mtime = 0
                 found.append((-mtime, show_path(access.root, node.path)))
+    links = ""
+    if start is not None:
+        links = view.skipped_note(start.path, lambda rel: regex.match(rel) is not None)
     if not found:
-        return f"No files match {pattern!r} in {where}"
+        return f"No files match {pattern!r} in {where}" + (f"\n{links}" if links else "")
     total = len(found)
     # newest first, equal times by path: the first entries of the sorted list
     shown_paths = [entry[1] for entry in heapq.nsmallest(ctx.list_max_entries, found)]
@@ -91,6 +94,8 @@ def _glob(args: dict[str, Any], ctx: ToolContext) -> str:
     body = "\n".join(shown_paths)
     if total > len(shown_paths):
         body += f"\n[{total - len(shown_paths)} more not shown; use a narrower pattern or path.]"
+    if links:
+        body += "\n" + links
     return header + "\n" + body
 
 

@@ -46,17 +46,21 @@ SPEC = ToolSpec(
 
 
 def _search_file(
-    node: Node, regex: re.Pattern[str], ctx: ToolContext
+    view: TreeView, node: Node, regex: re.Pattern[str]
 ) -> list[tuple[int, str]] | None:
     """Matching (line number, line) pairs, or ``None`` for a file that is not searched."""
     try:
-        data = node.physical.read_bytes()
+        data = view.read_bytes(node)
     except OSError:
         return None
     if looks_binary(data):
         return None
     text = data.decode("utf-8", errors="replace")
     return [(n, line) for n, line in enumerate(split_lines(text), start=1) if regex.search(line)]
+
+
+def _included(include: re.Pattern[str], by_name: bool, rel: str) -> bool:
+    return include.match(rel.rsplit("/", 1)[-1] if by_name else rel) is not None
 
 
 def _too_big(node: Node, ctx: ToolContext) -> bool:
@@ -79,7 +83,7 @@ def _grep(args: dict[str, Any], ctx: ToolContext) -> str:
 
     view = TreeView(access)
     start_path = access.logical_path(args.get("path") or ".")
-    start = view.node(start_path)
+    start = view.start(SPEC.name, start_path)
     where = show_path(access.root, start_path)
     if start is None:
         raise ToolError(f"Path not found: {where}")
@@ -108,12 +112,12 @@ def _grep(args: dict[str, Any], ctx: ToolContext) -> str:
     matched_files = 0
     limit_hit = False
     for node, rel in files:
-        if include_regex is not None and not include_regex.match(node.name if by_name else rel):
+        if include_regex is not None and not _included(include_regex, by_name, rel):
             continue
         if _too_big(node, ctx):
             too_big.append(show_path(access.root, node.path))
             continue
-        found = _search_file(node, regex, ctx)
+        found = _search_file(view, node, regex)
         if not found:
             continue
         matched_files += 1
@@ -135,6 +139,12 @@ def _grep(args: dict[str, Any], ctx: ToolContext) -> str:
         skipped = f"\n[Not searched, over {mib:g} MiB: {', '.join(too_big[:20])}" + (
             f" and {len(too_big) - 20} more]" if len(too_big) > 20 else "]"
         )
+    if include_regex is not None:
+        links = view.skipped_note(start.path, lambda rel: _included(include_regex, by_name, rel))
+    else:
+        links = view.skipped_note(start.path)
+    if links:
+        skipped += "\n" + links
     if not lines:
         return f"No matches for {pattern!r}{scope}{skipped}"
     noun = "match" if len(lines) == 1 else "matches"

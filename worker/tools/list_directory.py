@@ -7,7 +7,7 @@ from typing import Any
 
 from protocol.chat import ToolSpec
 from worker.tools.base import Tool, ToolContext, ToolError, show_path
-from worker.tools.tree import SKIPPED_DIRS, IgnoreRules, TreeView
+from worker.tools.tree import SKIPPED_DIRS, IgnoreRules, Node, TreeView
 
 SPEC = ToolSpec(
     name="list_directory",
@@ -34,7 +34,7 @@ def _list(args: dict[str, Any], ctx: ToolContext) -> str:
     path = access.logical_path(args.get("path") or ".")
     where = show_path(access.root, path)
     view = TreeView(access)
-    directory = view.node(path)
+    directory = view.start(SPEC.name, path)
     if directory is None:
         raise ToolError(f"Directory not found: {where}")
     if not directory.is_dir:
@@ -44,12 +44,17 @@ def _list(args: dict[str, Any], ctx: ToolContext) -> str:
     dirs: list[str] = []
     files: list[str] = []
     hidden = 0
-    for node in view.children(directory):
+
+    def keep(node: Node) -> bool:
+        nonlocal hidden
         if node.is_dir and node.name in SKIPPED_DIRS:
-            continue
+            return False
         if not explicit_ignored and rules.ignored(node.path, node.is_dir):
             hidden += 1
-            continue
+            return False
+        return True
+
+    for node in view.children(directory, keep):
         name = show_path(directory.path, node.path)
         (dirs if node.is_dir else files).append(name + "/" if node.is_dir else name)
     entries = dirs + files
@@ -63,6 +68,9 @@ def _list(args: dict[str, Any], ctx: ToolContext) -> str:
     if hidden:
         noun = "entry" if hidden == 1 else "entries"
         text += f"\n[{hidden} gitignored {noun} not shown.]"
+    links = view.skipped_note(path)
+    if links:
+        text += "\n" + links
     return text
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from protocol.chat import ToolSpec
 from worker.tools.base import Tool, ToolContext, ToolError, looks_binary, show_path, split_lines
@@ -48,28 +49,37 @@ def _number(n: int, line: str) -> str:
 def _read(args: dict[str, Any], ctx: ToolContext) -> str:
     access = ctx.access
     raw: str = args["file_path"]
-    shown = show_path(access.root, access.logical_path(raw))
-    path: Path = access.resolve_read(raw)
+    logical = access.logical_path(raw)
+    shown = show_path(access.root, logical)
+    access.reach.check(SPEC.name, logical)
+    physical: Path = access.resolve_read(raw)
     offset: int = args.get("offset", 1)
     limit: int | None = args.get("limit")
 
-    if not os.path.lexists(path):
+    if not os.path.lexists(physical):
         raise ToolError(f"File not found: {shown}")
-    if path.is_dir():
+    try:
+        fd = access.reach.open(logical, physical)
+    except FileNotFoundError:
+        raise ToolError(f"File not found: {shown}") from None
+    info = os.fstat(fd)
+    if stat.S_ISDIR(info.st_mode):
+        os.close(fd)
         raise ToolError(f"{shown} is a directory, not a file; use list_directory to see it")
-    size = path.stat().st_size
-    if size > ctx.read_max_bytes and "offset" not in args and limit is None:
-        raise ToolError(
-            f"{shown} is {size:,} bytes, more than the {ctx.read_max_bytes:,}-byte limit for "
-            f"reading a whole file; read a window with offset and limit, or use grep_search"
-        )
-    with path.open("rb") as handle:
+    with os.fdopen(fd, "rb") as handle:
+        size = info.st_size
+        if size > ctx.read_max_bytes and "offset" not in args and limit is None:
+            raise ToolError(
+                f"{shown} is {size:,} bytes, more than the {ctx.read_max_bytes:,}-byte limit "
+                f"for reading a whole file; read a window with offset and limit, or use "
+                f"grep_search"
+            )
         if looks_binary(handle.read(8192)):
             raise ToolError(f"{shown} is a binary file")
         handle.seek(0)
-        data = handle.read() if size <= ctx.read_max_bytes else None
-    if data is None:
-        return _read_window_streaming(path, shown, offset, limit, ctx)
+        if size > ctx.read_max_bytes:
+            return _read_window_streaming(handle, shown, offset, limit, ctx)
+        data = handle.read()
 
     lines = split_lines(data.decode("utf-8", errors="replace"))
     total = len(lines)
@@ -83,21 +93,20 @@ def _read(args: dict[str, Any], ctx: ToolContext) -> str:
 
 
 def _read_window_streaming(
-    path: Path, shown: str, offset: int, limit: int | None, ctx: ToolContext
+    handle: BinaryIO, shown: str, offset: int, limit: int | None, ctx: ToolContext
 ) -> str:
     """A window of a file too big to load: read line by line, never the whole file."""
     count = limit if limit is not None else ctx.read_max_lines
     window: list[str] = []
     more = False
-    with path.open("rb") as handle:
-        for n, raw_line in enumerate(handle, start=1):
-            if n < offset:
-                continue
-            if len(window) >= count:
-                more = True
-                break
-            line = raw_line.decode("utf-8", errors="replace").rstrip("\n")
-            window.append(line[:-1] if line.endswith("\r") else line)
+    for n, raw_line in enumerate(handle, start=1):
+        if n < offset:
+            continue
+        if len(window) >= count:
+            more = True
+            break
+        line = raw_line.decode("utf-8", errors="replace").rstrip("\n")
+        window.append(line[:-1] if line.endswith("\r") else line)
     if not window:
         raise ToolError(f"offset {offset} is past the end of {shown}")
     return _render(window, offset, None if more else offset + len(window) - 1, shown, ctx)

@@ -431,9 +431,9 @@ class _Visibility:
         self._dirs[directory] = rules
         return rules
 
-    def visible(self, path: Path) -> bool:
+    def visible(self, path: Path, is_dir: bool = False) -> bool:
         rules = self._rules(path.parent)
-        return rules is not None and (self.no_ignore or not rules.ignored(path, False))
+        return rules is not None and (self.no_ignore or not rules.ignored(path, is_dir))
 
 
 class FileSearch:
@@ -483,6 +483,10 @@ class FileSearch:
         cut = len(self._where) + 1 if self._where != "." else 2
         gone = {str(p) for p in self._view.overlay_files()}
         base = self.base
+        # rg lists real files only (it follows no link); specrun's own state below the start
+        # directory is left out, as the walk leaves it out.
+        tops = self._view.reach.private
+        private = tuple(top[len(base) :] + "/" for top in tops if top.startswith(base))
         listed: list[str] = []
         pending = b""
         for chunk in rg.chunks():
@@ -497,6 +501,8 @@ class FileSearch:
             rels = [entry[cut:] for entry in os.fsdecode(block).split("\0") if entry]
             if gone:
                 rels = [rel for rel in rels if base + rel not in gone]
+            if private:
+                rels = [rel for rel in rels if not rel.startswith(private)]
             listed += rels
             yield rels
         code, out, err = rg.output()
@@ -505,6 +511,8 @@ class FileSearch:
         if tail:
             rels = [e[cut:] for e in os.fsdecode(tail).split("\0") if e]
             rels = [rel for rel in rels if base + rel not in gone]
+            if private:
+                rels = [rel for rel in rels if not rel.startswith(private)]
             self.plain = self.plain and _CONTROL_BYTES.search(tail) is None
             listed += rels
             yield rels
@@ -546,9 +554,14 @@ class FileSearch:
                 if not raw:
                     continue
                 path = Path(os.path.normpath(root / os.fsdecode(raw)))
-                if path == start or path in overlay:
+                if path == start or path in overlay or self._view.reach.is_private(path):
                     continue
-                if os.path.isdir(path) or not self._visibility.visible(path):
+                is_dir = os.path.isdir(path)
+                if not self._visibility.visible(path, is_dir):
+                    continue
+                if os.path.islink(path) and not self._view.vet(path):
+                    continue  # named by the caller, never read
+                if is_dir:
                     continue  # a symlink to a directory: the walk does not follow those
                 rel = path.relative_to(start).as_posix()
                 if seen is None:  # rare: a symlink or a big file; a file may have grown

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +17,8 @@ from pathlib import Path
 import pathspec
 
 from worker.tools.access import FileAccess
+from worker.tools.base import show_path
+from worker.tools.reach import Place, Reach, Skipped
 
 __all__ = [
     "SKIPPED_DIRS",
@@ -48,14 +50,22 @@ class Node:
 class TreeView:
     """The real tree under the access object's root, with overlay-written files merged in:
     a file that exists only in the overlay (and every directory leading to it) shows up;
-    a modified file is read from the overlay."""
+    a modified file is read from the overlay.
+
+    Only vetted entries come out (the read rule of ``worker.tools.reach``): the private
+    directories (``.specrun``, the memory directories) are left out, and a symlink that
+    leads outside the project or into them is left out and recorded in :attr:`skipped`,
+    so the tool can name it. Content is read with :meth:`read_bytes`, never directly."""
 
     def __init__(self, access: FileAccess) -> None:
         self.root = access.root
+        self.reach: Reach = access.reach
+        self.skipped: dict[Path, Place] = {}
+        """Links left out by :meth:`children` or a search, by logical path: where they lead."""
         self._files: dict[Path, Path] = {}
         self._children: dict[Path, dict[str, Node]] = {}
         for logical, physical in access.overlay_files().items():
-            if not os.path.isfile(physical):
+            if not os.path.isfile(physical) or self.reach.is_private(logical):
                 continue  # registered but never written
             self._files[logical] = physical
             node = Node(logical, physical, is_dir=False)
@@ -75,6 +85,39 @@ class TreeView:
         speculation."""
         return dict(self._files)
 
+    def start(self, tool: str, path: Path) -> Node | None:
+        """The node a tool call names explicitly (where a search or listing starts), or
+        ``None``; a place outside the project or in private state stops the call first
+        (``ToolStop``, see :meth:`Reach.check`)."""
+        self.reach.check(tool, path)
+        return self.node(path)
+
+    def read_bytes(self, node: Node) -> bytes:
+        """A file's content, opened so that it cannot lead out of the project (``OSError``
+        if it would, or is gone)."""
+        return self.reach.read_bytes(node.path, node.physical)
+
+    def vet(self, path: Path) -> bool:
+        """Whether a symlink met at ``path`` (logical) may be used: one that leads outside
+        the project or into private state is recorded in :attr:`skipped` instead."""
+        where = self.reach.place(path)
+        if where == "inside":
+            return True
+        self.skipped[path] = where
+        return False
+
+    def skipped_note(self, start: Path, match: Callable[[str], bool] | None = None) -> str:
+        """The lines naming the links a search from ``start`` left out (only those whose
+        path relative to ``start`` satisfies ``match``), or ""."""
+        found = Skipped()
+        for path in sorted(self.skipped, key=lambda p: p.parts):
+            rel = path.relative_to(start).as_posix() if path.is_relative_to(start) else ""
+            if match is not None and not match(rel):
+                continue
+            kind = found.outside if self.skipped[path] == "outside" else found.private
+            kind.append(show_path(self.root, path))
+        return found.note()
+
     def node(self, path: Path) -> Node | None:
         """What sits at ``path`` (logical), or ``None``."""
         if path in self._files:
@@ -85,9 +128,11 @@ class TreeView:
             return None
         return Node(path, path, is_dir=os.path.isdir(path), is_symlink=os.path.islink(path))
 
-    def children(self, directory: Node) -> list[Node]:
-        """Entries of ``directory`` sorted by name; unreadable directories give what the overlay
-        adds. ``OSError`` only when the directory itself cannot be listed and adds nothing."""
+    def children(self, directory: Node, keep: Callable[[Node], bool] | None = None) -> list[Node]:
+        """Vetted entries of ``directory`` that ``keep`` wants (asked before a link is
+        resolved, so what the caller leaves out anyway is never named), sorted by name;
+        unreadable directories give what the overlay adds. ``OSError`` only when the
+        directory itself cannot be listed and adds nothing."""
         found: dict[str, Node] = {}
         error: OSError | None = None
         try:
@@ -109,12 +154,20 @@ class TreeView:
             found[name] = node  # an overlay file replaces the real one
         if error is not None and not found:
             raise error
-        return [found[name] for name in sorted(found)]
+        vetted = []
+        for name in sorted(found):
+            node = found[name]
+            if self.reach.is_private(node.path) or (keep is not None and not keep(node)):
+                continue
+            if node.is_symlink and node.physical == node.path and not self.vet(node.path):
+                continue
+            vetted.append(node)
+        return vetted
 
 
-def _read_ignore_file(path: Path) -> pathspec.GitIgnoreSpec | None:
+def _read_ignore_file(view: TreeView, node: Node) -> pathspec.GitIgnoreSpec | None:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = view.read_bytes(node).decode("utf-8", errors="replace")
     except OSError:
         return None
     try:
@@ -137,7 +190,8 @@ class IgnoreRules:
         """The rules in force inside ``directory``: collected from the project root down to
         it (only its own when it is outside the project)."""
         rules = cls()
-        exclude = _read_ignore_file(view.root / ".git" / "info" / "exclude")
+        info = view.root / ".git" / "info" / "exclude"
+        exclude = _read_ignore_file(view, Node(info, info, is_dir=False))
         if exclude is not None:
             rules = IgnoreRules(((view.root, exclude),))
         if directory.is_relative_to(view.root):
@@ -153,7 +207,7 @@ class IgnoreRules:
         node = view.node(directory / ".gitignore")
         if node is None or node.is_dir:
             return self
-        spec = _read_ignore_file(node.physical)
+        spec = _read_ignore_file(view, node)
         if spec is None:
             return self
         return IgnoreRules((*self._specs, (directory, spec)))
@@ -179,7 +233,9 @@ def walk_files(
 ) -> Iterator[tuple[Node, str]]:
     """Every file below directory ``start`` as (node, path relative to start in posix form),
     depth first in name order. Skips ``.git``, gitignored entries (unless ``start`` itself is
-    ignored: a path asked for explicitly is searched as is) and symlinked directories."""
+    ignored: a path asked for explicitly is searched as is), symlinked directories, the
+    private directories, and links that lead outside the project or into private state
+    (recorded in ``view.skipped``)."""
     rules = IgnoreRules.at(view, start.path) if gitignore else IgnoreRules()
     if gitignore and start.path != view.root and rules.ignored(start.path, True):
         rules = IgnoreRules()
@@ -190,15 +246,16 @@ def walk_files(
 def _walk(
     view: TreeView, directory: Node, prefix: str, rules: IgnoreRules, gitignore: bool
 ) -> Iterator[tuple[Node, str]]:
+    def keep(node: Node) -> bool:
+        if node.is_dir and node.name in SKIPPED_DIRS:
+            return False
+        return not (gitignore and rules.ignored(node.path, node.is_dir))
+
     try:
-        entries = view.children(directory)
+        entries = view.children(directory, keep)
     except OSError:
         return
     for node in entries:
-        if node.is_dir and node.name in SKIPPED_DIRS:
-            continue
-        if gitignore and rules.ignored(node.path, node.is_dir):
-            continue
         rel = prefix + node.name
         if node.is_dir:
             if node.is_symlink:

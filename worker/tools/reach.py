@@ -1,0 +1,317 @@
+"""Where a read may lead: the one rule every read tool goes through.
+
+A read tool reads the project and nothing else. A path is judged with every symlink in it
+resolved (any chain, relative or absolute, through ``/proc/self/root`` too): the file it
+finally names must lie inside the project root. specrun's own state is not the user's
+project: ``.specrun/`` at the root and the memory directories (wherever they are) are
+*private*.
+
+* An explicit target (the file of ``read_file``, the directory a search or listing starts
+  from) that leaves the project or is private is refused (:meth:`Reach.check` raises
+  ``ToolStop``), unless the access allows reads anywhere (a main-chat call the user
+  approved).
+* A walk (``list_directory``, the search walk, ripgrep's extra list) keeps only vetted
+  entries: a symlink is resolved and, when it leads outside the project or into private
+  state, skipped and recorded (:class:`Skipped`) so the result can name it; the private
+  directories themselves are left out silently.
+* Content is only ever read through :meth:`Reach.open`: the resolved path is opened below
+  the root with ``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`` (or a walk opening one
+  component at a time with ``O_NOFOLLOW`` where ``openat2`` is missing), so a link swapped in
+  after the check fails the open instead of leading out.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import os
+import platform
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from worker.tools.errors import ToolStop
+
+__all__ = [
+    "PRIVATE_TOP",
+    "Place",
+    "Reach",
+    "Skipped",
+    "open_beneath",
+    "read_boundary",
+]
+
+PRIVATE_TOP = ".specrun"
+"""specrun's state directory at the project root: never read by a tool on the model's behalf."""
+
+Place = Literal["inside", "outside", "private"]
+
+PATH_KEYS = ("file_path", "filePath", "path", "notebook_path")
+
+# openat2(2): the syscall number is the same on every architecture that has it.
+_SYS_OPENAT2 = 437
+_RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_NO_SYMLINKS = 0x04
+_RESOLVE_BENEATH = 0x08
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+@functools.cache
+def _syscall() -> Any:
+    if platform.system() != "Linux":
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc.syscall
+
+
+_HAS_OPENAT2: list[bool] = []
+
+
+def _openat2(dir_fd: int, rel: str, flags: int) -> int | None:
+    """``openat2`` below ``dir_fd`` following no symlink at all; ``None`` where the kernel
+    (or a filter) does not have the syscall."""
+    if _HAS_OPENAT2 and not _HAS_OPENAT2[0]:
+        return None
+    syscall = _syscall()
+    if syscall is None:
+        return None
+    how = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+    fd = int(
+        syscall(
+            ctypes.c_long(_SYS_OPENAT2),
+            ctypes.c_int(dir_fd),
+            ctypes.c_char_p(os.fsencode(rel)),
+            ctypes.byref(how),
+            ctypes.c_size_t(ctypes.sizeof(how)),
+        )
+    )
+    if fd >= 0:
+        if not _HAS_OPENAT2:
+            _HAS_OPENAT2.append(True)
+        return fd
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EPERM) and not _HAS_OPENAT2:
+        _HAS_OPENAT2.append(False)  # absent, or refused by a seccomp filter: walk instead
+        return None
+    raise OSError(err, os.strerror(err), rel)
+
+
+def _walk_open(dir_fd: int, rel: str, flags: int) -> int:
+    """What ``openat2`` does, one component at a time: every directory and the file itself
+    opened with ``O_NOFOLLOW`` below ``dir_fd``, so no symlink is followed anywhere."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise OSError(errno.EXDEV, "path leaves the directory it is opened below", rel)
+    current = os.dup(dir_fd)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(
+                part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current
+            )
+            os.close(current)
+            current = inner
+        return os.open(parts[-1], flags | os.O_NOFOLLOW, dir_fd=current)
+    finally:
+        os.close(current)
+
+
+def open_beneath(directory: str | os.PathLike[str], rel: str) -> int:
+    """A read-only descriptor for ``rel`` below ``directory``, reached without following any
+    symlink (``ELOOP`` if one is in the way, ``EXDEV`` for ``..``)."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK
+    base = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd = _openat2(base, rel, flags)
+        if fd is None:
+            fd = _walk_open(base, rel, flags)
+    finally:
+        os.close(base)
+    os.set_blocking(fd, True)  # O_NONBLOCK only kept a FIFO from hanging the open
+    return fd
+
+
+def _within(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+@dataclass
+class Skipped:
+    """Links a walk met and did not follow, by where they lead (paths as shown)."""
+
+    outside: list[str] = field(default_factory=list)
+    private: list[str] = field(default_factory=list)
+
+    def note(self, limit: int = 20) -> str:
+        """One line per kind, or "" when nothing was skipped."""
+        lines = []
+        for names, where in (
+            (self.outside, "outside the project"),
+            (self.private, "into specrun's own state"),
+        ):
+            if not names:
+                continue
+            unique = list(dict.fromkeys(names))
+            noun = "link" if len(unique) == 1 else "links"
+            verb = "points" if len(unique) == 1 else "point"
+            shown = ", ".join(unique[:limit])
+            more = f" and {len(unique) - limit} more" if len(unique) > limit else ""
+            lines.append(f"[Skipped {len(unique)} {noun} that {verb} {where}: {shown}{more}]")
+        return "\n".join(lines)
+
+
+class Reach:
+    """The read rule for one project: what is inside, outside and private.
+
+    ``private``: absolute paths of specrun's state besides ``<root>/.specrun`` (the memory
+    directories); one that is the root or holds it is the project itself and is ignored.
+    ``anywhere``: explicit targets may leave the project (a main-chat call the user
+    approved); walks still never follow a link out.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        private: Iterable[str | os.PathLike[str]] = (),
+        *,
+        anywhere: bool = False,
+    ) -> None:
+        self.root = Path(os.path.realpath(root))
+        self.anywhere = anywhere
+        root_text = str(self.root)
+        tops: list[str] = []
+        for given in (Path(root) / PRIVATE_TOP, self.root / PRIVATE_TOP, *private):
+            lexical = os.path.normpath(os.path.join(root_text, os.fspath(given)))
+            for spelling in (lexical, os.path.realpath(lexical)):
+                if not _within(root_text, spelling) and spelling not in tops:
+                    tops.append(spelling)
+        self.private: tuple[str, ...] = tuple(tops)
+        """Every spelling (as given, and resolved) of the private directories."""
+
+    def __repr__(self) -> str:
+        return f"Reach({str(self.root)!r}, private={self.private!r}, anywhere={self.anywhere})"
+
+    def is_private(self, path: str | os.PathLike[str]) -> bool:
+        """Whether ``path`` (absolute, as spelled: no symlink resolved) is in private state."""
+        text = os.fspath(path)
+        return any(_within(text, top) for top in self.private)
+
+    def place(self, path: str | os.PathLike[str]) -> Place:
+        """Where ``path`` (absolute) leads once every symlink in it is resolved."""
+        text = os.path.normpath(os.fspath(path))
+        if self.is_private(text):
+            return "private"
+        real = os.path.realpath(text)
+        if self.is_private(real):
+            return "private"
+        return "inside" if _within(real, str(self.root)) else "outside"
+
+    def check(self, tool: str, path: str | os.PathLike[str]) -> None:
+        """Refuse an explicit read target that leaves the project or is private
+        (``ToolStop`` ``read_outside_project:<tool>`` / ``read_private:<tool>``), unless
+        this access may read anywhere."""
+        if self.anywhere:
+            return
+        where = self.place(path)
+        if where == "outside":
+            raise ToolStop(f"read_outside_project:{tool}", f"{path} is outside the project")
+        if where == "private":
+            raise ToolStop(f"read_private:{tool}", f"{path} is specrun's own state")
+
+    def open(
+        self, path: str | os.PathLike[str], physical: str | os.PathLike[str] | None = None
+    ) -> int:
+        """A read-only descriptor for the file at ``path`` (absolute, logical) whose content
+        is in ``physical`` (the overlay copy of a file written in a speculation), opened so
+        that it cannot lead outside the project or into private state, even if a link is
+        swapped in after any earlier check (``OSError`` then).
+
+        With ``anywhere``, a path outside the project (approved by the user) is opened as
+        it is."""
+        if physical is not None and os.fspath(physical) != os.fspath(path):
+            # The overlay's own file, in the worker's private directory: never a link.
+            return os.open(physical, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        text = os.path.normpath(os.fspath(path))
+        root = str(self.root)
+        if self.is_private(text):
+            raise OSError(errno.EACCES, "specrun's own state is not read", text)
+        if _within(text, root) and text != root:
+            # A file the walk found: usually no link anywhere in its path below the root.
+            try:
+                return open_beneath(root, os.path.relpath(text, root))
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.EXDEV):
+                    raise
+        real = os.path.realpath(text)
+        if self.is_private(real):
+            raise OSError(errno.EACCES, "specrun's own state is not read", text)
+        if _within(real, root) and real != root:
+            return open_beneath(root, os.path.relpath(real, root))
+        if self.anywhere:
+            return os.open(real, os.O_RDONLY | os.O_CLOEXEC)
+        raise OSError(errno.EXDEV, "the path leads outside the project", text)
+
+    def read_bytes(
+        self, path: str | os.PathLike[str], physical: str | os.PathLike[str] | None = None
+    ) -> bytes:
+        """The whole content of a file, opened by :meth:`open`."""
+        with os.fdopen(self.open(path, physical), "rb") as handle:
+            return handle.read()
+
+
+def _glob_prefix(pattern: str) -> str:
+    """The literal directory a glob pattern starts in (``src/app/**/*.py`` → ``src/app``)."""
+    parts = pattern.removeprefix("./").split("/")
+    literal: list[str] = []
+    for part in parts[:-1]:
+        if any(ch in part for ch in "*?[{"):
+            break
+        literal.append(part)
+    return "/".join(literal)
+
+
+def read_boundary(
+    name: str,
+    args: Mapping[str, Any],
+    project_root: str | os.PathLike[str],
+    private: Iterable[str | os.PathLike[str]] = (),
+) -> str | None:
+    """Why the read tool call ``name(args)`` may not run unasked, or ``None``.
+
+    ``read_outside_project:<tool>`` when its target (the path argument, and for ``glob`` the
+    directory its pattern starts in; an absolute pattern or one with ``..`` always) leaves
+    the project once symlinks are resolved; ``read_private:<tool>`` when it names specrun's
+    own state."""
+    reach = Reach(project_root, private)
+    root = str(reach.root)
+    targets: list[str] = []
+    for key in PATH_KEYS:
+        value = args.get(key)
+        if isinstance(value, str):
+            targets.append(value)
+            break
+    base = targets[0] if targets else "."
+    pattern = args.get("pattern")
+    if name == "glob" and isinstance(pattern, str):
+        if os.path.isabs(pattern) or ".." in PurePosixPath(pattern).parts:
+            return f"read_outside_project:{name}"
+        prefix = _glob_prefix(pattern)
+        if prefix:
+            targets.append(os.path.join(base, prefix))
+    for target in targets:
+        if "\0" in target:
+            continue  # the tool refuses it with its own message
+        given = Path(project_root, target)
+        # As spelled against the root the caller gave, and against the resolved root.
+        for spelling in {os.path.normpath(given), os.path.normpath(os.path.join(root, target))}:
+            where = reach.place(spelling)
+            if where == "private":
+                return f"read_private:{name}"
+            if where == "outside":
+                return f"read_outside_project:{name}"
+    return None
