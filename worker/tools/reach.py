@@ -224,18 +224,25 @@ class Reach:
             raise ToolStop(f"read_private:{tool}", f"{path} is specrun's own state")
 
     def open(
-        self, path: str | os.PathLike[str], physical: str | os.PathLike[str] | None = None
+        self,
+        path: str | os.PathLike[str],
+        physical: str | os.PathLike[str] | None = None,
+        *,
+        explicit: bool = False,
     ) -> int:
         """A read-only descriptor for the file at ``path`` (absolute, logical) whose content
         is in ``physical`` (the overlay copy of a file written in a speculation), opened so
         that it cannot lead outside the project or into private state, even if a link is
         swapped in after any earlier check (``OSError`` then).
 
-        With ``anywhere``, a path outside the project (approved by the user) is opened as
-        it is."""
+        With ``anywhere``, an ``explicit`` target (one :meth:`check` passed: the user
+        approved this very read) is opened as it is, and a file a walk found outside the
+        project (a walk the user approved there) without following a last link."""
         if physical is not None and os.fspath(physical) != os.fspath(path):
             # The overlay's own file, in the worker's private directory: never a link.
             return os.open(physical, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        if self.anywhere and explicit:
+            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         text = os.path.normpath(os.fspath(path))
         root = str(self.root)
         if self.is_private(text):
@@ -253,7 +260,7 @@ class Reach:
         if _within(real, root) and real != root:
             return open_beneath(root, os.path.relpath(real, root))
         if self.anywhere:
-            return os.open(real, os.O_RDONLY | os.O_CLOEXEC)
+            return os.open(real, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
         raise OSError(errno.EXDEV, "the path leads outside the project", text)
 
     def read_bytes(

@@ -59,7 +59,7 @@ def _read(args: dict[str, Any], ctx: ToolContext) -> str:
     if not os.path.lexists(physical):
         raise ToolError(f"File not found: {shown}")
     try:
-        fd = access.reach.open(logical, physical)
+        fd = access.reach.open(logical, physical, explicit=True)
     except FileNotFoundError:
         raise ToolError(f"File not found: {shown}") from None
     info = os.fstat(fd)
