@@ -71,6 +71,11 @@ def describe_boundary(reason: str) -> str:
         return f"stopped before {detail}: a tool specrun does not know never runs ahead of you"
     if code == "read_outside_project":
         return f"stopped before {detail}: it reads outside the project"
+    if code == "read_private":
+        return (
+            f"stopped before {detail}: it reads specrun's own state (.specrun/ or the "
+            "memory directory)"
+        )
     if code == "protected_path":
         return (
             f"stopped before writing {cut_words(detail, SHOWN_COMMAND_CHARS)}: a protected "

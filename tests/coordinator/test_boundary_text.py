@@ -21,6 +21,9 @@ from coordinator.boundary_text import cut_words, describe_boundary
          "stopped before mcp__db__query: a tool specrun does not know never runs ahead of you"),
         ("read_outside_project:read_file",
          "stopped before read_file: it reads outside the project"),
+        ("read_private:list_directory",
+         "stopped before list_directory: it reads specrun's own state (.specrun/ or the memory "
+         "directory)"),
         ("protected_path:.git/config",
          "stopped before writing .git/config: a protected path (git metadata, .specrun/ or the "
          "protectedPaths setting)"),
