@@ -83,7 +83,7 @@ PIPELINED_GRACE_S = 1.0
 # only if no final event came within this long.
 FINAL_EVENT_GRACE_S = 0.5
 # The moves a speculation's status can make; nothing else changes it (``Speculation.move_to``).
-# An abort marks any speculation not yet decided ``aborted`` (SPEC §5 "Abort"), a completed
+# An abort marks any speculation not yet decided ``aborted`` (design §5 "Abort"), a completed
 # or boundary one too: its worker is killed and its overlay removed all the same.
 MOVES: Final[dict[SpeculationStatus, frozenset[SpeculationStatus]]] = {
     "running": frozenset({"completed", "boundary", "failed", "aborted"}),
