@@ -315,6 +315,7 @@ class Suggestion:
         self.delay_s = delay_s
         self.settled = False  # its outcome (accepted / ignored) is recorded
         self.typed_prefix = False  # typing kept it alive (keepSpeculationWhileTyping)
+        self.typed = ""  # the typed text last acted on (clients and tests can see it was)
 
     @property
     def top(self) -> Branch:
@@ -783,6 +784,7 @@ class SpeculationManager:
         current = self.current
         if current is None:
             return
+        current.typed = text
         if not text.strip():
             current.typed_prefix = False
             return
@@ -983,6 +985,7 @@ class SpeculationManager:
             branches[0].speculation,  # the top live branch's, read once for both
             speculation_skipped=current.skipped,
             branches=branches,
+            typed=current.typed,
         )
 
     def stats_reply(self, req_id: int) -> StatsReply:
