@@ -1537,6 +1537,7 @@ class Chaos:
             time.sleep(self.rng.uniform(0, (SPEC_LATENCY_0 + 30 * SPEC_CHUNK_0) / 1000))
         record.action = "type_other"
         record.status = self.suggestion_status(spec_id)
+        record.landed = record.status == "running"  # aimed at a speculation still running
         sent = time.time()
         end = self.ask(f"chaos aside {record.n:04d}")[-1]
         if not isinstance(end, TurnEnded) or end.reason != "completed":
