@@ -50,7 +50,13 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
     api_key: Annotated[
         str, _about("API key (prefer the OPENAI_API_KEY / DASHSCOPE_API_KEY variables)")
     ] = ""
-    approval_mode: Annotated[ApprovalMode, _about("default | plan | auto-edit | yolo")] = (
+    approval_mode: Annotated[
+        ApprovalMode,
+        _about(
+            "which tool calls need a yes: default (edits and commands not proven read-only), "
+            "plan (no writes at all), auto-edit (edits run, such commands ask), yolo (none)"
+        ),
+    ] = (
         ApprovalMode.DEFAULT
     )
     enable_speculation: Annotated[

@@ -1,6 +1,6 @@
-"""docs/cli.md documents every setting and every error code the code has, and no other:
-the settings table is generated from ``Settings`` and checked here, the error codes are
-read off ``protocol.control.ErrorCode``."""
+"""The docs name every setting and every error code the code has, and no other: the
+settings table of docs/configuration.md is generated from ``Settings`` and checked here;
+docs/cli.md's error codes are read off ``protocol.control.ErrorCode``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from protocol.control import ErrorCode
 def test_the_settings_table_in_the_docs_is_the_one_the_code_makes() -> None:
     doc = DOC.read_text(encoding="utf-8")
     assert with_table(doc) == doc, (
-        "docs/cli.md's settings table is stale: run python -m coordinator.settings_table --write"
+        "the settings table is stale: run python -m coordinator.settings_table --write"
     )
 
 
@@ -27,7 +27,7 @@ def test_the_table_has_one_row_per_setting() -> None:
 
 
 def test_the_documented_error_codes_are_exactly_the_wire_codes() -> None:
-    doc = DOC.read_text(encoding="utf-8")
+    doc = (DOC.parent / "cli.md").read_text(encoding="utf-8")
     listed = re.search(r"\(codes:\s*([^)]*)\)", doc)
     assert listed, "docs/cli.md no longer lists the error codes"
     documented = set(re.findall(r"`(\w+)`", listed.group(1)))
