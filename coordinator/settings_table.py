@@ -1,5 +1,5 @@
-"""The settings table of docs/configuration.md, made from ``Settings`` itself: one row per key with its
-default and help, so the documentation cannot drift from the code
+"""The settings table of docs/configuration.md, made from ``Settings`` itself: one row per
+key with its default and help, so the documentation cannot drift from the code
 (``python -m coordinator.settings_table --write`` rewrites it; a test checks it)."""
 
 from __future__ import annotations
