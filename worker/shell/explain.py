@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator
 
 import msgspec
 
+from protocol.inert_text import inert
 from worker.shell.classifier import ShellVerdict, classify
 
 _encoder = msgspec.json.Encoder()
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         sys.stderr.write("usage: python -m worker.shell.explain COMMAND | --batch\n")
         return 2
-    sys.stdout.write(explain_text(args[0]) + "\n")
+    sys.stdout.write(inert(explain_text(args[0])) + "\n")  # the rule may quote the command
     return 0 if classify(args[0]).read_only else 1
 
 
