@@ -35,7 +35,7 @@ import pathspec
 from overlay.paths import real_root, resolve_relative
 from protocol.approval import ApprovalMode
 from protocol.inert_text import find_hidden, quote_name
-from protocol.tools import READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
+from protocol.tools import PATH_ARGUMENTS, READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
 from protocol.work import ToolDecision
 from worker.contain.helper import classifier_bypassed
 from worker.shell.classifier import ShellVerdict, classify
@@ -55,7 +55,7 @@ DENIED_TOOLS = frozenset(
         "web_search",
     }
 )
-PATH_KEYS = ("file_path", "filePath", "path", "notebook_path")
+PATH_KEYS = PATH_ARGUMENTS
 SHELL_REASON_CHARS = 200
 # Path components that are protected wherever they appear (a nested repository's .git, a
 # .gitattributes in a subdirectory defines filters too).

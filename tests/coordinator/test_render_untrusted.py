@@ -74,10 +74,8 @@ def test_markup_in_model_text_stays_text() -> None:
 
 def test_tool_lines_escape_name_arguments_and_result() -> None:
     out, sink = terminal()
-    printer = render.TurnPrinter(out)
-    printer.show(ToolShown(req_id=1, call_id="c", name=f"read{ERASE}", args=f"path: {HOSTILE}",
-                           status="success", result=f"line one{OSC52}\nline [red]two[/]"))
-    printer.close()
+    out.print(render.tool_line(f"read{ERASE}", f"path: {HOSTILE}", "success",
+                               f"line one{OSC52}\nline [red]two[/]"))
     shown = only_colours(sink.getvalue())
     assert "read\\x1b[2K\\x1b[1A" in shown
     assert "\\u202egnp\\u200b\\x9b" in shown
@@ -145,7 +143,8 @@ def test_the_console_escapes_text_that_reaches_it_unescaped() -> None:
     raw = sink.getvalue()
     assert SGR.search(raw)  # the colour is a real code
     shown = only_colours(raw)
-    assert "raw \\x1b[2K\\x1b[1A\\x1b]52;c;ZWNobyBwd25lZA==\\x07\\u202e" in shown
+    # (rich drops a BEL by itself)
+    assert "raw \\x1b[2K\\x1b[1A\\x1b]52;c;ZWNobyBwd25lZA==\\u202e" in shown
 
 
 def test_the_consoles_never_make_emoji() -> None:
