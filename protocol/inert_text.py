@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["find_hidden", "inert", "quote_name"]
+__all__ = ["find_hidden", "inert", "inert_json", "quote_name"]
 
 # Every code point made visible, as a regex class body (see the module docstring).
 _HIDDEN_BODY: Final = (
@@ -83,6 +83,22 @@ def find_hidden(text: str, *, allow: str = "") -> str | None:
         if match.group() not in allow:
             return match.group()
     return None
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a UTF-16 surrogate pair, as JSON writes a character beyond the BMP
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def inert_json(encoded: str) -> str:
+    """JSON text with every character :func:`inert` escapes written as a ``\\uXXXX``
+    escape: the same JSON value, exactly (a decoder reads the same strings), but nothing
+    in the bytes for a terminal to obey. JSON encoders escape only U+0000-U+001F; these
+    characters can stand only inside strings, where a ``\\u`` escape means the same."""
+    return _ONE_LINE.sub(_json_escape, encoded)
 
 
 _PLAIN: Final = re.compile(r"[A-Za-z0-9@%+=:,./_-]+")

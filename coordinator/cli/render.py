@@ -41,7 +41,7 @@ from protocol.control import (
     TurnEnded,
     WorkerInfo,
 )
-from protocol.inert_text import inert, quote_name
+from protocol.inert_text import inert, inert_json, quote_name
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -114,7 +114,9 @@ EXCERPT_WIDTH = 160
 
 
 def to_json(value: Any) -> str:
-    return msgspec.json.encode(msgspec.to_builtins(value)).decode()
+    """The value as one line of JSON; exact, with DEL, C1, bidi and invisible characters
+    written as ``\\u`` escapes too (``inert_json``), so the line is safe on a terminal."""
+    return inert_json(msgspec.json.encode(msgspec.to_builtins(value)).decode())
 
 
 def print_json(value: Any) -> None:

@@ -4,6 +4,7 @@ a visible escape, one character at a time, so a stream's chunking cannot matter.
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 import unicodedata
 
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.inert_text import find_hidden, inert, quote_name
+from protocol.inert_text import find_hidden, inert, inert_json, quote_name
 
 ERASE_LINE = "\x1b[2K\x1b[1A"
 OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"
@@ -116,3 +117,15 @@ def test_find_hidden() -> None:
 def test_quote_name(name: str, shown: str) -> None:
     assert quote_name(name) == shown
     assert find_hidden(quote_name(name)) is None
+
+
+@given(st.dictionaries(st.text(max_size=5), st.text(max_size=40).filter(
+    lambda s: not any(0xD800 <= ord(c) <= 0xDFFF for c in s)), max_size=4))
+def test_inert_json_is_the_same_value_with_nothing_to_obey(value: dict[str, str]) -> None:
+    encoded = inert_json(json.dumps(value, ensure_ascii=False))
+    assert json.loads(encoded) == value
+    assert find_hidden(encoded) is None
+
+
+def test_inert_json_writes_beyond_the_bmp_as_a_surrogate_pair() -> None:
+    assert inert_json('"\U000e0041\u202e\x9b"') == '"\\udb40\\udc41\\u202e\\u009b"'
