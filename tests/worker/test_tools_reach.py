@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -267,3 +268,15 @@ def test_an_approved_read_outside_still_works_in_the_main_chat(tmp_path: Path) -
     with pytest.raises(ToolStop):
         call(unapproved, "read_file", file_path="deploy_key")
     assert "not found" in err(approved, "read_file", file_path="missing").lower()
+
+
+def test_a_fifo_in_the_tree_is_skipped_instead_of_hanging_the_search(tmp_path: Path) -> None:
+    root, private = hostile_tree(tmp_path)
+    os.mkfifo(root / "src" / "pipe")  # no writer: a blocking read would wait forever
+    ctx = ToolContext(access=DirectAccess(root, private=private, contained=True))
+    done: list[str] = []
+    worker = threading.Thread(target=lambda: done.append(ok(ctx, "grep_search", pattern="needle")))
+    worker.start()
+    worker.join(timeout=60)
+    assert done and "src/app.py:1:needle = 1" in done[0]
+    assert "not a regular file" in err(ctx, "read_file", file_path="src/pipe")

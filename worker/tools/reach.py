@@ -27,6 +27,9 @@ import errno
 import functools
 import os
 import platform
+import stat
+import threading
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -61,6 +64,9 @@ class _OpenHow(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
 
+_HOW_SIZE = ctypes.sizeof(_OpenHow)
+
+
 @functools.cache
 def _syscall() -> Any:
     if platform.system() != "Linux":
@@ -71,6 +77,14 @@ def _syscall() -> Any:
 
 
 _HAS_OPENAT2: list[bool] = []
+_READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK
+"""O_NONBLOCK: a FIFO in the tree fails its read (EAGAIN) instead of hanging the tool;
+regular files ignore it."""
+
+
+@functools.cache
+def _how(flags: int) -> _OpenHow:
+    return _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
 
 
 def _openat2(dir_fd: int, rel: str, flags: int) -> int | None:
@@ -81,16 +95,8 @@ def _openat2(dir_fd: int, rel: str, flags: int) -> int | None:
     syscall = _syscall()
     if syscall is None:
         return None
-    how = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
-    fd = int(
-        syscall(
-            ctypes.c_long(_SYS_OPENAT2),
-            ctypes.c_int(dir_fd),
-            ctypes.c_char_p(os.fsencode(rel)),
-            ctypes.byref(how),
-            ctypes.c_size_t(ctypes.sizeof(how)),
-        )
-    )
+    how = _how(flags)
+    fd = int(syscall(_SYS_OPENAT2, dir_fd, os.fsencode(rel), ctypes.byref(how), _HOW_SIZE))
     if fd >= 0:
         if not _HAS_OPENAT2:
             _HAS_OPENAT2.append(True)
@@ -121,19 +127,22 @@ def _walk_open(dir_fd: int, rel: str, flags: int) -> int:
         os.close(current)
 
 
-def open_beneath(directory: str | os.PathLike[str], rel: str) -> int:
-    """A read-only descriptor for ``rel`` below ``directory``, reached without following any
-    symlink (``ELOOP`` if one is in the way, ``EXDEV`` for ``..``)."""
-    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK
+def open_beneath(directory: str | os.PathLike[str] | int, rel: str) -> int:
+    """A read-only (non-blocking) descriptor for ``rel`` below ``directory`` (a path or an
+    open directory descriptor), reached without following any symlink (``ELOOP`` if one is
+    in the way, ``EXDEV`` for ``..``)."""
+    if isinstance(directory, int):
+        return _open_below(directory, rel)
     base = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        fd = _openat2(base, rel, flags)
-        if fd is None:
-            fd = _walk_open(base, rel, flags)
+        return _open_below(base, rel)
     finally:
         os.close(base)
-    os.set_blocking(fd, True)  # O_NONBLOCK only kept a FIFO from hanging the open
-    return fd
+
+
+def _open_below(base: int, rel: str) -> int:
+    fd = _openat2(base, rel, _READ_FLAGS)
+    return fd if fd is not None else _walk_open(base, rel, _READ_FLAGS)
 
 
 def _within(path: str, top: str) -> bool:
@@ -192,6 +201,11 @@ class Reach:
                     tops.append(spelling)
         self.private: tuple[str, ...] = tuple(tops)
         """Every spelling (as given, and resolved) of the private directories."""
+        self._private_set = frozenset(tops)
+        self._private_below = tuple(top.rstrip("/") + "/" for top in tops)
+        self._root_below = root_text.rstrip("/") + "/"
+        self._fd: int | None = None
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Reach({str(self.root)!r}, private={self.private!r}, anywhere={self.anywhere})"
@@ -199,7 +213,7 @@ class Reach:
     def is_private(self, path: str | os.PathLike[str]) -> bool:
         """Whether ``path`` (absolute, as spelled: no symlink resolved) is in private state."""
         text = os.fspath(path)
-        return any(_within(text, top) for top in self.private)
+        return text in self._private_set or text.startswith(self._private_below)
 
     def place(self, path: str | os.PathLike[str]) -> Place:
         """Where ``path`` (absolute) leads once every symlink in it is resolved."""
@@ -240,35 +254,56 @@ class Reach:
         project (a walk the user approved there) without following a last link."""
         if physical is not None and os.fspath(physical) != os.fspath(path):
             # The overlay's own file, in the worker's private directory: never a link.
-            return os.open(physical, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            return os.open(physical, _READ_FLAGS | os.O_NOFOLLOW)
         if self.anywhere and explicit:
-            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        text = os.path.normpath(os.fspath(path))
-        root = str(self.root)
+            return os.open(path, _READ_FLAGS)
+        text = os.fspath(path)
+        if "/." in text or "//" in text or text.endswith("/"):
+            text = os.path.normpath(text)
+        below = self._root_below
         if self.is_private(text):
             raise OSError(errno.EACCES, "specrun's own state is not read", text)
-        if _within(text, root) and text != root:
+        if text.startswith(below):
             # A file the walk found: usually no link anywhere in its path below the root.
             try:
-                return open_beneath(root, os.path.relpath(text, root))
+                return open_beneath(self._root_fd(), text[len(below) :])
             except OSError as exc:
                 if exc.errno not in (errno.ELOOP, errno.EXDEV):
                     raise
         real = os.path.realpath(text)
         if self.is_private(real):
             raise OSError(errno.EACCES, "specrun's own state is not read", text)
-        if _within(real, root) and real != root:
-            return open_beneath(root, os.path.relpath(real, root))
+        if real.startswith(below):
+            return open_beneath(self._root_fd(), real[len(below) :])
         if self.anywhere:
-            return os.open(real, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            return os.open(real, _READ_FLAGS | os.O_NOFOLLOW)
         raise OSError(errno.EXDEV, "the path leads outside the project", text)
 
     def read_bytes(
         self, path: str | os.PathLike[str], physical: str | os.PathLike[str] | None = None
     ) -> bytes:
-        """The whole content of a file, opened by :meth:`open`."""
-        with os.fdopen(self.open(path, physical), "rb") as handle:
-            return handle.read()
+        """The whole content of a file, opened by :meth:`open` (``OSError`` for a FIFO or
+        a device: nothing waits on one)."""
+        fd = self.open(path, physical)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+            chunks = []
+            size = info.st_size + 1  # one more: the file may have grown
+            while chunk := os.read(fd, max(size, 1 << 16)):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    def _root_fd(self) -> int:
+        """The root, opened once (``O_PATH``) for every open below it."""
+        with self._lock:
+            if self._fd is None:
+                self._fd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+                weakref.finalize(self, os.close, self._fd)
+            return self._fd
 
 
 def _glob_prefix(pattern: str) -> str:

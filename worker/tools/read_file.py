@@ -63,9 +63,11 @@ def _read(args: dict[str, Any], ctx: ToolContext) -> str:
     except FileNotFoundError:
         raise ToolError(f"File not found: {shown}") from None
     info = os.fstat(fd)
-    if stat.S_ISDIR(info.st_mode):
+    if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        raise ToolError(f"{shown} is a directory, not a file; use list_directory to see it")
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{shown} is a directory, not a file; use list_directory to see it")
+        raise ToolError(f"{shown} is not a regular file (a pipe, socket or device)")
     with os.fdopen(fd, "rb") as handle:
         size = info.st_size
         if size > ctx.read_max_bytes and "offset" not in args and limit is None:
