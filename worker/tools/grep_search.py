@@ -46,11 +46,12 @@ SPEC = ToolSpec(
 
 
 def _search_file(
-    view: TreeView, node: Node, regex: re.Pattern[str]
+    view: TreeView, node: Node, regex: re.Pattern[str], explicit: bool
 ) -> list[tuple[int, str]] | None:
-    """Matching (line number, line) pairs, or ``None`` for a file that is not searched."""
+    """Matching (line number, line) pairs, or ``None`` for a file that is not searched.
+    ``explicit``: the file the call named as its path (not one the walk found)."""
     try:
-        data = view.read_bytes(node)
+        data = view.read_bytes(node, explicit=explicit)
     except OSError:
         return None
     if looks_binary(data):
@@ -117,7 +118,7 @@ def _grep(args: dict[str, Any], ctx: ToolContext) -> str:
         if _too_big(node, ctx):
             too_big.append(show_path(access.root, node.path))
             continue
-        found = _search_file(view, node, regex)
+        found = _search_file(view, node, regex, node is start)
         if not found:
             continue
         matched_files += 1

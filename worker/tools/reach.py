@@ -280,11 +280,15 @@ class Reach:
         raise OSError(errno.EXDEV, "the path leads outside the project", text)
 
     def read_bytes(
-        self, path: str | os.PathLike[str], physical: str | os.PathLike[str] | None = None
+        self,
+        path: str | os.PathLike[str],
+        physical: str | os.PathLike[str] | None = None,
+        *,
+        explicit: bool = False,
     ) -> bytes:
         """The whole content of a file, opened by :meth:`open` (``OSError`` for a FIFO or
         a device: nothing waits on one)."""
-        fd = self.open(path, physical)
+        fd = self.open(path, physical, explicit=explicit)
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):

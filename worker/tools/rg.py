@@ -485,7 +485,7 @@ class FileSearch:
         base = self.base
         # rg lists real files only (it follows no link); specrun's own state below the start
         # directory is left out, as the walk leaves it out.
-        tops = self._view.reach.private
+        tops = () if self._view.shows_private else self._view.reach.private
         private = tuple(top[len(base) :] + "/" for top in tops if top.startswith(base))
         listed: list[str] = []
         pending = b""
@@ -554,7 +554,7 @@ class FileSearch:
                 if not raw:
                     continue
                 path = Path(os.path.normpath(root / os.fsdecode(raw)))
-                if path == start or path in overlay or self._view.reach.is_private(path):
+                if path == start or path in overlay or self._view.hides(path):
                     continue
                 is_dir = os.path.isdir(path)
                 if not self._visibility.visible(path, is_dir):

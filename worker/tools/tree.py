@@ -60,6 +60,7 @@ class TreeView:
     def __init__(self, access: FileAccess) -> None:
         self.root = access.root
         self.reach: Reach = access.reach
+        self._approved_private = False
         self.skipped: dict[Path, Place] = {}
         """Links left out by :meth:`children` or a search, by logical path: where they lead."""
         self._files: dict[Path, Path] = {}
@@ -90,12 +91,26 @@ class TreeView:
         ``None``; a place outside the project or in private state stops the call first
         (``ToolStop``, see :meth:`Reach.check`)."""
         self.reach.check(tool, path)
+        if self.reach.anywhere and self.reach.place(path) == "private":
+            self._approved_private = True  # the user said yes to searching specrun's state
         return self.node(path)
 
-    def read_bytes(self, node: Node) -> bytes:
+    @property
+    def shows_private(self) -> bool:
+        """Whether the user approved a search or listing that starts in private state."""
+        return self._approved_private
+
+    def hides(self, path: Path) -> bool:
+        """Whether ``path`` is private state this view leaves out (all of it, unless the
+        user approved a search or listing that starts in it)."""
+        return not self.shows_private and self.reach.is_private(path)
+
+    def read_bytes(self, node: Node, *, explicit: bool = False) -> bytes:
         """A file's content, opened so that it cannot lead out of the project (``OSError``
-        if it would, or is gone)."""
-        return self.reach.read_bytes(node.path, node.physical)
+        if it would, or is gone); ``explicit``: the file the call named (see
+        :meth:`Reach.open`)."""
+        explicit = explicit or self._approved_private
+        return self.reach.read_bytes(node.path, node.physical, explicit=explicit)
 
     def vet(self, path: Path) -> bool:
         """Whether a symlink met at ``path`` (logical) may be used: one that leads outside
@@ -157,7 +172,7 @@ class TreeView:
         vetted = []
         for name in sorted(found):
             node = found[name]
-            if self.reach.is_private(node.path) or (keep is not None and not keep(node)):
+            if self.hides(node.path) or (keep is not None and not keep(node)):
                 continue
             if node.is_symlink and node.physical == node.path and not self.vet(node.path):
                 continue
