@@ -235,6 +235,11 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(
             monkeypatch.setattr(reach_module, "_HAS_OPENAT2", [False])
         (root / "swap.txt").write_text("plain\n")
         assert reach.read_bytes(root / "swap.txt") == b"plain\n"
+        # links that stay inside are followed, as a file or as a directory on the way
+        assert reach.read_bytes(root / "inside_link.py") == b"needle = 1\n"
+        (root / "src_link").symlink_to("src")
+        assert reach.read_bytes(root / "src_link" / "app.py") == b"needle = 1\n"
+        (root / "src_link").unlink()
         # checked as a plain file; now a link out stands there
         (root / "swap.txt").unlink()
         (root / "swap.txt").symlink_to(secret)

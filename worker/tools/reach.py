@@ -96,7 +96,15 @@ def _openat2(dir_fd: int, rel: str, flags: int) -> int | None:
     if syscall is None:
         return None
     how = _how(flags)
-    fd = int(syscall(_SYS_OPENAT2, dir_fd, os.fsencode(rel), ctypes.byref(how), _HOW_SIZE))
+    fd = int(
+        syscall(
+            ctypes.c_long(_SYS_OPENAT2),
+            ctypes.c_long(dir_fd),
+            os.fsencode(rel),
+            ctypes.byref(how),
+            ctypes.c_size_t(_HOW_SIZE),
+        )
+    )
     if fd >= 0:
         if not _HAS_OPENAT2:
             _HAS_OPENAT2.append(True)
@@ -268,7 +276,8 @@ class Reach:
             try:
                 return open_beneath(self._root_fd(), text[len(below) :])
             except OSError as exc:
-                if exc.errno not in (errno.ELOOP, errno.EXDEV):
+                # A link on the way (ENOTDIR: the O_NOFOLLOW walk met one as a directory).
+                if exc.errno not in (errno.ELOOP, errno.EXDEV, errno.ENOTDIR):
                     raise
         real = os.path.realpath(text)
         if self.is_private(real):
