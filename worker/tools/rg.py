@@ -9,6 +9,11 @@ pattern plus the ones it skipped for size, for ``glob`` every file (optionally o
 name matches a glob). The caller then runs exactly the code it runs on the walk's output, so
 lines, numbers, caps and notes come out the same.
 
+rg never follows a symlink (it runs without ``-L``/``--follow``, and lists regular files
+only); the links ``find`` reports beside it go through the read rule (``worker.tools.reach``)
+like the walk's: one that leads outside the project or into specrun's state is skipped and
+named, never read. specrun's state below the start directory is dropped from rg's list.
+
 A speculation's overlay files shadow the real ones: rg lists the real tree, the listed paths
 written in the overlay are dropped, and the overlay's files (filtered by the same ignore rules
 as the walk) are merged in at their place in the order.
