@@ -6,6 +6,7 @@ is reported with its file and key in one sentence.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import os
@@ -297,10 +298,8 @@ def _coerce(key: Key, value: Any, where: str) -> Any:
             return value
     elif key.kind is float:
         if isinstance(value, str):
-            try:
+            with contextlib.suppress(ValueError):
                 value = float(value)
-            except ValueError:
-                pass
         if isinstance(value, int | float) and not isinstance(value, bool):
             if key.minimum is not None and value < key.minimum:
                 raise SettingsError(

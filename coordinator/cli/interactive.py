@@ -371,11 +371,24 @@ def _banner(client: ServiceClient) -> None:
             f"[bold]specrun chat[/bold] · {reply.project} · {reply.model} ({model}) · "
             f"approval {reply.approval_mode.value}"
         )
+        if reply.context is not None:
+            from coordinator.cli.context_fill import context_line
+
+            render.console.print(f"[bright_black]{context_line(reply.context)}[/]")
     render.console.print(
         "[bright_black]The grey text is the predicted next prompt: Tab, → or Enter accept it; "
         "typing its beginning keeps it, ↓/↑ show other guesses when there are some; "
         "type anything else to send that instead. Ctrl-C aborts a turn, Ctrl-D quits.[/]"
     )
+
+
+def _show_context_fill(client: ServiceClient) -> None:
+    """After a turn, once the context window is half full, say how full it is."""
+    from coordinator.cli.context_fill import context_line, worth_showing
+
+    reply = client.call(StatusRequest)
+    if isinstance(reply, StatusReply) and reply.context and worth_showing(reply.context):
+        render.console.print(f"[bright_black]{context_line(reply.context)}[/]")
 
 
 def run_chat(project: Path) -> int:
@@ -427,6 +440,7 @@ def run_chat(project: Path) -> int:
                 state.clear()
                 try:
                     stream_turn(client, request, render.TurnPrinter(show_user=False), ask_person)
+                    _show_context_fill(client)
                 except ServiceTimeout as exc:
                     render.error(str(exc))
                 state.clear()

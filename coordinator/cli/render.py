@@ -376,6 +376,10 @@ def show_status(s: StatusReply, out: Console | None = None) -> None:
     out.print(f"  model [bold]{s.model}[/bold] (fast: {s.fast_model}), {where} {s.model_endpoint}")
     out.print(f"  approval mode {s.approval_mode.value}, worker sandbox {s.sandbox}")
     out.print(f"  suggestions {on[s.suggestions_enabled]}, speculation {on[s.speculation_enabled]}")
+    if s.context is not None:
+        from coordinator.cli.context_fill import context_line
+
+        out.print(f"  {context_line(s.context)}", markup=False, highlight=False)
     out.print(f"  {len(s.workers)} worker(s):")
     out.print(workers_table(s.workers))
 

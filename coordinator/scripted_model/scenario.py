@@ -17,7 +17,7 @@ import msgspec
 import yaml
 from msgspec import inspect as mi
 
-Purpose = Literal["main", "suggestion", "speculation", "pipelined", "recall"]
+Purpose = Literal["main", "suggestion", "speculation", "pipelined", "recall", "compaction"]
 PURPOSES: tuple[str, ...] = get_args(Purpose)
 NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]

@@ -587,6 +587,7 @@ class ModelClient:
         that answers none of these gives None."""
         headers = self._headers("main", stream=False)
         headers.pop(DASHSCOPE_CACHE_HEADER, None)
+        headers.pop(PURPOSE_HEADER)  # not a request of the chat: counted as none
         root = self._base_url.removesuffix("/v1")
         hosted = self.dashscope or self._thinking_style == "omit"
         probes: list[tuple[str, str, Any]] = [("GET", f"{self._base_url}/models", None)]

@@ -544,7 +544,7 @@ def test_missing_reply_and_other_rule_shapes(tmp_path: Path) -> None:
 def test_more_validation_messages(tmp_path: Path) -> None:
     assert _error(tmp_path, "rules:\n  - when: {purpose: chat}\n    reply: {text: a}\n") == (
         "rules[0].when.purpose: expected one of main, suggestion, speculation, pipelined, "
-        "recall, got 'chat'"
+        "recall, compaction, got 'chat'"
     )
     assert _error(tmp_path, "rules:\n  - reply: {tool_calls: [{arguments: {}}]}\n") == (
         "rules[0].reply.tool_calls[0]: missing required field `name`"

@@ -19,7 +19,13 @@ from coordinator.service.speculation import AbortCause, Branch, Suggestion
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall
-from protocol.control import AcceptMethod, StatsReply, SuggestionReply, TurnEndReason
+from protocol.control import (
+    AcceptMethod,
+    ContextInfo,
+    StatsReply,
+    SuggestionReply,
+    TurnEndReason,
+)
 
 # -- the main chat and the speculation manager, as the commands use them ------------
 
@@ -60,6 +66,10 @@ class ChatControl(Protocol):
     def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool: ...
 
     def reset(self) -> None: ...
+
+    async def compact_on_request(self, out: Emitter) -> str | None: ...
+
+    def context_info(self) -> ContextInfo: ...
 
 
 class SpeculationControl(Protocol):
