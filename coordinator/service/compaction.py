@@ -85,15 +85,20 @@ def split_point(
     def worth_it(cut: int) -> bool:  # something besides an old summary goes
         return cut > first_old
 
+    prompts = [i for i, m in enumerate(history) if _is_prompt(m)]
     if on_request:
-        prompts = [i for i, m in enumerate(history) if _is_prompt(m)]
         return prompts[-1] if prompts and worth_it(prompts[-1]) else None
-    for i, message in enumerate(history):
-        if _is_prompt(message) and worth_it(i) and tail[i] <= keep_tokens:
+    for i in prompts:
+        if worth_it(i) and tail[i] <= keep_tokens:
             return i
+    if prompts and tail[prompts[-1]] <= keep_tokens:
+        return None  # the last turn fits, and nothing before it can go
     # The last turn alone is too large: cut inside it, at the earliest model step whose
     # tail fits, keeping at least the last step (an assistant message and its results).
-    steps = [i for i, m in enumerate(history) if m.role == "assistant" and worth_it(i)]
+    start = prompts[-1] if prompts else 0
+    steps = [
+        i for i, m in enumerate(history) if i > start and m.role == "assistant" and worth_it(i)
+    ]
     for i in steps:
         if tail[i] <= keep_tokens:
             return i

@@ -31,7 +31,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from protocol.chat import Usage
 from protocol.model.assemble import StreamAssembler, parse_completion
 from protocol.model.errors import ErrorKind, ModelError, one_line, redact
-from protocol.model.overflow import is_context_overflow
+from protocol.model.overflow import is_context_overflow, window_in_body
 from protocol.model.request import (
     ChatRequest,
     ChatResult,
@@ -289,11 +289,13 @@ class ModelClient:
             return self._error(
                 "timeout", f"The model endpoint {ep} timed out the request (HTTP 408).", status=408
             )
-        if self._says_overflow(response):
+        overflow, window = self._overflow(response)
+        if overflow:
+            size = f"; context window is {window} tokens" if window else ""
             return self._error(
                 "context_length",
                 f"The model endpoint {ep} refused the request because it does not fit the "
-                f"model's context window (HTTP {status}){suffix}.",
+                f"model's context window (HTTP {status}{size}){suffix}.",
                 status=status,
             )
         hint = ""
@@ -306,18 +308,20 @@ class ModelClient:
             hint=hint,
         )
 
-    def _says_overflow(self, response: httpx.Response) -> bool:
+    def _overflow(self, response: httpx.Response) -> tuple[bool, int | None]:
+        """Whether an error answer is a context overflow, and the window its body names."""
         try:
             raw = response.content
         except httpx.ResponseNotRead:
-            return False
+            return False, None
         try:
             payload = msgspec.json.decode(raw) if raw else None
         except msgspec.DecodeError:
             payload = None
-        return is_context_overflow(
-            response.status_code, payload, raw[:4096].decode("utf-8", "replace")
-        )
+        text = raw[:4096].decode("utf-8", "replace")
+        if not is_context_overflow(response.status_code, payload, text):
+            return False, None
+        return True, window_in_body(payload)
 
     def _error_detail(self, response: httpx.Response) -> str:
         """The server's own error text, if any, on one line."""

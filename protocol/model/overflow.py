@@ -55,6 +55,15 @@ _STATED = (
 )
 
 
+def window_in_body(payload: Any) -> int | None:
+    """The window a structured error body gives (llama.cpp's ``n_ctx``)."""
+    error = payload.get("error") if isinstance(payload, dict) else None
+    value = error.get("n_ctx") if isinstance(error, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
 def stated_window(text: str) -> int | None:
     """The window size an overflow error's text names, if it names one."""
     for pattern in _STATED:
