@@ -55,9 +55,7 @@ def test_the_cut_falls_at_a_turn_start_and_keeps_the_last_turns_whole() -> None:
     assert history[cut] == Message.user("prompt 4")
 
 
-def test_a_turn_larger_than_the_budget_is_cut_between_steps_never_between_call_and_result() -> (
-    None
-):
+def test_a_turn_larger_than_the_budget_is_cut_between_steps_never_between_call_and_result() -> None:
     steps = []
     for i in range(5):
         steps.append(Message.assistant("", (ToolCall(f"s{i}", "read_file", "{}"),)))
