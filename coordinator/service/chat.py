@@ -128,6 +128,8 @@ class MainChat:
         self._client_pid: int | None = None  # the asking client of the running turn
         self._from_accept = False  # the running turn is an accept's fallback (no flags)
         self._last_compaction = ""
+        self._context_key: tuple[int, int, int] | None = None  # of the cached status estimate
+        self._context_tokens = 0
 
     # -- the loop -------------------------------------------------------------
 
@@ -613,9 +615,15 @@ class MainChat:
         )
 
     def context_info(self) -> ContextInfo:
-        """How full the window is, for ``status``: estimated without a request."""
-        system = self.system_prompt()
-        tokens = self.context.estimate(system, self.history, self.tools())
+        """How full the window is, for ``status``: estimated without a request, once per
+        change of the history (status is polled; the estimate reads the history)."""
+        key = (len(self.history), self.compactions, self.context.window)
+        if self._context_key != key:
+            self._context_key = key
+            self._context_tokens = self.context.estimate(
+                self.system_prompt(), self.history, self.tools()
+            )
+        tokens = self._context_tokens
         return ContextInfo(
             window=self.context.window,
             window_source=self.context.source,
