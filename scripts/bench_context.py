@@ -14,7 +14,9 @@ their ratio per session and its median (the goal: at most 1.2), the median of th
 that compacted, how many compactions ran, the largest request the model got against the
 window, how many requests it refused (the goal: none), and how large the request would
 have been with the full history. Medians of 20 turns, several rounds: the machine this
-runs on is shared, and single turns take 80 to 300 ms depending on the load.
+runs on is shared, and single turns take 80 to 300 ms depending on the load; so the
+coordinator's own CPU time per turn (it runs the chat, the compactions and the embedded
+scripted model) is printed as well, which the load of other processes barely moves.
 Usage: scripts/bench_context.py [--turns N] [--window TOKENS] [--rounds N] [--json]
 """
 
@@ -31,6 +33,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import psutil
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,6 +85,8 @@ class Result:
     largest_request_tokens: int
     full_history_tokens: int
     completed_turns: int
+    turn10_cpu_ms: float  # the coordinator's CPU per turn (it also runs the scripted model)
+    last_cpu_ms: float
     latencies_ms: list[int]  # every turn's, in order (--json)
 
 
@@ -111,18 +116,29 @@ def run_session(base: Path, turns: int, window: int) -> Result:
     os.environ["SPECRUN_RUNTIME_DIR"] = str(base / "run")
     os.environ["SPECRUN_MODEL_LOG"] = str(log)
     latencies: list[float] = []
+    cpu: list[float] = []
     compacting: list[float] = []
     completed = 0
     try:
         start_daemon(project, [])
         client = ServiceClient(project, timeout_s=120)
         try:
+            first = client.request(StatusRequest(req_id=client.next_id()))
+            assert isinstance(first, StatusReply)
+            service = psutil.Process(first.pid)
+
+            def cpu_s() -> float:
+                times = service.cpu_times()
+                return float(times.user + times.system)
+
             for n in range(turns):
+                cpu_before = cpu_s()
                 request = AskRequest(req_id=client.next_id(), text=f"read big.txt ({n})")
                 began = time.perf_counter()
                 client.send(request)
                 replies = list(client.replies(request.req_id, timeout_s=120))
                 took = time.perf_counter() - began
+                cpu.append(cpu_s() - cpu_before)
                 end = replies[-1]
                 completed += isinstance(end, TurnEnded) and end.reason == "completed"
                 latencies.append(took)
@@ -159,6 +175,8 @@ def run_session(base: Path, turns: int, window: int) -> Result:
         largest_request_tokens=largest,
         full_history_tokens=estimate_messages(full),
         completed_turns=completed,
+        turn10_cpu_ms=_median(cpu[5:25]) * 1000,
+        last_cpu_ms=_median(cpu[-20:]) * 1000,
         latencies_ms=[round(t * 1000) for t in latencies],
     )
 
@@ -192,6 +210,12 @@ def main(argv: list[str] | None = None) -> int:
         (f"turn {turns} (median of the last 20)", ms([r.last10_median_s for r in results])),
         ("ratio per session", ", ".join(f"{x:.2f}" for x in ratios)),
         ("ratio, median (goal <= 1.2)", f"{_median(ratios):.2f}"),
+        (
+            "coordinator CPU per turn, turn 10 -> last 20",
+            f"{_median([r.turn10_cpu_ms for r in results]):.1f} -> "
+            f"{_median([r.last_cpu_ms for r in results]):.1f} ms (ratio "
+            f"{_median([r.last_cpu_ms / max(r.turn10_cpu_ms, 1e-9) for r in results]):.2f})",
+        ),
         ("turns that compacted (median)", ms([r.compaction_turn_median_s for r in results])),
         ("compactions per session", ", ".join(str(r.compactions) for r in results)),
         (
