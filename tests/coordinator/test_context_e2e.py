@@ -192,3 +192,38 @@ def _reconnect(specrun: Specrun) -> Any:
     ended_or_killed(specrun.env.runtime, timeout=5)
     specrun.run("start", check=True)
     return ServiceClient(specrun.project, timeout_s=30)
+
+
+def test_a_speculation_running_across_a_compaction_stays_valid_and_joins_the_compacted_view(
+    specrun: Specrun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo: fix, Tab on the negative-numbers test, and while the pipelined "show me
+    the diff" is speculated, `specrun compact`. That speculation is not restarted: at Tab
+    its messages join after the compacted view, on disk as in the service."""
+    from tests.coordinator.e2e import DIFF, FIX, NEG
+
+    monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
+    specrun.run("start", "--approval-mode", "auto-edit", check=True)
+    driver = Driver(specrun.project)
+    try:
+        assert ended(driver.ask(FIX)).reason == "completed"
+        driver.wait_for_speculation(NEG, ("completed",))
+        assert ended(driver.accept()).reason == "accepted"
+        running = driver.wait_for_speculation(DIFF, ("running", "completed"))
+        assert running.speculation is not None
+        done = specrun.json("compact")
+        assert done["message"].startswith("Compacted the conversation"), done
+        after = driver.suggestion()
+        assert after.text == DIFF and after.speculation is not None
+        assert after.speculation.id == running.speculation.id  # the same one, not restarted
+        driver.wait_for_speculation(DIFF, ("completed",))
+        assert ended(driver.accept()).reason == "accepted"
+        report = HistoryStore(specrun.project).load_report()
+        prompts = [m.text for m in report.messages if m.role == "user" and m.text]
+        assert prompts == [NEG, DIFF]  # FIX is in the summary; the rest whole, in order
+        assert len(report.compactions) == 1
+        assert [m.text for m in report.full_messages if m.role == "user"] == [FIX, NEG, DIFF]
+        assert specrun.json("status")["context"]["compactions"] == 1
+    finally:
+        driver.close()
+        specrun.run("stop")
