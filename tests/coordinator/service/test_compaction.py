@@ -259,3 +259,35 @@ def test_compact_on_request_keeps_the_last_turn_and_a_speculation_accepted_after
     assert [m.text for m in chat.history if m.role == "user"][1:] == ["read 2", "run the tests"]
     assert HistoryStore(place.root).load() == chat.history
     assert chat.snapshot is not None and chat.snapshot.history == tuple(chat.history)
+
+
+def test_a_failing_fast_model_still_compacts_with_the_facts(place: Place) -> None:
+    replies = Replies()
+    rules = [
+        main_rule({"last_tool": "read_file"}, text="Read it."),
+        main_rule({"last_user": "read"}, tool_calls=[call("read_file", file_path="big.py")]),
+        {
+            "when": {"purpose": "compaction"},
+            "fail": {"status": 500, "times": 100},
+            "reply": {"text": "never"},
+        },
+    ]
+
+    async def main() -> MainChat:
+        chat = await make_chat(place, server, Workers(answer=big_reader()))
+        try:
+            for n in range(3):
+                await chat.run_turn(Emitter(replies, b"c", REQ + n), f"read {n}")
+            assert await chat.compact_on_request(Emitter(replies, b"c", 99)) is not None
+            return chat
+        finally:
+            await close(chat)
+
+    with scripted(*rules) as server:
+        chat = run(main())
+    [notice] = [n.text for n in replies.of(Notice) if n.text.startswith("Compacted")]
+    assert "the fast model failed: kept the facts only" in notice
+    summary = chat.history[0].reminders[0]
+    assert "- read 0\n- read 1" in summary and "Read it." in summary  # its last answer
+    report = HistoryStore(place.root).load_report()
+    assert [c.by for c in report.compactions] == ["fallback"]
