@@ -599,7 +599,9 @@ class ModelClient:
             probes += [("GET", f"{root}/props", None), ("POST", f"{root}/api/show", model)]
         for method, url, name in probes:
             try:
-                content = msgspec.json.encode({"model": name}) if name is not None else None
+                # Ollama reads `model` (older versions `name`).
+                body = {"model": name, "name": name}
+                content = msgspec.json.encode(body) if name is not None else None
                 response = await self._http.request(
                     method, url, headers=headers, content=content, timeout=timeout_s
                 )
