@@ -54,6 +54,7 @@ MARKED = {
     "Spoof": "\x1b]52", "notes": "\x1b[1A", "Bidi": "\u202e", "README": "\x1b]52",
 }
 
+
 def calls_writing(*names: str) -> list[dict[str, Any]]:
     return [{"name": "write_file", "arguments": {"file_path": n, "content": "x = 1\n"}}
             for n in names]
