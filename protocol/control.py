@@ -399,13 +399,42 @@ class TranscriptEntry(msgspec.Struct, frozen=True):
     status: Literal[ToolStatus, ""] = ""  # a tool entry's; "" for the others
 
 
+ChangeStatus = Literal["created", "modified", "deleted", "mode"]
+
+
+class FileChange(msgspec.Struct, frozen=True):
+    """One file Tab changed (or, in a preview, would change), as the coordinator found it in
+    the real tree and the overlay, never as a worker claimed it.
+
+    ``mode``: the permission bits that change, chmod style (``+x``, ``g-w``; '' if none).
+    ``runs_later``: something runs it later without a key press (an ``.envrc``, a CI
+    workflow, a hook, a build file, anything made executable). ``ignored``: the project's
+    git ignores it (caches, build output). ``conflict``: how the real file changed since the
+    speculation read it ('' if it did not): Tab refuses such a file, or skips it when git
+    ignores it.
+    """
+
+    path: str
+    status: ChangeStatus
+    mode: str = ""
+    runs_later: bool = False
+    ignored: bool = False
+    conflict: str = ""
+
+
 class Transcript(msgspec.Struct, frozen=True, tag="transcript"):
-    """An accepted speculation, rendered: user text, model text and tool groups."""
+    """An accepted speculation, rendered: user text, model text and tool groups.
+
+    ``files``: the paths Tab changed. ``changes``: each of them with what was done, and
+    ``ignored_skipped`` files git ignores that were left alone because the real ones had
+    changed meanwhile (see ``FileChange``)."""
 
     req_id: int
     entries: tuple[TranscriptEntry, ...]
     files: tuple[str, ...]
     time_saved_s: float
+    changes: tuple[FileChange, ...] = ()
+    ignored_skipped: int = 0
 
 
 class TurnEnded(msgspec.Struct, frozen=True, tag="turn_ended"):

@@ -96,6 +96,10 @@ class Containment(msgspec.Struct, frozen=True):
     overlay_quota_bytes: int = 256 << 20
     overlay_quota_files: int = 2000
     protected_paths: tuple[str, ...] = ()
+    # Files that run later without a key press (``protocol.runs_later``): extra patterns, and
+    # whether writing one is a boundary (``runs_later:<path>``) instead of a flagged change.
+    runs_later_paths: tuple[str, ...] = ()
+    runs_later_boundary: bool = False
 
 
 LayerName = Literal[
@@ -121,10 +125,12 @@ class Fingerprint(msgspec.Struct, frozen=True):
 
 class WrittenFile(msgspec.Struct, frozen=True):
     """One file a speculation wrote: where its new content is, and what the real file
-    looked like at copy-up (``None``: it did not exist)."""
+    looked like at copy-up (``None``: it did not exist). ``deleted``: the speculation removed
+    it (a tool or a captured command); ``overlay_path`` then holds nothing."""
 
     overlay_path: str
     original: Fingerprint | None = None
+    deleted: bool = False
 
 
 # --- coordinator -> worker ---------------------------------------------------

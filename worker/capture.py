@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from overlay import Overlay, OverlayError
+from protocol.protected import protected_reason
 from protocol.work import Containment
-from worker.gate import protected_reason
 from worker.tools.errors import ToolStop
 
 

@@ -15,8 +15,9 @@ Beyond the tool table (SPEC §4, §11): a read tool aimed outside the project is
 (``read_outside_project:<tool>``: a speculation must not send files the user never pointed
 at to the model provider), and so is any write to a protected path
 (``protected_path:<path>``: ``.git/**``, ``.gitattributes``, ``.gitmodules``, ``.specrun/**``
-at any depth, plus the ``protectedPaths`` setting), which could make the user's next
-``git status`` run a program or switch specrun's own settings.
+at any depth, plus the ``protectedPaths`` setting; the rule lives in ``protocol.protected``),
+which could make the user's next ``git status`` run a program or switch specrun's own
+settings.
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Literal, Protocol
 
-import pathspec
-
 from overlay.paths import real_root, resolve_relative
 from protocol.approval import ApprovalMode
+from protocol.protected import protected_reason
 from protocol.tools import READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
 from protocol.work import ToolDecision
 from worker.contain.helper import classifier_bypassed
@@ -53,10 +53,6 @@ DENIED_TOOLS = frozenset(
 )
 PATH_KEYS = ("file_path", "filePath", "path", "notebook_path")
 SHELL_REASON_CHARS = 200
-# Path components that are protected wherever they appear (a nested repository's .git, a
-# .gitattributes in a subdirectory defines filters too).
-PROTECTED_NAMES = frozenset({".git", ".gitattributes", ".gitmodules"})
-PROTECTED_TOP = ".specrun"
 
 
 def read_only_verdict(command: str) -> ShellVerdict:
@@ -66,19 +62,6 @@ def read_only_verdict(command: str) -> ShellVerdict:
     if classifier_bypassed():
         return ShellVerdict(read_only=True, reason="test-only: classifier bypassed")
     return classify(command)
-
-
-def protected_reason(rel: str, extra: Sequence[str] = ()) -> str | None:
-    """``protected_path:<rel>`` if a speculation may never write ``rel`` (a project-relative
-    posix path), else None."""
-    parts = PurePosixPath(rel).parts
-    if not parts:
-        return None
-    if parts[0] == PROTECTED_TOP or any(part in PROTECTED_NAMES for part in parts):
-        return f"protected_path:{rel}"
-    if extra and pathspec.GitIgnoreSpec.from_lines(extra).match_file(rel):
-        return f"protected_path:{rel}"
-    return None
 
 
 def shell_reason(command: str) -> str:

@@ -233,11 +233,14 @@ async def run_one(tools: Toolbox, call: ToolCall, action: str = "allow") -> Tool
 def outcome(end: LoopEnd, overlay: Overlay) -> SpeculationOutcome:
     """The outcome handed to the coordinator, with the overlay's written files."""
     fingerprints = overlay.fingerprints()
+    deleted = set(overlay.deleted_files())
     written: dict[str, WrittenFile] = {}
     for rel, path in overlay.written_files().items():
         fp = fingerprints.get(rel)
         original = Fingerprint(fp.size, fp.mtime_ns, fp.sha256) if fp is not None else None
-        written[rel] = WrittenFile(overlay_path=str(path), original=original)
+        written[rel] = WrittenFile(
+            overlay_path=str(path), original=original, deleted=rel in deleted
+        )
     spec = end.transcript
     return SpeculationOutcome(
         messages=spec.speculated,

@@ -23,7 +23,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
@@ -33,6 +33,7 @@ import psutil
 import overlay
 from coordinator.boundary_text import describe_boundary
 from coordinator.service.accept_record import PendingAccept, clear_pending, digest, write_pending
+from coordinator.service.applied_set import RefusedReport, SpeculationFiles
 from coordinator.service.cost import Budget
 from coordinator.service.emitter import Emitter
 from coordinator.service.pool import WorkerHandle, WorkerStartError, WorkerState
@@ -41,6 +42,7 @@ from coordinator.service.stats import Stats
 from coordinator.service.suggestions import generate_suggestion
 from coordinator.service.transcript import ensure_tool_result_pairing, render_transcript
 from coordinator.settings import Settings
+from overlay.errors import describe_paths
 from protocol.approval import ApprovalMode
 from protocol.chat import Message, Usage
 from protocol.control import (
@@ -69,7 +71,6 @@ from protocol.work import (
     SpeculationOutcome,
     ToolFinished,
     WorkerEvent,
-    WrittenFile,
 )
 
 log = logging.getLogger("specrun.speculation")
@@ -888,17 +889,29 @@ class SpeculationManager:
         accepted = [Message.user(branch.text), *messages]
         ov = overlay.Overlay(root, spec.overlay_dir)
         try:
-            ov = overlay.Overlay.from_record(
-                root,
-                spec.overlay_dir,
-                overlay_record(spec.outcome.written_files),
+            # The worker's report is checked entry by entry before anything is read from its
+            # overlay or written to the project (``SpeculationFiles``).
+            files = await asyncio.to_thread(
+                SpeculationFiles, root, spec.overlay_dir, spec.outcome.written_files,
+                self.settings,
             )
+            ov = files.overlay
+            if self.settings.runs_later_boundary:
+                later = (await asyncio.to_thread(files.preview)).runs_later
+                if later:
+                    names = describe_paths(c.path for c in later)
+                    raise AcceptFallback(
+                        f"it changed files that run later ({names}) and runsLaterBoundary is on"
+                    )
             # 1. files first (all or nothing), 2.-3. then the history, so a failed apply
             # leaves neither; a crash between the two is settled at the next start from
             # the pending record; 5. the overlay goes in every case.
             await asyncio.to_thread(self._write_pending, ov, accepted)
-            await asyncio.to_thread(ov.apply_to_real)
+            applied = await asyncio.to_thread(files.apply)
             await self.chat.extend_from_speculation(accepted)
+        except RefusedReport as exc:
+            log.warning("speculation %s: refused report %s", spec.id, exc.refused)
+            raise AcceptFallback(_refused_text(exc)) from None
         except overlay.ConflictError as exc:
             raise AcceptFallback(f"you changed files it also changed ({exc})") from None
         except (overlay.OverlayError, OSError) as exc:
@@ -912,7 +925,14 @@ class SpeculationManager:
         self.stats.time_saved_s.append(saved)
         entries = render_transcript(branch.text, messages)
         await out.send(
-            Transcript(out.req_id, tuple(entries), tuple(spec.outcome.written_files), saved)
+            Transcript(
+                out.req_id,
+                tuple(entries),
+                applied.paths,
+                saved,
+                changes=applied.changes,
+                ignored_skipped=applied.ignored_skipped,
+            )
         )
         # The accepted suggestion is used up (taken when the accept began); its worker may
         # still be writing the pipelined suggestion, which the next Tab will want.
@@ -999,16 +1019,6 @@ def _describe(spec: Speculation) -> str:
     return f"was {spec.status}"
 
 
-def overlay_record(written_files: Mapping[str, WrittenFile]) -> dict[str, overlay.RecordEntry]:
-    """A worker's report of the files it wrote, in the record format that
-    ``overlay.Overlay.from_record`` checks and rebuilds the overlay from."""
-    record: dict[str, overlay.RecordEntry] = {}
-    for rel, written in written_files.items():
-        fp = written.original
-        record[rel] = overlay.RecordEntry(
-            overlay_path=written.overlay_path,
-            size=fp.size if fp else None,
-            mtime_ns=fp.mtime_ns if fp else None,
-            sha256=fp.sha256 if fp else None,
-        )
-    return record
+def _refused_text(exc: RefusedReport) -> str:
+    refused = describe_paths(f"{path!r}: {why}" for path, why in exc.refused.items())
+    return f"the speculation reported files it may not change, so nothing was applied ({refused})"

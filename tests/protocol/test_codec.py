@@ -246,6 +246,16 @@ FILLED = {
         control.Transcript(
             5, (control.TranscriptEntry("tool", "out", "read_file", "", "success"),), (), 0.0
         ),
+        control.Transcript(
+            6, (), ("a", "b", "c", "d"), 0.0,
+            changes=tuple(
+                control.FileChange(path, status, runs_later=path == "b", ignored=path == "c")
+                for path, status in zip(
+                    "abcd", ("created", "modified", "deleted", "mode"), strict=True
+                )
+            ),
+            ignored_skipped=1,
+        ),
     ],
     "worker event": [
         work.PipelinedSuggestion("s1", 9, None, "too_few_words"),

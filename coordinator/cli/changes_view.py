@@ -1,0 +1,92 @@
+"""How a speculation's file changes are shown: after Tab (the accept listing) and before it
+(``specrun diff``). Both come from the coordinator's applied-set computation, never from a
+worker's claim: one line per created, modified, deleted or mode-changed file; files that run
+later without a key press on a warning line of their own; files git ignores summed up on one
+line; conflicts said plainly.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from protocol.control import FileChange
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+_VERB = {"created": "created", "modified": "modified", "deleted": "deleted", "mode": "mode"}
+_STYLE = {"created": "green", "modified": "yellow", "deleted": "red", "mode": "cyan"}
+
+
+def untrusted(text: str) -> str:
+    """Text that did not come from specrun (file names, model text, file contents), made
+    inert for a terminal: every control or format character (ESC, C1, DEL, bidi, zero-width)
+    is shown as its escape instead of acting. The one place this view calls for it."""
+    if not any(unicodedata.category(ch) in ("Cc", "Cf") for ch in text):
+        return text
+    return "".join(
+        ch.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\t"
+        else ch
+        for ch in text
+    )
+
+
+def change_line(change: FileChange) -> str:
+    """``modified src/app.py (+x)``; a conflict adds why Tab refuses it."""
+    verb = _VERB[change.status]
+    mode = f" ({change.mode})" if change.mode and change.status != "mode" else ""
+    if change.status == "mode":
+        verb = f"mode {change.mode}"
+    line = f"{verb} {untrusted(change.path)}{mode}"
+    if change.conflict:
+        line += f" — conflict: the real file was {change.conflict} since"
+    return line
+
+
+def ignored_line(changes: Sequence[FileChange], skipped: int, *, applied: bool) -> str:
+    """``…and 705 files ignored by git (3 skipped: changed meanwhile)``; '' if none."""
+    count = len(changes) + skipped if applied else len(changes)
+    if not count:
+        return ""
+    noun = "file" if count == 1 else "files"
+    if applied:
+        tail = f" ({skipped} skipped: changed meanwhile)" if skipped else ""
+    else:
+        conflicts = sum(1 for c in changes if c.conflict)
+        tail = f" ({conflicts} will be skipped: changed meanwhile)" if conflicts else ""
+    return f"…and {count} {noun} ignored by git{tail}"
+
+
+def runs_later_line(changes: Sequence[FileChange]) -> str:
+    """The warning for files that run later without a key press; '' if none."""
+    later = [c for c in changes if c.runs_later]
+    if not later:
+        return ""
+    names = ", ".join(untrusted(c.path) for c in later)
+    return f"⚠ runs later without a key press (check before you commit, build or open): {names}"
+
+
+def append_listing(
+    line: Text,
+    changes: Sequence[FileChange],
+    ignored_skipped: int,
+    *,
+    applied: bool,
+    one_line: bool = False,
+) -> None:
+    """Append the listing to ``line``: one indented line per listed file (none with
+    ``one_line``: the caller named the only one already), then the runs-later warning, then
+    the ignored-files summary."""
+    listed = [c for c in changes if not c.ignored]
+    ignored = [c for c in changes if c.ignored]
+    for change in [] if one_line else listed:
+        line.append(f"\n  {change_line(change)}", style=_STYLE[change.status])
+    warning = runs_later_line(changes)
+    if warning:
+        line.append(f"\n  {warning}", style="bold yellow")
+    summary = ignored_line(ignored, ignored_skipped, applied=applied)
+    if summary:
+        line.append(f"\n  {summary}", style="bright_black")

@@ -1,0 +1,59 @@
+"""Paths a speculation may never change, and names that are never a path at all.
+
+The worker's gate stops a speculation that tries to write one of these; the coordinator
+checks every entry of a worker's report against the same rule before accept applies
+anything, because a worker is not trusted (a compromised one could report anything).
+
+Protected wherever they appear: ``.git`` (hooks and config run programs), ``.gitattributes``
+(filters), ``.gitmodules`` and ``.specrun`` (specrun's own settings, journal, sessions and
+memory), plus the ``protectedPaths`` setting (gitignore-style patterns) and the memory
+directory when it is inside the project.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+
+import pathspec
+
+PROTECTED_NAMES = frozenset({".git", ".gitattributes", ".gitmodules", ".specrun"})
+
+
+def protected_reason(rel: str, extra: Sequence[str] = ()) -> str | None:
+    """``protected_path:<rel>`` if a speculation may never write ``rel`` (a project-relative
+    posix path), else None. ``extra``: gitignore-style patterns (``protectedPaths``, and the
+    memory directory's relative path followed by ``/``)."""
+    parts = PurePosixPath(rel).parts
+    if not parts:
+        return None
+    if any(part in PROTECTED_NAMES for part in parts):
+        return f"protected_path:{rel}"
+    if extra and pathspec.GitIgnoreSpec.from_lines(extra).match_file(rel):
+        return f"protected_path:{rel}"
+    return None
+
+
+def has_control_character(text: str) -> bool:
+    """True if ``text`` holds a C0/C1 control character, DEL, or a Unicode format character
+    (bidi overrides and isolates, zero-width characters): a file name that could rewrite a
+    terminal, or show as another name, when it is printed."""
+    return any(unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
+
+
+def path_problem(rel: object) -> str | None:
+    """Why ``rel`` is not a plain project-relative posix path of a file, or None: it must be a
+    non-empty string without a leading ``/``, ``.``/``..``/empty components, NUL, or control
+    characters, and encodable for the file system."""
+    if not isinstance(rel, str) or not rel:
+        return "not a path"
+    if has_control_character(rel):
+        return "a control character in the name"
+    if rel.startswith("/") or any(part in ("", ".", "..") for part in rel.split("/")):
+        return "not a plain relative path"
+    try:
+        rel.encode("utf-8", "surrogateescape")
+    except UnicodeError:
+        return "not encodable"
+    return None
