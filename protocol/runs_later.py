@@ -67,3 +67,11 @@ def runs_later(rel: str, extra: Sequence[str] = (), *, executable: bool = False)
     default list or ``extra`` (the ``runsLaterPaths`` setting), or it is ``executable``
     (the change leaves an exec bit that was not there)."""
     return executable or _spec(tuple(extra)).match_file(rel)
+
+
+def runs_later_reason(
+    rel: str, extra: Sequence[str] = (), *, executable: bool = False
+) -> str | None:
+    """The boundary reason ``runs_later:<rel>`` when ``runsLaterBoundary`` is on and a
+    speculation writes such a file, else None."""
+    return f"runs_later:{rel}" if runs_later(rel, extra, executable=executable) else None

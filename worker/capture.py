@@ -19,6 +19,7 @@ from pathlib import Path
 
 from overlay import Overlay, OverlayError
 from protocol.protected import protected_reason
+from protocol.runs_later import runs_later_reason
 from protocol.work import Containment
 from worker.tools.errors import ToolStop
 
@@ -58,10 +59,15 @@ def _regular_files(upper: Path) -> tuple[list[tuple[str, Path, os.stat_result]],
 def _check_bounds(
     files: list[tuple[str, Path, os.stat_result]], overlay: Overlay, containment: Containment
 ) -> None:
-    for rel, _source, _info in files:
+    for rel, _source, info in files:
         reason = protected_reason(rel, containment.protected_paths)
         if reason is not None:
             raise ToolStop(reason, f"the command wrote the protected path {rel}")
+        if containment.runs_later_boundary:
+            executable = bool(info.st_mode & 0o111) and not _was_executable(overlay, rel)
+            reason = runs_later_reason(rel, containment.runs_later_paths, executable=executable)
+            if reason is not None:
+                raise ToolStop(reason, f"the command wrote {rel}, which runs later")
     written = overlay.written_files()
     new = {rel for rel, _s, _i in files}
     kept = {rel: p for rel, p in written.items() if rel not in new}
@@ -70,6 +76,16 @@ def _check_bounds(
     used = sum(p.stat().st_size for p in kept.values() if p.exists())
     if used + sum(info.st_size for _r, _s, info in files) > containment.overlay_quota_bytes:
         raise ToolStop("quota:overlay_bytes", "the command wrote more bytes than the quota")
+
+
+def _was_executable(overlay: Overlay, rel: str) -> bool:
+    """Whether the file the command saw (the overlay's copy, else the real one) was
+    executable already."""
+    path = overlay.written_files().get(rel) or Path(overlay.root, rel)
+    try:
+        return bool(path.lstat().st_mode & 0o111)
+    except OSError:
+        return False
 
 
 def import_capture(

@@ -31,6 +31,7 @@ from typing import Any, Literal, Protocol
 from overlay.paths import real_root, resolve_relative
 from protocol.approval import ApprovalMode
 from protocol.protected import protected_reason
+from protocol.runs_later import runs_later_reason
 from protocol.tools import READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
 from protocol.work import ToolDecision
 from worker.contain.helper import classifier_bypassed
@@ -109,12 +110,15 @@ def evaluate(
     *,
     sandboxed_shell: bool = False,
     protected_paths: Sequence[str] = (),
+    runs_later_paths: Sequence[str] | None = None,
 ) -> GateDecision:
     """Decide one speculative tool call. Never raises.
 
     ``sandboxed_shell`` (the opt-in ``speculateShell``): a shell command that is not
     read-only is ``sandbox`` (run in a writable overlayfs view without network, its
-    writes kept in the overlay) instead of a boundary."""
+    writes kept in the overlay) instead of a boundary. ``runs_later_paths`` (the
+    ``runsLaterBoundary`` setting on, with the ``runsLaterPaths`` patterns): a write to a
+    file that runs later without a key press is a boundary ``runs_later:<path>``."""
     try:
         return _evaluate(
             tool_name,
@@ -123,6 +127,7 @@ def evaluate(
             overlay,
             sandboxed_shell,
             tuple(protected_paths),
+            None if runs_later_paths is None else tuple(runs_later_paths),
         )
     except Exception as exc:  # fail closed
         return GateDecision("boundary", f"gate_error:{tool_name}: {exc}", {})
@@ -135,6 +140,7 @@ def _evaluate(
     overlay: OverlayLike,
     sandboxed_shell: bool = False,
     protected_paths: tuple[str, ...] = (),
+    runs_later_paths: tuple[str, ...] | None = None,
 ) -> GateDecision:
     if name in READ_TOOLS:
         if not _reads_inside(name, args, overlay):
@@ -149,6 +155,8 @@ def _evaluate(
         if key is not None:
             for rel in _relative_spellings(overlay, args[key]):
                 reason = protected_reason(rel, protected_paths)
+                if reason is None and runs_later_paths is not None:
+                    reason = runs_later_reason(rel, runs_later_paths)
                 if reason is not None:
                     return GateDecision("boundary", reason, args)
         return _rewrite(

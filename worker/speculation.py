@@ -118,6 +118,11 @@ class Toolbox:
             self.overlay,
             sandboxed_shell=self.context.captured_runner is not None,
             protected_paths=self.containment.protected_paths,
+            runs_later_paths=(
+                self.containment.runs_later_paths
+                if self.containment.runs_later_boundary
+                else None
+            ),
         )
 
     def known(self, name: str) -> bool:

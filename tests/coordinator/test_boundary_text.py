@@ -24,6 +24,9 @@ from coordinator.boundary_text import cut_words, describe_boundary
         ("protected_path:.git/config",
          "stopped before writing .git/config: a protected path (git metadata, .specrun/ or the "
          "protectedPaths setting)"),
+        ("runs_later:.envrc",
+         "stopped before writing .envrc: it runs later without a key press and "
+         "runsLaterBoundary is on"),
         ("path_rewrite_failed:edit: outside the project root",
          "stopped before edit: its path could not be redirected into the overlay (outside the "
          "project root)"),

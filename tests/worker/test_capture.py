@@ -50,6 +50,33 @@ def test_a_protected_write_stops_the_speculation_and_keeps_nothing(
     assert overlay.written_files() == {}
 
 
+@pytest.mark.parametrize(
+    ("rel", "mode", "reason"),
+    [(".husky/pre-push", 0o644, "runs_later:.husky/pre-push"),
+     ("bin/tool", 0o755, "runs_later:bin/tool"),  # given the exec bit
+     ("a.txt", 0o755, "runs_later:a.txt"),  # the real one was not executable
+     ("notes.txt", 0o644, None)],
+)
+def test_with_runs_later_boundary_a_command_writing_such_a_file_stops(
+    world: tuple[Path, Overlay, Path], rel: str, mode: int, reason: str | None
+) -> None:
+    _project, overlay, upper = world
+    target = upper / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("#!/bin/sh\n")
+    os.chmod(target, mode)
+    assert import_capture(upper, overlay, Containment()).copied == [rel]  # off: kept
+    fresh = Overlay(overlay.root, Path(str(overlay.overlay_dir) + "-2"))
+    on = Containment(runs_later_boundary=True)
+    if reason is None:
+        assert import_capture(upper, fresh, on).copied == [rel]
+        return
+    with pytest.raises(ToolStop) as stop:
+        import_capture(upper, fresh, on)
+    assert stop.value.reason == reason
+    assert fresh.written_files() == {}
+
+
 def test_the_quota_counts_what_is_already_in_the_overlay(
     world: tuple[Path, Overlay, Path],
 ) -> None:

