@@ -135,9 +135,10 @@ class Overlay:
         return raw if raw.is_absolute() else self._root_given / raw
 
     def written_files(self) -> dict[str, Path]:
-        """Relative posix path -> overlay path, in the order first written (a copy)."""
+        """Relative posix path -> overlay path, in the order first written (a copy); files
+        the speculation deleted are not among them (see :meth:`deleted_files`)."""
         with self._lock:
-            return {rel: Path(e.overlay_path) for rel, e in self._entries.items()}
+            return {rel: Path(e.overlay_path) for rel, e in self._entries.items() if not e.deleted}
 
     def fingerprints(self) -> dict[str, Fingerprint | None]:
         """Relative path -> copy-up fingerprint (None: the file did not exist then)."""
@@ -155,6 +156,9 @@ class Overlay:
         recorded) when there is no such file, neither in the overlay nor in the real tree.
         Raises like :meth:`redirect_write` for a path that cannot be a file in the root."""
         real, rel = resolve_target(self._root, path)
+        if os.path.normpath(os.path.join(self._root, os.fspath(path))) != real:
+            # Removing a symlink removes the link, not its target: never record the target.
+            raise InvalidTargetError(os.fspath(path), "it is reached through a symlink")
         with self._lock:
             entry = self._entries.get(rel)
             if entry is not None:

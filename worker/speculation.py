@@ -240,7 +240,10 @@ def outcome(end: LoopEnd, overlay: Overlay) -> SpeculationOutcome:
     fingerprints = overlay.fingerprints()
     deleted = set(overlay.deleted_files())
     written: dict[str, WrittenFile] = {}
-    for rel, path in overlay.written_files().items():
+    paths = {**overlay.written_files(), **{rel: None for rel in deleted}}
+    for rel, path in paths.items():
+        if path is None:  # a deletion: its overlay path, where nothing is
+            path = Path(overlay.overlay_dir, rel)
         fp = fingerprints.get(rel)
         original = Fingerprint(fp.size, fp.mtime_ns, fp.sha256) if fp is not None else None
         written[rel] = WrittenFile(

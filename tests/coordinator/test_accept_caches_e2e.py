@@ -1,10 +1,12 @@
-"""Caches never make an accept fail (a real service, a real sandboxed command).
+"""Caches never make an accept fail, and deletions are applied (a real service, real
+sandboxed commands).
 
 A speculation with ``speculateShell`` runs a command that writes ``__pycache__`` and
 ``.pytest_cache`` files (ignored by the project's git) and one tracked-style file; meanwhile
 the person writes the same cache files in the real tree (the tests ran in another terminal).
 Tab applies the speculation anyway: the person's cache files win, the ones only the
 speculation wrote are applied, and the listing sums the ignored files up on one line.
+A command that deletes a file has the deletion applied at Tab and listed.
 """
 
 from __future__ import annotations
@@ -33,34 +35,37 @@ COMMAND = (
     " && echo speculated > .pytest_cache/v/cache/lastfailed"
     " && echo 'ran the tests' > NOTES.txt"
 )
+DELETE = "remove the calc tests"
+DELETE_COMMAND = "rm tests/test_calc.py && echo gone > GONE.txt"
+STEPS = {SUGGESTION: COMMAND, DELETE: DELETE_COMMAND}
 
 
 def scenario() -> dict[str, Any]:
+    rules: list[dict[str, Any]] = [
+        {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
+        {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
+        {"when": {"last_user": "hello"}, "reply": {"text": "Hi."}},
+    ]
+    for text in STEPS:
+        rules.append(
+            {
+                "when": {"purpose": "suggestion", "prompt_contains": f"NEXT: {text}."},
+                "reply": {"json": {"suggestion": text}},
+            }
+        )
+    rules.append({"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": ""}}})
+    for text in STEPS:
+        rules.append({"when": {"last_user": f"go {text}"}, "reply": {"text": f"NEXT: {text}."}})
+    for text, command in STEPS.items():
+        call = {"name": "run_shell_command", "arguments": {"command": command}}
+        rules.append({"when": {"last_user": text}, "reply": {"tool_calls": [call]}})
+        rules.append({"when": {"turn_user": text}, "reply": {"text": "Done."}})
     return {
         "name": "caches",
         "latency_ms": 1,
         "chunk_ms": 0,
         "models": ["scripted"],
-        "rules": [
-            {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
-            {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
-            {"when": {"last_user": "hello"}, "reply": {"text": "Hi."}},
-            {
-                "when": {"purpose": "suggestion", "prompt_contains": "NEXT"},
-                "reply": {"json": {"suggestion": SUGGESTION}},
-            },
-            {"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": ""}}},
-            {"when": {"last_user": "go"}, "reply": {"text": "NEXT: run them."}},
-            {
-                "when": {"last_user": SUGGESTION},
-                "reply": {
-                    "tool_calls": [
-                        {"name": "run_shell_command", "arguments": {"command": COMMAND}}
-                    ]
-                },
-            },
-            {"when": {"turn_user": SUGGESTION}, "reply": {"text": "The tests ran."}},
-        ],
+        "rules": rules,
     }
 
 
@@ -91,7 +96,7 @@ def test_caches_changed_meanwhile_do_not_stop_the_accept(
     service: tuple[Specrun, Driver, Path],
 ) -> None:
     runner, driver, project = service
-    driver.ask("go")
+    driver.ask(f"go {SUGGESTION}")
     reply = driver.wait_for_speculation(SUGGESTION, ("completed",), timeout=60)
     assert reply.speculation is not None
     assert not (project / "NOTES.txt").exists()
@@ -117,3 +122,18 @@ def test_caches_changed_meanwhile_do_not_stop_the_accept(
         "  …and 3 files ignored by git (2 skipped: changed meanwhile)"
     )
     assert runner.service_pid() is not None
+
+
+def test_a_file_a_command_deleted_is_deleted_at_tab(service: tuple[Specrun, Driver, Path]) -> None:
+    _runner, driver, project = service
+    driver.ask(f"go {DELETE}")
+    driver.wait_for_speculation(DELETE, ("completed",), timeout=60)
+    assert (project / "tests/test_calc.py").exists()  # nothing happens before Tab
+    done = driver.accept()
+    [transcript] = [r for r in done if isinstance(r, Transcript)]
+    assert not (project / "tests/test_calc.py").exists()
+    assert (project / "GONE.txt").read_text() == "gone\n"
+    statuses = {c.path: c.status for c in transcript.changes}
+    assert statuses == {"tests/test_calc.py": "deleted", "GONE.txt": "created"}
+    shown = accept_summary(TurnEnded(1, "accepted", elapsed_s=0.01), transcript).plain
+    assert "  deleted tests/test_calc.py" in shown.splitlines()
