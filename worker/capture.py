@@ -9,9 +9,10 @@ attribute); a removed directory's whiteout stands for every file below it in the
 a directory removed and made again is "opaque" (an ``overlay.opaque`` attribute): the files
 of the project below it that it no longer holds were deleted. Symlinks and paths the overlay
 refuses cannot be represented and are reported instead of applied. A write or deletion of a
-protected path, or one that takes the speculation over its overlay quota, stops the
-speculation (``ToolStop``) before anything of this command is kept; set-uid, set-gid and
-sticky bits never come out.
+protected path, a name holding a control, bidi or invisible character (``bad_path``: such a
+name would show as something else), or one that takes the speculation over its overlay
+quota, stops the speculation (``ToolStop``) before anything of this command is kept;
+set-uid, set-gid and sticky bits never come out.
 
 A deletion is kept for Tab and for the file tools, but a later command of the same
 speculation still sees the project's file (its view is built from the project and the files
@@ -30,6 +31,7 @@ from overlay import Overlay, OverlayError
 from protocol.protected import protected_reason
 from protocol.runs_later import runs_later_reason
 from protocol.work import Containment
+from worker.gate import bad_path_reason
 from worker.tools.errors import ToolStop
 
 _WHITEOUT_XATTRS = ("user.overlay.whiteout", "trusted.overlay.whiteout")
@@ -84,6 +86,11 @@ def _scan(upper: Path) -> _Scan:
     found = _Scan()
     for dirpath, dirnames, filenames in os.walk(upper):
         dirnames.sort()
+        for name in (*dirnames, *filenames):  # any entry: a directory's name is shown too
+            reason = bad_path_reason((Path(dirpath) / name).relative_to(upper).as_posix())
+            if reason is not None:
+                raise ToolStop(reason, "the command created a file name with a control, "
+                                       "bidi or invisible character")
         here = Path(dirpath)
         if here != upper and _xattr(dirpath, _OPAQUE_XATTRS) == b"y":
             found.opaque.append(here.relative_to(upper).as_posix())

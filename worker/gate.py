@@ -17,7 +17,9 @@ at to the model provider), and so is any write to a protected path
 (``protected_path:<path>``: ``.git/**``, ``.gitattributes``, ``.gitmodules``, ``.specrun/**``
 at any depth, plus the ``protectedPaths`` setting; the rule lives in ``protocol.protected``),
 which could make the user's next ``git status`` run a program or switch specrun's own
-settings.
+settings. A write whose path holds a control, bidi or invisible character
+(``protocol.inert_text.find_hidden``) is a boundary too (``bad_path:<the name, quoted>``):
+such a name would show as something else in every listing, so no speculation creates one.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from typing import Any, Literal, Protocol
 
 from overlay.paths import real_root, resolve_relative
 from protocol.approval import ApprovalMode
+from protocol.inert_text import find_hidden, quote_name
 from protocol.protected import protected_reason
 from protocol.runs_later import runs_later_reason
-from protocol.tools import READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
+from protocol.tools import PATH_ARGUMENTS, READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
 from protocol.work import ToolDecision
 from worker.contain.helper import classifier_bypassed
 from worker.shell.classifier import ShellVerdict, classify
@@ -52,7 +55,7 @@ DENIED_TOOLS = frozenset(
         "web_search",
     }
 )
-PATH_KEYS = ("file_path", "filePath", "path", "notebook_path")
+PATH_KEYS = PATH_ARGUMENTS
 SHELL_REASON_CHARS = 200
 
 
@@ -63,6 +66,15 @@ def read_only_verdict(command: str) -> ShellVerdict:
     if classifier_bypassed():
         return ShellVerdict(read_only=True, reason="test-only: classifier bypassed")
     return classify(command)
+
+
+def bad_path_reason(rel: str) -> str | None:
+    """``bad_path:<rel, quoted>`` if ``rel`` holds a character that a terminal would obey
+    or hide (a control, newline and tab included, a bidi or an invisible format
+    character, an undecodable byte), else None."""
+    if find_hidden(rel) is None:
+        return None
+    return f"bad_path:{quote_name(rel)}"
 
 
 def shell_reason(command: str) -> str:
@@ -153,6 +165,9 @@ def _evaluate(
             return GateDecision("boundary", f"write_tool_no_auto:{name}", args)
         key = path_key(args)
         if key is not None:
+            bad = bad_path_reason(args[key])
+            if bad is not None:
+                return GateDecision("boundary", bad, args)
             for rel in _relative_spellings(overlay, args[key]):
                 reason = protected_reason(rel, protected_paths)
                 if reason is None and runs_later_paths is not None:

@@ -2,16 +2,16 @@
 (``specrun diff``). Both come from the coordinator's applied-set computation, never from a
 worker's claim: one line per created, modified, deleted or mode-changed file; files that run
 later without a key press on a warning line of their own; files git ignores summed up on one
-line; conflicts said plainly.
+line; conflicts said plainly. Names are shown through ``protocol.inert_text.quote_name``.
 """
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from protocol.control import FileChange
+from protocol.inert_text import inert, quote_name
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -20,29 +20,15 @@ _VERB = {"created": "created", "modified": "modified", "deleted": "deleted", "mo
 _STYLE = {"created": "green", "modified": "yellow", "deleted": "red", "mode": "cyan"}
 
 
-def untrusted(text: str) -> str:
-    """Text that did not come from specrun (file names, model text, file contents), made
-    inert for a terminal: every control or format character (ESC, C1, DEL, bidi, zero-width)
-    is shown as its escape instead of acting. The one place this view calls for it."""
-    if not any(unicodedata.category(ch) in ("Cc", "Cf") for ch in text):
-        return text
-    return "".join(
-        ch.encode("unicode_escape").decode("ascii")
-        if unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\t"
-        else ch
-        for ch in text
-    )
-
-
 def change_line(change: FileChange) -> str:
     """``modified src/app.py (+x)``; a conflict adds why Tab refuses it."""
     verb = _VERB[change.status]
     mode = f" ({change.mode})" if change.mode and change.status != "mode" else ""
     if change.status == "mode":
         verb = f"mode {change.mode}"
-    line = f"{verb} {untrusted(change.path)}{mode}"
+    line = f"{verb} {quote_name(change.path)}{mode}"
     if change.conflict:
-        line += f" — conflict: the real file was {change.conflict} since"
+        line += f" — conflict: the real file was {inert(change.conflict)} since"
     return line
 
 
@@ -65,7 +51,7 @@ def runs_later_line(changes: Sequence[FileChange]) -> str:
     later = [c for c in changes if c.runs_later]
     if not later:
         return ""
-    names = ", ".join(untrusted(c.path) for c in later)
+    names = ", ".join(quote_name(c.path) for c in later)
     return f"⚠ runs later without a key press (check before you commit, build or open): {names}"
 
 
