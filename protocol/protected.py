@@ -12,11 +12,12 @@ directory when it is inside the project.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
 import pathspec
+
+from protocol.inert_text import find_hidden
 
 PROTECTED_NAMES = frozenset({".git", ".gitattributes", ".gitmodules", ".specrun"})
 
@@ -35,21 +36,14 @@ def protected_reason(rel: str, extra: Sequence[str] = ()) -> str | None:
     return None
 
 
-def has_control_character(text: str) -> bool:
-    """True if ``text`` holds a C0/C1 control character, DEL, or a Unicode format character
-    (bidi overrides and isolates, zero-width characters): a file name that could rewrite a
-    terminal, or show as another name, when it is printed."""
-    return any(unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
-
-
 def path_problem(rel: object) -> str | None:
     """Why ``rel`` is not a plain project-relative posix path of a file, or None: it must be a
     non-empty string without a leading ``/``, ``.``/``..``/empty components, NUL, or control
     characters, and encodable for the file system."""
     if not isinstance(rel, str) or not rel:
         return "not a path"
-    if has_control_character(rel):
-        return "a control character in the name"
+    if find_hidden(rel) is not None:
+        return "a control, bidi or invisible character in the name"
     if rel.startswith("/") or any(part in ("", ".", "..") for part in rel.split("/")):
         return "not a plain relative path"
     try:

@@ -36,6 +36,7 @@ from overlay.changes import FileChange as OverlayChange
 from overlay.errors import describe_paths
 from overlay.paths import is_inside, real_root
 from protocol.control import FileChange
+from protocol.inert_text import quote_name
 from protocol.protected import path_problem, protected_reason
 from protocol.runs_later import runs_later
 from protocol.work import WrittenFile
@@ -81,18 +82,13 @@ class RefusedReport(overlay.OverlayError):
 
     def __init__(self, refused: Mapping[str, str]) -> None:
         self.refused = dict(refused)
-        detail = describe_paths(f"{_shown(path)}: {why}" for path, why in self.refused.items())
+        detail = describe_paths(f"{quote_name(path)}: {why}" for path, why in self.refused.items())
         count = len(self.refused)
         noun = "a file" if count == 1 else f"{count} files"
         super().__init__(
             f"Nothing was applied because the speculation reported {noun} it may not "
             f"change ({detail})."
         )
-
-
-def _shown(path: str) -> str:
-    """A reported path for a message: ``repr`` when it holds anything unprintable."""
-    return repr(path) if path_problem(path) else path
 
 
 class SpeculationFiles:

@@ -57,6 +57,7 @@ from protocol.control import (
     TurnEndReason,
 )
 from protocol.control import Branch as BranchInfo
+from protocol.inert_text import quote_name
 from protocol.model import ModelClient
 from protocol.suggestion import is_typed_prefix, matches_prompt
 from protocol.work import (
@@ -1044,5 +1045,5 @@ def _describe(spec: Speculation) -> str:
 
 
 def _refused_text(exc: RefusedReport) -> str:
-    refused = describe_paths(f"{path!r}: {why}" for path, why in exc.refused.items())
+    refused = describe_paths(f"{quote_name(path)}: {why}" for path, why in exc.refused.items())
     return f"the speculation reported files it may not change, so nothing was applied ({refused})"
