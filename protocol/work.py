@@ -224,6 +224,9 @@ class ToolFinished(msgspec.Struct, frozen=True, tag="tool_finished"):
     epoch: int
     turn: int
     result: ToolResult
+    # The speculation's files so far, when this tool added or deleted one (else None):
+    # what ``specrun diff`` previews while the speculation runs (checked like a report).
+    written: dict[str, WrittenFile] | None = None
 
 
 class SpeculationOutcome(msgspec.Struct, frozen=True):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from protocol.control import FileChange
+from protocol.control import DiffReply, FileChange
 from protocol.inert_text import inert, quote_name
 
 if TYPE_CHECKING:
@@ -76,3 +76,75 @@ def append_listing(
     summary = ignored_line(ignored, ignored_skipped, applied=applied)
     if summary:
         line.append(f"\n  {summary}", style="bright_black")
+
+
+_STATE = {
+    "running": "still running: what it wrote so far",
+    "completed": "completed: Tab applies this",
+    "boundary": "stopped at a boundary: Tab runs the prompt as a normal turn instead",
+    "failed": "failed: Tab runs the prompt as a normal turn instead",
+    "aborted": "aborted",
+    "accepted": "accepted",
+}
+
+
+def diff_text(reply: DiffReply) -> Text:
+    """``specrun diff``: the header, one line per file with its counts, each file's diff
+    (colored, inert), the runs-later warning, the ignored-files summary, and what Tab would
+    refuse."""
+    from rich.text import Text
+
+    out = Text("What Tab would do with ", style="bold")
+    out.append(f"“{inert(reply.suggestion, multiline=False)}”", style="bold cyan")
+    out.append(f" (rank {reply.rank}; {_STATE[reply.status]})")
+    if reply.refused:
+        out.append(f"\n  {inert(reply.refused)}", style="bold red")
+        return out
+    changes = [f.change for f in reply.files]
+    listed = [f for f in reply.files if not f.change.ignored]
+    if not changes:
+        out.append("\n  no file changes", style="bright_black")
+    for item in listed:
+        line = f"\n  {change_line(item.change)}"
+        if item.binary:
+            line += "  (binary)"
+        elif item.too_large:
+            line += "  (not shown: too large or not a plain file)"
+        elif item.added or item.removed:
+            line += f"  +{item.added} -{item.removed}"
+        out.append(line, style=_STYLE[item.change.status])
+    for item in listed:
+        if item.diff:
+            out.append("\n")
+            out.append_text(_diff_lines(item.diff))
+    warning = runs_later_line(changes)
+    if warning:
+        out.append(f"\n  {warning}", style="bold yellow")
+    summary = ignored_line([c for c in changes if c.ignored], 0, applied=False)
+    if summary:
+        out.append(f"\n  {summary}", style="bright_black")
+    conflicts = [c for c in changes if c.conflict and not c.ignored]
+    if conflicts:
+        names = ", ".join(quote_name(c.path) for c in conflicts)
+        out.append(
+            f"\n  ⚠ Tab would refuse all of it now: {names} changed in the project since "
+            "the speculation read it",
+            style="bold red",
+        )
+    return out
+
+
+def _diff_lines(diff: str) -> Text:
+    from rich.text import Text
+
+    text = Text()
+    for line in diff.splitlines():
+        style = (
+            "bold" if line.startswith(("---", "+++"))
+            else "cyan" if line.startswith("@@")
+            else "green" if line.startswith("+")
+            else "red" if line.startswith("-")
+            else ""
+        )
+        text.append(f"\n{inert(line, multiline=False)}", style=style)
+    return text

@@ -38,6 +38,7 @@ from coordinator.service.cost import Budget
 from coordinator.service.emitter import Emitter
 from coordinator.service.pool import WorkerHandle, WorkerStartError, WorkerState
 from coordinator.service.ports import ForkSource, WorkerJobs
+from coordinator.service.preview import Progress, preview_files, transcript_of
 from coordinator.service.stats import Stats
 from coordinator.service.suggestions import generate_suggestion
 from coordinator.service.transcript import ensure_tool_result_pairing, render_transcript
@@ -47,6 +48,7 @@ from protocol.approval import ApprovalMode
 from protocol.chat import Message, Usage
 from protocol.control import (
     AcceptMethod,
+    DiffReply,
     SkipReason,
     SpeculationInfo,
     SpeculationStatus,
@@ -54,6 +56,7 @@ from protocol.control import (
     SuggestionReply,
     SuppressReason,
     Transcript,
+    TranscriptEntry,
     TurnEndReason,
 )
 from protocol.control import Branch as BranchInfo
@@ -71,6 +74,7 @@ from protocol.work import (
     RunSpeculation,
     SpeculationOutcome,
     ToolFinished,
+    ToolStarted,
     WorkerEvent,
 )
 
@@ -238,6 +242,7 @@ class Speculation:
     pipelined_alternatives: tuple[str, ...] = ()  # with speculationBranches > 1, best first
     pipelined_done: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    progress: Progress = field(default_factory=Progress)  # what its worker reported so far
 
     def move_to(self, status: SpeculationStatus) -> bool:
         """Change the status if ``MOVES`` allows it; False (and no change) if not: a late or
@@ -650,8 +655,14 @@ class SpeculationManager:
             return
         if isinstance(event, ModelText):
             spec.turns = max(spec.turns, event.turn + 1)
+            spec.progress.text(event.turn, event.text)
+        elif isinstance(event, ToolStarted):
+            spec.progress.call(event.turn, event.call)
         elif isinstance(event, ToolFinished):
             spec.tool_uses += 1 if event.result.ok else 0
+            spec.progress.result(event.turn, event.result)
+            if event.written is not None:
+                spec.progress.written = dict(event.written)
         elif isinstance(event, Completed) and spec.status == "running":
             spec.outcome = event.outcome
             spec.turns = event.outcome.turns
@@ -991,13 +1002,21 @@ class SpeculationManager:
 
     # -- reporting & lifecycle ---------------------------------------------------
 
-    def suggestion_reply(self, req_id: int) -> SuggestionReply:
+    def suggestion_reply(self, req_id: int, transcript: int | None = None) -> SuggestionReply:
+        """The suggestion; ``transcript``: the rank of a branch whose speculation so far
+        (text, tool calls and results) the reply carries."""
         current = self.current
         if current is None:
             return SuggestionReply(
                 req_id, None, False, self.last_suppressed, None, pending=self.pending
             )
         branches = tuple(branch.info() for branch in current.branches)
+        entries: tuple[TranscriptEntry, ...] = ()
+        chosen = current.branch(transcript) if transcript is not None else None
+        if chosen is not None and chosen.speculation is not None:
+            spec = chosen.speculation
+            messages = spec.outcome.messages if spec.outcome is not None else None
+            entries = tuple(transcript_of(chosen.text, messages, spec.progress))
         return SuggestionReply(
             req_id,
             current.text,
@@ -1007,7 +1026,25 @@ class SpeculationManager:
             speculation_skipped=current.skipped,
             branches=branches,
             typed=current.typed,
+            transcript=entries,
         )
+
+    async def diff_reply(self, req_id: int, index: int | None, stat: bool) -> DiffReply | None:
+        """What Tab would do now with the branch of rank ``index`` (None: the top live
+        one), computed as accept computes its listing; None if there is no such branch
+        with a speculation."""
+        current = self.current
+        if current is None:
+            return None
+        branch = current.branch(index) if index is not None else current.top
+        spec = branch.speculation if branch is not None else None
+        if branch is None or spec is None or not spec.overlay_dir:
+            return None
+        written = dict(spec.outcome.written_files) if spec.outcome else dict(spec.progress.written)
+        files, refused = await asyncio.to_thread(
+            preview_files, str(self.project_root), spec.overlay_dir, written, self.settings, stat
+        )
+        return DiffReply(req_id, branch.rank, branch.text, spec.status, files, refused)
 
     def stats_reply(self, req_id: int) -> StatsReply:
         # Only a speculation that can still be accepted is undecided; a failed or boundary
