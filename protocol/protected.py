@@ -13,6 +13,7 @@ directory when it is inside the project.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 import pathspec
@@ -31,9 +32,15 @@ def protected_reason(rel: str, extra: Sequence[str] = ()) -> str | None:
         return None
     if any(part in PROTECTED_NAMES for part in parts):
         return f"protected_path:{rel}"
-    if extra and pathspec.GitIgnoreSpec.from_lines(extra).match_file(rel):
+    if extra and _spec(tuple(extra)).match_file(rel):
         return f"protected_path:{rel}"
     return None
+
+
+@lru_cache(maxsize=16)
+def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    """Compiled once per pattern list: a report of 700 cache files asks 700 times."""
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 
 def path_problem(rel: object) -> str | None:
