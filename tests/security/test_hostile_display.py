@@ -146,7 +146,7 @@ def test_accept_shows_the_envrc_and_the_hiding_text_escaped(
     assert "Done." + inert(UP_ERASE) in shown
     assert "Clip" + inert(OSC52) in shown and "Flip\\u202e" in shown
     assert "file_path: .envrc" in shown  # the tool box that the text tried to erase
-    assert "wrote .envrc" in shown
+    assert "created .envrc" in shown and "runs later without a key press" in shown
     assert (runner.project / ".envrc").exists()
 
 
