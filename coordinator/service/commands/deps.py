@@ -22,6 +22,7 @@ from protocol.chat import ToolCall
 from protocol.control import (
     AcceptMethod,
     ContextInfo,
+    DiffReply,
     StatsReply,
     SuggestionReply,
     TurnEndReason,
@@ -100,7 +101,13 @@ class SpeculationControl(Protocol):
 
     async def wait_settled(self, timeout_s: float) -> None: ...
 
-    def suggestion_reply(self, req_id: int) -> SuggestionReply: ...
+    def suggestion_reply(
+        self, req_id: int, transcript: int | None = None
+    ) -> SuggestionReply: ...
+
+    async def diff_reply(
+        self, req_id: int, index: int | None, stat: bool
+    ) -> DiffReply | None: ...
 
     def stats_reply(self, req_id: int) -> StatsReply: ...
 
