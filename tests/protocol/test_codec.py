@@ -35,12 +35,15 @@ REQUESTS = [
     control.AcceptRequest(5, "tab"),
     control.RejectRequest(6),
     control.ResetRequest(7),
+    control.CompactRequest(7),
     control.WorkersRequest(8),
     control.StatsRequest(9),
     control.KillWorkerRequest(10, 1234),
     control.ApprovalAnswer(11, 3, "c1", True),
     control.CancelRequest(12, 3),
     control.TypedRequest(13, "run the"),
+    control.DiffRequest(14, 1, stat=True),
+    control.SuggestionRequest(15, transcript=0),
 ]
 REPLIES = [
     control.ErrorReply(1, "bad_request", "no."),
@@ -62,6 +65,7 @@ REPLIES = [
         (INFO,),
         True,
         True,
+        context=control.ContextInfo(32768, "endpoint", 1200, 0.8, 0),
     ),
     control.SuggestionReply(5, "run the tests", True, None, SPEC_INFO),
     control.StatsReply(
@@ -85,6 +89,7 @@ REPLIES = [
     control.Notice(10, "fyi"),
     control.Transcript(11, (control.TranscriptEntry("user", "x"),), ("a.py",), 1.5),
     control.TurnEnded(12, "completed"),
+    control.DiffReply(13, 0, "tidy", "completed", refused="Nothing was applied."),
 ]
 JOBS = [
     work.RunSpeculation(
@@ -107,6 +112,9 @@ EVENTS = [
     work.ModelText("s1", 9, 0, "hi"),
     work.ToolStarted("s1", 9, 0, CALL, "allow"),
     work.ToolFinished("s1", 9, 0, RESULT),
+    work.ToolFinished(
+        "s1", 9, 1, RESULT, written={"a.py": work.WrittenFile("/tmp/o/a.py", deleted=True)}
+    ),
     work.Boundary("s1", 9, "shell:rm -rf x", OUTCOME),
     work.Completed("s1", 9, OUTCOME),
     work.PipelinedSuggestion("s1", 9, "commit this"),
@@ -245,6 +253,20 @@ FILLED = {
         ),
         control.Transcript(
             5, (control.TranscriptEntry("tool", "out", "read_file", "", "success"),), (), 0.0
+        ),
+        control.DiffReply(
+            7, 0, "tidy", "running",
+            (control.FileDiff(control.FileChange("a", "created"), "+x\n", added=1),),
+        ),
+        control.Transcript(
+            6, (), ("a", "b", "c", "d"), 0.0,
+            changes=tuple(
+                control.FileChange(path, status, runs_later=path == "b", ignored=path == "c")
+                for path, status in zip(
+                    "abcd", ("created", "modified", "deleted", "mode"), strict=True
+                )
+            ),
+            ignored_skipped=1,
         ),
     ],
     "worker event": [
