@@ -12,12 +12,11 @@ from typing import Any
 
 import pytest
 
-from overlay import Overlay
+from overlay import Overlay, beneath
 from protocol.tools import READ_TOOLS
 from tests.worker.tool_calls import call, err, ok
 from worker.gate import evaluate
 from worker.tools import TOOLS, DirectAccess, OverlayAccess, ToolContext, ToolStop
-from worker.tools import reach as reach_module
 from worker.tools.reach import Reach, read_boundary
 from worker.tools.rg import rg_binary
 
@@ -232,7 +231,7 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(
     secret = tmp_path / "outside" / "id_rsa"
     for without_openat2 in (False, True):
         if without_openat2:  # the per-component O_NOFOLLOW walk of kernels before 5.6
-            monkeypatch.setattr(reach_module, "_HAS_OPENAT2", [False])
+            monkeypatch.setattr(beneath, "_openat2_works", False)
         (root / "swap.txt").write_text("plain\n")
         assert reach.read_bytes(root / "swap.txt") == b"plain\n"
         # links that stay inside are followed, as a file or as a directory on the way
@@ -253,7 +252,7 @@ def test_a_link_swapped_in_after_the_check_is_not_followed(
         os.rename(root / "sub", root / "sub.old")
         (root / "sub").symlink_to(tmp_path / "outside" / "dir")
         with pytest.raises(OSError):
-            reach_module.open_beneath(root, "sub/creds.txt")
+            beneath.open_beneath(str(root), "sub/creds.txt")
         with pytest.raises(OSError):
             reach.read_bytes(root / "sub" / "creds.txt")
         (root / "sub").unlink()

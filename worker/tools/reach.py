@@ -15,18 +15,16 @@ project: ``.specrun/`` at the root and the memory directories (wherever they are
   state, skipped and recorded (:class:`Skipped`) so the result can name it; the private
   directories themselves are left out silently.
 * Content is only ever read through :meth:`Reach.open`: the resolved path is opened below
-  the root with ``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`` (or a walk opening one
-  component at a time with ``O_NOFOLLOW`` where ``openat2`` is missing), so a link swapped in
-  after the check fails the open instead of leading out.
+  the root by ``overlay.beneath.open_beneath`` (``openat2(RESOLVE_BENEATH |
+  RESOLVE_NO_SYMLINKS)``, or a walk opening one component at a time with ``O_NOFOLLOW``
+  where ``openat2`` is missing), so a link swapped in after the check fails the open
+  instead of leading out.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import functools
 import os
-import platform
 import stat
 import threading
 import weakref
@@ -35,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from overlay.beneath import open_beneath
 from worker.tools.errors import ToolStop
 
 __all__ = [
@@ -42,7 +41,6 @@ __all__ = [
     "Place",
     "Reach",
     "Skipped",
-    "open_beneath",
     "read_boundary",
 ]
 
@@ -53,104 +51,9 @@ Place = Literal["inside", "outside", "private"]
 
 PATH_KEYS = ("file_path", "filePath", "path", "notebook_path")
 
-# openat2(2): the syscall number is the same on every architecture that has it.
-_SYS_OPENAT2 = 437
-_RESOLVE_NO_MAGICLINKS = 0x02
-_RESOLVE_NO_SYMLINKS = 0x04
-_RESOLVE_BENEATH = 0x08
-
-
-class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
-
-
-_HOW_SIZE = ctypes.sizeof(_OpenHow)
-
-
-@functools.cache
-def _syscall() -> Any:
-    if platform.system() != "Linux":
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return libc.syscall
-
-
-_HAS_OPENAT2: list[bool] = []
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK
 """O_NONBLOCK: a FIFO in the tree fails its read (EAGAIN) instead of hanging the tool;
 regular files ignore it."""
-
-
-@functools.cache
-def _how(flags: int) -> _OpenHow:
-    return _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
-
-
-def _openat2(dir_fd: int, rel: str, flags: int) -> int | None:
-    """``openat2`` below ``dir_fd`` following no symlink at all; ``None`` where the kernel
-    (or a filter) does not have the syscall."""
-    if _HAS_OPENAT2 and not _HAS_OPENAT2[0]:
-        return None
-    syscall = _syscall()
-    if syscall is None:
-        return None
-    how = _how(flags)
-    fd = int(
-        syscall(
-            ctypes.c_long(_SYS_OPENAT2),
-            ctypes.c_long(dir_fd),
-            os.fsencode(rel),
-            ctypes.byref(how),
-            ctypes.c_size_t(_HOW_SIZE),
-        )
-    )
-    if fd >= 0:
-        if not _HAS_OPENAT2:
-            _HAS_OPENAT2.append(True)
-        return fd
-    err = ctypes.get_errno()
-    if err in (errno.ENOSYS, errno.EPERM) and not _HAS_OPENAT2:
-        _HAS_OPENAT2.append(False)  # absent, or refused by a seccomp filter: walk instead
-        return None
-    raise OSError(err, os.strerror(err), rel)
-
-
-def _walk_open(dir_fd: int, rel: str, flags: int) -> int:
-    """What ``openat2`` does, one component at a time: every directory and the file itself
-    opened with ``O_NOFOLLOW`` below ``dir_fd``, so no symlink is followed anywhere."""
-    parts = [p for p in rel.split("/") if p not in ("", ".")]
-    if not parts or ".." in parts:
-        raise OSError(errno.EXDEV, "path leaves the directory it is opened below", rel)
-    current = os.dup(dir_fd)
-    try:
-        for part in parts[:-1]:
-            inner = os.open(
-                part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current
-            )
-            os.close(current)
-            current = inner
-        return os.open(parts[-1], flags | os.O_NOFOLLOW, dir_fd=current)
-    finally:
-        os.close(current)
-
-
-def open_beneath(directory: str | os.PathLike[str] | int, rel: str) -> int:
-    """A read-only (non-blocking) descriptor for ``rel`` below ``directory`` (a path or an
-    open directory descriptor), reached without following any symlink (``ELOOP`` if one is
-    in the way, ``EXDEV`` for ``..``)."""
-    if isinstance(directory, int):
-        return _open_below(directory, rel)
-    base = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        return _open_below(base, rel)
-    finally:
-        os.close(base)
-
-
-def _open_below(base: int, rel: str) -> int:
-    fd = _openat2(base, rel, _READ_FLAGS)
-    return fd if fd is not None else _walk_open(base, rel, _READ_FLAGS)
 
 
 def _within(path: str, top: str) -> bool:
@@ -274,16 +177,16 @@ class Reach:
         if text.startswith(below):
             # A file the walk found: usually no link anywhere in its path below the root.
             try:
-                return open_beneath(self._root_fd(), text[len(below) :])
+                return open_beneath(self._root_fd(), text[len(below) :], _READ_FLAGS)
             except OSError as exc:
                 # A link on the way (ENOTDIR: the O_NOFOLLOW walk met one as a directory).
-                if exc.errno not in (errno.ELOOP, errno.EXDEV, errno.ENOTDIR):
+                if exc.errno not in (errno.ELOOP, errno.EXDEV, errno.ENOTDIR, errno.EINVAL):
                     raise
         real = os.path.realpath(text)
         if self.is_private(real):
             raise OSError(errno.EACCES, "specrun's own state is not read", text)
         if real.startswith(below):
-            return open_beneath(self._root_fd(), real[len(below) :])
+            return open_beneath(self._root_fd(), real[len(below) :], _READ_FLAGS)
         if self.anywhere:
             return os.open(real, _READ_FLAGS | os.O_NOFOLLOW)
         raise OSError(errno.EXDEV, "the path leads outside the project", text)
