@@ -42,7 +42,7 @@ from protocol.control import (
     TurnEnded,
     WorkerInfo,
 )
-from protocol.inert_text import inert, inert_json, quote_name
+from protocol.inert_text import find_hidden, inert, inert_json, quote_name
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -82,7 +82,8 @@ def inert_console_class() -> type[Console]:
     class InertConsole(Console):
         def _render_buffer(self, buffer: Iterable[Segment]) -> str:
             return super()._render_buffer(
-                segment if segment.control else Segment(inert(segment.text), segment.style)
+                segment if segment.control or find_hidden(segment.text, allow="\t\n") is None
+                else Segment(inert(segment.text), segment.style)
                 for segment in buffer
             )
 
