@@ -23,6 +23,7 @@ from typing import Any
 
 import multiprocess
 import multiprocess.forkserver
+import multiprocess.resource_tracker
 import multiprocess.spawn
 import multiprocess.util
 import psutil
@@ -93,6 +94,22 @@ if not getattr(multiprocess.spawn.get_preparation_data, "_specrun", False):
     multiprocess.spawn.get_preparation_data = _without_main(multiprocess.spawn.get_preparation_data)
     multiprocess.spawn.get_preparation_data._specrun = True
 
+
+def _without_resource_tracker() -> None:
+    """Keep ``multiprocess`` from starting its resource tracker (a whole interpreter, about
+    10 MB) next to the fork server.
+
+    The tracker only unlinks named semaphores and shared memory that a crashed process
+    leaked; specrun creates neither (no multiprocess locks, queues or shared memory: workers
+    talk over ZeroMQ). ``multiprocess`` starts it anyway, and hands its pipe to the fork
+    server and every worker, unless a pipe is already there: give it ``/dev/null``. Its
+    liveness probe then succeeds and a registration (there is none) would go nowhere."""
+    tracker = multiprocess.resource_tracker._resource_tracker
+    if tracker._fd is None:
+        tracker._fd = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+
+
+_without_resource_tracker()
 
 _DEPARTED_S = 10.0
 _MAX_EARLY_HELLOS = 16
