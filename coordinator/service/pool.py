@@ -60,6 +60,7 @@ PRELOAD = [
     "worker.gate",
     "worker.shell",
     "bashlex",
+    "worker.preloaded",  # last: returns the heap the imports above freed
 ]
 
 
