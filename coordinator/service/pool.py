@@ -36,7 +36,14 @@ from protocol import codec
 from protocol.chat import ToolSpec
 from protocol.control import JobKind, WorkerInfo, WorkerSandbox, WorkerState
 from protocol.endpoints import make_router
-from protocol.work import Heartbeat, Hello, LayerStatus, WorkerEvent, WorkerJob
+from protocol.work import (
+    PROJECT_ROOT_ENV,
+    Heartbeat,
+    Hello,
+    LayerStatus,
+    WorkerEvent,
+    WorkerJob,
+)
 
 log = logging.getLogger("specrun.pool")
 
@@ -60,7 +67,7 @@ PRELOAD = [
     "worker.gate",
     "worker.shell",
     "bashlex",
-    "worker.preloaded",  # last: returns the heap the imports above freed
+    "worker.preloaded",  # last: the project listed for git, the freed heap given back
 ]
 
 
@@ -173,8 +180,10 @@ class WorkerPool:
         heartbeat_s: float = 1.0,
         hang_after_s: float = 5.0,
         start_timeout_s: float = 15.0,
+        project_root: str | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self.project_root = project_root
         self.epoch = epoch
         self.size = max(0, size)
         self.heartbeat_s = heartbeat_s
@@ -212,7 +221,10 @@ class WorkerPool:
         once. It imports the worker modules (``PRELOAD``) and probes the containment
         profile in its own process (about a second): started first, that overlaps what
         this process does next (the service's own imports and set-up) instead of
-        following it."""
+        following it. With ``project_root`` the fork server also lists the project's
+        directories for the git hazard check (``worker.preloaded``)."""
+        if self.project_root is not None:
+            os.environ[PROJECT_ROOT_ENV] = self.project_root  # the fork server's environment
         multiprocess.forkserver.ensure_running()
 
     async def start(self, *, wait_warm: bool = True) -> None:

@@ -98,6 +98,7 @@ class Service:
             size=settings.worker_pool,
             heartbeat_s=heartbeat_s,
             hang_after_s=max(settings.hang_after_ms / 1000, heartbeat_s * 3),
+            project_root=str(self.project_root),
         )
         self.model_server: ScriptedModelServer | None = None  # the embedded model, if used
         self.base_url = ""
