@@ -15,7 +15,6 @@
 
 import contextlib
 import ctypes
-import ctypes.util
 import gc
 import os
 
@@ -28,6 +27,6 @@ if _project:
         git_entries(_project)
 
 gc.collect()
-_libc = ctypes.util.find_library("c")
-if _libc is not None:
-    ctypes.CDLL(_libc).malloc_trim(0)
+_trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc's; musl has none
+if _trim is not None:
+    _trim(0)

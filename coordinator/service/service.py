@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import ctypes.util
 import gc
 import io
 import logging
@@ -196,9 +195,9 @@ class Service:
         freed pages back: about 1.5 MB of an idle service's memory, measured."""
         await self.pool.wait_warm()
         gc.collect()
-        libc = ctypes.util.find_library("c")
-        if libc is not None:
-            ctypes.CDLL(libc).malloc_trim(0)
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc's; musl has none
+        if trim is not None:
+            trim(0)
 
     async def _shutdown(self) -> None:
         log.info("stopping")
