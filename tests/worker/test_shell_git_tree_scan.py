@@ -77,6 +77,14 @@ def test_finds_every_entry_and_not_inside_git_or_through_symlinks(tmp_path: Path
     }
 
 
+def test_a_symlinked_root_is_scanned_as_its_target(tmp_path: Path) -> None:
+    root = tree(tmp_path / "p", dirs=3)
+    (root / "a1" / "b1" / ".gitattributes").write_text("")
+    (tmp_path / "link").symlink_to(root)
+    found = git_entries(str(tmp_path / "link"))
+    assert rel(root, found.attributes) == {"a1/b1/.gitattributes"}
+
+
 def test_a_missing_root_holds_nothing(tmp_path: Path) -> None:
     assert git_entries(str(tmp_path / "absent")).directories == 0
 

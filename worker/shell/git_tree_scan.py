@@ -61,7 +61,7 @@ def git_entries(root: str) -> GitEntries:
     """Every ``.git`` and ``.gitattributes`` under ``root`` (not inside a ``.git``), not
     following symlinks (git does not follow them either). A missing ``root`` holds nothing;
     any other directory that cannot be read raises ``OSError``: the caller fails closed."""
-    root = os.path.abspath(root)
+    root = os.path.realpath(root)  # a symlinked project is its target, as git sees it
     if not os.path.lexists(root):
         return GitEntries((), (), 0, 0)
     known = _memory.pop(root, {})
