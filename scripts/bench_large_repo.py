@@ -185,7 +185,7 @@ def scenario() -> dict[str, Any]:
 
 
 def family_pss(pid: int) -> dict[str, float]:
-    """PSS in MB of the service and every process below it, by role."""
+    """PSS in MB of the service and of every process below it, by pid."""
     out: dict[str, float] = {}
     proc = psutil.Process(pid)
     for p in [proc, *proc.children(recursive=True)]:
