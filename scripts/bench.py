@@ -345,7 +345,10 @@ def bench_large_repo(quick: bool, rows: list[Row]) -> None:
     size = f"{files // 1000}k files"
     for what, big, small, bare in large.table(report):
         note = f"bare on the {size}: {bare:,.0f} ms, {big / bare:.2f}x" if bare == bare else ""
-        name = what if what.startswith("hazard") else f"{what} in a speculation"
+        name = {
+            "speculation start": "speculation start (suggestion -> first request)",
+            "accept": "accept (Tab -> file on disk)",
+        }.get(what, what if what.startswith("hazard") else f"{what} in a speculation")
         rows.append(
             Row(f"{name} ({size})", big, "ms", "same on 2k files", small, "bench_large_repo", note)
         )
