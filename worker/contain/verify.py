@@ -197,6 +197,17 @@ def _probes(helper: SandboxHelper, t: _Targets) -> list[Check]:
         detail = result.stdout.strip() or _first_error(result)
         return held, detail if held else "the socket was reached"
 
+    def socket_family(families: str) -> Callable[[], tuple[bool, str]]:
+        def attempt() -> tuple[bool, str]:
+            result = run(f'python3 -c "{SOCKETS}" {families}')
+            lines = result.stdout.strip().splitlines()
+            held = result.exit_code == 0 and len(lines) == len(families.split()) and all(
+                "refused" in line for line in lines
+            )
+            return held, "; ".join(lines) or _first_error(result)
+
+        return attempt
+
     def signals() -> tuple[bool, str]:
         received: list[int] = []
         with _catching_usr1(received):
@@ -234,6 +245,8 @@ def _probes(helper: SandboxHelper, t: _Targets) -> list[Check]:
     probe("filesystem", f"read {t.home_secret.name} in $HOME", home_read)
     probe("filesystem", "write a file in $HOME and in the host's /tmp", home_and_tmp_write)
     probe("network", f"TCP connect to 127.0.0.1:{t.port}", tcp)
+    probe("network", "create a vsock socket (the hypervisor on a VM)", socket_family("vsock"))
+    probe("network", "create raw and packet sockets", socket_family("raw packet"))
     probe("ipc_signals", "connect to a unix socket in the runtime directory", unix)
     probe("ipc_signals", "SIGUSR1 to the verifying process", signals)
     probe("limits", "busy loop with a 1 s CPU limit", cpu)
@@ -255,6 +268,19 @@ FORK_400 = (
     "        print('REFUSED after', n, 'processes:', e.strerror); break\n"
     "else:\n"
     "    print('400 processes started')"
+)
+
+
+# Tries to create each named kind of socket; one line per kind.
+SOCKETS = (
+    "import socket, sys\n"
+    "kinds = {'vsock': (40, 1, 0), 'raw': (2, 3, 1), 'packet': (17, 3, 0)}\n"
+    "for name in sys.argv[1:]:\n"
+    "    try:\n"
+    "        socket.socket(*kinds[name]).close()\n"
+    "        print(name, 'socket created')\n"
+    "    except OSError as e:\n"
+    "        print(name, 'refused:', e.strerror)"
 )
 
 
