@@ -17,6 +17,7 @@ callers that are not a preloaded single-threaded worker: the test suite and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import select
@@ -35,7 +36,7 @@ import msgspec
 from overlay.paths import ensure_private_base, ensure_private_dir, make_private_dir
 from overlay.sweep import release_pid_dir
 from protocol.work import CommandLimits, LayerStatus
-from worker.contain import mounts, probe, spawn
+from worker.contain import cgroup, mounts, probe, spawn
 from worker.contain.limits import pid_namespace_cap
 from worker.contain.spawn import (
     ALL_LAYERS,
@@ -100,9 +101,25 @@ class _Server:
         self.prepared: dict[str, tuple[str, ...]] = {}  # project -> its submounts
         self.counter = itertools.count(1)
         self.bash = shutil.which("bash", path=READ_ONLY_PATH)
+        # the speculation's control group (``worker.contain.cgroup``), where one can be made
+        self.group: cgroup.Group | None = None
+        self.group_fds: tuple[int, ...] = ()
+        self.group_limits: CommandLimits | None = None
+        self.group_error: str | None = None
+
+    def _make_group(self) -> None:
+        """Before the user namespace: the group is made and opened with our own rights."""
+        try:
+            self.group = cgroup.create(CommandLimits())
+            if self.group is not None:
+                self.group_fds = tuple(cgroup.open_joiners(self.group))
+                self.group_limits = CommandLimits()
+        except OSError as exc:
+            self.group_error = f"the speculation's control group could not be made: {exc}"
 
     def _setup(self) -> None:
         self.ready = True
+        self._make_group()
         try:
             mounts.enter_user_namespace()
             self.network = mounts.empty_network_namespace()
@@ -140,9 +157,15 @@ class _Server:
             return probe.report("exec", detail or "the probe command failed", False)
         pid_cap = reply.result.stdout.strip() == str(pid_namespace_cap(request.limits.processes))
         shutil.rmtree(project, ignore_errors=True)
-        return probe.report(None, "", pid_cap)
+        return probe.report(None, "", pid_cap, group=self.group is not None)
 
     def close(self) -> None:
+        for fd in self.group_fds:
+            os.close(fd)
+        self.group_fds = ()
+        if self.group is not None:
+            cgroup.remove(self.group)
+            self.group = None
         if self.own is None or self.parent is None:
             return
         if self.prepared:
@@ -156,6 +179,8 @@ class _Server:
             self._setup()
         if self.setup_error is not None:
             return Reply(unavailable_layer="namespaces", error=self.setup_error)
+        if self.group_error is not None and request.layers.limits:
+            return Reply(unavailable_layer="limits", error=self.group_error)
         if check and request.mode == "read_only" and not classifier_bypassed():
             from worker.shell.classifier import classify
 
@@ -201,16 +226,38 @@ class _Server:
             capture_work=None if work is None else str(work),
             submounts=self.prepared.get(project, ()),
         )
-        profile = Profile(view, self.mount_point, request.limits, request.layers, self.network)
+        group = self.group if request.layers.limits else None
+        if group is not None and request.limits != self.group_limits:
+            try:
+                cgroup.update(group, request.limits)
+            except OSError as exc:
+                detail = f"setting the group's limits failed: {exc}"
+                raise ContainmentUnavailable("limits", detail) from exc
+            self.group_limits = request.limits
+        profile = Profile(
+            view,
+            self.mount_point,
+            request.limits,
+            request.layers,
+            self.network,
+            group_fds=self.group_fds if group is not None else (),
+            pids_by_group=group is not None and cgroup.covers("pids"),
+        )
         tmp = "/tmp" if request.layers.filesystem else str(scratch)
         env = {**read_only_environment(), "HOME": tmp, "TMPDIR": tmp}
         if self.bash is None:
             return Reply(error="bash was not found")
         argv = [self.bash, "--noprofile", "--norc", "-c", request.command]
         cwd = os.path.realpath(request.cwd)
+        before = cgroup.events(group) if group is not None else {}
         result = run_contained(
             argv, cwd, env, profile, request.timeout_s, request.output_cap
         )
+        if group is not None:
+            after = cgroup.events(group)
+            hits = [k for k in ("memory", "processes") if after.get(k, 0) > before.get(k, 0)]
+            if hits:
+                result = dataclasses.replace(result, limit=hits[0])
         return Reply(result=result)
 
 
@@ -245,6 +292,8 @@ def serve(sock: socket.socket) -> None:
         sys.stderr.write(f"specrun: {BYPASS_CLASSIFIER_ENV} is set (test-only)\n")
     decoder = msgspec.msgpack.Decoder(Request)
     encoder = msgspec.msgpack.Encoder()
+    with contextlib.suppress(OSError):  # groups of helpers killed since the last start
+        cgroup.sweep()
     server = _Server()
     try:
         while True:
