@@ -74,10 +74,16 @@ class Request(msgspec.Struct, frozen=True):
     output_cap: int
     mode: Mode = "read_only"
     overlay_dir: str | None = None
-    # captured mode: the command's writes land in <capture_dir>/upper
+    # captured mode: the command's writes land in <capture_dir>/upper, on a file system
+    # of its own that holds at most capture_bytes and capture_inodes (the quota left)
     capture_dir: str | None = None
+    capture_bytes: int = 256 << 20
+    capture_inodes: int = 4000
     limits: CommandLimits = msgspec.field(default_factory=CommandLimits)
     layers: Layers = ALL_LAYERS
+
+
+CaptureFull = Literal["overlay_bytes", "overlay_files"]
 
 
 class Reply(msgspec.Struct, frozen=True):
@@ -85,6 +91,41 @@ class Reply(msgspec.Struct, frozen=True):
     unavailable_layer: str | None = None
     error: str | None = None
     layers: tuple[LayerStatus, ...] = ()
+    # captured mode: a descriptor of the capture file system follows the reply (SCM_RIGHTS)
+    capture_fd: bool = False
+    # ...and it was full when the command ended (the command ran out of quota)
+    capture_full: CaptureFull | None = None
+
+
+# A capture file system counts as full with less than this left (a write that failed
+# leaves less than a page; overlayfs gives up a copy-up that does not fit).
+_FULL_BYTES = 64 << 10
+
+
+@dataclass
+class Captured:
+    """A captured command's result and its writes: ``root`` is the capture file system
+    (``upper/`` holds what the command wrote), readable through a descriptor the helper
+    passed; it is freed when ``close`` drops the last reference."""
+
+    result: ShellResult
+    fd: int
+    full: CaptureFull | None = None
+
+    @property
+    def root(self) -> Path:
+        return Path(f"/proc/self/fd/{self.fd}")
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Captured:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
 
 class _Server:
@@ -106,6 +147,7 @@ class _Server:
         self.group_fds: tuple[int, ...] = ()
         self.group_limits: CommandLimits | None = None
         self.group_error: str | None = None
+        self.capture_fd: int | None = None  # passed with the reply, then closed
 
     def _make_group(self) -> None:
         """Before the user namespace: the group is made and opened with our own rights."""
@@ -211,13 +253,46 @@ class _Server:
                 self.prepared[project] = mounts.submounts_below(project)
             except Exception as exc:
                 raise ContainmentUnavailable("filesystem", str(exc)) from exc
-        upper = work = None
+        upper = work = capture = None
         if request.mode == "captured":
             if request.capture_dir is None:
                 return Reply(error="a captured command needs a capture directory")
-            upper, work = Path(request.capture_dir) / "upper", Path(request.capture_dir) / "work"
-            upper.mkdir(parents=True, exist_ok=True)
-            work.mkdir(parents=True, exist_ok=True)
+            capture = Path(request.capture_dir)
+            capture.mkdir(parents=True, exist_ok=True)
+            try:
+                mounts.mount_capture_space(
+                    str(capture), request.capture_bytes, request.capture_inodes
+                )
+            except OSError as exc:
+                raise ContainmentUnavailable("filesystem", f"the capture space: {exc}") from exc
+            try:
+                upper, work = capture / "upper", capture / "work"
+                upper.mkdir()
+                work.mkdir()
+                reply = self._run_in(request, scratch, project, upper, work)
+                return self._hand_over(capture, reply)
+            finally:
+                with contextlib.suppress(OSError):
+                    mounts.detach(str(capture))
+        return self._run_in(request, scratch, project, upper, work)
+
+    def _hand_over(self, capture: Path, reply: Reply) -> Reply:
+        """Keep a descriptor of the capture space for the worker (sent after the reply);
+        say whether the command filled it."""
+        if reply.result is None:
+            return reply
+        info = os.statvfs(capture)
+        full: CaptureFull | None = None
+        if info.f_favail == 0:
+            full = "overlay_files"
+        elif info.f_bavail * info.f_frsize < _FULL_BYTES:
+            full = "overlay_bytes"
+        self.capture_fd = os.open(capture, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return Reply(result=reply.result, capture_fd=True, capture_full=full)
+
+    def _run_in(
+        self, request: Request, scratch: Path, project: str, upper: Path | None, work: Path | None
+    ) -> Reply:
         view = mounts.View(
             project=project,
             scratch=str(scratch),
@@ -312,6 +387,12 @@ def serve(sock: socket.socket) -> None:
             except msgspec.DecodeError as exc:
                 reply = Reply(error=f"bad request: {exc}")
             send_frame(sock, encoder.encode(reply))
+            if server.capture_fd is not None:
+                try:
+                    socket.send_fds(sock, [b"F"], [server.capture_fd])
+                finally:
+                    os.close(server.capture_fd)
+                    server.capture_fd = None
     finally:
         server.close()
 
@@ -374,19 +455,51 @@ class SandboxHelper:
             self.layers = probe.report("namespaces", "the sandbox helper did not start", False)
         return self.layers
 
-    def run(self, request: Request) -> ShellResult:
-        """Run one command. Raises ``ContainmentUnavailable`` (nothing ran) or
-        ``RuntimeError`` (refused, or the helper is gone)."""
+    def _exchange(self, request: Request) -> tuple[Reply, list[int]]:
+        """Send one request, read its reply and the descriptor that may follow it."""
         encoded = msgspec.msgpack.encode(request)
+        fds: list[int] = []
+        reply: Reply | None = None
         with self._lock:
             try:
                 send_frame(self.sock, encoded)
                 frame = recv_frame(self.sock)
+                if frame:
+                    reply = msgspec.msgpack.decode(frame, type=Reply)
+                if reply is not None and reply.capture_fd:
+                    _msg, fds, _flags, _addr = socket.recv_fds(self.sock, 1, 1)
             except OSError:
-                frame = b""
-        if not frame:
+                reply = None
+        if reply is None:
+            for fd in fds:
+                os.close(fd)
             raise RuntimeError("the sandbox helper is gone")
-        reply = msgspec.msgpack.decode(frame, type=Reply)
+        return reply, fds
+
+    def run(self, request: Request) -> ShellResult:
+        """Run one command. Raises ``ContainmentUnavailable`` (nothing ran) or
+        ``RuntimeError`` (refused, or the helper is gone)."""
+        reply, fds = self._exchange(request)
+        for fd in fds:  # a captured command's writes: only run_captured keeps them
+            os.close(fd)
+        return self._result(reply)
+
+    def run_captured(self, request: Request) -> Captured:
+        """Run one command in captured mode; the caller closes what it returns. Raises like
+        ``run``."""
+        reply, fds = self._exchange(request)
+        try:
+            result = self._result(reply)
+            if len(fds) != 1:
+                raise RuntimeError("the sandbox helper did not pass the capture space")
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return Captured(result, fds[0], reply.capture_full)
+
+    @staticmethod
+    def _result(reply: Reply) -> ShellResult:
         if reply.unavailable_layer is not None:
             raise ContainmentUnavailable(reply.unavailable_layer, reply.error or "")
         if reply.result is None:

@@ -374,3 +374,16 @@ def is_overlayfs(path: str) -> bool:
     if libc.statfs(path.encode(), ctypes.byref(buf)) != 0:
         return False
     return (buf.f_type & 0xFFFFFFFF) == OVERLAYFS_MAGIC
+
+
+def mount_capture_space(path: str, size_bytes: int, inodes: int) -> None:
+    """A tmpfs on ``path`` (in the helper's mount namespace) that holds at most
+    ``size_bytes`` and ``inodes``: a captured command's upper layer lives there, so what
+    it writes can never take more of the host than the quota left."""
+    options = f"size={max(size_bytes, 4096)},nr_inodes={max(inodes, 8)},mode=0700"
+    _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+
+
+def detach(path: str) -> None:
+    """Unmount ``path`` lazily: whoever still holds a descriptor inside it keeps it."""
+    _check(_libc().umount2(path.encode(), _MNT_DETACH), f"umount {path}")
