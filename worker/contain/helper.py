@@ -54,7 +54,9 @@ read-only, so tests can show that the containment holds on its own. Never read f
 settings or the wire; a helper with it set says so on stderr."""
 
 SANDBOX_DIR = "sandbox"
-"""The helper's directory (its commands' mount point) inside the worker's per-pid dir."""
+"""The helper's directory (its commands' mount point) inside the worker's per-pid dir. A
+helper started in a fresh interpreter (``SandboxHelper.start``: tests, ``--verify``) adds
+its own pid, since one process may start several."""
 _MAX_MESSAGE = 64 << 20
 _HEADER = struct.Struct("!I")
 # "verify": the hostile probes of `specrun sandbox --verify`, run without asking the classifier;
@@ -132,7 +134,8 @@ class _Server:
     """The helper's state. Nothing is set up until the first request: most workers never
     run a shell command, and a worker's start should not pay for namespaces."""
 
-    def __init__(self) -> None:
+    def __init__(self, dir_name: str = SANDBOX_DIR) -> None:
+        self.dir_name = dir_name
         self.ready = False
         self.setup_error: str | None = None
         self.network: int | None = None
@@ -170,7 +173,7 @@ class _Server:
         # Under the worker's per-pid directory, so whoever cleans up after the worker
         # (the worker itself, the pool, the sweep) takes the mount point along.
         self.parent = ensure_private_dir(ensure_private_base() / str(os.getppid()))
-        self.own = make_private_dir(self.parent / SANDBOX_DIR, replace_stale=True)
+        self.own = make_private_dir(self.parent / self.dir_name, replace_stale=True)
         self.mount_point = str(self.own / "root")
         os.mkdir(self.mount_point, 0o700)
         spawn.prepare()
@@ -361,7 +364,7 @@ def recv_frame(sock: socket.socket) -> bytes:
     return _recv_exact(sock, size)
 
 
-def serve(sock: socket.socket) -> None:
+def serve(sock: socket.socket, dir_name: str = SANDBOX_DIR) -> None:
     """Answer requests until the other end closes. Single-threaded."""
     if classifier_bypassed():
         sys.stderr.write(f"specrun: {BYPASS_CLASSIFIER_ENV} is set (test-only)\n")
@@ -369,7 +372,7 @@ def serve(sock: socket.socket) -> None:
     encoder = msgspec.msgpack.Encoder()
     with contextlib.suppress(OSError):  # groups of helpers killed since the last start
         cgroup.sweep()
-    server = _Server()
+    server = _Server(dir_name)
     try:
         while True:
             try:
@@ -535,4 +538,4 @@ if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: python -m worker.contain.helper FD")
     die_with_parent()
-    serve(socket.socket(fileno=int(sys.argv[1])))
+    serve(socket.socket(fileno=int(sys.argv[1])), f"{SANDBOX_DIR}-{os.getpid()}")
