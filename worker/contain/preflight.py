@@ -10,6 +10,7 @@ probes with its own helper on first use.
 from __future__ import annotations
 
 from protocol.work import LayerStatus
+from worker.contain import cgroup
 from worker.contain.helper import SandboxHelper
 
 _REPORT: list[tuple[LayerStatus, ...]] = []
@@ -29,5 +30,7 @@ def report(helper: SandboxHelper | None = None) -> tuple[LayerStatus, ...]:
 
 
 # Importing probes: in the fork server (the pool preloads this module) that is once per
-# service; workers forked from it inherit the report.
+# service; workers forked from it inherit the report, and where control groups can be made
+# (found once here too). The probe's helper sweeps the groups a killed service left.
+cgroup.bases()
 report()
