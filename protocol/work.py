@@ -33,6 +33,7 @@ WorkerPurpose = Literal["speculation", "pipelined"]
 
 FilterReason = Literal[
     "empty",
+    "hidden_characters",
     "done",
     "meta_text",
     "meta_wrapped",
