@@ -4,8 +4,8 @@ From the sandbox helper (``worker.contain.helper``: single-threaded, already in 
 user namespace with the commands' root prepared):
 
     helper ── clone ──▶ init, pid 1 of new mount, network, IPC, UTS and PID namespaces:
-                        new session, its mounts and pivot, limits, no privileges,
-                        Landlock, seccomp
+                        new session, the speculation's control group, its mounts and
+                        pivot, limits, no privileges, Landlock, seccomp
                           └─ fork ──▶ the command (exec bash)
 
 The init only reaps: it waits for the command and exits as it did (a signal N as 128+N,
