@@ -7,9 +7,11 @@ the real tree before Tab."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 
@@ -17,7 +19,15 @@ from overlay import speculation_base_dir
 from tests.coordinator.e2e import Driver
 from tests.security.test_captured_writes_bounded import OTHERS, FreeSpace
 from tests.security.test_hostile_service import tree_state
-from tests.support import make_sample_project, needs_containment, running_service
+from tests.support import (
+    containment_unavailable,
+    make_sample_project,
+    needs_containment,
+    running_service,
+    wait_until,
+)
+from tests.worker.test_cgroup import leaves_of
+from worker.contain import cgroup
 from worker.contain.landlock import abi
 
 pytestmark = needs_containment(
@@ -45,8 +55,11 @@ STEPS: dict[str, list[dict[str, Any]]] = {
             "    print('VSOCK-REFUSED', e.errno)\""
         )
     ],
+    "hang around": [shell("sleep 601")],
     "wait for it": [shell("sleep 600")],
 }
+# The history keeps each step's announcement and the newest must match first: the tests
+# play the steps in this order.
 
 
 def scenario() -> dict[str, Any]:
@@ -122,6 +135,27 @@ def test_a_vsock_socket_cannot_be_created(service: Any) -> None:
     history = "".join(p.read_text(errors="replace") for p in state.rglob("*.jsonl"))
     assert "VSOCK-REFUSED 97" in history
     assert "VSOCK-CREATED" not in history.replace("print('VSOCK-CREATED')", "")
+
+
+def test_an_aborted_speculations_group_is_swept_at_once(service: Any) -> None:
+    runner, driver, _project = service
+    if not cgroup.bases():
+        containment_unavailable("no control group can be made here")
+    driver.ask("go hang around")
+    reply = driver.wait_for_speculation("hang around", ("running",), timeout=30)
+    worker = psutil.Process(reply.speculation.worker_pid)
+    leaves: list[str] = []
+
+    def command_running() -> bool:
+        helpers = [c.pid for c in worker.children()]
+        leaves[:] = [leaf for pid in helpers for leaf in leaves_of(pid)]
+        sleeping = any("601" in " ".join(p.cmdline()) for p in worker.children(recursive=True))
+        return bool(leaves) and sleeping
+
+    assert wait_until(command_running, timeout=20)
+    runner.run("reject", check=True)  # kills the worker, its helper and the command
+    # the pool's next worker sweeps the killed helper's group as it starts
+    assert wait_until(lambda: not any(os.path.exists(leaf) for leaf in leaves), timeout=20)
 
 
 def test_a_command_that_never_ends_stops_at_the_wall_clock(service: Any) -> None:
