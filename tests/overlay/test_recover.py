@@ -37,7 +37,8 @@ class Scenario:
 
 
 def make_scenario(base: Path) -> Scenario:
-    """A project and an overlay that modifies 3 files and creates 3 (two in new dirs)."""
+    """A project and an overlay that modifies 3 files, creates 3 (two in new dirs) and
+    deletes one."""
     root = base / "project"
     root.mkdir(parents=True)
     make_tree(
@@ -47,6 +48,7 @@ def make_scenario(base: Path) -> Scenario:
             "src/app.py": "print('app')\n" * 50,
             "src/lib/core.py": "CORE = 1\n",
             "keep.txt": "untouched\n",
+            "old/gone.txt": "removed by the speculation\n",
         },
     )
     (root / "run.sh").write_text("#!/bin/sh\n")
@@ -60,6 +62,7 @@ def make_scenario(base: Path) -> Scenario:
     ov.redirect_write("new/deep/er/file.txt").write_text("deep\n")
     ov.redirect_write("TOP.md").write_text("top\n")
     ov.redirect_write("unwritten/never.txt")
+    assert ov.record_deletion("old/gone.txt")
     record = json.loads(json.dumps(reported_record(ov)))
     before = snapshot(root)
     # The after-state: the same apply on a copy of the project.

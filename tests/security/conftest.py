@@ -1,6 +1,6 @@
-"""A sandbox helper with the classifier bypassed (the test-only
-``SPECRUN_TEST_BYPASS_CLASSIFIER``), for tests that show a containment limit holds on its
-own whatever command reaches it."""
+"""Fixtures the security tests share: the service unit tests' ``place``, and a sandbox
+helper with the classifier bypassed (the test-only ``SPECRUN_TEST_BYPASS_CLASSIFIER``), for
+tests that show a containment limit holds on its own whatever command reaches it."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 
 from protocol.work import CommandLimits
+from tests.coordinator.service.conftest import place
 from tests.support import containment_unavailable
 from worker.contain.helper import BYPASS_CLASSIFIER_ENV, Request, SandboxHelper
 from worker.contain.spawn import ALL_LAYERS, Layers
 from worker.shell.runner import ShellResult
+
+__all__ = ["place"]
 
 
 def start_bypassed_helper() -> SandboxHelper:

@@ -137,25 +137,35 @@ def test_a_vsock_socket_cannot_be_created(service: Any) -> None:
     assert "VSOCK-CREATED" not in history.replace("print('VSOCK-CREATED')", "")
 
 
-def test_an_aborted_speculations_group_is_swept_at_once(service: Any) -> None:
-    runner, driver, _project = service
-    if not cgroup.bases():
-        containment_unavailable("no control group can be made here")
+def _command_started(worker: psutil.Process, leaves: list[str]) -> bool:
+    helpers = [c.pid for c in worker.children()]
+    leaves[:] = [leaf for pid in helpers for leaf in leaves_of(pid)]
+    sleeping = any("601" in " ".join(p.cmdline()) for p in worker.children(recursive=True))
+    return bool(leaves) and sleeping
+
+
+def _hang_around(driver: Driver) -> list[str]:
+    """Start the speculation that hangs; returns its group's directories once its command
+    runs in it."""
     driver.ask("go hang around")
     reply = driver.wait_for_speculation("hang around", ("running",), timeout=30)
     worker = psutil.Process(reply.speculation.worker_pid)
     leaves: list[str] = []
+    assert wait_until(lambda: _command_started(worker, leaves), timeout=20)
+    return leaves
 
-    def command_running() -> bool:
-        helpers = [c.pid for c in worker.children()]
-        leaves[:] = [leaf for pid in helpers for leaf in leaves_of(pid)]
-        sleeping = any("601" in " ".join(p.cmdline()) for p in worker.children(recursive=True))
-        return bool(leaves) and sleeping
 
-    assert wait_until(command_running, timeout=20)
+def test_an_aborted_speculations_group_is_swept_by_the_next_one(service: Any) -> None:
+    runner, driver, _project = service
+    if not cgroup.bases():
+        containment_unavailable("no control group can be made here")
+    aborted = _hang_around(driver)
     runner.run("reject", check=True)  # kills the worker, its helper and the command
-    # the pool's next worker sweeps the killed helper's group as it starts
-    assert wait_until(lambda: not any(os.path.exists(leaf) for leaf in leaves), timeout=20)
+    assert all(os.path.isdir(leaf) for leaf in aborted)  # nobody was left to remove it
+    # the next speculation's first command sweeps the killed helper's group
+    _hang_around(driver)
+    assert not any(os.path.exists(leaf) for leaf in aborted)
+    runner.run("reject", check=True)
 
 
 def test_a_command_that_never_ends_stops_at_the_wall_clock(service: Any) -> None:

@@ -18,7 +18,8 @@ is made and the status says that only per-process limits hold.
 
 A leaf is named after its helper (``<pid>-<start time>``) under ``specrun-<uid>``. The
 helper removes it when it exits; a helper that was killed (an aborted speculation) leaves
-an empty one, removed by the next helper's start or the service's next start (``sweep``).
+an empty one, removed (``sweep``) by the next group made, the next helper's start, the
+fork server's exit (the service stopped) or the service's next start.
 """
 
 from __future__ import annotations
@@ -147,12 +148,18 @@ def covers(controller: str) -> bool:
     return any(controller in b.controllers for b in bases())
 
 
-def _start_time(pid: int) -> str | None:
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat after the command name: state first, start time at index 19."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    return stat.rsplit(")", 1)[1].split()
+
+
+def _start_time(pid: int) -> str | None:
+    fields = _stat_fields(pid)
+    return None if fields is None else fields[19]
 
 
 def _own_name() -> str:
@@ -314,8 +321,12 @@ def _leaves(base: Base) -> Iterator[tuple[str, str]]:
 
 
 def _owner_alive(name: str) -> bool:
+    """Whether the helper a group is named after still runs: same pid and start time, and
+    not a zombie (a killed helper whose parent died waits for init to reap it, which some
+    container inits do late)."""
     pid, _, start = name.partition("-")
-    return pid.isdigit() and _start_time(int(pid)) == start
+    fields = _stat_fields(int(pid)) if pid.isdigit() else None
+    return fields is not None and fields[19] == start and fields[0] not in ("Z", "X")
 
 
 def sweep() -> int:
