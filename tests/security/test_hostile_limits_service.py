@@ -160,9 +160,10 @@ def test_an_aborted_speculations_group_is_swept_by_the_next_one(service: Any) ->
     if not cgroup.bases():
         containment_unavailable("no control group can be made here")
     aborted = _hang_around(driver)
-    runner.run("reject", check=True)  # kills the worker, its helper and the command
-    assert all(os.path.isdir(leaf) for leaf in aborted)  # nobody was left to remove it
-    # the next speculation's first command sweeps the killed helper's group
+    # kills the worker, its helper and the command: nobody is left to remove the group
+    runner.run("reject", check=True)
+    # the next speculation's first command sweeps it (or, in a busy test run, any other
+    # helper's start did already)
     _hang_around(driver)
     assert not any(os.path.exists(leaf) for leaf in aborted)
     runner.run("reject", check=True)
