@@ -28,10 +28,12 @@ from coordinator.service.history import HistoryStore
 from protocol.chat import Message
 from protocol.control import ApprovalAnswer, ApprovalNeeded, AskRequest, ToolShown
 from tests.coordinator.e2e import Driver
-from tests.support import Env, make_sample_project, running_service
+from tests.support import Env, make_sample_project, needs_containment, running_service
 from worker.contain.landlock import abi
 
-pytestmark = pytest.mark.skipif(abi() < 6, reason="needs Landlock ABI >= 6 for the full profile")
+pytestmark = needs_containment(
+    "needs Landlock ABI >= 6 for the full profile" if abi() < 6 else None
+)
 
 SECRET = "SSH-KEY-MARKER-0d7e91"
 API_KEY = "APIKEY-MARKER-5c2a04"
