@@ -26,6 +26,7 @@ import zmq.asyncio
 
 import overlay
 from coordinator.pidfile import PidFile
+from coordinator.service.live_hub import LiveHub
 from coordinator.service.pool import WorkerPool
 from coordinator.settings import Settings
 from coordinator.state_dir import state_dir
@@ -38,7 +39,10 @@ if TYPE_CHECKING:
     # Imported for real in ``_start``, after the fork server was launched.
     from coordinator.scripted_model import ScriptedModelServer
     from coordinator.service.chat import MainChat
+    from coordinator.service.live_state import LiveState
+    from coordinator.service.pool import WorkerHandle
     from coordinator.service.speculation import SpeculationManager
+    from protocol.work import WorkerEvent
 
 log = logging.getLogger("specrun.service")
 
@@ -107,6 +111,10 @@ class Service:
         self._pidfile = PidFile(self.endpoints.pidfile)
         self._tasks: set[asyncio.Task[object]] = set()
         self._project_id: tuple[int, int] | None = None
+        # The live view's subscribers (`specrun web`) and what they are told.
+        self.live_hub = LiveHub(self._send_nowait)
+        self._live: LiveState | None = None
+        self._control_nowait: zmq.Socket[bytes] | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -154,6 +162,8 @@ class Service:
         # process's start (the chat, its memory recall, the model client).
         from coordinator.service import commands  # noqa: F401  (registers the handlers)
         from coordinator.service.chat import MainChat
+        from coordinator.service.commands.service import status_reply
+        from coordinator.service.live_state import LiveState
         from coordinator.service.model_endpoint import open_model_endpoint
         from coordinator.service.routing import WorkerEventRouter
         from coordinator.service.speculation import SpeculationManager
@@ -176,18 +186,38 @@ class Service:
         # A worker's events go to whoever gave it its job: the chat's tool calls to the
         # chat, speculations to the speculation manager.
         router = WorkerEventRouter({"tool": chat, "speculation": speculation})
-        self.pool.on_event = router.on_event
+        self._live = live = LiveState(
+            self.live_hub,
+            self.project_root,
+            chat,
+            speculation,
+            self.pool,
+            lambda req_id: status_reply(self, req_id),
+        )
+        speculation.on_change = live.poke
+
+        async def on_event(handle: WorkerHandle, event: WorkerEvent) -> None:
+            await router.on_event(handle, event)
+            live.worker_event(handle, event)  # after: the manager has taken it in
+
+        self.pool.on_event = on_event
         self.pool.on_death = router.on_death
         # Answer clients at once; the warm workers come up meanwhile (~0.3 s): a restart
         # is serving again that much sooner, and a job arriving first starts its own.
         await self.pool.start(wait_warm=False)
         self._control = make_router(self._ctx, self.endpoints.control)
+        # The same socket without the asyncio wrapper: a live event is sent at once or
+        # not at all (never queued behind another client's reply, never awaited).
+        self._control_nowait = zmq.Socket.shadow(self._control.underlying)
         self._spawn(self._control_loop())
         self._spawn(self._sweep_periodically())
         self._spawn(self._watch_project())
 
     async def _shutdown(self) -> None:
         log.info("stopping")
+        self.live_hub.close()
+        if self._live is not None:
+            self._live.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -202,6 +232,8 @@ class Service:
             await self._chat.model.aclose()
         if self.model_server is not None:
             await asyncio.to_thread(self.model_server.stop)
+        if self._control_nowait is not None:
+            self._control_nowait = None  # a shadow: closing the socket closes it
         if self._control is not None:
             self._control.close(linger=0)
         self._ctx.term()
@@ -256,6 +288,12 @@ class Service:
         return self._chat
 
     @property
+    def live(self) -> LiveState:
+        if self._live is None:
+            raise RuntimeError("the service has not started: there is no live view yet")
+        return self._live
+
+    @property
     def speculation(self) -> SpeculationManager:
         if self._speculation is None:
             raise RuntimeError("the service has not started: there is no speculation manager")
@@ -286,6 +324,8 @@ class Service:
     async def _handle(self, identity: bytes, request: ControlRequest) -> None:
         from coordinator.service.commands import dispatch  # loaded in _start
 
+        if self._live is not None:
+            self._live.request(identity, request)
         try:
             await dispatch(self, identity, request)
         except Exception as exc:  # one failed request must never take the service down
@@ -301,7 +341,15 @@ class Service:
         """Send a reply; a client that went away is not an error worth more than a log line."""
         if self._control is None:
             return
+        if self._live is not None:
+            self._live.turn_event(identity, reply)
         try:
             await self._control.send_multipart([identity, self._replies.encode(reply)])
         except zmq.ZMQError as exc:
             log.info("client %r is gone (%s); dropping %s", identity, exc, type(reply).__name__)
+
+    def _send_nowait(self, identity: bytes, frame: bytes) -> None:
+        """Send a frame to one client now or raise (``zmq.Again``: its queue is full)."""
+        if self._control_nowait is None:
+            raise zmq.ZMQError(zmq.ENOTSOCK, "the control socket is closed")
+        self._control_nowait.send_multipart([identity, frame], flags=zmq.NOBLOCK)
