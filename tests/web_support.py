@@ -38,7 +38,7 @@ class WebView:
     url: str  # as printed, with the token
     port: int
     token: str
-    proc: subprocess.Popen[str]
+    proc: subprocess.Popen[bytes]
 
     @property
     def base(self) -> str:
@@ -51,42 +51,59 @@ class WebView:
 
 @contextmanager
 def web_view(specrun: Specrun, *args: str, timeout: float = 60) -> Iterator[WebView]:
-    """`specrun web` for the project's running service, stopped (SIGINT) afterwards."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "coordinator", "--project", str(specrun.project), "web", *args],
-        env=specrun.env.vars,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        url = ""
-        while not url:
-            ready, _, _ = select.select([proc.stdout], [], [], timeout)
-            line = proc.stdout.readline() if ready else ""
-            if not line:
-                if proc.poll() is None:
-                    proc.kill()
-                err = proc.stderr.read() if proc.stderr else ""
-                raise AssertionError(f"`specrun web` printed no URL in {timeout} s: {err}")
-            if line.startswith("http://"):
-                url = line.strip()
-        parts = urlsplit(url)
-        token = parse_qs(parts.query)["token"][0]
-        yield WebView(url, int(parts.port or 0), token, proc)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(2)
+    """`specrun web` for the project's running service, stopped (SIGINT) afterwards; one
+    that ended by itself meanwhile fails the test with what it wrote."""
+    with tempfile.TemporaryFile(mode="w+") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "coordinator", "--project", str(specrun.project), "web",
+             *args],
+            env=specrun.env.vars,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            bufsize=0,  # unbuffered: a line already read into a buffer would starve select()
+        )
+
+        def said() -> str:
+            err.seek(0)
+            return err.read()
+
+        try:
+            url = _printed_url(proc, timeout, said)
+            parts = urlsplit(url)
+            token = parse_qs(parts.query)["token"][0]
             try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
+                yield WebView(url, int(parts.port or 0), token, proc)
+            except BaseException as exc:
+                if proc.poll() is not None:
+                    exc.add_note(f"`specrun web` had ended ({proc.returncode}): {said()}")
+                raise
+            if proc.poll() is not None:
+                raise AssertionError(f"`specrun web` ended early ({proc.returncode}): {said()}")
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(2)
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def _printed_url(proc: subprocess.Popen[bytes], timeout: float, said: Any) -> str:
+    assert proc.stdout is not None
+    while True:
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        line = proc.stdout.readline().decode() if ready else ""
+        if not line:
+            if proc.poll() is None:
                 proc.kill()
-                proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+            proc.wait()
+            raise AssertionError(f"`specrun web` printed no URL in {timeout} s: {said()}")
+        if line.startswith("http://"):
+            return line.strip()
 
 
 def need_chromium() -> None:
@@ -104,8 +121,9 @@ def need_chromium() -> None:
 
 
 @contextmanager
-def browser() -> Iterator[Any]:
-    """A fresh headless Chromium profile (a temporary --user-data-dir), closed afterwards."""
+def browser(*extra_args: str) -> Iterator[Any]:
+    """A fresh headless Chromium profile (a temporary --user-data-dir), closed afterwards.
+    ``extra_args``: more Chromium switches (e.g. a host resolver rule)."""
     need_chromium()
     from playwright.sync_api import sync_playwright
 
@@ -116,7 +134,7 @@ def browser() -> Iterator[Any]:
                 profile,
                 executable_path=str(CHROMIUM),
                 headless=True,
-                args=CHROMIUM_ARGS,
+                args=[*CHROMIUM_ARGS, *extra_args],
                 viewport={"width": 1400, "height": 1000},
             )
             try:

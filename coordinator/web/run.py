@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import signal
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -56,6 +57,9 @@ def view_url(port: int, token: str) -> str:
 
 
 async def serve(project_root: Path, port: int, announce: Callable[[str], None]) -> None:
+    # A browser that hangs up mid-answer must be an EPIPE error on that connection, never
+    # a signal that ends the view (the CLI restores SIGPIPE's default for `| head`).
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     link = ServiceLink(project_root)
     listener = bind(port)
     actual = listener.getsockname()[1]
