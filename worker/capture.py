@@ -4,9 +4,11 @@ The command ran on an overlayfs view whose upper directory caught every write. R
 files found there become overlay writes (so accept applies them like any other
 speculative write, all-or-nothing and conflict-checked). Deletions (overlayfs
 whiteouts), symlinks and paths the overlay refuses cannot be represented and are
-reported instead of applied. A write to a protected path, or one that takes the
-speculation over its overlay quota, stops the speculation (``ToolStop``) before anything
-of this command is kept; set-uid, set-gid and sticky bits never come out.
+reported instead of applied. A write to a protected path, a name holding a control,
+bidi or invisible character (``bad_path``: such a name would show as something else),
+or one that takes the speculation over its overlay quota, stops the speculation
+(``ToolStop``) before anything of this command is kept; set-uid, set-gid and sticky
+bits never come out.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from overlay import Overlay, OverlayError
 from protocol.work import Containment
-from worker.gate import protected_reason
+from worker.gate import bad_path_reason, protected_reason
 from worker.tools.errors import ToolStop
 
 
@@ -42,6 +44,11 @@ def _regular_files(upper: Path) -> tuple[list[tuple[str, Path, os.stat_result]],
     skipped: list[str] = []
     for dirpath, dirnames, filenames in os.walk(upper):
         dirnames.sort()
+        for name in (*dirnames, *filenames):  # any entry: a directory's name is shown too
+            reason = bad_path_reason((Path(dirpath) / name).relative_to(upper).as_posix())
+            if reason is not None:
+                raise ToolStop(reason, "the command created a file name with a control, "
+                                       "bidi or invisible character")
         for name in sorted(filenames):
             source = Path(dirpath) / name
             rel = source.relative_to(upper).as_posix()

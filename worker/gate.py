@@ -1,4 +1,4 @@
-"""Tool gate for speculative tool calls (SPEC §4).
+"""Tool gate for speculative tool calls (design §4).
 
 Every tool call a speculation wants to make is decided here before it runs:
 
@@ -11,12 +11,15 @@ Every tool call a speculation wants to make is decided here before it runs:
 The gate never raises: an overlay that refuses a path (escape, bad target) or any other error
 while rewriting becomes a boundary.
 
-Beyond the tool table (SPEC §4, §11): a read tool aimed outside the project is a boundary
+Beyond the tool table (design §4, §11): a read tool aimed outside the project is a boundary
 (``read_outside_project:<tool>``: a speculation must not send files the user never pointed
 at to the model provider), and so is any write to a protected path
 (``protected_path:<path>``: ``.git/**``, ``.gitattributes``, ``.gitmodules``, ``.specrun/**``
 at any depth, plus the ``protectedPaths`` setting), which could make the user's next
-``git status`` run a program or switch specrun's own settings.
+``git status`` run a program or switch specrun's own settings. A write whose path holds a
+control, bidi or invisible character (``protocol.inert_text.find_hidden``) is a boundary
+too (``bad_path:<the name, quoted>``): such a name would show as something else in every
+listing, so no speculation creates one.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ import pathspec
 
 from overlay.paths import real_root, resolve_relative
 from protocol.approval import ApprovalMode
-from protocol.tools import READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
+from protocol.inert_text import find_hidden, quote_name
+from protocol.tools import PATH_ARGUMENTS, READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
 from protocol.work import ToolDecision
 from worker.contain.helper import classifier_bypassed
 from worker.shell.classifier import ShellVerdict, classify
@@ -51,7 +55,7 @@ DENIED_TOOLS = frozenset(
         "web_search",
     }
 )
-PATH_KEYS = ("file_path", "filePath", "path", "notebook_path")
+PATH_KEYS = PATH_ARGUMENTS
 SHELL_REASON_CHARS = 200
 # Path components that are protected wherever they appear (a nested repository's .git, a
 # .gitattributes in a subdirectory defines filters too).
@@ -79,6 +83,15 @@ def protected_reason(rel: str, extra: Sequence[str] = ()) -> str | None:
     if extra and pathspec.GitIgnoreSpec.from_lines(extra).match_file(rel):
         return f"protected_path:{rel}"
     return None
+
+
+def bad_path_reason(rel: str) -> str | None:
+    """``bad_path:<rel, quoted>`` if ``rel`` holds a character that a terminal would obey
+    or hide (a control, newline and tab included, a bidi or an invisible format
+    character, an undecodable byte), else None."""
+    if find_hidden(rel) is None:
+        return None
+    return f"bad_path:{quote_name(rel)}"
 
 
 def shell_reason(command: str) -> str:
@@ -164,6 +177,9 @@ def _evaluate(
             return GateDecision("boundary", f"write_tool_no_auto:{name}", args)
         key = path_key(args)
         if key is not None:
+            bad = bad_path_reason(args[key])
+            if bad is not None:
+                return GateDecision("boundary", bad, args)
             for rel in _relative_spellings(overlay, args[key]):
                 reason = protected_reason(rel, protected_paths)
                 if reason is not None:

@@ -16,6 +16,7 @@ from coordinator.cli.errors import CliError, friendly
 from coordinator.cli.options import flags_dict, json_option, serve_flags
 from coordinator.cli.service_start import ensure_service
 from protocol.control import KillWorkerRequest
+from protocol.inert_text import inert
 
 
 @click.command()
@@ -58,10 +59,11 @@ def start(obj: CommandContext, as_json: bool, no_check: bool, with_web: bool, we
             shown["web_url"] = url
         render.print_json(shown)
         return
-    if started:
-        render.console.print(f"specrun started for {obj.project} (pid {pid}); log: {log}")
-    else:
-        render.console.print(f"specrun is already running for {obj.project} (pid {pid}).")
+    from rich.text import Text
+
+    what = (f"specrun started for {obj.project} (pid {pid}); log: {log}" if started
+            else f"specrun is already running for {obj.project} (pid {pid}).")
+    render.console.print(Text(inert(what)))  # a path is not markup
     if url is not None:
         render.console.print("web view (it ends with the service):", highlight=False)
         print(url, flush=True)
@@ -143,8 +145,8 @@ def logs(obj: CommandContext, follow: bool, count: int, as_json: bool) -> None:
     def emit(line: str) -> None:
         if as_json:
             render.print_json({"line": line})
-        else:
-            sys.stdout.write(line + "\n")
+        else:  # a log line may quote the model, a command or a file name
+            sys.stdout.write(inert(line) + "\n")
 
     with open(path, "rb") as fh:
         for line in last_lines(fh, count):

@@ -31,6 +31,7 @@ from protocol.control import (
     WorkersReply,
     WorkersRequest,
 )
+from protocol.inert_text import inert
 
 R = TypeVar("R")
 
@@ -56,7 +57,9 @@ def request_ok(obj: CommandContext, as_json: bool, kind: Any, **fields: Any) -> 
     if as_json:
         render.print_json(reply)
     elif isinstance(reply, OkReply):
-        render.console.print(reply.message or "ok")
+        from rich.text import Text
+
+        render.console.print(Text(inert(reply.message or "ok")))
     return reply
 
 

@@ -17,7 +17,8 @@ from coordinator.service.pool import WorkerHandle, WorkerStartError
 from coordinator.service.ports import WorkerJobs
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall, ToolResult
-from protocol.tools import WRITE_TOOLS
+from protocol.inert_text import find_hidden
+from protocol.tools import PATH_ARGUMENTS, WRITE_TOOLS
 from protocol.work import CommandLimits, Failed, RunTool, ShellPermission, ToolDone, WorkerEvent
 
 log = logging.getLogger("specrun.tools")
@@ -30,12 +31,25 @@ class ToolOutcome:
 
 
 def write_policy(call: ToolCall, mode: ApprovalMode) -> str:
-    """For a write tool: ``run``, ``ask`` or ``refuse`` (plan mode). Other tools: ``run``."""
+    """For a write tool: ``run``, ``ask`` or ``refuse`` (plan mode). Other tools: ``run``.
+
+    A write to a file name holding a control, bidi or invisible character always asks
+    (a speculation stops at it, ``bad_path``): such a name shows as something else in
+    every listing, so it is created only on a yes to the question, which shows it
+    escaped."""
     if call.name not in WRITE_TOOLS:
         return "run"
     if mode is ApprovalMode.PLAN:
         return "refuse"
+    if _hidden_in_path(call):
+        return "ask"
     return "run" if mode.allows_unconfirmed_edits else "ask"
+
+
+def _hidden_in_path(call: ToolCall) -> bool:
+    args = call.args()
+    return any(isinstance(args.get(key), str) and find_hidden(args[key]) is not None
+               for key in PATH_ARGUMENTS)
 
 
 def shell_mode(call: ToolCall, mode: ApprovalMode) -> ShellPermission:

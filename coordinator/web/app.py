@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from coordinator.web.fanout import RESYNC, Fanout
 from coordinator.web.link import NoService, ServiceLink
+from coordinator.web.shown import shown_json
 from protocol.control import (
     AcceptRequest,
     AskRequest,
@@ -29,6 +30,7 @@ from protocol.control import (
     RejectRequest,
     TurnEnded,
 )
+from protocol.inert_text import inert
 
 KEEPALIVE_S = 15.0
 MAX_PROMPT_CHARS = 20_000
@@ -58,20 +60,21 @@ def _sse(event: str, data: bytes) -> bytes:
 
 
 def _answer(reply: ControlReply) -> JSONResponse:
+    """The final reply of an action, for the page (its sentence may quote a suggestion)."""
     if isinstance(reply, ErrorReply):
         status = 409 if reply.code == "busy" else 404 if reply.code == "not_found" else 400
-        return JSONResponse({"ok": False, "error": reply.code, "message": reply.message}, status)
+        body = {"ok": False, "error": reply.code, "message": inert(reply.message)}
+        return JSONResponse(body, status)
     if isinstance(reply, TurnEnded):
         ok = reply.reason in ("completed", "accepted")
-        return JSONResponse({"ok": ok, "reason": reply.reason, "message": reply.message})
+        return JSONResponse({"ok": ok, "reason": reply.reason, "message": inert(reply.message)})
     if isinstance(reply, OkReply):
-        return JSONResponse({"ok": True, "message": reply.message})
+        return JSONResponse({"ok": True, "message": inert(reply.message)})
     return JSONResponse({"ok": False, "message": f"unexpected reply {type(reply).__name__}"}, 500)
 
 
 def build_app(link: ServiceLink, fanout: Fanout) -> Starlette:
     static = _static()
-    encoder = msgspec.json.Encoder()
 
     async def page(request: Request) -> Response:
         body, kind = static[request.url.path]
@@ -90,7 +93,7 @@ def build_app(link: ServiceLink, fanout: Fanout) -> Starlette:
             try:
                 while not link.closed.is_set():
                     snap = await snapshot()
-                    yield _sse("snapshot", encoder.encode(snap))
+                    yield _sse("snapshot", shown_json(snap))
                     while True:
                         try:
                             seq, data = await asyncio.wait_for(viewer.queue.get(), KEEPALIVE_S)

@@ -20,13 +20,13 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-import msgspec
 import uvicorn
 
 from coordinator.web.app import build_app
 from coordinator.web.fanout import Fanout
 from coordinator.web.guard import Guard
 from coordinator.web.link import ServiceLink
+from coordinator.web.shown import shown_json
 from protocol.control import LiveEvent, LiveResync
 
 log = logging.getLogger("specrun.web")
@@ -65,13 +65,12 @@ async def serve(project_root: Path, port: int, announce: Callable[[str], None]) 
     actual = listener.getsockname()[1]
     token = secrets.token_urlsafe(32)
     fanout = Fanout()
-    encoder = msgspec.json.Encoder()
 
     def on_live(message: LiveEvent | LiveResync) -> None:
         if isinstance(message, LiveResync):
             fanout.resync_all()
             return
-        fanout.publish(message.seq, encoder.encode(message.change))
+        fanout.publish(message.seq, shown_json(message.change))
 
     link.on_live = on_live
     app = Guard(build_app(link, fanout), token, actual)

@@ -1,10 +1,11 @@
 """The web view in a real browser against hostile input and hostile pages.
 
-The model is scripted to suggest a prompt holding ``<script>``, ``<img onerror>`` and
-terminal escapes, and its speculation writes a file whose *name* is an ``<img onerror>``
-tag and whose lines are markup and escapes. All of it must show as the literal text it
-is and run nothing: no dialog, no element it names, no handler. And the page's doors: no
-token, a rebinding host name, a POST from another origin are refused in the browser.
+The model is scripted to suggest a prompt holding ``<script>`` and ``<img onerror>``, to
+answer in its speculation with markup, a bidi override and terminal escapes, and to write
+a file whose *name* is an ``<img onerror>`` tag and whose lines are markup and escapes.
+All of it must show as the literal text it is (escapes as the terminal shows them) and
+run nothing: no dialog, no element it names, no handler. And the page's doors: no token,
+a rebinding host name, a POST from another origin are refused in the browser.
 """
 
 from __future__ import annotations
@@ -19,30 +20,19 @@ from typing import Any
 import pytest
 
 from coordinator.service.history import HistoryStore
+from protocol.inert_text import inert
 from tests.coordinator.e2e import FIX, scenario_variant
 from tests.support import Specrun, wait_until
 from tests.web_support import WebView, browser, need_chromium, web_view
 
-SUGGESTION = "write <script>alert('s')</script> <img src=x onerror=alert('i')> \x1b]0;pwned\x07 now"
+# The service refuses a suggestion with control or bidi characters outright
+# (hidden_characters); markup in one is plain text and must stay so.
+SUGGESTION = "write <script>alert('s')</script> <img src=x onerror=alert('i')> pwned now"
 FILE = "<img src=x onerror=alert('file')>.txt"
 CONTENT = (
     "<script>alert('diff')</script>\n\x1b[2J\x1b]0;pwned\x07<img src=x onerror=alert('line')>\n"
 )
 MODEL_TEXT = "<script>alert('model')</script>\u202e \x1b[31mred"
-
-
-def visible(text: str) -> str:
-    """What the page shows for ``text``: control characters as escapes (app.js ``visible``)."""
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if (code < 0x20 and ch not in "\n\t") or 0x7F <= code <= 0x9F:
-            out.append(f"\\x{code:02x}")
-        elif ch in "\u200e\u200f" or 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 def _hostile(rules: list[Any]) -> None:
@@ -114,13 +104,13 @@ def test_hostile_suggestion_file_names_and_diff_lines_show_as_text_and_run_nothi
 
         page.wait_for_selector('.branch[data-rank="0"] .badge.status-completed', timeout=30_000)
         branch = page.locator('.branch[data-rank="0"]')
-        assert branch.locator(".branch-text").text_content() == visible(SUGGESTION)
+        assert branch.locator(".branch-text").text_content() == inert(SUGGESTION)
         assert branch.locator(".file-head").text_content() == f"created: {FILE}"
         page.wait_for_selector("pre.diff span.add")
         added = branch.locator("pre.diff span.add").all_text_contents()
-        assert added == ["+" + visible(line) for line in CONTENT.splitlines()]
+        assert added == ["+" + inert(line) for line in CONTENT.splitlines()]
         steps = branch.locator(".steps").text_content()
-        assert visible(MODEL_TEXT) in steps
+        assert inert(MODEL_TEXT) in steps
         assert "wrote <b onmouseover=alert('end')>it</b>" in steps
         _no_foreign_markup(page)
 
@@ -131,8 +121,8 @@ def test_hostile_suggestion_file_names_and_diff_lines_show_as_text_and_run_nothi
         assert (hostile.project / FILE).read_text() == CONTENT
         page.wait_for_selector(".turn .end >> text=turn accepted")
         conversation = page.locator("#conversation").text_content()
-        assert visible(MODEL_TEXT) in conversation
-        assert visible(SUGGESTION) in conversation
+        assert inert(MODEL_TEXT) in conversation
+        assert inert(SUGGESTION) in conversation
         _no_foreign_markup(page)
         assert dialogs == [] and errors == []
 

@@ -1,5 +1,5 @@
 """What a sandboxed (speculateShell) command wrote, taken into the overlay: never a
-protected path, never past the quota, never a set-uid bit (SPEC §11)."""
+protected path, never past the quota, never a set-uid bit (design §11)."""
 
 from __future__ import annotations
 
@@ -63,3 +63,32 @@ def test_the_quota_counts_what_is_already_in_the_overlay(
         import_capture(upper, overlay, Containment(overlay_quota_files=1))
     assert stop.value.reason == "quota:overlay_files"
     assert set(overlay.written_files()) == {"a.txt"}
+
+
+@pytest.mark.parametrize(
+    ("rel", "shown"),
+    [("notes\x1b[2K.md", "$'notes\\x1b[2K.md'"),
+     ("\u202etxt.sh", "$'\\u202etxt.sh'"),
+     ("dir\x1b]52;c;aGk=\x07/inside.txt", "$'dir\\x1b]52;c;aGk=\\x07'"),  # a directory
+     ("zero\u200bwidth.py", "$'zero\\u200bwidth.py'")],
+)
+def test_a_name_with_hidden_characters_stops_at_bad_path_and_keeps_nothing(
+    world: tuple[Path, Overlay, Path], rel: str, shown: str
+) -> None:
+    _project, overlay, upper = world
+    (upper / "b.txt").write_text("fine\n")
+    target = upper / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("hidden\n")
+    with pytest.raises(ToolStop) as stop:
+        import_capture(upper, overlay)
+    assert stop.value.reason == f"bad_path:{shown}"
+    assert overlay.written_files() == {}
+
+
+def test_odd_but_legal_names_are_kept(world: tuple[Path, Overlay, Path]) -> None:
+    _project, overlay, upper = world
+    for name in ("my notes.md", "-rf.txt", "café.py"):
+        (upper / name).write_text("ok\n")
+    report = import_capture(upper, overlay)
+    assert sorted(report.copied) == ["-rf.txt", "café.py", "my notes.md"]

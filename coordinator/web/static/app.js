@@ -13,9 +13,11 @@ const state = {
 
 // -- inert text ----------------------------------------------------------------------
 
-// C0/C1 controls (but newline and tab), DEL, and the bidirectional overrides that can make
-// text read differently from what it is, shown as visible escapes.
-const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+// The web process already sent every string through the terminal's rule
+// (protocol/inert_text.py); this is a second net for the same characters: C0/C1 controls
+// (but newline and tab), DEL, soft hyphen, zero-width and bidi marks, overrides and
+// isolates, line separators, BOM, shown as visible escapes.
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/g;
 
 function visible(text) {
   return String(text ?? "").replace(HIDDEN, (c) => {
