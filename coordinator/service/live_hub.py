@@ -27,8 +27,10 @@ from protocol.control import LiveChange, LiveEvent, LiveResync
 
 log = logging.getLogger("specrun.live")
 
-# identity, frame: send without waiting; raises zmq.Again when the peer's queue is full.
-SendNowait = Callable[[bytes, bytes], None]
+# identity, frame, failed: send without waiting; raises zmq.Again when the peer's queue is
+# full (or another ZMQError when it is gone); when the outcome is only known later (the
+# frame had to queue behind another), ``failed`` is called with the error, if any.
+SendNowait = Callable[[bytes, bytes, Callable[[BaseException], None]], None]
 
 
 @dataclass(eq=False)
@@ -122,8 +124,16 @@ class LiveHub:
                 sub.behind_since = None
 
     def _offer(self, sub: Subscriber, message: LiveEvent | LiveResync) -> bool:
+        def failed_later(exc: BaseException) -> None:
+            if isinstance(exc, zmq.Again):
+                if sub.behind_since is None:
+                    sub.behind_since = message.seq
+                sub.missed += 1
+            else:
+                self.drop(sub, f"unreachable ({exc})")
+
         try:
-            self._send(sub.identity, self._encoder.encode(message))
+            self._send(sub.identity, self._encoder.encode(message), failed_later)
         except zmq.Again:
             return False
         except zmq.ZMQError as exc:  # EHOSTUNREACH: its socket is gone

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("specrun.live")
 
 TICK_S = 0.25
+TEXT_FLUSH_S = 0.05  # streamed text reaches the view at most this late
 WORKERS_EVERY_S = 1.0
 MAX_STEPS = 200  # per speculation
 MAX_TRACKED = 16  # speculations whose steps and diffs are kept
@@ -130,6 +131,10 @@ class LiveState:
         self._poked = False
         self._session = chat.session_id
         self._tasks: set[asyncio.Task[object]] = set()
+        # Streamed text not sent yet: (turn, the asking client's req_id) and its pieces.
+        self._text_turn: tuple[int, int] | None = None
+        self._text: list[str] = []
+        self._text_timer: asyncio.TimerHandle | None = None
         hub.on_active = self._start_ticking
 
     # -- what the service reports ----------------------------------------------------
@@ -166,12 +171,38 @@ class LiveState:
             self._publish(LivePrompt(turn, text))
 
     def turn_event(self, identity: bytes, reply: ControlReply) -> None:
+        """A turn event a client was sent. Streamed text is gathered for up to
+        ``TEXT_FLUSH_S`` and sent as one chunk (a model streams a few words at a time:
+        hundreds of events a turn, which a person reads no faster in); any other event of
+        the turn sends the text gathered before it first, so the order stays."""
         if not self.hub.active or not isinstance(reply, TURN_EVENTS):
             return
         turn = self._turn(identity, reply.req_id)
+        if isinstance(reply, TextChunk):
+            if self._text_turn is not None and self._text_turn[0] != turn:
+                self._flush_text()
+            if self._text_turn is None:
+                self._text_turn = (turn, reply.req_id)
+                loop = asyncio.get_running_loop()
+                self._text_timer = loop.call_later(TEXT_FLUSH_S, self._flush_text)
+            self._text.append(reply.text)
+            return
+        self._flush_text()
         self._publish(LiveTurnEvent(turn, reply))
         if isinstance(reply, (TurnEnded, Transcript)):
             self.poke()
+
+    def _flush_text(self) -> None:
+        if self._text_timer is not None:
+            self._text_timer.cancel()
+            self._text_timer = None
+        if self._text_turn is None:
+            return
+        (turn, req_id), text = self._text_turn, "".join(self._text)
+        self._text_turn = None
+        self._text.clear()
+        if self.hub.active:
+            self._publish(LiveTurnEvent(turn, TextChunk(req_id, text)))
 
     def worker_event(self, handle: WorkerHandle, event: WorkerEvent) -> None:
         """An event of a worker; a speculation's steps stream to the view."""
@@ -376,6 +407,8 @@ class LiveState:
         )
 
     def close(self) -> None:
+        if self._text_timer is not None:
+            self._text_timer.cancel()
         for task in list(self._tasks):
             task.cancel()
 

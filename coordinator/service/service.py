@@ -17,9 +17,9 @@ import secrets
 import signal
 import stat
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import zmq
 import zmq.asyncio
@@ -114,7 +114,6 @@ class Service:
         # The live view's subscribers (`specrun web`) and what they are told.
         self.live_hub = LiveHub(self._send_nowait)
         self._live: LiveState | None = None
-        self._control_nowait: zmq.Socket[bytes] | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -206,9 +205,6 @@ class Service:
         # is serving again that much sooner, and a job arriving first starts its own.
         await self.pool.start(wait_warm=False)
         self._control = make_router(self._ctx, self.endpoints.control)
-        # The same socket without the asyncio wrapper: a live event is sent at once or
-        # not at all (never queued behind another client's reply, never awaited).
-        self._control_nowait = zmq.Socket.shadow(self._control.underlying)
         self._spawn(self._control_loop())
         self._spawn(self._sweep_periodically())
         self._spawn(self._watch_project())
@@ -232,8 +228,6 @@ class Service:
             await self._chat.model.aclose()
         if self.model_server is not None:
             await asyncio.to_thread(self.model_server.stop)
-        if self._control_nowait is not None:
-            self._control_nowait = None  # a shadow: closing the socket closes it
         if self._control is not None:
             self._control.close(linger=0)
         self._ctx.term()
@@ -348,8 +342,31 @@ class Service:
         except zmq.ZMQError as exc:
             log.info("client %r is gone (%s); dropping %s", identity, exc, type(reply).__name__)
 
-    def _send_nowait(self, identity: bytes, frame: bytes) -> None:
-        """Send a frame to one client now or raise (``zmq.Again``: its queue is full)."""
-        if self._control_nowait is None:
+    def _send_nowait(
+        self, identity: bytes, frame: bytes, failed: Callable[[BaseException], None]
+    ) -> None:
+        """Send a frame to one client without waiting: raise at once if it cannot go
+        (``zmq.Again``: that client's queue is full; EHOSTUNREACH: it is gone). Only when
+        another reply is already waiting for room on the socket does this one queue
+        behind it; ``failed`` then hears of a failure later."""
+        if self._control is None:
             raise zmq.ZMQError(zmq.ENOTSOCK, "the control socket is closed")
-        self._control_nowait.send_multipart([identity, frame], flags=zmq.NOBLOCK)
+        # The asyncio socket's own non-blocking send: it also re-checks the socket for
+        # incoming requests afterwards (a send on the bare socket can swallow the edge
+        # that would wake the control loop's receive).
+        sent = cast(
+            "asyncio.Future[object]",
+            self._control.send_multipart([identity, frame], flags=zmq.NOBLOCK),
+        )
+        if sent.done():
+            error = sent.exception()
+            if error is not None:
+                raise error
+            return
+
+        def settled(done: asyncio.Future[object]) -> None:
+            error = None if done.cancelled() else done.exception()
+            if error is not None:
+                failed(error)
+
+        sent.add_done_callback(settled)

@@ -33,6 +33,7 @@ from protocol.control import (
 from protocol.inert_text import inert
 
 KEEPALIVE_S = 15.0
+MAX_BATCH = 512  # events written to a viewer at once
 MAX_PROMPT_CHARS = 20_000
 STATIC = {
     "/": ("index.html", "text/html; charset=utf-8"),
@@ -80,10 +81,24 @@ def build_app(link: ServiceLink, fanout: Fanout) -> Starlette:
         body, kind = static[request.url.path]
         return Response(body, media_type=kind)
 
+    in_flight: list[asyncio.Future[LiveSnapshot]] = []
+
     async def snapshot() -> LiveSnapshot:
-        reply = await link.request(LiveSnapshotRequest(link.next_id()))
-        if not isinstance(reply, LiveSnapshot):
-            raise NoService(link.project_root)
+        """A fresh snapshot; viewers asking at the same time share one request, so a burst
+        of resyncs costs the service one snapshot, not one per viewer."""
+        if in_flight and not in_flight[0].done():
+            return await asyncio.shield(in_flight[0])
+        future: asyncio.Future[LiveSnapshot] = asyncio.get_running_loop().create_future()
+        in_flight[:] = [future]
+        try:
+            reply = await link.request(LiveSnapshotRequest(link.next_id()))
+            if not isinstance(reply, LiveSnapshot):
+                raise NoService(link.project_root)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: the waiters (if any) get it too
+            raise
+        future.set_result(reply)
         return reply
 
     async def events(request: Request) -> Response:
@@ -94,16 +109,27 @@ def build_app(link: ServiceLink, fanout: Fanout) -> Starlette:
                 while not link.closed.is_set():
                     snap = await snapshot()
                     yield _sse("snapshot", shown_json(snap))
-                    while True:
+                    resync = False
+                    while not resync:
                         try:
-                            seq, data = await asyncio.wait_for(viewer.queue.get(), KEEPALIVE_S)
+                            first = await asyncio.wait_for(viewer.queue.get(), KEEPALIVE_S)
                         except TimeoutError:
                             yield b": keepalive\n\n"
                             continue
-                        if (seq, data) == RESYNC:
-                            break
-                        if seq > snap.seq:
-                            yield _sse("change", data)
+                        # Everything queued meanwhile goes out in one write.
+                        batch = [first]
+                        while len(batch) < MAX_BATCH and not viewer.queue.empty():
+                            batch.append(viewer.queue.get_nowait())
+                        out = []
+                        for item in batch:
+                            if item == RESYNC:
+                                resync = True
+                                break
+                            seq, data = item
+                            if seq > snap.seq:
+                                out.append(_sse("change", data))
+                        if out:
+                            yield b"".join(out)
             except NoService:
                 yield _sse("closed", b'"the service stopped"')
             finally:

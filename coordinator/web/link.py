@@ -1,8 +1,12 @@
-"""The web view's connection to the service: one asyncio DEALER on the control socket.
+"""The web view's connection to the service: two asyncio DEALERs on the control socket.
 
-Replies are routed by request id to whoever waits for them; the live subscription's
-events go to ``on_live``. ``closed`` is set when the service is gone (its pidfile no
-longer locked), which ends the web view.
+One carries the view's requests (snapshots, prompts, accepts, rejects); their replies are
+routed by request id to whoever waits for them. The other carries only the live
+subscription, whose events go to ``on_live``. Two connections are two queues in the
+service: when this process falls behind, its subscription's queue fills up (and the
+service tells it to resync), while the replies to its requests still go out at once
+instead of waiting behind a thousand events. ``closed`` is set when the service is gone
+(its pidfile no longer locked), which ends the web view.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class ServiceLink:
             raise NoService(project_root)
         self._ctx = zmq.asyncio.Context()
         self._sock = make_dealer(self._ctx, self.endpoints.control)
+        self._events = make_dealer(self._ctx, self.endpoints.control)
         self._encoder = msgspec.msgpack.Encoder()
         self._replies = codec.coordinator_to_client()
         self._ids = itertools.count(1)
@@ -64,7 +69,7 @@ class ServiceLink:
     async def subscribe(self) -> None:
         req_id = self.next_id()
         self._subscription = req_id
-        await self._sock.send(self._encoder.encode(SubscribeRequest(req_id, os.getpid())))
+        await self._events.send(self._encoder.encode(SubscribeRequest(req_id, os.getpid())))
 
     async def request(self, request: ControlRequest) -> ControlReply:
         """Send a request and wait for its final reply (the streamed ones are dropped:
@@ -88,25 +93,32 @@ class ServiceLink:
             self._waiting.pop(request.req_id, None)
 
     async def run(self) -> None:
-        """Read replies until the service is gone."""
-        watch = asyncio.ensure_future(self._watch_service())
+        """Read replies and events until the service is gone."""
+        tasks = [
+            asyncio.ensure_future(self._watch_service()),
+            asyncio.ensure_future(self._read(self._events)),
+        ]
         try:
-            while not self.closed.is_set():
-                frame = await self._sock.recv()
-                try:
-                    reply = self._replies.decode(frame)
-                except codec.ProtocolError as exc:
-                    log.warning("dropping a reply: %s", exc)
-                    continue
-                if isinstance(reply, (LiveEvent, LiveResync)):
-                    if reply.req_id == self._subscription:
-                        self.on_live(reply)
-                    continue
-                queue = self._waiting.get(reply.req_id)
-                if queue is not None:
-                    queue.put_nowait(reply)
+            await self._read(self._sock)
         finally:
-            watch.cancel()
+            for task in tasks:
+                task.cancel()
+
+    async def _read(self, sock: zmq.asyncio.Socket) -> None:
+        while not self.closed.is_set():
+            frame = await sock.recv()
+            try:
+                reply = self._replies.decode(frame)
+            except codec.ProtocolError as exc:
+                log.warning("dropping a reply: %s", exc)
+                continue
+            if isinstance(reply, (LiveEvent, LiveResync)):
+                if reply.req_id == self._subscription:
+                    self.on_live(reply)
+                continue
+            queue = self._waiting.get(reply.req_id)
+            if queue is not None:
+                queue.put_nowait(reply)
 
     async def _watch_service(self, interval_s: float = 0.5) -> None:
         while is_locked(self.endpoints.pidfile):
@@ -118,4 +130,5 @@ class ServiceLink:
         self.closed.set()
         with contextlib.suppress(Exception):
             self._sock.close(linger=0)
+            self._events.close(linger=0)
         self._ctx.term()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zmq
@@ -25,11 +26,13 @@ class Sockets:
         self.ctx = ctx
         self.endpoint = endpoint
         self.router = make_router(ctx, endpoint)
-        self.nowait = zmq.Socket.shadow(self.router.underlying)
         self.replies = codec.coordinator_to_client()
 
-    def send_nowait(self, identity: bytes, frame: bytes) -> None:
-        self.nowait.send_multipart([identity, frame], flags=zmq.NOBLOCK)
+    def send_nowait(self, identity: bytes, frame: bytes, failed: Any) -> None:
+        sent = self.router.send_multipart([identity, frame], flags=zmq.NOBLOCK)
+        assert sent.done()  # nothing else sends on this socket meanwhile
+        if sent.exception() is not None:
+            raise sent.exception()  # type: ignore[misc]
 
     async def subscriber(self, identity: bytes, rcvhwm: int = 1000) -> zmq.asyncio.Socket:
         dealer = self.ctx.socket(zmq.DEALER)
