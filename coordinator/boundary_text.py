@@ -76,6 +76,11 @@ def describe_boundary(reason: str) -> str:
             f"stopped before writing {cut_words(detail, SHOWN_COMMAND_CHARS)}: a protected "
             "path (git metadata, .specrun/ or the protectedPaths setting)"
         )
+    if code == "runs_later":
+        return (
+            f"stopped before writing {cut_words(detail, SHOWN_COMMAND_CHARS)}: it runs later "
+            "without a key press and runsLaterBoundary is on"
+        )
     if code == "bad_path":
         return (
             f"stopped before creating {cut_words(detail, SHOWN_COMMAND_CHARS)}: a file name "

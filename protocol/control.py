@@ -113,6 +113,19 @@ class SuggestionRequest(msgspec.Struct, frozen=True, tag="suggestion"):
     wait_visible: bool = False
     # also wait until the visible suggestion's speculation stopped running (`--settled`)
     wait_settled: bool = False
+    # the rank of a branch whose speculation's transcript so far (its tool calls and
+    # results) the reply carries (`--transcript`), or None
+    transcript: int | None = None
+
+
+class DiffRequest(msgspec.Struct, frozen=True, tag="diff"):
+    """What Tab would do now with a branch's speculation (``index``: its rank; None: the
+    top live one): ``DiffReply``, or ``ErrorReply`` ``not_found``. ``stat``: per-file
+    counts only, no diff text."""
+
+    req_id: int
+    index: int | None = None
+    stat: bool = False
 
 
 class AcceptRequest(msgspec.Struct, frozen=True, tag="accept"):
@@ -207,6 +220,7 @@ ControlRequest = (
     | TypedRequest
     | SubscribeRequest
     | LiveSnapshotRequest
+    | DiffRequest
 )
 
 # --- replies (coordinator -> client) ------------------------------------------
@@ -301,6 +315,9 @@ class SuggestionReply(msgspec.Struct, frozen=True, tag="suggestion"):
     # The typed text (``TypedRequest``) the service last acted on for this suggestion:
     # the branches above already reflect it.
     typed: str = ""
+    # With ``SuggestionRequest.transcript``: that branch's speculation so far (the
+    # model's text, its tool calls and their results), as an accept would show it.
+    transcript: tuple[TranscriptEntry, ...] = ()
 
 
 class CountByReason(msgspec.Struct, frozen=True):
@@ -423,13 +440,69 @@ class TranscriptEntry(msgspec.Struct, frozen=True):
     status: Literal[ToolStatus, ""] = ""  # a tool entry's; "" for the others
 
 
+ChangeStatus = Literal["created", "modified", "deleted", "mode"]
+
+
+class FileChange(msgspec.Struct, frozen=True):
+    """One file Tab changed (or, in a preview, would change), as the coordinator found it in
+    the real tree and the overlay, never as a worker claimed it.
+
+    ``mode``: the permission bits that change, chmod style (``+x``, ``g-w``; '' if none).
+    ``runs_later``: something runs it later without a key press (an ``.envrc``, a CI
+    workflow, a hook, a build file, anything made executable). ``ignored``: the project's
+    git ignores it (caches, build output). ``conflict``: how the real file changed since the
+    speculation read it ('' if it did not): Tab refuses such a file, or skips it when git
+    ignores it.
+    """
+
+    path: str
+    status: ChangeStatus
+    mode: str = ""
+    runs_later: bool = False
+    ignored: bool = False
+    conflict: str = ""
+
+
 class Transcript(msgspec.Struct, frozen=True, tag="transcript"):
-    """An accepted speculation, rendered: user text, model text and tool groups."""
+    """An accepted speculation, rendered: user text, model text and tool groups.
+
+    ``files``: the paths Tab changed. ``changes``: each of them with what was done, and
+    ``ignored_skipped`` files git ignores that were left alone because the real ones had
+    changed meanwhile (see ``FileChange``)."""
 
     req_id: int
     entries: tuple[TranscriptEntry, ...]
     files: tuple[str, ...]
     time_saved_s: float
+    changes: tuple[FileChange, ...] = ()
+    ignored_skipped: int = 0
+
+
+class FileDiff(msgspec.Struct, frozen=True):
+    """One file of a preview: what Tab would do (``change``) and the unified diff of the
+    real file against the speculation's (``""`` with ``--stat``, for a binary file, and
+    for files git ignores). ``added``/``removed``: changed lines (0 for a binary file)."""
+
+    change: FileChange
+    diff: str = ""
+    binary: bool = False
+    added: int = 0
+    removed: int = 0
+    too_large: bool = False  # over the preview's size bound: counted, not shown
+
+
+class DiffReply(msgspec.Struct, frozen=True, tag="diff"):
+    """What Tab would do now with a branch's speculation, computed by the coordinator as
+    accept computes its listing. A running speculation shows what it wrote so far.
+    ``refused``: the sentence saying why Tab would apply nothing (a report the coordinator
+    refuses), '' otherwise."""
+
+    req_id: int
+    rank: int
+    suggestion: str
+    status: SpeculationStatus
+    files: tuple[FileDiff, ...] = ()
+    refused: str = ""
 
 
 class TurnEnded(msgspec.Struct, frozen=True, tag="turn_ended"):
@@ -443,23 +516,6 @@ class TurnEnded(msgspec.Struct, frozen=True, tag="turn_ended"):
 # --- the live view (``SubscribeRequest``) ------------------------------------------
 # Everything below the project's own status is untrusted text (model output, file names,
 # file contents): a client renders it as text, never as markup.
-
-FileChangeKind = Literal["created", "modified", "deleted", "mode"]
-
-
-class LiveFileDiff(msgspec.Struct, frozen=True):
-    """One file a speculation's overlay would change: the unified diff against the real
-    tree (cut at ``truncated``), or ``binary``; ``runs_later``: a file the project runs
-    later (tests, hooks, build files); ``conflict``: why Tab would refuse it, or ""."""
-
-    path: str
-    change: FileChangeKind
-    diff: str = ""
-    binary: bool = False
-    truncated: bool = False
-    runs_later: bool = False
-    conflict: str = ""
-
 
 class LiveActivity(msgspec.Struct, frozen=True):
     """One step of a speculation as it streams: model text, or a tool call (first
@@ -503,8 +559,12 @@ class LiveSpeculationStep(msgspec.Struct, frozen=True, tag="speculation_step"):
 
 
 class LiveDiff(msgspec.Struct, frozen=True, tag="diff"):
+    """What Tab would do now with a speculation's files, as ``specrun diff`` shows it (the
+    same computation accept uses); ``refused``: why Tab would apply nothing, or ''."""
+
     speculation_id: str
-    files: tuple[LiveFileDiff, ...]
+    files: tuple[FileDiff, ...]
+    refused: str = ""
 
 
 class LiveWorkers(msgspec.Struct, frozen=True, tag="workers"):
@@ -559,7 +619,7 @@ class LiveSnapshot(msgspec.Struct, frozen=True, tag="live_snapshot"):
     conversation: tuple[TranscriptEntry, ...]
     suggestion: SuggestionReply
     steps: dict[str, tuple[LiveActivity, ...]]
-    diffs: dict[str, tuple[LiveFileDiff, ...]]
+    diffs: dict[str, LiveDiff]
     workers: LiveWorkers
     stats: LiveStats
 
@@ -580,6 +640,7 @@ ControlReply = (
     | LiveEvent
     | LiveResync
     | LiveSnapshot
+    | DiffReply
 )
 
 _STREAMING = (TextChunk, ToolShown, ApprovalNeeded, Notice, Transcript, LiveEvent, LiveResync)

@@ -97,6 +97,10 @@ class Containment(msgspec.Struct, frozen=True):
     overlay_quota_bytes: int = 256 << 20
     overlay_quota_files: int = 2000
     protected_paths: tuple[str, ...] = ()
+    # Files that run later without a key press (``protocol.runs_later``): extra patterns, and
+    # whether writing one is a boundary (``runs_later:<path>``) instead of a flagged change.
+    runs_later_paths: tuple[str, ...] = ()
+    runs_later_boundary: bool = False
 
 
 LayerName = Literal[
@@ -122,10 +126,12 @@ class Fingerprint(msgspec.Struct, frozen=True):
 
 class WrittenFile(msgspec.Struct, frozen=True):
     """One file a speculation wrote: where its new content is, and what the real file
-    looked like at copy-up (``None``: it did not exist)."""
+    looked like at copy-up (``None``: it did not exist). ``deleted``: the speculation removed
+    it (a tool or a captured command); ``overlay_path`` then holds nothing."""
 
     overlay_path: str
     original: Fingerprint | None = None
+    deleted: bool = False
 
 
 # --- coordinator -> worker ---------------------------------------------------
@@ -218,6 +224,9 @@ class ToolFinished(msgspec.Struct, frozen=True, tag="tool_finished"):
     epoch: int
     turn: int
     result: ToolResult
+    # The speculation's files so far, when this tool added or deleted one (else None):
+    # what ``specrun diff`` previews while the speculation runs (checked like a report).
+    written: dict[str, WrittenFile] | None = None
 
 
 class SpeculationOutcome(msgspec.Struct, frozen=True):

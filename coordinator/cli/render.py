@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from coordinator.boundary_text import describe_boundary
+from coordinator.cli.changes_view import append_listing, change_line
 from protocol.control import (
     ApprovalNeeded,
     Branch,
@@ -41,7 +42,7 @@ from protocol.control import (
     TurnEnded,
     WorkerInfo,
 )
-from protocol.inert_text import inert, inert_json, quote_name
+from protocol.inert_text import find_hidden, inert, inert_json, quote_name
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -81,7 +82,8 @@ def inert_console_class() -> type[Console]:
     class InertConsole(Console):
         def _render_buffer(self, buffer: Iterable[Segment]) -> str:
             return super()._render_buffer(
-                segment if segment.control else Segment(inert(segment.text), segment.style)
+                segment if segment.control or find_hidden(segment.text, allow="\t\n") is None
+                else Segment(inert(segment.text), segment.style)
                 for segment in buffer
             )
 
@@ -306,25 +308,40 @@ def show_transcript(t: Transcript, out: Console | None = None, show_user: bool =
 
 
 def accept_summary(end: TurnEnded, transcript: Transcript | None) -> Text:
-    """``✓ accepted in 12 ms · 1 file applied (a.py) · saved 0.84 s``; with more than one
-    file, every path follows on a line of its own, in full: what a Tab wrote is never
-    hidden behind an ellipsis (design §11)."""
+    """``✓ accepted in 12 ms · 1 file applied (created a.py) · saved 0.84 s``; with more
+    than one file, every change follows on a line of its own, in full (what a Tab wrote is
+    never hidden behind an ellipsis, design §11), then the runs-later warning and the
+    ignored-files summary (``changes_view``). All of it is what the apply did."""
     from rich.text import Text
 
     line = Text("✓ accepted", style="bold green")
     line.append(f" in {end.elapsed_s * 1000:.0f} ms", style="green")
-    if transcript is not None:
+    if transcript is not None and not transcript.changes and transcript.files:
+        # From a service that sends no per-file changes: its list of paths, as it was.
         files = transcript.files
         if len(files) == 1:
             line.append(f" · 1 file applied ({quote_name(files[0])})")
-        elif files:
+        else:
             line.append(f" · {len(files)} files applied")
+        line.append(f" · saved {transcript.time_saved_s:.2f} s", style="bold")
+        for name in files if len(files) > 1 else ():
+            line.append(f"\n  wrote {quote_name(name)}")
+    elif transcript is not None:
+        listed = [c for c in transcript.changes if not c.ignored]
+        if len(listed) == 1:
+            line.append(f" · 1 file applied ({change_line(listed[0])})")
+        elif listed:
+            line.append(f" · {len(listed)} files applied")
         else:
             line.append(" · no file changes")
         line.append(f" · saved {transcript.time_saved_s:.2f} s", style="bold")
-        if len(files) > 1:
-            for name in files:
-                line.append(f"\n  wrote {quote_name(name)}")
+        append_listing(
+            line,
+            transcript.changes,
+            transcript.ignored_skipped,
+            applied=True,
+            one_line=len(listed) == 1,
+        )
     elif end.message:
         line.append(f" · {inert(end.message)}")
     return line

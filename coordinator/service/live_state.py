@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from coordinator.service.live_hub import LiveHub
-from coordinator.service.overlay_diff import overlay_diff
+from coordinator.service.preview import preview_files
 from coordinator.service.transcript import render_transcript
 from protocol.chat import Message
 from protocol.control import (
@@ -38,7 +38,6 @@ from protocol.control import (
     LiveActivity,
     LiveChange,
     LiveDiff,
-    LiveFileDiff,
     LivePrompt,
     LiveReset,
     LiveSnapshot,
@@ -63,7 +62,7 @@ from protocol.work import Boundary, Completed, ModelText, ToolFinished, ToolStar
 if TYPE_CHECKING:
     from coordinator.service.chat import MainChat
     from coordinator.service.pool import WorkerHandle, WorkerPool
-    from coordinator.service.speculation import SpeculationManager
+    from coordinator.service.speculation import Speculation, SpeculationManager
 
 log = logging.getLogger("specrun.live")
 
@@ -121,7 +120,7 @@ class LiveState:
         self._turns: OrderedDict[tuple[bytes, int], int] = OrderedDict()
         self._turn_count = 0
         self._steps: OrderedDict[str, list[LiveActivity]] = OrderedDict()
-        self._diffs: OrderedDict[str, tuple[LiveFileDiff, ...]] = OrderedDict()
+        self._diffs: OrderedDict[str, LiveDiff] = OrderedDict()
         self._diffing: dict[str, asyncio.Task[object]] = {}
         self._dirty: set[str] = set()
         self._last: dict[str, bytes] = {}
@@ -228,9 +227,9 @@ class LiveState:
                 started.args if started else "",
                 "success" if result.ok else "error",
             )
-            self._diff_soon(spec_id, handle.overlay_dir)
+            self._diff_soon(spec_id)
         elif isinstance(event, (Completed, Boundary)):
-            self._diff_soon(spec_id, handle.overlay_dir, event.outcome.written_files)
+            self._diff_soon(spec_id)
         if step is not None:
             self._remember_step(spec_id, step)
             self._publish(LiveSpeculationStep(spec_id, step))
@@ -268,23 +267,40 @@ class LiveState:
         while len(self._steps) > MAX_TRACKED:
             self._steps.popitem(last=False)
 
-    def _diff_soon(self, spec_id: str, overlay_dir: str | None, written: Any = None) -> None:
-        """Recompute a speculation's diff in a thread; one at a time per speculation, the
-        last request winning."""
-        if not overlay_dir:
-            return
+    def _live_speculation(self, spec_id: str) -> Speculation | None:
+        current = self.speculation.current
+        for spec in current.speculations() if current is not None else []:
+            if spec.id == spec_id:
+                return spec
+        return None
+
+    def _diff_soon(self, spec_id: str) -> None:
+        """Recompute a live speculation's diff in a thread; one at a time per speculation,
+        again after it if it was asked for meanwhile."""
         if spec_id in self._diffing:
             self._dirty.add(spec_id)
             return
-        self._diffing[spec_id] = self._spawn(self._diff(spec_id, overlay_dir, written))
+        self._diffing[spec_id] = self._spawn(self._diff(spec_id))
 
-    async def _diff(self, spec_id: str, overlay_dir: str, written: Any) -> None:
+    async def _compute_diff(self, spec: Speculation) -> LiveDiff:
+        """What Tab would do now with its files: ``specrun diff``'s computation, which is
+        accept's (a running speculation: the files it wrote so far)."""
+        written = dict(spec.outcome.written_files) if spec.outcome else dict(spec.progress.written)
+        files, refused = await asyncio.to_thread(
+            preview_files, str(self.project_root), spec.overlay_dir, written,
+            self.speculation.settings, False,
+        )
+        return LiveDiff(spec.id, files, refused)
+
+    async def _diff(self, spec_id: str) -> None:
+        diff: LiveDiff | None = None
         try:
             while True:
                 self._dirty.discard(spec_id)
-                files = await asyncio.to_thread(
-                    overlay_diff, self.project_root, overlay_dir, written
-                )
+                spec = self._live_speculation(spec_id)
+                if spec is None or not spec.overlay_dir:
+                    return
+                diff = await self._compute_diff(spec)
                 if spec_id not in self._dirty:
                     break
         except OSError as exc:  # the overlay went away meanwhile (accepted, killed)
@@ -292,13 +308,13 @@ class LiveState:
             return
         finally:
             self._diffing.pop(spec_id, None)
-        if files == self._diffs.get(spec_id):
+        if diff is None or diff == self._diffs.get(spec_id):
             return
-        self._diffs[spec_id] = files
+        self._diffs[spec_id] = diff
         while len(self._diffs) > MAX_TRACKED:
             self._diffs.popitem(last=False)
         if self.hub.active:
-            self._publish(LiveDiff(spec_id, files))
+            self._publish(diff)
 
     # -- the periodic comparison -------------------------------------------------------
 
@@ -384,11 +400,8 @@ class LiveState:
         current = self.speculation.current
         for spec in current.speculations() if current is not None else []:
             if spec.id not in self._diffs and spec.overlay_dir:
-                written = spec.outcome.written_files if spec.outcome else None
-                files = await asyncio.to_thread(
-                    overlay_diff, self.project_root, spec.overlay_dir, written
-                )
-                self._diffs.setdefault(spec.id, files)
+                with contextlib.suppress(OSError):
+                    self._diffs.setdefault(spec.id, await self._compute_diff(spec))
         if not self._last_workers.workers:
             self._last_workers = await self._sample_workers()
         # Everything below is read without a wait in between: the state as of ``seq``.

@@ -41,15 +41,23 @@ def write_policy(call: ToolCall, mode: ApprovalMode) -> str:
         return "run"
     if mode is ApprovalMode.PLAN:
         return "refuse"
-    if _hidden_in_path(call):
+    if hidden_name_reason(call) is not None:
         return "ask"
     return "run" if mode.allows_unconfirmed_edits else "ask"
 
 
-def _hidden_in_path(call: ToolCall) -> bool:
+HIDDEN_NAME_REASON = "its file name holds a control, bidi or invisible character"
+
+
+def hidden_name_reason(call: ToolCall) -> str | None:
+    """Why a write must ask whatever the mode (:data:`HIDDEN_NAME_REASON`), or None."""
+    if call.name not in WRITE_TOOLS:
+        return None
     args = call.args()
-    return any(isinstance(args.get(key), str) and find_hidden(args[key]) is not None
-               for key in PATH_ARGUMENTS)
+    if any(isinstance(args.get(key), str) and find_hidden(args[key]) is not None
+           for key in PATH_ARGUMENTS):
+        return HIDDEN_NAME_REASON
+    return None
 
 
 def shell_mode(call: ToolCall, mode: ApprovalMode) -> ShellPermission:

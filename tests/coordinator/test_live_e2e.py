@@ -133,15 +133,18 @@ def test_a_subscriber_sees_the_turn_its_speculation_and_the_diff_numbered_in_ord
                                                        ("write_file", "success")}
         diff = next(c for c in changes if isinstance(c, LiveDiff) and c.files)
         (created,) = diff.files
-        assert (created.path, created.change) == ("tests/test_calc_negative.py", "created")
+        assert (created.change.path, created.change.status) == (
+            "tests/test_calc_negative.py", "created"
+        )
         assert "+def test_add_negative_numbers():" in created.diff
+        assert created.change.runs_later is False and diff.refused == ""
 
         # A fresh snapshot holds all of it, as of its own number.
         later = sub.snapshot()
         assert later.seq >= events[-1].seq
         assert later.suggestion.text == NEG
         spec_id = diff.speculation_id
-        assert later.diffs[spec_id] == diff.files
+        assert later.diffs[spec_id] == diff
         assert (later.conversation[0].kind, later.conversation[0].text) == ("user", FIX)
     finally:
         sub.close()

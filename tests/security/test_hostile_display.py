@@ -26,8 +26,14 @@ import pytest
 import yaml
 
 from protocol.control import SuggestionRequest
-from protocol.inert_text import find_hidden, inert
+from protocol.inert_text import inert
 from tests.coordinator.e2e import Driver
+from tests.security.terminal_bytes import (
+    PROMPT_TOOLKIT_OWN,
+    assert_only_own_sequences,
+    in_terminal,
+    terminal_env,
+)
 from tests.support import REPO, Specrun, make_sample_project, running_service, wait_until
 
 UP_ERASE = "\x1b[1A\x1b[2K"
@@ -47,12 +53,6 @@ MARKED = {
     "Done.": "\x1b[1A", "Clip": "\x1b]52", "Flip": "\u202e", "--force": "\x1b[2K",
     "Spoof": "\x1b]52", "notes": "\x1b[1A", "Bidi": "\u202e", "README": "\x1b]52",
 }
-
-# What specrun's own renderers write: rich's colours, cursor hide/show and the spinner's
-# one-line erase; prompt_toolkit (chat) also moves the cursor, sets modes and asks where
-# the cursor is. Never OSC, DCS, or any other introducer.
-RICH_OWN = re.compile(r"\x1b\[[0-9;]*m|\x1b\[\?25[lh]|\x1b\[1A|\x1b\[2K|\r")
-PROMPT_TOOLKIT_OWN = re.compile(r"\x1b\[\??[0-9;]*[ABCDGHJKlhmnr]|\x1b[78]|\r")
 
 
 def calls_writing(*names: str) -> list[dict[str, Any]]:
@@ -116,32 +116,8 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Specrun,
             driver.close()
 
 
-def in_terminal(runner: Specrun, *args: str) -> str:
-    """Run ``specrun ARGS`` in a pseudo-terminal; the raw bytes it wrote, decoded."""
-    env = {**runner.env.vars, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "50"}
-    child = pexpect.spawn(
-        sys.executable, ["-m", "coordinator", "--project", str(runner.project), *args],
-        env=env, cwd=str(REPO), encoding=None, dimensions=(50, 160), timeout=60,
-    )
-    try:
-        child.expect(pexpect.EOF)
-        raw: bytes = child.before or b""
-    finally:
-        if child.isalive():
-            child.terminate(force=True)
-        child.close()
-    return raw.decode("utf-8", "replace")
-
-
-def assert_only_own_sequences(raw: str, own: re.Pattern[str] = RICH_OWN) -> str:
-    """``raw`` holds no escape sequence but specrun's own, no C1 control, bidi or
-    invisible character; returns the text a person reads (own sequences removed)."""
-    for word, control in MARKED.items():
-        assert word + control not in raw, f"the model's {control!r} after {word!r} reached the tty"
-    shown = own.sub("", raw)
-    hidden = find_hidden(shown, allow="\n")
-    assert hidden is None, f"{hidden!r} reached the terminal: {shown!r}"
-    return shown
+def shown_of(raw: str) -> str:
+    return assert_only_own_sequences(raw, MARKED)
 
 
 def decided(runner: Specrun) -> bool:
@@ -154,7 +130,7 @@ def test_suggestion_never_shows_a_spoofed_suggestion(hostile: tuple[Specrun, Dri
     runner, driver = hostile
     driver.ask("go spoof")
     assert wait_until(lambda: decided(runner), timeout=30)
-    shown = assert_only_own_sequences(in_terminal(runner, "suggestion"))
+    shown = shown_of(in_terminal(runner, "suggestion"))
     assert runner.query(SuggestionRequest)["suppressed_reason"] == "hidden_characters"
     assert "no suggestion (hidden_characters)" in shown
     assert "run the tests" not in shown
@@ -166,11 +142,11 @@ def test_accept_shows_the_envrc_and_the_hiding_text_escaped(
     runner, driver = hostile
     driver.ask("go set up the env")
     driver.wait_for_speculation("set up the env", ("completed",), timeout=60)
-    shown = assert_only_own_sequences(in_terminal(runner, "accept"))
+    shown = shown_of(in_terminal(runner, "accept"))
     assert "Done." + inert(UP_ERASE) in shown
     assert "Clip" + inert(OSC52) in shown and "Flip\\u202e" in shown
     assert "file_path: .envrc" in shown  # the tool box that the text tried to erase
-    assert "wrote .envrc" in shown
+    assert "created .envrc" in shown and "runs later without a key press" in shown
     assert (runner.project / ".envrc").exists()
 
 
@@ -182,20 +158,20 @@ def test_a_file_name_with_escapes_is_never_created_by_a_speculation_and_shows_es
     runner, driver = hostile
     driver.ask(f"go {text}")
     reply = driver.wait_for_speculation(text, ("boundary", "completed"), timeout=60)
-    listed = assert_only_own_sequences(in_terminal(runner, "suggestion"))
+    listed = shown_of(in_terminal(runner, "suggestion"))
     # Tab runs it as a normal turn: the write asks first, and `accept` cannot answer
-    accepted = assert_only_own_sequences(in_terminal(runner, "accept"))
+    accepted = shown_of(in_terminal(runner, "accept"))
     assert reply.speculation is not None
     assert reply.speculation.boundary_reason == f"bad_path:$'{inert(name, multiline=False)}'"
     assert f"stopped before creating $'{inert(name, multiline=False)}'" in listed
     assert f"file_path: {inert(name, multiline=False)}" in accepted
-    assert "refused" in accepted
+    assert "refused" in accepted and "file name holds a control" in accepted
     assert not (runner.project / name).exists()
 
 
 def test_stats_shows_the_refusals_as_text(hostile: tuple[Specrun, Driver]) -> None:
     runner, _driver = hostile
-    shown = assert_only_own_sequences(in_terminal(runner, "stats"))
+    shown = shown_of(in_terminal(runner, "stats"))
     assert re.search(r"suppressed\s+\d+ \(.*hidden_characters \d", shown), shown
     assert re.search(r"stopped at a boundary\s+\d+ \(.*bad_path \d", shown), shown
 
@@ -204,10 +180,9 @@ def test_chat_shows_hostile_text_and_tool_arguments_escaped(
     hostile: tuple[Specrun, Driver],
 ) -> None:
     runner, _driver = hostile
-    env = {**runner.env.vars, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "50"}
     child = pexpect.spawn(
         sys.executable, ["-m", "coordinator", "--project", str(runner.project), "chat"],
-        env=env, cwd=str(REPO), encoding=None, dimensions=(50, 160), timeout=60,
+        env=terminal_env(runner), cwd=str(REPO), encoding=None, dimensions=(50, 160), timeout=60,
     )
     sink: list[bytes] = []
 
@@ -231,6 +206,6 @@ def test_chat_shows_hostile_text_and_tool_arguments_escaped(
             child.terminate(force=True)
         child.close()
     raw = b"".join(sink).decode("utf-8", "replace")
-    shown = assert_only_own_sequences(raw, PROMPT_TOOLKIT_OWN)
+    shown = assert_only_own_sequences(raw, MARKED, PROMPT_TOOLKIT_OWN)
     assert "Done." + inert(UP_ERASE) in shown
     assert "README" + inert(OSC52, multiline=False) in shown

@@ -48,7 +48,9 @@ def _hostile(rules: list[Any]) -> None:
             "reply": {
                 "text": MODEL_TEXT,
                 "tool_calls": [
-                    {"name": "write_file", "arguments": {"file_path": FILE, "content": CONTENT}}
+                    {"name": "write_file", "arguments": {"file_path": FILE, "content": CONTENT}},
+                    {"name": "write_file",
+                     "arguments": {"file_path": "conftest.py", "content": "import os\n"}},
                 ],
             },
         },
@@ -105,10 +107,15 @@ def test_hostile_suggestion_file_names_and_diff_lines_show_as_text_and_run_nothi
         page.wait_for_selector('.branch[data-rank="0"] .badge.status-completed', timeout=30_000)
         branch = page.locator('.branch[data-rank="0"]')
         assert branch.locator(".branch-text").text_content() == inert(SUGGESTION)
-        assert branch.locator(".file-head").text_content() == f"created: {FILE}"
-        page.wait_for_selector("pre.diff span.add")
-        added = branch.locator("pre.diff span.add").all_text_contents()
+        page.wait_for_selector('.file-head >> text=created: conftest.py +1 -0')
+        heads = branch.locator(".file-head").all_text_contents()
+        assert heads == [f"created: {FILE} +2 -0", "created: conftest.py +1 -0"]
+        named, conftest = branch.locator(".file").all()
+        added = named.locator("pre.diff span.add").all_text_contents()
         assert added == ["+" + inert(line) for line in CONTENT.splitlines()]
+        # The file a later step runs by itself is marked so (the other one is not).
+        assert conftest.locator(".warn").text_content().startswith("runs later")
+        assert named.locator(".warn").count() == 0
         steps = branch.locator(".steps").text_content()
         assert inert(MODEL_TEXT) in steps
         assert "wrote <b onmouseover=alert('end')>it</b>" in steps

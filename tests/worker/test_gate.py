@@ -325,6 +325,24 @@ def test_protected_paths_setting_and_links_into_git(overlay: Overlay, project: P
 
 
 @pytest.mark.parametrize(
+    ("path", "boundary"),
+    [(".envrc", True), ("pkg/conftest.py", True), (".github/workflows/ci.yml", True),
+     ("tools/gen.cfg", True), ("src/app.py", False)],
+)
+def test_with_runs_later_boundary_a_file_that_runs_later_stops_the_speculation(
+    overlay: Overlay, path: str, boundary: bool
+) -> None:
+    args = {"file_path": path, "content": "x"}
+    off = evaluate("write_file", args, "yolo", overlay)
+    on = evaluate("write_file", args, "yolo", overlay, runs_later_paths=["tools/*.cfg"])
+    assert off.action == "redirect"
+    if boundary:
+        assert (on.action, on.reason) == ("boundary", f"runs_later:{path}")
+    else:
+        assert on.action == "redirect"
+
+
+@pytest.mark.parametrize(
     "args",
     [{"file_path": "/etc/passwd"}, {"path": "../.."}, {"file_path": "~/.ssh/id_rsa"}],
 )

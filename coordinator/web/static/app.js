@@ -148,16 +148,24 @@ function onTurnEvent(number, event) {
 
 // -- suggestion, its speculations and their diffs ---------------------------------------
 
-function diffNode(files) {
-  if (!files || files.length === 0) return el("div", {class: "muted"}, "no files changed yet");
+function diffNode(diff) {
+  // ``diff`` is what `specrun diff` shows: the same computation Tab uses.
+  if (!diff) return el("div", {class: "muted"}, "no files changed yet");
   const box = el("div", {class: "files"});
-  for (const file of files) {
-    const head = el("div", {class: "file-head"}, `${file.change}: ${file.path}`);
+  if (diff.refused) box.append(el("div", {class: "conflict"}, `Tab would apply nothing: ${diff.refused}`));
+  if (diff.files.length === 0 && !diff.refused) box.append(el("div", {class: "muted"}, "no files changed yet"));
+  for (const file of diff.files) {
+    const change = file.change;
+    const mode = change.mode ? ` (${change.mode})` : "";
+    const counts = file.binary || file.too_large ? "" : ` +${file.added} -${file.removed}`;
+    const head = el("div", {class: "file-head"}, `${change.status}${mode}: ${change.path}${counts}`);
     const part = el("div", {class: "file"}, head);
-    if (file.runs_later) part.append(el("div", {class: "warn"}, "runs later: this file is run or loaded by a later step (tests, build, hooks)"));
-    if (file.conflict) part.append(el("div", {class: "conflict"}, `conflict: ${file.conflict}; Tab would refuse it`));
-    if (file.binary) part.append(el("div", {class: "muted"}, file.truncated ? "too large to show" : "binary file"));
-    else {
+    if (change.runs_later) part.append(el("div", {class: "warn"}, "runs later: something runs this file later without a key press"));
+    if (change.ignored) part.append(el("div", {class: "muted"}, "ignored by git (a cache or build output)"));
+    if (change.conflict) part.append(el("div", {class: "conflict"}, `conflict: ${change.conflict}; Tab would refuse it`));
+    if (file.binary) part.append(el("div", {class: "muted"}, "binary file"));
+    else if (file.too_large) part.append(el("div", {class: "muted"}, "too large to show"));
+    else if (file.diff) {
       const pre = el("pre", {class: "diff"});
       for (const line of file.diff.split("\n")) {
         if (line === "") continue;
@@ -169,7 +177,6 @@ function diffNode(files) {
         pre.append(el("span", {class: kind}, line));
       }
       part.append(pre);
-      if (file.truncated) part.append(el("div", {class: "muted"}, "(diff cut)"));
     }
     box.append(part);
   }
@@ -355,7 +362,7 @@ function onChange(change) {
       renderSuggestion();
       break;
     }
-    case "diff": state.diffs[change.speculation_id] = change.files; renderSuggestion(); break;
+    case "diff": state.diffs[change.speculation_id] = change; renderSuggestion(); break;
     case "workers": state.workers = change; renderWorkers(); break;
     case "stats": state.stats = change; renderStats(); break;
     case "reset": state.convo = []; state.turns = new Map(); renderConversation(); break;

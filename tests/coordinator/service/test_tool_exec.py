@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from coordinator.service.tool_exec import write_policy
+from coordinator.service.tool_exec import HIDDEN_NAME_REASON, hidden_name_reason, write_policy
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall
 
@@ -31,9 +31,11 @@ def test_a_plain_write_follows_the_mode(mode: ApprovalMode, policy: str) -> None
                                   ApprovalMode.YOLO])
 def test_a_name_with_hidden_characters_always_asks(path: str, mode: ApprovalMode) -> None:
     assert write_policy(write(path), mode) == "ask"
+    assert hidden_name_reason(write(path)) == HIDDEN_NAME_REASON
     assert write_policy(write(path), ApprovalMode.PLAN) == "refuse"
 
 
 def test_other_tools_run() -> None:
     call = ToolCall(id="c", name="read_file", arguments=json.dumps({"file_path": "\x1b"}))
     assert write_policy(call, ApprovalMode.DEFAULT) == "run"
+    assert hidden_name_reason(call) is None
