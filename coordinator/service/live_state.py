@@ -97,7 +97,7 @@ def _dir_bytes(path: str | None) -> int | None:
     for top, _dirs, files in os.walk(path, followlinks=False):
         for name in files:
             with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(top, name)).st_blocks * 512
+                total += os.lstat(os.path.join(top, name)).st_size
     return total
 
 
