@@ -40,6 +40,7 @@ def status_reply(svc: StatusDeps, req_id: int) -> StatusReply:
         suggestions_enabled=svc.settings.enable_followup_suggestions,
         pool_warm=svc.pool.is_warm(),
         containment=svc.pool.containment,
+        context=chat.context_info(),
     )
 
 
