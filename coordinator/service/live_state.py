@@ -35,6 +35,7 @@ from protocol.control import (
     ApprovalNeeded,
     AskRequest,
     ControlReply,
+    ControlRequest,
     LiveActivity,
     LiveChange,
     LiveDiff,
@@ -151,7 +152,7 @@ class LiveState:
                 self._turns.popitem(last=False)
         return turn
 
-    def request(self, identity: bytes, request: object) -> None:
+    def request(self, identity: bytes, request: ControlRequest) -> None:
         """A control request arrived: a prompt (or an accept, whose prompt is the branch
         it takes) starts a turn in the view."""
         if not self.hub.active:
@@ -162,11 +163,11 @@ class LiveState:
         elif isinstance(request, AcceptRequest):
             current = self.speculation.current
             if current is not None:
-                index = 0 if request.index is None else request.index
-                branch = current.branch(index) if request.index is not None else current.top
+                index = request.index
+                branch = current.top if index is None else current.branch(index)
                 text = branch.text if branch is not None else None
         if text:
-            turn = self._turn(identity, request.req_id)  # type: ignore[attr-defined]
+            turn = self._turn(identity, request.req_id)
             self._publish(LivePrompt(turn, text))
 
     def turn_event(self, identity: bytes, reply: ControlReply) -> None:
