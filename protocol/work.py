@@ -74,7 +74,8 @@ class ModelEndpoint(msgspec.Struct, frozen=True, omit_defaults=True):
 class SpeculationLimits(msgspec.Struct, frozen=True):
     max_turns: int = 20
     max_messages: int = 100
-    shell_timeout_s: float = 30.0
+    # per shell command (the speculationShellTimeoutS setting): sized for test suites
+    shell_timeout_s: float = 300.0
 
 
 class CommandLimits(msgspec.Struct, frozen=True):
@@ -96,6 +97,8 @@ class Containment(msgspec.Struct, frozen=True):
     overlay_quota_bytes: int = 256 << 20
     overlay_quota_files: int = 2000
     protected_paths: tuple[str, ...] = ()
+    # more host paths a captured command sees read-only (the toolchainPaths setting)
+    toolchain_paths: tuple[str, ...] = ()
 
 
 LayerName = Literal[

@@ -41,6 +41,7 @@ from overlay import (
     speculation_base_dir,
 )
 from protocol.chat import ToolCall, ToolResult, Usage
+from protocol.endpoints import runtime_base
 from protocol.model import ModelClient, ModelError
 from protocol.tools import READ_TOOLS, SHELL_TOOL
 from protocol.work import (
@@ -56,10 +57,12 @@ from protocol.work import (
     ToolDone,
 )
 from worker.capture import import_capture, remove_capture
-from worker.contain.helper import Request, SandboxHelper
+from worker.contain.captured_env import CapturedSetup, captured_setup, sandbox_notes
+from worker.contain.helper import Request, SandboxHelper, shell_program
 from worker.contain.landlock import restrict_writes_to
 from worker.contain.limits import limit_reached
 from worker.contain.spawn import ContainmentUnavailable
+from worker.contain.toolchains import missing_program
 from worker.fork import ForkedChat, pipelined_suggestion
 from worker.gate import read_only_verdict, reads_inside_project
 from worker.shell.git_config import git_config_hazard
@@ -152,13 +155,17 @@ def contained_runner(
     *,
     stop_on_limit: bool,
     capture_dirs: Callable[[], Path] | None = None,
+    setup: CapturedSetup | None = None,
 ) -> Callable[[str, str | Path, float, int], ShellResult]:
     """A shell runner for the tools: every command goes through the sandbox helper.
 
     A missing layer raises ``ToolStop("sandbox_unavailable:<layer>")``: the command did not
     run, and will not run with less containment. With ``stop_on_limit`` (speculations) a
-    command stopped by a limit raises ``ToolStop("limit:<name>")``. With ``capture_dirs``
-    the command runs writable, its writes caught in the directory it returns."""
+    command stopped by a limit raises ``ToolStop("limit:<name>")``, except for its run
+    time: a command that timed out is a result like any other (the model sees that it
+    was killed, as in the main chat). With ``capture_dirs`` the command runs writable, its
+    writes caught in the directory it returns, with ``setup``'s toolchains and variables.
+    The result carries notes on the sandbox it ran in (no network...)."""
 
     def run(command: str, cwd: str | Path, timeout_s: float, output_cap: int) -> ShellResult:
         capture = capture_dirs() if capture_dirs is not None else None
@@ -172,6 +179,8 @@ def contained_runner(
             overlay_dir=overlay_dir,
             capture_dir=None if capture is None else os.fspath(capture),
             limits=limits,
+            toolchains=() if setup is None or capture is None else setup.toolchains.binds,
+            env={} if setup is None or capture is None else setup.env,
         )
         try:
             result = helper.run(request)
@@ -179,9 +188,10 @@ def contained_runner(
             raise ToolStop(f"sandbox_unavailable:{exc.layer}", str(exc)) from exc
         if stop_on_limit:
             limit = limit_reached(result)
-            if limit is not None:
+            if limit is not None and limit != "timeout":
                 raise ToolStop(f"limit:{limit}", f"the command hit its {limit} limit")
-        return result
+        notes = sandbox_notes(result, captured=capture is not None)
+        return dataclasses.replace(result, notes=result.notes + notes) if notes else result
 
     return run
 
@@ -232,6 +242,8 @@ async def _speculate(
     scratch: Path | None = None
     try:
         scratch = make_dirs(job)
+        # Read before confining: the user's PATH, git identity and toolchain directories.
+        setup = _setup_for(job) if job.speculate_shell else None
         if job.sandbox:
             confine(job)
         overlay = Overlay(job.project_root, job.overlay_dir)
@@ -245,8 +257,8 @@ async def _speculate(
             shell_timeout_s=job.limits.shell_timeout_s,
             ungated_command=_ungated_command(),
             read_only_runner=runner,
-            captured_runner=_captured_runner(helper, job, overlay, scratch)
-            if job.speculate_shell
+            captured_runner=_captured_runner(helper, job, overlay, scratch, setup)
+            if setup is not None
             else None,
             containment=job.containment,
         )
@@ -263,11 +275,25 @@ async def _speculate(
         _remove(scratch)
 
 
+def _setup_for(job: RunSpeculation) -> CapturedSetup:
+    private = [speculation_base_dir(), runtime_base()]
+    return captured_setup(
+        job.project_root, os.environ, job.containment.toolchain_paths, [str(p) for p in private]
+    )
+
+
 def _captured_runner(
-    helper: SandboxHelper, job: RunSpeculation, overlay: Overlay, scratch: Path
+    helper: SandboxHelper,
+    job: RunSpeculation,
+    overlay: Overlay,
+    scratch: Path,
+    setup: CapturedSetup,
 ) -> Callable[[str, str | Path, float, int], ShellResult]:
     """Opt-in: run a command that is not read-only in a writable view, then keep what it
-    wrote (within the quota, never a protected path)."""
+    wrote (within the quota, never a protected path). A command whose program the view
+    lacks but the user's machine has stops the speculation
+    (``toolchain_missing:<program>``): Tab then runs the prompt for real, instead of
+    showing a "command not found" that the user's own terminal would not give."""
     runs = itertools.count(1)
     current: dict[str, Path] = {}
 
@@ -282,11 +308,19 @@ def _captured_runner(
         job.containment.limits,
         stop_on_limit=True,
         capture_dirs=next_capture,
+        setup=setup,
     )
+    shell = shell_program() or "bash"
 
     def run(command: str, cwd: str | Path, timeout_s: float, output_cap: int) -> ShellResult:
         try:
             result = sandboxed(command, cwd, timeout_s, output_cap)
+            missing = missing_program(result.stderr, shell, os.fspath(cwd), setup.host_path)
+            if missing is not None:
+                raise ToolStop(
+                    f"toolchain_missing:{missing}",
+                    f"{missing} is on this machine but not in the speculation's view",
+                )
             note = import_capture(current["dir"] / "upper", overlay, job.containment).note()
         finally:
             if "dir" in current:

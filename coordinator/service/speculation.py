@@ -66,6 +66,7 @@ from protocol.work import (
     ModelUsage,
     PipelinedSuggestion,
     RunSpeculation,
+    SpeculationLimits,
     SpeculationOutcome,
     ToolFinished,
     WorkerEvent,
@@ -598,6 +599,7 @@ class SpeculationManager:
             speculate_shell=self.settings.speculate_shell,
             containment=self.settings.containment(),
             alternatives=self.settings.speculation_branches,
+            limits=SpeculationLimits(shell_timeout_s=self.settings.speculation_shell_timeout_s),
         )
         try:
             await self.workers.send(handle, job)

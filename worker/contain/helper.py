@@ -59,6 +59,30 @@ _HEADER = struct.Struct("!I")
 # "verify": the hostile probes of `specrun sandbox --verify`, run without asking the classifier;
 # "probe": no command, the helper reports its layers (``Reply.layers``)
 Mode = Literal["read_only", "captured", "verify", "probe"]
+CAPTURED_ENV = frozenset(
+    {
+        "PATH",
+        "GIT_ALLOW_PROTOCOL",
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "PYENV_ROOT",
+        "PYENV_VERSION",
+        "RUSTUP_HOME",
+        "RUSTUP_TOOLCHAIN",
+        "VIRTUAL_ENV",
+    }
+)
+"""What a captured command's environment may get besides the read-only one: where its
+toolchains are, the user's git identity, git's local transport. Nothing that makes a
+program load code from elsewhere (``LD_PRELOAD``, ``BASH_ENV``, ``PYTHONPATH``...)."""
+
+
+def shell_program() -> str | None:
+    """The bash every contained command runs in (its path is how bash names itself in
+    its error messages)."""
+    return shutil.which("bash", path=READ_ONLY_PATH)
 
 
 def classifier_bypassed() -> bool:
@@ -77,6 +101,10 @@ class Request(msgspec.Struct, frozen=True):
     capture_dir: str | None = None
     limits: CommandLimits = msgspec.field(default_factory=CommandLimits)
     layers: Layers = ALL_LAYERS
+    # captured mode only: host paths shown read-only (``worker.contain.toolchains``) and
+    # variables set for the command (only the names in ``CAPTURED_ENV``)
+    toolchains: tuple[str, ...] = ()
+    env: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class Reply(msgspec.Struct, frozen=True):
@@ -99,7 +127,8 @@ class _Server:
         self.mount_point = ""
         self.prepared: dict[str, tuple[str, ...]] = {}  # project -> its submounts
         self.counter = itertools.count(1)
-        self.bash = shutil.which("bash", path=READ_ONLY_PATH)
+        self.bash = shell_program()
+        self._userxattr: bool | None = None
 
     def _setup(self) -> None:
         self.ready = True
@@ -115,6 +144,19 @@ class _Server:
         self.mount_point = str(self.own / "root")
         os.mkdir(self.mount_point, 0o700)
         spawn.prepare()
+
+    def userxattr(self) -> bool:
+        """Does the writable view's overlayfs take ``userxattr`` here? Tried once."""
+        if self._userxattr is None:
+            assert self.own is not None
+            trial = self.own / "userxattr-trial"
+            try:
+                self._userxattr = mounts.userxattr_supported(str(trial))
+            except OSError:
+                self._userxattr = False
+            finally:
+                _remove_tree(trial)
+        return self._userxattr
 
     def probe(self) -> tuple[LayerStatus, ...]:
         """Run one command in the full profile and report what held (``worker.contain.probe``)."""
@@ -140,7 +182,7 @@ class _Server:
             return probe.report("exec", detail or "the probe command failed", False)
         pid_cap = reply.result.stdout.strip() == str(pid_namespace_cap(request.limits.processes))
         shutil.rmtree(project, ignore_errors=True)
-        return probe.report(None, "", pid_cap)
+        return probe.report(None, "", pid_cap, userxattr=self.userxattr())
 
     def close(self) -> None:
         if self.own is None or self.parent is None:
@@ -193,6 +235,7 @@ class _Server:
             upper, work = Path(request.capture_dir) / "upper", Path(request.capture_dir) / "work"
             upper.mkdir(parents=True, exist_ok=True)
             work.mkdir(parents=True, exist_ok=True)
+        captured = request.mode == "captured"
         view = mounts.View(
             project=project,
             scratch=str(scratch),
@@ -200,10 +243,14 @@ class _Server:
             capture_upper=None if upper is None else str(upper),
             capture_work=None if work is None else str(work),
             submounts=self.prepared.get(project, ()),
+            toolchains=request.toolchains if captured else (),
+            userxattr=captured and self.userxattr(),
         )
         profile = Profile(view, self.mount_point, request.limits, request.layers, self.network)
         tmp = "/tmp" if request.layers.filesystem else str(scratch)
         env = {**read_only_environment(), "HOME": tmp, "TMPDIR": tmp}
+        if captured:
+            env.update((k, v) for k, v in request.env.items() if k in CAPTURED_ENV)
         if self.bash is None:
             return Reply(error="bash was not found")
         argv = [self.bash, "--noprofile", "--norc", "-c", request.command]
@@ -212,6 +259,16 @@ class _Server:
             argv, cwd, env, profile, request.timeout_s, request.output_cap
         )
         return Reply(result=result)
+
+
+def _remove_tree(path: Path) -> None:
+    """overlayfs leaves its work directory unreadable (mode 000): open each directory up
+    on the way down, then remove."""
+    for dirpath, dirnames, _files in os.walk(path):
+        for name in dirnames:
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(dirpath, name), 0o700)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def send_frame(sock: socket.socket, payload: bytes) -> None:

@@ -91,6 +91,8 @@ class ShellResult:
     timed_out: bool
     truncated: bool
     duration: float
+    # lines about where it ran, shown after its output (``worker.contain.captured_env``)
+    notes: tuple[str, ...] = ()
 
 
 class ShellNotReadOnlyError(ValueError):
