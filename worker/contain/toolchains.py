@@ -20,7 +20,8 @@ Where the paths come from:
 
 What is shown for a directory (never more):
 
-* inside pyenv's root (``$PYENV_ROOT`` or ``~/.pyenv``): one installed version
+* inside pyenv's root (``$PYENV_ROOT``, ``~/.pyenv``, or a directory a few levels up
+  holding ``libexec/pyenv`` and ``versions/``): one installed version
   (``versions/X``) when the path is inside it, else the whole root (its shims run
   ``libexec/pyenv``, which reads ``version`` and ``versions/``);
 * cargo's ``bin`` (``$CARGO_HOME/bin`` or ``~/.cargo/bin``): that directory, plus rustup's
@@ -88,6 +89,7 @@ NEVER_SHOWN = ("/proc", "/sys", "/dev", "/run")
 MAX_EXPOSED = 64
 _MAX_LINKS_SCANNED = 2000
 _MAX_HOPS = 40
+_PYENV_DEPTH = 4  # plugins/<name>/shims is three below the root
 # Variables the user's shell may set that select a toolchain: passed through unchanged.
 PASSED_THROUGH = ("PYENV_VERSION", "RUSTUP_TOOLCHAIN")
 
@@ -145,15 +147,30 @@ class _Finder:
                 return "a system or specrun runtime directory"
         return None
 
+    def pyenv_root(self, real: str) -> str | None:
+        """The pyenv root ``real`` is in: ``$PYENV_ROOT`` or ``~/.pyenv``, or an ancestor
+        laid out as one (its shims name their root themselves, whatever ``$HOME`` is)."""
+        if _inside(real, self.pyenv):
+            return self.pyenv
+        candidate = real
+        for _ in range(_PYENV_DEPTH):
+            if os.path.isfile(os.path.join(candidate, "libexec", "pyenv")) and os.path.isdir(
+                os.path.join(candidate, "versions")
+            ):
+                return candidate
+            candidate = os.path.dirname(candidate)
+        return None
+
     def exposures(self, real: str) -> list[str]:
         """What to show for ``real`` (see the module's rules)."""
-        if _inside(real, self.pyenv):
-            versions = os.path.join(self.pyenv, "versions")
+        pyenv = self.pyenv_root(real)
+        if pyenv is not None:
+            versions = os.path.join(pyenv, "versions")
             if _inside(real, versions) and real != versions:
                 name = os.path.relpath(real, versions).split("/")[0]
                 return [os.path.join(versions, name)]
-            self.env["PYENV_ROOT"] = self.pyenv
-            return [self.pyenv]
+            self.env["PYENV_ROOT"] = pyenv
+            return [pyenv]
         if _inside(real, os.path.join(self.cargo, "bin")):
             shown = [os.path.join(self.cargo, "bin")]
             parts = [os.path.join(self.rustup, n) for n in ("toolchains", "settings.toml")]
