@@ -1,5 +1,5 @@
 """Configuration: project settings.json, then user settings.json, then environment,
-then flags (later wins: the order SPEC §8 gives, with flags the strongest). Every value
+then flags (later wins: the order design §8 gives, with flags the strongest). Every value
 remembers where it came from, so ``specrun config show`` can say so, and a bad file or key
 is reported with its file and key in one sentence.
 """
@@ -50,7 +50,13 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
     api_key: Annotated[
         str, _about("API key (prefer the OPENAI_API_KEY / DASHSCOPE_API_KEY variables)")
     ] = ""
-    approval_mode: Annotated[ApprovalMode, _about("default | plan | auto-edit | yolo")] = (
+    approval_mode: Annotated[
+        ApprovalMode,
+        _about(
+            "which tool calls need a yes: default (edits and commands not proven read-only), "
+            "plan (no writes at all), auto-edit (edits run, such commands ask), yolo (none)"
+        ),
+    ] = (
         ApprovalMode.DEFAULT
     )
     enable_speculation: Annotated[
@@ -170,7 +176,7 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
         return self.fast_model or self.model
 
     def containment(self) -> Containment:
-        """The per-command limits, overlay quota and protected paths of SPEC §11."""
+        """The per-command limits, overlay quota and protected paths of design §11."""
         mib = 1 << 20
         return Containment(
             limits=CommandLimits(
@@ -381,7 +387,7 @@ def load_settings(
 ) -> Settings:
     """Merge defaults, project file, user file, environment and flags (later wins).
 
-    Precedence follows SPEC §8 literally: project file < user file < environment <
+    Precedence follows design §8 literally: project file < user file < environment <
     flags. A user-wide setting therefore overrides a project's file (a person's own
     choice of endpoint or model beats what a repository ships). When both
     ``OPENAI_API_KEY`` and ``DASHSCOPE_API_KEY`` are set, the one matching the base URL

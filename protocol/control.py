@@ -277,6 +277,9 @@ class SuggestionReply(msgspec.Struct, frozen=True, tag="suggestion"):
     # budget is spent), or None.
     speculation_skipped: SkipReason | None = None
     branches: tuple[Branch, ...] = ()
+    # The typed text (``TypedRequest``) the service last acted on for this suggestion:
+    # the branches above already reflect it.
+    typed: str = ""
 
 
 class CountByReason(msgspec.Struct, frozen=True):

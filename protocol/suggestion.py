@@ -2,7 +2,7 @@
 
 Shared by the coordinator's suggestion generator (after a main turn) and the worker's pipelined
 suggestion (after a completed speculation), so both ask the model the same way and suppress the
-same bad guesses (SPEC §5 "Pipelined suggestion", §6).
+same bad guesses (design §5 "Pipelined suggestion", §6).
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def parse_suggestion_reply(text: str) -> str:
     return _unquote(candidate if fenced else raw)
 
 
-# --- filters (SPEC §6), first match wins -------------------------------------------------------
+# --- filters (design §6), first match wins -------------------------------------------------------
 
 _META_SILENCE = re.compile(r"\bsilence is\b|\bstay(s|ing)? silent\b")
 _META_ONLY_SILENCE = re.compile(r"^\W*silence\W*$")

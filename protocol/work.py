@@ -79,7 +79,7 @@ class SpeculationLimits(msgspec.Struct, frozen=True):
 
 
 class CommandLimits(msgspec.Struct, frozen=True):
-    """Per-command limits of the containment profile (SPEC §11); from settings."""
+    """Per-command limits of the containment profile (design §11); from settings."""
 
     cpu_s: int = 60
     memory_bytes: int = 4 << 30
@@ -91,7 +91,7 @@ class CommandLimits(msgspec.Struct, frozen=True):
 
 class Containment(msgspec.Struct, frozen=True):
     """What bounds a speculation besides the gate: the per-command limits, the overlay
-    quota and the paths it may never write (SPEC §11)."""
+    quota and the paths it may never write (design §11)."""
 
     limits: CommandLimits = CommandLimits()
     overlay_quota_bytes: int = 256 << 20

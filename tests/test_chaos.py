@@ -225,6 +225,7 @@ def test_a_short_chaos_run_violates_no_invariant() -> None:
     assert any(int(rank) > 0 for rank in ranks), ranks  # a non-first rank was accepted
     assert summary["followups_checked"] >= 1
     assert summary["dropped_branches_gone"]["n"] >= len(chaos.BRANCH_KINDS)
+    assert summary["typed_prompt_after_abort"]["n"] >= 3
     assert summary["gone_rank_accepts_refused"] >= 3
     for kind, row in summary["by_kind"].items():
         assert row["rounds"] >= 3, (kind, row)

@@ -1,4 +1,4 @@
-"""The import graph of the four packages (SPEC §2): no cycles between modules, and
+"""The import graph of the four packages (design §2): no cycles between modules, and
 dependencies pointing one way — protocol and overlay import no project package, worker
 never imports coordinator, coordinator's client side never imports its service side
 except to run a service in the foreground (`specrun serve`).

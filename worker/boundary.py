@@ -1,4 +1,4 @@
-"""The speculated conversation, and how a turn stopped by a boundary is cut (SPEC §5).
+"""The speculated conversation, and how a turn stopped by a boundary is cut (design §5).
 
 Call *i* of a model message pairs with response *i* of the tool message after it. When
 the gate stops a turn part-way, the calls that already produced a response (an error

@@ -4,7 +4,7 @@ A fork reuses the main chat's request prefix byte for byte: the snapshot's syste
 instruction, its tools in their fixed order and its last (at most 40) history entries,
 exactly as the coordinator captured them. Everything the speculation adds (the
 suggestion, model and tool messages, the pipelined prompt) comes after that prefix, so a
-provider's prefix cache hits. Thinking is off for every forked request (SPEC §5).
+provider's prefix cache hits. Thinking is off for every forked request (design §5).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tool gate for speculative tool calls (SPEC §4).
+"""Tool gate for speculative tool calls (design §4).
 
 Every tool call a speculation wants to make is decided here before it runs:
 
@@ -11,7 +11,7 @@ Every tool call a speculation wants to make is decided here before it runs:
 The gate never raises: an overlay that refuses a path (escape, bad target) or any other error
 while rewriting becomes a boundary.
 
-Beyond the tool table (SPEC §4, §11): a read tool aimed outside the project is a boundary
+Beyond the tool table (design §4, §11): a read tool aimed outside the project is a boundary
 (``read_outside_project:<tool>``: a speculation must not send files the user never pointed
 at to the model provider), and so is any write to a protected path
 (``protected_path:<path>``: ``.git/**``, ``.gitattributes``, ``.gitmodules``, ``.specrun/**``

@@ -1,4 +1,4 @@
-"""The speculative loop (SPEC §5 "Loop" and "Boundary mid-turn").
+"""The speculative loop (design §5 "Loop" and "Boundary mid-turn").
 
 The worker runs the suggested prompt in a fork of the main chat: each model answer's
 tool calls go through the tool gate and run against the overlay, until the model

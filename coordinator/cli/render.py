@@ -278,7 +278,7 @@ def show_transcript(t: Transcript, out: Console | None = None, show_user: bool =
 def accept_summary(end: TurnEnded, transcript: Transcript | None) -> Text:
     """``✓ accepted in 12 ms · 1 file applied (a.py) · saved 0.84 s``; with more than one
     file, every path follows on a line of its own, in full: what a Tab wrote is never
-    hidden behind an ellipsis (SPEC §11)."""
+    hidden behind an ellipsis (design §11)."""
     from rich.text import Text
 
     line = Text("✓ accepted", style="bold green")

@@ -1,5 +1,5 @@
 """Memory: the on-disk store, recall (model selection with a lexical fallback) and the
-asynchronous prefetch the main turn loop uses (SPEC §7, seeds 000/001)."""
+asynchronous prefetch the main turn loop uses (design §7, seeds 000/001)."""
 
 from .abort import AbortLike, AbortSignal
 from .lexical import lexical_rank, tokenize

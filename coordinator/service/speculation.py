@@ -83,8 +83,12 @@ PIPELINED_GRACE_S = 1.0
 # machine the death can be seen first. A running speculation whose worker died is failed
 # only if no final event came within this long.
 FINAL_EVENT_GRACE_S = 0.5
+# An abort waits this long for the killed worker to be reaped and its overlay removed; a
+# death the kernel is slow to deliver (a process stuck in the D state, a big address space
+# being torn down) finishes in the background, so an abort never holds up the next turn.
+ABORT_WAIT_S = 0.5
 # The moves a speculation's status can make; nothing else changes it (``Speculation.move_to``).
-# An abort marks any speculation not yet decided ``aborted`` (SPEC §5 "Abort"), a completed
+# An abort marks any speculation not yet decided ``aborted`` (design §5 "Abort"), a completed
 # or boundary one too: its worker is killed and its overlay removed all the same.
 MOVES: Final[dict[SpeculationStatus, frozenset[SpeculationStatus]]] = {
     "running": frozenset({"completed", "boundary", "failed", "aborted"}),
@@ -312,6 +316,7 @@ class Suggestion:
         self.delay_s = delay_s
         self.settled = False  # its outcome (accepted / ignored) is recorded
         self.typed_prefix = False  # typing kept it alive (keepSpeculationWhileTyping)
+        self.typed = ""  # the typed text last acted on (clients and tests can see it was)
 
     @property
     def top(self) -> Branch:
@@ -398,6 +403,7 @@ class SpeculationManager:
         self._ids = itertools.count(1)
         self._last_accept = 0.0
         self._tasks: set[asyncio.Task[object]] = set()
+        self._stopping: set[asyncio.Task[None]] = set()  # kills still being reaped
         self._generation: asyncio.Task[object] | None = None
         self._accepted: Speculation | None = None  # accepted, its pipelined text pending
         self._accepting: Speculation | None = None  # being accepted right now
@@ -713,6 +719,22 @@ class SpeculationManager:
                 self.stats.aborted += 1
             else:
                 self.stats.failed += 1
+        stop = asyncio.ensure_future(self._stop_worker_and_overlay(spec))
+        self._stopping.add(stop)
+        stop.add_done_callback(self._stopping.discard)
+        done, _ = await asyncio.wait({stop}, timeout=ABORT_WAIT_S)
+        if not done:
+            log.warning(
+                "speculation %s: its worker is not reaped yet; going on, the overlay is "
+                "removed once it is",
+                spec.id,
+            )
+        if was_running:
+            self._wake_waiting()
+
+    async def _stop_worker_and_overlay(self, spec: Speculation) -> None:
+        """Kill and reap the speculation's worker, then remove its overlay (only then: a
+        command still dying could write into it)."""
         if spec.worker is not None and spec.worker.state is not WorkerState.DEAD:
             why = f"aborted: {spec.abort_cause}" if spec.abort_cause else spec.status
             self._read_cpu(spec)
@@ -720,8 +742,6 @@ class SpeculationManager:
         spec.pipelined_done.set()
         if spec.overlay_dir:
             overlay.Overlay(self.project_root, spec.overlay_dir).cleanup()
-        if was_running:
-            self._wake_waiting()
 
     async def abort(self, cause: AbortCause) -> None:
         """Idempotent: kill + reap the workers of the current suggestion's branches (all at
@@ -766,6 +786,7 @@ class SpeculationManager:
         current = self.current
         if current is None:
             return
+        current.typed = text
         if not text.strip():
             current.typed_prefix = False
             return
@@ -966,6 +987,7 @@ class SpeculationManager:
             branches[0].speculation,  # the top live branch's, read once for both
             speculation_skipped=current.skipped,
             branches=branches,
+            typed=current.typed,
         )
 
     def stats_reply(self, req_id: int) -> StatsReply:
@@ -985,6 +1007,8 @@ class SpeculationManager:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.abort("shutdown")
+        # Kills an abort left to finish in the background: their overlays go before exit.
+        await asyncio.gather(*self._stopping, return_exceptions=True)
 
     def _spawn(self, coro: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
         task: asyncio.Task[object] = asyncio.ensure_future(coro)

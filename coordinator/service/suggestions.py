@@ -1,4 +1,4 @@
-"""Predicting the user's next prompt with the fast model (SPEC §6).
+"""Predicting the user's next prompt with the fast model (design §6).
 
 With ``speculationBranches`` N > 1 the same forked request asks for up to N ranked
 alternatives in one structured answer; N == 1 sends exactly the single-suggestion request.

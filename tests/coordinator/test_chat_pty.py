@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -223,7 +222,8 @@ def test_typing_the_beginning_keeps_the_speculation_and_diverging_aborts_it(
 
     # its beginning, in another case and with a doubled space: the speculation stays
     terminal.send("Add a  test")
-    time.sleep(1.0)  # the chat tells the service at once; give it time to act on it
+    # the chat tells the service at once; wait until the service has acted on it
+    assert wait_until(lambda: specrun.query(SuggestionRequest)["typed"] == "Add a  test")
     kept = _speculation(specrun)
     assert (kept["id"], kept["status"]) == (running["id"], "running")
     assert _alive(running["worker_pid"])
@@ -244,7 +244,8 @@ def test_typing_the_beginning_keeps_the_speculation_and_diverging_aborts_it(
     assert wait_until(lambda: _speculation(specrun).get("worker_pid"))
     pid = _speculation(specrun)["worker_pid"]
     terminal.send("show me th")
-    time.sleep(0.5)
+    assert wait_until(lambda: specrun.query(SuggestionRequest)["typed"] == "show me th")
+    assert _alive(pid)
     assert specrun.query(SuggestionRequest)["text"] == DIFF
     terminal.send("x")
     assert wait_until(lambda: specrun.query(SuggestionRequest)["text"] is None, timeout=5)

@@ -4,9 +4,11 @@ and help texts with an example."""
 from __future__ import annotations
 
 import json
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -222,19 +224,36 @@ def test_human_output_shows_tools_and_the_accept_summary(shared: Specrun) -> Non
 
 def test_logs_follow_stops_cleanly_on_ctrl_c(shared: Specrun) -> None:
     service = shared
+    # An idle worker, named: its death is a line that names it, whatever earlier tests left.
+    idle: list[int] = []
+
+    def some_idle_worker() -> bool:
+        idle[:] = [w["pid"] for w in service.json("workers")["workers"] if w["state"] == "idle"]
+        return bool(idle)
+
+    assert wait_until(some_idle_worker, timeout=30), "the pool never had an idle worker"
     proc = subprocess.Popen(
         [sys.executable, "-m", "coordinator", "--project", str(service.project), "logs", "-f",
          "-n", "1"],
         env=service.env.vars, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
+    lines: queue.Queue[str] = queue.Queue()
     try:
         assert proc.stdout is not None
-        first = proc.stdout.readline()
-        assert first.strip()
-        service.json("status")  # a request makes the service write nothing in particular;
-        service.run("debug", "kill-worker", "--random", check=True)  # but this is logged
-        follow = proc.stdout.readline()
-        assert follow.strip()
+        out = proc.stdout
+
+        def pump() -> None:
+            for line in out:
+                lines.put(line)
+
+        threading.Thread(target=pump, daemon=True).start()
+        assert lines.get(timeout=30).strip()  # the tail is printed first
+        service.run("debug", "kill-worker", str(idle[0]), check=True)
+        deadline = time.monotonic() + 30
+        while True:  # followed: the death of that worker arrives as a new line
+            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            if f"worker {idle[0]}" in line:
+                break
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=10) == 0
     finally:

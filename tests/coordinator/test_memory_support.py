@@ -110,8 +110,10 @@ class RecordingModel:
     def __init__(self, inner: ModelClient) -> None:
         self.inner = inner
         self.outcomes: list[str] = []  # "ok" | "error" | "cancelled"
+        self.started = 0  # requests sent so far (in flight or ended)
 
     async def complete(self, req: ChatRequest) -> ChatResult:
+        self.started += 1
         try:
             result = await self.inner.complete(req)
         except asyncio.CancelledError:
@@ -122,6 +124,13 @@ class RecordingModel:
             raise
         self.outcomes.append("ok")
         return result
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Wait, polling the loop, until ``condition()`` holds (bounded: a hang fails)."""
+    async with asyncio.timeout(timeout_s):
+        while not condition():
+            await asyncio.sleep(0.005)
 
 
 def new_client(server: ScriptedModelServer) -> ModelClient:

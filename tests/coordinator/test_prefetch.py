@@ -37,6 +37,7 @@ from .test_memory_support import (
     scripted,
     settle,
     simulated_turn,
+    until,
     with_client,
 )
 
@@ -122,9 +123,10 @@ def test_row4_slow_recall_and_no_tools_is_lost_and_never_carried_over(project: P
         pf = make_prefetcher(project, client)
         first = await simulated_turn(pf, "deploy to staging", prepare_s=0.01, answer_s=0.02)
         # normal end of turn: the handle stays pending; let the first recall finish unused
-        assert pf.pending is not None
-        await asyncio.sleep(0.4)
-        assert pf.pending is not None and pf.pending.is_settled()
+        pending = pf.pending
+        assert pending is not None
+        await until(pending.is_settled)
+        assert pf.pending is pending
         second = await simulated_turn(pf, "run pytest", prepare_s=0.3, tool_turns=[0.05])
         return first, second, pf
 
@@ -150,7 +152,7 @@ def test_row5_second_query_aborts_the_running_first_recall(project: Project) -> 
         pf = make_prefetcher(project, model)
         pf.fire("deploy to staging")
         first = pf.pending
-        await asyncio.sleep(0.15)  # the first recall request is in flight
+        await until(lambda: model.started == 1)  # the first recall request is in flight
         assert first is not None and not first.is_settled()
         trace = await simulated_turn(pf, "run pytest", prepare_s=0.15)
         await asyncio.gather(first.task, return_exceptions=True)
@@ -203,14 +205,13 @@ def test_early_exits_cancel_the_recall(project: Project, how: str) -> None:
         turn_abort = AbortSignal()
         handle = pf.fire("deploy to staging", turn_abort)
         assert handle is not None and turn_abort.listener_count == 1
-        await asyncio.sleep(0.1)
+        await until(lambda: model.started == 1)
         assert pf.consume_for_user_query() is None  # not settled: skipped, no waiting
         t0 = time.monotonic()
         _early_exit(pf, how, turn_abort)
         await asyncio.gather(handle.task, return_exceptions=True)
         unwound = time.monotonic() - t0
-        await asyncio.sleep(0.05)
-        assert turn_abort.listener_count == 0  # bridge removed once settled
+        await until(lambda: turn_abort.listener_count == 0)  # bridge removed once settled
         return handle, model, pf, unwound
 
     with scripted(deploy_rule(project, latency_ms=1_500)) as server:
@@ -258,7 +259,7 @@ def test_asyncio_event_turn_abort_is_bridged(project: Project) -> None:
         pf = make_prefetcher(project, model)
         turn_abort = asyncio.Event()
         handle = pf.fire("deploy", turn_abort)
-        await asyncio.sleep(0.1)
+        await until(lambda: model.started == 1)
         turn_abort.set()
         assert handle is not None
         await asyncio.gather(handle.task, return_exceptions=True)

@@ -1,4 +1,4 @@
-"""The overlay package may import only the standard library and psutil (SPEC §2)."""
+"""The overlay package may import only the standard library and psutil (design §2)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The speculation base is private to its user, and nothing in it is used through a link
-or when another user owns it (SPEC §11, private state)."""
+or when another user owns it (design §11, private state)."""
 
 from __future__ import annotations
 

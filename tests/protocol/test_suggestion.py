@@ -1,4 +1,4 @@
-"""Suggestion prompt, schema, reply parsing, filters and the pipelined prompt (SPEC §5, §6)."""
+"""Suggestion prompt, schema, reply parsing, filters and the pipelined prompt (design §5, §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A hostile model against a real service (SPEC §11), with the classifier bypassed.
+"""A hostile model against a real service (design §11), with the classifier bypassed.
 
 The scripted model plays an attacker: each main turn ends with a suggestion whose
 speculation tries a class of escape with plausible tool calls. The service runs with the

@@ -1,4 +1,4 @@
-"""Each layer of the containment profile holds on its own (SPEC §11).
+"""Each layer of the containment profile holds on its own (design §11).
 
 A real sandbox helper (fresh interpreter) runs hostile commands with the classifier
 bypassed (the test-only ``SPECRUN_TEST_BYPASS_CLASSIFIER``) and with every layer but the

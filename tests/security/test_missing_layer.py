@@ -1,4 +1,4 @@
-"""No silent downgrade (SPEC §11): where a layer cannot be had, status says so, a
+"""No silent downgrade (design §11): where a layer cannot be had, status says so, a
 speculation stops at ``sandbox_unavailable:<layer>`` and the main chat asks instead of
 auto-approving; the command never runs with less containment.
 

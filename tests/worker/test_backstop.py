@@ -1,4 +1,4 @@
-"""The kernel write backstop (SPEC §9): a confined speculation worker cannot write the real
+"""The kernel write backstop (design §9): a confined speculation worker cannot write the real
 tree even when a command gets past the gate.
 
 The gate never lets ``touch`` run, so the test-only hook ``SPECRUN_TEST_UNGATED_SHELL``

@@ -1,5 +1,5 @@
 """What a sandboxed (speculateShell) command wrote, taken into the overlay: never a
-protected path, never past the quota, never a set-uid bit (SPEC §11)."""
+protected path, never past the quota, never a set-uid bit (design §11)."""
 
 from __future__ import annotations
 

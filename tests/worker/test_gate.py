@@ -1,4 +1,4 @@
-"""Tool gate (SPEC §4): every row of the decision table, with the real overlay."""
+"""Tool gate (design §4): every row of the decision table, with the real overlay."""
 
 from __future__ import annotations
 

@@ -121,7 +121,7 @@ def test_internal_error_answers_failed(spec_project: Path, monkeypatch: pytest.M
 
 
 def test_a_main_chat_read_outside_the_project_asks_first(tmp_path: Path) -> None:
-    """SPEC §11: nothing outside the project goes to the model without a yes (yolo aside)."""
+    """design §11: nothing outside the project goes to the model without a yes (yolo aside)."""
     project = tmp_path / "project"
     project.mkdir()
     secret = tmp_path / "secret.txt"

@@ -1,4 +1,4 @@
-"""Table-driven tests for the read-only shell classifier (SPEC §4)."""
+"""Table-driven tests for the read-only shell classifier (design §4)."""
 
 from __future__ import annotations
 

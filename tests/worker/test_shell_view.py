@@ -1,4 +1,4 @@
-"""Read-only shell commands in a speculation see the speculation's own writes (SPEC §9):
+"""Read-only shell commands in a speculation see the speculation's own writes (design §9):
 a real worker, its shell helper, a per-command overlayfs view, Landlock on the command."""
 
 from __future__ import annotations

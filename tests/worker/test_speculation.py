@@ -1,4 +1,4 @@
-"""The speculative loop in-process, against the scripted model over real HTTP (SPEC §5)."""
+"""The speculative loop in-process, against the scripted model over real HTTP (design §5)."""
 
 from __future__ import annotations
 

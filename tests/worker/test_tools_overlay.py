@@ -176,7 +176,7 @@ def test_overlay_refuses_writes_outside_root(
 def test_reads_outside_root_stop_the_speculation(
     world: tuple[Path, Overlay, ToolContext], tmp_path: Path
 ) -> None:
-    """SPEC §11: a speculation reads only the project (also through a link inside it)."""
+    """design §11: a speculation reads only the project (also through a link inside it)."""
     root, _overlay, ctx = world
     (tmp_path / "elsewhere.txt").write_text("far\n")
     (root / "link.txt").symlink_to(tmp_path / "elsewhere.txt")

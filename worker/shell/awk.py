@@ -26,7 +26,8 @@ import re
 from collections.abc import Sequence
 
 from worker.shell.lexer import ScanError, WordInfo, regex_literal_end
-from worker.shell.options import long_option_matches, short_cluster, static_args_problem
+from worker.shell.option_table import OptionTable, Refused, parse_options
+from worker.shell.options import static_args_problem
 
 _ANYWHERE = (
     (re.compile(r"\bsystem\b"), "awk:system("),
@@ -55,24 +56,6 @@ _OPERAND = "operand"  # "/" divides
 _EXPECT = "expect"  # "/" opens a regex
 _AMBIGUOUS = "ambiguous"  # awks disagree: refuse a "/" here
 
-_SHORT_FLAGS = frozenset("bcChkLMnNOPrsStV")
-_SHORT_WITH_VALUE = frozenset("Fv")
-_SHORT_FORBIDDEN = {
-    "f": "awk:-f", "E": "awk:-f", "i": "awk:@include", "l": "awk:@include",
-    "W": "awk:-W", "d": "awk:--dump-variables", "D": "awk:--debug", "o": "awk:--pretty-print",
-    "p": "awk:--profile",
-}
-_LONG_FLAGS = (
-    "characters-as-bytes", "traditional", "copyright", "gen-pot", "help", "lint",
-    "bignum", "use-lc-numeric", "non-decimal-data", "optimize", "no-optimize", "posix",
-    "re-interval", "sandbox", "lint-old", "version", "csv", "trace",
-)
-_LONG_WITH_VALUE = ("field-separator", "assign", "source")
-_LONG_FORBIDDEN = {
-    "file": "awk:-f", "exec": "awk:-f", "include": "awk:@include", "load": "awk:@include",
-    "dump-variables": "awk:--dump-variables", "debug": "awk:--debug",
-    "pretty-print": "awk:--pretty-print", "profile": "awk:--profile",
-}
 
 
 def awk_program_problem(program: str) -> str | None:
@@ -225,54 +208,39 @@ def _code_problem(prog: str) -> str | None:
     return None
 
 
+AWK_OPTIONS = OptionTable(
+    "awk",
+    flags="bcChkLMnNOPrsStV",
+    valued="Fve",
+    refused={
+        "f": "awk:-f", "E": "awk:-f", "i": "awk:@include", "l": "awk:@include",
+        "W": "awk:-W", "d": "awk:--dump-variables", "D": "awk:--debug",
+        "o": "awk:--pretty-print", "p": "awk:--profile",
+    },
+    long_flags=(
+        "characters-as-bytes", "traditional", "copyright", "gen-pot", "help", "lint",
+        "bignum", "use-lc-numeric", "non-decimal-data", "optimize", "no-optimize", "posix",
+        "re-interval", "sandbox", "lint-old", "version", "csv", "trace",
+    ),
+    long_valued=("field-separator", "assign", "source"),
+    long_refused={
+        "file": "awk:-f", "exec": "awk:-f", "include": "awk:@include", "load": "awk:@include",
+        "dump-variables": "awk:--dump-variables", "debug": "awk:--debug",
+        "pretty-print": "awk:--pretty-print", "profile": "awk:--profile",
+    },
+    stop_at_operand=True,  # awk's options end at the program (or the first operand)
+    collect={"e": "program", "source": "program"},
+)
+
+
 def awk_rule(args: Sequence[WordInfo]) -> str | None:
     """Argument rule for ``awk``: no program files or extensions, a read-only program."""
-    programs: list[str] = []
-    i = 0
-    while i < len(args):
-        value = args[i].value
-        if value == "--":
-            i += 1
-            break
-        if value == "-" or not value.startswith("-"):
-            break
-        i += 1
-        if value.startswith("--"):
-            name, eq, attached = value[2:].partition("=")
-            matches = long_option_matches(
-                name, (*_LONG_FLAGS, *_LONG_WITH_VALUE, *_LONG_FORBIDDEN)
-            )
-            for match in matches:
-                if match in _LONG_FORBIDDEN:
-                    return _LONG_FORBIDDEN[match]
-            if len(matches) != 1:
-                return f"awk:option:--{name}"
-            if matches[0] in _LONG_WITH_VALUE:
-                if not eq:
-                    if i >= len(args):
-                        return f"awk:option:--{name}"
-                    attached = args[i].value
-                    i += 1
-                if matches[0] == "source":
-                    programs.append(attached)
-            continue
-        cluster = short_cluster(value) or ""
-        for pos, letter in enumerate(cluster):
-            if letter in _SHORT_FORBIDDEN:
-                return _SHORT_FORBIDDEN[letter]
-            if letter in _SHORT_FLAGS:
-                continue
-            if letter in _SHORT_WITH_VALUE or letter == "e":
-                rest = cluster[pos + 1 :]
-                if not rest:
-                    if i >= len(args):
-                        return f"awk:option:-{letter}"
-                    rest = args[i].value
-                    i += 1
-                if letter == "e":
-                    programs.append(rest)
-                break
-            return f"awk:option:-{letter}"
+    try:
+        parsed = parse_options(AWK_OPTIONS, args)
+    except Refused as refused:
+        return refused.reason
+    programs = parsed.values.get("program", [])
+    i = parsed.options_end
     if not programs:
         if i >= len(args):
             return None

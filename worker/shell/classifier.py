@@ -1,4 +1,4 @@
-"""Read-only classification of shell commands (SPEC §4), failing closed.
+"""Read-only classification of shell commands (design §4), failing closed.
 
 Pipeline for one command string:
 
@@ -17,7 +17,7 @@ Pipeline for one command string:
 
 Any exception anywhere makes the verdict "not read-only".
 
-Decisions where SPEC §4 is silent:
+Decisions where design §4 is silent:
 
 * output redirection to a literal ``/dev/null`` (any of ``>``, ``>>``, ``&>``, ``>&``…) on
   fd 1 or 2 is harmless and allowed; fd duplication only among 1 and 2 (``2>&1``, ``>&2``)

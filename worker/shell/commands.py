@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from worker.shell.awk import awk_rule
 from worker.shell.git import git_rule
 from worker.shell.lexer import WordInfo
-from worker.shell.options import long_option_hits, short_cluster, static_args_problem
+from worker.shell.option_table import OptionTable, Refused, parse_options
+from worker.shell.options import static_args_problem
 from worker.shell.sed import sed_rule
 
 Rule = Callable[[Sequence[WordInfo]], "str | None"]
@@ -50,130 +51,96 @@ def _find_rule(args: Sequence[WordInfo]) -> str | None:
     return None
 
 
-def _sort_rule(args: Sequence[WordInfo]) -> str | None:
-    problem = static_args_problem("sort", args, honor_double_dash=True)
-    if problem:
-        return problem
-    skip_next = False
-    for arg in args:
-        value = arg.value
-        if skip_next:
-            skip_next = False
-            continue
-        if value == "--":
-            break
-        if value.startswith("--"):
-            name, eq, _ = value[2:].partition("=")
-            hit = long_option_hits(name, ("output", "compress-program"))
-            if hit:
-                return "sort:-o" if hit == "output" else f"sort:--{hit}"
-            if not eq and name in ("key", "field-separator", "buffer-size",
-                                   "temporary-directory", "parallel", "batch-size",
-                                   "files0-from", "random-source", "sort"):
-                skip_next = True
-            continue
-        cluster = short_cluster(value)
-        if cluster is None:
-            continue
-        for pos, letter in enumerate(cluster):
-            if letter == "o":
-                return "sort:-o"
-            if letter in "ktST":
-                skip_next = pos == len(cluster) - 1
-                break
-            if letter not in "bcCdfghiMmnRrsuVz":
-                return f"sort:option:-{letter}"
-    return None
+SORT_OPTIONS = OptionTable(
+    "sort",
+    flags="bcCdfghiMmnRrsuVz",
+    valued="ktST",
+    refused={"o": "sort:-o"},
+    long_flags=(
+        "ignore-leading-blanks", "dictionary-order", "ignore-case", "general-numeric-sort",
+        "ignore-nonprinting", "month-sort", "human-numeric-sort", "numeric-sort",
+        "random-sort", "reverse", "version-sort", "check", "merge", "stable", "unique",
+        "zero-terminated", "debug", "help", "version",
+    ),
+    long_valued=(
+        "key", "field-separator", "buffer-size", "temporary-directory", "parallel",
+        "batch-size", "files0-from", "random-source", "sort",
+    ),
+    long_refused={"output": "sort:-o", "compress-program": "sort:--compress-program"},
+    unknown_long="allow",
+)
+
+UNIQ_OPTIONS = OptionTable(
+    "uniq",
+    flags="cdDiuz",
+    valued="fsw",
+    long_flags=(
+        "count", "repeated", "all-repeated", "ignore-case", "unique", "zero-terminated",
+        "group", "help", "version",
+    ),
+    long_valued=("skip-fields", "skip-chars", "check-chars"),
+    unknown_long="allow",
+)
+
+# Whole-word options of xxd that take the next word as their value.
+XXD_OPTIONS = OptionTable(
+    "xxd",
+    clusters=False,
+    unknown_long="allow",
+    word_valued=frozenset({
+        "-c", "-cols", "-g", "-groupsize", "-l", "-len", "-o", "-offset", "-s", "-seek", "-n",
+        "-name", "-R",
+    }),
+)
 
 
-def _uniq_rule(args: Sequence[WordInfo]) -> str | None:
-    # "--" is not honoured for the static check: a glob after it could still expand to two
-    # operands, and the second one is written.
-    problem = static_args_problem("uniq", args, honor_double_dash=False)
-    if problem:
-        return problem
-    operands = 0
-    i = 0
-    after_dd = False
-    while i < len(args):
-        value = args[i].value
-        i += 1
-        if after_dd or value == "-" or not value.startswith("-"):
-            operands += 2 if args[i - 1].glob else 1  # a glob may name several files
-            continue
-        if value == "--":
-            after_dd = True
-            continue
-        if value.startswith("--"):
-            name, eq, _ = value[2:].partition("=")
-            if not eq and name in ("skip-fields", "skip-chars", "check-chars"):
-                i += 1
-            continue
-        cluster = short_cluster(value) or ""
-        for pos, letter in enumerate(cluster):
-            if letter in "fsw":
-                if pos == len(cluster) - 1:
-                    i += 1
-                break
-            if letter not in "cdDiuz":
-                return f"uniq:option:-{letter}"
-    if operands > 1:
-        return "uniq:output-file"
-    return None
+def _letters(command: str, refused: str, long_refused: tuple[str, ...]) -> OptionTable:
+    """A command whose other options are harmless: only the refused ones are named."""
+    return OptionTable(
+        command,
+        refused={letter: f"{command}:-{letter}" for letter in refused},
+        long_refused={name: f"{command}:--{name}" for name in long_refused},
+        unknown_short="allow",
+        unknown_long="allow",
+    )
 
 
-def _letters_rule(command: str, forbidden: str, long_forbidden: tuple[str, ...]) -> Rule:
-    """Refuse any short cluster holding one of ``forbidden`` and the given long options."""
+def _table_rule(table: OptionTable, *, double_dash_ends_checks: bool, operands: int = -1) -> Rule:
+    """The rule of a command described by ``table``: its arguments must be static, its
+    options allowed, and (``operands`` ≥ 0) at most that many operands, a glob counting as
+    two (it may name several files; ``uniq IN OUT`` and ``xxd IN OUT`` write OUT)."""
 
     def rule(args: Sequence[WordInfo]) -> str | None:
-        problem = static_args_problem(command, args, honor_double_dash=True)
+        problem = static_args_problem(
+            table.command, args, honor_double_dash=double_dash_ends_checks
+        )
         if problem:
             return problem
-        for arg in args:
-            value = arg.value
-            if value == "--":
-                break
-            if value.startswith("--"):
-                hit = long_option_hits(value[2:].split("=", 1)[0], long_forbidden)
-                if hit:
-                    return f"{command}:--{hit}"
-                continue
-            cluster = short_cluster(value)
-            if cluster:
-                for letter in forbidden:
-                    if letter in cluster:
-                        return f"{command}:-{letter}"
+        try:
+            parsed = parse_options(table, args)
+        except Refused as refused:
+            return refused.reason
+        if operands >= 0:
+            named = sum(2 if word.glob else 1 for word in parsed.operands)
+            if named > operands:
+                return f"{table.command}:output-file"
         return None
 
     return rule
 
 
-_tree_rule = _letters_rule("tree", "oR", ("output",))
-_rg_rule = _letters_rule("rg", "z", ("pre", "pre-glob", "search-zip", "hostname-bin"))
-_base64_rule = _letters_rule("base64", "o", ("output",))
-_file_rule = _letters_rule("file", "C", ("compile",))
-
-_XXD_WITH_VALUE = frozenset({
-    "-c", "-cols", "-g", "-groupsize", "-l", "-len", "-o", "-offset", "-s", "-seek", "-n",
-    "-name", "-R",
-})
-
-
-def _xxd_rule(args: Sequence[WordInfo]) -> str | None:
-    """``xxd IN OUT`` (and ``xxd -r IN OUT``) writes OUT: at most one operand."""
-    problem = static_args_problem("xxd", args, honor_double_dash=False)
-    if problem:
-        return problem
-    operands = 0
-    i = 0
-    while i < len(args):
-        value = args[i].value
-        i += 1
-        if value in _XXD_WITH_VALUE:
-            i += 1
-        elif value == "-" or not value.startswith("-"):
-            operands += 2 if args[i - 1].glob else 1  # a glob may name several files
-    return "xxd:output-file" if operands > 1 else None
+_sort_rule = _table_rule(SORT_OPTIONS, double_dash_ends_checks=True)
+# "--" does not end uniq's static check: a glob after it could still expand to two
+# operands, and the second one is written.
+_uniq_rule = _table_rule(UNIQ_OPTIONS, double_dash_ends_checks=False, operands=1)
+_xxd_rule = _table_rule(XXD_OPTIONS, double_dash_ends_checks=False, operands=1)
+_tree_rule = _table_rule(_letters("tree", "oR", ("output",)), double_dash_ends_checks=True)
+_rg_rule = _table_rule(
+    _letters("rg", "z", ("pre", "pre-glob", "search-zip", "hostname-bin")),
+    double_dash_ends_checks=True,
+)
+_base64_rule = _table_rule(_letters("base64", "o", ("output",)), double_dash_ends_checks=True)
+_file_rule = _table_rule(_letters("file", "C", ("compile",)), double_dash_ends_checks=True)
 
 
 _DATE_OPTIONS = re.compile(

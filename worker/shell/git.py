@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from worker.shell.lexer import WordInfo
-from worker.shell.options import long_option_hits, short_cluster, static_args_problem
+from worker.shell.option_table import OptionTable, Refused, parse_options
+from worker.shell.options import short_cluster, static_args_problem
 
 # Subcommands that only inspect the repository.
 READ_SUBCOMMANDS = frozenset({
@@ -66,7 +68,7 @@ def git_rule(args: Sequence[WordInfo]) -> str | None:
     rest = values[i + 1 :]
     if sub not in READ_SUBCOMMANDS:
         return f"git:{sub}"
-    problem = _common_problem(sub, rest)
+    problem = _common_problem(sub, args[i + 1 :])
     if problem:
         return problem
     if sub == "branch":
@@ -76,19 +78,25 @@ def git_rule(args: Sequence[WordInfo]) -> str | None:
     return None
 
 
-def _common_problem(sub: str, rest: Sequence[str]) -> str | None:
-    for value in rest:
-        if value == "--":
-            break
-        if value.startswith("--"):
-            name = value[2:].split("=", 1)[0]
-            hit = long_option_hits(name, _DANGEROUS_LONG, _KNOWN_LONG)
-            if hit:
-                return f"git:{sub}:--{hit}"
-            continue
-        cluster = short_cluster(value)
-        if cluster and sub == "grep" and "O" in cluster:
-            return "git:grep:-O"
+@functools.cache
+def _subcommand_options(sub: str) -> OptionTable:
+    """What every read subcommand refuses: the dangerous long options (also abbreviated),
+    and ``git grep -O`` (``--open-files-in-pager``); other options are its own business."""
+    return OptionTable(
+        f"git:{sub}",
+        refused={"O": "git:grep:-O"} if sub == "grep" else {},
+        long_refused={name: f"git:{sub}:--{name}" for name in _DANGEROUS_LONG},
+        long_harmless=_KNOWN_LONG,
+        unknown_short="allow",
+        unknown_long="allow",
+    )
+
+
+def _common_problem(sub: str, rest: Sequence[WordInfo]) -> str | None:
+    try:
+        parse_options(_subcommand_options(sub), rest)
+    except Refused as refused:
+        return refused.reason
     return None
 
 

@@ -1,8 +1,9 @@
-"""Small helpers shared by the per-command argument rules."""
+"""Small helpers shared by the per-command argument rules (the option walker is in
+``option_table``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from worker.shell.lexer import WordInfo
 
@@ -27,39 +28,6 @@ def static_args_problem(
             return f"brace-expansion:{command}"
         if arg.glob and (not arg.value or arg.value[0] in "-*?["):
             return f"glob-arg:{command}"
-    return None
-
-
-def long_option_matches(name: str, candidates: Iterable[str]) -> list[str]:
-    """Long options that ``--name`` can stand for (exact match, or unambiguous prefix).
-
-    GNU getopt_long accepts any unambiguous prefix (``--in-pl`` is ``--in-place``), so a rule
-    that looks for a dangerous long option must match prefixes too.
-    """
-    options = list(candidates)
-    if name in options:
-        return [name]
-    return [opt for opt in options if opt.startswith(name)]
-
-
-def long_option_hits(name: str, dangerous: Iterable[str], known: Iterable[str] = ()) -> str | None:
-    """The dangerous long option ``--name`` may mean, or None.
-
-    ``name`` is what follows ``--`` (without ``=value``). An exact match with a known harmless
-    option wins (``--text`` is not ``--textconv``); otherwise any dangerous option that starts
-    with ``name`` is a hit.
-    """
-    if not name:
-        return None
-    known_set = set(known)
-    dangerous_list = list(dangerous)
-    if name in dangerous_list:
-        return name
-    if name in known_set:
-        return None
-    for opt in dangerous_list:
-        if opt.startswith(name):
-            return opt
     return None
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from worker.shell.lexer import ScanError, WordInfo, regex_literal_end
-from worker.shell.options import long_option_matches, short_cluster, static_args_problem
+from worker.shell.option_table import OptionTable, Refused, parse_options
+from worker.shell.options import static_args_problem
 
 # Commands that write files (w, W), read files (r, R) or execute (e).
 _FORBIDDEN_COMMANDS = frozenset("rRwWe")
@@ -20,13 +21,6 @@ _SIMPLE_COMMANDS = frozenset("=dDgGhHnNpPxzF")
 _NUMBER_COMMANDS = frozenset("lLqQ")
 _S_FLAGS_OK = frozenset("gpiImM0123456789")
 
-_LONG_FLAGS = (
-    "quiet", "silent", "debug", "posix", "regexp-extended", "separate", "sandbox",
-    "unbuffered", "null-data", "zero-terminated", "binary", "follow-symlinks", "help",
-    "version",
-)
-_LONG_WITH_VALUE = ("expression", "line-length")
-_LONG_FORBIDDEN = ("in-place", "file")
 
 
 class _SedError(Exception):
@@ -218,61 +212,34 @@ def sed_script_problem(script: str) -> str | None:
     return None
 
 
+SED_OPTIONS = OptionTable(
+    "sed",
+    flags="nrsuzEb",
+    valued="el",
+    refused={"i": "sed:-i", "I": "sed:-i", "f": "sed:-f"},
+    long_flags=(
+        "quiet", "silent", "debug", "posix", "regexp-extended", "separate", "sandbox",
+        "unbuffered", "null-data", "zero-terminated", "binary", "follow-symlinks", "help",
+        "version",
+    ),
+    long_valued=("expression", "line-length"),
+    long_refused={"in-place": "sed:-i", "file": "sed:-f"},
+    collect={"e": "script", "expression": "script"},
+)
+
+
 def sed_rule(args: Sequence[WordInfo]) -> str | None:
     """Argument rule for ``sed``: no in-place editing, no script files, a read-only script."""
     problem = static_args_problem("sed", args, honor_double_dash=False)
     if problem:
         return problem
-    scripts: list[str] = []
-    operands: list[str] = []
-    after_dd = False
-    i = 0
-    while i < len(args):
-        value = args[i].value
-        i += 1
-        if after_dd or value == "-" or not value.startswith("-"):
-            operands.append(value)
-            continue
-        if value == "--":
-            after_dd = True
-            continue
-        if value.startswith("--"):
-            name, eq, attached = value[2:].partition("=")
-            matches = long_option_matches(name, _LONG_FLAGS + _LONG_WITH_VALUE + _LONG_FORBIDDEN)
-            if any(m in _LONG_FORBIDDEN for m in matches):
-                return "sed:-i" if "in-place" in matches else "sed:-f"
-            if len(matches) != 1:
-                return f"sed:option:--{name}"
-            if matches[0] in _LONG_WITH_VALUE:
-                if not eq:
-                    if i >= len(args):
-                        return f"sed:option:--{name}"
-                    attached = args[i].value
-                    i += 1
-                if matches[0] == "expression":
-                    scripts.append(attached)
-            continue
-        cluster = short_cluster(value) or ""
-        for pos, letter in enumerate(cluster):
-            if letter in "iI":
-                return "sed:-i"
-            if letter == "f":
-                return "sed:-f"
-            if letter in "nrsuzEb":
-                continue
-            if letter in "el":
-                rest = cluster[pos + 1 :]
-                if not rest:
-                    if i >= len(args):
-                        return f"sed:option:-{letter}"
-                    rest = args[i].value
-                    i += 1
-                if letter == "e":
-                    scripts.append(rest)
-                break
-            return f"sed:option:-{letter}"
+    try:
+        parsed = parse_options(SED_OPTIONS, args)
+    except Refused as refused:
+        return refused.reason
+    scripts = parsed.values.get("script", [])
     if not scripts:
-        if not operands:
+        if not parsed.operands:
             return None
-        scripts = [operands[0]]
+        scripts = [parsed.operands[0].value]
     return sed_script_problem("\n".join(scripts))

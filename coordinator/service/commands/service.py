@@ -16,6 +16,7 @@ from protocol.control import (
     StopRequest,
     WorkersReply,
     WorkersRequest,
+    WorkerState,
 )
 
 
@@ -59,7 +60,10 @@ async def workers(svc: PoolReplies, identity: bytes, req: WorkersRequest) -> Non
 
 @handles(KillWorkerRequest)
 async def kill_worker(svc: PoolReplies, identity: bytes, req: KillWorkerRequest) -> None:
-    handles = svc.pool.handles()
+    # A worker the pool is already stopping is no target for a random kill (its death
+    # would change nothing, and a stress test would count a kill that did not happen).
+    gone = (WorkerState.STOPPING, WorkerState.DEAD)
+    handles = [h for h in svc.pool.handles() if h.state not in gone]
     if req.pid is None:
         handle = random.choice(handles) if handles else None
     else:

@@ -453,3 +453,62 @@ def test_no_worker_means_a_failed_speculation_not_an_error(place: Place) -> None
 
     with scripted() as server:
         run(main())
+
+
+class SlowDeathWorkers(Workers):
+    """A pool whose kills are not seen until the test says so: a worker the kernel is
+    slow to tear down (a task in the D state, a large address space being freed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.death_seen = asyncio.Event()
+        self.kill_started = asyncio.Event()
+
+    async def kill(self, handle: WorkerHandle, reason: str) -> float:
+        self.kill_started.set()
+        await self.death_seen.wait()
+        return await super().kill(handle, reason)
+
+
+def test_a_slow_death_never_holds_up_what_the_person_does_next(place: Place) -> None:
+    workers = SlowDeathWorkers()
+
+    async def main() -> None:
+        async with manager_for(place, server, workers, Chat()) as manager:
+            await manager.offer(SUGGESTION, delay_s=0)
+            handle, job = the_job(workers)
+            overlay_of(place, job).redirect_write("a.txt").write_text("a")
+            # The dismiss (a typed prompt's first step) returns while the kill still waits.
+            await manager.dismiss("user typed something else")
+            assert workers.kill_started.is_set() and not workers.killed
+            assert manager.current is None
+            assert manager.stats_reply(1).speculations_aborted == 1
+            # The overlay outlives the unreaped worker (it could still be writing) ...
+            assert Path(job.overlay_dir).exists()
+            workers.death_seen.set()
+            # ... and goes once the death is seen.
+            await until(lambda: not Path(job.overlay_dir).exists())
+            assert workers.killed == [(handle, "speculation aborted: user typed something else")]
+
+    with scripted() as server:
+        run(main())
+
+
+def test_shutdown_waits_for_a_kill_left_in_the_background(place: Place) -> None:
+    workers = SlowDeathWorkers()
+
+    async def main() -> None:
+        async with manager_for(place, server, workers, Chat()) as manager:
+            await manager.offer(SUGGESTION, delay_s=0)
+            _, job = the_job(workers)
+            overlay_of(place, job).redirect_write("a.txt").write_text("a")
+            await manager.dismiss("user typed something else")
+            shutdown = asyncio.ensure_future(manager.shutdown())
+            await asyncio.sleep(0)
+            assert not shutdown.done()
+            workers.death_seen.set()
+            await shutdown
+            assert not Path(job.overlay_dir).exists()
+
+    with scripted() as server:
+        run(main())
