@@ -367,9 +367,9 @@ def available() -> dict[str, Builder]:
 
 
 def reset(project: Project) -> None:
-    """Back to the committed tree (build output removed; the venv kept)."""
+    """Back to the committed tree (build output removed; the venv and specrun's state kept)."""
     subprocess.run(
-        ["git", "clean", "-fdxq", "-e", ".venv"], cwd=project.root, check=True,
+        ["git", "clean", "-fdxq", "-e", ".venv", "-e", ".specrun"], cwd=project.root, check=True,
         capture_output=True,
     )
     subprocess.run(["git", "checkout", "-q", "--", "."], cwd=project.root, check=True)
