@@ -76,6 +76,16 @@ def describe_boundary(reason: str) -> str:
             f"stopped before writing {cut_words(detail, SHOWN_COMMAND_CHARS)}: a protected "
             "path (git metadata, .specrun/ or the protectedPaths setting)"
         )
+    if code == "runs_later":
+        return (
+            f"stopped before writing {cut_words(detail, SHOWN_COMMAND_CHARS)}: it runs later "
+            "without a key press and runsLaterBoundary is on"
+        )
+    if code == "bad_path":
+        return (
+            f"stopped before creating {cut_words(detail, SHOWN_COMMAND_CHARS)}: a file name "
+            "with a control, bidi or invisible character is never created ahead of you"
+        )
     if code == "path_rewrite_failed":
         tool, message = _split(detail)
         why = f" ({cut_words(message, SHOWN_COMMAND_CHARS)})" if message else ""

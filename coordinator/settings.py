@@ -149,6 +149,20 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
             ".gitattributes, .gitmodules and .specrun)"
         ),
     ] = ()
+    runs_later_paths: Annotated[
+        tuple[str, ...],
+        _about(
+            "gitignore-style patterns of files that run later without a key press, flagged "
+            "at Tab (besides the built-in list: .envrc, CI workflows, hooks, build files...)"
+        ),
+    ] = ()
+    runs_later_boundary: Annotated[
+        bool,
+        _about(
+            "a speculation that writes a file that runs later (or makes one executable) "
+            "stops at a boundary instead of showing it flagged at Tab"
+        ),
+    ] = False
     overlay_quota_mb: Annotated[
         int, _about("bytes a speculation may write into its overlay (MiB)", ge=1)
     ] = 256
@@ -190,6 +204,8 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
             overlay_quota_files=self.overlay_quota_files,
             protected_paths=self.protected_paths,
             toolchain_paths=self.toolchain_paths,
+            runs_later_paths=self.runs_later_paths,
+            runs_later_boundary=self.runs_later_boundary,
         )
 
     @property

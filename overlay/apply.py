@@ -2,10 +2,13 @@
 
 Protocol (one apply, under an exclusive ``flock`` on the project root directory):
 
-1. Plan: skip entries whose overlay file was never written and entries whose overlay content
-   equals the original; check every other real file against its copy-up fingerprint (and its
+1. Plan (``overlay.changes.classify``, the same per-file answer ``preview`` gives): skip
+   entries whose overlay file was never written and entries whose overlay content and mode
+   equal the original; check every other real file against its copy-up fingerprint (and its
    parent directories against symlink swaps). Any mismatch raises ConflictError before anything
-   is touched.
+   is touched, except for entries that may yield (files git ignores): those are left out.
+   With a source root, overlay files are opened below it with no symlink followed anywhere
+   (``overlay.beneath``).
 2. Write the journal ``<root>/.specrun/journal/<id>.json`` in state ``intent`` (tmp file +
    rename, so it is never seen half-written). It names every stage file, backup name and
    directory the apply may create, so a crash during staging can be cleaned up.
@@ -13,7 +16,9 @@ Protocol (one apply, under an exclusive ``flock`` on the project root directory)
    ``.<name>.specrun-stage-<id>`` in its target's own directory.
 4. Rewrite the journal in state ``commit``: from here on, every stage file is complete.
 5. For each file: hard-link the original to ``.<name>.specrun-backup-<id>`` (or rename it there
-   where hard links are unsupported), then rename the stage file over the target.
+   where hard links are unsupported), then rename the stage file over the target. A deletion
+   stages nothing: after its backup is made, the target is unlinked (rolled forward by
+   unlinking again, rolled back from the backup).
 6. Delete the backups, then the journal.
 
 Recovery reads a left-over journal: ``intent`` means nothing was renamed yet, so it only removes
@@ -49,6 +54,7 @@ all of it: still all-or-nothing against process crashes, not against power loss.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -61,8 +67,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from overlay import _fs
+from overlay.beneath import open_beneath
+from overlay.changes import Classified, FileChange, OpenSource, classify
 from overlay.errors import ApplyError, ConflictError, RecoveryError
-from overlay.fingerprint import Fingerprint, check_unchanged, hash_regular_file
+from overlay.fingerprint import Fingerprint
 from overlay.paths import JOURNAL_REL, real_root
 
 JOURNAL_VERSION = 1
@@ -81,26 +89,38 @@ Hook = Callable[[str], None]
 
 @dataclass(frozen=True, slots=True)
 class ApplyItem:
-    """One overlay entry to apply: relative posix path, overlay file, copy-up fingerprint."""
+    """One overlay entry to apply: relative posix path, overlay file, copy-up fingerprint.
+
+    ``deleted``: the speculation removed the file (``overlay_path`` is not read); the real
+    file is removed at apply. ``yields``: a conflict on this entry skips it (the real file
+    wins) instead of refusing the whole apply (files git ignores, such as caches).
+    """
 
     rel: str
     overlay_path: str
     fingerprint: Fingerprint | None
+    deleted: bool = False
+    yields: bool = False
 
 
 @dataclass(frozen=True)
 class ApplyResult:
     """Outcome of a successful apply.
 
-    ``applied``: files written to the real tree. ``skipped``: registered entries whose overlay
-    file was never written. ``unchanged``: entries whose overlay content still equals the
-    original, so there was nothing to apply. ``elapsed_s``: wall time of the whole apply.
+    ``applied``: files changed in the real tree (written or deleted). ``changes``: the same,
+    each with what was done (:class:`FileChange`). ``skipped``: registered entries whose
+    overlay file was never written. ``unchanged``: entries whose overlay content still equals
+    the original, so there was nothing to apply. ``yielded``: entries that may yield
+    (``ApplyItem.yields``) and were left alone because the real file changed meanwhile.
+    ``elapsed_s``: wall time of the whole apply.
     """
 
     applied: list[str]
     skipped: list[str]
     unchanged: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
+    changes: list[FileChange] = field(default_factory=list)
+    yielded: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -129,9 +149,10 @@ class RecoveryResult:
 class _Step:
     rel: str
     target: str
-    stage: str
+    stage: str  # "" for a deletion: nothing is staged, the target is renamed to its backup
     backup: str | None  # None: the target did not exist before the apply
     source: str = ""  # overlay file (not journaled: not needed for recovery)
+    deleted: bool = False
 
 
 @dataclass(slots=True)
@@ -168,8 +189,9 @@ class _Journal:
             "steps": [
                 {
                     "rel": s.rel,
-                    "stage": rel(s.stage),
+                    "stage": rel(s.stage) if s.stage else None,
                     "backup": rel(s.backup) if s.backup else None,
+                    **({"deleted": True} if s.deleted else {}),
                 }
                 for s in self.steps
             ],
@@ -193,17 +215,23 @@ class _Journal:
         for item in data["steps"]:
             rel = _checked_rel(item["rel"])
             target = os.path.join(root, rel)
-            stage = os.path.join(root, _checked_rel(item["stage"]))
+            deleted = item.get("deleted") is True
+            if deleted and not item.get("backup"):
+                raise ValueError("a journaled deletion has no backup")
+            stage = "" if deleted else os.path.join(root, _checked_rel(item["stage"]))
             backup = item.get("backup")
             backup_path = os.path.join(root, _checked_rel(backup)) if backup else None
             # Recovery only ever touches our own stage/backup names next to their target.
-            for extra, mark in ((stage, STAGE_MARK), (backup_path, BACKUP_MARK)):
+            sides = ((stage or None, STAGE_MARK), (backup_path, BACKUP_MARK))
+            for extra, mark in sides:
                 if extra is not None and (
                     os.path.dirname(extra) != os.path.dirname(target)
                     or mark not in os.path.basename(extra)
                 ):
                     raise ValueError("journal names a file that is not a stage or backup file")
-            steps.append(_Step(rel=rel, target=target, stage=stage, backup=backup_path))
+            steps.append(
+                _Step(rel=rel, target=target, stage=stage, backup=backup_path, deleted=deleted)
+            )
         dirs = [os.path.join(root, _checked_rel(d)) for d in data["dirs"]]
         apply_id = str(data["id"])
         return cls(apply_id=apply_id, root=root, steps=steps, dirs=dirs, state=state)
@@ -374,66 +402,130 @@ class _Plan:
     dirs: list[str]
     skipped: list[str]
     unchanged: list[str]
+    changes: list[FileChange]
+    yielded: list[str]
 
 
-def _plan(root: str, items: Sequence[ApplyItem], apply_id: str) -> _Plan:
+def source_opener(source_root: str | int | None) -> OpenSource:
+    """How overlay files are opened: below ``source_root`` (a path or directory fd) with no
+    symlink followed in any component (``open_beneath``), or, without a source root, by
+    path with only the last component kept from being a symlink."""
+    if source_root is None:
+        return lambda _rel, path: os.open(path, _fs.READ_FLAGS)
+    return lambda rel, _path: open_beneath(source_root, rel)
+
+
+def preview(
+    root: str, items: Sequence[ApplyItem], *, source_root: str | int | None = None
+) -> list[FileChange]:
+    """What :func:`apply_items` would do now, file by file (conflicts included, unchanged and
+    never-written entries left out), without changing anything. Takes no lock: a preview is
+    a moment's answer. Raises OSError for an overlay file that cannot be read as a file."""
+    root = real_root(root)
+    opener = source_opener(source_root)
+    changes: list[FileChange] = []
+    known: dict[str, bool] = {root: True}
+    for item in items:
+        found = _classify(root, item, opener)
+        if found.change is None:
+            continue
+        change = found.change
+        if change.conflict is None:
+            parent = os.path.dirname(os.path.join(root, item.rel))
+            problem = _check_parent(root, parent, known, [])
+            if problem:
+                change = dataclasses.replace(change, conflict=problem)
+        changes.append(change)
+    return changes
+
+
+def _classify(root: str, item: ApplyItem, opener: OpenSource) -> Classified:
+    return classify(
+        item.rel,
+        os.path.join(root, item.rel),
+        item.fingerprint,
+        deleted=item.deleted,
+        source=item.overlay_path,
+        open_source=opener,
+    )
+
+
+def _plan(
+    root: str, items: Sequence[ApplyItem], apply_id: str, opener: OpenSource
+) -> _Plan:
     skipped: list[str] = []
     unchanged: list[str] = []
+    yielded: list[str] = []
     conflicts: dict[str, str] = {}
-    todo: list[tuple[ApplyItem, bool]] = []
+    todo: list[tuple[ApplyItem, FileChange]] = []
     for item in items:
         try:
-            ost = os.lstat(item.overlay_path)
-        except (FileNotFoundError, NotADirectoryError):
+            found = _classify(root, item, opener)
+        except OSError as exc:
+            raise ApplyError([item.rel], exc, failed_path=item.rel) from exc
+        if found.never_written:
             skipped.append(item.rel)
-            continue
-        if not stat.S_ISREG(ost.st_mode):
-            raise ApplyError(
-                [item.rel],
-                OSError(f"the overlay copy {item.overlay_path} is not a regular file"),
-                failed_path=item.rel,
-            )
-        fp = item.fingerprint
-        target = os.path.join(root, item.rel)
-        if fp is not None and ost.st_size == fp.size:
-            own = hash_regular_file(item.overlay_path)
-            if own is not None and own[1] == fp.sha256:
-                # The speculation did not change this file's content.
-                reason = check_unchanged(target, fp)
-                if reason is not None or stat.S_IMODE(os.lstat(target).st_mode) == own[2]:
-                    unchanged.append(item.rel)
-                    continue
-        reason = check_unchanged(target, fp)
-        if reason is not None:
-            conflicts[item.rel] = reason
-            continue
-        todo.append((item, fp is not None))
+        elif found.change is None:
+            unchanged.append(item.rel)
+        elif found.change.conflict is not None:
+            if item.yields:
+                yielded.append(item.rel)
+            else:
+                conflicts[item.rel] = found.change.conflict
+        else:
+            todo.append((item, found.change))
 
     # Parent directories: must still be the real directories (no symlink swapped in, no file
     # in the way); missing ones are created by the apply.
     dirs: list[str] = []
     known: dict[str, bool] = {root: True}
-    for item, _existed in todo:
-        problem = _check_parent(root, os.path.dirname(os.path.join(root, item.rel)), known, dirs)
+    kept: list[tuple[ApplyItem, FileChange]] = []
+    for item, change in todo:
+        parent = os.path.dirname(os.path.join(root, item.rel))
+        missing: list[str] = []
+        problem = _check_parent(root, parent, known, missing)
+        if problem and item.yields:
+            yielded.append(item.rel)
+            continue
         if problem:
             conflicts[item.rel] = problem
+            continue
+        dirs.extend(missing)
+        kept.append((item, change))
     if conflicts:
         raise ConflictError(conflicts)
 
     steps = []
-    for index, (item, existed) in enumerate(todo):
+    for index, (item, change) in enumerate(kept):
         target = os.path.join(root, item.rel)
         parent, name = os.path.split(target)
-        stage = os.path.join(parent, _side_name(name, STAGE_MARK, apply_id, index))
+        stage = (
+            "" if item.deleted
+            else os.path.join(parent, _side_name(name, STAGE_MARK, apply_id, index))
+        )
         backup = (
             os.path.join(parent, _side_name(name, BACKUP_MARK, apply_id, index))
-            if existed
+            if change.mode_before is not None or item.deleted
             else None
         )
         steps.append(
-            _Step(rel=item.rel, target=target, stage=stage, backup=backup, source=item.overlay_path)
+            _Step(
+                rel=item.rel,
+                target=target,
+                stage=stage,
+                backup=backup,
+                source=item.overlay_path,
+                deleted=item.deleted,
+            )
         )
-    return _Plan(steps=steps, dirs=dirs, skipped=skipped, unchanged=unchanged)
+    return _Plan(
+        steps=steps,
+        dirs=dirs,
+        skipped=skipped,
+        unchanged=unchanged,
+        changes=[c for _i, c in kept],
+        yielded=yielded,
+    )
 
 
 def _check_parent(root: str, parent: str, known: dict[str, bool], missing: list[str]) -> str:
@@ -464,32 +556,46 @@ def _check_parent(root: str, parent: str, known: dict[str, bool], missing: list[
 # --------------------------------------------------------------------------- apply
 
 
-def apply_items(root: str, items: Sequence[ApplyItem], *, durable: bool = True) -> ApplyResult:
+def apply_items(
+    root: str,
+    items: Sequence[ApplyItem],
+    *,
+    durable: bool = True,
+    source_root: str | int | None = None,
+) -> ApplyResult:
     """Apply overlay files to ``root`` all-or-nothing; see the module docstring.
 
-    Raises ConflictError (nothing changed) or ApplyError (rolled back, unless its
-    ``rolled_back`` is False, in which case the journal is left for :func:`recover`).
+    ``source_root`` (the overlay directory, as a path or an open fd): every overlay file is
+    then opened below it as ``<source_root>/<rel>`` with no symlink followed anywhere on the
+    way (``ApplyItem.overlay_path`` must be that path). Raises ConflictError (nothing
+    changed) or ApplyError (rolled back, unless its ``rolled_back`` is False, in which case
+    the journal is left for :func:`recover`).
     """
     started = time.perf_counter()
     root = real_root(root)
     hook = _make_hook()
     apply_id = f"{os.getpid()}-{secrets.token_hex(4)}"
+    opener = source_opener(source_root)
     with _root_lock(root):
         try:
-            plan = _plan(root, items, apply_id)
+            plan = _plan(root, items, apply_id, opener)
         except OSError as exc:  # e.g. a file vanished while being checked: nothing was changed
             raise ApplyError([i.rel for i in items], exc) from exc
         if plan.steps:
-            _run(root, apply_id, plan, durable, hook)
+            _run(root, apply_id, plan, durable, hook, opener)
     return ApplyResult(
         applied=[s.rel for s in plan.steps],
         skipped=plan.skipped,
         unchanged=plan.unchanged,
         elapsed_s=time.perf_counter() - started,
+        changes=plan.changes,
+        yielded=plan.yielded,
     )
 
 
-def _run(root: str, apply_id: str, plan: _Plan, durable: bool, hook: Hook | None) -> None:
+def _run(
+    root: str, apply_id: str, plan: _Plan, durable: bool, hook: Hook | None, opener: OpenSource
+) -> None:
     sync = _Sync(durable)
     steps = plan.steps
     paths = [s.rel for s in steps]
@@ -513,8 +619,10 @@ def _run(root: str, apply_id: str, plan: _Plan, durable: bool, hook: Hook | None
             current = os.path.relpath(d, root)
             os.mkdir(d)
         for step in steps:
+            if step.deleted:
+                continue
             current = step.rel
-            _stage(step, sync)
+            _stage(step, sync, opener)
             if hook is not None:
                 hook("stage")
         current = ""
@@ -534,7 +642,10 @@ def _run(root: str, apply_id: str, plan: _Plan, durable: bool, hook: Hook | None
                 _make_backup(step.target, step.backup)
                 if hook is not None:
                     hook("backup")
-            os.replace(step.stage, step.target)
+            if step.deleted:
+                _fs.unlink_quiet(step.target)  # the backup keeps it until the apply is done
+            else:
+                os.replace(step.stage, step.target)
             if hook is not None:
                 hook("rename")
         current = ""
@@ -562,8 +673,8 @@ def _run(root: str, apply_id: str, plan: _Plan, durable: bool, hook: Hook | None
         _finish(journal, sync, hook)
 
 
-def _stage(step: _Step, sync: _Sync) -> None:
-    src = os.open(step.source, _fs.READ_FLAGS)
+def _stage(step: _Step, sync: _Sync, opener: OpenSource) -> None:
+    src = opener(step.rel, step.source)
     try:
         st = os.fstat(src)
         if not stat.S_ISREG(st.st_mode):
@@ -624,8 +735,8 @@ def _rollback(journal: _Journal, sync: _Sync, hook: Hook | None) -> None:
     committed = journal.state == "commit"
     touched: list[str] = []
     for step in reversed(journal.steps):
-        staged = os.path.lexists(step.stage)
-        if committed and not staged:
+        staged = bool(step.stage) and os.path.lexists(step.stage)
+        if committed and not staged and not step.deleted:
             # The stage file was renamed over the target: restore the original.
             if step.backup is not None:
                 if os.path.lexists(step.backup):
@@ -650,7 +761,9 @@ def _rollback(journal: _Journal, sync: _Sync, hook: Hook | None) -> None:
 
 def _roll_forward(journal: _Journal, sync: _Sync, hook: Hook | None) -> None:
     for step in journal.steps:
-        if os.path.lexists(step.stage):
+        if step.deleted:
+            _fs.unlink_quiet(step.target)
+        elif os.path.lexists(step.stage):
             os.replace(step.stage, step.target)
         if hook is not None:
             hook("redo")
@@ -660,7 +773,9 @@ def _roll_forward(journal: _Journal, sync: _Sync, hook: Hook | None) -> None:
 def _can_roll_forward(journal: _Journal) -> bool:
     if journal.state != "commit":
         return False
-    return all(os.path.lexists(s.stage) or os.path.lexists(s.target) for s in journal.steps)
+    return all(
+        s.deleted or os.path.lexists(s.stage) or os.path.lexists(s.target) for s in journal.steps
+    )
 
 
 # --------------------------------------------------------------------------- recovery

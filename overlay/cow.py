@@ -7,15 +7,17 @@ import os
 import shutil
 import stat
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
-from overlay.apply import ApplyItem, ApplyResult, apply_items
+from overlay.apply import ApplyItem, ApplyResult, apply_items, preview
+from overlay.beneath import open_beneath
+from overlay.changes import FileChange
 from overlay.errors import InvalidTargetError, OverlayError, describe_cause
-from overlay.fingerprint import Fingerprint, copy_with_fingerprint
+from overlay.fingerprint import Fingerprint, copy_with_fingerprint, hash_regular_file
 from overlay.paths import (
     StrPath,
     check_private_dir,
@@ -34,12 +36,14 @@ class RecordEntry(TypedDict):
     size: int | None
     mtime_ns: int | None
     sha256: str | None
+    deleted: NotRequired[bool]
 
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
     overlay_path: str
     fingerprint: Fingerprint | None
+    deleted: bool = False  # the speculation removed the file: Tab removes the real one
 
 
 class Overlay:
@@ -131,14 +135,50 @@ class Overlay:
         return raw if raw.is_absolute() else self._root_given / raw
 
     def written_files(self) -> dict[str, Path]:
-        """Relative posix path -> overlay path, in the order first written (a copy)."""
+        """Relative posix path -> overlay path, in the order first written (a copy); files
+        the speculation deleted are not among them (see :meth:`deleted_files`)."""
         with self._lock:
-            return {rel: Path(e.overlay_path) for rel, e in self._entries.items()}
+            return {rel: Path(e.overlay_path) for rel, e in self._entries.items() if not e.deleted}
 
     def fingerprints(self) -> dict[str, Fingerprint | None]:
         """Relative path -> copy-up fingerprint (None: the file did not exist then)."""
         with self._lock:
             return {rel: e.fingerprint for rel, e in self._entries.items()}
+
+    def deleted_files(self) -> list[str]:
+        """Relative paths the speculation removed (Tab removes the real files)."""
+        with self._lock:
+            return [rel for rel, e in self._entries.items() if e.deleted]
+
+    def record_deletion(self, path: StrPath) -> bool:
+        """Record that the speculation removed ``path``: its overlay copy goes, and Tab will
+        remove the real file if it still is what the speculation saw. Returns False (nothing
+        recorded) when there is no such file, neither in the overlay nor in the real tree.
+        Raises like :meth:`redirect_write` for a path that cannot be a file in the root."""
+        real, rel = resolve_target(self._root, path)
+        if os.path.normpath(os.path.join(self._root, os.fspath(path))) != real:
+            # Removing a symlink removes the link, not its target: never record the target.
+            raise InvalidTargetError(os.fspath(path), "it is reached through a symlink")
+        with self._lock:
+            entry = self._entries.get(rel)
+            if entry is not None:
+                if entry.deleted:
+                    return True
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.overlay_path)
+                if entry.fingerprint is None:  # created in the speculation, removed again
+                    del self._entries[rel]
+                    return True
+                self._entries[rel] = _Entry(entry.overlay_path, entry.fingerprint, True)
+                return True
+            found = hash_regular_file(real)
+            if found is None:
+                return False
+            self._check_shape(rel, path)
+            st = os.lstat(real)
+            fingerprint = Fingerprint(size=found[0], mtime_ns=st.st_mtime_ns, sha256=found[1])
+            self._register(rel, _Entry(os.path.join(self._dir, rel), fingerprint, True))
+            return True
 
     # ------------------------------------------------------------------ crossing processes
 
@@ -178,23 +218,65 @@ class Overlay:
                     fingerprint = Fingerprint.from_dict(fp_fields)
                 except ValueError as exc:
                     raise OverlayError(f"Invalid overlay record entry {rel!r}: {exc}.") from None
+            deleted = data.get("deleted", False)
+            if type(deleted) is not bool or (deleted and fingerprint is None):
+                raise OverlayError(f"Invalid overlay record entry {rel!r}: a bad deletion.")
             overlay._check_shape(rel, rel)
-            overlay._register(rel, _Entry(expected, fingerprint))
+            overlay._register(rel, _Entry(expected, fingerprint, deleted))
         return overlay
 
     # ------------------------------------------------------------------ apply and cleanup
 
-    def apply_to_real(self, *, durable: bool = True) -> ApplyResult:
-        """Copy the overlay files onto the real tree: all-or-nothing and conflict-checked.
+    def apply_to_real(
+        self, *, durable: bool = True, yielding: Collection[str] = ()
+    ) -> ApplyResult:
+        """Copy the overlay files onto the real tree (and remove the files the speculation
+        deleted): all-or-nothing and conflict-checked. Every overlay file is opened below the
+        overlay directory with no symlink followed on the way.
 
-        Raises ConflictError (nothing applied) or ApplyError (rolled back). ``durable=False``
-        skips fsync: still safe against a crashed process, not against power loss.
+        ``yielding``: entries that are skipped when the real file changed meanwhile, instead
+        of refusing the whole apply (files git ignores). Raises ConflictError (nothing
+        applied) or ApplyError (rolled back). ``durable=False`` skips fsync: still safe
+        against a crashed process, not against power loss.
         """
-        with self._lock:
-            items = [
-                ApplyItem(rel, e.overlay_path, e.fingerprint) for rel, e in self._entries.items()
-            ]
-            return apply_items(self._root, items, durable=durable)
+        with self._lock, self._source_root() as source_root:
+            items = self._items(yielding)
+            return apply_items(self._root, items, durable=durable, source_root=source_root)
+
+    def preview(self) -> list[FileChange]:
+        """What :meth:`apply_to_real` would do now, file by file, conflicts included (see
+        ``overlay.apply.preview``); changes nothing."""
+        with self._lock, self._source_root() as source_root:
+            return preview(self._root, self._items(()), source_root=source_root)
+
+    def _items(self, yielding: Collection[str]) -> list[ApplyItem]:
+        keep = set(yielding)
+        return [
+            ApplyItem(rel, e.overlay_path, e.fingerprint, e.deleted, rel in keep)
+            for rel, e in self._entries.items()
+        ]
+
+    @contextlib.contextmanager
+    def _source_root(self) -> Iterator[int | str]:
+        """An fd of the overlay directory, reached without following a symlink: below the
+        speculation base (itself checked private) when it lives there. A missing directory
+        (nothing written yet) is given as its path: every open below it then fails as
+        "never written"."""
+        base = str(speculation_base_dir())
+        try:
+            if self._dir.startswith(base + os.sep):
+                check_private_dir(base)
+                rel = os.path.relpath(self._dir, base)
+                fd = open_beneath(base, rel, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            else:
+                fd = os.open(self._dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            yield self._dir
+            return
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
     def cleanup(self) -> None:
         """Remove the overlay directory (and an emptied per-pid parent). Never raises."""

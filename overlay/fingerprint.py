@@ -84,14 +84,20 @@ def hash_regular_file(path: str) -> tuple[int, str, int] | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
-        digest = hashlib.sha256()
-        size = 0
-        while chunk := os.read(fd, _fs.CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-        return size, digest.hexdigest(), stat.S_IMODE(st.st_mode)
+        size, hexdigest = hash_fd(fd)
+        return size, hexdigest, stat.S_IMODE(st.st_mode)
     finally:
         os.close(fd)
+
+
+def hash_fd(fd: int) -> tuple[int, str]:
+    """(size, sha256 hex) of what ``fd`` reads from its current offset to the end."""
+    digest = hashlib.sha256()
+    size = 0
+    while chunk := os.read(fd, _fs.CHUNK):
+        digest.update(chunk)
+        size += len(chunk)
+    return size, digest.hexdigest()
 
 
 def check_unchanged(path: str, fingerprint: Fingerprint | None) -> str | None:

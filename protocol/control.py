@@ -112,6 +112,19 @@ class SuggestionRequest(msgspec.Struct, frozen=True, tag="suggestion"):
     wait_visible: bool = False
     # also wait until the visible suggestion's speculation stopped running (`--settled`)
     wait_settled: bool = False
+    # the rank of a branch whose speculation's transcript so far (its tool calls and
+    # results) the reply carries (`--transcript`), or None
+    transcript: int | None = None
+
+
+class DiffRequest(msgspec.Struct, frozen=True, tag="diff"):
+    """What Tab would do now with a branch's speculation (``index``: its rank; None: the
+    top live one): ``DiffReply``, or ``ErrorReply`` ``not_found``. ``stat``: per-file
+    counts only, no diff text."""
+
+    req_id: int
+    index: int | None = None
+    stat: bool = False
 
 
 class AcceptRequest(msgspec.Struct, frozen=True, tag="accept"):
@@ -186,6 +199,7 @@ ControlRequest = (
     | ApprovalAnswer
     | CancelRequest
     | TypedRequest
+    | DiffRequest
 )
 
 # --- replies (coordinator -> client) ------------------------------------------
@@ -280,6 +294,9 @@ class SuggestionReply(msgspec.Struct, frozen=True, tag="suggestion"):
     # The typed text (``TypedRequest``) the service last acted on for this suggestion:
     # the branches above already reflect it.
     typed: str = ""
+    # With ``SuggestionRequest.transcript``: that branch's speculation so far (the
+    # model's text, its tool calls and their results), as an accept would show it.
+    transcript: tuple[TranscriptEntry, ...] = ()
 
 
 class CountByReason(msgspec.Struct, frozen=True):
@@ -402,13 +419,69 @@ class TranscriptEntry(msgspec.Struct, frozen=True):
     status: Literal[ToolStatus, ""] = ""  # a tool entry's; "" for the others
 
 
+ChangeStatus = Literal["created", "modified", "deleted", "mode"]
+
+
+class FileChange(msgspec.Struct, frozen=True):
+    """One file Tab changed (or, in a preview, would change), as the coordinator found it in
+    the real tree and the overlay, never as a worker claimed it.
+
+    ``mode``: the permission bits that change, chmod style (``+x``, ``g-w``; '' if none).
+    ``runs_later``: something runs it later without a key press (an ``.envrc``, a CI
+    workflow, a hook, a build file, anything made executable). ``ignored``: the project's
+    git ignores it (caches, build output). ``conflict``: how the real file changed since the
+    speculation read it ('' if it did not): Tab refuses such a file, or skips it when git
+    ignores it.
+    """
+
+    path: str
+    status: ChangeStatus
+    mode: str = ""
+    runs_later: bool = False
+    ignored: bool = False
+    conflict: str = ""
+
+
 class Transcript(msgspec.Struct, frozen=True, tag="transcript"):
-    """An accepted speculation, rendered: user text, model text and tool groups."""
+    """An accepted speculation, rendered: user text, model text and tool groups.
+
+    ``files``: the paths Tab changed. ``changes``: each of them with what was done, and
+    ``ignored_skipped`` files git ignores that were left alone because the real ones had
+    changed meanwhile (see ``FileChange``)."""
 
     req_id: int
     entries: tuple[TranscriptEntry, ...]
     files: tuple[str, ...]
     time_saved_s: float
+    changes: tuple[FileChange, ...] = ()
+    ignored_skipped: int = 0
+
+
+class FileDiff(msgspec.Struct, frozen=True):
+    """One file of a preview: what Tab would do (``change``) and the unified diff of the
+    real file against the speculation's (``""`` with ``--stat``, for a binary file, and
+    for files git ignores). ``added``/``removed``: changed lines (0 for a binary file)."""
+
+    change: FileChange
+    diff: str = ""
+    binary: bool = False
+    added: int = 0
+    removed: int = 0
+    too_large: bool = False  # over the preview's size bound: counted, not shown
+
+
+class DiffReply(msgspec.Struct, frozen=True, tag="diff"):
+    """What Tab would do now with a branch's speculation, computed by the coordinator as
+    accept computes its listing. A running speculation shows what it wrote so far.
+    ``refused``: the sentence saying why Tab would apply nothing (a report the coordinator
+    refuses), '' otherwise."""
+
+    req_id: int
+    rank: int
+    suggestion: str
+    status: SpeculationStatus
+    files: tuple[FileDiff, ...] = ()
+    refused: str = ""
 
 
 class TurnEnded(msgspec.Struct, frozen=True, tag="turn_ended"):
@@ -432,6 +505,7 @@ ControlReply = (
     | Notice
     | Transcript
     | TurnEnded
+    | DiffReply
 )
 
 _STREAMING = (TextChunk, ToolShown, ApprovalNeeded, Notice, Transcript)

@@ -14,6 +14,7 @@ from typing import Any, Final, get_args
 
 import msgspec
 
+from protocol.inert_text import find_hidden
 from protocol.work import FilterReason
 
 __all__ = [
@@ -198,14 +199,20 @@ def _is_too_few_words(words: list[str]) -> bool:
 def filter_suggestion(text: str) -> FilterReason | None:
     """Why ``text`` must not be shown as a suggestion, or ``None`` if it may be shown.
 
-    Checks run in the order of :data:`SUPPRESSION_REASONS` on the trimmed text; the first match
-    wins. A text starting with ``/`` (a slash command) that passed the earlier checks is accepted
-    at once, skipping every later check. Text with CJK characters is measured in characters
+    Checks run in the order of :data:`SUPPRESSION_REASONS` on the trimmed text
+    (``hidden_characters`` on the text as given); the first match wins. A text starting with
+    ``/`` (a slash command) that passed the earlier checks is accepted at once, skipping every
+    later check. Text with CJK characters is measured in characters
     (fewer than 2 / more than 30) instead of words.
     """
     trimmed = text.strip()
     if not trimmed:
         return "empty"
+    # A control, bidi or invisible character would make what is shown differ from what
+    # Tab sends (cursor movement hiding half of it, reordered or look-alike text): such
+    # a guess is never shown, escaped or not. Line breaks are has_formatting's business.
+    if find_hidden(text, allow="\t\n\r") is not None:
+        return "hidden_characters"
     # Curly apostrophes count as straight ones ("I’ll" is still assistant voice).
     lower = trimmed.lower().replace("\u2019", "'")
     words = trimmed.split()

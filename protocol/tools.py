@@ -21,3 +21,6 @@ ShellTool = Literal["run_shell_command"]
 READ_TOOLS: Final[frozenset[str]] = frozenset(get_args(ReadTool))
 WRITE_TOOLS: Final[frozenset[str]] = frozenset(get_args(WriteTool))
 SHELL_TOOL: Final[ShellTool] = "run_shell_command"
+
+PATH_ARGUMENTS: Final = ("file_path", "filePath", "path", "notebook_path")
+"""The argument names that hold a tool's file path (the first one present is used)."""

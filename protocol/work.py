@@ -33,6 +33,7 @@ WorkerPurpose = Literal["speculation", "pipelined"]
 
 FilterReason = Literal[
     "empty",
+    "hidden_characters",
     "done",
     "meta_text",
     "meta_wrapped",
@@ -99,6 +100,10 @@ class Containment(msgspec.Struct, frozen=True):
     protected_paths: tuple[str, ...] = ()
     # more host paths a captured command sees read-only (the toolchainPaths setting)
     toolchain_paths: tuple[str, ...] = ()
+    # Files that run later without a key press (``protocol.runs_later``): extra patterns, and
+    # whether writing one is a boundary (``runs_later:<path>``) instead of a flagged change.
+    runs_later_paths: tuple[str, ...] = ()
+    runs_later_boundary: bool = False
 
 
 LayerName = Literal[
@@ -124,10 +129,12 @@ class Fingerprint(msgspec.Struct, frozen=True):
 
 class WrittenFile(msgspec.Struct, frozen=True):
     """One file a speculation wrote: where its new content is, and what the real file
-    looked like at copy-up (``None``: it did not exist)."""
+    looked like at copy-up (``None``: it did not exist). ``deleted``: the speculation removed
+    it (a tool or a captured command); ``overlay_path`` then holds nothing."""
 
     overlay_path: str
     original: Fingerprint | None = None
+    deleted: bool = False
 
 
 # --- coordinator -> worker ---------------------------------------------------
@@ -220,6 +227,9 @@ class ToolFinished(msgspec.Struct, frozen=True, tag="tool_finished"):
     epoch: int
     turn: int
     result: ToolResult
+    # The speculation's files so far, when this tool added or deleted one (else None):
+    # what ``specrun diff`` previews while the speculation runs (checked like a report).
+    written: dict[str, WrittenFile] | None = None
 
 
 class SpeculationOutcome(msgspec.Struct, frozen=True):

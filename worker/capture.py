@@ -2,11 +2,21 @@
 
 The command ran on an overlayfs view whose upper directory caught every write. Regular
 files found there become overlay writes (so accept applies them like any other
-speculative write, all-or-nothing and conflict-checked). Deletions (overlayfs
-whiteouts), symlinks and paths the overlay refuses cannot be represented and are
-reported instead of applied. A write to a protected path, or one that takes the
-speculation over its overlay quota, stops the speculation (``ToolStop``) before anything
-of this command is kept; set-uid, set-gid and sticky bits never come out.
+speculative write, all-or-nothing and conflict-checked). Deletions become deletion entries
+(applied at Tab the same way): overlayfs marks a removed name with a whiteout, a character
+device 0/0 (or, where the kernel uses them, a file carrying an ``overlay.whiteout`` extended
+attribute); a removed directory's whiteout stands for every file below it in the project, and
+a directory removed and made again is "opaque" (an ``overlay.opaque`` attribute): the files
+of the project below it that it no longer holds were deleted. Symlinks and paths the overlay
+refuses cannot be represented and are reported instead of applied. A write or deletion of a
+protected path, a name holding a control, bidi or invisible character (``bad_path``: such a
+name would show as something else), or one that takes the speculation over its overlay
+quota, stops the speculation (``ToolStop``) before anything of this command is kept;
+set-uid, set-gid and sticky bits never come out.
+
+A deletion is kept for Tab and for the file tools, but a later command of the same
+speculation still sees the project's file (its view is built from the project and the files
+the speculation wrote, and a deletion is no file).
 """
 
 from __future__ import annotations
@@ -18,52 +28,146 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from overlay import Overlay, OverlayError
+from protocol.protected import protected_reason
+from protocol.runs_later import runs_later_reason
 from protocol.work import Containment
-from worker.gate import protected_reason
+from worker.gate import bad_path_reason
 from worker.tools.errors import ToolStop
+
+_WHITEOUT_XATTRS = ("user.overlay.whiteout", "trusted.overlay.whiteout")
+_OPAQUE_XATTRS = ("user.overlay.opaque", "trusted.overlay.opaque")
 
 
 @dataclass
 class CaptureReport:
     copied: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
 
     def note(self) -> str:
         parts = []
         if self.copied:
             parts.append(f"{len(self.copied)} file(s) it wrote are kept in the speculation")
+        if self.deleted:
+            parts.append(f"{len(self.deleted)} file(s) it deleted are kept as deletions")
         if self.skipped:
             parts.append(f"not kept: {', '.join(self.skipped[:10])}")
         return f"[sandboxed run: {'; '.join(parts)}]" if parts else ""
 
 
-def _regular_files(upper: Path) -> tuple[list[tuple[str, Path, os.stat_result]], list[str]]:
-    files: list[tuple[str, Path, os.stat_result]] = []
-    skipped: list[str] = []
+def _xattr(path: str, names: tuple[str, ...]) -> bytes | None:
+    for name in names:
+        try:
+            return os.getxattr(path, name, follow_symlinks=False)
+        except OSError:
+            continue
+    return None
+
+
+def _is_whiteout(path: str, info: os.stat_result) -> bool:
+    if stat.S_ISCHR(info.st_mode):
+        return info.st_rdev == 0
+    return (
+        stat.S_ISREG(info.st_mode)
+        and info.st_size == 0
+        and _xattr(path, _WHITEOUT_XATTRS) is not None
+    )
+
+
+@dataclass
+class _Scan:
+    files: list[tuple[str, Path, os.stat_result]] = field(default_factory=list)
+    whiteouts: list[str] = field(default_factory=list)  # removed names (files or directories)
+    opaque: list[str] = field(default_factory=list)  # directories removed and made again
+    skipped: list[str] = field(default_factory=list)
+
+
+def _scan(upper: Path) -> _Scan:
+    found = _Scan()
     for dirpath, dirnames, filenames in os.walk(upper):
         dirnames.sort()
+        for name in (*dirnames, *filenames):  # any entry: a directory's name is shown too
+            reason = bad_path_reason((Path(dirpath) / name).relative_to(upper).as_posix())
+            if reason is not None:
+                raise ToolStop(reason, "the command created a file name with a control, "
+                                       "bidi or invisible character")
+        here = Path(dirpath)
+        if here != upper and _xattr(dirpath, _OPAQUE_XATTRS) == b"y":
+            found.opaque.append(here.relative_to(upper).as_posix())
         for name in sorted(filenames):
-            source = Path(dirpath) / name
+            source = here / name
             rel = source.relative_to(upper).as_posix()
             info = source.lstat()
-            if stat.S_ISCHR(info.st_mode):  # a whiteout: the command deleted it
-                skipped.append(f"{rel} (deleted)")
-            elif not stat.S_ISREG(info.st_mode):
-                skipped.append(f"{rel} (not a regular file)")
+            if _is_whiteout(str(source), info):
+                found.whiteouts.append(rel)
+            elif stat.S_ISCHR(info.st_mode) or not stat.S_ISREG(info.st_mode):
+                found.skipped.append(f"{rel} (not a regular file)")
             else:
-                files.append((rel, source, info))
-    return files, skipped
+                found.files.append((rel, source, info))
+    return found
+
+
+def _files_below(overlay: Overlay, rel: str) -> list[str]:
+    """Files at or below ``rel`` as the command saw them: regular files of the project (no
+    symlink followed) and files the speculation wrote, deleted ones excepted."""
+    found: list[str] = []
+    root = Path(os.path.realpath(overlay.root))
+    start = root / rel
+    try:
+        info = start.lstat()
+    except OSError:
+        info = None
+    if info is not None and stat.S_ISREG(info.st_mode):
+        found.append(rel)
+    elif info is not None and stat.S_ISDIR(info.st_mode):
+        for dirpath, _dirnames, filenames in os.walk(start):  # never follows symlinks
+            for name in filenames:
+                path = Path(dirpath, name)
+                if stat.S_ISREG(path.lstat().st_mode):
+                    found.append(path.relative_to(root).as_posix())
+    gone = set(overlay.deleted_files())
+    for written in overlay.written_files():
+        if written not in gone and (written == rel or written.startswith(rel + "/")):
+            found.append(written)
+    return sorted(set(found))
+
+
+def _deletions(scan: _Scan, overlay: Overlay) -> list[str]:
+    """Every file the command deleted, as project-relative paths."""
+    deleted: set[str] = set()
+    root = os.path.realpath(overlay.root)
+    for rel in scan.whiteouts:
+        if os.path.islink(os.path.join(root, rel)):
+            scan.skipped.append(f"{rel} (deleted; a symlink: not kept)")
+            continue
+        deleted.update(_files_below(overlay, rel))
+    kept = {rel for rel, _s, _i in scan.files}
+    for rel in scan.opaque:
+        deleted.update(p for p in _files_below(overlay, rel) if p not in kept)
+    return sorted(deleted - kept)
 
 
 def _check_bounds(
-    files: list[tuple[str, Path, os.stat_result]], overlay: Overlay, containment: Containment
+    files: list[tuple[str, Path, os.stat_result]],
+    deleted: list[str],
+    overlay: Overlay,
+    containment: Containment,
 ) -> None:
-    for rel, _source, _info in files:
+    for rel in deleted:
+        reason = protected_reason(rel, containment.protected_paths)
+        if reason is not None:
+            raise ToolStop(reason, f"the command deleted the protected path {rel}")
+    for rel, _source, info in files:
         reason = protected_reason(rel, containment.protected_paths)
         if reason is not None:
             raise ToolStop(reason, f"the command wrote the protected path {rel}")
+        if containment.runs_later_boundary:
+            executable = bool(info.st_mode & 0o111) and not _was_executable(overlay, rel)
+            reason = runs_later_reason(rel, containment.runs_later_paths, executable=executable)
+            if reason is not None:
+                raise ToolStop(reason, f"the command wrote {rel}, which runs later")
     written = overlay.written_files()
-    new = {rel for rel, _s, _i in files}
+    new = {rel for rel, _s, _i in files} | set(deleted)
     kept = {rel: p for rel, p in written.items() if rel not in new}
     if len(kept) + len(new) > containment.overlay_quota_files:
         raise ToolStop("quota:overlay_files", "the command wrote more files than the quota")
@@ -72,14 +176,32 @@ def _check_bounds(
         raise ToolStop("quota:overlay_bytes", "the command wrote more bytes than the quota")
 
 
+def _was_executable(overlay: Overlay, rel: str) -> bool:
+    """Whether the file the command saw (the overlay's copy, else the real one) was
+    executable already."""
+    path = overlay.written_files().get(rel) or Path(overlay.root, rel)
+    try:
+        return bool(path.lstat().st_mode & 0o111)
+    except OSError:
+        return False
+
+
 def import_capture(
     upper: Path, overlay: Overlay, containment: Containment | None = None
 ) -> CaptureReport:
     report = CaptureReport()
     if not upper.is_dir():
         return report
-    files, report.skipped = _regular_files(upper)
-    _check_bounds(files, overlay, containment or Containment())
+    scan = _scan(upper)
+    files, report.skipped = scan.files, scan.skipped
+    deleted = _deletions(scan, overlay)
+    _check_bounds(files, deleted, overlay, containment or Containment())
+    for rel in deleted:
+        try:
+            if overlay.record_deletion(rel):
+                report.deleted.append(rel)
+        except (OverlayError, ValueError, OSError) as exc:
+            report.skipped.append(f"{rel} (deleted; {exc})")
     for rel, source, info in files:
         try:
             target = overlay.redirect_write(rel)

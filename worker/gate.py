@@ -15,8 +15,11 @@ Beyond the tool table (design §4, §11): a read tool aimed outside the project 
 (``read_outside_project:<tool>``: a speculation must not send files the user never pointed
 at to the model provider), and so is any write to a protected path
 (``protected_path:<path>``: ``.git/**``, ``.gitattributes``, ``.gitmodules``, ``.specrun/**``
-at any depth, plus the ``protectedPaths`` setting), which could make the user's next
-``git status`` run a program or switch specrun's own settings.
+at any depth, plus the ``protectedPaths`` setting; the rule lives in ``protocol.protected``),
+which could make the user's next ``git status`` run a program or switch specrun's own
+settings. A write whose path holds a control, bidi or invisible character
+(``protocol.inert_text.find_hidden``) is a boundary too (``bad_path:<the name, quoted>``):
+such a name would show as something else in every listing, so no speculation creates one.
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Literal, Protocol
 
-import pathspec
-
 from overlay.paths import real_root, resolve_relative
 from protocol.approval import ApprovalMode
-from protocol.tools import READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
+from protocol.inert_text import find_hidden, quote_name
+from protocol.protected import protected_reason
+from protocol.runs_later import runs_later_reason
+from protocol.tools import PATH_ARGUMENTS, READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
 from protocol.work import ToolDecision
 from worker.contain.helper import classifier_bypassed
 from worker.shell.classifier import ShellVerdict, classify
@@ -51,12 +55,8 @@ DENIED_TOOLS = frozenset(
         "web_search",
     }
 )
-PATH_KEYS = ("file_path", "filePath", "path", "notebook_path")
+PATH_KEYS = PATH_ARGUMENTS
 SHELL_REASON_CHARS = 200
-# Path components that are protected wherever they appear (a nested repository's .git, a
-# .gitattributes in a subdirectory defines filters too).
-PROTECTED_NAMES = frozenset({".git", ".gitattributes", ".gitmodules"})
-PROTECTED_TOP = ".specrun"
 
 
 def read_only_verdict(command: str) -> ShellVerdict:
@@ -68,17 +68,13 @@ def read_only_verdict(command: str) -> ShellVerdict:
     return classify(command)
 
 
-def protected_reason(rel: str, extra: Sequence[str] = ()) -> str | None:
-    """``protected_path:<rel>`` if a speculation may never write ``rel`` (a project-relative
-    posix path), else None."""
-    parts = PurePosixPath(rel).parts
-    if not parts:
+def bad_path_reason(rel: str) -> str | None:
+    """``bad_path:<rel, quoted>`` if ``rel`` holds a character that a terminal would obey
+    or hide (a control, newline and tab included, a bidi or an invisible format
+    character, an undecodable byte), else None."""
+    if find_hidden(rel) is None:
         return None
-    if parts[0] == PROTECTED_TOP or any(part in PROTECTED_NAMES for part in parts):
-        return f"protected_path:{rel}"
-    if extra and pathspec.GitIgnoreSpec.from_lines(extra).match_file(rel):
-        return f"protected_path:{rel}"
-    return None
+    return f"bad_path:{quote_name(rel)}"
 
 
 def shell_reason(command: str) -> str:
@@ -126,12 +122,15 @@ def evaluate(
     *,
     sandboxed_shell: bool = False,
     protected_paths: Sequence[str] = (),
+    runs_later_paths: Sequence[str] | None = None,
 ) -> GateDecision:
     """Decide one speculative tool call. Never raises.
 
     ``sandboxed_shell`` (the opt-in ``speculateShell``): a shell command that is not
     read-only is ``sandbox`` (run in a writable overlayfs view without network, its
-    writes kept in the overlay) instead of a boundary."""
+    writes kept in the overlay) instead of a boundary. ``runs_later_paths`` (the
+    ``runsLaterBoundary`` setting on, with the ``runsLaterPaths`` patterns): a write to a
+    file that runs later without a key press is a boundary ``runs_later:<path>``."""
     try:
         return _evaluate(
             tool_name,
@@ -140,6 +139,7 @@ def evaluate(
             overlay,
             sandboxed_shell,
             tuple(protected_paths),
+            None if runs_later_paths is None else tuple(runs_later_paths),
         )
     except Exception as exc:  # fail closed
         return GateDecision("boundary", f"gate_error:{tool_name}: {exc}", {})
@@ -152,6 +152,7 @@ def _evaluate(
     overlay: OverlayLike,
     sandboxed_shell: bool = False,
     protected_paths: tuple[str, ...] = (),
+    runs_later_paths: tuple[str, ...] | None = None,
 ) -> GateDecision:
     if name in READ_TOOLS:
         if not _reads_inside(name, args, overlay):
@@ -164,8 +165,13 @@ def _evaluate(
             return GateDecision("boundary", f"write_tool_no_auto:{name}", args)
         key = path_key(args)
         if key is not None:
+            bad = bad_path_reason(args[key])
+            if bad is not None:
+                return GateDecision("boundary", bad, args)
             for rel in _relative_spellings(overlay, args[key]):
                 reason = protected_reason(rel, protected_paths)
+                if reason is None and runs_later_paths is not None:
+                    reason = runs_later_reason(rel, runs_later_paths)
                 if reason is not None:
                     return GateDecision("boundary", reason, args)
         return _rewrite(

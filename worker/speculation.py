@@ -85,6 +85,7 @@ class Toolbox:
         containment: Containment | None = None,
     ) -> None:
         self.overlay = overlay
+        self._told: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
         self.approval_mode = approval_mode
         self.containment = containment or Containment()
         self.context = ToolContext(
@@ -118,7 +119,22 @@ class Toolbox:
             self.overlay,
             sandboxed_shell=self.context.captured_runner is not None,
             protected_paths=self.containment.protected_paths,
+            runs_later_paths=(
+                self.containment.runs_later_paths
+                if self.containment.runs_later_boundary
+                else None
+            ),
         )
+
+    def files_if_changed(self) -> dict[str, WrittenFile] | None:
+        """The overlay's entries when the set of files written or deleted changed since the
+        last time they were told, else None (a rewrite of a file already written is not
+        news: the coordinator reads the content itself)."""
+        keys = (frozenset(self.overlay.written_files()), frozenset(self.overlay.deleted_files()))
+        if keys == self._told:
+            return None
+        self._told = keys
+        return written_files(self.overlay)
 
     def known(self, name: str) -> bool:
         return get_tool(name) is not None
@@ -202,8 +218,13 @@ async def run_calls(
         except ToolStop as stop:
             return responses, stop.reason
         responses.append(result)
-        await emit(ToolFinished(job_id=job.job_id, epoch=job.epoch, turn=turn, result=result))
+        files = tools.files_if_changed()
+        finished = ToolFinished(job.job_id, job.epoch, turn, result, written=files)
+        await emit(finished)
     return responses, None
+
+
+
 
 
 def rewritten(call: ToolCall, decision: GateDecision) -> ToolCall:
@@ -230,18 +251,30 @@ async def run_one(tools: Toolbox, call: ToolCall, action: str = "allow") -> Tool
     return ToolResult(call.id, call.name, output=result.output, error=result.error)
 
 
-def outcome(end: LoopEnd, overlay: Overlay) -> SpeculationOutcome:
-    """The outcome handed to the coordinator, with the overlay's written files."""
+def written_files(overlay: Overlay) -> dict[str, WrittenFile]:
+    """The overlay's entries as the coordinator is told them: every file written (with the
+    real file's fingerprint at copy-up) and every file deleted."""
     fingerprints = overlay.fingerprints()
+    deleted = set(overlay.deleted_files())
     written: dict[str, WrittenFile] = {}
-    for rel, path in overlay.written_files().items():
+    paths = {**overlay.written_files(), **{rel: None for rel in deleted}}
+    for rel, path in paths.items():
+        if path is None:  # a deletion: its overlay path, where nothing is
+            path = Path(overlay.overlay_dir, rel)
         fp = fingerprints.get(rel)
         original = Fingerprint(fp.size, fp.mtime_ns, fp.sha256) if fp is not None else None
-        written[rel] = WrittenFile(overlay_path=str(path), original=original)
+        written[rel] = WrittenFile(
+            overlay_path=str(path), original=original, deleted=rel in deleted
+        )
+    return written
+
+
+def outcome(end: LoopEnd, overlay: Overlay) -> SpeculationOutcome:
+    """The outcome handed to the coordinator, with the overlay's written files."""
     spec = end.transcript
     return SpeculationOutcome(
         messages=spec.speculated,
-        written_files=written,
+        written_files=written_files(overlay),
         tool_use_count=spec.tool_use_count,
         turns=spec.turns,
     )

@@ -26,6 +26,7 @@ COMMAND_FAMILIES: dict[str, str] = {
     "accept": "speculation_cmds",
     "reject": "speculation_cmds",
     "stats": "speculation_cmds",
+    "diff": "speculation_cmds",
     "memory": "memory_cmds",
     "config": "config_cmds",
     "explain-shell": "sandbox_cmds",

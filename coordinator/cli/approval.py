@@ -10,11 +10,15 @@ import click
 
 from protocol.control import ApprovalNeeded
 from protocol.display import format_args
+from protocol.inert_text import inert
 
 
 def question(reply: ApprovalNeeded) -> str:
-    """``Allow run_shell_command(command=...)? (why it needs a yes)``."""
-    return f"Allow {reply.call.name}({format_args(reply.call)})? ({reply.reason})"
+    """``Allow run_shell_command(command=...)? (why it needs a yes)``, on one line with
+    every control character visible: the model wrote the call, and a question whose
+    shown text differs from the call would get a yes for something else."""
+    return inert(f"Allow {reply.call.name}({format_args(reply.call)})? ({reply.reason})",
+                 multiline=False)
 
 
 def ask_person(reply: ApprovalNeeded) -> bool:

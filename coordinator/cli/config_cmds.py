@@ -12,6 +12,7 @@ from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import CliError, friendly
 from coordinator.cli.options import json_option
 from coordinator.state_dir import state_dir
+from protocol.inert_text import inert
 
 
 @click.group()
@@ -58,10 +59,12 @@ def config_show(obj: CommandContext, as_json: bool) -> None:
     for k in KEYS:
         value = public[k]
         shown = json.dumps(value) if not isinstance(value, str) else (value or '""')
-        table.add_row(k, shown, settings.sources[k])
+        table.add_row(*render.cells(k, shown, settings.sources[k]))  # a repo's file: text
     render.console.print(table)
-    render.console.print(f"[bright_black]project file: {files['project']}\nuser file:    "
-                         f"{files['user']}[/]")
+    from rich.text import Text
+
+    render.console.print(Text(inert(f"project file: {files['project']}\nuser file:    "
+                                           f"{files['user']}"), style="bright_black"))
 
 
 @config.command("set")
@@ -109,4 +112,6 @@ def config_set(obj: CommandContext, key: str, value: str, user_file: bool,
         render.print_json({"key": key, "value": shown, "file": str(path)})
     else:
         what = "removed" if stored is None else f"= {json.dumps(shown)}"
-        render.console.print(f"{key} {what} in {path}")
+        from rich.text import Text
+
+        render.console.print(Text(inert(f"{key} {what} in {path}")))

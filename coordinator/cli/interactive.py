@@ -50,6 +50,7 @@ from protocol.control import (
     SuggestionRequest,
     TypedRequest,
 )
+from protocol.inert_text import inert
 from protocol.suggestion import is_typed_prefix, normalize_prompt
 
 POLL_INTERVAL_S = 0.1
@@ -272,7 +273,9 @@ class GhostText(Processor):
             return Transformation(fragments=ti.fragments)
         branch = self.state.current(document.text)
         rest = ghost_rest(document.text, branch.text) if branch is not None else None
-        return Transformation(fragments=[*ti.fragments, ("class:ghost", rest or "")])
+        # model text: controls visible (the suggestion filter refuses them anyway)
+        shown = inert(rest or "", multiline=False)
+        return Transformation(fragments=[*ti.fragments, ("class:ghost", shown)])
 
 
 def toolbar_text(state: SuggestionState) -> FormattedText:
@@ -295,11 +298,12 @@ def toolbar_text(state: SuggestionState) -> FormattedText:
         return FormattedText([*which, ("class:bottom-toolbar",
                                        f" suggestion not speculated{why} · {keys}")])
     detail = f"{spec.tool_uses} tool use(s), {len(spec.files_written)} file(s)"
+    stopped = inert(describe_boundary(spec.boundary_reason or ""), multiline=False)
     marks = {
         "running": ("running", f"⟳ speculation running ({detail})"),
         "completed": ("completed", f"✓ speculation completed ({detail}): Tab applies it at once"),
-        "boundary": ("boundary", f"⏸ speculation "
-                                 f"{describe_boundary(spec.boundary_reason or '')}; "
+        "boundary": ("boundary", "⏸ speculation "
+                                 f"{stopped}; "
                                  "accepting runs it as a normal turn"),
         "failed": ("failed", "✗ speculation failed: accepting runs it as a normal turn"),
         "aborted": ("failed", "speculation aborted"),
@@ -336,8 +340,9 @@ def _bindings(state: SuggestionState) -> KeyBindings:
         if branch is None:
             return
         state.accepting = True  # the line below is not typing to tell the service about
-        event.current_buffer.text = branch.text  # the finished line shows what was taken
-        event.current_buffer.cursor_position = len(branch.text)
+        line = inert(branch.text, multiline=False)  # the finished line shows what was taken
+        event.current_buffer.text = line
+        event.current_buffer.cursor_position = len(line)
         event.app.exit(result=Accepted(method, branch.text, branch.rank))
 
     @kb.add("tab", filter=has_ghost)
@@ -364,13 +369,16 @@ def _bindings(state: SuggestionState) -> KeyBindings:
 
 
 def _banner(client: ServiceClient) -> None:
+    from rich.text import Text
+
     reply = client.call(StatusRequest)
     if isinstance(reply, StatusReply):
         model = "embedded scripted model" if reply.scripted_model else reply.model_endpoint
-        render.console.print(
-            f"[bold]specrun chat[/bold] · {reply.project} · {reply.model} ({model}) · "
-            f"approval {reply.approval_mode.value}"
-        )
+        render.console.print(Text.assemble(
+            ("specrun chat", "bold"),
+            inert(f" · {reply.project} · {reply.model} ({model}) · "  # a path is not markup
+                  f"approval {reply.approval_mode.value}", multiline=False),
+        ))
     render.console.print(
         "[bright_black]The grey text is the predicted next prompt: Tab, → or Enter accept it; "
         "typing its beginning keeps it, ↓/↑ show other guesses when there are some; "

@@ -13,6 +13,7 @@ from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import CliError, friendly
 from coordinator.cli.options import json_option
 from coordinator.state_dir import state_dir
+from protocol.inert_text import inert, quote_name
 
 
 @click.group()
@@ -63,8 +64,13 @@ def memory_list(obj: CommandContext, scope: str | None, as_json: bool) -> None:
                            "skipped": [{"file": str(path), "why": why}
                                        for path, why in skipped]})
         return
+    from rich.text import Text
+
+    # Names, descriptions and file names come from memory files anyone may have written
+    # (a cloned repository's): shown as text, controls escaped (render.cells).
     if not docs:
-        render.console.print(f"[bright_black]no memories (project: {store.project_dir})[/]")
+        render.console.print(Text(f"no memories (project: {inert(str(store.project_dir))})",
+                                  style="bright_black"))
     else:
         from rich.table import Table
 
@@ -72,11 +78,12 @@ def memory_list(obj: CommandContext, scope: str | None, as_json: bool) -> None:
         for col in ("name", "type", "scope", "description", "file"):
             table.add_column(col, overflow="fold")
         for d in docs:
-            table.add_row(d.name, d.type, d.scope, d.description, d.relative_path)
+            table.add_row(*render.cells(d.name, d.type, d.scope, d.description),
+                          Text(quote_name(d.relative_path)))
         render.console.print(table)
     for path, why in skipped:  # a file someone wrote, and recall ignores: say why
-        render.console.print(f"[yellow]not a memory[/] {path}: {why}", markup=True,
-                             highlight=False)
+        render.console.print(Text.assemble(("not a memory", "yellow"),
+                                           f" {quote_name(str(path))}: {inert(why)}"))
 
 
 @memory.command("show")
@@ -101,11 +108,14 @@ def memory_show(obj: CommandContext, name: str, as_json: bool) -> None:
     if as_json:
         render.print_json(_memory_json(doc, body=True))
         return
-    render.console.print(f"[bold]{doc.name}[/bold]  [bright_black]({doc.type}, {doc.scope}; "
-                         f"{doc.path})[/]")
-    render.console.print(doc.description, markup=False)
+    from rich.text import Text
+
+    render.console.print(Text.assemble(
+        (inert(doc.name, multiline=False), "bold"),
+        (f"  ({inert(doc.type)}, {doc.scope}; {quote_name(str(doc.path))})", "bright_black")))
+    render.console.print(Text(inert(doc.description)))
     render.console.print()
-    render.console.print(doc.body.strip(), markup=False)
+    render.console.print(Text(inert(doc.body.strip())))
 
 
 @memory.command("add")
@@ -142,4 +152,8 @@ def memory_add(obj: CommandContext, name: str, description: str, kind: str, scop
     if as_json:
         render.print_json(_memory_json(doc, body=True))
     else:
-        render.console.print(f"added memory [bold]{doc.name}[/bold]: {doc.path}")
+        from rich.text import Text
+
+        render.console.print(Text.assemble(
+            "added memory ", (inert(doc.name, multiline=False), "bold"),
+            f": {quote_name(str(doc.path))}"))

@@ -4,6 +4,13 @@ A turn is shown as it happens: model text streams in, each tool call gets a spin
 while it runs (on a terminal) and one line with its arguments, status and a short
 excerpt of its result when it ends. An accepted speculation is shown as its transcript,
 tool calls grouped in a box, then one summary line with the time it saved.
+
+Every string that specrun did not write itself (model text, suggestions, tool names,
+arguments and results, file names, boundary details, the service's messages that quote
+them) passes ``protocol.inert_text`` here and goes into a ``rich.text.Text``, never into
+a markup string: controls become visible escapes and ``[bold]`` stays text. The consoles
+also escape whatever text reaches them unescaped (``InertConsole``), and never turn
+``:name:`` into an emoji.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from coordinator.boundary_text import describe_boundary
+from coordinator.cli.changes_view import append_listing, change_line
 from protocol.control import (
     ApprovalNeeded,
     Branch,
@@ -34,6 +42,7 @@ from protocol.control import (
     TurnEnded,
     WorkerInfo,
 )
+from protocol.inert_text import find_hidden, inert, inert_json, quote_name
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -52,13 +61,33 @@ def __getattr__(name: str) -> Any:
     for a person pays for it. Both are module attributes once made, as before."""
     if name not in ("console", "err_console"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from rich.console import Console
-
     made = globals()
     if "console" not in made:
-        made["console"] = Console(highlight=False)
-        made["err_console"] = Console(stderr=True, highlight=False, soft_wrap=True)
+        console_class = inert_console_class()
+        made["console"] = console_class(highlight=False, emoji=False)
+        made["err_console"] = console_class(stderr=True, highlight=False, soft_wrap=True,
+                                            emoji=False)
     return made[name]
+
+
+def inert_console_class() -> type[Console]:
+    """A rich ``Console`` that escapes (``protocol.inert_text.inert``) the text of every
+    segment it writes, leaving only the escape codes rich makes itself (colours, cursor
+    moves of a spinner: styles and control segments) raw. The renderers below escape
+    untrusted text before layout (so widths are right); this is the net under them for a
+    string that reaches a console some other way."""
+    from rich.console import Console
+    from rich.segment import Segment
+
+    class InertConsole(Console):
+        def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+            return super()._render_buffer(
+                segment if segment.control or find_hidden(segment.text, allow="\t\n") is None
+                else Segment(inert(segment.text), segment.style)
+                for segment in buffer
+            )
+
+    return InertConsole
 
 
 def _console() -> Console:
@@ -87,7 +116,9 @@ EXCERPT_WIDTH = 160
 
 
 def to_json(value: Any) -> str:
-    return msgspec.json.encode(msgspec.to_builtins(value)).decode()
+    """The value as one line of JSON; exact, with DEL, C1, bidi and invisible characters
+    written as ``\\u`` escapes too (``inert_json``), so the line is safe on a terminal."""
+    return inert_json(msgspec.json.encode(msgspec.to_builtins(value)).decode())
 
 
 def print_json(value: Any) -> None:
@@ -100,9 +131,9 @@ def error(message: str, hint: str = "") -> None:
     from rich.text import Text
 
     line = Text("error: ", style="bold red")
-    line.append(message)
+    line.append(inert(message))  # may quote a path, a command or the model's words
     if hint:
-        line.append(f"\n  {hint}", style="yellow")
+        line.append(f"\n  {inert(hint)}", style="yellow")
     _err_console().print(line)
 
 
@@ -110,7 +141,7 @@ def warning(message: str) -> None:
     from rich.text import Text
 
     line = Text("warning: ", style="bold yellow")
-    line.append(message)
+    line.append(inert(message))
     _err_console().print(line)
 
 
@@ -151,15 +182,16 @@ def tool_line(name: str, args: str, status: str, result: str = "", excerpt: bool
 
     style = _STATUS_STYLE.get(status, "white")
     line = Text(f"{_STATUS_MARK.get(status, '•')} ", style=style)
-    line.append(name, style="bold")
+    line.append(inert(name, multiline=False), style="bold")
     if args:
-        line.append(f"({args})", style="bright_black")
+        line.append(f"({inert(args, multiline=False)})", style="bright_black")
     if status not in ("success", "running"):
         line.append(f"  {status}", style=style)
     if excerpt and result and status != "running":
         lines = EXCERPT_LINES if status != "success" else _FEW_LINES.get(name, EXCERPT_LINES)
         for i, text in enumerate(result_excerpt(result, lines)):
-            line.append(("\n  ⎿ " if i == 0 else "\n    ") + text, style="bright_black")
+            line.append(("\n  ⎿ " if i == 0 else "\n    ") + inert(text, multiline=False),
+                        style="bright_black")
     return line
 
 
@@ -192,7 +224,7 @@ class TurnPrinter:
         self.ended: TurnEnded | None = None
 
     # spinner (terminals only)
-    def waiting(self, what: str) -> None:
+    def waiting(self, what: str | Text) -> None:
         """A spinner line while nothing visible happens (model thinking, tool running)."""
         if not self.out.is_terminal:
             return
@@ -221,19 +253,23 @@ class TurnPrinter:
 
         if isinstance(reply, TextChunk):
             self._stop_spinner()
-            self.out.print(reply.text, end="", markup=False, soft_wrap=True)
+            # each chunk on its own: inert works per character, so a sequence split
+            # across chunks is escaped like a whole one
+            self.out.print(Text(inert(reply.text)), end="", soft_wrap=True)
             self._in_text = True
         elif isinstance(reply, ToolShown):
             self._end_text()
             if reply.status == "running":
-                self.waiting(f"[bold]{reply.name}[/bold] [bright_black]{_esc(reply.args)}[/]")
+                running = Text(inert(reply.name, multiline=False), style="bold")
+                running.append(f" {inert(reply.args, multiline=False)}", style="bright_black")
+                self.waiting(running)
             else:
                 self.tool_calls += 1
                 self.out.print(tool_line(reply.name, reply.args, reply.status, reply.result))
                 self.waiting("[bright_black]thinking…[/]")
         elif isinstance(reply, Notice):
             self._end_text()
-            self.out.print(Text(f"ℹ {reply.text}", style="cyan"))
+            self.out.print(Text(f"ℹ {inert(reply.text)}", style="cyan"))
         elif isinstance(reply, ApprovalNeeded):
             self._end_text()
         elif isinstance(reply, Transcript):
@@ -247,10 +283,6 @@ class TurnPrinter:
         elif isinstance(reply, ErrorReply):
             self._end_text()
             error(reply.message)
-
-
-def _esc(text: str) -> str:
-    return text.replace("[", "\\[")
 
 
 def show_transcript(t: Transcript, out: Console | None = None, show_user: bool = True) -> None:
@@ -270,33 +302,48 @@ def show_transcript(t: Transcript, out: Console | None = None, show_user: bool =
             break
         if entry.kind == "user":
             if show_user:
-                out.print(Text(f"❯ {entry.text}", style="bold cyan"))
+                out.print(Text(f"❯ {inert(entry.text)}", style="bold cyan"))
         else:
-            out.print(entry.text, markup=False, soft_wrap=True)
+            out.print(Text(inert(entry.text)), soft_wrap=True)
 
 
 def accept_summary(end: TurnEnded, transcript: Transcript | None) -> Text:
-    """``✓ accepted in 12 ms · 1 file applied (a.py) · saved 0.84 s``; with more than one
-    file, every path follows on a line of its own, in full: what a Tab wrote is never
-    hidden behind an ellipsis (design §11)."""
+    """``✓ accepted in 12 ms · 1 file applied (created a.py) · saved 0.84 s``; with more
+    than one file, every change follows on a line of its own, in full (what a Tab wrote is
+    never hidden behind an ellipsis, design §11), then the runs-later warning and the
+    ignored-files summary (``changes_view``). All of it is what the apply did."""
     from rich.text import Text
 
     line = Text("✓ accepted", style="bold green")
     line.append(f" in {end.elapsed_s * 1000:.0f} ms", style="green")
-    if transcript is not None:
+    if transcript is not None and not transcript.changes and transcript.files:
+        # From a service that sends no per-file changes: its list of paths, as it was.
         files = transcript.files
         if len(files) == 1:
-            line.append(f" · 1 file applied ({files[0]})")
-        elif files:
+            line.append(f" · 1 file applied ({quote_name(files[0])})")
+        else:
             line.append(f" · {len(files)} files applied")
+        line.append(f" · saved {transcript.time_saved_s:.2f} s", style="bold")
+        for name in files if len(files) > 1 else ():
+            line.append(f"\n  wrote {quote_name(name)}")
+    elif transcript is not None:
+        listed = [c for c in transcript.changes if not c.ignored]
+        if len(listed) == 1:
+            line.append(f" · 1 file applied ({change_line(listed[0])})")
+        elif listed:
+            line.append(f" · {len(listed)} files applied")
         else:
             line.append(" · no file changes")
         line.append(f" · saved {transcript.time_saved_s:.2f} s", style="bold")
-        if len(files) > 1:
-            for name in files:
-                line.append(f"\n  wrote {name}")
+        append_listing(
+            line,
+            transcript.changes,
+            transcript.ignored_skipped,
+            applied=True,
+            one_line=len(listed) == 1,
+        )
     elif end.message:
-        line.append(f" · {end.message}")
+        line.append(f" · {inert(end.message)}")
     return line
 
 
@@ -321,10 +368,10 @@ def show_turn_end(
         error(message, hint)
     elif end.reason == "refused":
         line = Text("⊘ the model declined: ", style="bold magenta")
-        line.append(end.message)
+        line.append(inert(end.message))
         out.print(line)
     else:
-        out.print(Text(f"{end.reason.replace('_', ' ')}: {end.message}", style="yellow"))
+        out.print(Text(inert(f"{end.reason.replace('_', ' ')}: {end.message}"), style="yellow"))
 
 
 def explain_model_error(message: str) -> tuple[str, str]:
@@ -360,23 +407,38 @@ def workers_table(workers: Iterable[WorkerInfo]) -> Table:
         table.add_column(col)
     for w in workers:
         rss = f"{w.rss_bytes / 2**20:.1f} MiB" if w.rss_bytes else "-"
-        table.add_row(
+        table.add_row(*cells(
             str(w.pid), w.state, w.job_id or "-", w.job_kind or "-", w.overlay_dir or "-",
             f"{w.age_s:.1f}s", rss, w.sandbox,
-        )
+        ))
     return table
 
 
+def cells(*values: str) -> list[Text]:
+    """Table cells that are shown as written: a ``str`` cell would be read as markup."""
+    from rich.text import Text
+
+    return [Text(inert(value, multiline=False)) for value in values]
+
+
 def show_status(s: StatusReply, out: Console | None = None) -> None:
+    from rich.text import Text
+
     out = out or _console()
     where = "embedded scripted model" if s.scripted_model else "endpoint"
-    on = {True: "[green]on[/green]", False: "[yellow]off[/yellow]"}
-    out.print(f"[bold]specrun[/bold] serving [cyan]{s.project}[/cyan]")
-    out.print(f"  pid {s.pid}, up {_duration(s.uptime_s)}, session {s.session_id}")
-    out.print(f"  model [bold]{s.model}[/bold] (fast: {s.fast_model}), {where} {s.model_endpoint}")
-    out.print(f"  approval mode {s.approval_mode.value}, worker sandbox {s.sandbox}")
-    out.print(f"  suggestions {on[s.suggestions_enabled]}, speculation {on[s.speculation_enabled]}")
-    out.print(f"  {len(s.workers)} worker(s):")
+    on = {True: ("on", "green"), False: ("off", "yellow")}
+    line = Text.assemble(("specrun", "bold"), " serving ",
+                         (inert(s.project, multiline=False), "cyan"))
+    out.print(line)
+    out.print(Text(inert(f"  pid {s.pid}, up {_duration(s.uptime_s)}, session {s.session_id}")))
+    line = Text.assemble("  model ", (inert(s.model, multiline=False), "bold"),
+                         inert(f" (fast: {s.fast_model}), {where} {s.model_endpoint}",
+                               multiline=False))
+    out.print(line)
+    out.print(Text(f"  approval mode {s.approval_mode.value}, worker sandbox {s.sandbox}"))
+    out.print(Text.assemble("  suggestions ", on[s.suggestions_enabled], ", speculation ",
+                            on[s.speculation_enabled]))
+    out.print(Text(f"  {len(s.workers)} worker(s):"))
     out.print(workers_table(s.workers))
 
 
@@ -409,9 +471,11 @@ def speculation_line(s: SpeculationInfo, indent: str = "  ") -> Text:
         line.append(f", worker {s.worker_pid}", style="bright_black")
     if s.boundary_reason:
         # The raw `code:detail` stays in --json; a person reads it in words.
-        line.append(f"\n{indent}{describe_boundary(s.boundary_reason)}", style=style)
+        line.append(f"\n{indent}{inert(describe_boundary(s.boundary_reason), multiline=False)}",
+                    style=style)
     if s.pipelined_suggestion:
-        line.append(f"\n{indent}next: {s.pipelined_suggestion}", style="bright_black")
+        line.append(f"\n{indent}next: {inert(s.pipelined_suggestion, multiline=False)}",
+                    style="bright_black")
     return line
 
 
@@ -425,10 +489,10 @@ def show_suggestion(reply: SuggestionReply, out: Console | None = None) -> None:
         return
     if reply.text is None:
         why = f" ({reply.suppressed_reason})" if reply.suppressed_reason else ""
-        out.print(Text(f"no suggestion{why}", style="bright_black"))
+        out.print(Text(inert(f"no suggestion{why}"), style="bright_black"))
         return
     line = Text("❯ ", style="bold")
-    line.append(reply.text, style="bright_black")
+    line.append(inert(reply.text, multiline=False), style="bright_black")
     if not reply.visible:
         line.append("  (not shown yet)", style="bright_black italic")
     alternatives = reply.branches[1:]
@@ -439,7 +503,8 @@ def show_suggestion(reply: SuggestionReply, out: Console | None = None) -> None:
     if reply.speculation is not None:
         out.print(speculation_line(reply.speculation))
     elif reply.speculation_skipped:
-        out.print(Text(f"  {_not_speculated(reply.speculation_skipped)}", style="bright_black"))
+        out.print(Text(f"  {inert(_not_speculated(reply.speculation_skipped))}",
+                       style="bright_black"))
     if alternatives:
         out.print(Text(f"  {len(alternatives)} alternative{'s' if len(alternatives) != 1 else ''}"
                        " (↓ in `specrun chat`, or `specrun accept --index N`):",
@@ -456,13 +521,14 @@ def branch_lines(branch: Branch, indent: str = "  ") -> Text:
     from rich.text import Text
 
     line = Text(f"{indent}❯ ", style="bold")
-    line.append(branch.text, style="bright_black")
+    line.append(inert(branch.text, multiline=False), style="bright_black")
     line.append(f"  (--index {branch.rank})", style="bright_black")
     if branch.speculation is not None:
         line.append("\n")
         line.append_text(speculation_line(branch.speculation, indent + "  "))
     else:
-        line.append(f"\n{indent}  {_not_speculated(branch.skipped)}", style="bright_black")
+        line.append(f"\n{indent}  {inert(_not_speculated(branch.skipped))}",
+                    style="bright_black")
     return line
 
 
@@ -477,54 +543,58 @@ def show_stats(r: StatsReply, out: Console | None = None) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
+
+    def row(*values: str) -> None:  # reasons and purposes come from the service: as text
+        table.add_row(*cells(*values))
+
     by_method = ", ".join(f"{k} {v}" for k, v in sorted(r.accepted_by_method.items()))
-    table.add_row("suggestions shown", str(r.suggestions_shown))
+    row("suggestions shown", str(r.suggestions_shown))
     accepted = f"{r.suggestions_accepted}" + (f" ({by_method})" if by_method else "")
-    table.add_row("  accepted", accepted)
+    row("  accepted", accepted)
     if r.accepted_by_rank and set(r.accepted_by_rank) != {0}:
         # Only once an alternative (``speculationBranches``) was taken: rank 0 is the top guess.
-        table.add_row("    by rank", ", ".join(f"{_rank_name(rank)} {n}" for rank, n
+        row("    by rank", ", ".join(f"{_rank_name(rank)} {n}" for rank, n
                                                  in sorted(r.accepted_by_rank.items())))
     typing = {k: v for k, v in r.accepted_by_typing.items() if v}
     if typing:
-        table.add_row("    while typing", ", ".join(
+        row("    while typing", ", ".join(
             f"{_TYPING.get(k, k)} {n}" for k, n in sorted(typing.items())))
-    table.add_row("  ignored", str(r.suggestions_ignored))
-    table.add_row("  suppressed", _by_reason(r.suggestions_suppressed.total,
+    row("  ignored", str(r.suggestions_ignored))
+    row("  suppressed", _by_reason(r.suggestions_suppressed.total,
                                              r.suggestions_suppressed.by_reason))
-    table.add_row("speculations completed", str(r.speculations_completed))
-    table.add_row("  stopped at a boundary", _by_reason(r.speculations_boundary.total,
+    row("speculations completed", str(r.speculations_completed))
+    row("  stopped at a boundary", _by_reason(r.speculations_boundary.total,
                                                         r.speculations_boundary.by_reason))
-    table.add_row("  aborted", str(r.speculations_aborted))
-    table.add_row("  failed", str(r.speculations_failed))
-    table.add_row(
+    row("  aborted", str(r.speculations_aborted))
+    row("  failed", str(r.speculations_failed))
+    row(
         "time saved",
         f"{r.time_saved_total_s:.2f} s total, median {r.time_saved_median_s:.2f} s "
         f"over {len(r.time_saved_s)} accept(s)",
     )
     if r.speculations_skipped.total:
-        table.add_row("suggestions not speculated", _by_reason(
+        row("suggestions not speculated", _by_reason(
             r.speculations_skipped.total, r.speculations_skipped.by_reason))
     spec = r.speculation_tokens
     if spec.total:
         # What speculation costs: the tokens its workers spent, by what became of them.
         split = (f"{spec.total:,}: {spec.accepted:,} accepted ({spec.accepted / spec.total:.0%}),"
                  f" {spec.discarded:,} thrown away")
-        table.add_row("speculation tokens",
+        row("speculation tokens",
                       split + (f", {spec.pending:,} pending" if spec.pending else ""))
     if r.time_saved_per_1k_tokens_s is not None:
-        table.add_row("  time saved", f"{r.time_saved_per_1k_tokens_s:.3f} s per 1,000 tokens")
+        row("  time saved", f"{r.time_saved_per_1k_tokens_s:.3f} s per 1,000 tokens")
     cost = r.branch_cost
     if len(cost.by_rank) > 1 or set(cost.by_rank) - {0}:
         # What each rank of alternative spent, and what the branches thrown away cost.
         spent = [f"{_rank_name(rank)} {_spend(s)}" for rank, s in sorted(cost.by_rank.items())]
-        table.add_row("speculation branches", "; ".join(spent))
-        table.add_row("  thrown away", _spend(cost.discarded))
+        row("speculation branches", "; ".join(spent))
+        row("  thrown away", _spend(cost.discarded))
     if r.speculation_budget is not None:
         b = r.speculation_budget
         per = "per hour" if b.window == "hour" else "per session"
         state = " (spent: not speculating)" if b.exhausted else ""
-        table.add_row("speculation budget", f"{b.spent:,} of {b.tokens:,} {per}{state}")
+        row("speculation budget", f"{b.spent:,} of {b.tokens:,} {per}{state}")
     out.print(table)
     used = {k: v for k, v in r.tokens.items() if v.requests}
     if used:
@@ -534,8 +604,8 @@ def show_stats(r: StatsReply, out: Console | None = None) -> None:
         for purpose, c in used.items():
             cached = f"{c.cached_prompt:,}" + (f" ({c.cached_prompt / c.prompt:.0%})"
                                                if c.prompt else "")
-            tokens.add_row(purpose, f"{c.requests:,}", f"{c.prompt:,}", cached,
-                           f"{c.completion:,}")
+            tokens.add_row(*cells(purpose, f"{c.requests:,}", f"{c.prompt:,}", cached,
+                                  f"{c.completion:,}"))
         out.print(tokens)
 
 

@@ -16,6 +16,7 @@ from coordinator.cli.errors import CliError, friendly
 from coordinator.cli.options import flags_dict, json_option, serve_flags
 from coordinator.cli.service_start import ensure_service
 from protocol.control import KillWorkerRequest
+from protocol.inert_text import inert
 
 
 @click.command()
@@ -43,10 +44,12 @@ def start(obj: CommandContext, as_json: bool, no_check: bool, **flags: Any) -> N
     if as_json:
         render.print_json({"started": started, "already_running": not started, "pid": pid,
                            "log": log})
-    elif started:
-        render.console.print(f"specrun started for {obj.project} (pid {pid}); log: {log}")
     else:
-        render.console.print(f"specrun is already running for {obj.project} (pid {pid}).")
+        from rich.text import Text
+
+        what = (f"specrun started for {obj.project} (pid {pid}); log: {log}" if started
+                else f"specrun is already running for {obj.project} (pid {pid}).")
+        render.console.print(Text(inert(what)))  # a path is not markup
 
 
 @click.command()
@@ -125,8 +128,8 @@ def logs(obj: CommandContext, follow: bool, count: int, as_json: bool) -> None:
     def emit(line: str) -> None:
         if as_json:
             render.print_json({"line": line})
-        else:
-            sys.stdout.write(line + "\n")
+        else:  # a log line may quote the model, a command or a file name
+            sys.stdout.write(inert(line) + "\n")
 
     with open(path, "rb") as fh:
         for line in last_lines(fh, count):

@@ -18,6 +18,8 @@ from coordinator.cli.errors import fail_on_error
 from protocol.control import (
     AcceptRequest,
     ControlReply,
+    DiffReply,
+    DiffRequest,
     OkReply,
     RejectRequest,
     ResetRequest,
@@ -27,10 +29,12 @@ from protocol.control import (
     StatusRequest,
     SuggestionReply,
     SuggestionRequest,
+    Transcript,
     TypedRequest,
     WorkersReply,
     WorkersRequest,
 )
+from protocol.inert_text import inert
 
 R = TypeVar("R")
 
@@ -56,7 +60,9 @@ def request_ok(obj: CommandContext, as_json: bool, kind: Any, **fields: Any) -> 
     if as_json:
         render.print_json(reply)
     elif isinstance(reply, OkReply):
-        render.console.print(reply.message or "ok")
+        from rich.text import Text
+
+        render.console.print(Text(inert(reply.message or "ok")))
     return reply
 
 
@@ -74,26 +80,52 @@ def stats(obj: CommandContext, as_json: bool) -> None:
 
 
 def suggestion(obj: CommandContext, as_json: bool, wait: bool = False,
-               settled: bool = False, typed: str | None = None) -> None:
+               settled: bool = False, typed: str | None = None,
+               transcript: bool = False, index: int = 0) -> None:
     """The suggestion; ``typed``: first tell the service that this much of a prompt is
     typed (the chat's keystrokes): branches it still leads to are kept, the others
-    killed, and the answer shows what is left."""
+    killed, and the answer shows what is left. ``transcript``: also show the speculation
+    so far of the branch of rank ``index``."""
+    rank = index if transcript else None
     with obj.client() as client:
         reply: ControlReply | None = None
         if typed is not None:
             reply = client.request(TypedRequest(req_id=client.next_id(), text=typed))
-        if reply is None or (isinstance(reply, SuggestionReply) and (wait or settled)):
+        again = wait or settled or rank is not None
+        if reply is None or (isinstance(reply, SuggestionReply) and again):
             reply = client.request(
                 SuggestionRequest(req_id=client.next_id(), wait_visible=wait,
-                                  wait_settled=settled),
+                                  wait_settled=settled, transcript=rank),
                 timeout_s=105.0 if settled else 45.0 if wait else None,
             )
     fail_on_error(reply, as_json)
     assert isinstance(reply, SuggestionReply)
     if as_json:
         render.print_json(reply)
+        return
+    render.show_suggestion(reply)
+    if rank is not None:
+        if reply.transcript:
+            render.show_transcript(Transcript(reply.req_id, reply.transcript, (), 0.0))
+        else:
+            from rich.text import Text
+
+            render.console.print(Text("  (no speculation to show)", style="bright_black"))
+
+
+def diff(obj: CommandContext, as_json: bool, index: int | None = None,
+         stat: bool = False) -> None:
+    """What Tab would do now with a speculation's files (``DiffRequest``)."""
+    from coordinator.cli.changes_view import diff_text
+
+    with obj.client() as client:
+        reply = client.request(DiffRequest(req_id=client.next_id(), index=index, stat=stat))
+    fail_on_error(reply, as_json)
+    assert isinstance(reply, DiffReply), reply
+    if as_json:
+        render.print_json(reply)
     else:
-        render.show_suggestion(reply)
+        render.console.print(diff_text(reply), soft_wrap=True)
 
 
 def accept(obj: CommandContext, as_json: bool, index: int | None = None) -> None:

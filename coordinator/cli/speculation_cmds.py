@@ -18,11 +18,16 @@ from coordinator.cli.options import json_option
 @click.option("--typed", metavar="TEXT",
               help="First say that TEXT is typed so far at the prompt: alternatives it "
                    "still leads to keep their speculation, the others are killed.")
+@click.option("--transcript", is_flag=True,
+              help="Also show the speculation so far: the model's text, its tool calls "
+                   "and their results (of the alternative --index N).")
+@click.option("--index", "index", type=click.IntRange(min=0), default=0, metavar="N",
+              help="With --transcript: the alternative of this rank (default 0, the top).")
 @json_option
 @click.pass_obj
 @friendly
 def suggestion(obj: CommandContext, wait: bool, settled: bool, typed: str | None,
-               as_json: bool) -> None:
+               transcript: bool, index: int, as_json: bool) -> None:
     """Show the predicted next prompt and its speculation's status.
 
     With `speculationBranches` above 1, the ranked alternatives follow the top one,
@@ -32,7 +37,33 @@ def suggestion(obj: CommandContext, wait: bool, settled: bool, typed: str | None
     Example:
       specrun suggestion --wait --json
     """
-    service_requests.suggestion(obj, as_json, wait=wait, settled=settled, typed=typed)
+    service_requests.suggestion(obj, as_json, wait=wait, settled=settled, typed=typed,
+                                transcript=transcript, index=index)
+
+
+@click.command()
+@click.option("--index", "index", type=click.IntRange(min=0), default=None, metavar="N",
+              help="The alternative of this rank (see `specrun suggestion`). Default: the "
+                   "best-ranked one still live.")
+@click.option("--stat", is_flag=True, help="One line per file with its counts, no diff.")
+@json_option
+@click.pass_obj
+@friendly
+def diff(obj: CommandContext, index: int | None, stat: bool, as_json: bool) -> None:
+    """Show what Tab would do now: each file created, modified, deleted or changed in
+    mode, with its diff against the project.
+
+    Computed by the service exactly as accept computes its listing. Files that run later
+    without a key press are flagged, files git ignores are summed up, and a file you
+    changed since the speculation read it is named (Tab would refuse). A running
+    speculation shows what it wrote so far.
+
+    \b
+    Example:
+      specrun diff
+      specrun diff --stat --index 1
+    """
+    service_requests.diff(obj, as_json, index=index, stat=stat)
 
 
 @click.command()

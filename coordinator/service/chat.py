@@ -25,7 +25,13 @@ from coordinator.service.loop_detect import LoopDetector
 from coordinator.service.pool import WorkerHandle, WorkerStartError
 from coordinator.service.ports import ChatWorkers
 from coordinator.service.system_prompt import build_system_prompt
-from coordinator.service.tool_exec import ToolExecutor, shell_mode, write_policy
+from coordinator.service.tool_exec import (
+    HIDDEN_NAME_REASON,
+    ToolExecutor,
+    hidden_name_reason,
+    shell_mode,
+    write_policy,
+)
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
@@ -294,10 +300,12 @@ class MainChat:
         policy = write_policy(call, mode)
         if policy == "refuse":
             return await self._refused(out, call, f"{call.name} is not allowed in plan mode.")
+        hidden_name = hidden_name_reason(call)
         if policy == "ask" and not await self._confirm(
-            out, call, f"{call.name} changes files", can_confirm
+            out, call, hidden_name or f"{call.name} changes files", can_confirm
         ):
-            return await self._refused(out, call, self._refusal_text(can_confirm, call))
+            return await self._refused(out, call, self._refusal_text(can_confirm, call,
+                                                                     hidden_name or ""))
         await out.tool(call, "running")
         outcome = await self.tools_exec.run(call, shell_mode(call, mode))
         if outcome.needs_approval is not None:
@@ -327,6 +335,9 @@ class MainChat:
         if can_confirm:
             return "The user declined this tool call."
         needed = "auto-edit" if call.name in WRITE_TOOLS else "yolo"
+        if why == HIDDEN_NAME_REASON:  # no mode allows it: only a yes at a terminal
+            return (f"This call needs the user's approval ({why}) and no terminal can ask; "
+                    "`specrun chat` or `specrun ask` on a terminal asks.")
         if self._from_accept:
             where = (
                 f"`specrun accept` takes no approval mode: to allow it, ask the same prompt "

@@ -23,7 +23,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
@@ -33,18 +33,22 @@ import psutil
 import overlay
 from coordinator.boundary_text import describe_boundary
 from coordinator.service.accept_record import PendingAccept, clear_pending, digest, write_pending
+from coordinator.service.applied_set import RefusedReport, SpeculationFiles
 from coordinator.service.cost import Budget
 from coordinator.service.emitter import Emitter
 from coordinator.service.pool import WorkerHandle, WorkerStartError, WorkerState
 from coordinator.service.ports import ForkSource, WorkerJobs
+from coordinator.service.preview import Progress, preview_files, transcript_of
 from coordinator.service.stats import Stats
 from coordinator.service.suggestions import generate_suggestion
 from coordinator.service.transcript import ensure_tool_result_pairing, render_transcript
 from coordinator.settings import Settings
+from overlay.errors import describe_paths
 from protocol.approval import ApprovalMode
 from protocol.chat import Message, Usage
 from protocol.control import (
     AcceptMethod,
+    DiffReply,
     SkipReason,
     SpeculationInfo,
     SpeculationStatus,
@@ -52,9 +56,11 @@ from protocol.control import (
     SuggestionReply,
     SuppressReason,
     Transcript,
+    TranscriptEntry,
     TurnEndReason,
 )
 from protocol.control import Branch as BranchInfo
+from protocol.inert_text import quote_name
 from protocol.model import ModelClient
 from protocol.suggestion import is_typed_prefix, matches_prompt
 from protocol.work import (
@@ -69,8 +75,8 @@ from protocol.work import (
     SpeculationLimits,
     SpeculationOutcome,
     ToolFinished,
+    ToolStarted,
     WorkerEvent,
-    WrittenFile,
 )
 
 log = logging.getLogger("specrun.speculation")
@@ -237,6 +243,7 @@ class Speculation:
     pipelined_alternatives: tuple[str, ...] = ()  # with speculationBranches > 1, best first
     pipelined_done: asyncio.Event = field(default_factory=asyncio.Event)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    progress: Progress = field(default_factory=Progress)  # what its worker reported so far
 
     def move_to(self, status: SpeculationStatus) -> bool:
         """Change the status if ``MOVES`` allows it; False (and no change) if not: a late or
@@ -650,8 +657,14 @@ class SpeculationManager:
             return
         if isinstance(event, ModelText):
             spec.turns = max(spec.turns, event.turn + 1)
+            spec.progress.text(event.turn, event.text)
+        elif isinstance(event, ToolStarted):
+            spec.progress.call(event.turn, event.call)
         elif isinstance(event, ToolFinished):
             spec.tool_uses += 1 if event.result.ok else 0
+            spec.progress.result(event.turn, event.result)
+            if event.written is not None:
+                spec.progress.written = dict(event.written)
         elif isinstance(event, Completed) and spec.status == "running":
             spec.outcome = event.outcome
             spec.turns = event.outcome.turns
@@ -911,17 +924,29 @@ class SpeculationManager:
         accepted = [Message.user(branch.text), *messages]
         ov = overlay.Overlay(root, spec.overlay_dir)
         try:
-            ov = overlay.Overlay.from_record(
-                root,
-                spec.overlay_dir,
-                overlay_record(spec.outcome.written_files),
+            # The worker's report is checked entry by entry before anything is read from its
+            # overlay or written to the project (``SpeculationFiles``).
+            files = await asyncio.to_thread(
+                SpeculationFiles, root, spec.overlay_dir, spec.outcome.written_files,
+                self.settings,
             )
+            ov = files.overlay
+            if self.settings.runs_later_boundary:
+                later = (await asyncio.to_thread(files.preview)).runs_later
+                if later:
+                    names = describe_paths(c.path for c in later)
+                    raise AcceptFallback(
+                        f"it changed files that run later ({names}) and runsLaterBoundary is on"
+                    )
             # 1. files first (all or nothing), 2.-3. then the history, so a failed apply
             # leaves neither; a crash between the two is settled at the next start from
             # the pending record; 5. the overlay goes in every case.
             await asyncio.to_thread(self._write_pending, ov, accepted)
-            await asyncio.to_thread(ov.apply_to_real)
+            applied = await asyncio.to_thread(files.apply)
             await self.chat.extend_from_speculation(accepted)
+        except RefusedReport as exc:
+            log.warning("speculation %s: refused report %s", spec.id, exc.refused)
+            raise AcceptFallback(_refused_text(exc)) from None
         except overlay.ConflictError as exc:
             raise AcceptFallback(f"you changed files it also changed ({exc})") from None
         except (overlay.OverlayError, OSError) as exc:
@@ -935,7 +960,14 @@ class SpeculationManager:
         self.stats.time_saved_s.append(saved)
         entries = render_transcript(branch.text, messages)
         await out.send(
-            Transcript(out.req_id, tuple(entries), tuple(spec.outcome.written_files), saved)
+            Transcript(
+                out.req_id,
+                tuple(entries),
+                applied.paths,
+                saved,
+                changes=applied.changes,
+                ignored_skipped=applied.ignored_skipped,
+            )
         )
         # The accepted suggestion is used up (taken when the accept began); its worker may
         # still be writing the pipelined suggestion, which the next Tab will want.
@@ -972,13 +1004,21 @@ class SpeculationManager:
 
     # -- reporting & lifecycle ---------------------------------------------------
 
-    def suggestion_reply(self, req_id: int) -> SuggestionReply:
+    def suggestion_reply(self, req_id: int, transcript: int | None = None) -> SuggestionReply:
+        """The suggestion; ``transcript``: the rank of a branch whose speculation so far
+        (text, tool calls and results) the reply carries."""
         current = self.current
         if current is None:
             return SuggestionReply(
                 req_id, None, False, self.last_suppressed, None, pending=self.pending
             )
         branches = tuple(branch.info() for branch in current.branches)
+        entries: tuple[TranscriptEntry, ...] = ()
+        chosen = current.branch(transcript) if transcript is not None else None
+        if chosen is not None and chosen.speculation is not None:
+            spec = chosen.speculation
+            messages = spec.outcome.messages if spec.outcome is not None else None
+            entries = tuple(transcript_of(chosen.text, messages, spec.progress))
         return SuggestionReply(
             req_id,
             current.text,
@@ -988,7 +1028,25 @@ class SpeculationManager:
             speculation_skipped=current.skipped,
             branches=branches,
             typed=current.typed,
+            transcript=entries,
         )
+
+    async def diff_reply(self, req_id: int, index: int | None, stat: bool) -> DiffReply | None:
+        """What Tab would do now with the branch of rank ``index`` (None: the top live
+        one), computed as accept computes its listing; None if there is no such branch
+        with a speculation."""
+        current = self.current
+        if current is None:
+            return None
+        branch = current.branch(index) if index is not None else current.top
+        spec = branch.speculation if branch is not None else None
+        if branch is None or spec is None or not spec.overlay_dir:
+            return None
+        written = dict(spec.outcome.written_files) if spec.outcome else dict(spec.progress.written)
+        files, refused = await asyncio.to_thread(
+            preview_files, str(self.project_root), spec.overlay_dir, written, self.settings, stat
+        )
+        return DiffReply(req_id, branch.rank, branch.text, spec.status, files, refused)
 
     def stats_reply(self, req_id: int) -> StatsReply:
         # Only a speculation that can still be accepted is undecided; a failed or boundary
@@ -1025,16 +1083,6 @@ def _describe(spec: Speculation) -> str:
     return f"was {spec.status}"
 
 
-def overlay_record(written_files: Mapping[str, WrittenFile]) -> dict[str, overlay.RecordEntry]:
-    """A worker's report of the files it wrote, in the record format that
-    ``overlay.Overlay.from_record`` checks and rebuilds the overlay from."""
-    record: dict[str, overlay.RecordEntry] = {}
-    for rel, written in written_files.items():
-        fp = written.original
-        record[rel] = overlay.RecordEntry(
-            overlay_path=written.overlay_path,
-            size=fp.size if fp else None,
-            mtime_ns=fp.mtime_ns if fp else None,
-            sha256=fp.sha256 if fp else None,
-        )
-    return record
+def _refused_text(exc: RefusedReport) -> str:
+    refused = describe_paths(f"{quote_name(path)}: {why}" for path, why in exc.refused.items())
+    return f"the speculation reported files it may not change, so nothing was applied ({refused})"

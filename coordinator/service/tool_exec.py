@@ -17,7 +17,8 @@ from coordinator.service.pool import WorkerHandle, WorkerStartError
 from coordinator.service.ports import WorkerJobs
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall, ToolResult
-from protocol.tools import WRITE_TOOLS
+from protocol.inert_text import find_hidden
+from protocol.tools import PATH_ARGUMENTS, WRITE_TOOLS
 from protocol.work import CommandLimits, Failed, RunTool, ShellPermission, ToolDone, WorkerEvent
 
 log = logging.getLogger("specrun.tools")
@@ -30,12 +31,33 @@ class ToolOutcome:
 
 
 def write_policy(call: ToolCall, mode: ApprovalMode) -> str:
-    """For a write tool: ``run``, ``ask`` or ``refuse`` (plan mode). Other tools: ``run``."""
+    """For a write tool: ``run``, ``ask`` or ``refuse`` (plan mode). Other tools: ``run``.
+
+    A write to a file name holding a control, bidi or invisible character always asks
+    (a speculation stops at it, ``bad_path``): such a name shows as something else in
+    every listing, so it is created only on a yes to the question, which shows it
+    escaped."""
     if call.name not in WRITE_TOOLS:
         return "run"
     if mode is ApprovalMode.PLAN:
         return "refuse"
+    if hidden_name_reason(call) is not None:
+        return "ask"
     return "run" if mode.allows_unconfirmed_edits else "ask"
+
+
+HIDDEN_NAME_REASON = "its file name holds a control, bidi or invisible character"
+
+
+def hidden_name_reason(call: ToolCall) -> str | None:
+    """Why a write must ask whatever the mode (:data:`HIDDEN_NAME_REASON`), or None."""
+    if call.name not in WRITE_TOOLS:
+        return None
+    args = call.args()
+    if any(isinstance(args.get(key), str) and find_hidden(args[key]) is not None
+           for key in PATH_ARGUMENTS):
+        return HIDDEN_NAME_REASON
+    return None
 
 
 def shell_mode(call: ToolCall, mode: ApprovalMode) -> ShellPermission:

@@ -24,6 +24,12 @@ from coordinator.boundary_text import cut_words, describe_boundary
         ("protected_path:.git/config",
          "stopped before writing .git/config: a protected path (git metadata, .specrun/ or the "
          "protectedPaths setting)"),
+        ("runs_later:.envrc",
+         "stopped before writing .envrc: it runs later without a key press and "
+         "runsLaterBoundary is on"),
+        ("bad_path:$'notes\\x1b[2K.md'",
+         "stopped before creating $'notes\\x1b[2K.md': a file name with a control, bidi or "
+         "invisible character is never created ahead of you"),
         ("path_rewrite_failed:edit: outside the project root",
          "stopped before edit: its path could not be redirected into the overlay (outside the "
          "project root)"),

@@ -276,6 +276,7 @@ def test_record_round_trip(root: Path, ovdir: Path) -> None:
         "size": None,
         "mtime_ns": None,
         "sha256": None,
+        "deleted": False,
     }
     again = Overlay.from_record(root, ovdir, record)
     assert again.written_files() == ov.written_files()

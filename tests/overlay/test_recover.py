@@ -37,7 +37,8 @@ class Scenario:
 
 
 def make_scenario(base: Path) -> Scenario:
-    """A project and an overlay that modifies 3 files and creates 3 (two in new dirs)."""
+    """A project and an overlay that modifies 3 files, creates 3 (two in new dirs) and
+    deletes one."""
     root = base / "project"
     root.mkdir(parents=True)
     make_tree(
@@ -47,6 +48,7 @@ def make_scenario(base: Path) -> Scenario:
             "src/app.py": "print('app')\n" * 50,
             "src/lib/core.py": "CORE = 1\n",
             "keep.txt": "untouched\n",
+            "old/gone.txt": "removed by the speculation\n",
         },
     )
     (root / "run.sh").write_text("#!/bin/sh\n")
@@ -60,6 +62,7 @@ def make_scenario(base: Path) -> Scenario:
     ov.redirect_write("new/deep/er/file.txt").write_text("deep\n")
     ov.redirect_write("TOP.md").write_text("top\n")
     ov.redirect_write("unwritten/never.txt")
+    assert ov.record_deletion("old/gone.txt")
     record = json.loads(json.dumps(reported_record(ov)))
     before = snapshot(root)
     # The after-state: the same apply on a copy of the project.
@@ -292,8 +295,14 @@ def test_recover_waits_for_a_live_apply(tmp_path: Path) -> None:
     try:
         assert parent_conn.poll(30)
         parent_conn.recv()
-        time.sleep(0.03)  # well inside the (slowed) apply
-        assert (sc.root / ".specrun" / "journal").exists()
+        # The apply is under way (it holds the root lock) once its journal is written; on a
+        # loaded machine it may even be over by the time we look, which proves less but
+        # must end the same way.
+        journal = sc.root / ".specrun" / "journal"
+        deadline = time.monotonic() + 30
+        while proc.is_alive() and not (journal.is_dir() and any(journal.glob("*.json"))):
+            assert time.monotonic() < deadline, "the apply never wrote its journal"
+            time.sleep(0.001)
         recover(sc.root)  # blocks on the root lock until the apply is done
         assert snapshot(sc.root) == sc.after
     finally:

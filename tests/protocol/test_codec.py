@@ -41,6 +41,8 @@ REQUESTS = [
     control.ApprovalAnswer(11, 3, "c1", True),
     control.CancelRequest(12, 3),
     control.TypedRequest(13, "run the"),
+    control.DiffRequest(14, 1, stat=True),
+    control.SuggestionRequest(15, transcript=0),
 ]
 REPLIES = [
     control.ErrorReply(1, "bad_request", "no."),
@@ -85,6 +87,7 @@ REPLIES = [
     control.Notice(10, "fyi"),
     control.Transcript(11, (control.TranscriptEntry("user", "x"),), ("a.py",), 1.5),
     control.TurnEnded(12, "completed"),
+    control.DiffReply(13, 0, "tidy", "completed", refused="Nothing was applied."),
 ]
 JOBS = [
     work.RunSpeculation(
@@ -107,6 +110,9 @@ EVENTS = [
     work.ModelText("s1", 9, 0, "hi"),
     work.ToolStarted("s1", 9, 0, CALL, "allow"),
     work.ToolFinished("s1", 9, 0, RESULT),
+    work.ToolFinished(
+        "s1", 9, 1, RESULT, written={"a.py": work.WrittenFile("/tmp/o/a.py", deleted=True)}
+    ),
     work.Boundary("s1", 9, "shell:rm -rf x", OUTCOME),
     work.Completed("s1", 9, OUTCOME),
     work.PipelinedSuggestion("s1", 9, "commit this"),
@@ -245,6 +251,20 @@ FILLED = {
         ),
         control.Transcript(
             5, (control.TranscriptEntry("tool", "out", "read_file", "", "success"),), (), 0.0
+        ),
+        control.DiffReply(
+            7, 0, "tidy", "running",
+            (control.FileDiff(control.FileChange("a", "created"), "+x\n", added=1),),
+        ),
+        control.Transcript(
+            6, (), ("a", "b", "c", "d"), 0.0,
+            changes=tuple(
+                control.FileChange(path, status, runs_later=path == "b", ignored=path == "c")
+                for path, status in zip(
+                    "abcd", ("created", "modified", "deleted", "mode"), strict=True
+                )
+            ),
+            ignored_skipped=1,
         ),
     ],
     "worker event": [

@@ -118,6 +118,15 @@ FILTER_CASES: list[tuple[str, str | None]] = [
     # empty
     ("", "empty"),
     ("   \n\t ", "empty"),
+    # hidden_characters: controls, bidi, invisible format characters, anywhere
+    ("run the tests\x1b[2K", "hidden_characters"),
+    ("\x1b]52;c;ZWNobyBwd25lZA==\x07run the tests", "hidden_characters"),
+    ("run the \u202etests", "hidden_characters"),
+    ("run the\u200b tests", "hidden_characters"),
+    ("run the tests\x9b", "hidden_characters"),
+    ("/commit\x1b[8m", "hidden_characters"),  # before the slash rule
+    ("run the tests \x1f", "hidden_characters"),  # even where strip() would remove it
+    ("run\tthe tests", None),  # a tab is shown as space
     # 1 done
     ("done", "done"),
     ("Done", "done"),
@@ -288,6 +297,7 @@ def test_reasons_are_known_and_listed_in_order() -> None:
     assert seen == set(SUPPRESSION_REASONS)
     assert SUPPRESSION_REASONS[0] == "empty"
     assert SUPPRESSION_REASONS[1:] == (
+        "hidden_characters",
         "done",
         "meta_text",
         "meta_wrapped",

@@ -287,6 +287,32 @@ def test_protected_paths_are_boundaries(overlay: Overlay, path: str) -> None:
     assert decision.reason == f"protected_path:{path}"
 
 
+@pytest.mark.parametrize(
+    ("path", "shown"),
+    [("notes\x1b[2K\x1b[1A.md", "$'notes\\x1b[2K\\x1b[1A.md'"),  # control characters
+     ("src/\u202etxt.py", "$'src/\\u202etxt.py'"),  # a bidi override
+     ("a\u200b.py", "$'a\\u200b.py'"),  # zero width
+     ("line\nbreak.py", "$'line\\nbreak.py'"),
+     ("bad\x9b.py", "$'bad\\x9b.py'"),  # a C1 CSI
+     ("odd\udcff.py", "$'odd\\udcff.py'")],  # an undecodable byte (surrogate escape)
+)
+@pytest.mark.parametrize("tool", ["write_file", "edit"])
+def test_a_write_to_a_name_with_hidden_characters_is_bad_path(
+    overlay: Overlay, tool: str, path: str, shown: str
+) -> None:
+    args = {"file_path": path, "content": "x", "old_string": "", "new_string": "x"}
+    decision = evaluate(tool, args, "yolo", overlay)
+    assert decision.action == "boundary"
+    assert decision.reason == f"bad_path:{shown}"
+    assert overlay.written_files() == {}
+
+
+@pytest.mark.parametrize("path", ["my notes.md", "-rf.txt", "café.py", "it's.md", "ünï/ok.py"])
+def test_odd_but_legal_names_may_be_written(overlay: Overlay, path: str) -> None:
+    decision = evaluate("write_file", {"file_path": path, "content": "x"}, "yolo", overlay)
+    assert decision.action == "redirect", decision.reason
+
+
 def test_protected_paths_setting_and_links_into_git(overlay: Overlay, project: Path) -> None:
     (project / ".git").mkdir()
     (project / "cfg").symlink_to(project / ".git")
@@ -296,6 +322,24 @@ def test_protected_paths_setting_and_links_into_git(overlay: Overlay, project: P
     decision = evaluate("write_file", {"file_path": "deploy/prod.env", "content": "x"}, "yolo",
                         overlay, protected_paths=["deploy/*.env"])
     assert decision.reason == "protected_path:deploy/prod.env"
+
+
+@pytest.mark.parametrize(
+    ("path", "boundary"),
+    [(".envrc", True), ("pkg/conftest.py", True), (".github/workflows/ci.yml", True),
+     ("tools/gen.cfg", True), ("src/app.py", False)],
+)
+def test_with_runs_later_boundary_a_file_that_runs_later_stops_the_speculation(
+    overlay: Overlay, path: str, boundary: bool
+) -> None:
+    args = {"file_path": path, "content": "x"}
+    off = evaluate("write_file", args, "yolo", overlay)
+    on = evaluate("write_file", args, "yolo", overlay, runs_later_paths=["tools/*.cfg"])
+    assert off.action == "redirect"
+    if boundary:
+        assert (on.action, on.reason) == ("boundary", f"runs_later:{path}")
+    else:
+        assert on.action == "redirect"
 
 
 @pytest.mark.parametrize(

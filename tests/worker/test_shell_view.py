@@ -121,10 +121,13 @@ def test_opt_in_sandboxed_shell_keeps_writes_in_the_overlay_and_has_no_network(
                 done = next(e for e in seen if isinstance(e, Completed))
                 results = [e.result for e in seen if isinstance(e, ToolFinished)]
                 build, cat, net = (r.output or "" for r in results)
-                assert "kept in the speculation" in build and "README.md (deleted)" in build
+                assert "kept in the speculation" in build
+                assert "1 file(s) it deleted are kept as deletions" in build
                 assert "built" in cat  # a later read-only command sees the captured write
                 assert "NET: refused" in net, net
-                assert set(done.outcome.written_files) == {"build.log"}
+                written = done.outcome.written_files
+                assert set(written) == {"build.log", "README.md"}
+                assert written["README.md"].deleted and not written["build.log"].deleted
                 h.cleanup()
 
         run(main)

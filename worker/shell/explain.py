@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator
 
 import msgspec
 
+from protocol.inert_text import inert, inert_json
 from worker.shell.classifier import ShellVerdict, classify
 
 _encoder = msgspec.json.Encoder()
@@ -68,13 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args == ["--batch"]:
         for out in batch(sys.stdin):
-            sys.stdout.write(out + "\n")
+            sys.stdout.write(inert_json(out) + "\n")  # the same JSON, safe on a terminal
         sys.stdout.flush()
         return 0
     if len(args) != 1:
         sys.stderr.write("usage: python -m worker.shell.explain COMMAND | --batch\n")
         return 2
-    sys.stdout.write(explain_text(args[0]) + "\n")
+    sys.stdout.write(inert(explain_text(args[0])) + "\n")  # the rule may quote the command
     return 0 if classify(args[0]).read_only else 1
 
 

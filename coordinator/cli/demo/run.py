@@ -75,6 +75,7 @@ from protocol.control import (
     WorkersRequest,
 )
 from protocol.endpoints import Endpoints
+from protocol.inert_text import inert
 
 SAMPLE_PROJECT = Path(__file__).resolve().parent / "sample_project"
 SHIPPED_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "demo.yaml"
@@ -356,16 +357,17 @@ class Player:
         if slow or tell:
             for i, char in enumerate(text, 1):
                 if slow:
-                    self.out.print(char, end="", markup=False)
+                    self.out.print(Text(inert(char, multiline=False)), end="")
                     time.sleep(0.03 * self.pace)
                 if tell:
                     answer = self.typed(text[:i]) or answer
             if not slow:
-                self.out.print(text, end="", markup=False)
+                self.out.print(Text(inert(text, multiline=False)), end="")
         else:
-            self.out.print(text, end="", markup=False)
+            self.out.print(Text(inert(text, multiline=False)), end="")
         # the rest of the suggestion in grey, after the cursor (a bar: plain text has no grey)
-        self.out.print(Text(f"▏{rest}", style="bright_black") if rest else "")
+        self.out.print(Text(f"▏{inert(rest, multiline=False)}", style="bright_black")
+                       if rest else "")
         return answer
 
     def typed(self, text: str) -> SuggestionReply | None:
@@ -434,7 +436,7 @@ class Player:
             self.out.print(Text(f"  {'↓ ' * moves}Down: {why}; this one ran to the end",
                                 style="bold"))
             line = Text(PROMPT, style="bold cyan")
-            line.append(taken.text, style="bright_black")
+            line.append(inert(taken.text, multiline=False), style="bright_black")
             self.out.print(line)
             self.out.print(render.speculation_line(taken.speculation))
         return taken
@@ -517,7 +519,7 @@ class Player:
     def ghost(self, text: str, spec: SpeculationInfo) -> None:
         self.out.print()
         line = Text(PROMPT, style="bold cyan")
-        line.append(text, style="bright_black")
+        line.append(inert(text, multiline=False), style="bright_black")
         self.out.print(line)
         if spec.worker_pid:
             where = self._overlay_of(spec.worker_pid)
@@ -581,7 +583,7 @@ class Player:
             if changed:
                 self.out.print(Text("  on disk now (git status --short):", style="bright_black"))
                 for line in changed.splitlines():
-                    self.out.print(Text(f"    {line}", style="bright_black"))
+                    self.out.print(Text(f"    {inert(line)}", style="bright_black"))
 
     def reject(self, reply: SuggestionReply, spec: SpeculationInfo) -> None:
         """The person types something else; the service kills the speculation's worker."""
@@ -687,8 +689,8 @@ def _show_summary(out: Console, session: Session) -> None:
     table.add_column("with it (Tab → done)", justify="right")
     table.add_column("saved", justify="right", style="green")
     for row in session.accepted:
-        table.add_row(row.suggestion, f"{row.without_s:.2f} s", f"{row.with_s * 1000:.0f} ms",
-                      f"{row.saved_s:.2f} s")
+        table.add_row(Text(inert(row.suggestion, multiline=False)), f"{row.without_s:.2f} s",
+                      f"{row.with_s * 1000:.0f} ms", f"{row.saved_s:.2f} s")
     if session.accepted:
         total = sum(r.saved_s for r in session.accepted)
         table.add_row("[bold]total[/bold]", f"{sum(r.without_s for r in session.accepted):.2f} s",

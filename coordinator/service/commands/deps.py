@@ -19,7 +19,13 @@ from coordinator.service.speculation import AbortCause, Branch, Suggestion
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall
-from protocol.control import AcceptMethod, StatsReply, SuggestionReply, TurnEndReason
+from protocol.control import (
+    AcceptMethod,
+    DiffReply,
+    StatsReply,
+    SuggestionReply,
+    TurnEndReason,
+)
 
 # -- the main chat and the speculation manager, as the commands use them ------------
 
@@ -90,7 +96,13 @@ class SpeculationControl(Protocol):
 
     async def wait_settled(self, timeout_s: float) -> None: ...
 
-    def suggestion_reply(self, req_id: int) -> SuggestionReply: ...
+    def suggestion_reply(
+        self, req_id: int, transcript: int | None = None
+    ) -> SuggestionReply: ...
+
+    async def diff_reply(
+        self, req_id: int, index: int | None, stat: bool
+    ) -> DiffReply | None: ...
 
     def stats_reply(self, req_id: int) -> StatsReply: ...
 

@@ -1,4 +1,4 @@
-"""suggestion, accept (Tab), typed, reject, stats."""
+"""suggestion, accept (Tab), typed, reject, stats, diff."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from coordinator.service.emitter import Emitter
 from protocol.control import (
     AcceptRequest,
     AskRequest,
+    DiffRequest,
     ErrorReply,
     OkReply,
     RejectRequest,
@@ -24,7 +25,25 @@ async def suggestion(svc: SpeculationReplies, identity: bytes, req: SuggestionRe
         await svc.speculation.wait_visible(timeout_s=30.0)
     if req.wait_settled:
         await svc.speculation.wait_settled(timeout_s=60.0)
-    await svc.send(identity, svc.speculation.suggestion_reply(req.req_id))
+    await svc.send(identity, svc.speculation.suggestion_reply(req.req_id, req.transcript))
+
+
+@handles(DiffRequest)
+async def diff(svc: SpeculationReplies, identity: bytes, req: DiffRequest) -> None:
+    reply = await svc.speculation.diff_reply(req.req_id, req.index, req.stat)
+    if reply is None:
+        which = "the suggestion" if req.index is None else f"the suggestion ranked {req.index}"
+        await svc.send(
+            identity,
+            ErrorReply(
+                req.req_id,
+                "not_found",
+                f"There is no speculation of {which} right now; `specrun suggestion` shows "
+                "what there is.",
+            ),
+        )
+        return
+    await svc.send(identity, reply)
 
 
 @handles(AcceptRequest)

@@ -43,6 +43,7 @@ from protocol.control import (
     ApprovalAnswer,
     AskRequest,
     CancelRequest,
+    DiffReply,
     ErrorReply,
     KillWorkerRequest,
     Notice,
@@ -183,9 +184,12 @@ class Manager:
     async def wait_settled(self, timeout_s: float) -> None:
         self.log.append(("wait_settled", timeout_s))
 
-    def suggestion_reply(self, req_id: int) -> SuggestionReply:
+    def suggestion_reply(self, req_id: int, transcript: int | None = None) -> SuggestionReply:
         text = self.current.text if self.current else None
         return SuggestionReply(req_id, text, text is not None, None, None)
+
+    async def diff_reply(self, req_id: int, index: int | None, stat: bool) -> DiffReply | None:
+        return None
 
     def stats_reply(self, req_id: int) -> StatsReply:
         return self.stats.reply(req_id, pending_speculation=None)

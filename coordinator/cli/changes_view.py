@@ -1,0 +1,150 @@
+"""How a speculation's file changes are shown: after Tab (the accept listing) and before it
+(``specrun diff``). Both come from the coordinator's applied-set computation, never from a
+worker's claim: one line per created, modified, deleted or mode-changed file; files that run
+later without a key press on a warning line of their own; files git ignores summed up on one
+line; conflicts said plainly. Names are shown through ``protocol.inert_text.quote_name``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from protocol.control import DiffReply, FileChange
+from protocol.inert_text import inert, quote_name
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+_VERB = {"created": "created", "modified": "modified", "deleted": "deleted", "mode": "mode"}
+_STYLE = {"created": "green", "modified": "yellow", "deleted": "red", "mode": "cyan"}
+
+
+def change_line(change: FileChange) -> str:
+    """``modified src/app.py (+x)``; a conflict adds why Tab refuses it."""
+    verb = _VERB[change.status]
+    mode = f" ({change.mode})" if change.mode and change.status != "mode" else ""
+    if change.status == "mode":
+        verb = f"mode {change.mode}"
+    line = f"{verb} {quote_name(change.path)}{mode}"
+    if change.conflict:
+        line += f" — conflict: the real file was {inert(change.conflict)} since"
+    return line
+
+
+def ignored_line(changes: Sequence[FileChange], skipped: int, *, applied: bool) -> str:
+    """``…and 705 files ignored by git (3 skipped: changed meanwhile)``; '' if none."""
+    count = len(changes) + skipped if applied else len(changes)
+    if not count:
+        return ""
+    noun = "file" if count == 1 else "files"
+    if applied:
+        tail = f" ({skipped} skipped: changed meanwhile)" if skipped else ""
+    else:
+        conflicts = sum(1 for c in changes if c.conflict)
+        tail = f" ({conflicts} will be skipped: changed meanwhile)" if conflicts else ""
+    return f"…and {count} {noun} ignored by git{tail}"
+
+
+def runs_later_line(changes: Sequence[FileChange]) -> str:
+    """The warning for files that run later without a key press; '' if none."""
+    later = [c for c in changes if c.runs_later]
+    if not later:
+        return ""
+    names = ", ".join(quote_name(c.path) for c in later)
+    return f"⚠ runs later without a key press (check before you commit, build or open): {names}"
+
+
+def append_listing(
+    line: Text,
+    changes: Sequence[FileChange],
+    ignored_skipped: int,
+    *,
+    applied: bool,
+    one_line: bool = False,
+) -> None:
+    """Append the listing to ``line``: one indented line per listed file (none with
+    ``one_line``: the caller named the only one already), then the runs-later warning, then
+    the ignored-files summary."""
+    listed = [c for c in changes if not c.ignored]
+    ignored = [c for c in changes if c.ignored]
+    for change in [] if one_line else listed:
+        line.append(f"\n  {change_line(change)}", style=_STYLE[change.status])
+    warning = runs_later_line(changes)
+    if warning:
+        line.append(f"\n  {warning}", style="bold yellow")
+    summary = ignored_line(ignored, ignored_skipped, applied=applied)
+    if summary:
+        line.append(f"\n  {summary}", style="bright_black")
+
+
+_STATE = {
+    "running": "still running: what it wrote so far",
+    "completed": "completed: Tab applies this",
+    "boundary": "stopped at a boundary: Tab runs the prompt as a normal turn instead",
+    "failed": "failed: Tab runs the prompt as a normal turn instead",
+    "aborted": "aborted",
+    "accepted": "accepted",
+}
+
+
+def diff_text(reply: DiffReply) -> Text:
+    """``specrun diff``: the header, one line per file with its counts, each file's diff
+    (colored, inert), the runs-later warning, the ignored-files summary, and what Tab would
+    refuse."""
+    from rich.text import Text
+
+    out = Text("What Tab would do with ", style="bold")
+    out.append(f"“{inert(reply.suggestion, multiline=False)}”", style="bold cyan")
+    out.append(f" (rank {reply.rank}; {_STATE[reply.status]})")
+    if reply.refused:
+        out.append(f"\n  {inert(reply.refused)}", style="bold red")
+        return out
+    changes = [f.change for f in reply.files]
+    listed = [f for f in reply.files if not f.change.ignored]
+    if not changes:
+        out.append("\n  no file changes", style="bright_black")
+    for item in listed:
+        line = f"\n  {change_line(item.change)}"
+        if item.binary:
+            line += "  (binary)"
+        elif item.too_large:
+            line += "  (not shown: too large or not a plain file)"
+        elif item.added or item.removed:
+            line += f"  +{item.added} -{item.removed}"
+        out.append(line, style=_STYLE[item.change.status])
+    for item in listed:
+        if item.diff:
+            out.append("\n")
+            out.append_text(_diff_lines(item.diff))
+    warning = runs_later_line(changes)
+    if warning:
+        out.append(f"\n  {warning}", style="bold yellow")
+    summary = ignored_line([c for c in changes if c.ignored], 0, applied=False)
+    if summary:
+        out.append(f"\n  {summary}", style="bright_black")
+    conflicts = [c for c in changes if c.conflict and not c.ignored]
+    if conflicts:
+        names = ", ".join(quote_name(c.path) for c in conflicts)
+        out.append(
+            f"\n  ⚠ Tab would refuse all of it now: {names} changed in the project since "
+            "the speculation read it",
+            style="bold red",
+        )
+    return out
+
+
+def _diff_lines(diff: str) -> Text:
+    from rich.text import Text
+
+    text = Text()
+    for line in diff.splitlines():
+        style = (
+            "bold" if line.startswith(("---", "+++"))
+            else "cyan" if line.startswith("@@")
+            else "green" if line.startswith("+")
+            else "red" if line.startswith("-")
+            else ""
+        )
+        text.append(f"\n{inert(line, multiline=False)}", style=style)
+    return text

@@ -1,0 +1,231 @@
+"""The applied set: what Tab does to each file of the real tree, computed by the coordinator.
+
+One computation serves the accept listing (from what the apply actually did), ``specrun diff``
+(what Tab would do now) and any other view of a speculation's files. The worker's report is
+only a list of candidates: every entry is checked here before anything is read or applied
+(:class:`SpeculationFiles`), and each change is classified from the real tree and the overlay
+itself (``overlay.changes``), never from what the worker said.
+
+Per file: ``created`` / ``modified`` / ``deleted`` / ``mode`` (with the bits that change);
+files whose content and mode did not change are left out. Flags: ``runs_later`` (see
+``protocol.runs_later``), ``ignored`` (the project's git ignores it: see "caches" below) and
+``conflict`` (the real file changed since the speculation copied it: Tab refuses the whole
+accept, except for ignored files).
+
+Caches: a file git ignores never makes an accept fail. It is applied when the real file is
+still what the speculation saw (a build directory the speculation made is kept); when the real
+one changed meanwhile (the person ran the same tests in another terminal) it is skipped, the
+real file wins, and the listing counts it instead of refusing.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import overlay
+from coordinator.memory.store import project_memory_dir
+from coordinator.service.git_ignored import git_ignored
+from coordinator.settings import Settings
+from overlay.beneath import open_beneath
+from overlay.changes import FileChange as OverlayChange
+from overlay.errors import describe_paths
+from overlay.paths import is_inside, real_root
+from protocol.control import FileChange
+from protocol.inert_text import quote_name
+from protocol.protected import path_problem, protected_reason
+from protocol.runs_later import runs_later
+from protocol.work import WrittenFile
+
+
+@dataclass(frozen=True)
+class AppliedSet:
+    """What Tab did (after an apply) or would do (a preview), file by file.
+
+    ``changes`` holds every changed file in the order the speculation wrote them, files git
+    ignores included (flagged). ``ignored_skipped``: ignored files left alone because the
+    real ones changed meanwhile (only after an apply; a preview flags them as conflicts).
+    """
+
+    changes: tuple[FileChange, ...]
+    ignored_skipped: int = 0
+
+    @property
+    def listed(self) -> tuple[FileChange, ...]:
+        """The changes a listing names one by one (ignored files are summarized)."""
+        return tuple(c for c in self.changes if not c.ignored)
+
+    @property
+    def ignored(self) -> tuple[FileChange, ...]:
+        return tuple(c for c in self.changes if c.ignored)
+
+    @property
+    def runs_later(self) -> tuple[FileChange, ...]:
+        return tuple(c for c in self.changes if c.runs_later)
+
+    @property
+    def conflicts(self) -> tuple[FileChange, ...]:
+        """Changes Tab would refuse (an ignored file's conflict only skips that file)."""
+        return tuple(c for c in self.changes if c.conflict and not c.ignored)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(c.path for c in self.changes)
+
+
+class RefusedReport(overlay.OverlayError):
+    """A worker reported files the coordinator will not apply; nothing was applied."""
+
+    def __init__(self, refused: Mapping[str, str]) -> None:
+        self.refused = dict(refused)
+        detail = describe_paths(f"{quote_name(path)}: {why}" for path, why in self.refused.items())
+        count = len(self.refused)
+        noun = "a file" if count == 1 else f"{count} files"
+        super().__init__(
+            f"Nothing was applied because the speculation reported {noun} it may not "
+            f"change ({detail})."
+        )
+
+
+class SpeculationFiles:
+    """A speculation's files as the coordinator accepts them: the worker's report checked
+    entry by entry (``RefusedReport`` names every refused one), the overlay rebuilt from it,
+    and the files git ignores looked up once.
+
+    Checked for every entry: a plain relative path with no control character in it; not a
+    protected path (``protocol.protected``, the ``protectedPaths`` setting, the memory
+    directory); its real target reached through real directories only (a symlinked directory
+    in the real tree would redirect the write); its overlay file, if any, a regular file
+    below the overlay directory reached without any symlink (no file copied from elsewhere).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        overlay_dir: str,
+        written: Mapping[str, WrittenFile],
+        settings: Settings,
+    ) -> None:
+        self.root = real_root(root)
+        self.settings = settings
+        refused = check_report(self.root, overlay_dir, written, settings)
+        if refused:
+            raise RefusedReport(refused)
+        try:
+            self.overlay = overlay.Overlay.from_record(self.root, overlay_dir, record_of(written))
+        except overlay.OverlayError as exc:
+            raise RefusedReport({"(report)": str(exc)}) from None
+        self.ignored = git_ignored(self.root, written)
+
+    def preview(self) -> AppliedSet:
+        """What Tab would do now (conflicts flagged, nothing changed)."""
+        return AppliedSet(describe(self.overlay.preview(), self.ignored, self.settings))
+
+    def apply(self, *, durable: bool = True) -> AppliedSet:
+        """Apply (all-or-nothing; ignored files that conflict are skipped) and say what was
+        done. Raises ``overlay.ConflictError`` / ``overlay.ApplyError`` as the overlay does."""
+        result = self.overlay.apply_to_real(durable=durable, yielding=self.ignored)
+        changes = describe(result.changes, self.ignored, self.settings)
+        return AppliedSet(changes, ignored_skipped=len(result.yielded))
+
+
+def describe(
+    changes: list[OverlayChange], ignored: frozenset[str], settings: Settings
+) -> tuple[FileChange, ...]:
+    """The overlay's view of each change, with the flags the coordinator adds."""
+    extra = settings.runs_later_paths
+    return tuple(
+        FileChange(
+            path=c.rel,
+            status=c.kind,
+            mode=c.mode_change,
+            runs_later=c.kind != "deleted" and runs_later(c.rel, extra, executable=c.gains_exec),
+            ignored=c.rel in ignored,
+            conflict=c.conflict or "",
+        )
+        for c in changes
+    )
+
+
+def protected_patterns(root: str, settings: Settings) -> tuple[str, ...]:
+    """The ``protectedPaths`` setting plus the memory directory when it is in the project."""
+    patterns = tuple(settings.protected_paths)
+    memory = str(project_memory_dir(root, settings.memory_dir or None))
+    if memory != root and is_inside(memory, root):
+        patterns += (f"/{Path(memory).relative_to(root).as_posix()}/",)
+    return patterns
+
+
+def check_report(
+    root: str, overlay_dir: str, written: Mapping[str, WrittenFile], settings: Settings
+) -> dict[str, str]:
+    """Every reported entry the coordinator refuses, with why (empty: all may be applied)."""
+    patterns = protected_patterns(root, settings)
+    refused: dict[str, str] = {}
+    for rel, entry in written.items():
+        why = path_problem(rel)
+        if why is None and protected_reason(rel, patterns) is not None:
+            why = "a protected path"
+        if why is None and entry.overlay_path != os.path.join(overlay_dir, rel):
+            why = "its overlay copy is not where the speculation's files are"
+        if why is None:
+            why = _real_target_problem(root, rel)
+        if why is None and not entry.deleted:
+            why = _source_problem(overlay_dir, rel)
+        if why is not None:
+            refused[rel] = why
+    return refused
+
+
+def _real_target_problem(root: str, rel: str) -> str | None:
+    """The target's existing directories must be real directories (no symlink on the way)."""
+    parent = os.path.dirname(rel)
+    path = root
+    for name in parent.split("/") if parent else ():
+        path = os.path.join(path, name)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return None  # created by the apply, below a checked directory
+        if stat.S_ISLNK(st.st_mode):
+            return "a directory on its way in the project is a symlink"
+        if not stat.S_ISDIR(st.st_mode):
+            return "a directory on its way in the project is a file"
+    return None
+
+
+def _source_problem(overlay_dir: str, rel: str) -> str | None:
+    try:
+        fd = open_beneath(overlay_dir, rel)
+    except FileNotFoundError:
+        return None  # registered, never written: nothing to apply
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EXDEV):
+            return "its overlay copy is a symlink or lies behind one"
+        return f"its overlay copy cannot be read ({exc.strerror})"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "its overlay copy is not a regular file"
+    finally:
+        os.close(fd)
+    return None
+
+
+def record_of(written_files: Mapping[str, WrittenFile]) -> dict[str, overlay.RecordEntry]:
+    """A worker's report of the files it wrote, in the record format that
+    ``overlay.Overlay.from_record`` checks and rebuilds the overlay from."""
+    record: dict[str, overlay.RecordEntry] = {}
+    for rel, written in written_files.items():
+        fp = written.original
+        record[rel] = overlay.RecordEntry(
+            overlay_path=written.overlay_path,
+            size=fp.size if fp else None,
+            mtime_ns=fp.mtime_ns if fp else None,
+            sha256=fp.sha256 if fp else None,
+            deleted=written.deleted,
+        )
+    return record

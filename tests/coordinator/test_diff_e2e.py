@@ -1,0 +1,190 @@
+"""`specrun diff` and `specrun suggestion --transcript` against a real service.
+
+The preview is the same computation accept uses: on a speculation that creates, modifies,
+deletes, changes a mode and writes a file that runs later, the diff shown before Tab is byte
+for byte the change Tab then makes, and every file has the status the accept listing gives
+it. A file the person changes meanwhile is named as a conflict before Tab. A running
+speculation shows the files it wrote so far and its tool calls so far.
+"""
+
+from __future__ import annotations
+
+import difflib
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from protocol.control import DiffRequest, Transcript
+from tests.coordinator.e2e import Driver
+from tests.support import Specrun, make_sample_project, running_service
+from worker.contain.landlock import abi
+
+pytestmark = pytest.mark.skipif(abi() < 6, reason="needs Landlock ABI >= 6 for the full profile")
+
+EVERYTHING = "tidy the project"
+CONFLICT = "reword the readme"
+STALL = "write the notes slowly"
+
+
+def shell(command: str) -> dict[str, Any]:
+    return {"name": "run_shell_command", "arguments": {"command": command}}
+
+
+def write(path: str, content: str) -> dict[str, Any]:
+    return {"name": "write_file", "arguments": {"file_path": path, "content": content}}
+
+
+STEPS: dict[str, list[dict[str, Any]]] = {
+    EVERYTHING: [
+        write("src/util.py", "def double(x):\n    return 2 * x\n"),
+        {
+            "name": "edit",
+            "arguments": {
+                "file_path": "src/calc.py",
+                "old_string": "return a - b",
+                "new_string": "return a + b",
+            },
+        },
+        write(".envrc", "export DEBUG=1\n"),
+        shell("chmod +x tools/run.sh && rm tests/old_test.py"),
+    ],
+    CONFLICT: [write("README.md", "# A reworded readme\n")],
+    STALL: [write("NOTES.md", "first notes\n")],
+}
+
+
+def scenario() -> dict[str, Any]:
+    rules: list[dict[str, Any]] = [
+        {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
+        {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
+        {"when": {"last_user": "hello"}, "reply": {"text": "Hi."}},
+    ]
+    # The history keeps every earlier announcement: the newest step must match first (the
+    # tests play the steps in this dict's order).
+    for text in reversed(STEPS):
+        rules.append(
+            {
+                "when": {"purpose": "suggestion", "prompt_contains": f"NEXT: {text}."},
+                "reply": {"json": {"suggestion": text}},
+            }
+        )
+    rules.append({"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": ""}}})
+    for text in STEPS:
+        rules.append({"when": {"last_user": f"go {text}"}, "reply": {"text": f"NEXT: {text}."}})
+    for text, calls in STEPS.items():
+        rules.append({"when": {"last_user": text}, "reply": {"tool_calls": calls}})
+        after: dict[str, Any] = {"text": "Done."}
+        if text == STALL:
+            after["latency_ms"] = 600_000  # still running while the test looks at it
+        rules.append({"when": {"turn_user": text}, "reply": after})
+    return {"name": "diff", "latency_ms": 1, "chunk_ms": 0, "models": ["scripted"],
+            "rules": rules}
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Specrun, Driver, Path]]:
+    tmp = tmp_path_factory.mktemp("diff")
+    project = make_sample_project(tmp / "project", git=False)
+    (project / "tools").mkdir()
+    (project / "tools/run.sh").write_text("#!/bin/sh\necho run\n")
+    (project / "tests/old_test.py").write_text("def test_old():\n    pass\n")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    (project / ".specrun").mkdir(exist_ok=True)
+    (project / ".specrun/settings.json").write_text('{"speculateShell": true}\n')
+    path = tmp / "diff.yaml"
+    path.write_text(yaml.safe_dump(scenario()))
+    with running_service(project, "--approval-mode", "auto-edit", "--scenario", str(path)) as r:
+        driver = Driver(project)
+        try:
+            driver.ask("hello")
+            yield r, driver, project
+        finally:
+            driver.close()
+
+
+def read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def test_the_preview_is_what_tab_then_does(service: tuple[Specrun, Driver, Path]) -> None:
+    runner, driver, project = service
+    driver.ask(f"go {EVERYTHING}")
+    driver.wait_for_speculation(EVERYTHING, ("completed",), timeout=60)
+    preview = runner.json("diff")
+    before = {f["change"]["path"]: read(project / f["change"]["path"]) for f in preview["files"]}
+    statuses = {
+        f["change"]["path"]: (f["change"]["status"], f["change"]["mode"], f["change"]["runs_later"])
+        for f in preview["files"]
+    }
+    assert statuses == {
+        "src/util.py": ("created", "", False),
+        "src/calc.py": ("modified", "", False),
+        ".envrc": ("created", "", True),
+        "tools/run.sh": ("mode", "+x", True),
+        "tests/old_test.py": ("deleted", "", False),
+    }
+    shown = runner.run("diff", check=True).stdout
+    assert "⚠ runs later without a key press" in shown and "+++ b/src/util.py" in shown
+    assert "deleted tests/old_test.py" in shown and "mode +x tools/run.sh" in shown
+    stat = runner.json("diff", "--stat")
+    assert all(f["diff"] == "" for f in stat["files"])
+
+    done = driver.accept()
+    [transcript] = [r for r in done if isinstance(r, Transcript)]
+    applied = {c.path: (c.status, c.mode, c.runs_later) for c in transcript.changes}
+    assert applied == statuses
+    for item in preview["files"]:
+        rel = item["change"]["path"]
+        status = item["change"]["status"]
+        after = read(project / rel)
+        a = "/dev/null" if status == "created" else f"a/{rel}"
+        b = "/dev/null" if status == "deleted" else f"b/{rel}"
+        again = "".join(
+            difflib.unified_diff(
+                before[rel].splitlines(keepends=True), after.splitlines(keepends=True), a, b
+            )
+        )
+        assert item["diff"] == again, rel  # byte for byte what Tab did
+    assert not (project / "tests/old_test.py").exists()
+
+
+def test_a_conflict_is_said_before_tab(service: tuple[Specrun, Driver, Path]) -> None:
+    runner, driver, project = service
+    driver.ask(f"go {CONFLICT}")
+    driver.wait_for_speculation(CONFLICT, ("completed",), timeout=60)
+    (project / "README.md").write_text("# my own edit\n")
+    preview = runner.json("diff")
+    [item] = preview["files"]
+    assert item["change"]["conflict"] == "modified"
+    shown = runner.run("diff", check=True).stdout
+    assert "Tab would refuse all of it now: README.md changed" in shown
+    runner.run("reject", check=True)
+
+
+def test_a_running_speculation_shows_what_it_did_so_far(
+    service: tuple[Specrun, Driver, Path],
+) -> None:
+    runner, driver, project = service
+    driver.ask(f"go {STALL}")
+    driver.wait_for_speculation(STALL, ("running",), timeout=60)
+
+    deadline = time.monotonic() + 30
+    while not (preview := runner.query(DiffRequest))["files"]:  # its event is on its way
+        assert time.monotonic() < deadline, "the write never reached the coordinator"
+        time.sleep(0.02)
+    assert preview["status"] == "running"
+    assert [f["change"]["path"] for f in preview["files"]] == ["NOTES.md"]
+    assert "+first notes" in preview["files"][0]["diff"]
+    shown = runner.run("suggestion", "--transcript", check=True).stdout
+    assert "write_file" in shown and "NOTES.md" in shown
+    reply = runner.json("suggestion", "--transcript")
+    tools = [e for e in reply["transcript"] if e["kind"] == "tool"]
+    assert [t["tool"] for t in tools] == ["write_file"] and tools[0]["status"] == "success"
+    assert "still running: what it wrote so far" in runner.run("diff", check=True).stdout
+    runner.run("reject", check=True)
+    assert not (project / "NOTES.md").exists()

@@ -1,0 +1,5 @@
+"""Fixtures the security tests share with the service unit tests."""
+
+from tests.coordinator.service.conftest import place
+
+__all__ = ["place"]
