@@ -22,6 +22,7 @@ backstop) and ``SPECRUN_TEST_BYPASS_CLASSIFIER`` (see ``worker.contain.helper``)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 import os
@@ -155,7 +156,7 @@ def contained_runner(
     *,
     stop_on_limit: bool,
     capture_dirs: Callable[[], Path] | None = None,
-    setup: CapturedSetup | None = None,
+    setup: Callable[[], CapturedSetup] | None = None,
 ) -> Callable[[str, str | Path, float, int], ShellResult]:
     """A shell runner for the tools: every command goes through the sandbox helper.
 
@@ -164,11 +165,13 @@ def contained_runner(
     command stopped by a limit raises ``ToolStop("limit:<name>")``, except for its run
     time: a command that timed out is a result like any other (the model sees that it
     was killed, as in the main chat). With ``capture_dirs`` the command runs writable, its
-    writes caught in the directory it returns, with ``setup``'s toolchains and variables.
+    writes caught in the directory it returns, with the toolchains and variables ``setup``
+    returns.
     The result carries notes on the sandbox it ran in (no network...)."""
 
     def run(command: str, cwd: str | Path, timeout_s: float, output_cap: int) -> ShellResult:
         capture = capture_dirs() if capture_dirs is not None else None
+        given = setup() if setup is not None and capture is not None else None
         request = Request(
             command=command,
             cwd=os.fspath(cwd),
@@ -179,8 +182,8 @@ def contained_runner(
             overlay_dir=overlay_dir,
             capture_dir=None if capture is None else os.fspath(capture),
             limits=limits,
-            toolchains=() if setup is None or capture is None else setup.toolchains.binds,
-            env={} if setup is None or capture is None else setup.env,
+            toolchains=() if given is None else given.toolchains.binds,
+            env={} if given is None else given.env,
         )
         try:
             result = helper.run(request)
@@ -275,11 +278,14 @@ async def _speculate(
         _remove(scratch)
 
 
-def _setup_for(job: RunSpeculation) -> CapturedSetup:
-    private = [speculation_base_dir(), runtime_base()]
-    return captured_setup(
-        job.project_root, os.environ, job.containment.toolchain_paths, [str(p) for p in private]
-    )
+def _setup_for(job: RunSpeculation) -> Callable[[], CapturedSetup]:
+    """What captured commands get, worked out at the first one (tens of milliseconds of
+    directory scans and two ``git config`` runs that most speculations never need), from
+    the user's environment as it was before ``confine`` changed ``TMPDIR``."""
+    environ = dict(os.environ)
+    private = [str(speculation_base_dir()), str(runtime_base())]
+    paths = job.containment.toolchain_paths
+    return functools.cache(lambda: captured_setup(job.project_root, environ, paths, private))
 
 
 def _captured_runner(
@@ -287,7 +293,7 @@ def _captured_runner(
     job: RunSpeculation,
     overlay: Overlay,
     scratch: Path,
-    setup: CapturedSetup,
+    setup: Callable[[], CapturedSetup],
 ) -> Callable[[str, str | Path, float, int], ShellResult]:
     """Opt-in: run a command that is not read-only in a writable view, then keep what it
     wrote (within the quota, never a protected path). A command whose program the view
@@ -315,7 +321,8 @@ def _captured_runner(
     def run(command: str, cwd: str | Path, timeout_s: float, output_cap: int) -> ShellResult:
         try:
             result = sandboxed(command, cwd, timeout_s, output_cap)
-            missing = missing_program(result.stderr, shell, os.fspath(cwd), setup.host_path)
+            host_path = setup().host_path
+            missing = missing_program(result.stderr, shell, os.fspath(cwd), host_path)
             if missing is not None:
                 raise ToolStop(
                     f"toolchain_missing:{missing}",

@@ -42,7 +42,10 @@ def _view_supported() -> bool:
     return probe.returncode == 0
 
 
-pytestmark = pytest.mark.skipif(not _view_supported(), reason="no unprivileged mount namespaces")
+pytestmark = [
+    pytest.mark.skipif(not _view_supported(), reason="no unprivileged mount namespaces"),
+    pytest.mark.usefixtures("stop_multiprocess_helpers"),
+]
 
 Speculate = Callable[..., Collector]
 
@@ -299,3 +302,55 @@ def test_toolchain_paths_setting_adds_a_directory(
     line = next(ln for ln in output.splitlines() if ln.split()[4:5] == [str(extra)])
     mount_options = line.split()[5].split(",")  # mountinfo: id parent dev root point options
     assert "ro" in mount_options and "nosuid" in mount_options and "nodev" in mount_options
+
+
+def test_in_a_confined_pool_worker_the_toolchain_and_identity_are_there(
+    tmp_path: Path, spec_project: Path
+) -> None:
+    """The same in a real pool worker that has confined itself (Landlock) before its
+    first captured command: the toolchain view and the git identity are worked out then."""
+    from tests.worker.test_speculation_worker import pool_of, run
+
+    root = spec_project
+    subprocess.run(["python3", "-m", "venv", "--without-pip", ".venv"], cwd=root, check=True)
+    identity = subprocess.run(
+        ["git", "config", "--get", "user.name"], capture_output=True, text=True, cwd="/"
+    ).stdout.strip()
+    command = (
+        ".venv/bin/python -c 'print(\"venv python ok\")' && git init -q /tmp/r && "
+        "cd /tmp/r && git commit -q --allow-empty -m x && git log --format=%an"
+    )
+    rules = [
+        rule({"text": "Done."}, last_tool="run_shell_command"),
+        rule({"tool_calls": [call("run_shell_command", command=command)]}),
+        PIPELINED_RULE,
+    ]
+    server = ScriptedModelServer({"rules": rules, "chunk_ms": 0}).start()
+    h = Harness(root, server)
+    try:
+
+        async def main() -> None:
+            async with pool_of() as (pool, events):
+                handle = await pool.acquire("speculation", "spec-1")
+                job = msgspec.structs.replace(
+                    h.job(sandbox=True, overlay_pid=handle.pid), speculate_shell=True
+                )
+                await pool.send(handle, job)
+                from protocol.work import PipelinedSuggestion
+
+                seen = await events.until(PipelinedSuggestion, timeout=60)
+                (output,) = [
+                    e.result.output or e.result.error or ""
+                    for e in seen
+                    if isinstance(e, ToolFinished)
+                ]
+                assert "venv python ok" in output, output
+                if identity:
+                    assert f"\n{identity}\n" in output, output
+                assert any(isinstance(e, Completed) for e in seen)
+                h.cleanup()
+
+        run(main)
+    finally:
+        server.stop()
+        h.cleanup()
