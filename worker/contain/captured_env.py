@@ -13,8 +13,10 @@ Given, decided outside the sandbox once per speculation (:func:`captured_setup`)
 
 Said (:func:`sandbox_notes`), so that the model and the person reading the transcript do
 not mistake the sandbox for the project: a line when a command that failed or timed out
-looks like it wanted the network, and a line when it hit the writable view's one known
-gap (renaming a directory that was already in the project: EXDEV).
+looks like it wanted the network (a test server on loopback too: there is no loopback,
+and Landlock refuses TCP binds and connects with "Permission denied"), and a line when it
+hit the writable view's one known gap (renaming a directory that was already in the
+project: EXDEV).
 """
 
 from __future__ import annotations
@@ -60,7 +62,11 @@ _NETWORK_SIGNS = (
     "could not connect to",
     "nodename nor servname",
     "network unreachable",
+    "cannot assign requested address",
 )
+# Landlock refuses a TCP bind or connect with EACCES, which reads like a file's permission
+# error: counted only beside the words of a socket call.
+_SOCKET_WORDS = ("socket", ".bind(", ".connect(", "create_connection", "listen(")
 _CROSS_DEVICE = re.compile(r"Invalid cross-device link|\bEXDEV\b")
 
 
@@ -118,7 +124,9 @@ def captured_setup(
 
 def _looks_like_network(result: ShellResult) -> bool:
     text = f"{result.stdout}\n{result.stderr}".lower()
-    return any(sign in text for sign in _NETWORK_SIGNS)
+    if any(sign in text for sign in _NETWORK_SIGNS):
+        return True
+    return "permission denied" in text and any(word in text for word in _SOCKET_WORDS)
 
 
 def sandbox_notes(result: ShellResult, *, captured: bool) -> tuple[str, ...]:
