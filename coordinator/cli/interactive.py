@@ -379,11 +379,26 @@ def _banner(client: ServiceClient) -> None:
             inert(f" · {reply.project} · {reply.model} ({model}) · "  # a path is not markup
                   f"approval {reply.approval_mode.value}", multiline=False),
         ))
+        if reply.context is not None:
+            from coordinator.cli.context_fill import context_line
+
+            render.console.print(Text(context_line(reply.context), style="bright_black"))
     render.console.print(
         "[bright_black]The grey text is the predicted next prompt: Tab, → or Enter accept it; "
         "typing its beginning keeps it, ↓/↑ show other guesses when there are some; "
         "type anything else to send that instead. Ctrl-C aborts a turn, Ctrl-D quits.[/]"
     )
+
+
+def _show_context_fill(client: ServiceClient) -> None:
+    """After a turn, once the context window is half full, say how full it is."""
+    from rich.text import Text
+
+    from coordinator.cli.context_fill import context_line, worth_showing
+
+    reply = client.call(StatusRequest)
+    if isinstance(reply, StatusReply) and reply.context and worth_showing(reply.context):
+        render.console.print(Text(context_line(reply.context), style="bright_black"))
 
 
 def run_chat(project: Path) -> int:
@@ -435,6 +450,7 @@ def run_chat(project: Path) -> int:
                 state.clear()
                 try:
                     stream_turn(client, request, render.TurnPrinter(show_user=False), ask_person)
+                    _show_context_fill(client)
                 except ServiceTimeout as exc:
                     render.error(str(exc))
                 state.clear()
