@@ -32,7 +32,13 @@ import psutil
 
 import overlay
 from coordinator.boundary_text import describe_boundary
-from coordinator.service.accept_record import PendingAccept, clear_pending, digest, write_pending
+from coordinator.service.accept_record import (
+    GONE,
+    PendingAccept,
+    clear_pending,
+    digest,
+    write_pending,
+)
 from coordinator.service.applied_set import RefusedReport, SpeculationFiles
 from coordinator.service.cost import Budget
 from coordinator.service.emitter import Emitter
@@ -941,7 +947,7 @@ class SpeculationManager:
             # 1. files first (all or nothing), 2.-3. then the history, so a failed apply
             # leaves neither; a crash between the two is settled at the next start from
             # the pending record; 5. the overlay goes in every case.
-            await asyncio.to_thread(self._write_pending, ov, accepted)
+            await asyncio.to_thread(self._write_pending, files, accepted)
             applied = await asyncio.to_thread(files.apply)
             await self.chat.extend_from_speculation(accepted)
         except RefusedReport as exc:
@@ -998,9 +1004,18 @@ class SpeculationManager:
             return
         self._flushing = self._spawn(asyncio.to_thread(os.sync))
 
-    def _write_pending(self, ov: overlay.Overlay, accepted: list[Message]) -> None:
-        files = {rel: digest(path) for rel, path in ov.written_files().items() if path.exists()}
-        write_pending(self.project_root, PendingAccept(tuple(accepted), files))
+    def _write_pending(self, files: SpeculationFiles, accepted: list[Message]) -> None:
+        """The record that settles a crash between the files and the history. Files git
+        ignores are left out (the apply may skip them: the real one wins); a deletion is
+        recorded as "" (applied: the file is gone)."""
+        ov = files.overlay
+        record = {
+            rel: digest(path)
+            for rel, path in ov.written_files().items()
+            if path.exists() and rel not in files.ignored
+        }
+        record.update((rel, GONE) for rel in ov.deleted_files() if rel not in files.ignored)
+        write_pending(self.project_root, PendingAccept(tuple(accepted), record))
 
     # -- reporting & lifecycle ---------------------------------------------------
 
