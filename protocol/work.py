@@ -82,6 +82,8 @@ class SpeculationLimits(msgspec.Struct, frozen=True):
     max_messages: int = 100
     # per shell command (the speculationShellTimeoutS setting): sized for test suites
     shell_timeout_s: float = 300.0
+    # the whole speculation (model turns and commands): then it ends at limit:wall_clock
+    wall_clock_s: float = 600.0
 
 
 class CommandLimits(msgspec.Struct, frozen=True):

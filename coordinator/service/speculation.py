@@ -78,7 +78,6 @@ from protocol.work import (
     ModelUsage,
     PipelinedSuggestion,
     RunSpeculation,
-    SpeculationLimits,
     SpeculationOutcome,
     ToolFinished,
     ToolStarted,
@@ -95,6 +94,8 @@ PIPELINED_GRACE_S = 1.0
 # machine the death can be seen first. A running speculation whose worker died is failed
 # only if no final event came within this long.
 FINAL_EVENT_GRACE_S = 0.5
+# How long after its wall-clock limit a speculation's worker may take to report the end.
+WALL_CLOCK_GRACE_S = 10.0
 # An abort waits this long for the killed worker to be reaped and its overlay removed; a
 # death the kernel is slow to deliver (a process stuck in the D state, a big address space
 # being torn down) finishes in the background, so an abort never holds up the next turn.
@@ -618,14 +619,26 @@ class SpeculationManager:
             speculate_shell=self.settings.speculate_shell,
             containment=self.settings.containment(),
             alternatives=self.settings.speculation_branches,
-            limits=SpeculationLimits(shell_timeout_s=self.settings.speculation_shell_timeout_s),
+            limits=self.settings.speculation_limits(),
         )
         try:
             await self.workers.send(handle, job)
         except WorkerStartError as exc:
             spec.error = str(exc)
             await self._end(spec, "failed")
+            return spec
+        self._spawn(self._wall_clock(spec, job.limits.wall_clock_s + WALL_CLOCK_GRACE_S))
         return spec
+
+    async def _wall_clock(self, spec: Speculation, limit_s: float) -> None:
+        """The backstop of the wall-clock limit: the worker ends its own speculation at the
+        limit (``limit:wall_clock``, keeping what it did); one still running a moment later
+        is not trusted to, and is killed."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(spec.finished.wait(), limit_s)
+        if spec.status == "running":
+            spec.error = "the speculation ran past its wall-clock limit (speculationTimeoutS)"
+            await self._end(spec, "failed")
 
     def _live_speculations(self) -> list[Speculation]:
         """The speculations whose events still matter: the current suggestion's branches',

@@ -93,6 +93,9 @@ class ShellResult:
     duration: float
     # lines about where it ran, shown after its output (``worker.contain.captured_env``)
     notes: tuple[str, ...] = ()
+    # a whole-speculation limit (control group) the command's processes ran into:
+    # ``memory`` (the OOM killer ended one) or ``processes`` (a fork was refused)
+    limit: str | None = None
 
 
 class ShellNotReadOnlyError(ValueError):
