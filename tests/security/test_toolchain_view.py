@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import containment_unavailable, needs_containment
 from worker.capture import remove_capture
 from worker.contain.captured_env import captured_setup
 from worker.contain.helper import Request, SandboxHelper
@@ -19,7 +20,7 @@ from worker.contain.landlock import abi
 from worker.contain.spawn import ALL_LAYERS, Layers
 from worker.shell.runner import ShellResult
 
-pytestmark = pytest.mark.skipif(abi() < 1, reason="the kernel has no Landlock")
+pytestmark = needs_containment("the kernel has no Landlock" if abi() < 1 else None)
 
 SECRETS = {
     ".ssh/id_ed25519": "SSH-KEY-MATERIAL",
@@ -35,7 +36,7 @@ def helper() -> Iterator[SandboxHelper]:
     started = SandboxHelper.start()
     if not all(layer.active for layer in started.layers):
         started.close()
-        pytest.skip(f"containment unavailable here: {started.layers}")
+        containment_unavailable(f"layers missing: {started.layers}")
     yield started
     started.close()
 

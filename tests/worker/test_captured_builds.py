@@ -27,7 +27,7 @@ from protocol.work import (
     SpeculationLimits,
     ToolFinished,
 )
-from tests.support import shared_sandbox_helper
+from tests.support import needs_containment, shared_sandbox_helper
 from tests.toolchain_projects import Builder, Project, available, run_directly
 from tests.worker.conftest import PIPELINED_RULE, Collector, Harness, call, rule
 from worker.contain.captured_env import CROSS_DEVICE_NOTE, NO_NETWORK_NOTE
@@ -43,7 +43,7 @@ def _view_supported() -> bool:
 
 
 pytestmark = [
-    pytest.mark.skipif(not _view_supported(), reason="no unprivileged mount namespaces"),
+    needs_containment(None if _view_supported() else "no unprivileged mount namespaces"),
     pytest.mark.usefixtures("stop_multiprocess_helpers"),
 ]
 
