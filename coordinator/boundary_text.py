@@ -105,6 +105,12 @@ def describe_boundary(reason: str) -> str:
     if code == "quota":
         what = detail.replace("_", " ")
         return f"stopped: the speculation's overlay reached its {what} quota"
+    if code == "toolchain_missing":
+        return (
+            f"stopped: `{cut_words(detail, SHOWN_COMMAND_CHARS)}` is on this machine but "
+            "outside what a speculation's shell can see (add its directory to the "
+            "toolchainPaths setting), so Tab runs the prompt for real"
+        )
     if code == "sandbox_unavailable":
         return (
             f"stopped: the {detail.replace('_', ' ')} sandbox layer is not available here, "

@@ -78,6 +78,22 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
             "sandbox without network, keeping their writes in the overlay"
         ),
     ] = False
+    speculation_shell_timeout_s: Annotated[
+        int,
+        _about(
+            "seconds a speculation's shell command may run before it is killed (its result "
+            "then says so and the speculation goes on)",
+            ge=1,
+        ),
+    ] = 300
+    toolchain_paths: Annotated[
+        tuple[str, ...],
+        _about(
+            "more directories speculateShell commands see read-only, besides the "
+            "toolchains found on PATH and in the project's venv (never $HOME itself or a "
+            "secret store in it)"
+        ),
+    ] = ()
     enable_memory: Annotated[bool, _about("recall relevant memories for each query")] = True
     worker_pool: Annotated[int, _about("number of warm idle workers", ge=0)] = 2
     heartbeat_ms: Annotated[int, _about("how often a worker says it is alive", ge=50)] = 1000
@@ -214,7 +230,10 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
         return self.fast_model or self.model
 
     def speculation_limits(self) -> SpeculationLimits:
-        return SpeculationLimits(wall_clock_s=float(self.speculation_timeout_s))
+        return SpeculationLimits(
+            shell_timeout_s=float(self.speculation_shell_timeout_s),
+            wall_clock_s=float(self.speculation_timeout_s),
+        )
 
     def containment(self, private_paths: tuple[str, ...] = ()) -> Containment:
         """The per-command limits, overlay quota and protected paths of design §11;
@@ -232,6 +251,7 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
             overlay_quota_files=self.overlay_quota_files,
             protected_paths=self.protected_paths,
             private_paths=private_paths,
+            toolchain_paths=self.toolchain_paths,
             runs_later_paths=self.runs_later_paths,
             runs_later_boundary=self.runs_later_boundary,
         )

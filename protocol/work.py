@@ -80,7 +80,8 @@ class ModelEndpoint(msgspec.Struct, frozen=True, omit_defaults=True):
 class SpeculationLimits(msgspec.Struct, frozen=True):
     max_turns: int = 20
     max_messages: int = 100
-    shell_timeout_s: float = 30.0
+    # per shell command (the speculationShellTimeoutS setting): sized for test suites
+    shell_timeout_s: float = 300.0
     # the whole speculation (model turns and commands): then it ends at limit:wall_clock
     wall_clock_s: float = 600.0
 
@@ -107,6 +108,8 @@ class Containment(msgspec.Struct, frozen=True):
     # specrun's own state besides <project>/.specrun (the memory directories, absolute):
     # never read or listed by a speculation, hidden in its commands' view
     private_paths: tuple[str, ...] = ()
+    # more host paths a captured command sees read-only (the toolchainPaths setting)
+    toolchain_paths: tuple[str, ...] = ()
     # Files that run later without a key press (``protocol.runs_later``): extra patterns, and
     # whether writing one is a boundary (``runs_later:<path>``) instead of a flagged change.
     runs_later_paths: tuple[str, ...] = ()

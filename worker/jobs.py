@@ -22,6 +22,7 @@ backstop) and ``SPECRUN_TEST_BYPASS_CLASSIFIER`` (see ``worker.contain.helper``)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 import os
@@ -42,6 +43,7 @@ from overlay import (
     speculation_base_dir,
 )
 from protocol.chat import ToolCall, ToolResult, Usage
+from protocol.endpoints import runtime_base
 from protocol.model import ModelClient, ModelError
 from protocol.tools import READ_TOOLS, SHELL_TOOL
 from protocol.work import (
@@ -57,10 +59,12 @@ from protocol.work import (
     ToolDone,
 )
 from worker.capture import capture_space, import_capture, remove_capture
-from worker.contain.helper import Captured, Request, SandboxHelper
+from worker.contain.captured_env import CapturedSetup, captured_setup, sandbox_notes
+from worker.contain.helper import Captured, Request, SandboxHelper, shell_program
 from worker.contain.landlock import restrict_writes_to
 from worker.contain.limits import limit_reached
 from worker.contain.spawn import ContainmentUnavailable
+from worker.contain.toolchains import missing_program
 from worker.fork import ForkedChat, pipelined_suggestion
 from worker.gate import read_only_verdict
 from worker.shell.git_config import git_config_hazard
@@ -169,7 +173,10 @@ def contained_runner(
     A missing layer raises ``ToolStop("sandbox_unavailable:<layer>")``: the command did not
     run, and will not run with less containment. With ``stop_on_limit`` (speculations) a
     command stopped by a limit raises ``ToolStop("limit:<name>")``, and one cut short by
-    the speculation's ``deadline`` (monotonic) ``ToolStop("limit:wall_clock")``."""
+    the speculation's ``deadline`` (monotonic) ``ToolStop("limit:wall_clock")``; a command
+    that reached its own timeout is a result like any other (the model sees that it was
+    killed, as in the main chat). The result carries notes on the sandbox it ran in (no
+    network...)."""
 
     def run(command: str, cwd: str | Path, timeout_s: float, output_cap: int) -> ShellResult:
         request = Request(
@@ -186,9 +193,15 @@ def contained_runner(
             result = helper.run(request)
         except ContainmentUnavailable as exc:
             raise ToolStop(f"sandbox_unavailable:{exc.layer}", str(exc)) from exc
-        return _stop_on_limit(result, deadline) if stop_on_limit else result
+        result = _stop_on_limit(result, deadline) if stop_on_limit else result
+        return _with_notes(result, captured=False)
 
     return run
+
+
+def _with_notes(result: ShellResult, *, captured: bool) -> ShellResult:
+    notes = sandbox_notes(result, captured=captured)
+    return dataclasses.replace(result, notes=result.notes + notes) if notes else result
 
 
 def _within(timeout_s: float, deadline: float | None) -> float:
@@ -202,7 +215,7 @@ def _stop_on_limit(result: ShellResult, deadline: float | None = None) -> ShellR
     if result.timed_out and deadline is not None and time.monotonic() >= deadline:
         raise ToolStop(WALL_CLOCK, "the speculation reached its wall-clock limit")
     limit = limit_reached(result)
-    if limit is not None:
+    if limit is not None and limit != "timeout":
         raise ToolStop(f"limit:{limit}", f"the command hit its {limit} limit")
     return result
 
@@ -253,6 +266,8 @@ async def _speculate(
     scratch: Path | None = None
     try:
         scratch = make_dirs(job)
+        # Read before confining: the user's PATH, git identity and toolchain directories.
+        setup = _setup_for(job)
         if job.sandbox:
             confine(job)
         deadline = time.monotonic() + job.limits.wall_clock_s
@@ -273,7 +288,7 @@ async def _speculate(
             shell_timeout_s=job.limits.shell_timeout_s,
             ungated_command=_ungated_command(),
             read_only_runner=runner,
-            captured_runner=_captured_runner(helper, job, overlay, scratch, deadline)
+            captured_runner=_captured_runner(helper, job, overlay, scratch, setup, deadline)
             if job.speculate_shell
             else None,
             containment=job.containment,
@@ -291,22 +306,39 @@ async def _speculate(
         _remove(scratch)
 
 
+def _setup_for(job: RunSpeculation) -> Callable[[], CapturedSetup]:
+    """What captured commands get, worked out at the first one (tens of milliseconds of
+    directory scans and two ``git config`` runs that most speculations never need), from
+    the user's environment as it was before ``confine`` changed ``TMPDIR``."""
+    environ = dict(os.environ)
+    private = [str(speculation_base_dir()), str(runtime_base())]
+    paths = job.containment.toolchain_paths
+    return functools.cache(lambda: captured_setup(job.project_root, environ, paths, private))
+
+
 def _captured_runner(
     helper: SandboxHelper,
     job: RunSpeculation,
     overlay: Overlay,
     scratch: Path,
+    setup: Callable[[], CapturedSetup],
     deadline: float | None = None,
 ) -> Callable[[str, str | Path, float, int], ShellResult]:
-    """Opt-in: run a command that is not read-only in a writable view, then keep what it
-    wrote (within the quota, never a protected path). The view's writes land on a file
-    system the size of the quota left: a command that fills it ends the speculation at
-    ``quota:overlay_bytes`` / ``quota:overlay_files`` as the quota check would."""
+    """Opt-in: run a command that is not read-only in a writable view, with the user's
+    toolchains and git identity (``setup``), then keep what it wrote (within the quota,
+    never a protected path). The view's writes land on a file system the size of the quota
+    left: a command that fills it ends the speculation at ``quota:overlay_bytes`` /
+    ``quota:overlay_files`` as the quota check would. A command whose program the view
+    lacks but the user's machine has stops the speculation
+    (``toolchain_missing:<program>``): Tab then runs the prompt for real, instead of
+    showing a "command not found" that the user's own terminal would not give."""
     runs = itertools.count(1)
+    shell = shell_program() or "bash"
 
     def run(command: str, cwd: str | Path, timeout_s: float, output_cap: int) -> ShellResult:
         capture_dir = scratch / f"capture-{next(runs)}"
         size, inodes = capture_space(overlay, job.containment)
+        given = setup()
         request = Request(
             command=command,
             cwd=os.fspath(cwd),
@@ -320,6 +352,8 @@ def _captured_runner(
             capture_inodes=inodes,
             limits=job.containment.limits,
             private_paths=job.containment.private_paths,
+            toolchains=given.toolchains.binds,
+            env=given.env,
         )
         try:
             with _run_captured(helper, request) as captured:
@@ -328,12 +362,18 @@ def _captured_runner(
                         f"quota:{captured.full}", "the command ran out of the speculation's quota"
                     )
                 result = _stop_on_limit(captured.result, deadline)
+                missing = missing_program(result.stderr, shell, os.fspath(cwd), given.host_path)
+                if missing is not None:
+                    raise ToolStop(
+                        f"toolchain_missing:{missing}",
+                        f"{missing} is on this machine but not in the speculation's view",
+                    )
                 note = import_capture(captured.root / "upper", overlay, job.containment).note()
         finally:
             remove_capture(capture_dir)
         if note:
             result = dataclasses.replace(result, stdout=f"{result.stdout}\n{note}".lstrip("\n"))
-        return result
+        return _with_notes(result, captured=True)
 
     return run
 

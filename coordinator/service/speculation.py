@@ -23,7 +23,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
@@ -426,6 +426,8 @@ class SpeculationManager:
         self._branch_lock = asyncio.Lock()  # one pass over the waiting branches at a time
         self._moves = 0  # bumped whenever the user submits something
         self._flushing: asyncio.Task[object] | None = None
+        # Told when the suggestion may have changed (the live view compares and sends).
+        self.on_change: Callable[[], None] = lambda: None
 
     # -- suggestions -------------------------------------------------------------
 
@@ -472,6 +474,7 @@ class SpeculationManager:
         await self.dismiss("replaced")
         suggestion = Suggestion(text, delay_s=delay_s)
         self.current = suggestion
+        self.on_change()
         self.last_suppressed = None
         self.stats.shown += 1
         if not self.settings.enable_speculation:
@@ -766,6 +769,7 @@ class SpeculationManager:
             )
         if was_running:
             self._wake_waiting()
+        self.on_change()
 
     async def _stop_worker_and_overlay(self, spec: Speculation) -> None:
         """Kill and reap the speculation's worker, then remove its overlay (only then: a
@@ -812,6 +816,7 @@ class SpeculationManager:
             self.stats.ignored += 1
         await self.abort(reason)
         self.current = None
+        self.on_change()
 
     async def typed(self, text: str) -> None:
         """What the person has typed so far at the prompt (``TypedRequest``). Keeps the
@@ -836,6 +841,7 @@ class SpeculationManager:
         current.branches = keep  # first: the diverged ones' late events are fenced off
         current.typed_prefix = True
         await self._kill_branches(gone, "user typed something else")
+        self.on_change()
 
     # -- accept -----------------------------------------------------------------
 
@@ -885,10 +891,12 @@ class SpeculationManager:
             self.stats.accepted_by_typing["prefix_kept"] += 1
         spec = branch.speculation
         self._accepting = spec
+        self.on_change()
         try:
             return await self._accept_branch(suggestion, branch, method, out, now)
         finally:
             self._accepting = None
+            self.on_change()
 
     async def _accept_branch(
         self,

@@ -44,6 +44,10 @@ from coordinator.boundary_text import cut_words, describe_boundary
         ("sandbox_unavailable:landlock",
          "stopped: the landlock sandbox layer is not available here, so the step could not run "
          "contained"),
+        ("toolchain_missing:.venv/bin/python",
+         "stopped: `.venv/bin/python` is on this machine but outside what a speculation's "
+         "shell can see (add its directory to the toolchainPaths setting), so Tab runs the "
+         "prompt for real"),
         ("brand_new_code:whatever it says", "stopped: brand_new_code:whatever it says"),
         ("no colon at all", "stopped: no colon at all"),
     ],

@@ -140,8 +140,18 @@ def test_a_vsock_socket_cannot_be_created(service: Any) -> None:
 def _command_started(worker: psutil.Process, leaves: list[str]) -> bool:
     helpers = [c.pid for c in worker.children()]
     leaves[:] = [leaf for pid in helpers for leaf in leaves_of(pid)]
-    sleeping = any("601" in " ".join(p.cmdline()) for p in worker.children(recursive=True))
+    sleeping = any("601" in _cmdline(p) for p in worker.children(recursive=True))
     return bool(leaves) and sleeping
+
+
+def _cmdline(process: psutil.Process) -> str:
+    """A child's command line, or "" for one that exited meanwhile (the worker's own
+    short-lived children, such as the git config read for a captured command's identity,
+    come and go while the tree is read)."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
 
 
 def _hang_around(driver: Driver) -> list[str]:

@@ -62,6 +62,30 @@ _HEADER = struct.Struct("!I")
 # "verify": the hostile probes of `specrun sandbox --verify`, run without asking the classifier;
 # "probe": no command, the helper reports its layers (``Reply.layers``)
 Mode = Literal["read_only", "captured", "verify", "probe"]
+CAPTURED_ENV = frozenset(
+    {
+        "PATH",
+        "GIT_ALLOW_PROTOCOL",
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "PYENV_ROOT",
+        "PYENV_VERSION",
+        "RUSTUP_HOME",
+        "RUSTUP_TOOLCHAIN",
+        "VIRTUAL_ENV",
+    }
+)
+"""What a captured command's environment may get besides the read-only one: where its
+toolchains are, the user's git identity, git's local transport. Nothing that makes a
+program load code from elsewhere (``LD_PRELOAD``, ``BASH_ENV``, ``PYTHONPATH``...)."""
+
+
+def shell_program() -> str | None:
+    """The bash every contained command runs in (its path is how bash names itself in
+    its error messages)."""
+    return shutil.which("bash", path=READ_ONLY_PATH)
 
 
 def classifier_bypassed() -> bool:
@@ -85,6 +109,10 @@ class Request(msgspec.Struct, frozen=True):
     layers: Layers = ALL_LAYERS
     # specrun's state besides <project>/.specrun (memory directories): hidden when inside
     private_paths: tuple[str, ...] = ()
+    # captured mode only: host paths shown read-only (``worker.contain.toolchains``) and
+    # variables set for the command (only the names in ``CAPTURED_ENV``)
+    toolchains: tuple[str, ...] = ()
+    env: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 CaptureFull = Literal["overlay_bytes", "overlay_files"]
@@ -146,7 +174,8 @@ class _Server:
         self.mount_point = ""
         self.prepared: dict[str, tuple[str, ...]] = {}  # project -> its submounts
         self.counter = itertools.count(1)
-        self.bash = shutil.which("bash", path=READ_ONLY_PATH)
+        self.bash = shell_program()
+        self._userxattr: bool | None = None
         # the speculation's control group (``worker.contain.cgroup``), where one can be made
         self.group: cgroup.Group | None = None
         self.group_fds: tuple[int, ...] = ()
@@ -180,6 +209,25 @@ class _Server:
         os.mkdir(self.mount_point, 0o700)
         spawn.prepare()
 
+    def userxattr(self) -> bool:
+        """Does the writable view's overlayfs take ``userxattr`` here? Tried once."""
+        if self._userxattr is None:
+            assert self.own is not None
+            # on a capture space like the ones the commands' writes land on (a tmpfs)
+            trial = self.own / "userxattr-trial"
+            trial.mkdir(exist_ok=True)
+            try:
+                mounts.mount_capture_space(str(trial), 1 << 20, 64)
+                try:
+                    self._userxattr = mounts.userxattr_supported(str(trial))
+                finally:
+                    mounts.detach(str(trial))
+            except OSError:
+                self._userxattr = False
+            finally:
+                _remove_tree(trial)
+        return self._userxattr
+
     def probe(self) -> tuple[LayerStatus, ...]:
         """Run one command in the full profile and report what held (``worker.contain.probe``)."""
         if not self.ready:
@@ -204,7 +252,9 @@ class _Server:
             return probe.report("exec", detail or "the probe command failed", False)
         pid_cap = reply.result.stdout.strip() == str(pid_namespace_cap(request.limits.processes))
         shutil.rmtree(project, ignore_errors=True)
-        return probe.report(None, "", pid_cap, group=self.group is not None)
+        return probe.report(
+            None, "", pid_cap, group=self.group is not None, userxattr=self.userxattr()
+        )
 
     def close(self) -> None:
         for fd in self.group_fds:
@@ -298,6 +348,7 @@ class _Server:
     def _run_in(
         self, request: Request, scratch: Path, project: str, upper: Path | None, work: Path | None
     ) -> Reply:
+        captured = request.mode == "captured"
         view = mounts.View(
             project=project,
             scratch=str(scratch),
@@ -306,6 +357,8 @@ class _Server:
             capture_work=None if work is None else str(work),
             submounts=self.prepared.get(project, ()),
             hidden=mounts.hidden_in_view(project, request.private_paths),
+            toolchains=request.toolchains if captured else (),
+            userxattr=captured and self.userxattr(),
         )
         group = self.group if request.layers.limits else None
         if group is not None and request.limits != self.group_limits:
@@ -326,6 +379,8 @@ class _Server:
         )
         tmp = "/tmp" if request.layers.filesystem else str(scratch)
         env = {**read_only_environment(), "HOME": tmp, "TMPDIR": tmp}
+        if captured:
+            env.update((k, v) for k, v in request.env.items() if k in CAPTURED_ENV)
         if self.bash is None:
             return Reply(error="bash was not found")
         argv = [self.bash, "--noprofile", "--norc", "-c", request.command]
@@ -340,6 +395,16 @@ class _Server:
             if hits:
                 result = dataclasses.replace(result, limit=hits[0])
         return Reply(result=result)
+
+
+def _remove_tree(path: Path) -> None:
+    """overlayfs leaves its work directory unreadable (mode 000): open each directory up
+    on the way down, then remove."""
+    for dirpath, dirnames, _files in os.walk(path):
+        for name in dirnames:
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(dirpath, name), 0o700)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def send_frame(sock: socket.socket, payload: bytes) -> None:

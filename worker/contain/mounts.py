@@ -253,6 +253,13 @@ class View:
     # mount points below the project (each must be made read-only on its own)
     submounts: tuple[str, ...] = ()
     read_only_in_writable_view: tuple[str, ...] = (".git",)
+    # host paths (directories or files) shown read-only at their own place: the toolchains
+    # a command may run (``worker.contain.toolchains``)
+    toolchains: tuple[str, ...] = ()
+    # the writable view's overlayfs keeps its metadata in user.* xattrs (``userxattr``):
+    # without it, in a user namespace, new directories cannot be renamed and project
+    # directories cannot be deleted (``userxattr_supported`` decides, once per helper)
+    userxattr: bool = True
 
     @property
     def writable(self) -> bool:
@@ -285,10 +292,9 @@ def _mount_project(view: View, target: str) -> None:
         lowers.insert(0, view.overlay_dir)
     if view.writable:
         assert view.capture_upper is not None and view.capture_work is not None
-        options = (
-            f"lowerdir={':'.join(_escape(p) for p in lowers)},"
-            f"upperdir={_escape(view.capture_upper)},workdir={_escape(view.capture_work)}"
-        )
+        options = _writable_options(lowers, view.capture_upper, view.capture_work)
+        if view.userxattr:
+            options += ",userxattr"
         _mount("overlay", target, "overlay", _MS_NOSUID | _MS_NODEV, options)
         for rel in view.read_only_in_writable_view:
             inner = os.path.join(target, rel)
@@ -307,6 +313,46 @@ def _mount_project(view: View, target: str) -> None:
         inner = os.path.join(target, rel)
         if os.path.isdir(inner) and not os.path.islink(inner):
             _empty_dir_over(inner)
+
+
+def _writable_options(lowers: list[str], upper: str, work: str) -> str:
+    return (
+        f"lowerdir={':'.join(_escape(p) for p in lowers)},"
+        f"upperdir={_escape(upper)},workdir={_escape(work)}"
+    )
+
+
+def userxattr_supported(scratch: str) -> bool:
+    """Can a writable overlayfs with ``userxattr`` be mounted here (Linux >= 5.11, and an
+    upper file system that takes user.* xattrs)? Tried once, in the helper's own mount
+    namespace, with throwaway directories under ``scratch`` (on the file system the capture
+    directories live on); the caller removes ``scratch``."""
+    dirs = {name: os.path.join(scratch, name) for name in ("lower", "upper", "work", "merged")}
+    for path in dirs.values():
+        _mkdirs(path)
+    options = _writable_options([dirs["lower"]], dirs["upper"], dirs["work"]) + ",userxattr"
+    try:
+        _mount("overlay", dirs["merged"], "overlay", _MS_NOSUID | _MS_NODEV, options)
+    except MountError:
+        return False
+    _libc().umount2(dirs["merged"].encode(), _MNT_DETACH)
+    return True
+
+
+def _bind_toolchains(root: str, paths: Iterable[str]) -> None:
+    """Each host path read-only, nosuid, at its own place; not recursive (a mount below
+    one is not shown, so nothing under it stays writable)."""
+    for path in paths:
+        target = f"{root}{path}"
+        if os.path.isdir(path):
+            _mkdirs(target)
+        else:
+            _mkdirs(os.path.dirname(target))
+            if not os.path.lexists(target):
+                Path(target).touch()
+        _mount(path, target, None, _MS_BIND, None)
+        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+        _mount(None, target, None, flags | _locked_flags(target), None)
 
 
 def _empty_dir_over(path: str) -> None:
@@ -455,6 +501,7 @@ def enter_root(view: View, mount_point: str, tmp_bytes: int, *, proc: bool = Tru
     else:  # a test without the PID layer: the helper's /proc
         _bind("/proc", f"{root}/proc", read_only=False)
     _mount("tmpfs", f"{root}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={tmp_bytes}")
+    _bind_toolchains(root, view.toolchains)  # before the project: never over its view
     # A project below /tmp needs its mount point again, inside this command's own /tmp.
     _mkdirs(f"{root}{view.project}")
     _mount_project(view, f"{root}{view.project}")

@@ -28,11 +28,17 @@ LAYER_OF_STAGE: dict[str, LayerName] = {
 
 
 def report(
-    failed_stage: str | None, failure: str, pid_cap: bool, *, group: bool = False
+    failed_stage: str | None,
+    failure: str,
+    pid_cap: bool,
+    *,
+    group: bool = False,
+    userxattr: bool | None = None,
 ) -> tuple[LayerStatus, ...]:
     """The layer list for ``status``/``workers``, given where the probe failed (None: it
-    ran), whether the kernel took a per-namespace pid cap and whether the speculation's
-    commands share a control group."""
+    ran), whether the kernel took a per-namespace pid cap, whether the speculation's
+    commands share a control group, and whether the writable view's overlayfs takes
+    ``userxattr`` (None: not tried)."""
     abi = landlock.abi()
     broken = LAYER_OF_STAGE.get(failed_stage or "", "filesystem") if failed_stage else None
     # A failure to create the namespaces takes the layers built on them along.
@@ -59,11 +65,25 @@ def report(
     whole = cgroup.describe() if group else (
         "per-process limits only: no control group could be made"
     )
+    writable = ""
+    if userxattr is True:
+        writable = (
+            "; speculateShell's writable view: overlayfs with userxattr (new directories "
+            "rename, project directories delete; renaming a directory that was already in "
+            "the project gives EXDEV)"
+        )
+    elif userxattr is False:
+        writable = (
+            "; speculateShell's writable view: overlayfs WITHOUT userxattr (refused here: "
+            "Linux < 5.11 or no user xattrs on the temp file system), so renaming a new "
+            "directory gives EXDEV and deleting a project directory gives EIO"
+        )
     layers = [
         status(
             "filesystem",
             "private mount namespace: project read-only (speculation's writes on top), "
-            "toolchain directories read-only, private /tmp, nothing else of the user",
+            "toolchain directories read-only, private /tmp, nothing else of the user"
+            + writable,
             True,
         ),
         status(

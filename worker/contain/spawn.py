@@ -116,6 +116,7 @@ def _readable(profile: Profile) -> list[Path]:
     paths = [Path(p) for p in mounts.SYSTEM_DIRS]
     paths += [Path(f"/dev/{name}") for name in mounts.DEVICES]
     paths += [Path("/proc"), Path(profile.view.project)]
+    paths += [Path(p) for p in profile.view.toolchains]  # read and execute, never write
     if not profile.layers.filesystem and profile.view.overlay_dir is not None:
         paths.append(Path(profile.view.overlay_dir))
     return paths

@@ -91,6 +91,8 @@ class ShellResult:
     timed_out: bool
     truncated: bool
     duration: float
+    # lines about where it ran, shown after its output (``worker.contain.captured_env``)
+    notes: tuple[str, ...] = ()
     # a whole-speculation limit (control group) the command's processes ran into:
     # ``memory`` (the OOM killer ended one) or ``processes`` (a fork was refused)
     limit: str | None = None

@@ -44,6 +44,11 @@ SPEC = ToolSpec(
 )
 
 
+NOTES_ROOM = 1024
+"""Characters of the tool output kept for the lines after the streams (timed out, no
+network, what a sandboxed run kept), so a long output never cuts them off."""
+
+
 def _section(title: str, text: str) -> str:
     body = text.rstrip("\n")
     return f"{title}:\n{body}" if body else f"{title}: (empty)"
@@ -57,10 +62,11 @@ def format_shell_output(
     timed_out: bool,
     truncated: bool,
     timeout_s: float,
+    notes: tuple[str, ...] = (),
 ) -> str:
     """The text the model sees for a finished command: ``Exit code: N``, the stdout and stderr
     sections, then notes (timed out; truncated, unless the runner already marked the cut in the
-    streams themselves)."""
+    streams themselves; the runner's own, such as a sandbox without network)."""
     code = "none" if exit_code is None else str(exit_code)
     if exit_code is not None and exit_code < 0:
         try:
@@ -72,6 +78,7 @@ def format_shell_output(
         parts.append(f"[The command timed out after {timeout_s:g} s and was killed.]")
     if truncated and "truncated" not in stdout + stderr:
         parts.append("[Output was truncated.]")
+    parts.extend(notes)
     return "\n".join(parts)
 
 
@@ -84,7 +91,8 @@ async def run(args: dict[str, Any], ctx: ToolContext) -> str:
     timeout_s = float(args.get("timeout", ctx.shell_timeout_s))
     timeout_s = min(timeout_s, ctx.shell_max_timeout_s)
     cwd = ctx.cwd if ctx.cwd is not None else ctx.access.root
-    stream_cap = max(1, ctx.output_cap // 2)  # per stream, so both fit in the tool output
+    # per stream, so both fit in the tool output with room left for the notes after them
+    stream_cap = max(1, (ctx.output_cap - min(NOTES_ROOM, ctx.output_cap // 8)) // 2)
     if ctx.shell_mode == "captured":
         if ctx.captured_runner is None:
             raise ToolError("sandboxed shell commands are not available here")
@@ -102,6 +110,7 @@ async def run(args: dict[str, Any], ctx: ToolContext) -> str:
         timed_out=result.timed_out,
         truncated=result.truncated,
         timeout_s=timeout_s,
+        notes=result.notes,
     )
 
 
