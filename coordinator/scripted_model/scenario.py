@@ -11,14 +11,14 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 import msgspec
 import yaml
 from msgspec import inspect as mi
 
-Purpose = Literal["main", "suggestion", "speculation", "pipelined", "recall", "compaction"]
-PURPOSES: tuple[str, ...] = get_args(Purpose)
+from protocol.model import PURPOSES, Purpose
+
 NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 NonNegFloat = Annotated[float, msgspec.Meta(ge=0)]
