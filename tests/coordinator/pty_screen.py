@@ -1,13 +1,16 @@
 """`specrun chat` in a pseudo-terminal read as a person sees it: every byte it writes goes
 through a terminal emulator (pyte), so a full-screen view that redraws only what changed
-can be read back row by row. The raw bytes are kept too, for the escape-sequence checks."""
+can be read back row by row, and what the chat showed before it comes back when it
+closes. The raw bytes are kept too, for the escape-sequence checks."""
 
 from __future__ import annotations
 
+import copy
 import re
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pexpect
 import pyte
@@ -15,6 +18,12 @@ import pyte
 from tests.support import REPO, Specrun
 
 CPR_REQUEST = b"\x1b[6n"  # prompt_toolkit asks the terminal where the cursor is
+# A full-screen view draws on the alternate screen; leaving it brings back what was there
+# (pyte has no alternate screen: kept here, as xterm does).
+ALT_SCREEN_ON = b"\x1b[?1049h"
+ALT_SCREEN_OFF = b"\x1b[?1049l"
+_OWN = (CPR_REQUEST, ALT_SCREEN_ON, ALT_SCREEN_OFF)
+_OWN_SPLIT = re.compile(b"(" + b"|".join(re.escape(seq) for seq in _OWN) + b")")
 
 
 class ScreenTerminal:
@@ -27,7 +36,8 @@ class ScreenTerminal:
         self.screen = pyte.Screen(cols, rows)
         self.stream = pyte.ByteStream(self.screen)
         self.raw = bytearray()
-        self._pending = b""  # the tail of a chunk that may be the start of a CPR request
+        self._pending = b""  # the tail of a chunk that may be the start of a sequence
+        self._saved: tuple[Any, Any] | None = None  # the main screen, while the alternate shows
         self.child = pexpect.spawn(
             sys.executable, ["-m", "coordinator", "--project", str(runner.project), *args],
             env=env, cwd=str(REPO), encoding=None, dimensions=(rows, cols), timeout=60,
@@ -42,19 +52,25 @@ class ScreenTerminal:
             raise AssertionError(f"the chat ended; its screen:\n{self.text()}") from None
         self.raw += chunk
         data = self._pending + chunk
-        # feed up to each CPR request, then answer with where the cursor is at that point
-        parts = data.split(CPR_REQUEST)
-        for part in parts[:-1]:
-            self.stream.feed(part)
-            self.child.send(f"\x1b[{self.screen.cursor.y + 1};{self.screen.cursor.x + 1}R")
-        tail = parts[-1]
-        cut = tail.rfind(b"\x1b")
-        if cut >= 0 and CPR_REQUEST.startswith(tail[cut:]):
-            self._pending = tail[cut:]
-            tail = tail[:cut]
+        # A sequence cut at the chunk's end waits for the rest.
+        cut = data.rfind(b"\x1b")
+        if cut >= 0 and any(seq.startswith(data[cut:]) and seq != data[cut:] for seq in _OWN):
+            data, self._pending = data[:cut], data[cut:]
         else:
             self._pending = b""
-        self.stream.feed(tail)
+        for piece in _OWN_SPLIT.split(data):
+            if piece == CPR_REQUEST:  # answer with where the cursor is at this point
+                self.child.send(f"\x1b[{self.screen.cursor.y + 1};{self.screen.cursor.x + 1}R")
+            elif piece == ALT_SCREEN_ON:
+                self._saved = (copy.deepcopy(self.screen.buffer), copy.copy(self.screen.cursor))
+                self.screen.erase_in_display(2)
+            elif piece == ALT_SCREEN_OFF:
+                if self._saved is not None:
+                    self.screen.buffer, self.screen.cursor = self._saved
+                    self.screen.dirty.update(range(self.screen.lines))
+                    self._saved = None
+            else:
+                self.stream.feed(piece)
 
     def rows(self) -> list[str]:
         return [line.rstrip() for line in self.screen.display]

@@ -6,7 +6,8 @@ later, the preview lists the files and shows the diff exactly as ``specrun diff 
 gives them, scrolled page by page; Esc returns to the prompt with what was typed; Enter on
 an empty line fills the line (nothing is sent), a second Enter takes the speculation (an
 ``enter`` accept, no model turn) and the files on disk are what the preview showed, byte for
-byte. A running speculation's preview shows what it wrote so far, and more when reopened.
+byte. A running speculation's preview shows what it wrote so far; reopened after the person
+changed a file it wrote, it says Tab would refuse it.
 """
 
 from __future__ import annotations
@@ -150,13 +151,15 @@ def expected_preview(reply: DiffReply) -> tuple[list[str], list[str]]:
     return files, diff
 
 
-def in_the_line(term: ScreenTerminal, text: str) -> bool:
-    """The prompt's line holds ``text`` itself, not as grey ghost text."""
+def in_the_line(term: ScreenTerminal, text: str, ghost: str = "") -> bool:
+    """The prompt's line holds ``text`` itself (not as grey ghost text), followed by
+    ``ghost`` in grey."""
     for y, row in enumerate(term.rows()):
-        at = row.find(f"❯ {text}")
+        at = row.find(f"❯ {text}{ghost}")
         if at >= 0:
-            first = term.screen.buffer[y][at + 2]
-            return bool(first.fg == "default")
+            typed = term.screen.buffer[y][at + 2 + len(text) - 1]
+            grey = term.screen.buffer[y][at + 2 + len(text)] if ghost else None
+            return typed.fg == "default" and (grey is None or grey.fg != "default")
     return False
 
 
@@ -176,7 +179,7 @@ def test_the_preview_is_what_a_second_enter_then_applies(
     before = {f.change.path: read(project / f.change.path) for f in reply.files}
 
     chat.send("tidy")  # typed text the preview must leave alone
-    chat.wait_for("❯ tidy the project")
+    chat.wait(lambda t: in_the_line(t, "tidy", " the project"), what="tidy typed")
     chat.send(CTRL_O)
     shown = read_preview(chat)
     files, diff = expected_preview(reply)
@@ -192,7 +195,7 @@ def test_the_preview_is_what_a_second_enter_then_applies(
 
     chat.send(ESC)  # back to the prompt, the typed text intact
     chat.wait(lambda t: "What Tab would do" not in t.text(), what="the preview closed")
-    chat.wait_for("❯ tidy the project")
+    chat.wait(lambda t: in_the_line(t, "tidy", " the project"), what="tidy still typed")
     chat.send("\x7f" * 4)  # back to an empty line
     assert wait_until(lambda: service.query(SuggestionRequest)["typed"] == "", timeout=10)
 
@@ -218,7 +221,7 @@ def test_the_preview_is_what_a_second_enter_then_applies(
     assert not (project / "tests/old_test.py").exists()
 
 
-def test_a_running_speculation_shows_what_it_wrote_so_far(
+def test_a_running_speculation_shows_what_it_wrote_so_far_and_a_conflict_when_reopened(
     service: Specrun, chat: ScreenTerminal
 ) -> None:
     announce(chat, service, STALL, "running")
@@ -231,3 +234,11 @@ def test_a_running_speculation_shows_what_it_wrote_so_far(
     chat.send("q")
     chat.wait(lambda t: "What Tab would do" not in t.text(), what="the preview closed")
     chat.wait_for(f"(?m)^❯ {re.escape(STALL)}")
+
+    (service.project / "NOTES.md").write_text("my own notes\n")  # meanwhile, by hand
+    chat.send(CTRL_O)  # reopened: asked again, the conflict said before Tab
+    shown = read_preview(chat)
+    assert any(line.startswith("  ⚠ Tab would refuse all of it now: NOTES.md changed")
+               for line in shown), shown
+    chat.send(ESC)
+    chat.wait(lambda t: "What Tab would do" not in t.text(), what="the preview closed")
