@@ -6,6 +6,7 @@ is reported with its file and key in one sentence.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import os
@@ -27,7 +28,9 @@ class SettingsError(ValueError):
     """A settings file or value that cannot be used."""
 
 
-def _about(help: str, *, ge: int | None = None, le: int | None = None) -> msgspec.Meta:
+def _about(
+    help: str, *, ge: int | float | None = None, le: int | float | None = None
+) -> msgspec.Meta:
     return msgspec.Meta(description=help, ge=ge, le=le)
 
 
@@ -92,6 +95,23 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
         int, _about("model round trips per user query (at most 100)", ge=1)
     ] = 50
     session_token_limit: Annotated[int, _about("total tokens per session (0: no limit)", ge=0)] = 0
+    context_window: Annotated[
+        int,
+        _about(
+            "the main model's context window in tokens (0: what the endpoint reports, "
+            "else 32768)",
+            ge=0,
+        ),
+    ] = 0
+    compact_at: Annotated[
+        float,
+        _about(
+            "summarize the oldest part of the chat once the next request would pass this "
+            "fraction of the context window",
+            ge=0.2,
+            le=0.95,
+        ),
+    ] = 0.8
     approval_timeout_s: Annotated[
         int, _about("an approval question unanswered this long is a no", ge=1)
     ] = 300
@@ -224,12 +244,12 @@ class Key:
 
     name: str  # camelCase, as in settings.json
     attr: str  # the field of ``Settings``
-    kind: type  # bool, int, str or tuple (a list of strings)
+    kind: type  # bool, int, float, str or tuple (a list of strings)
     default: Any
     help: str
     choices: tuple[str, ...] = ()
-    minimum: int | None = None
-    maximum: int | None = None
+    minimum: int | float | None = None
+    maximum: int | float | None = None
 
 
 def _keys() -> dict[str, Key]:
@@ -257,8 +277,8 @@ def _keys() -> dict[str, Key]:
             field_info.default,
             meta.description or "",
             choices,
-            None if meta.ge is None else int(meta.ge),
-            None if meta.le is None else int(meta.le),
+            meta.ge,
+            meta.le,
         )
     return keys
 
@@ -276,6 +296,7 @@ ENV_KEYS = {
 _KIND_WORDS = {
     bool: "true or false",
     int: "a whole number",
+    float: "a number",
     str: "a string",
     tuple: "a list of strings",
 }
@@ -304,6 +325,20 @@ def _coerce(key: Key, value: Any, where: str) -> Any:
                     f"{where}: {key.name} must be at most {key.maximum} (got {value})."
                 )
             return value
+    elif key.kind is float:
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                value = float(value)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if key.minimum is not None and value < key.minimum:
+                raise SettingsError(
+                    f"{where}: {key.name} must be at least {key.minimum} (got {value})."
+                )
+            if key.maximum is not None and value > key.maximum:
+                raise SettingsError(
+                    f"{where}: {key.name} must be at most {key.maximum} (got {value})."
+                )
+            return float(value)
     elif key.kind is tuple:
         if isinstance(value, list) and all(isinstance(item, str) for item in value):
             return tuple(value)

@@ -159,6 +159,12 @@ class ResetRequest(msgspec.Struct, frozen=True, tag="reset"):
     req_id: int
 
 
+class CompactRequest(msgspec.Struct, frozen=True, tag="compact"):
+    """Summarize all of the chat but its last turn now (after a running turn ends)."""
+
+    req_id: int
+
+
 class WorkersRequest(msgspec.Struct, frozen=True, tag="workers"):
     req_id: int
 
@@ -196,6 +202,7 @@ ControlRequest = (
     | AcceptRequest
     | RejectRequest
     | ResetRequest
+    | CompactRequest
     | WorkersRequest
     | StatsRequest
     | KillWorkerRequest
@@ -236,6 +243,22 @@ class WorkersReply(msgspec.Struct, frozen=True, tag="workers"):
     workers: tuple[WorkerInfo, ...]
 
 
+ContextWindowSource = Literal["setting", "endpoint", "default", "provider"]
+"""Where the window size comes from: the ``contextWindow`` setting, what the endpoint
+reports for the model, the documented default, or a provider's overflow error."""
+
+
+class ContextInfo(msgspec.Struct, frozen=True):
+    """How full the main chat's context window is: ``tokens`` is the estimate of the
+    next request (the last reported usage plus what was added since)."""
+
+    window: int
+    window_source: ContextWindowSource
+    tokens: int
+    compact_at: float
+    compactions: int  # in this session
+
+
 class StatusReply(msgspec.Struct, frozen=True, tag="status"):
     req_id: int
     project: str
@@ -255,6 +278,7 @@ class StatusReply(msgspec.Struct, frozen=True, tag="status"):
     pool_warm: bool = True  # as many idle workers as the pool keeps warm
     # layers of the containment profile, as the newest worker probed them
     containment: tuple[LayerStatus, ...] = ()
+    context: ContextInfo | None = None
 
 
 class SpeculationInfo(msgspec.Struct, frozen=True):

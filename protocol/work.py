@@ -16,6 +16,11 @@ import msgspec
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec, Usage
 
+PROJECT_ROOT_ENV = "SPECRUN_FORK_SERVER_PROJECT"
+"""Set by the pool for its fork server: the project its workers will serve. The fork server
+lists the project's directories once for the read-only git hazard check, so a worker starts
+with that listing and only looks again at directories changed since."""
+
 # --- fixed sets of values ----------------------------------------------------
 
 Sandbox = Literal["landlock", "none"]

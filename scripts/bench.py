@@ -14,7 +14,11 @@ speculation, abort), ``bench_cli`` (wall time of the light `specrun` commands),
 vs in-process), ``bench_cost`` (the cached share of speculation prompt tokens on the
 scripted model, against the main chat's in the same run), ``bench_branches`` (accept of a
 non-first speculation branch against the first, and three branches speculated to
-completion against one: wall time and the service's process-tree CPU). Measured here: the service's
+completion against one: wall time and the service's process-tree CPU), ``bench_large_repo``
+(a speculation's start, read-only git, grep/glob and accept in a generated 200k-file
+repository against a 2k-file one and bare git/rg; 20k files with ``--quick``). Measured
+here: the idle service's memory (PSS of each process with the pool warm, against the 60 MB
+goal), the service's
 start (to its first answer, against a fresh interpreter importing the modules the service
 imports before it answers; to a warm pool, against the fork-server limit of
 ``bench_spawn``), the cold-start
@@ -256,6 +260,106 @@ def bench_start(runs: int, rows: list[Row]) -> None:
             one,
             "bench + bench_spawn",
             f"the limit with {workers} workers {spawn.fork_server_limit(runs, workers):,.0f} ms",
+        )
+    )
+
+
+IDLE_GOAL_MB = 60.0
+
+
+def _roles(pid: int) -> list[tuple[str, float]]:
+    """(role, PSS MB) for the service ``pid`` and each process below it."""
+    import psutil
+
+    service = psutil.Process(pid)
+    out = [("coordinator", service.memory_full_info().pss / 2**20)]
+    for child in service.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            command = " ".join(child.cmdline())
+            parent = child.ppid()
+            if "resource_tracker" in command:
+                role = "resource tracker"
+            elif parent == pid and "forkserver" in command:
+                role = "fork server"
+            elif psutil.Process(parent).ppid() == pid:
+                role = "worker"
+            else:
+                role = "sandbox helper"
+            out.append((role, child.memory_full_info().pss / 2**20))
+    return out
+
+
+def idle_pss(runs: int) -> list[list[tuple[str, float]]]:
+    """Per start of a service with a warm pool, two seconds after it is warm: each process's
+    role and PSS."""
+    samples = []
+    for _ in range(runs):
+        base = Path(tempfile.mkdtemp(prefix="sr-idle-"))
+        saved = os.environ.get("SPECRUN_RUNTIME_DIR")
+        os.environ["SPECRUN_RUNTIME_DIR"] = str(base / "run")
+        project = base / "proj"
+        project.mkdir()
+        subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+        try:
+            pid = start_daemon(project, [], wait_warm=True)
+            time.sleep(2.0)  # idle: the workers' hellos and first heartbeats are done
+            samples.append(_roles(pid))
+        finally:
+            stop_daemon(project)
+            if saved is None:
+                os.environ.pop("SPECRUN_RUNTIME_DIR", None)
+            else:
+                os.environ["SPECRUN_RUNTIME_DIR"] = saved
+            shutil.rmtree(base, ignore_errors=True)
+    return samples
+
+
+def bench_idle(runs: int, rows: list[Row]) -> None:
+    samples = idle_pss(runs)
+    totals = [sum(mb for _, mb in sample) for sample in samples]
+    middle = samples[totals.index(statistics.median_low(totals))]
+    parts = ", ".join(f"{role} {mb:.1f}" for role, mb in middle)
+    rows.append(
+        Row(
+            f"idle service PSS, pool warm ({len(middle)} processes)",
+            statistics.median_low(totals),
+            "MB",
+            "goal",
+            IDLE_GOAL_MB,
+            "bench",
+            f"per process (MB): {parts}",
+        )
+    )
+
+
+# --------------------------------------------------------------------------- large repository
+
+
+def bench_large_repo(quick: bool, rows: list[Row]) -> None:
+    large = _module("bench_large_repo")
+    if large is None:
+        return
+    files = 20_000 if quick else 200_000
+    keep = bool(os.environ.get("SPECRUN_BENCH_KEEP"))
+    report = large.measure(files, 2_000, 1 if quick else 3, keep)
+    size = f"{files // 1000}k files"
+    for what, big, small, bare in large.table(report):
+        note = f"bare on the {size}: {bare:,.0f} ms, {big / bare:.2f}x" if bare == bare else ""
+        name = {
+            "speculation start": "speculation start (suggestion -> first request)",
+            "accept": "accept (Tab -> file on disk)",
+        }.get(what, what if what.startswith("hazard") else f"{what} in a speculation")
+        rows.append(
+            Row(f"{name} ({size})", big, "ms", "same on 2k files", small, "bench_large_repo", note)
+        )
+    rows.append(
+        Row(
+            f"service PSS, {size} project open",
+            report["large"]["pss_mb"],
+            "MB",
+            "same on 2k files",
+            report["small"]["pss_mb"],
+            "bench_large_repo",
         )
     )
 
@@ -893,7 +997,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         help="comma-separated: start,workers,accept,branches,apply,recall,shell,speculation,"
-        "protocol,search,cli,cost",
+        "protocol,search,cli,cost,idle,large",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
@@ -912,6 +1016,8 @@ def main(argv: list[str] | None = None) -> int:
         ("branches", lambda rows: bench_branches(3 if q else 10, rows)),
         ("search", lambda rows: bench_search(q, rows)),
         ("cli", lambda rows: bench_cli(7 if q else 21, rows)),
+        ("idle", lambda rows: bench_idle(3 if q else 5, rows)),
+        ("large", lambda rows: bench_large_repo(q, rows)),
     ]
     rows: list[Row] = []
     missing = [
@@ -927,6 +1033,7 @@ def main(argv: list[str] | None = None) -> int:
             "bench_search",
             "bench_cli",
             "bench_cost",
+            "bench_large_repo",
         )
         if _module(name) is None
     ]

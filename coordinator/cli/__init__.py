@@ -9,7 +9,7 @@ click group (``app.py``), which imports a command's family module when it runs:
     service_requests.py    bodies of the commands that are one request to the service
     service_cmds.py        start, stop, status, workers, logs, debug kill-worker
     serve.py               serve (the only module here that imports the service side)
-    chat_cmds.py           ask, chat, reset
+    chat_cmds.py           ask, chat, reset, compact
     speculation_cmds.py    suggestion, accept, reject, stats
     memory_cmds.py         memory list/show/add
     config_cmds.py         config show/set

@@ -22,6 +22,7 @@ COMMAND_FAMILIES: dict[str, str] = {
     "ask": "chat_cmds",
     "chat": "chat_cmds",
     "reset": "chat_cmds",
+    "compact": "chat_cmds",
     "suggestion": "speculation_cmds",
     "accept": "speculation_cmds",
     "reject": "speculation_cmds",

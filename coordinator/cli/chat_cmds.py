@@ -95,3 +95,19 @@ def reset(obj: CommandContext, as_json: bool) -> None:
       specrun reset
     """
     service_requests.reset(obj, as_json)
+
+
+@click.command()
+@json_option
+@click.pass_obj
+@friendly
+def compact(obj: CommandContext, as_json: bool) -> None:
+    """Summarize the chat so far, all but its last turn, into one message (the fast
+    model writes it; the full history stays on disk). specrun also does this by itself
+    once a request would pass compactAt of the context window.
+
+    \b
+    Example:
+      specrun compact
+    """
+    service_requests.compact(obj, as_json)

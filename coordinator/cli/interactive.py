@@ -409,6 +409,10 @@ def _banner(client: ServiceClient, enter_accepts: bool) -> None:
             inert(f" · {reply.project} · {reply.model} ({model}) · "  # a path is not markup
                   f"approval {reply.approval_mode.value}", multiline=False),
         ))
+        if reply.context is not None:
+            from coordinator.cli.context_fill import context_line
+
+            render.console.print(Text(context_line(reply.context), style="bright_black"))
     enter = ("Tab, → or Enter accept it" if enter_accepts
              else "Tab or → accept it, Enter puts it in the line (Enter again sends it)")
     render.console.print(
@@ -417,6 +421,17 @@ def _banner(client: ServiceClient, enter_accepts: bool) -> None:
         "typing its beginning keeps it, ↓/↑ show other guesses when there are some; "
         "type anything else to send that instead. Ctrl-C aborts a turn, Ctrl-D quits.[/]"
     )
+
+
+def _show_context_fill(client: ServiceClient) -> None:
+    """After a turn, once the context window is half full, say how full it is."""
+    from rich.text import Text
+
+    from coordinator.cli.context_fill import context_line, worth_showing
+
+    reply = client.call(StatusRequest)
+    if isinstance(reply, StatusReply) and reply.context and worth_showing(reply.context):
+        render.console.print(Text(context_line(reply.context), style="bright_black"))
 
 
 def run_chat(project: Path, enter_accepts: bool = False) -> int:
@@ -472,6 +487,7 @@ def run_chat(project: Path, enter_accepts: bool = False) -> int:
                 state.clear()
                 try:
                     stream_turn(client, request, render.TurnPrinter(show_user=False), ask_person)
+                    _show_context_fill(client)
                 except ServiceTimeout as exc:
                     render.error(str(exc))
                 state.clear()

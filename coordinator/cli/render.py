@@ -438,6 +438,10 @@ def show_status(s: StatusReply, out: Console | None = None) -> None:
     out.print(Text(f"  approval mode {s.approval_mode.value}, worker sandbox {s.sandbox}"))
     out.print(Text.assemble("  suggestions ", on[s.suggestions_enabled], ", speculation ",
                             on[s.speculation_enabled]))
+    if s.context is not None:
+        from coordinator.cli.context_fill import context_line
+
+        out.print(Text(f"  {context_line(s.context)}"))
     out.print(Text(f"  {len(s.workers)} worker(s):"))
     out.print(workers_table(s.workers))
 

@@ -17,6 +17,7 @@ from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import fail_on_error
 from protocol.control import (
     AcceptRequest,
+    CompactRequest,
     ControlReply,
     DiffReply,
     DiffRequest,
@@ -145,3 +146,15 @@ def reject(obj: CommandContext, as_json: bool) -> None:
 
 def reset(obj: CommandContext, as_json: bool) -> None:
     request_ok(obj, as_json, ResetRequest)
+
+
+def compact(obj: CommandContext, as_json: bool) -> None:
+    """Waits as long as the summary takes (a running turn first): the fast model's
+    own timeout bounds it, not the client's."""
+    with obj.client() as client:
+        reply = client.request(CompactRequest(req_id=client.next_id()), timeout_s=float("inf"))
+    fail_on_error(reply, as_json)
+    if as_json:
+        render.print_json(reply)
+    elif isinstance(reply, OkReply):
+        render.console.print(reply.message or "ok")

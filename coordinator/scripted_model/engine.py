@@ -19,7 +19,8 @@ from typing import IO, Any
 
 import msgspec
 
-from coordinator.scripted_model.scenario import Reply, Rule, Scenario
+from coordinator.scripted_model.scenario import OverflowStyle, Reply, Rule, Scenario
+from protocol.model.tokens import estimate_json_tokens
 from protocol.suggestion import ALTERNATIVES_KEY, parse_suggestion_reply, requested_alternatives
 
 PURPOSE_HEADER = "x-specrun-purpose"
@@ -42,9 +43,60 @@ def content_text(content: Any) -> str:
 
 @dataclass(frozen=True)
 class Failure:
+    """An error answer; ``body``: the exact JSON to send (None: built from ``message``)."""
+
     status: int
     message: str
     retry_after: float | None = None
+    body: Any = None
+
+
+def overflow_failure(style: OverflowStyle, window: int, requested: int) -> Failure:
+    """The 400 a provider of ``style`` sends for a prompt of ``requested`` tokens that
+    does not fit its ``window`` (bodies as those servers send them)."""
+    if style == "vllm":
+        text = (
+            f"This model's maximum context length is {window} tokens. However, you requested "
+            f"{requested} tokens ({requested} in the messages, 0 in the completion). Please "
+            "reduce the length of the messages or completion."
+        )
+        body: dict[str, Any] = {
+            "object": "error", "message": text, "type": "BadRequestError", "param": None,
+            "code": 400,
+        }  # fmt: skip
+    elif style == "dashscope":
+        text = (
+            "<400> InternalError.Algo.InvalidParameter: Range of input length should be "
+            f"[1, {window}]"
+        )
+        body = {
+            "error": {
+                "message": text, "type": "invalid_request_error", "param": None,
+                "code": "invalid_parameter_error",
+            },
+            "id": "chatcmpl-scripted-overflow",
+            "request_id": "scripted-overflow",
+        }  # fmt: skip
+    elif style == "llamacpp":
+        text = "the request exceeds the available context size, try increasing it"
+        body = {
+            "error": {
+                "code": 400, "message": text, "type": "exceed_context_size_error",
+                "n_prompt_tokens": requested, "n_ctx": window,
+            }
+        }  # fmt: skip
+    else:
+        text = (
+            f"This model's maximum context length is {window} tokens. However, your messages "
+            f"resulted in {requested} tokens. Please reduce the length of the messages."
+        )
+        body = {
+            "error": {
+                "message": text, "type": "invalid_request_error", "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }  # fmt: skip
+    return Failure(400, text, body=body)
 
 
 @dataclass
@@ -242,6 +294,15 @@ class Engine:
         stream = body.get("stream") is True
         options = body.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        window = self.scenario.context_window
+        if window is not None:
+            requested = request_tokens(body, messages)
+            if requested > window:
+                failure = overflow_failure(self.scenario.overflow_style, window, requested)
+                return Decision(
+                    None, "context_overflow", failure, stream=stream,
+                    extra={"prompt_tokens": requested},
+                )  # fmt: skip
         with self._lock:
             self._seq += 1
             seq = self._seq
@@ -258,7 +319,12 @@ class Engine:
                     return Decision(
                         index,
                         "fail",
-                        Failure(fail.status, message, fail.retry_after),
+                        Failure(
+                            fail.status,
+                            message,
+                            fail.retry_after,
+                            None if fail.body is msgspec.UNSET else fail.body,
+                        ),
                         stream=stream,
                     )
                 counters.matched += 1
@@ -350,6 +416,13 @@ class Engine:
         produced += sum(len(msgspec.json.encode(c.arguments)) for c in reply.tool_calls)
         prompt_tokens, cached_tokens = self._prompt_tokens(model, body, messages)
         completion_tokens = max(1, produced // 4)
+        if self.scenario.context_window is not None:
+            # Counted as specrun estimates them: the chat's accounting is exact here.
+            prompt_tokens = request_tokens(body, messages)
+            echoed: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if calls:
+                echoed["tool_calls"] = calls
+            completion_tokens = estimate_json_tokens(echoed)
         if reply.usage is not None:
             if reply.usage.prompt_tokens is not None:
                 prompt_tokens = reply.usage.prompt_tokens
@@ -401,6 +474,14 @@ class Engine:
             cached = max(cached, shared)
         self._prefixes.append((model, sizes))
         return max(1, total // 4), cached // 4
+
+
+def request_tokens(body: dict[str, Any], messages: list[Any]) -> int:
+    """A request's prompt tokens by specrun's estimator: the tools, then every message
+    as it is on the wire (cache markers ignored), as ``estimate_request`` counts them."""
+    tools = body.get("tools") or []
+    total = estimate_json_tokens(_strip_cache_control(tools)) if tools else 0
+    return total + sum(estimate_json_tokens(_strip_cache_control(m)) for m in messages)
 
 
 def _alternatives_wanted(body: dict[str, Any], messages: list[Any]) -> tuple[bool, int | None]:

@@ -17,7 +17,7 @@ import msgspec
 import yaml
 from msgspec import inspect as mi
 
-Purpose = Literal["main", "suggestion", "speculation", "pipelined", "recall"]
+Purpose = Literal["main", "suggestion", "speculation", "pipelined", "recall", "compaction"]
 PURPOSES: tuple[str, ...] = get_args(Purpose)
 NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
@@ -98,12 +98,15 @@ class Reply(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class Fail(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Answer ``status`` for the first ``times`` matches, then the rule's reply."""
+    """Answer ``status`` for the first ``times`` matches, then the rule's reply.
+    ``body``: the exact JSON error body to send (a provider's own shape), instead of
+    the scripted one built from ``message``."""
 
     status: ErrorStatus = 500
     times: PositiveInt = 1
     retry_after: NonNegFloat | None = None
     message: str | None = None
+    body: Any = msgspec.field(default=msgspec.UNSET)
 
 
 class Rule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -128,15 +131,27 @@ class Rule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return answer
 
 
+OverflowStyle = Literal["openai", "vllm", "dashscope", "llamacpp"]
+
+
 class Scenario(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A whole scenario. ``latency_ms``/``chunk_ms`` are defaults for every reply;
-    ``models`` is what ``GET /v1/models`` lists."""
+    ``models`` is what ``GET /v1/models`` lists.
+
+    ``context_window``: the model plays a context window of this many tokens. A request
+    estimated (with specrun's own estimator, ``protocol/model/tokens.py``) above it is
+    refused with HTTP 400 and the error body of ``overflow_style``'s provider, before any
+    rule is matched; every answer's usage is then counted with the same estimator, so a
+    test knows exactly what the chat believes. ``GET /v1/models`` reports the window as
+    vLLM does (``max_model_len``)."""
 
     name: str = "scenario"
     description: str = ""
     latency_ms: NonNegInt = 0
     chunk_ms: NonNegInt = 2
     models: list[str] = msgspec.field(default_factory=lambda: ["scripted"])
+    context_window: PositiveInt | None = None
+    overflow_style: OverflowStyle = "openai"
     rules: list[Rule] = []
 
 

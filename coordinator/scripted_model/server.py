@@ -163,10 +163,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         engine = self.server.engine
         if self.path.rstrip("/") in ("/v1/models", "/models"):
+            window = engine.scenario.context_window
+            extra = {} if window is None else {"max_model_len": window}  # as vLLM lists it
             payload = {
                 "object": "list",
                 "data": [
-                    {"id": m, "object": "model", "created": 0, "owned_by": "specrun"}
+                    {"id": m, "object": "model", "created": 0, "owned_by": "specrun", **extra}
                     for m in engine.scenario.models
                 ],
             }
@@ -217,7 +219,10 @@ class _Handler(BaseHTTPRequestHandler):
         extra = {}
         if failure.retry_after is not None:
             extra["Retry-After"] = f"{failure.retry_after:g}"
-        self._send_json(failure.status, self._error_payload(failure.status, failure.message), extra)
+        body = failure.body
+        if body is None:
+            body = self._error_payload(failure.status, failure.message)
+        self._send_json(failure.status, body, extra)
 
     def _send_completion(self, answer: Answer) -> None:
         self._pause(answer.latency_s)

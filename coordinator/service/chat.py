@@ -18,9 +18,11 @@ from pathlib import Path
 import msgspec
 
 from coordinator.memory import AbortReason, AbortSignal, MemoryPrefetcher, Recaller
+from coordinator.service import compaction
 from coordinator.service.accept_record import settle_pending
+from coordinator.service.context_meter import DEFAULT_WINDOW, ContextMeter
 from coordinator.service.emitter import Emitter
-from coordinator.service.history import HistoryStore
+from coordinator.service.history import CompactionRecord, HistoryStore
 from coordinator.service.loop_detect import LoopDetector
 from coordinator.service.pool import WorkerHandle, WorkerStartError
 from coordinator.service.ports import ChatWorkers
@@ -35,7 +37,7 @@ from coordinator.service.tool_exec import (
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
-from protocol.control import TurnEndReason
+from protocol.control import ContextInfo, TurnEndReason
 from protocol.model import (
     ChatRequest,
     ChatResult,
@@ -44,6 +46,8 @@ from protocol.model import (
     StreamEvent,
     TextDelta,
 )
+from protocol.model.overflow import stated_window
+from protocol.model.tokens import cut_to_tokens, estimate_request, estimate_tokens
 from protocol.tools import SHELL_TOOL, WRITE_TOOLS
 from protocol.work import WorkerEvent
 
@@ -57,6 +61,13 @@ class TurnResult:
     reason: TurnEndReason  # never ``accepted`` or ``debounced``: those end accepts
     message: str = ""
     elapsed_s: float = 0.0
+
+
+CONTEXT_FULL = (
+    "The conversation does not fit the model's context window even after compacting it; "
+    "run `specrun reset` to start a new session (this one stays on disk), or set "
+    "contextWindow if the model's window is smaller than specrun thinks."
+)
 
 
 @dataclass
@@ -88,8 +99,17 @@ class MainChat:
         self.approval_mode = settings.approval_mode
         self.history_store = HistoryStore(self.project_root)
         settle_pending(self.project_root, self.history_store)  # after overlay.recover()
-        self.history: list[Message] = self.history_store.load()
+        loaded = self.history_store.load_report()
+        self.history: list[Message] = loaded.messages  # the compacted view, if compacted
+        self.compactions = len(loaded.compactions)
         self.session_id = self.history_store.current_session().session_id
+        configured = settings.context_window
+        self.context = ContextMeter(
+            window=configured or DEFAULT_WINDOW,
+            source="setting" if configured else "default",
+            compact_at=settings.compact_at,
+        )
+        self._window_asked = bool(configured)  # the endpoint is asked once, at first use
         self.tools_exec = ToolExecutor(
             workers, str(self.project_root), settings.containment().limits
         )
@@ -103,7 +123,7 @@ class MainChat:
         self.snapshot: CacheSafeSnapshot | None = None
         self._snapshot_key: bytes | None = None
         self._snapshot_version = 0
-        self.session_turns = sum(1 for m in self.history if m.role == "user")
+        self.session_turns = sum(1 for m in loaded.full_messages if m.role == "user")
         self.session_tokens = 0
         self._turn_lock = asyncio.Lock()
         self._turn_task: asyncio.Task[TurnResult] | None = None
@@ -113,6 +133,9 @@ class MainChat:
         self._approvals: dict[tuple[int, str], _Approval] = {}
         self._client_pid: int | None = None  # the asking client of the running turn
         self._from_accept = False  # the running turn is an accept's fallback (no flags)
+        self._last_compaction = ""
+        self._context_key: tuple[int, int, int] | None = None  # of the cached status estimate
+        self._context_tokens = 0
 
     # -- the loop -------------------------------------------------------------
 
@@ -195,6 +218,7 @@ class MainChat:
         self.session_turns += 1
         try:
             system, tools = self.system_prompt(), await self.workers.wait_tools()
+            await self.resolve_window()
             reminders: list[str] = []
             await asyncio.sleep(0)  # let a recall that is already done settle: consume point 1
             memory = self.prefetcher.consume_for_user_query()
@@ -208,7 +232,7 @@ class MainChat:
                     # Not an empty success: the person sees the model's own words, and the
                     # history keeps them as the answer (no calls, so it stays valid).
                     await self.record(Message.assistant(answer.refusal))
-                    self.save_snapshot(system, tools)
+                    await self._end_of_turn(out, system, tools)
                     return TurnResult("refused", answer.refusal, time.monotonic() - started)
                 await self.record(answer.message)
                 if loops.observe(answer.message):
@@ -225,7 +249,7 @@ class MainChat:
                         "The session token limit was reached; run `specrun reset`.",
                     )
                 if not answer.message.tool_calls:
-                    self.save_snapshot(system, tools)
+                    await self._end_of_turn(out, system, tools)
                     return TurnResult("completed", elapsed_s=time.monotonic() - started)
                 results: list[ToolResult] = []
                 try:
@@ -254,14 +278,16 @@ class MainChat:
                     Message.tool(tuple(results), reminders=(memory,) if memory else ())
                 )
             self.prefetcher.abort_and_clear(AbortReason.BOUNDED_TURNS_ZERO)
-            self.save_snapshot(system, tools)
+            await self._end_of_turn(out, system, tools)
             return TurnResult(
                 "max_turns_per_query",
                 f"Stopped after {settings.max_turns_per_query} model turns for one query.",
             )
         except (ModelError, WorkerStartError) as exc:
             self.prefetcher.abort_and_clear(AbortReason.ERROR)
-            return TurnResult("error", str(exc), time.monotonic() - started)
+            overflow = isinstance(exc, ModelError) and exc.kind == "context_length"
+            message = CONTEXT_FULL if overflow else str(exc)
+            return TurnResult("error", message, time.monotonic() - started)
         except asyncio.CancelledError:
             turn_abort.abort("turn aborted")
             self.prefetcher.abort_and_clear(AbortReason.TURN_ABORTED)
@@ -277,22 +303,142 @@ class MainChat:
     async def _ask_model(
         self, out: Emitter, system: str, tools: tuple[ToolSpec, ...]
     ) -> ChatResult:
-        """One model request over the history; its words stream to the client."""
-        request = ChatRequest(
-            system=system,
-            history=tuple(self.history),
-            tools=tools,
-            model=self.model_name,
-            purpose="main",
-        )
+        """One model request over the history; its words stream to the client.
 
-        async def show(event: StreamEvent) -> None:
-            if isinstance(event, TextDelta):
-                await out.text(event.text)
+        A request that would not fit the window is preceded by a compaction; a provider
+        that still refuses it as too long gets one more try after a compaction (its
+        error may name the real window), then the turn ends with ``CONTEXT_FULL``."""
+        estimate = self.context.estimate(system, self.history, tools)
+        if estimate > self.context.mid_turn_limit:
+            await self._compact(out, system, tools)
+        for attempt in (1, 2):
+            request = ChatRequest(
+                system=system,
+                history=tuple(self.history),
+                tools=tools,
+                model=self.model_name,
+                purpose="main",
+            )
 
-        result = await self.model.chat(request, show)
+            async def show(event: StreamEvent) -> None:
+                if isinstance(event, TextDelta):
+                    await out.text(event.text)
+
+            try:
+                result = await self.model.chat(request, show)
+            except ModelError as exc:
+                if exc.kind != "context_length" or attempt == 2:
+                    raise
+                refused = self.context.estimate(system, self.history, tools)
+                self.context.learn_limit(stated_window(str(exc)), refused)
+                log.warning("the provider refused %d estimated tokens as too long", refused)
+                if not await self._compact(out, system, tools, forced=True):
+                    raise
+                continue
+            break
         self.session_tokens += result.usage.total_tokens
+        self.context.reported(result.usage, len(self.history) + 1)  # + this answer
         return result
+
+    # -- context ----------------------------------------------------------------
+
+    async def resolve_window(self) -> None:
+        """Ask the endpoint for the model's window once, unless the setting gives it."""
+        if self._window_asked:
+            return
+        self._window_asked = True
+        reported = await self.model.context_window(self.model_name)
+        if reported is not None and self.context.source == "default":
+            self.context.window, self.context.source = reported, "endpoint"
+
+    async def _end_of_turn(self, out: Emitter, system: str, tools: tuple[ToolSpec, ...]) -> None:
+        """Compact when the next request would pass ``compactAt`` of the window, then
+        keep the snapshot speculations fork from (so they fork from the compacted view)."""
+        if self.context.estimate(system, self.history, tools) > self.context.compact_threshold:
+            await self._compact(out, system, tools)
+        self.save_snapshot(system, tools)
+
+    async def compact_on_request(self, out: Emitter) -> str | None:
+        """``specrun compact``: after the running turn, summarize all but the last turn.
+        What was done in one sentence, or None when there is nothing to summarize."""
+        async with self._turn_lock:
+            system, tools = self.system_prompt(), await self.workers.wait_tools()
+            await self.resolve_window()
+            before = self.compactions
+            await self._compact(out, system, tools, on_request=True)
+            if self.compactions == before:
+                return None
+            self.save_snapshot(system, tools)
+            return self._last_compaction
+
+    async def _compact(
+        self,
+        out: Emitter,
+        system: str,
+        tools: tuple[ToolSpec, ...],
+        *,
+        forced: bool = False,
+        on_request: bool = False,
+    ) -> bool:
+        """Replace the oldest part of the history by a summary (on disk first: one
+        compaction record); whether anything was compacted. ``forced``: after an
+        overflow error, where a cut anywhere beats none."""
+        context = self.context
+        before = context.estimate(system, self.history, tools)
+        keep = context.keep_tokens // (2 if forced else 1)
+        cut = compaction.split_point(self.history, keep, on_request=on_request)
+        if cut is None:
+            log.info("nothing to compact (%d messages)", len(self.history))
+            return False
+        old, kept = self.history[:cut], self.history[cut:]
+        full = await asyncio.to_thread(lambda: self.history_store.load_report().full_messages)
+        stands_for = full[: len(full) - len(kept)]
+        summary = await compaction.summarize(
+            self.model,
+            self.fast_model,
+            old,
+            input_tokens=context.window // 2,
+            kept_facts=compaction.facts(stands_for),
+        )
+        message = compaction.summary_message(summary.text)
+        compacted = [message, *kept]
+        after = estimate_request(system, compacted, tools)
+        record = CompactionRecord(
+            summary=message,
+            kept=len(kept),
+            summarized=len(old),
+            tokens_before=before,
+            tokens_after=after,
+            created=time.time(),
+            by=summary.by,
+        )
+        await asyncio.to_thread(self.history_store.append_compaction, record)
+        self.history = compacted
+        context.forget()
+        context.last_estimate = after
+        self.compactions += 1
+        how = "" if summary.by == "model" else " (the fast model failed: kept the facts only)"
+        self._last_compaction = (
+            f"Compacted the conversation: {len(old)} earlier messages summarized{how}, "
+            f"about {before:,} -> {after:,} tokens of the {context.window:,}-token window."
+        )
+        await out.notice(self._last_compaction)
+        return True
+
+    def _fit_result(self, result: ToolResult) -> ToolResult:
+        """One tool result may take at most a quarter of the window: cut with a note."""
+        limit = self.context.tool_result_tokens
+        body = result.error if result.error is not None else result.output or ""
+        if estimate_tokens(body) <= limit:
+            return result
+        cut = cut_to_tokens(body, limit - 60)
+        note = (
+            f"\n[Output cut to fit the model's context window: showing {len(cut):,} of "
+            f"{len(body):,} characters; ask for a narrower part to see more.]"
+        )
+        if result.error is not None:
+            return ToolResult(result.call_id, result.name, error=cut + note)
+        return ToolResult(result.call_id, result.name, output=cut + note)
 
     async def _run_tool(
         self, out: Emitter, call: ToolCall, mode: ApprovalMode, can_confirm: bool
@@ -318,7 +464,9 @@ class MainChat:
                     out, call, self._refusal_text(can_confirm, call, outcome.needs_approval)
                 )
             outcome = await self.tools_exec.run(call, "full")
-        result = ToolResult(call.id, call.name, outcome.result.output, outcome.result.error)
+        result = self._fit_result(
+            ToolResult(call.id, call.name, outcome.result.output, outcome.result.error)
+        )
         await out.tool(
             call, "success" if result.ok else "error", result.error or result.output or ""
         )
@@ -477,6 +625,24 @@ class MainChat:
             version=self._snapshot_version,
         )
 
+    def context_info(self) -> ContextInfo:
+        """How full the window is, for ``status``: estimated without a request, once per
+        change of the history (status is polled; the estimate reads the history)."""
+        key = (len(self.history), self.compactions, self.context.window)
+        if self._context_key != key:
+            self._context_key = key
+            self._context_tokens = self.context.estimate(
+                self.system_prompt(), self.history, self.tools()
+            )
+        tokens = self._context_tokens
+        return ContextInfo(
+            window=self.context.window,
+            window_source=self.context.source,
+            tokens=tokens,
+            compact_at=self.context.compact_at,
+            compactions=self.compactions,
+        )
+
     def model_turns(self) -> int:
         return sum(1 for m in self.history if m.role == "assistant")
 
@@ -491,6 +657,8 @@ class MainChat:
         self._snapshot_key = None
         self.session_turns = 0
         self.session_tokens = 0
+        self.compactions = 0
+        self.context.forget()
 
     def turn_slot(self) -> asyncio.Lock:
         """The one-turn-at-a-time lock (see ``ForkSource.turn_slot``)."""

@@ -7,6 +7,12 @@ One file per session, ``<project>/.specrun/sessions/<session-id>.jsonl``::
     {"batch":2}                                                               marks a multi-message
     {"role":"assistant",…}                                                    append: the next 2
     {"role":"tool",…}                                                         lines go together
+    {"compaction":{"summary":{…},"kept":6,…}}                                   a compaction
+
+A compaction record replaces everything before it except the last ``kept`` messages of the
+view it compacted with its ``summary`` message: ``load`` returns that compacted view
+(summary, kept messages, everything appended after), while every message stays in the file
+(``load_report(...).full_messages``). A later compaction's summary covers the earlier one.
 
 Guarantees:
 
@@ -18,6 +24,8 @@ Guarantees:
   corrupt line is skipped (with a log line). Before the next append the torn tail is cut off,
   so new records never get glued to a fragment.
 * ``sessions/CURRENT`` names the current session, so a restarted service reloads it.
+* A compaction is one line, appended like the rest: a crash before its fsync leaves the
+  uncompacted view, whole; a torn record is cut off like any torn line.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ import secrets
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
@@ -42,6 +50,7 @@ log = logging.getLogger(__name__)
 FORMAT = "specrun-session/1"
 CURRENT_FILE = "CURRENT"
 _BATCH_PREFIX = b'{"batch":'
+_COMPACTION_PREFIX = b'{"compaction":'
 
 
 class SessionHeader(msgspec.Struct, frozen=True):
@@ -52,6 +61,25 @@ class SessionHeader(msgspec.Struct, frozen=True):
 
 class _BatchMarker(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     batch: int
+
+
+class CompactionRecord(msgspec.Struct, frozen=True):
+    """One compaction: ``summary`` stands for every message of the view before the last
+    ``kept``. ``summarized`` (how many messages it replaced), the estimated request
+    tokens before and after, and ``by`` (``model``: the fast model wrote it; ``fallback``:
+    built without a model after the model failed) are for ``status`` and diagnostics."""
+
+    summary: Message
+    kept: int
+    summarized: int
+    tokens_before: int
+    tokens_after: int
+    created: float
+    by: str = "model"
+
+
+class _CompactionLine(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    compaction: CompactionRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,17 +97,20 @@ class Session:
 class LoadReport:
     """What ``load`` found, for diagnostics and tests."""
 
-    messages: list[Message]
+    messages: list[Message]  # the view a request sends: compacted, if it was
     valid_bytes: int  # length of the prefix made of complete, accepted records
     total_bytes: int
     skipped_lines: int  # corrupt lines in the middle and records of dropped batches
     torn_tail: bool  # the file ended in a partial line or an incomplete batch
+    full_messages: list[Message] = field(default_factory=list)  # every message on disk
+    compactions: list[CompactionRecord] = field(default_factory=list)
 
 
 _ENC = msgspec.json.Encoder()
 _MSG_DEC = msgspec.json.Decoder(Message)
 _HEADER_DEC = msgspec.json.Decoder(SessionHeader)
 _MARKER_DEC = msgspec.json.Decoder(_BatchMarker)
+_COMPACTION_DEC = msgspec.json.Decoder(_CompactionLine)
 
 
 def new_session_id(now: float | None = None) -> str:
@@ -92,7 +123,9 @@ def new_session_id(now: float | None = None) -> str:
 
 def parse_session_bytes(data: bytes) -> tuple[SessionHeader | None, LoadReport]:
     """Decode a session file's bytes; never raises."""
-    messages: list[Message] = []
+    messages: list[Message] = []  # every message, in order
+    compactions: list[CompactionRecord] = []
+    view_start = 0  # where the messages after the last compaction's summary begin
     skipped = 0
     torn = False
     header: SessionHeader | None = None
@@ -123,6 +156,18 @@ def parse_session_bytes(data: bytes) -> tuple[SessionHeader | None, LoadReport]:
         if not line.strip():
             pos = end
             valid_end = end
+            continue
+        if line.startswith(_COMPACTION_PREFIX):
+            try:
+                record = _COMPACTION_DEC.decode(line).compaction
+            except msgspec.DecodeError:
+                skipped += 1
+                log.warning("skipping a corrupt compaction record at byte %d", pos)
+            else:
+                compactions.append(record)
+                view_start = max(view_start, len(messages) - max(0, record.kept))
+                valid_end = end
+            pos = end
             continue
         if line.startswith(_BATCH_PREFIX):
             try:
@@ -159,7 +204,10 @@ def parse_session_bytes(data: bytes) -> tuple[SessionHeader | None, LoadReport]:
             log.warning("skipping a corrupt history line at byte %d", pos)
         pos = end
     torn = torn or data[valid_end:].strip() != b""
-    return header, LoadReport(messages, valid_end, size, skipped, torn)
+    view = messages
+    if compactions:
+        view = [compactions[-1].summary, *messages[view_start:]]
+    return header, LoadReport(view, valid_end, size, skipped, torn, messages, compactions)
 
 
 class HistoryStore:
@@ -251,6 +299,14 @@ class HistoryStore:
         data = b"\n".join(lines) + b"\n"
         if len(batch) > 1:
             data = _ENC.encode(_BatchMarker(len(batch))) + b"\n" + data
+        self._write(data)
+
+    def append_compaction(self, record: CompactionRecord) -> None:
+        """Persist a compaction (one line, write + fsync); from then on ``load`` returns
+        the compacted view. Returns once durable."""
+        self._write(_ENC.encode(_CompactionLine(record)) + b"\n")
+
+    def _write(self, data: bytes) -> None:
         with self._lock:
             if self._session is None:
                 self._session = self._find_current() or self._create_session()

@@ -52,7 +52,10 @@ async def open_model_endpoint(
         if not scenario_file.is_absolute():
             scenario_file = project_root / scenario_file
         server = ScriptedModelServer(
-            load_scenario(scenario_file), port=0, request_log=os.environ.get("SPECRUN_MODEL_LOG")
+            load_scenario(scenario_file),
+            port=0,
+            request_log=os.environ.get("SPECRUN_MODEL_LOG"),
+            keep_requests=0,  # nothing in the service reads them: a long session keeps none
         )
         await asyncio.to_thread(server.start)
         base_url = server.base_url

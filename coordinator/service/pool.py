@@ -23,6 +23,7 @@ from typing import Any
 
 import multiprocess
 import multiprocess.forkserver
+import multiprocess.resource_tracker
 import multiprocess.spawn
 import multiprocess.util
 import psutil
@@ -35,7 +36,14 @@ from protocol import codec
 from protocol.chat import ToolSpec
 from protocol.control import JobKind, WorkerInfo, WorkerSandbox, WorkerState
 from protocol.endpoints import make_router
-from protocol.work import Heartbeat, Hello, LayerStatus, WorkerEvent, WorkerJob
+from protocol.work import (
+    PROJECT_ROOT_ENV,
+    Heartbeat,
+    Hello,
+    LayerStatus,
+    WorkerEvent,
+    WorkerJob,
+)
 
 log = logging.getLogger("specrun.pool")
 
@@ -59,6 +67,7 @@ PRELOAD = [
     "worker.gate",
     "worker.shell",
     "bashlex",
+    "worker.preloaded",  # last: the project listed for git, the freed heap given back
 ]
 
 
@@ -93,6 +102,22 @@ if not getattr(multiprocess.spawn.get_preparation_data, "_specrun", False):
     multiprocess.spawn.get_preparation_data = _without_main(multiprocess.spawn.get_preparation_data)
     multiprocess.spawn.get_preparation_data._specrun = True
 
+
+def _without_resource_tracker() -> None:
+    """Keep ``multiprocess`` from starting its resource tracker (a whole interpreter, about
+    10 MB) next to the fork server.
+
+    The tracker only unlinks named semaphores and shared memory that a crashed process
+    leaked; specrun creates neither (no multiprocess locks, queues or shared memory: workers
+    talk over ZeroMQ). ``multiprocess`` starts it anyway, and hands its pipe to the fork
+    server and every worker, unless a pipe is already there: give it ``/dev/null``. Its
+    liveness probe then succeeds and a registration (there is none) would go nowhere."""
+    tracker = multiprocess.resource_tracker._resource_tracker
+    if tracker._fd is None:
+        tracker._fd = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+
+
+_without_resource_tracker()
 
 _DEPARTED_S = 10.0
 _MAX_EARLY_HELLOS = 16
@@ -155,8 +180,10 @@ class WorkerPool:
         heartbeat_s: float = 1.0,
         hang_after_s: float = 5.0,
         start_timeout_s: float = 15.0,
+        project_root: str | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self.project_root = project_root
         self.epoch = epoch
         self.size = max(0, size)
         self.heartbeat_s = heartbeat_s
@@ -194,7 +221,10 @@ class WorkerPool:
         once. It imports the worker modules (``PRELOAD``) and probes the containment
         profile in its own process (about a second): started first, that overlaps what
         this process does next (the service's own imports and set-up) instead of
-        following it."""
+        following it. With ``project_root`` the fork server also lists the project's
+        directories for the git hazard check (``worker.preloaded``)."""
+        if self.project_root is not None:
+            os.environ[PROJECT_ROOT_ENV] = self.project_root  # the fork server's environment
         multiprocess.forkserver.ensure_running()
 
     async def start(self, *, wait_warm: bool = True) -> None:

@@ -31,6 +31,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from protocol.chat import Usage
 from protocol.model.assemble import StreamAssembler, parse_completion
 from protocol.model.errors import ErrorKind, ModelError, one_line, redact
+from protocol.model.overflow import is_context_overflow, window_in_body
 from protocol.model.request import (
     ChatRequest,
     ChatResult,
@@ -288,6 +289,15 @@ class ModelClient:
             return self._error(
                 "timeout", f"The model endpoint {ep} timed out the request (HTTP 408).", status=408
             )
+        overflow, window = self._overflow(response)
+        if overflow:
+            size = f"; context window is {window} tokens" if window else ""
+            return self._error(
+                "context_length",
+                f"The model endpoint {ep} refused the request because it does not fit the "
+                f"model's context window (HTTP {status}{size}){suffix}.",
+                status=status,
+            )
         hint = ""
         if status == 404:
             hint = "is the base URL right (it usually ends in /v1)?"
@@ -297,6 +307,21 @@ class ModelClient:
             status=status,
             hint=hint,
         )
+
+    def _overflow(self, response: httpx.Response) -> tuple[bool, int | None]:
+        """Whether an error answer is a context overflow, and the window its body names."""
+        try:
+            raw = response.content
+        except httpx.ResponseNotRead:
+            return False, None
+        try:
+            payload = msgspec.json.decode(raw) if raw else None
+        except msgspec.DecodeError:
+            payload = None
+        text = raw[:4096].decode("utf-8", "replace")
+        if not is_context_overflow(response.status_code, payload, text):
+            return False, None
+        return True, window_in_body(payload)
 
     def _error_detail(self, response: httpx.Response) -> str:
         """The server's own error text, if any, on one line."""
@@ -554,3 +579,70 @@ class ModelClient:
                 "something other than an OpenAI model list.",
             )
         return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
+
+    async def context_window(self, model: str, timeout_s: float = 3.0) -> int | None:
+        """The context window (tokens) the endpoint reports for ``model``, or None.
+
+        Asks, in order, what servers publish: the OpenAI model list's ``max_model_len``
+        (vLLM), ``context_length`` or ``max_context_length`` (Ollama's and LM Studio's
+        listings, OpenRouter); then llama.cpp's ``GET /props`` (``n_ctx``); then Ollama's
+        ``POST /api/show`` (``model_info.<arch>.context_length``). Hosted APIs that
+        publish none of it (OpenAI, DashScope) get one request. Never raises: a server
+        that answers none of these gives None."""
+        headers = self._headers("main", stream=False)
+        headers.pop(DASHSCOPE_CACHE_HEADER, None)
+        headers.pop(PURPOSE_HEADER)  # not a request of the chat: counted as none
+        root = self._base_url.removesuffix("/v1")
+        hosted = self.dashscope or self._thinking_style == "omit"
+        probes: list[tuple[str, str, Any]] = [("GET", f"{self._base_url}/models", None)]
+        if not hosted:
+            probes += [("GET", f"{root}/props", None), ("POST", f"{root}/api/show", model)]
+        for method, url, name in probes:
+            try:
+                # Ollama reads `model` (older versions `name`).
+                body = {"model": name, "name": name}
+                content = msgspec.json.encode(body) if name is not None else None
+                response = await self._http.request(
+                    method, url, headers=headers, content=content, timeout=timeout_s
+                )
+                if response.status_code != 200:
+                    continue
+                payload = msgspec.json.decode(response.content)
+            except (httpx.HTTPError, msgspec.DecodeError):
+                continue
+            window = _reported_window(payload, model)
+            if window is not None:
+                return window
+        return None
+
+
+def _positive_int(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+def _reported_window(payload: Any, model: str) -> int | None:
+    """A context window in a model list, a llama.cpp ``/props`` or an Ollama
+    ``/api/show`` answer."""
+    if not isinstance(payload, dict):
+        return None
+    listed = payload.get("data")
+    if isinstance(listed, list):
+        entries = [m for m in listed if isinstance(m, dict)]
+        matching = [m for m in entries if m.get("id") == model] or entries[:1]
+        for entry in matching:
+            for key in ("max_model_len", "context_length", "max_context_length"):
+                if (found := _positive_int(entry.get(key))) is not None:
+                    return found
+        return None
+    settings = payload.get("default_generation_settings")
+    for holder in (settings, payload):
+        if isinstance(holder, dict) and (found := _positive_int(holder.get("n_ctx"))):
+            return found
+    info = payload.get("model_info")
+    if isinstance(info, dict):
+        for key, value in info.items():
+            if key.endswith(".context_length") and (found := _positive_int(value)):
+                return found
+    return None

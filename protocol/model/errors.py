@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-ErrorKind = Literal["auth", "rate_limit", "server", "connect", "timeout", "protocol", "bad_request"]
+ErrorKind = Literal[
+    "auth",
+    "rate_limit",
+    "server",
+    "connect",
+    "timeout",
+    "protocol",
+    "bad_request",
+    "context_length",
+]
 
 RETRYABLE_KINDS: frozenset[str] = frozenset({"rate_limit", "server", "connect"})
 
@@ -21,7 +30,9 @@ class ModelError(Exception):
     ``kind``: ``auth`` (401/403), ``rate_limit`` (429), ``server`` (5xx, or an error
     event in a stream), ``connect`` (refused, unreachable, dropped connection),
     ``timeout`` (connect or read timeout, or the optional total cap), ``protocol``
-    (an answer the client cannot parse) or ``bad_request`` (any other 4xx).
+    (an answer the client cannot parse), ``context_length`` (the request does not fit the
+    model's context window: a 400 whose body says so, see ``overflow.py``) or
+    ``bad_request`` (any other 4xx).
     ``status`` is the HTTP status when there was one, ``retry_after`` the server's
     Retry-After in seconds, ``attempts`` how many requests were made in total.
     """

@@ -14,8 +14,15 @@ import msgspec
 
 from protocol.chat import Message, ToolSpec, Usage, to_openai
 
-Purpose = Literal["main", "suggestion", "speculation", "pipelined", "recall"]
-PURPOSES: tuple[Purpose, ...] = ("main", "suggestion", "speculation", "pipelined", "recall")
+Purpose = Literal["main", "suggestion", "speculation", "pipelined", "recall", "compaction"]
+PURPOSES: tuple[Purpose, ...] = (
+    "main",
+    "suggestion",
+    "speculation",
+    "pipelined",
+    "recall",
+    "compaction",
+)
 
 EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 

@@ -238,3 +238,53 @@ def test_sigkill_mid_append_never_loses_an_acknowledged_turn(tmp_path: Path) -> 
         assert ids == list(range(len(ids))), "appends out of order or duplicated"
         next_index = len(ids)
     assert next_index > 0
+
+
+# -- compaction records -------------------------------------------------------------------
+
+
+def _compaction(summary: str, kept: int) -> history_mod.CompactionRecord:
+    return history_mod.CompactionRecord(
+        summary=Message.user("", reminders=(summary,)),
+        kept=kept,
+        summarized=0,
+        tokens_before=1000,
+        tokens_after=100,
+        created=1.0,
+    )
+
+
+def test_a_compaction_gives_the_compacted_view_and_keeps_every_message(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    store.append(turn(0))
+    store.append(turn(1))
+    store.append_compaction(_compaction("first", kept=4))
+    store.append(turn(2))
+    first = Message.user("", reminders=("first",))
+    assert store.load() == [first, *turn(1), *turn(2)]
+    store.append_compaction(_compaction("second", kept=2))  # of the view: turn 2's end
+    store.append([Message.user("after")])
+    report = HistoryStore(tmp_path).load_report()  # a restart
+    second = Message.user("", reminders=("second",))
+    assert report.messages == [second, *turn(2)[2:], Message.user("after")]
+    assert report.full_messages == [*turn(0), *turn(1), *turn(2), Message.user("after")]
+    assert [c.summary for c in report.compactions] == [first, second]
+    assert not report.torn_tail and report.valid_bytes == report.total_bytes
+
+
+def test_a_torn_compaction_record_leaves_the_uncompacted_view_whole(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path)
+    store.append(turn(0))
+    store.append(turn(1))
+    path = store.current_session().path
+    intact = path.read_bytes()
+    store.append_compaction(_compaction("lost", kept=4))
+    whole = path.read_bytes()
+    store.close()
+    for cut in range(len(intact), len(whole) - 1, 7):  # a crash anywhere in its write
+        path.write_bytes(whole[:cut])
+        reloaded = HistoryStore(tmp_path)
+        assert reloaded.load() == [*turn(0), *turn(1)]
+        reloaded.append([Message.user("next")])  # cuts the torn record first
+        assert reloaded.load() == [*turn(0), *turn(1), Message.user("next")]
+        reloaded.close()

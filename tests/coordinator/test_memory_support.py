@@ -179,16 +179,21 @@ async def simulated_turn(
     answer_s: float = 0.01,
     turn_abort: AbortLike | None = None,
     other_reminders: tuple[str, ...] = ("<environment details>",),
+    prepared: Callable[[], bool] | None = None,
 ) -> TurnTrace:
     """What the main turn loop does around recall, with real asyncio timing.
 
-    ``prepare_s``: building the user-query request. ``tool_turns``: for each model turn that
-    calls a tool, the time the model + tool take before the tool-result request is built.
-    ``answer_s``: the final text-only answer.
+    ``prepare_s``: building the user-query request; with ``prepared`` it lasts at least
+    until that holds too (a test about what is consumed when the recall is ready, on a
+    machine too loaded to be ready in ``prepare_s``). ``tool_turns``: for each model turn
+    that calls a tool, the time the model + tool take before the tool-result request is
+    built. ``answer_s``: the final text-only answer.
     """
     started = time.perf_counter()
     prefetcher.fire(query, turn_abort)
     await asyncio.sleep(prepare_s)
+    if prepared is not None:
+        await until(prepared)
     t0 = time.perf_counter()
     memory = prefetcher.consume_for_user_query()
     t1 = time.perf_counter()

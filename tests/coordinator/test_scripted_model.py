@@ -544,7 +544,7 @@ def test_missing_reply_and_other_rule_shapes(tmp_path: Path) -> None:
 def test_more_validation_messages(tmp_path: Path) -> None:
     assert _error(tmp_path, "rules:\n  - when: {purpose: chat}\n    reply: {text: a}\n") == (
         "rules[0].when.purpose: expected one of main, suggestion, speculation, pipelined, "
-        "recall, got 'chat'"
+        "recall, compaction, got 'chat'"
     )
     assert _error(tmp_path, "rules:\n  - reply: {tool_calls: [{arguments: {}}]}\n") == (
         "rules[0].reply.tool_calls[0]: missing required field `name`"
@@ -810,3 +810,36 @@ def test_single_suggestion_requests_are_unchanged(serve: ServerFactory) -> None:
     single = body(*history, response_format=suggestion_response_format(1))
     assert parse_suggestion_reply(answer_text(post(server, single, "pipelined"))) == "commit this"
     assert "alternatives" not in server.requests[-1]
+
+
+# -- playing a context window --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("style", ["openai", "vllm", "dashscope", "llamacpp"])
+def test_a_window_refuses_longer_requests_as_that_provider_does(style: str) -> None:
+    from protocol.model.tokens import estimate_json_tokens
+
+    short = [{"role": "user", "content": "hi"}]
+    long = [{"role": "user", "content": "word " * 400}]
+    rules = [{"default": {"text": "ok"}}]
+    scenario = {"context_window": 300, "overflow_style": style, "rules": rules}
+    with ScriptedModelServer(scenario) as server:
+        url = f"{server.base_url}/chat/completions"
+        fits = httpx.post(url, json={"model": "scripted", "messages": short}, timeout=5)
+        refused = httpx.post(url, json={"model": "scripted", "messages": long}, timeout=5)
+        outcomes = [r["outcome"] for r in server.requests]
+    assert fits.status_code == 200
+    usage = fits.json()["usage"]
+    assert usage["prompt_tokens"] == estimate_json_tokens(short[0])  # specrun's own count
+    answer = {"role": "assistant", "content": "ok"}
+    assert usage["completion_tokens"] == estimate_json_tokens(answer)
+    assert refused.status_code == 400
+    body = refused.json()
+    error = body.get("error", body)
+    assert {
+        "openai": error.get("code") == "context_length_exceeded",
+        "vllm": "maximum context length is 300 tokens" in error.get("message", ""),
+        "dashscope": "Range of input length should be [1, 300]" in error.get("message", ""),
+        "llamacpp": error.get("type") == "exceed_context_size_error" and error["n_ctx"] == 300,
+    }[style]
+    assert outcomes == ["reply", "context_overflow"]

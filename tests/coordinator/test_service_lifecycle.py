@@ -28,6 +28,20 @@ def test_stop_returns_only_after_every_service_process_exited(specrun: Specrun) 
         assert processes_with_env(specrun.env.runtime) == []
 
 
+def test_an_idle_service_runs_no_resource_tracker(specrun: Specrun) -> None:
+    """The idle family is the coordinator, the fork server and each warm worker with its
+    sandbox helper: no ``multiprocess`` resource tracker (a whole interpreter, about 10 MB,
+    for semaphores and shared memory specrun never creates)."""
+    specrun.run("start", check=True)
+    try:
+        family = service_processes(specrun.service_pid())
+        commands = [" ".join(p.cmdline()) for p in family]
+        assert any("forkserver" in c for c in commands), commands
+        assert not any("resource_tracker" in c for c in commands), commands
+    finally:
+        specrun.run("stop", check=True)
+
+
 @pytest.mark.parametrize("how", ["deleted", "moved"])
 def test_a_service_whose_project_disappears_exits_cleanly(
     specrun: Specrun, tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch

@@ -35,6 +35,7 @@ REQUESTS = [
     control.AcceptRequest(5, "tab"),
     control.RejectRequest(6),
     control.ResetRequest(7),
+    control.CompactRequest(7),
     control.WorkersRequest(8),
     control.StatsRequest(9),
     control.KillWorkerRequest(10, 1234),
@@ -64,6 +65,7 @@ REPLIES = [
         (INFO,),
         True,
         True,
+        context=control.ContextInfo(32768, "endpoint", 1200, 0.8, 0),
     ),
     control.SuggestionReply(5, "run the tests", True, None, SPEC_INFO),
     control.StatsReply(

@@ -214,12 +214,14 @@ def harness(spec_project: Path) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def stop_multiprocess_helpers() -> Iterator[None]:
-    """``multiprocess`` starts a fork server and a resource tracker on first use and keeps
-    them for the whole session. Stop both once a module that started workers is done, so
-    no child process of the test run outlives its tests (other tests check for leftover
-    children); the next user starts them again on demand."""
+    """``multiprocess`` starts a fork server on first use and keeps it for the whole
+    session. Stop it once a module that started workers is done, so no child process of
+    the test run outlives its tests (other tests check for leftover children); the next
+    user starts it again on demand. (The pool keeps ``multiprocess`` from starting its
+    resource tracker; should one have started anyway, it is stopped too.)"""
     yield
     from multiprocess import forkserver, resource_tracker
 
     forkserver._forkserver._stop()
-    resource_tracker._resource_tracker._stop()
+    if resource_tracker._resource_tracker._pid is not None:
+        resource_tracker._resource_tracker._stop()

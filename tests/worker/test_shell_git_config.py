@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from overlay import Overlay
+from worker.gate import evaluate
+from worker.shell import git_tree_scan
 from worker.shell.git_config import (
     GIT_ENV_TO_REMOVE,
     HARDENED_GIT_ENV,
@@ -199,3 +202,181 @@ def test_hardened_git_runs_no_configured_program(tmp_path: Path) -> None:
     # and the same config without hardening does run the hook (the test can fail)
     subprocess.run(["git", "diff"], cwd=repo, env=env, capture_output=True, timeout=60)
     assert marker.exists()
+
+
+# -- a large generated repository: every class of hazard found, after the scan remembered it --
+
+GIT_ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+}
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=m"]
+
+
+def generated_repository(root: Path, files: int) -> Path:
+    """``files`` tracked files in 16-file directories three levels deep, committed."""
+    for i in range(files):
+        d = root / f"p{i // 800}" / f"m{i // 160 % 5}" / f"s{i // 16 % 10}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i}.py").write_text(f"x = {i}\n")
+    (root / "p0" / "m0" / ".gitattributes").write_text("*.py diff=python\n")  # tracked, harmless
+    subprocess.run([*GIT, "init", "-q"], cwd=root, env=GIT_ENV, check=True)
+    subprocess.run([*GIT, "add", "-A"], cwd=root, env=GIT_ENV, check=True)
+    subprocess.run([*GIT, "commit", "-qm", "c"], cwd=root, env=GIT_ENV, check=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def large_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    return generated_repository(tmp_path_factory.mktemp("large") / "repo", 4000)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _append_config(repo: Path, text: str) -> None:
+    with open(repo / ".git" / "config", "a") as fh:
+        fh.write(text)
+
+
+# (what to plant, the words the reason must name); each undone after its test.
+LARGE_TREE_HAZARDS = {
+    "untracked nested .gitattributes": (
+        lambda repo, overlay: _write(repo / "p4" / "m4" / "s9" / "new" / ".gitattributes",
+                                     "*.py filter=x\n"),
+        "filter=x",
+    ),
+    "tracked .gitattributes changed in place": (
+        lambda repo, overlay: _write(repo / "p0" / "m0" / ".gitattributes",
+                                     "*.py diff=python\n[attr]m filter=y\n"),
+        "filter=y",
+    ),
+    "overlay .gitattributes": (
+        lambda repo, overlay: _write(overlay / "p3" / "m1" / ".gitattributes", "* filter=z\n"),
+        "filter=z",
+    ),
+    "info/attributes": (
+        lambda repo, overlay: _write(repo / ".git" / "info" / "attributes", "* filter=i\n"),
+        "filter=i",
+    ),
+    "core.attributesFile": (
+        lambda repo, overlay: _append_config(repo, "[core]\n\tattributesFile = /tmp/a\n"),
+        "core.attributesfile",
+    ),
+    "include": (
+        lambda repo, overlay: _append_config(repo, "[include]\n\tpath = ../evil\n"),
+        "include.path",
+    ),
+    "alias": (lambda repo, overlay: _append_config(repo, "[alias]\n\tst = !id\n"), "alias.st"),
+    "fsmonitor": (
+        lambda repo, overlay: _append_config(repo, "[core]\n\tfsmonitor = ./hook\n"),
+        "core.fsmonitor",
+    ),
+    "filter driver": (
+        lambda repo, overlay: _append_config(repo, '[filter "x"]\n\tclean = id\n'),
+        "filter.x.clean",
+    ),
+    "textconv": (
+        lambda repo, overlay: _append_config(repo, '[diff "python"]\n\ttextconv = id\n'),
+        "diff.python.textconv",
+    ),
+    "merge driver": (
+        lambda repo, overlay: _append_config(repo, '[merge "m"]\n\tdriver = id %A\n'),
+        "merge.m.driver",
+    ),
+    "untracked nested repository": (
+        lambda repo, overlay: _write(repo / "p2" / "m3" / "s5" / "vendor" / ".git" / "config",
+                                     "[core]\n\tpager = id\n"),
+        "core.pager",
+    ),
+    "nested repository in the overlay": (
+        lambda repo, overlay: _write(overlay / "p1" / "lib" / ".git" / "config",
+                                     "[diff]\n\texternal = id\n"),
+        "diff.external",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LARGE_TREE_HAZARDS))
+def test_each_hazard_is_found_in_a_large_tree_after_a_clean_scan(
+    name: str, large_repository: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tree was scanned (and remembered, the racy margin set to nothing) before the
+    hazard appears: what the scan remembered must not hide it."""
+    monkeypatch.setattr(git_tree_scan, "RACY_NS", 0)
+    repo = large_repository
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    saved = {p: p.read_bytes() for p in (repo / ".git" / "config", repo / "p0/m0/.gitattributes")}
+    assert git_config_hazard(str(repo), str(overlay)) is None
+    assert git_config_hazard(str(repo), str(overlay)) is None  # answered from memory
+    plant, needle = LARGE_TREE_HAZARDS[name]
+    try:
+        plant(repo, overlay)
+        reason = git_config_hazard(str(repo), str(overlay))
+        assert reason is not None and needle in reason, reason
+    finally:
+        for path, data in saved.items():
+            path.write_bytes(data)
+        for extra in ("p4/m4/s9/new", "p2/m3/s5/vendor", ".git/info/attributes"):
+            target = repo / extra
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
+    assert git_config_hazard(str(repo), None) is None
+
+
+def test_a_large_tree_is_scanned_once_then_only_its_changed_directories(
+    large_repository: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(git_tree_scan, "RACY_NS", 0)
+    git_tree_scan.forget()
+    assert git_config_hazard(str(large_repository), None) is None
+    found = git_tree_scan.git_entries(str(large_repository))
+    assert found.directories > 250 and found.listed == 0
+
+
+def _bulk_entries(root: Path, count: int) -> None:
+    """``count`` directory entries, cheaply: hard links to one empty file per directory
+    (a link is one system call and no data; 2,000 per directory stays under any link limit)."""
+    per_dir = 2000
+    made = 0
+    d = 0
+    while made < count:
+        sub = root / f"d{d}"
+        sub.mkdir(parents=True)
+        first = sub / "f0"
+        first.touch()
+        made += 2  # the directory and its first file
+        for i in range(1, min(per_dir, count - made + 1)):
+            os.link(first, sub / f"f{i}")
+            made += 1
+        d += 1
+
+
+@pytest.mark.parametrize(
+    "entries", [5_000, pytest.param(200_001, marks=pytest.mark.slow, id="200001")]
+)
+def test_read_only_git_is_allowed_in_a_tree_of_any_size_and_still_fails_closed(
+    entries: int, tmp_path: Path
+) -> None:
+    """Above 200,000 entries the old check refused every git command as "tree too large";
+    now git status runs unapproved, and a hazard deep in the same tree is still found."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = generated_repository(tmp_path / "repo", 50)
+    (repo / ".gitignore").write_text("bulk/\n")
+    _bulk_entries(repo / "bulk", entries)
+    overlay = Overlay(repo, tmp_path / "overlay" / "spec-1")
+    decision = evaluate("run_shell_command", {"command": "git status --short"}, "default", overlay)
+    assert (decision.action, decision.reason) == ("allow", "shell_read_only")
+    last = max((p for p in (repo / "bulk").iterdir()), key=lambda p: int(p.name[1:]))
+    (last / ".gitattributes").write_text("* filter=bulk\n")
+    decision = evaluate("run_shell_command", {"command": "git diff"}, "default", overlay)
+    assert decision.action == "boundary" and "filter=bulk" in decision.reason

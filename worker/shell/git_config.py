@@ -14,8 +14,10 @@ command into "run anything". Two defences, both needed:
   system or global config, no fsmonitor, hooks, pager, external diff or textconv, no network),
   so configuration this reader does not understand cannot reach those programs either.
 
-The reader fails closed: a config line it cannot parse, an unreadable file, a tree too large
-to search for ``.gitattributes`` are hazards too.
+The reader fails closed: a config line it cannot parse, an unreadable file or directory are
+hazards too. The size of the tree is not: :mod:`worker.shell.git_tree_scan` finds the ``.git``
+entries and ``.gitattributes`` files, listing again only the directories that changed since
+its last scan, and every file it finds is read on every check.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import re
 from collections.abc import Iterator
 
 from worker.shell.classifier import classify
+from worker.shell.git_tree_scan import git_entries
 
 # Environment for every read-only git process (merge over a clean environment).
 HARDENED_GIT_ENV: dict[str, str] = {
@@ -75,9 +78,6 @@ HARDENED_SUBCOMMAND_OPTIONS: dict[str, tuple[str, ...]] = {
     "grep": ("--no-textconv",),
 }
 
-# Directory entries visited while looking for .gitattributes before giving up (fail closed).
-MAX_TREE_ENTRIES = 200_000
-
 _FALSE = frozenset({"false", "no", "off", "0", ""})
 _SECTION_RE = re.compile(r'\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]')
 _KEY_RE = re.compile(r"([A-Za-z][A-Za-z0-9-]*)\s*(?:=(.*))?\Z", re.DOTALL)
@@ -121,22 +121,16 @@ def _hazard(root: str, overlay: str | None) -> str | None:
             if problem:
                 return problem
             break
-    entries = 0
     for base in roots:
-        for dirpath, dirnames, filenames in os.walk(base):
-            entries += len(dirnames) + len(filenames)
-            if entries > MAX_TREE_ENTRIES:
-                return "tree too large to check for .gitattributes"
-            if ".git" in dirnames or ".git" in filenames:
-                problem = _repository(os.path.join(dirpath, ".git"))
-                if problem:
-                    return problem
-                if ".git" in dirnames:
-                    dirnames.remove(".git")
-            if ".gitattributes" in filenames:
-                problem = _attributes_file(os.path.join(dirpath, ".gitattributes"))
-                if problem:
-                    return problem
+        found = git_entries(base)
+        for dotgit in found.repositories:
+            problem = _repository(dotgit)
+            if problem:
+                return problem
+        for path in found.attributes:
+            problem = _attributes_file(path)
+            if problem:
+                return problem
     return None
 
 
@@ -305,7 +299,6 @@ __all__ = [
     "HARDENED_GIT_ENV",
     "HARDENED_GIT_OPTIONS",
     "HARDENED_SUBCOMMAND_OPTIONS",
-    "MAX_TREE_ENTRIES",
     "command_uses_git",
     "config_entry_hazard",
     "git_config_hazard",

@@ -13,6 +13,7 @@ from protocol.control import (
     ApprovalAnswer,
     AskRequest,
     CancelRequest,
+    CompactRequest,
     ErrorReply,
     OkReply,
     ResetRequest,
@@ -152,6 +153,19 @@ async def approval_answer(svc: ChatReplies, identity: bytes, req: ApprovalAnswer
         )
         return
     await svc.send(identity, OkReply(req.req_id))
+
+
+@handles(CompactRequest)
+async def compact(svc: QueryDeps, identity: bytes, req: CompactRequest) -> None:
+    out = Emitter(svc, identity, req.req_id)
+    if svc.chat.busy:
+        await out.notice("A turn is running; compacting when it ends.")
+    done = await svc.chat.compact_on_request(out)
+    if done is None:
+        await svc.send(identity, OkReply(req.req_id, "Nothing to compact: the session has "
+                                         "no turn before its last one."))
+        return
+    await svc.send(identity, OkReply(req.req_id, done))
 
 
 @handles(ResetRequest)

@@ -21,6 +21,7 @@ from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall
 from protocol.control import (
     AcceptMethod,
+    ContextInfo,
     DiffReply,
     StatsReply,
     SuggestionReply,
@@ -66,6 +67,10 @@ class ChatControl(Protocol):
     def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool: ...
 
     def reset(self) -> None: ...
+
+    async def compact_on_request(self, out: Emitter) -> str | None: ...
+
+    def context_info(self) -> ContextInfo: ...
 
 
 class SpeculationControl(Protocol):

@@ -43,6 +43,7 @@ async def status(svc: StatusDeps, identity: bytes, req: StatusRequest) -> None:
             suggestions_enabled=svc.settings.enable_followup_suggestions,
             pool_warm=svc.pool.is_warm(),
             containment=svc.pool.containment,
+            context=chat.context_info(),
         ),
     )
 

@@ -43,6 +43,8 @@ from protocol.control import (
     ApprovalAnswer,
     AskRequest,
     CancelRequest,
+    CompactRequest,
+    ContextInfo,
     DiffReply,
     ErrorReply,
     KillWorkerRequest,
@@ -127,6 +129,16 @@ class Chat:
     def reset(self) -> None:
         self.log.append("chat.reset")
         self.session_id = "session-2"
+
+    compacted: str | None = "Compacted the conversation: 6 earlier messages summarized."
+    context = ContextInfo(32768, "endpoint", 20000, 0.8, 1)
+
+    async def compact_on_request(self, out: Emitter) -> str | None:
+        self.log.append("chat.compact")
+        return self.compacted
+
+    def context_info(self) -> ContextInfo:
+        return self.context
 
 
 class Manager:
@@ -465,6 +477,20 @@ def test_reset_drops_the_suggestion_then_starts_a_new_session() -> None:
     assert deps.replies.replies == [OkReply(4, "new session session-2")]
 
 
+@pytest.mark.parametrize("busy", [False, True])
+@pytest.mark.parametrize("done", ["Compacted the conversation: 6 earlier messages.", None])
+def test_compact_says_what_it_did_or_that_there_was_nothing(busy: bool, done: str | None) -> None:
+    deps = Deps()
+    deps.chat.busy, deps.chat.compacted = busy, done
+    run(chat_commands.compact(deps, b"c", CompactRequest(req_id=5)))
+    assert deps.log == ["chat.compact"]
+    *notices, last = deps.replies.replies
+    assert notices == ([Notice(5, "A turn is running; compacting when it ends.")] if busy else [])
+    assert isinstance(last, OkReply) and last.req_id == 5
+    assert last.message == (done or "Nothing to compact: the session has no turn before its "
+                            "last one.")
+
+
 # -- speculation commands ----------------------------------------------------------------------
 
 
@@ -583,6 +609,7 @@ def test_status_reports_the_service_its_session_and_its_pool() -> None:
     assert [w.job_id for w in reply.workers] == ["tool-1"]
     assert (reply.sandbox, reply.pool_warm) == ("none", True)
     assert reply.speculation_enabled and reply.suggestions_enabled
+    assert reply.context == ContextInfo(32768, "endpoint", 20000, 0.8, 1)
 
 
 def test_stop_answers_then_asks_the_service_to_stop() -> None:

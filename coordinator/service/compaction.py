@@ -1,0 +1,209 @@
+"""Compaction: the oldest part of the chat becomes one summary message.
+
+Which part (``split_point``): the history is cut at a message that is not a tool result,
+so a tool call and its results always stay on the same side. The cut prefers the start of
+a turn (a person's prompt), the earliest one whose tail fits ``keep_tokens``, so the last
+turns stay whole; only when the last turn alone is larger than that does the cut fall
+inside it (between one model step and the next, never between a call and its result).
+
+What it says (``summarize``): the fast model reads the old part as a plain transcript
+(tool outputs cut short: what a command printed matters less than what was decided)
+and writes the summary; specrun then appends what must survive whatever the model wrote:
+every prompt the person typed and every file a tool wrote. When the fast model fails,
+those facts alone (with the last answer of the model) are the summary, so compaction
+never depends on the model being up.
+
+The summary is a user message holding one system reminder, so the model reads it as
+context rather than as a new request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from protocol.chat import Message
+from protocol.model import ChatRequest, ModelClient, ModelError
+from protocol.model.tokens import cut_to_tokens, estimate_messages, estimate_tokens
+from protocol.tools import WRITE_TOOLS
+
+log = logging.getLogger("specrun.compaction")
+
+SUMMARY_HEADING = "Summary of the earlier part of this session (compacted by specrun)"
+TOOL_OUTPUT_CHARS = 600  # of each tool result, in the transcript the summarizer reads
+MAX_SUMMARY_TOKENS = 2_000
+
+SUMMARIZER_PROMPT = """\
+You are condensing the first part of a coding session between a person and an AI \
+assistant, so that the assistant can keep working without the full transcript. The \
+transcript follows. Write a compact summary for the assistant, in this order:
+
+1. What the person is trying to achieve overall, and any constraints or preferences they \
+stated.
+2. What was done: files read and changed (with the gist of each change), commands run \
+and what they showed.
+3. Decisions made and why; approaches that were tried and dropped.
+4. What is still open or was about to happen next.
+
+Keep exact file paths, function names, commands and error messages. Leave out greetings, \
+tool output that no longer matters and anything repeated. Plain text, no preamble."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    text: str
+    by: str  # "model" or "fallback"
+
+
+def is_summary(message: Message) -> bool:
+    return (
+        message.role == "user"
+        and not message.text
+        and len(message.reminders) == 1
+        and message.reminders[0].startswith(SUMMARY_HEADING)
+    )
+
+
+def _is_prompt(message: Message) -> bool:
+    """A message a person typed (a turn starts there)."""
+    return message.role == "user" and bool(message.text) and not is_summary(message)
+
+
+def split_point(
+    history: Sequence[Message], keep_tokens: int, *, on_request: bool = False
+) -> int | None:
+    """The index where the kept tail begins (everything before it is summarized), or
+    None when there is nothing worth summarizing (a summary at most, before the tail).
+    ``on_request`` (``specrun compact``): keep only the last turn, whatever it costs."""
+    sizes = [estimate_messages([m]) for m in history]
+    tail = [0] * (len(history) + 1)
+    for i in range(len(history) - 1, -1, -1):
+        tail[i] = tail[i + 1] + sizes[i]
+    first_old = 1 if history and is_summary(history[0]) else 0
+
+    def worth_it(cut: int) -> bool:  # something besides an old summary goes
+        return cut > first_old
+
+    prompts = [i for i, m in enumerate(history) if _is_prompt(m)]
+    if on_request:
+        return prompts[-1] if prompts and worth_it(prompts[-1]) else None
+    for i in prompts:
+        if worth_it(i) and tail[i] <= keep_tokens:
+            return i
+    if prompts and tail[prompts[-1]] <= keep_tokens:
+        return None  # the last turn fits, and nothing before it can go
+    # The last turn alone is too large: cut inside it, at the earliest model step whose
+    # tail fits, keeping at least the last step (an assistant message and its results).
+    start = prompts[-1] if prompts else 0
+    steps = [
+        i for i, m in enumerate(history) if i > start and m.role == "assistant" and worth_it(i)
+    ]
+    for i in steps:
+        if tail[i] <= keep_tokens:
+            return i
+    return steps[-1] if steps else None
+
+
+def transcript(old: Sequence[Message]) -> str:
+    """The old part as the summarizer reads it."""
+    lines: list[str] = []
+    for message in old:
+        if is_summary(message):
+            lines.append(f"[an earlier summary]\n{message.reminders[0]}")
+        elif message.role == "user":
+            if message.text:
+                lines.append(f"PERSON: {message.text}")
+        elif message.role == "assistant":
+            if message.text:
+                lines.append(f"ASSISTANT: {message.text}")
+            for call in message.tool_calls:
+                lines.append(f"ASSISTANT CALLS {call.name} {call.arguments[:300]}")
+        elif message.role == "tool":
+            for result in message.tool_results:
+                body = result.error if result.error is not None else result.output or ""
+                cut = body[:TOOL_OUTPUT_CHARS]
+                left = len(body) - len(cut)
+                more = f" … [{left} more characters]" if left else ""
+                status = "FAILED" if result.error is not None else "RESULT"
+                lines.append(f"{result.name} {status}: {cut}{more}")
+    return "\n".join(lines)
+
+
+MAX_PROMPTS = 30  # the latest ones; older ones are counted
+MAX_FILES = 200
+
+
+def facts(old: Sequence[Message]) -> str:
+    """What must survive any summary: the person's prompts (the latest ``MAX_PROMPTS``)
+    and the files tools wrote. Given every message the summary stands for (the full
+    history on disk, not the previous summary), so nothing drops out over compactions."""
+    prompts = [m.text for m in old if _is_prompt(m)]
+    earlier = len(prompts) - MAX_PROMPTS
+    prompts = prompts[-MAX_PROMPTS:]
+    succeeded = {r.call_id for m in old for r in m.tool_results if r.ok}
+    files: list[str] = []
+    for message in old:
+        for call in message.tool_calls:
+            if call.name in WRITE_TOOLS and call.id in succeeded:
+                path = call.args().get("file_path") or call.args().get("path")
+                if isinstance(path, str) and path not in files:
+                    files.append(path)
+    parts = []
+    if prompts:
+        before = f" (after {earlier} earlier prompts)" if earlier > 0 else ""
+        listed = "\n".join(f"- {p[:300]}" for p in prompts)
+        parts.append(f"The person asked, in order{before}:\n{listed}")
+    if files:
+        more = f" and {len(files) - MAX_FILES} more" if len(files) > MAX_FILES else ""
+        parts.append("Files written by tools: " + ", ".join(files[:MAX_FILES]) + more)
+    return "\n\n".join(parts)
+
+
+def fallback_text(old: Sequence[Message], kept_facts: str) -> str:
+    """A summary made without a model: the facts and the model's last words in the old
+    part."""
+    last = next((m.text for m in reversed(old) if m.role == "assistant" and m.text), "")
+    parts = [kept_facts] if kept_facts else []
+    if last:
+        parts.append(f"The assistant's last answer in that part: {last[:1500]}")
+    return "\n\n".join(parts) or "(nothing of note)"
+
+
+async def summarize(
+    model: ModelClient,
+    model_name: str,
+    old: Sequence[Message],
+    input_tokens: int,
+    kept_facts: str,
+) -> Summary:
+    """The summary of ``old`` (the part of the view being replaced, maybe starting with
+    the earlier summary), ending with ``kept_facts`` (``facts`` of everything it stands
+    for). ``input_tokens`` bounds the transcript the fast model reads (its oldest part
+    is dropped first)."""
+    text = transcript(old)
+    if estimate_tokens(text) > input_tokens:
+        kept = cut_to_tokens(text[::-1], input_tokens)[::-1]
+        text = "[… the oldest part of the transcript is left out …]\n" + kept
+    request = ChatRequest(
+        system=SUMMARIZER_PROMPT,
+        history=(Message.user(text),),
+        model=model_name,
+        purpose="compaction",
+        enable_thinking=False,
+        max_tokens=MAX_SUMMARY_TOKENS,
+    )
+    try:
+        answer = await model.complete(request)
+        written = answer.message.text.strip()
+        by = "model"
+    except ModelError as exc:
+        log.warning("the fast model could not summarize (%s); using the facts alone", exc)
+        written, by = "", "fallback"
+    if not written:
+        return Summary(fallback_text(old, kept_facts), "fallback")
+    return Summary(f"{written}\n\n{kept_facts}" if kept_facts else written, by)
+
+
+def summary_message(text: str) -> Message:
+    return Message.user("", reminders=(f"{SUMMARY_HEADING}:\n{text}",))

@@ -1,0 +1,229 @@
+"""Long sessions through a real service: real coordinator, workers running read_file on a
+10 KB file, the embedded scripted model playing a context window (it refuses requests over
+it as a provider does and logs every request it gets)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from coordinator.service.history import HistoryStore
+from protocol.control import CompactRequest, Notice, TurnEnded
+from tests.coordinator.e2e import Driver
+from tests.support import Specrun, ended_or_killed, wait_until
+
+BIG = "".join(f"line {i:04d}: the quick brown fox jumps over the lazy dog 0123456789\n"
+              for i in range(150))  # ~10 KB
+
+
+def scenario(
+    tmp: Path, window: int, *, style: str = "openai", compaction_ms: int = 0
+) -> Path:
+    rules: list[dict[str, Any]] = []
+    if compaction_ms:
+        rules.append({
+            "name": "slow summary",
+            "when": {"purpose": "compaction"},
+            "times": 1,
+            "reply": {"text": "never arrives", "latency_ms": compaction_ms},
+        })
+    rules += [
+        {"when": {"purpose": "compaction"},
+         "reply": {"text": "The person reads big.txt again and again; nothing changed."}},
+        {"when": {"purpose": "main", "last_tool": "read_file"}, "reply": {"text": "Read it."}},
+        {"when": {"purpose": "main", "last_user": "read"},
+         "reply": {"tool_calls": [{"name": "read_file", "arguments": {"file_path": "big.txt"}}]}},
+        {"default": {"text": "ok"}},
+    ]  # fmt: skip
+    body = {
+        "name": "context",
+        "chunk_ms": 0,
+        "context_window": window,
+        "overflow_style": style,
+        "rules": rules,
+    }
+    path = tmp / "context.yaml"
+    path.write_text(yaml.safe_dump(body, sort_keys=False))
+    return path
+
+
+@contextmanager
+def session(
+    specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp: Path, scenario_file: Path,
+    **settings: Any,
+) -> Iterator[tuple[Driver, Path]]:
+    """A service on the sample project with big.txt, suggestions and memory off (only
+    the main chat and compaction talk to the model), its model requests logged."""
+    (specrun.project / "big.txt").write_text(BIG)
+    config = {
+        "enableFollowupSuggestions": False,
+        "enableMemory": False,
+        "scenario": str(scenario_file),
+        **settings,
+    }
+    (specrun.project / ".specrun").mkdir(exist_ok=True)
+    (specrun.project / ".specrun" / "settings.json").write_text(json.dumps(config))
+    log = tmp / "model.jsonl"
+    specrun.env.vars["SPECRUN_MODEL_LOG"] = str(log)
+    monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
+    specrun.run("start", check=True)
+    driver = Driver(specrun.project)
+    try:
+        yield driver, log
+    finally:
+        driver.close()
+        specrun.run("stop")
+
+
+def model_requests(log: Path) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def ended(replies: list[Any]) -> TurnEnded:
+    assert isinstance(replies[-1], TurnEnded), replies[-1]
+    return replies[-1]
+
+
+def test_a_40_turn_session_compacts_by_itself_and_every_turn_completes(
+    specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    window = 20_000
+    with session(specrun, monkeypatch, tmp_path, scenario(tmp_path, window)) as (driver, log):
+        notices = 0
+        for n in range(40):
+            replies = driver.ask(f"read big.txt ({n})")
+            end = ended(replies)
+            assert end.reason == "completed", (n, end, driver.log_tail())
+            notices += sum(isinstance(r, Notice) and r.text.startswith("Compacted")
+                           for r in replies)
+        status = specrun.json("status")
+        requests = model_requests(log)
+    context = status["context"]
+    assert context["window"] == window and context["window_source"] == "endpoint"
+    assert context["compactions"] == notices >= 3
+    assert context["tokens"] <= window * context["compact_at"]
+    posts = [r for r in requests if r["method"] == "POST"]
+    assert [r for r in posts if r["status"] != 200] == []  # never a request over the window
+    assert sum(r["purpose"] == "compaction" for r in posts) == notices
+    # Every message is on disk; the service keeps working from the compacted view.
+    report = HistoryStore(specrun.project).load_report()
+    assert sum(m.role == "user" for m in report.full_messages) == 40
+    assert len(report.messages) < len(report.full_messages)
+
+
+def test_a_provider_overflow_mid_session_is_recovered_from(
+    specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The setting claims a window far larger than the provider's: its 400 (vLLM's words)
+    is the first sign; the turn compacts, retries and completes, and the window learnt
+    from the error keeps later requests below it."""
+    file = scenario(tmp_path, 9_000, style="vllm")
+    with session(specrun, monkeypatch, tmp_path, file, contextWindow=1_000_000) as (driver, log):
+        for n in range(10):
+            end = ended(driver.ask(f"read big.txt ({n})"))
+            assert end.reason == "completed", (n, end, driver.log_tail())
+        status = specrun.json("status")
+        requests = model_requests(log)
+    refused = [r for r in requests if r.get("outcome") == "context_overflow"]
+    assert len(refused) == 1  # once learnt, the window is respected
+    assert status["context"]["window"] == 9_000
+    assert status["context"]["window_source"] == "provider"
+
+
+def test_a_kill_in_the_middle_of_compaction_loses_nothing_and_compact_works_after(
+    specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    file = scenario(tmp_path, 100_000, compaction_ms=60_000)
+    with session(specrun, monkeypatch, tmp_path, file) as (driver, log):
+        for n in range(3):
+            assert ended(driver.ask(f"read big.txt ({n})")).reason == "completed"
+        before = HistoryStore(specrun.project).load()
+        pid = specrun.service_pid()
+        driver.client.send(CompactRequest(req_id=driver.client.next_id()))
+        assert wait_until(
+            lambda: any(r["purpose"] == "compaction" for r in model_requests(log)), timeout=20
+        ), driver.log_tail()
+        os.kill(pid, signal.SIGKILL)
+        assert wait_until(lambda: not _alive(pid), timeout=10)
+        driver.close()
+        scenario(tmp_path, 100_000)  # the same file, now without the slow summary
+        driver.client = _reconnect(specrun)  # the session's driver talks to the new service
+        report = HistoryStore(specrun.project).load_report()
+        assert report.messages == before == report.full_messages
+        assert report.compactions == [] and not report.torn_tail
+        # Restarted: the session goes on where it was, and `specrun compact` works.
+        assert ended(driver.ask("read big.txt (3)")).reason == "completed"
+        done = specrun.json("compact")
+        assert done["type"] == "ok" and done["message"].startswith("Compacted the conversation")
+        assert specrun.json("status")["context"]["compactions"] == 1
+        after = HistoryStore(specrun.project).load_report()
+        assert len(after.full_messages) == len(before) + 4 and len(after.compactions) == 1
+        assert [m.text for m in after.messages if m.role == "user" and m.text] == [
+            "read big.txt (3)"
+        ]
+        nothing = specrun.json("compact")
+        assert nothing["message"].startswith("Nothing to compact")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:  # a zombie is gone for our purpose
+        return fh.read().split()[2] != "Z"
+
+
+def _reconnect(specrun: Specrun) -> Any:
+    """Start the service again after a kill (what the kill left behind, the fork server
+    and workers, is gone first); a client for it."""
+    from coordinator.cli.client import ServiceClient
+
+    ended_or_killed(specrun.env.runtime, timeout=5)
+    specrun.run("start", check=True)
+    return ServiceClient(specrun.project, timeout_s=30)
+
+
+def test_a_speculation_running_across_a_compaction_stays_valid_and_joins_the_compacted_view(
+    specrun: Specrun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo: fix, Tab on the negative-numbers test, and while the pipelined "show me
+    the diff" is speculated, `specrun compact`. That speculation is not restarted: at Tab
+    its messages join after the compacted view, on disk as in the service."""
+    from tests.coordinator.e2e import DIFF, FIX, NEG
+
+    monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
+    specrun.run("start", "--approval-mode", "auto-edit", check=True)
+    driver = Driver(specrun.project)
+    try:
+        assert ended(driver.ask(FIX)).reason == "completed"
+        driver.wait_for_speculation(NEG, ("completed",))
+        assert ended(driver.accept()).reason == "accepted"
+        running = driver.wait_for_speculation(DIFF, ("running", "completed"))
+        assert running.speculation is not None
+        done = specrun.json("compact")
+        assert done["message"].startswith("Compacted the conversation"), done
+        after = driver.suggestion()
+        assert after.text == DIFF and after.speculation is not None
+        assert after.speculation.id == running.speculation.id  # the same one, not restarted
+        driver.wait_for_speculation(DIFF, ("completed",))
+        assert ended(driver.accept()).reason == "accepted"
+        report = HistoryStore(specrun.project).load_report()
+        prompts = [m.text for m in report.messages if m.role == "user" and m.text]
+        assert prompts == [NEG, DIFF]  # FIX is in the summary; the rest whole, in order
+        assert len(report.compactions) == 1
+        assert [m.text for m in report.full_messages if m.role == "user"] == [FIX, NEG, DIFF]
+        assert specrun.json("status")["context"]["compactions"] == 1
+    finally:
+        driver.close()
+        specrun.run("stop")

@@ -1,0 +1,50 @@
+"""The token estimator: what it counts, and cutting text to a token budget."""
+
+from __future__ import annotations
+
+from protocol.chat import Message, ToolResult, ToolSpec
+from protocol.model.tokens import (
+    cut_to_tokens,
+    estimate_json_tokens,
+    estimate_messages,
+    estimate_request,
+    estimate_tokens,
+)
+
+
+def test_words_digits_symbols_and_non_ascii_are_counted_by_class() -> None:
+    assert estimate_tokens("") == 0
+    assert estimate_tokens("hello") == 1  # a short word is one token
+    assert estimate_tokens("internationalization") == 4  # 20 letters / 5
+    assert estimate_tokens("1234567") == 3  # digits in groups of three
+    assert estimate_tokens("a b") == 2  # a single space merges with the next word
+    assert estimate_tokens("{}") == 2  # 2 symbols / 1.6, rounded up
+    assert estimate_tokens("部署服务") == 4  # one per CJK character
+
+
+def test_more_text_never_costs_fewer_tokens() -> None:
+    text = "def add(a, b):\n    return a + b  # 部署\n" * 20
+    counts = [estimate_tokens(text[:n]) for n in range(0, len(text), 7)]
+    assert counts == sorted(counts)
+
+
+def test_cut_to_tokens_gives_the_longest_prefix_within_the_budget() -> None:
+    text = "word " * 1000
+    cut = cut_to_tokens(text, 100)
+    assert text.startswith(cut) and estimate_tokens(cut) <= 100
+    assert estimate_tokens(text[: len(cut) + 1]) > 100
+    assert cut_to_tokens("short", 100) == "short"
+
+
+def test_a_request_is_its_tools_system_and_messages_as_on_the_wire() -> None:
+    tools = (ToolSpec("read_file", "Read a file.", {"type": "object"}),)
+    history = [Message.user("hi"), Message.tool((ToolResult("c1", "read_file", output="x"),))]
+    whole = estimate_request("You are helpful.", history, tools)
+    assert whole == (
+        estimate_json_tokens([t.to_openai() for t in tools])
+        + estimate_json_tokens({"role": "system", "content": "You are helpful."})
+        + estimate_messages(history)
+    )
+    assert estimate_messages(history) == estimate_messages(history[:1]) + estimate_messages(
+        history[1:]
+    )
