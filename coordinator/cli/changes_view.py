@@ -132,6 +132,13 @@ def diff_line_kind(line: str) -> DiffLineKind:
     )
 
 
+def diff_lines(diff: str) -> list[str]:
+    """A unified diff's lines, cut at newlines only: a carriage return or another line
+    break inside a line stays in it (shown escaped), so a file's text can never pass for a
+    line of its own."""
+    return diff.split("\n")[:-1] if diff.endswith("\n") else diff.split("\n")
+
+
 def diff_text(reply: DiffReply) -> Text:
     """``specrun diff``: the header, one line per file with its counts, each file's diff
     (colored, inert), the runs-later warning, the ignored-files summary, and what Tab would
@@ -174,6 +181,6 @@ def _diff_lines(diff: str) -> Text:
     from rich.text import Text
 
     text = Text()
-    for line in diff.splitlines():
+    for line in diff_lines(diff):
         text.append(f"\n{inert(line, multiline=False)}", style=_DIFF_STYLE[diff_line_kind(line)])
     return text

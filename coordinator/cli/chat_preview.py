@@ -38,6 +38,7 @@ from prompt_toolkit.styles import Style
 from coordinator.cli.changes_view import (
     conflicts_line,
     diff_line_kind,
+    diff_lines,
     file_line,
     ignored_line,
     runs_later_line,
@@ -105,7 +106,7 @@ def preview_lines(reply: DiffReply | str) -> list[Line]:
         if not item.diff:
             continue
         lines.append([])
-        for text in item.diff.splitlines():
+        for text in diff_lines(item.diff):
             kind = diff_line_kind(text)
             lines.append([(f"class:preview.{kind}", inert(text, multiline=False))])
     return lines

@@ -22,14 +22,15 @@ from typing import Any
 import pytest
 import yaml
 
-from coordinator.cli.changes_view import file_line
-from protocol.control import DiffReply, DiffRequest, SuggestionRequest
-from protocol.inert_text import inert
+from coordinator.cli.changes_view import diff_lines, file_line
+from coordinator.cli.chat_preview import preview_lines
+from protocol.control import DiffReply, DiffRequest, FileChange, FileDiff, SuggestionRequest
+from protocol.inert_text import find_hidden, inert
 from tests.coordinator.pty_screen import ScreenTerminal
 from tests.support import Specrun, make_sample_project, running_service, wait_until
 from worker.contain.landlock import abi
 
-pytestmark = pytest.mark.skipif(abi() < 6, reason="needs Landlock ABI >= 6 for the full profile")
+needs_landlock = pytest.mark.skipif(abi() < 6, reason="needs Landlock ABI >= 6 (full profile)")
 
 EVERYTHING = "tidy the project"
 STALL = "write the notes slowly"
@@ -147,7 +148,7 @@ def expected_preview(reply: DiffReply) -> tuple[list[str], list[str]]:
     for item in reply.files:
         if item.diff and not item.change.ignored:
             diff += [""] + [inert(line, multiline=False).rstrip()
-                            for line in item.diff.splitlines()]
+                            for line in diff_lines(item.diff)]
     return files, diff
 
 
@@ -167,6 +168,7 @@ def read(path: Path) -> str:
     return path.read_text() if path.exists() else ""
 
 
+@needs_landlock
 def test_the_preview_is_what_a_second_enter_then_applies(
     service: Specrun, chat: ScreenTerminal
 ) -> None:
@@ -221,6 +223,7 @@ def test_the_preview_is_what_a_second_enter_then_applies(
     assert not (project / "tests/old_test.py").exists()
 
 
+@needs_landlock
 def test_a_running_speculation_shows_what_it_wrote_so_far_and_a_conflict_when_reopened(
     service: Specrun, chat: ScreenTerminal
 ) -> None:
@@ -242,3 +245,53 @@ def test_a_running_speculation_shows_what_it_wrote_so_far_and_a_conflict_when_re
                for line in shown), shown
     chat.send(ESC)
     chat.wait(lambda t: "What Tab would do" not in t.text(), what="the preview closed")
+
+
+# -- the preview's lines, from a reply -------------------------------------------------------
+
+
+def texts(reply: DiffReply | str) -> list[str]:
+    return ["".join(text for _, text in line) for line in preview_lines(reply)]
+
+
+def test_files_warnings_and_conflicts_come_before_the_diff() -> None:
+    reply = DiffReply(1, 0, "tidy", "completed", files=(
+        FileDiff(FileChange("a.py", "modified", conflict="modified"),
+                 "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x\n+y\n", added=1, removed=1),
+        FileDiff(FileChange(".envrc", "created", runs_later=True), "+++ b/.envrc\n+ok\n",
+                 added=1),
+        FileDiff(FileChange("build/out.o", "created", ignored=True)),
+    ))
+    assert texts(reply) == [
+        "What Tab would do with “tidy” (rank 0; completed: Tab applies this)",
+        "  modified a.py — conflict: the real file was modified since  +1 -1",
+        "  created .envrc  +1 -0",
+        "  ⚠ runs later without a key press (check before you commit, build or open): .envrc",
+        "  …and 1 file ignored by git",
+        "  ⚠ Tab would refuse all of it now: a.py changed in the project since the "
+        "speculation read it",
+        "", "--- a/a.py", "+++ b/a.py", "@@ -1 +1 @@", "-x", "+y",
+        "", "+++ b/.envrc", "+ok",
+    ]
+    styles = [line[0][0] if line else "" for line in preview_lines(reply)[-9:]]
+    assert styles == ["", "class:preview.file", "class:preview.file", "class:preview.hunk",
+                      "class:preview.removed", "class:preview.added", "",
+                      "class:preview.file", "class:preview.added"]
+
+
+def test_a_refused_report_or_an_error_is_one_sentence() -> None:
+    refused = DiffReply(1, 0, "tidy", "completed", refused="The worker's report\x1b[2K lies.")
+    assert texts(refused)[1:] == ["  The worker's report\\x1b[2K lies."]
+    assert texts("There is no suggestion\x1b]52;c;x\x07.") == [
+        "There is no suggestion\\x1b]52;c;x\\x07."]
+
+
+def test_hostile_names_and_lines_reach_the_screen_escaped() -> None:
+    name = "notes\x1b[1A\u202egnp.sh"
+    reply = DiffReply(1, 0, "x\u200by", "running", files=(
+        FileDiff(FileChange(name, "created"), f"+++ b/{name}\n+Clip\x1b]52;c;x\x07\r\n",
+                 added=1),))
+    for line in texts(reply):
+        assert find_hidden(line) is None, line
+        assert "\n" not in line  # one screen line each: the scrolling counts them
+    assert any("Clip\\x1b]52;c;x\\x07\\r" in line for line in texts(reply))
