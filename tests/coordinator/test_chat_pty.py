@@ -289,6 +289,12 @@ def test_down_shows_the_next_alternative_and_a_typed_prompt_is_an_accept(
     terminal.expect("negative numbers")
     assert wait_until(lambda: specrun.query(SuggestionRequest)["branches"][1]["speculation"]
                       ["status"] == "completed", timeout=30)
+    terminal.send("\x0f")  # Ctrl-O previews the alternative shown, not the top one
+    terminal.expect("“add a test for negative numbers”")
+    terminal.expect(r"\(rank 1; completed")
+    terminal.expect(r"created tests/test_calc_negative\.py")
+    terminal.send("\x1b")  # Esc: back to the prompt, the same alternative shown
+    terminal.expect("2 of 3")
     terminal.send("\t")  # Tab takes the alternative shown
     terminal.expect("saved")
     assert (specrun.project / "tests/test_calc_negative.py").exists()
