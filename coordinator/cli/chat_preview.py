@@ -159,7 +159,9 @@ class Preview:
             style=STYLE,
             full_screen=True,
         )
-        self.app.ttimeoutlen = 0.05  # Esc alone closes at once, not after half a second
+        # Esc alone closes after 0.1 s (as vim waits), not half a second; longer than the
+        # gap inside one arrow key's bytes, even over a slow link
+        self.app.ttimeoutlen = 0.1
 
     async def refresh(self) -> None:
         reply = await asyncio.to_thread(self.load)

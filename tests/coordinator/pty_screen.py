@@ -84,7 +84,8 @@ class ScreenTerminal:
         deadline = time.monotonic() + timeout
         while not predicate(self):
             if time.monotonic() > deadline:
-                raise AssertionError(f"waited for {what or predicate}; the screen:\n{self.text()}")
+                raise AssertionError(f"waited for {what or predicate}; the screen:\n{self.text()}"
+                                     f"\nthe last bytes: {bytes(self.raw[-600:])!r}")
             self._pump(0.05)
 
     def wait_for(self, pattern: str, timeout: float = 30) -> re.Match[str]:

@@ -196,7 +196,7 @@ def test_the_preview_is_what_a_second_enter_then_applies(
     assert shown[2 + len(files):] == diff  # every diff line, in order, as the service gave it
 
     chat.send(ESC)  # back to the prompt, the typed text intact
-    chat.wait(lambda t: "What Tab would do" not in t.text(), what="the preview closed")
+    chat.wait(lambda t: "r refreshes" not in t.text(), what="the preview closed")
     chat.wait(lambda t: in_the_line(t, "tidy", " the project"), what="tidy still typed")
     chat.send("\x7f" * 4)  # back to an empty line
     assert wait_until(lambda: service.query(SuggestionRequest)["typed"] == "", timeout=10)
@@ -235,7 +235,7 @@ def test_a_running_speculation_shows_what_it_wrote_so_far_and_a_conflict_when_re
     assert "still running: what it wrote so far" in shown[0]
     assert "  created NOTES.md  +1 -0" in shown and "+first notes" in shown
     chat.send("q")
-    chat.wait(lambda t: "What Tab would do" not in t.text(), what="the preview closed")
+    chat.wait(lambda t: "r refreshes" not in t.text(), what="the preview closed")
     chat.wait_for(f"(?m)^❯ {re.escape(STALL)}")
 
     (service.project / "NOTES.md").write_text("my own notes\n")  # meanwhile, by hand
@@ -244,7 +244,7 @@ def test_a_running_speculation_shows_what_it_wrote_so_far_and_a_conflict_when_re
     assert any(line.startswith("  ⚠ Tab would refuse all of it now: NOTES.md changed")
                for line in shown), shown
     chat.send(ESC)
-    chat.wait(lambda t: "What Tab would do" not in t.text(), what="the preview closed")
+    chat.wait(lambda t: "r refreshes" not in t.text(), what="the preview closed")
 
 
 # -- the preview's lines, from a reply -------------------------------------------------------

@@ -76,7 +76,7 @@ def test_the_preview_shows_hostile_diff_lines_escaped(
     term.wait_for(r"\(end\)")
     shown = term.text()
     term.send("\x1b")
-    term.wait(lambda t: "What Tab would do" not in t.text(), what="the preview closed")
+    term.wait(lambda t: "r refreshes" not in t.text(), what="the preview closed")
 
     raw = bytes(term.raw[start:]).decode("utf-8", "replace")
     text = assert_only_own_sequences(raw, MARKED, FULL_SCREEN_OWN)
