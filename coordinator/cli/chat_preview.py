@@ -160,7 +160,7 @@ class Preview:
             full_screen=True,
         )
         # Esc alone closes after 0.1 s (as vim waits), not half a second; longer than the
-        # gap inside one arrow key's bytes, even over a slow link
+        # gap inside one arrow key's bytes on a local terminal
         self.app.ttimeoutlen = 0.1
 
     async def refresh(self) -> None:
