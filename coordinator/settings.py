@@ -21,7 +21,7 @@ import msgspec
 from coordinator.durable import atomic_write
 from protocol.approval import ApprovalMode
 from protocol.control import BudgetWindow
-from protocol.work import CommandLimits, Containment
+from protocol.work import CommandLimits, Containment, SpeculationLimits
 
 
 class SettingsError(ValueError):
@@ -184,21 +184,44 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
         int, _about("CPU seconds per unapproved shell command", ge=1)
     ] = 60
     command_memory_mb: Annotated[
-        int, _about("address space per process of such a command (MiB)", ge=64)
+        int,
+        _about(
+            "memory of a speculation's commands together where a control group can be "
+            "made (see specrun sandbox), and address space per process (MiB)",
+            ge=64,
+        ),
     ] = 4096
     command_file_size_mb: Annotated[
         int, _about("largest file such a command may write (MiB)", ge=1)
     ] = 256
-    command_processes: Annotated[int, _about("processes per such command", ge=8)] = 128
+    command_processes: Annotated[
+        int,
+        _about(
+            "live processes and threads of a speculation's commands together (per command "
+            "without a control group)",
+            ge=8,
+        ),
+    ] = 128
     command_open_files: Annotated[
         int, _about("open files per process of such a command", ge=32)
     ] = 1024
+    speculation_timeout_s: Annotated[
+        int,
+        _about(
+            "wall-clock seconds a speculation may run (model turns and commands); then it "
+            "ends at the boundary limit:wall_clock",
+            ge=1,
+        ),
+    ] = 600
     sources: dict[str, str] = msgspec.field(default_factory=dict)
 
     @property
     def suggestion_model(self) -> str:
         """The model for suggestions, speculation and recall."""
         return self.fast_model or self.model
+
+    def speculation_limits(self) -> SpeculationLimits:
+        return SpeculationLimits(wall_clock_s=float(self.speculation_timeout_s))
 
     def containment(self) -> Containment:
         """The per-command limits, overlay quota and protected paths of design §11."""

@@ -20,9 +20,10 @@ from protocol.work import FilterReason, LayerStatus, Sandbox
 
 # --- fixed sets of values -------------------------------------------------------
 
-AcceptMethod = Literal["tab", "enter", "right", "cli", "typed"]
-"""How the person took a suggestion: a key in the terminal, `specrun accept`, or
-``typed``: a submitted prompt that matched a speculated one (``acceptTypedPrompt``)."""
+AcceptMethod = Literal["tab", "enter", "right", "cli", "typed", "web"]
+"""How the person took a suggestion: a key in the terminal, `specrun accept`, the web
+view's Accept (``web``), or ``typed``: a submitted prompt that matched a speculated one
+(``acceptTypedPrompt``)."""
 
 TypingAccept = Literal["prefix_kept", "exact_match"]
 """How typing led to an accept: ``prefix_kept`` (the user typed, the typed text stayed a
@@ -194,6 +195,24 @@ class CancelRequest(msgspec.Struct, frozen=True, tag="cancel"):
     ask_req_id: int
 
 
+class SubscribeRequest(msgspec.Struct, frozen=True, tag="subscribe"):
+    """Follow the session live (the web view). The service answers with ``LiveEvent``s
+    (each numbered: ``seq``) for as long as the subscriber lives, never a final reply;
+    a subscriber that does not keep up gets ``LiveResync`` instead of what it missed and
+    should ask for a ``LiveSnapshotRequest``. ``client_pid``: the subscribing process;
+    the subscription ends when it exits (or when a send finds it gone)."""
+
+    req_id: int
+    client_pid: int | None = None
+
+
+class LiveSnapshotRequest(msgspec.Struct, frozen=True, tag="live_snapshot"):
+    """The whole live state at once (``LiveSnapshot``): what a fresh or resyncing
+    subscriber starts from before it applies the events numbered after ``seq``."""
+
+    req_id: int
+
+
 ControlRequest = (
     StatusRequest
     | StopRequest
@@ -209,6 +228,8 @@ ControlRequest = (
     | ApprovalAnswer
     | CancelRequest
     | TypedRequest
+    | SubscribeRequest
+    | LiveSnapshotRequest
     | DiffRequest
 )
 
@@ -519,6 +540,117 @@ class TurnEnded(msgspec.Struct, frozen=True, tag="turn_ended"):
     elapsed_s: float = 0.0
 
 
+# --- the live view (``SubscribeRequest``) ------------------------------------------
+# Everything below the project's own status is untrusted text (model output, file names,
+# file contents): a client renders it as text, never as markup.
+
+class LiveActivity(msgspec.Struct, frozen=True):
+    """One step of a speculation as it streams: model text, or a tool call (first
+    ``running``, then its final status, under the same ``call_id``)."""
+
+    kind: Literal["text", "tool"]
+    text: str = ""
+    call_id: str = ""
+    tool: str = ""
+    args: str = ""
+    status: Literal[ToolStatus, ""] = ""
+
+
+class LiveWorker(msgspec.Struct, frozen=True):
+    info: WorkerInfo
+    cpu_percent: float | None = None  # of one core, over the last sampling interval
+    overlay_bytes: int | None = None
+
+
+class LivePrompt(msgspec.Struct, frozen=True, tag="prompt"):
+    """A prompt was submitted (``turn`` numbers the session's turns as the view saw them)."""
+
+    turn: int
+    text: str
+
+
+class LiveTurnEvent(msgspec.Struct, frozen=True, tag="turn_event"):
+    """What the client that asked saw of a turn (streamed text, tool calls, the end)."""
+
+    turn: int
+    event: TextChunk | ToolShown | ApprovalNeeded | Notice | Transcript | TurnEnded
+
+
+class LiveSuggestion(msgspec.Struct, frozen=True, tag="suggestion"):
+    suggestion: SuggestionReply
+
+
+class LiveSpeculationStep(msgspec.Struct, frozen=True, tag="speculation_step"):
+    speculation_id: str
+    step: LiveActivity
+
+
+class LiveDiff(msgspec.Struct, frozen=True, tag="diff"):
+    """What Tab would do now with a speculation's files, as ``specrun diff`` shows it (the
+    same computation accept uses); ``refused``: why Tab would apply nothing, or ''."""
+
+    speculation_id: str
+    files: tuple[FileDiff, ...]
+    refused: str = ""
+
+
+class LiveWorkers(msgspec.Struct, frozen=True, tag="workers"):
+    workers: tuple[LiveWorker, ...]
+    containment: tuple[LayerStatus, ...] = ()
+
+
+class LiveStats(msgspec.Struct, frozen=True, tag="stats"):
+    stats: StatsReply
+    speculated_by_rank: dict[int, int] = {}  # speculations started per branch rank
+
+
+class LiveReset(msgspec.Struct, frozen=True, tag="reset"):
+    """A new chat session began: the conversation so far is gone."""
+
+    session_id: str
+
+
+LiveChange = (
+    LivePrompt
+    | LiveTurnEvent
+    | LiveSuggestion
+    | LiveSpeculationStep
+    | LiveDiff
+    | LiveWorkers
+    | LiveStats
+    | LiveReset
+)
+
+
+class LiveEvent(msgspec.Struct, frozen=True, tag="live_event"):
+    req_id: int
+    seq: int
+    change: LiveChange
+
+
+class LiveResync(msgspec.Struct, frozen=True, tag="live_resync"):
+    """The subscriber fell behind: events up to ``seq`` were dropped for it. It should
+    take a new snapshot; the events after it keep coming."""
+
+    req_id: int
+    seq: int
+
+
+class LiveSnapshot(msgspec.Struct, frozen=True, tag="live_snapshot"):
+    """The live state as of event ``seq``: the status, the conversation so far, the
+    suggestion with each live speculation's steps and diff, the workers and the stats."""
+
+    req_id: int
+    seq: int
+    status: StatusReply
+    conversation: tuple[TranscriptEntry, ...]
+    suggestion: SuggestionReply
+    steps: dict[str, tuple[LiveActivity, ...]]
+    diffs: dict[str, LiveDiff]
+    workers: LiveWorkers
+    stats: LiveStats
+
+
 ControlReply = (
     ErrorReply
     | OkReply
@@ -532,10 +664,13 @@ ControlReply = (
     | Notice
     | Transcript
     | TurnEnded
+    | LiveEvent
+    | LiveResync
+    | LiveSnapshot
     | DiffReply
 )
 
-_STREAMING = (TextChunk, ToolShown, ApprovalNeeded, Notice, Transcript)
+_STREAMING = (TextChunk, ToolShown, ApprovalNeeded, Notice, Transcript, LiveEvent, LiveResync)
 
 
 def is_final(reply: ControlReply) -> bool:

@@ -81,6 +81,8 @@ class SpeculationLimits(msgspec.Struct, frozen=True):
     max_turns: int = 20
     max_messages: int = 100
     shell_timeout_s: float = 30.0
+    # the whole speculation (model turns and commands): then it ends at limit:wall_clock
+    wall_clock_s: float = 600.0
 
 
 class CommandLimits(msgspec.Struct, frozen=True):

@@ -27,6 +27,8 @@ same ``reject`` with nothing to abort), end-to-end accept of 10 and 100 files th
 real service against the same prompt as a normal turn, and protocol throughput
 coordinator<->worker over a real ZeroMQ ipc socket with the real codec (against pickle and
 against raw bytes on the same socket).
+``bench_web``: a turn with the web view open against none, and one live event's fan-out
+against a plain reply.
 """
 
 from __future__ import annotations
@@ -768,6 +770,51 @@ def bench_search(quick: bool, rows: list[Row]) -> None:
         )
 
 
+# --------------------------------------------------------------------------- web view
+
+
+def bench_web(rounds: int, events: int, rows: list[Row]) -> None:
+    web = _module("bench_web")
+    if web is None:
+        return
+    saved = os.environ.get("SPECRUN_RUNTIME_DIR")
+    try:
+        r = web.measure(rounds, events)
+    finally:
+        if saved is None:
+            os.environ.pop("SPECRUN_RUNTIME_DIR", None)
+        else:
+            os.environ["SPECRUN_RUNTIME_DIR"] = saved
+    turn = r["turn"]
+    rows.append(
+        Row(
+            f"web view open: a turn ({web.CHUNKS} text chunks + a tool)",
+            turn["open_ms"],
+            "ms",
+            "the same turn, no view subscribed",
+            turn["closed_ms"],
+            "bench_web",
+            f"view open = `specrun web` subscribed, one reader following the event stream "
+            f"and one stalled reader; {turn['events_seen_per_turn']:.0f} events per turn "
+            f"reached the reader; medians of {turn['turns']} turns each way, in alternating "
+            "blocks",
+        )
+    )
+    fan = r["fanout_us"]
+    rows.append(
+        Row(
+            "web view: one live event's fan-out, 1 subscriber",
+            fan[1],
+            "µs",
+            "the same event as a plain reply to one client",
+            r["reply_us"],
+            "bench_web",
+            f"4 subscribers {fan[4]:.1f} µs, 16 subscribers {fan[16]:.1f} µs; the web "
+            f"process's side of one event (decode, inert strings, JSON) {r['web_side_us']:.1f} µs",
+        )
+    )
+
+
 # --------------------------------------------------------------------------- CLI wall time
 
 
@@ -997,7 +1044,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         help="comma-separated: start,workers,accept,branches,apply,recall,shell,speculation,"
-        "protocol,search,cli,cost,idle,large",
+        "protocol,search,cli,cost,idle,large,web",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
@@ -1018,6 +1065,7 @@ def main(argv: list[str] | None = None) -> int:
         ("cli", lambda rows: bench_cli(7 if q else 21, rows)),
         ("idle", lambda rows: bench_idle(3 if q else 5, rows)),
         ("large", lambda rows: bench_large_repo(q, rows)),
+        ("web", lambda rows: bench_web(2 if q else 4, 5_000 if q else 20_000, rows)),
     ]
     rows: list[Row] = []
     missing = [
@@ -1034,6 +1082,7 @@ def main(argv: list[str] | None = None) -> int:
             "bench_cli",
             "bench_cost",
             "bench_large_repo",
+            "bench_web",
         )
         if _module(name) is None
     ]

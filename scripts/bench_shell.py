@@ -95,10 +95,12 @@ def _bashlex(text: str) -> object:
 
 
 def profile_cost(repeat: int) -> dict[str, list[float]]:
-    """Wall time of one command (``bash -c true``) three ways, in seconds per run: bare
+    """Wall time of one command (``bash -c true``) four ways, in seconds per run: bare
     (a plain subprocess, no containment), ``view`` (the sandbox helper with only the file
-    system view and Landlock: what a read-only command got before the full profile) and
-    ``profile`` (every layer). The classifier is not involved."""
+    system view and Landlock: what a read-only command got before the full profile),
+    ``profile`` (every layer) and ``captured`` (every layer, in the writable view of
+    ``speculateShell`` whose writes land on a file system of their own, mounted for the
+    command). The classifier is not involved."""
     import os
     import tempfile
 
@@ -107,10 +109,11 @@ def profile_cost(repeat: int) -> dict[str, list[float]]:
     from worker.shell.runner import run_shell
 
     project = tempfile.mkdtemp(prefix="bench-profile-")
+    scratch = tempfile.mkdtemp(prefix="bench-capture-")
     os.environ[BYPASS_CLASSIFIER_ENV] = "1"  # the helper's classifier re-check is not measured
     helper = SandboxHelper.start()
     os.environ.pop(BYPASS_CLASSIFIER_ENV, None)
-    samples: dict[str, list[float]] = {"bare": [], "view": [], "profile": []}
+    samples: dict[str, list[float]] = {"bare": [], "view": [], "profile": [], "captured": []}
     try:
         variants = {"view": ALL_LAYERS.only("filesystem", "landlock"), "profile": ALL_LAYERS}
         for _ in range(repeat):
@@ -122,9 +125,17 @@ def profile_cost(repeat: int) -> dict[str, list[float]]:
                 start = time.perf_counter()
                 helper.run(request)
                 samples[name].append(time.perf_counter() - start)
+            capture = os.path.join(scratch, "capture")
+            request = Request("true", project, project, 10, 1024, mode="captured",
+                              capture_dir=capture)  # fmt: skip
+            start = time.perf_counter()
+            helper.run_captured(request).close()
+            samples["captured"].append(time.perf_counter() - start)
+            os.rmdir(capture)
     finally:
         helper.close()
         os.rmdir(project)
+        os.rmdir(scratch)
     return samples
 
 

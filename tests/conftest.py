@@ -9,6 +9,7 @@ import pytest
 from tests.support import (
     Env,
     Specrun,
+    containment_unavailable,
     isolated_env,
     make_sample_project,
     processes_with_env,
@@ -51,6 +52,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("containment"):
+        missing = mark.kwargs.get("missing")
+        if missing:
+            containment_unavailable(missing)
 
 
 @pytest.fixture

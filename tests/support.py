@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import psutil
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_PROJECT = REPO / "coordinator" / "cli" / "demo" / "sample_project"
@@ -219,3 +220,24 @@ def shared_sandbox_helper() -> Any:
         atexit.register(helper.close)
         _HELPER.append(helper)
     return _HELPER[0]
+
+
+REQUIRE_CONTAINMENT_ENV = "SPECRUN_REQUIRE_CONTAINMENT"
+"""Set to ``1`` (``.ci/run`` does): a test that cannot prove a containment layer because
+the machine lacks it fails instead of being skipped. The product never runs a command
+with less containment; CI must not go green with those proofs silently left out."""
+
+
+def containment_unavailable(reason: str) -> NoReturn:
+    """The one way a test says that this machine lacks the containment it proves: a skip,
+    or a failure under ``SPECRUN_REQUIRE_CONTAINMENT=1``."""
+    if os.environ.get(REQUIRE_CONTAINMENT_ENV) == "1":
+        pytest.fail(f"containment unavailable ({REQUIRE_CONTAINMENT_ENV}=1): {reason}")
+    pytest.skip(f"containment unavailable here: {reason}")
+
+
+def needs_containment(missing: str | None) -> pytest.MarkDecorator:
+    """Mark a test or module (``pytestmark``) that proves a containment layer; ``missing``
+    says what this machine lacks, None when it has everything. The conftest turns a
+    missing layer into ``containment_unavailable`` when the test would run."""
+    return pytest.mark.containment(missing=missing)

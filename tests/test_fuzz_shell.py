@@ -16,6 +16,8 @@ from types import ModuleType
 
 import pytest
 
+from tests.support import containment_unavailable, needs_containment
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -39,7 +41,7 @@ def _skip_reason() -> str | None:
 
 
 SKIP = _skip_reason()
-needs_tracer = pytest.mark.skipif(SKIP is not None, reason=SKIP or "")
+needs_tracer = needs_containment(SKIP)
 
 
 def test_generator_is_deterministic() -> None:
@@ -54,7 +56,7 @@ def test_generator_is_deterministic() -> None:
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     if SKIP is not None:
-        pytest.skip(SKIP)
+        containment_unavailable(SKIP)
     base = tmp_path_factory.mktemp("fuzz")
     yield fuzz_shell.make_template(base)
     shutil.rmtree(base, ignore_errors=True)

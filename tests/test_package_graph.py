@@ -159,3 +159,10 @@ def test_the_service_side_never_imports_the_client_side() -> None:
 def test_the_client_side_imports_the_service_only_to_serve() -> None:
     edges = _edges_between("coordinator.cli", "coordinator.service")
     assert edges == ["coordinator.cli.serve -> coordinator.service.service"]
+
+
+def test_the_web_view_is_a_client_of_the_service_never_a_part_of_it() -> None:
+    # Its own process (docs/web.md): it talks to the service over the control socket only.
+    assert _edges_between("coordinator.web", "coordinator.service") == []
+    assert _edges_between("coordinator.web", "coordinator.cli") == []
+    assert _edges_between("coordinator.service", "coordinator.web") == []

@@ -176,6 +176,23 @@ def _check_bounds(
         raise ToolStop("quota:overlay_bytes", "the command wrote more bytes than the quota")
 
 
+# The capture space's room beyond the bytes left: tmpfs stores a file in whole pages, and
+# directories (which the quota does not count) take inodes.
+_PAGE = 4096
+_SPARE_INODES = 16
+
+
+def capture_space(overlay: Overlay, containment: Containment) -> tuple[int, int]:
+    """The size in bytes and inodes of the file system a captured command writes to: what
+    the speculation's quota has left, so the host never holds more than the quota."""
+    written = overlay.written_files()
+    used = sum(p.stat().st_size for p in written.values() if p.exists())
+    counted = len(written) + len(overlay.deleted_files())  # as the quota counts them
+    files_left = max(containment.overlay_quota_files - counted, 0)
+    bytes_left = max(containment.overlay_quota_bytes - used, 0)
+    return bytes_left + _PAGE * (files_left + _SPARE_INODES), 2 * files_left + _SPARE_INODES
+
+
 def _was_executable(overlay: Overlay, rel: str) -> bool:
     """Whether the file the command saw (the overlay's copy, else the real one) was
     executable already."""

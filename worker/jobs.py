@@ -28,6 +28,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -55,8 +56,8 @@ from protocol.work import (
     RunTool,
     ToolDone,
 )
-from worker.capture import import_capture, remove_capture
-from worker.contain.helper import Request, SandboxHelper
+from worker.capture import capture_space, import_capture, remove_capture
+from worker.contain.helper import Captured, Request, SandboxHelper
 from worker.contain.landlock import restrict_writes_to
 from worker.contain.limits import limit_reached
 from worker.contain.spawn import ContainmentUnavailable
@@ -64,7 +65,7 @@ from worker.fork import ForkedChat, pipelined_suggestion
 from worker.gate import read_only_verdict, reads_inside_project
 from worker.shell.git_config import git_config_hazard
 from worker.shell.runner import ShellResult
-from worker.speculation import Emit, LoopEnd, Toolbox, final_event, run_loop
+from worker.speculation import WALL_CLOCK, Emit, LoopEnd, Toolbox, final_event, run_loop
 from worker.tools import DirectAccess, ToolContext, ToolStop, execute
 
 if TYPE_CHECKING:
@@ -151,39 +152,48 @@ def contained_runner(
     limits: CommandLimits,
     *,
     stop_on_limit: bool,
-    capture_dirs: Callable[[], Path] | None = None,
+    deadline: float | None = None,
 ) -> Callable[[str, str | Path, float, int], ShellResult]:
     """A shell runner for the tools: every command goes through the sandbox helper.
 
     A missing layer raises ``ToolStop("sandbox_unavailable:<layer>")``: the command did not
     run, and will not run with less containment. With ``stop_on_limit`` (speculations) a
-    command stopped by a limit raises ``ToolStop("limit:<name>")``. With ``capture_dirs``
-    the command runs writable, its writes caught in the directory it returns."""
+    command stopped by a limit raises ``ToolStop("limit:<name>")``, and one cut short by
+    the speculation's ``deadline`` (monotonic) ``ToolStop("limit:wall_clock")``."""
 
     def run(command: str, cwd: str | Path, timeout_s: float, output_cap: int) -> ShellResult:
-        capture = capture_dirs() if capture_dirs is not None else None
         request = Request(
             command=command,
             cwd=os.fspath(cwd),
             project=project_root,
-            timeout_s=timeout_s,
+            timeout_s=_within(timeout_s, deadline),
             output_cap=output_cap,
-            mode="read_only" if capture is None else "captured",
             overlay_dir=overlay_dir,
-            capture_dir=None if capture is None else os.fspath(capture),
             limits=limits,
         )
         try:
             result = helper.run(request)
         except ContainmentUnavailable as exc:
             raise ToolStop(f"sandbox_unavailable:{exc.layer}", str(exc)) from exc
-        if stop_on_limit:
-            limit = limit_reached(result)
-            if limit is not None:
-                raise ToolStop(f"limit:{limit}", f"the command hit its {limit} limit")
-        return result
+        return _stop_on_limit(result, deadline) if stop_on_limit else result
 
     return run
+
+
+def _within(timeout_s: float, deadline: float | None) -> float:
+    """A command's timeout, shortened to end by the speculation's deadline."""
+    if deadline is None:
+        return timeout_s
+    return max(min(timeout_s, deadline - time.monotonic()), 0.01)
+
+
+def _stop_on_limit(result: ShellResult, deadline: float | None = None) -> ShellResult:
+    if result.timed_out and deadline is not None and time.monotonic() >= deadline:
+        raise ToolStop(WALL_CLOCK, "the speculation reached its wall-clock limit")
+    limit = limit_reached(result)
+    if limit is not None:
+        raise ToolStop(f"limit:{limit}", f"the command hit its {limit} limit")
+    return result
 
 
 # --- speculations --------------------------------------------------------------------------
@@ -234,10 +244,11 @@ async def _speculate(
         scratch = make_dirs(job)
         if job.sandbox:
             confine(job)
+        deadline = time.monotonic() + job.limits.wall_clock_s
         overlay = Overlay(job.project_root, job.overlay_dir)
         limits = job.containment.limits
         runner = contained_runner(
-            helper, job.project_root, job.overlay_dir, limits, stop_on_limit=True
+            helper, job.project_root, job.overlay_dir, limits, stop_on_limit=True, deadline=deadline
         )
         tools = Toolbox(
             overlay,
@@ -245,12 +256,12 @@ async def _speculate(
             shell_timeout_s=job.limits.shell_timeout_s,
             ungated_command=_ungated_command(),
             read_only_runner=runner,
-            captured_runner=_captured_runner(helper, job, overlay, scratch)
+            captured_runner=_captured_runner(helper, job, overlay, scratch, deadline)
             if job.speculate_shell
             else None,
             containment=job.containment,
         )
-        end = await run_loop(job, client, tools, send)
+        end = await run_loop(job, client, tools, send, deadline=deadline)
         return final_event(job, end, overlay), end
     except ModelError as exc:
         return Failed(job_id=job.job_id, epoch=job.epoch, error=str(exc)), None
@@ -264,38 +275,56 @@ async def _speculate(
 
 
 def _captured_runner(
-    helper: SandboxHelper, job: RunSpeculation, overlay: Overlay, scratch: Path
+    helper: SandboxHelper,
+    job: RunSpeculation,
+    overlay: Overlay,
+    scratch: Path,
+    deadline: float | None = None,
 ) -> Callable[[str, str | Path, float, int], ShellResult]:
     """Opt-in: run a command that is not read-only in a writable view, then keep what it
-    wrote (within the quota, never a protected path)."""
+    wrote (within the quota, never a protected path). The view's writes land on a file
+    system the size of the quota left: a command that fills it ends the speculation at
+    ``quota:overlay_bytes`` / ``quota:overlay_files`` as the quota check would."""
     runs = itertools.count(1)
-    current: dict[str, Path] = {}
-
-    def next_capture() -> Path:
-        current["dir"] = scratch / f"capture-{next(runs)}"
-        return current["dir"]
-
-    sandboxed = contained_runner(
-        helper,
-        job.project_root,
-        job.overlay_dir,
-        job.containment.limits,
-        stop_on_limit=True,
-        capture_dirs=next_capture,
-    )
 
     def run(command: str, cwd: str | Path, timeout_s: float, output_cap: int) -> ShellResult:
+        capture_dir = scratch / f"capture-{next(runs)}"
+        size, inodes = capture_space(overlay, job.containment)
+        request = Request(
+            command=command,
+            cwd=os.fspath(cwd),
+            project=job.project_root,
+            timeout_s=_within(timeout_s, deadline),
+            output_cap=output_cap,
+            mode="captured",
+            overlay_dir=job.overlay_dir,
+            capture_dir=os.fspath(capture_dir),
+            capture_bytes=size,
+            capture_inodes=inodes,
+            limits=job.containment.limits,
+        )
         try:
-            result = sandboxed(command, cwd, timeout_s, output_cap)
-            note = import_capture(current["dir"] / "upper", overlay, job.containment).note()
+            with _run_captured(helper, request) as captured:
+                if captured.full is not None:
+                    raise ToolStop(
+                        f"quota:{captured.full}", "the command ran out of the speculation's quota"
+                    )
+                result = _stop_on_limit(captured.result, deadline)
+                note = import_capture(captured.root / "upper", overlay, job.containment).note()
         finally:
-            if "dir" in current:
-                remove_capture(current.pop("dir"))
+            remove_capture(capture_dir)
         if note:
             result = dataclasses.replace(result, stdout=f"{result.stdout}\n{note}".lstrip("\n"))
         return result
 
     return run
+
+
+def _run_captured(helper: SandboxHelper, request: Request) -> Captured:
+    try:
+        return helper.run_captured(request)
+    except ContainmentUnavailable as exc:
+        raise ToolStop(f"sandbox_unavailable:{exc.layer}", str(exc)) from exc
 
 
 async def _pipelined(job: RunSpeculation, client: ModelClient, end: LoopEnd) -> PipelinedSuggestion:

@@ -14,8 +14,10 @@ speculated conversation the model sees).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +55,7 @@ log = logging.getLogger("specrun.worker.speculation")
 
 Emit = Callable[[WorkerEvent], Awaitable[None]]
 Status = Literal["completed", "boundary"]
+WALL_CLOCK = "limit:wall_clock"
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,26 +150,43 @@ class Toolbox:
         return await execute(call, self.context)
 
 
-async def run_loop(job: RunSpeculation, client: ModelClient, tools: Toolbox, emit: Emit) -> LoopEnd:
-    """The speculative loop, top to bottom. Raises ``ModelError`` when a request fails."""
+async def run_loop(
+    job: RunSpeculation,
+    client: ModelClient,
+    tools: Toolbox,
+    emit: Emit,
+    *,
+    deadline: float | None = None,
+) -> LoopEnd:
+    """The speculative loop, top to bottom. Raises ``ModelError`` when a request fails.
+    At ``deadline`` (monotonic; by default the job's wall-clock limit from now) it ends at
+    the boundary ``limit:wall_clock`` with what it has so far."""
     chat = ForkedChat.from_snapshot(job.snapshot, job.model)
     spec = Transcript(job.suggestion)
     limits = job.limits
+    if deadline is None:
+        deadline = time.monotonic() + limits.wall_clock_s
     for turn in range(limits.max_turns):
         if len(spec) >= limits.max_messages:
             return LoopEnd("completed", "max_messages", spec)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return LoopEnd("boundary", WALL_CLOCK, spec)
         try:
-            reply = await ask(client, chat.request(spec.messages, "speculation"), job, turn, emit)
+            request = chat.request(spec.messages, "speculation")
+            reply = await asyncio.wait_for(ask(client, request, job, turn, emit), left)
         except ModelRefused:
             # Nothing to show at Tab: the user's own turn will get the model's answer.
             return LoopEnd("boundary", "refusal", spec)
+        except TimeoutError:
+            return LoopEnd("boundary", WALL_CLOCK, spec)
         spec.turns = turn + 1
         if not reply.text and not reply.tool_calls:
             return LoopEnd("completed", "empty", spec)
         if not reply.tool_calls:
             spec.add(reply)
             return LoopEnd("completed", "answered", spec)
-        responses, boundary = await run_calls(reply, tools, job, turn, emit)
+        responses, boundary = await run_calls(reply, tools, job, turn, emit, deadline=deadline)
         spec.count_successes(responses)
         if boundary is not None:
             spec.add_cut(reply, responses)
@@ -196,7 +216,13 @@ async def ask(
 
 
 async def run_calls(
-    reply: Message, tools: Toolbox, job: RunSpeculation, turn: int, emit: Emit
+    reply: Message,
+    tools: Toolbox,
+    job: RunSpeculation,
+    turn: int,
+    emit: Emit,
+    *,
+    deadline: float | None = None,
 ) -> tuple[list[ToolResult], str | None]:
     """Run the reply's calls in order until the gate stops one.
 
@@ -205,6 +231,8 @@ async def run_calls(
     """
     responses: list[ToolResult] = []
     for call in reply.tool_calls:
+        if deadline is not None and time.monotonic() >= deadline:
+            return responses, WALL_CLOCK
         decision = tools.decide(call)
         if decision.action == "boundary":
             return responses, decision.reason

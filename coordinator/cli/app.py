@@ -34,6 +34,7 @@ COMMAND_FAMILIES: dict[str, str] = {
     "sandbox": "sandbox_cmds",
     "model": "model_cmds",
     "demo": "demo_cmd",
+    "web": "web_cmds",
 }
 
 
@@ -76,6 +77,10 @@ def import_family(family: str) -> ModuleType:
             from coordinator.cli import demo_cmd
 
             return demo_cmd
+        case "web_cmds":
+            from coordinator.cli import web_cmds
+
+            return web_cmds
     raise LookupError(f"no command family {family!r}")
 
 

@@ -34,6 +34,15 @@ log = logging.getLogger("specrun.scripted_model")
 
 _DISCONNECTS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
 
+MAX_BODY_BYTES = 32 << 20
+"""The largest request body read. Any local process can reach the loopback port, so a body
+is never read on the strength of its Content-Length alone: a larger one is refused with 413
+before a byte of it is read (a long session's request is a few MB at most)."""
+
+
+class _Refused(Exception):
+    """The request's body was refused unread; the answer is already sent."""
+
 
 class _Gone(Exception):
     """The client went away or the server is stopping: end this response quietly."""
@@ -144,8 +153,32 @@ class _Handler(BaseHTTPRequestHandler):
                 break
         raise _Gone
 
+    def _body_length(self) -> int | None:
+        """The declared body length, or None after answering a body we will not read (a bad
+        or oversized Content-Length, a chunked body); the connection then closes."""
+        declared = self.headers.get("Content-Length")
+        status, message = 0, ""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            status, message = 411, "A chunked request body is not accepted: send Content-Length."
+        elif declared is not None and not declared.strip().isdigit():
+            status, message = 400, "The Content-Length header is not a number."
+        elif declared is not None and int(declared) > MAX_BODY_BYTES:
+            status = 413
+            message = f"The request body is larger than {MAX_BODY_BYTES} bytes."
+        if not status:
+            return int(declared or 0)
+        self.close_connection = True
+        self.server.engine.record(
+            method=self.command, path=self.path, headers=self._headers_dict(), body=None,
+            decision=None, status=status,
+        )  # fmt: skip
+        self._send_json(status, self._error_payload(status, message), {"Connection": "close"})
+        return None
+
     def _read_body(self) -> tuple[Any, bytes]:
-        length = int(self.headers.get("Content-Length") or 0)
+        length = self._body_length()
+        if length is None:
+            raise _Refused
         raw = self.rfile.read(length) if length > 0 else b""
         if not raw:
             return None, raw
@@ -188,7 +221,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(404, self._error_payload(404, f"No route for {self.command} {self.path}."))
 
     def do_POST(self) -> None:
-        body, raw = self._read_body()
+        try:
+            body, raw = self._read_body()
+        except _Refused:
+            return
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             self._not_found(body)
             return

@@ -26,9 +26,13 @@ from protocol.chat import Message
 log = logging.getLogger("specrun.accept")
 
 
+#: The digest recorded for a file the accept deletes: applied when the file is gone.
+GONE = ""
+
+
 class PendingAccept(msgspec.Struct, frozen=True):
     messages: tuple[Message, ...]
-    files: dict[str, str]  # relative path -> sha256 of the content the accept writes
+    files: dict[str, str]  # relative path -> sha256 of the content the accept writes, or GONE
 
 
 def record_path(project_root: Path) -> Path:
@@ -63,6 +67,9 @@ def settle_pending(project_root: Path, history: HistoryStore) -> str | None:
         return None
     applied = True
     for rel, sha in record.files.items():
+        if sha == GONE:
+            applied = applied and not (project_root / rel).exists()
+            continue
         try:
             applied = applied and digest(project_root / rel) == sha
         except OSError:

@@ -85,10 +85,9 @@ class RefusedReport(overlay.OverlayError):
         detail = describe_paths(f"{quote_name(path)}: {why}" for path, why in self.refused.items())
         count = len(self.refused)
         noun = "a file" if count == 1 else f"{count} files"
-        super().__init__(
-            f"Nothing was applied because the speculation reported {noun} it may not "
-            f"change ({detail})."
-        )
+        #: The reason in a few words, for a sentence of the caller's own.
+        self.reason = f"the speculation reported {noun} it may not change ({detail})"
+        super().__init__(f"Nothing was applied because {self.reason}.")
 
 
 class SpeculationFiles:

@@ -87,7 +87,7 @@ def preview_files(
     try:
         files = SpeculationFiles(root, overlay_dir, written, settings)
     except RefusedReport as exc:
-        return (), str(exc)
+        return (), f"Tab would apply nothing: {exc.reason}."
     applied = files.preview()
     real_root = files.root
     return tuple(

@@ -19,15 +19,16 @@ import secrets
 import signal
 import stat
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import zmq
 import zmq.asyncio
 
 import overlay
 from coordinator.pidfile import PidFile
+from coordinator.service.live_hub import LiveHub
 from coordinator.service.pool import WorkerPool
 from coordinator.settings import Settings
 from coordinator.state_dir import state_dir
@@ -40,7 +41,10 @@ if TYPE_CHECKING:
     # Imported for real in ``_start``, after the fork server was launched.
     from coordinator.scripted_model import ScriptedModelServer
     from coordinator.service.chat import MainChat
+    from coordinator.service.live_state import LiveState
+    from coordinator.service.pool import WorkerHandle
     from coordinator.service.speculation import SpeculationManager
+    from protocol.work import WorkerEvent
 
 log = logging.getLogger("specrun.service")
 
@@ -110,6 +114,9 @@ class Service:
         self._pidfile = PidFile(self.endpoints.pidfile)
         self._tasks: set[asyncio.Task[object]] = set()
         self._project_id: tuple[int, int] | None = None
+        # The live view's subscribers (`specrun web`) and what they are told.
+        self.live_hub = LiveHub(self._send_nowait)
+        self._live: LiveState | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -157,6 +164,8 @@ class Service:
         # process's start (the chat, its memory recall, the model client).
         from coordinator.service import commands  # noqa: F401  (registers the handlers)
         from coordinator.service.chat import MainChat
+        from coordinator.service.commands.service import status_reply
+        from coordinator.service.live_state import LiveState
         from coordinator.service.model_endpoint import open_model_endpoint
         from coordinator.service.routing import WorkerEventRouter
         from coordinator.service.speculation import SpeculationManager
@@ -179,7 +188,21 @@ class Service:
         # A worker's events go to whoever gave it its job: the chat's tool calls to the
         # chat, speculations to the speculation manager.
         router = WorkerEventRouter({"tool": chat, "speculation": speculation})
-        self.pool.on_event = router.on_event
+        self._live = live = LiveState(
+            self.live_hub,
+            self.project_root,
+            chat,
+            speculation,
+            self.pool,
+            lambda req_id: status_reply(self, req_id),
+        )
+        speculation.on_change = live.poke
+
+        async def on_event(handle: WorkerHandle, event: WorkerEvent) -> None:
+            await router.on_event(handle, event)
+            live.worker_event(handle, event)  # after: the manager has taken it in
+
+        self.pool.on_event = on_event
         self.pool.on_death = router.on_death
         # Answer clients at once; the warm workers come up meanwhile (~0.3 s): a restart
         # is serving again that much sooner, and a job arriving first starts its own.
@@ -201,6 +224,9 @@ class Service:
 
     async def _shutdown(self) -> None:
         log.info("stopping")
+        self.live_hub.close()
+        if self._live is not None:
+            self._live.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -269,6 +295,12 @@ class Service:
         return self._chat
 
     @property
+    def live(self) -> LiveState:
+        if self._live is None:
+            raise RuntimeError("the service has not started: there is no live view yet")
+        return self._live
+
+    @property
     def speculation(self) -> SpeculationManager:
         if self._speculation is None:
             raise RuntimeError("the service has not started: there is no speculation manager")
@@ -299,6 +331,8 @@ class Service:
     async def _handle(self, identity: bytes, request: ControlRequest) -> None:
         from coordinator.service.commands import dispatch  # loaded in _start
 
+        if self._live is not None:
+            self._live.request(identity, request)
         try:
             await dispatch(self, identity, request)
         except Exception as exc:  # one failed request must never take the service down
@@ -314,7 +348,38 @@ class Service:
         """Send a reply; a client that went away is not an error worth more than a log line."""
         if self._control is None:
             return
+        if self._live is not None:
+            self._live.turn_event(identity, reply)
         try:
             await self._control.send_multipart([identity, self._replies.encode(reply)])
         except zmq.ZMQError as exc:
             log.info("client %r is gone (%s); dropping %s", identity, exc, type(reply).__name__)
+
+    def _send_nowait(
+        self, identity: bytes, frame: bytes, failed: Callable[[BaseException], None]
+    ) -> None:
+        """Send a frame to one client without waiting: raise at once if it cannot go
+        (``zmq.Again``: that client's queue is full; EHOSTUNREACH: it is gone). Only when
+        another reply is already waiting for room on the socket does this one queue
+        behind it; ``failed`` then hears of a failure later."""
+        if self._control is None:
+            raise zmq.ZMQError(zmq.ENOTSOCK, "the control socket is closed")
+        # The asyncio socket's own non-blocking send: it also re-checks the socket for
+        # incoming requests afterwards (a send on the bare socket can swallow the edge
+        # that would wake the control loop's receive).
+        sent = cast(
+            "asyncio.Future[object]",
+            self._control.send_multipart([identity, frame], flags=zmq.NOBLOCK),
+        )
+        if sent.done():
+            error = sent.exception()
+            if error is not None:
+                raise error
+            return
+
+        def settled(done: asyncio.Future[object]) -> None:
+            error = None if done.cancelled() else done.exception()
+            if error is not None:
+                failed(error)
+
+        sent.add_done_callback(settled)

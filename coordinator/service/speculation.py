@@ -23,7 +23,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
@@ -32,7 +32,13 @@ import psutil
 
 import overlay
 from coordinator.boundary_text import describe_boundary
-from coordinator.service.accept_record import PendingAccept, clear_pending, digest, write_pending
+from coordinator.service.accept_record import (
+    GONE,
+    PendingAccept,
+    clear_pending,
+    digest,
+    write_pending,
+)
 from coordinator.service.applied_set import RefusedReport, SpeculationFiles
 from coordinator.service.cost import Budget
 from coordinator.service.emitter import Emitter
@@ -88,6 +94,8 @@ PIPELINED_GRACE_S = 1.0
 # machine the death can be seen first. A running speculation whose worker died is failed
 # only if no final event came within this long.
 FINAL_EVENT_GRACE_S = 0.5
+# How long after its wall-clock limit a speculation's worker may take to report the end.
+WALL_CLOCK_GRACE_S = 10.0
 # An abort waits this long for the killed worker to be reaped and its overlay removed; a
 # death the kernel is slow to deliver (a process stuck in the D state, a big address space
 # being torn down) finishes in the background, so an abort never holds up the next turn.
@@ -417,6 +425,8 @@ class SpeculationManager:
         self._branch_lock = asyncio.Lock()  # one pass over the waiting branches at a time
         self._moves = 0  # bumped whenever the user submits something
         self._flushing: asyncio.Task[object] | None = None
+        # Told when the suggestion may have changed (the live view compares and sends).
+        self.on_change: Callable[[], None] = lambda: None
 
     # -- suggestions -------------------------------------------------------------
 
@@ -463,6 +473,7 @@ class SpeculationManager:
         await self.dismiss("replaced")
         suggestion = Suggestion(text, delay_s=delay_s)
         self.current = suggestion
+        self.on_change()
         self.last_suppressed = None
         self.stats.shown += 1
         if not self.settings.enable_speculation:
@@ -611,13 +622,26 @@ class SpeculationManager:
             speculate_shell=self.settings.speculate_shell,
             containment=self.settings.containment(),
             alternatives=self.settings.speculation_branches,
+            limits=self.settings.speculation_limits(),
         )
         try:
             await self.workers.send(handle, job)
         except WorkerStartError as exc:
             spec.error = str(exc)
             await self._end(spec, "failed")
+            return spec
+        self._spawn(self._wall_clock(spec, job.limits.wall_clock_s + WALL_CLOCK_GRACE_S))
         return spec
+
+    async def _wall_clock(self, spec: Speculation, limit_s: float) -> None:
+        """The backstop of the wall-clock limit: the worker ends its own speculation at the
+        limit (``limit:wall_clock``, keeping what it did); one still running a moment later
+        is not trusted to, and is killed."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(spec.finished.wait(), limit_s)
+        if spec.status == "running":
+            spec.error = "the speculation ran past its wall-clock limit (speculationTimeoutS)"
+            await self._end(spec, "failed")
 
     def _live_speculations(self) -> list[Speculation]:
         """The speculations whose events still matter: the current suggestion's branches',
@@ -742,6 +766,7 @@ class SpeculationManager:
             )
         if was_running:
             self._wake_waiting()
+        self.on_change()
 
     async def _stop_worker_and_overlay(self, spec: Speculation) -> None:
         """Kill and reap the speculation's worker, then remove its overlay (only then: a
@@ -788,6 +813,7 @@ class SpeculationManager:
             self.stats.ignored += 1
         await self.abort(reason)
         self.current = None
+        self.on_change()
 
     async def typed(self, text: str) -> None:
         """What the person has typed so far at the prompt (``TypedRequest``). Keeps the
@@ -812,6 +838,7 @@ class SpeculationManager:
         current.branches = keep  # first: the diverged ones' late events are fenced off
         current.typed_prefix = True
         await self._kill_branches(gone, "user typed something else")
+        self.on_change()
 
     # -- accept -----------------------------------------------------------------
 
@@ -864,10 +891,12 @@ class SpeculationManager:
             self.stats.accepted_by_typing["prefix_kept"] += 1
         spec = branch.speculation
         self._accepting = spec
+        self.on_change()
         try:
             return await self._accept_branch(suggestion, branch, method, out, now, wait)
         finally:
             self._accepting = None
+            self.on_change()
 
     async def _accept_branch(
         self,
@@ -943,7 +972,7 @@ class SpeculationManager:
             # 1. files first (all or nothing), 2.-3. then the history, so a failed apply
             # leaves neither; a crash between the two is settled at the next start from
             # the pending record; 5. the overlay goes in every case.
-            await asyncio.to_thread(self._write_pending, ov, accepted)
+            await asyncio.to_thread(self._write_pending, files, accepted)
             applied = await asyncio.to_thread(files.apply)
             await self.chat.extend_from_speculation(accepted)
         except RefusedReport as exc:
@@ -1000,9 +1029,18 @@ class SpeculationManager:
             return
         self._flushing = self._spawn(asyncio.to_thread(os.sync))
 
-    def _write_pending(self, ov: overlay.Overlay, accepted: list[Message]) -> None:
-        files = {rel: digest(path) for rel, path in ov.written_files().items() if path.exists()}
-        write_pending(self.project_root, PendingAccept(tuple(accepted), files))
+    def _write_pending(self, files: SpeculationFiles, accepted: list[Message]) -> None:
+        """The record that settles a crash between the files and the history. Files git
+        ignores are left out (the apply may skip them: the real one wins); a deletion is
+        recorded as "" (applied: the file is gone)."""
+        ov = files.overlay
+        record = {
+            rel: digest(path)
+            for rel, path in ov.written_files().items()
+            if path.exists() and rel not in files.ignored
+        }
+        record.update((rel, GONE) for rel in ov.deleted_files() if rel not in files.ignored)
+        write_pending(self.project_root, PendingAccept(tuple(accepted), record))
 
     # -- reporting & lifecycle ---------------------------------------------------
 

@@ -22,10 +22,12 @@ import yaml
 from coordinator.cli.render import accept_summary
 from protocol.control import Transcript, TurnEnded
 from tests.coordinator.e2e import Driver
-from tests.support import Specrun, make_sample_project, running_service
+from tests.support import Specrun, make_sample_project, needs_containment, running_service
 from worker.contain.landlock import abi
 
-pytestmark = pytest.mark.skipif(abi() < 6, reason="needs Landlock ABI >= 6 for the full profile")
+pytestmark = needs_containment(
+    "needs Landlock ABI >= 6 for the full profile" if abi() < 6 else None
+)
 
 SUGGESTION = "run the tests"
 COMMAND = (

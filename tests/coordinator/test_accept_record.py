@@ -7,6 +7,7 @@ import hashlib
 from pathlib import Path
 
 from coordinator.service.accept_record import (
+    GONE,
     PendingAccept,
     record_path,
     settle_pending,
@@ -59,3 +60,13 @@ def test_no_record_or_a_torn_one(tmp_path: Path) -> None:
     path.write_bytes(b'{"messages": [')
     assert settle_pending(tmp_path, HistoryStore(tmp_path)) is None
     assert not path.exists()
+
+
+def test_a_deletion_counts_as_applied_when_the_file_is_gone(tmp_path: Path) -> None:
+    (tmp_path / "old.py").write_text("old\n")
+    record = PendingAccept(ACCEPTED, {"old.py": GONE})
+    write_pending(tmp_path, record)
+    assert "not applied" in (settle_pending(tmp_path, HistoryStore(tmp_path)) or "")
+    write_pending(tmp_path, record)
+    (tmp_path / "old.py").unlink()  # the apply deleted it, then a crash
+    assert "added the 2" in (settle_pending(tmp_path, HistoryStore(tmp_path)) or "")

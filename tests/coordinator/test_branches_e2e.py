@@ -184,7 +184,9 @@ def test_three_branches_run_at_once_the_second_is_accepted_and_the_others_killed
     assert set(cost["by_rank"]) >= {"0", "1", "2"}
     for rank in ("0", "1", "2"):
         assert cost["by_rank"][rank]["tokens"] > 0, cost
-        assert cost["by_rank"][rank]["cpu_s"] > 0, cost
+    # CPU time is counted in clock ticks (10 ms): one short branch may round to 0.0,
+    # the three together do not.
+    assert sum(cost["by_rank"][rank]["cpu_s"] for rank in ("0", "1", "2")) > 0, cost
     discarded = cost["discarded"]
     thrown = cost["by_rank"]["0"]["tokens"] + cost["by_rank"]["2"]["tokens"]
     assert discarded["tokens"] >= thrown > 0 and discarded["cpu_s"] > 0

@@ -52,7 +52,7 @@ def test_the_command_set_is_complete() -> None:
     for expected in ("start", "serve", "stop", "status", "ask", "suggestion", "accept", "reject",
                      "reset", "workers", "stats", "logs", "memory list", "memory show",
                      "memory add", "explain-shell", "config show", "config set", "model serve",
-                     "chat", "demo", "debug kill-worker"):
+                     "chat", "demo", "debug kill-worker", "web"):
         assert expected in names
 
 

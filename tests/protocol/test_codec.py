@@ -26,6 +26,21 @@ OUTCOME = work.SpeculationOutcome(
 )
 INFO = control.WorkerInfo(1, control.WorkerState.IDLE, None, None, None, 0.5, 100, "landlock")
 SPEC_INFO = control.SpeculationInfo("s", "running", 1, 0, (), None, 0.1, 7, None)
+STATUS = control.StatusReply(
+    4, "/p", 1, 2, 3.0, "http://x/v1", True, "m", "f", ApprovalMode.DEFAULT, "s", "none",
+    (INFO,), True, True,
+)
+STATS = control.StatsReply(
+    6, 1, 1, {"tab": 1}, 0, control.CountByReason(1, {"done": 1}), 1,
+    control.CountByReason(0, {}), 0, 0, (0.5,), 0.5, 0.5,
+)
+STEP = control.LiveActivity("tool", "1\tx", "c1", "read_file", "file_path: a.py", "success")
+DIFF = control.LiveDiff(
+    "s", (control.FileDiff(control.FileChange("a.py", "modified", "+x", True), "+a\n", added=1),)
+)
+LIVE_WORKERS = control.LiveWorkers((control.LiveWorker(INFO, 12.5, 4096),))
+LIVE_STATS = control.LiveStats(STATS, {0: 2})
+SUGGESTION = control.SuggestionReply(5, "run the tests", True, None, SPEC_INFO)
 
 REQUESTS = [
     control.StatusRequest(1),
@@ -44,6 +59,8 @@ REQUESTS = [
     control.TypedRequest(13, "run the"),
     control.DiffRequest(14, 1, stat=True),
     control.SuggestionRequest(15, transcript=0),
+    control.SubscribeRequest(16, 4321),
+    control.LiveSnapshotRequest(17),
 ]
 REPLIES = [
     control.ErrorReply(1, "bad_request", "no."),
@@ -90,6 +107,19 @@ REPLIES = [
     control.Transcript(11, (control.TranscriptEntry("user", "x"),), ("a.py",), 1.5),
     control.TurnEnded(12, "completed"),
     control.DiffReply(13, 0, "tidy", "completed", refused="Nothing was applied."),
+    control.LiveEvent(14, 1, control.LivePrompt(1, "fix it")),
+    control.LiveEvent(15, 2, control.LiveTurnEvent(1, control.TextChunk(3, "hel"))),
+    control.LiveEvent(16, 3, control.LiveSpeculationStep("s", STEP)),
+    control.LiveEvent(17, 4, DIFF),
+    control.LiveEvent(18, 5, LIVE_WORKERS),
+    control.LiveEvent(19, 6, LIVE_STATS),
+    control.LiveEvent(20, 7, control.LiveSuggestion(SUGGESTION)),
+    control.LiveEvent(21, 8, control.LiveReset("s2")),
+    control.LiveResync(22, 8),
+    control.LiveSnapshot(
+        23, 8, STATUS, (control.TranscriptEntry("user", "x"),), SUGGESTION, {"s": (STEP,)},
+        {"s": DIFF}, LIVE_WORKERS, LIVE_STATS,
+    ),
 ]
 JOBS = [
     work.RunSpeculation(
@@ -197,6 +227,8 @@ def test_is_final_marks_the_last_reply_of_a_request() -> None:
         control.ApprovalNeeded,
         control.Notice,
         control.Transcript,
+        control.LiveEvent,  # a subscription has no last reply
+        control.LiveResync,
     }
     for reply in REPLIES:
         assert control.is_final(reply) == (type(reply) not in streaming)
@@ -289,6 +321,10 @@ UNIONS = {
 Path = tuple[str | int, ...]
 
 
+class DictKey(str):
+    """A path step that is a dict key (msgspec names a dict value's place ``[...]``)."""
+
+
 def _choices(t: mi.Type) -> tuple[object, ...] | None:
     """The values a fixed-set type allows (``None`` allowed or not), or None if it is open."""
     if isinstance(t, mi.LiteralType):
@@ -332,7 +368,7 @@ def _fixed_fields(
     elif isinstance(t, mi.DictType):
         assert isinstance(data, dict)
         for key, value in data.items():
-            yield from _fixed_fields(t.value_type, value, (*path, key), owner)
+            yield from _fixed_fields(t.value_type, value, (*path, DictKey(key)), owner)
 
 
 def _all_fixed_fields(t: mi.Type, seen: set[type], owner: str = "") -> Iterator[str]:
@@ -373,7 +409,11 @@ def _set(data: typing.Any, path: Path, value: object) -> typing.Any:
 
 
 def _where(path: Path) -> str:
-    return "$" + "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path)
+    return "$" + "".join(
+        "[...]" if isinstance(step, DictKey) else f"[{step}]" if isinstance(step, int)
+        else f".{step}"
+        for step in path
+    )
 
 
 CASES = [

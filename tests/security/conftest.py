@@ -1,5 +1,65 @@
-"""Fixtures the security tests share with the service unit tests."""
+"""Fixtures the security tests share: the service unit tests' ``place``, and a sandbox
+helper with the classifier bypassed (the test-only ``SPECRUN_TEST_BYPASS_CLASSIFIER``), for
+tests that show a containment limit holds on its own whatever command reaches it."""
 
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from protocol.work import CommandLimits
 from tests.coordinator.service.conftest import place
+from tests.support import containment_unavailable
+from worker.contain.helper import BYPASS_CLASSIFIER_ENV, Request, SandboxHelper
+from worker.contain.spawn import ALL_LAYERS, Layers
+from worker.shell.runner import ShellResult
 
 __all__ = ["place"]
+
+
+def start_bypassed_helper() -> SandboxHelper:
+    saved = os.environ.get(BYPASS_CLASSIFIER_ENV)
+    os.environ[BYPASS_CLASSIFIER_ENV] = "1"
+    try:
+        started = SandboxHelper.start()
+    finally:
+        if saved is None:
+            os.environ.pop(BYPASS_CLASSIFIER_ENV, None)
+        else:
+            os.environ[BYPASS_CLASSIFIER_ENV] = saved
+    if not all(layer.active for layer in started.layers):
+        started.close()
+        containment_unavailable(f"layers missing: {started.layers}")
+    return started
+
+
+@pytest.fixture(scope="module")
+def bypassed_helper() -> Iterator[SandboxHelper]:
+    started = start_bypassed_helper()
+    yield started
+    started.close()
+
+
+def run_in(
+    helper: SandboxHelper,
+    project: Path,
+    command: str,
+    *,
+    layers: Layers = ALL_LAYERS,
+    limits: CommandLimits | None = None,
+    timeout_s: float = 30.0,
+) -> ShellResult:
+    return helper.run(
+        Request(
+            command=command,
+            cwd=str(project),
+            project=str(project),
+            timeout_s=timeout_s,
+            output_cap=64 * 1024,
+            limits=limits or CommandLimits(),
+            layers=layers,
+        )
+    )

@@ -9,7 +9,8 @@ directory covers, an overlay file that is a symlink to a secret in $HOME, a path
 symlinked overlay directory, a path through a symlinked directory of the real tree, a name
 holding a terminal escape, a path out of the project. Each time the accept falls back to a
 normal turn with one sentence naming the refused entry (its name made inert), and the real
-tree is exactly as it was: not even the legitimate file is applied.
+tree is exactly as it was: not even the legitimate file is applied. ``specrun diff`` of the
+same report shows nothing of it either (it says why Tab would apply nothing).
 """
 
 from __future__ import annotations
@@ -164,6 +165,11 @@ def test_a_forged_report_applies_nothing(place: Place, forge: Forge) -> None:
             report = forged_report(place, job, forge)
             before = tree(place.root)
             await workers.deliver(handle, report)
+            # `specrun diff` (and any view of it) checks the report the same way first.
+            preview = await manager.diff_reply(7, None, stat=False)
+            assert preview is not None and preview.files == ()
+            assert preview.refused.startswith("Tab would apply nothing: the speculation reported")
+            assert SECRET not in str(preview) and "\x1b" not in preview.refused
             with pytest.raises(AcceptFallback) as why:
                 await manager.accept("tab", Emitter(Replies(), b"c", 9))
             assert tree(place.root) == before

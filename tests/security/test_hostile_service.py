@@ -20,11 +20,13 @@ import pytest
 import yaml
 
 from tests.coordinator.e2e import Driver
-from tests.support import Env, make_sample_project, running_service
+from tests.support import Env, make_sample_project, needs_containment, running_service
 from worker.contain.landlock import abi
 from worker.contain.verify import ConnectionRecorder
 
-pytestmark = pytest.mark.skipif(abi() < 6, reason="needs Landlock ABI >= 6 for the full profile")
+pytestmark = needs_containment(
+    "needs Landlock ABI >= 6 for the full profile" if abi() < 6 else None
+)
 
 SECRET = "SECRET-KEY-MATERIAL-7f3a"
 

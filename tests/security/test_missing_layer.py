@@ -16,12 +16,12 @@ import pytest
 import yaml
 
 from tests.coordinator.e2e import Driver
-from tests.support import Env, make_sample_project, running_service
+from tests.support import Env, make_sample_project, needs_containment, running_service
 from worker.contain.helper import Request, SandboxHelper
 from worker.contain.landlock import abi
 from worker.contain.spawn import BREAK_LAYER_ENV, ContainmentUnavailable
 
-pytestmark = pytest.mark.skipif(abi() < 1, reason="the kernel has no Landlock")
+pytestmark = needs_containment("the kernel has no Landlock" if abi() < 1 else None)
 
 MARKER = "ran-without-landlock"
 

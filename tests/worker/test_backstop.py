@@ -34,6 +34,7 @@ from protocol.work import (
     ToolFinished,
     WorkerEvent,
 )
+from tests.support import needs_containment
 from tests.worker.conftest import PIPELINED_RULE, Harness, call, rule, tree_state
 from worker.contain.landlock import abi as landlock_abi
 from worker.jobs import UNGATED_SHELL_ENV, _ungated_command
@@ -134,7 +135,7 @@ def shell_output(events: list[WorkerEvent]) -> str:
     return finished.result.output or ""
 
 
-@pytest.mark.skipif(landlock_abi() == 0, reason="the kernel has no Landlock: nothing to prove")
+@needs_containment("the kernel has no Landlock" if landlock_abi() == 0 else None)
 def test_confined_worker_cannot_write_the_real_tree(
     harness: Any, spawn_worker: Any, spec_project: Path
 ) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from protocol.work import Completed, PipelinedSuggestion, ToolFinished
+from tests.support import containment_unavailable
 from tests.worker.conftest import PIPELINED_RULE, Harness, call, rule, tree_state
 from tests.worker.test_speculation_worker import pool_of, run
 
@@ -27,7 +28,7 @@ def test_shell_reads_see_the_overlay_and_cannot_write_through_it(
     harness: Any, tmp_path: Path
 ) -> None:
     if not _view_supported():
-        pytest.skip("this kernel does not allow unprivileged mount namespaces")
+        containment_unavailable("this kernel does not allow unprivileged mount namespaces")
     h: Harness = harness(
         [
             rule(
@@ -75,7 +76,7 @@ def test_opt_in_sandboxed_shell_keeps_writes_in_the_overlay_and_has_no_network(
     harness: Any,
 ) -> None:
     if not _view_supported():
-        pytest.skip("this kernel does not allow unprivileged mount namespaces")
+        containment_unavailable("this kernel does not allow unprivileged mount namespaces")
     import socket
 
     import msgspec

@@ -17,6 +17,7 @@ callers that are not a preloaded single-threaded worker: the test suite and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import select
@@ -35,7 +36,7 @@ import msgspec
 from overlay.paths import ensure_private_base, ensure_private_dir, make_private_dir
 from overlay.sweep import release_pid_dir
 from protocol.work import CommandLimits, LayerStatus
-from worker.contain import mounts, probe, spawn
+from worker.contain import cgroup, mounts, probe, spawn
 from worker.contain.limits import pid_namespace_cap
 from worker.contain.spawn import (
     ALL_LAYERS,
@@ -53,7 +54,9 @@ read-only, so tests can show that the containment holds on its own. Never read f
 settings or the wire; a helper with it set says so on stderr."""
 
 SANDBOX_DIR = "sandbox"
-"""The helper's directory (its commands' mount point) inside the worker's per-pid dir."""
+"""The helper's directory (its commands' mount point) inside the worker's per-pid dir. A
+helper started in a fresh interpreter (``SandboxHelper.start``: tests, ``--verify``) adds
+its own pid, since one process may start several."""
 _MAX_MESSAGE = 64 << 20
 _HEADER = struct.Struct("!I")
 # "verify": the hostile probes of `specrun sandbox --verify`, run without asking the classifier;
@@ -73,10 +76,16 @@ class Request(msgspec.Struct, frozen=True):
     output_cap: int
     mode: Mode = "read_only"
     overlay_dir: str | None = None
-    # captured mode: the command's writes land in <capture_dir>/upper
+    # captured mode: the command's writes land in <capture_dir>/upper, on a file system
+    # of its own that holds at most capture_bytes and capture_inodes (the quota left)
     capture_dir: str | None = None
+    capture_bytes: int = 256 << 20
+    capture_inodes: int = 4000
     limits: CommandLimits = msgspec.field(default_factory=CommandLimits)
     layers: Layers = ALL_LAYERS
+
+
+CaptureFull = Literal["overlay_bytes", "overlay_files"]
 
 
 class Reply(msgspec.Struct, frozen=True):
@@ -84,13 +93,49 @@ class Reply(msgspec.Struct, frozen=True):
     unavailable_layer: str | None = None
     error: str | None = None
     layers: tuple[LayerStatus, ...] = ()
+    # captured mode: a descriptor of the capture file system follows the reply (SCM_RIGHTS)
+    capture_fd: bool = False
+    # ...and it was full when the command ended (the command ran out of quota)
+    capture_full: CaptureFull | None = None
+
+
+# A capture file system counts as full with less than this left (a write that failed
+# leaves less than a page; overlayfs gives up a copy-up that does not fit).
+_FULL_BYTES = 64 << 10
+
+
+@dataclass
+class Captured:
+    """A captured command's result and its writes: ``root`` is the capture file system
+    (``upper/`` holds what the command wrote), readable through a descriptor the helper
+    passed; it is freed when ``close`` drops the last reference."""
+
+    result: ShellResult
+    fd: int
+    full: CaptureFull | None = None
+
+    @property
+    def root(self) -> Path:
+        return Path(f"/proc/self/fd/{self.fd}")
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Captured:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
 
 class _Server:
     """The helper's state. Nothing is set up until the first request: most workers never
     run a shell command, and a worker's start should not pay for namespaces."""
 
-    def __init__(self) -> None:
+    def __init__(self, dir_name: str = SANDBOX_DIR) -> None:
+        self.dir_name = dir_name
         self.ready = False
         self.setup_error: str | None = None
         self.network: int | None = None
@@ -100,9 +145,26 @@ class _Server:
         self.prepared: dict[str, tuple[str, ...]] = {}  # project -> its submounts
         self.counter = itertools.count(1)
         self.bash = shutil.which("bash", path=READ_ONLY_PATH)
+        # the speculation's control group (``worker.contain.cgroup``), where one can be made
+        self.group: cgroup.Group | None = None
+        self.group_fds: tuple[int, ...] = ()
+        self.group_limits: CommandLimits | None = None
+        self.group_error: str | None = None
+        self.capture_fd: int | None = None  # passed with the reply, then closed
+
+    def _make_group(self) -> None:
+        """Before the user namespace: the group is made and opened with our own rights."""
+        try:
+            self.group = cgroup.create(CommandLimits())
+            if self.group is not None:
+                self.group_fds = tuple(cgroup.open_joiners(self.group))
+                self.group_limits = CommandLimits()
+        except OSError as exc:
+            self.group_error = f"the speculation's control group could not be made: {exc}"
 
     def _setup(self) -> None:
         self.ready = True
+        self._make_group()
         try:
             mounts.enter_user_namespace()
             self.network = mounts.empty_network_namespace()
@@ -111,7 +173,7 @@ class _Server:
         # Under the worker's per-pid directory, so whoever cleans up after the worker
         # (the worker itself, the pool, the sweep) takes the mount point along.
         self.parent = ensure_private_dir(ensure_private_base() / str(os.getppid()))
-        self.own = make_private_dir(self.parent / SANDBOX_DIR, replace_stale=True)
+        self.own = make_private_dir(self.parent / self.dir_name, replace_stale=True)
         self.mount_point = str(self.own / "root")
         os.mkdir(self.mount_point, 0o700)
         spawn.prepare()
@@ -140,9 +202,15 @@ class _Server:
             return probe.report("exec", detail or "the probe command failed", False)
         pid_cap = reply.result.stdout.strip() == str(pid_namespace_cap(request.limits.processes))
         shutil.rmtree(project, ignore_errors=True)
-        return probe.report(None, "", pid_cap)
+        return probe.report(None, "", pid_cap, group=self.group is not None)
 
     def close(self) -> None:
+        for fd in self.group_fds:
+            os.close(fd)
+        self.group_fds = ()
+        if self.group is not None:
+            cgroup.remove(self.group)
+            self.group = None
         if self.own is None or self.parent is None:
             return
         if self.prepared:
@@ -156,6 +224,8 @@ class _Server:
             self._setup()
         if self.setup_error is not None:
             return Reply(unavailable_layer="namespaces", error=self.setup_error)
+        if self.group_error is not None and request.layers.limits:
+            return Reply(unavailable_layer="limits", error=self.group_error)
         if check and request.mode == "read_only" and not classifier_bypassed():
             from worker.shell.classifier import classify
 
@@ -186,13 +256,46 @@ class _Server:
                 self.prepared[project] = mounts.submounts_below(project)
             except Exception as exc:
                 raise ContainmentUnavailable("filesystem", str(exc)) from exc
-        upper = work = None
+        upper = work = capture = None
         if request.mode == "captured":
             if request.capture_dir is None:
                 return Reply(error="a captured command needs a capture directory")
-            upper, work = Path(request.capture_dir) / "upper", Path(request.capture_dir) / "work"
-            upper.mkdir(parents=True, exist_ok=True)
-            work.mkdir(parents=True, exist_ok=True)
+            capture = Path(request.capture_dir)
+            capture.mkdir(parents=True, exist_ok=True)
+            try:
+                mounts.mount_capture_space(
+                    str(capture), request.capture_bytes, request.capture_inodes
+                )
+            except OSError as exc:
+                raise ContainmentUnavailable("filesystem", f"the capture space: {exc}") from exc
+            try:
+                upper, work = capture / "upper", capture / "work"
+                upper.mkdir()
+                work.mkdir()
+                reply = self._run_in(request, scratch, project, upper, work)
+                return self._hand_over(capture, reply)
+            finally:
+                with contextlib.suppress(OSError):
+                    mounts.detach(str(capture))
+        return self._run_in(request, scratch, project, upper, work)
+
+    def _hand_over(self, capture: Path, reply: Reply) -> Reply:
+        """Keep a descriptor of the capture space for the worker (sent after the reply);
+        say whether the command filled it."""
+        if reply.result is None:
+            return reply
+        info = os.statvfs(capture)
+        full: CaptureFull | None = None
+        if info.f_favail == 0:
+            full = "overlay_files"
+        elif info.f_bavail * info.f_frsize < _FULL_BYTES:
+            full = "overlay_bytes"
+        self.capture_fd = os.open(capture, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return Reply(result=reply.result, capture_fd=True, capture_full=full)
+
+    def _run_in(
+        self, request: Request, scratch: Path, project: str, upper: Path | None, work: Path | None
+    ) -> Reply:
         view = mounts.View(
             project=project,
             scratch=str(scratch),
@@ -201,16 +304,38 @@ class _Server:
             capture_work=None if work is None else str(work),
             submounts=self.prepared.get(project, ()),
         )
-        profile = Profile(view, self.mount_point, request.limits, request.layers, self.network)
+        group = self.group if request.layers.limits else None
+        if group is not None and request.limits != self.group_limits:
+            try:
+                cgroup.update(group, request.limits)
+            except OSError as exc:
+                detail = f"setting the group's limits failed: {exc}"
+                raise ContainmentUnavailable("limits", detail) from exc
+            self.group_limits = request.limits
+        profile = Profile(
+            view,
+            self.mount_point,
+            request.limits,
+            request.layers,
+            self.network,
+            group_fds=self.group_fds if group is not None else (),
+            pids_by_group=group is not None and cgroup.covers("pids"),
+        )
         tmp = "/tmp" if request.layers.filesystem else str(scratch)
         env = {**read_only_environment(), "HOME": tmp, "TMPDIR": tmp}
         if self.bash is None:
             return Reply(error="bash was not found")
         argv = [self.bash, "--noprofile", "--norc", "-c", request.command]
         cwd = os.path.realpath(request.cwd)
+        before = cgroup.events(group) if group is not None else {}
         result = run_contained(
             argv, cwd, env, profile, request.timeout_s, request.output_cap
         )
+        if group is not None:
+            after = cgroup.events(group)
+            hits = [k for k in ("memory", "processes") if after.get(k, 0) > before.get(k, 0)]
+            if hits:
+                result = dataclasses.replace(result, limit=hits[0])
         return Reply(result=result)
 
 
@@ -239,13 +364,15 @@ def recv_frame(sock: socket.socket) -> bytes:
     return _recv_exact(sock, size)
 
 
-def serve(sock: socket.socket) -> None:
+def serve(sock: socket.socket, dir_name: str = SANDBOX_DIR) -> None:
     """Answer requests until the other end closes. Single-threaded."""
     if classifier_bypassed():
         sys.stderr.write(f"specrun: {BYPASS_CLASSIFIER_ENV} is set (test-only)\n")
     decoder = msgspec.msgpack.Decoder(Request)
     encoder = msgspec.msgpack.Encoder()
-    server = _Server()
+    with contextlib.suppress(OSError):  # groups of helpers killed since the last start
+        cgroup.sweep()
+    server = _Server(dir_name)
     try:
         while True:
             try:
@@ -263,6 +390,12 @@ def serve(sock: socket.socket) -> None:
             except msgspec.DecodeError as exc:
                 reply = Reply(error=f"bad request: {exc}")
             send_frame(sock, encoder.encode(reply))
+            if server.capture_fd is not None:
+                try:
+                    socket.send_fds(sock, [b"F"], [server.capture_fd])
+                finally:
+                    os.close(server.capture_fd)
+                    server.capture_fd = None
     finally:
         server.close()
 
@@ -325,19 +458,51 @@ class SandboxHelper:
             self.layers = probe.report("namespaces", "the sandbox helper did not start", False)
         return self.layers
 
-    def run(self, request: Request) -> ShellResult:
-        """Run one command. Raises ``ContainmentUnavailable`` (nothing ran) or
-        ``RuntimeError`` (refused, or the helper is gone)."""
+    def _exchange(self, request: Request) -> tuple[Reply, list[int]]:
+        """Send one request, read its reply and the descriptor that may follow it."""
         encoded = msgspec.msgpack.encode(request)
+        fds: list[int] = []
+        reply: Reply | None = None
         with self._lock:
             try:
                 send_frame(self.sock, encoded)
                 frame = recv_frame(self.sock)
+                if frame:
+                    reply = msgspec.msgpack.decode(frame, type=Reply)
+                if reply is not None and reply.capture_fd:
+                    _msg, fds, _flags, _addr = socket.recv_fds(self.sock, 1, 1)
             except OSError:
-                frame = b""
-        if not frame:
+                reply = None
+        if reply is None:
+            for fd in fds:
+                os.close(fd)
             raise RuntimeError("the sandbox helper is gone")
-        reply = msgspec.msgpack.decode(frame, type=Reply)
+        return reply, fds
+
+    def run(self, request: Request) -> ShellResult:
+        """Run one command. Raises ``ContainmentUnavailable`` (nothing ran) or
+        ``RuntimeError`` (refused, or the helper is gone)."""
+        reply, fds = self._exchange(request)
+        for fd in fds:  # a captured command's writes: only run_captured keeps them
+            os.close(fd)
+        return self._result(reply)
+
+    def run_captured(self, request: Request) -> Captured:
+        """Run one command in captured mode; the caller closes what it returns. Raises like
+        ``run``."""
+        reply, fds = self._exchange(request)
+        try:
+            result = self._result(reply)
+            if len(fds) != 1:
+                raise RuntimeError("the sandbox helper did not pass the capture space")
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return Captured(result, fds[0], reply.capture_full)
+
+    @staticmethod
+    def _result(reply: Reply) -> ShellResult:
         if reply.unavailable_layer is not None:
             raise ContainmentUnavailable(reply.unavailable_layer, reply.error or "")
         if reply.result is None:
@@ -373,4 +538,4 @@ if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: python -m worker.contain.helper FD")
     die_with_parent()
-    serve(socket.socket(fileno=int(sys.argv[1])))
+    serve(socket.socket(fileno=int(sys.argv[1])), f"{SANDBOX_DIR}-{os.getpid()}")

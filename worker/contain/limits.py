@@ -1,9 +1,14 @@
 """Resource limits and privilege for one contained command.
 
 Limits are plain rlimits (CPU seconds, address space, file size, open files, processes)
-plus, where the kernel allows it (Linux >= 6.14), a ``pid_max`` of the command's own PID
-namespace: RLIMIT_NPROC is not enforced for the real root user, the pid namespace cap
-is, so the process count holds for root too.
+per process; the whole speculation's commands together are bounded by its control group
+where one can be made (``worker.contain.cgroup``: memory, live tasks, CPU weight).
+Without a group, live tasks are bounded by RLIMIT_NPROC (not enforced for the real root
+user) and, where the kernel allows it (Linux >= 6.14), a ``pid_max`` of the command's own
+PID namespace, which holds for root too. That cap is a pid *number*: the kernel hands out
+pids cyclically and, after the first wrap, from 300 up, so it is set to the limit plus
+those 300 reserved numbers: live tasks stay below limit + 300, and any number of
+processes may come and go one after another.
 
 Privilege: the command runs with no capabilities in any namespace (bounding set emptied,
 ambient set cleared, and the "root is special" rules switched off and locked, so an
@@ -57,17 +62,17 @@ def apply_rlimits(limits: CommandLimits) -> None:
         raise LimitError(0, f"setting resource limits failed: {exc}") from exc
 
 
-PID_MAX_MIN = 301  # the kernel refuses a smaller pid_max (300 pids are reserved)
+RESERVED_PIDS = 300  # after the first wrap the kernel hands out pids from 300 up
 
 
 def pid_namespace_cap(processes: int) -> int:
-    return max(processes + 1, PID_MAX_MIN)
+    return processes + RESERVED_PIDS + 1
 
 
 def cap_pid_namespace(processes: int) -> bool:
-    """Allow at most ``processes`` live pids (300 at the least: the kernel's floor) in
-    this (new) PID namespace. Needs the namespace's CAP_SYS_ADMIN and Linux >= 6.14;
-    returns False where the kernel's pid_max is still global."""
+    """Keep live tasks in this (new) PID namespace below ``processes`` + 300 (see the
+    module's note). Needs the namespace's CAP_SYS_ADMIN and Linux >= 6.14; returns False
+    where the kernel's pid_max is still global."""
     try:
         with open("/proc/sys/kernel/pid_max", "w") as sysctl:
             sysctl.write(str(pid_namespace_cap(processes)))
@@ -114,6 +119,8 @@ _LIMIT_SIGNS = (
 def limit_reached(result: ShellResult) -> str | None:
     """Which limit ended ``result`` (``timeout``, ``cpu_time``, ``file_size``, ``memory``,
     ``processes``, ``open_files``, ``tmp_space``), or None."""
+    if result.limit is not None:  # the speculation's control group said so
+        return result.limit
     if result.timed_out:
         return "timeout"
     if result.exit_code == -signal.SIGXCPU:

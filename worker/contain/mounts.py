@@ -5,8 +5,12 @@ gid mapped to themselves, so files keep their owners and nothing is gained outsi
 prepares a root there (``prepare_root``): an empty tmpfs with
 
 * read-only binds of the system's toolchain directories (``/usr``, ``/bin``, ``/lib*``,
-  ``/etc``, ``/opt``), never the user's home, ``/tmp``, ``/run`` or ``/var``; the secrets
-  among them (``/etc/shadow``, ``/etc/ssh``...) masked;
+  ``/opt``), never the user's home, ``/tmp``, ``/run`` or ``/var``;
+* an ``/etc`` holding only what toolchains read (``ETC_ALLOWED``: users and groups, name
+  resolution, the dynamic linker's cache, TLS certificates, alternatives, time zone,
+  language runtimes' and tools' system configuration), each entry bound read-only, and
+  within those only what every user may read: a file readable by root alone (a database's
+  access rules, a key) is never there, whatever it is called;
 * a minimal ``/dev`` (null, zero, full, random, urandom, a small ``shm``).
 
 Each command then gets fresh mount, network, IPC, UTS and PID namespaces
@@ -24,10 +28,12 @@ overlays and the user's specrun state are simply not there.
 from __future__ import annotations
 
 import ctypes
+import fnmatch
 import functools
 import os
 import platform
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +81,27 @@ MASKED = (
     "/etc/ssh",
     "/etc/ssl/private",
     "/etc/security/opasswd",
+)
+# What of /etc a command sees (names or shell patterns, relative to /etc); the rest of
+# /etc is not there. Within these, files and directories other users may not read are
+# hidden too (``_etc``).
+ETC_ALLOWED = (
+    # users, groups and names
+    "passwd", "group", "hosts", "hostname", "nsswitch.conf", "resolv.conf", "host.conf",
+    "gai.conf", "services", "protocols", "networks", "ethertypes", "rpc", "netconfig",
+    # the dynamic linker
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
+    # TLS trust
+    "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf",
+    "pki/tls/certs", "pki/tls/openssl.cnf", "pki/ca-trust", "crypto-policies",
+    # what programs look up
+    "alternatives", "localtime", "timezone", "mime.types", "magic", "magic.mime",
+    "locale.alias", "locale.conf", "default/locale", "environment", "terminfo", "inputrc",
+    "os-release", "lsb-release", "debian_version", "redhat-release", "shells", "mtab",
+    "xattr.conf", "fonts",
+    # language runtimes and tools
+    "python3", "python3.*", "pip.conf", "gitconfig", "npmrc", "java-*", "maven", "perl",
+    "bash.bashrc", "profile", "wgetrc", "vimrc", "vim",
 )
 DEVICES = ("null", "zero", "full", "random", "urandom")
 OVERLAYFS_MAGIC = 0x794C7630
@@ -300,6 +327,62 @@ def _system_dirs(root: str, dirs: Iterable[str]) -> None:
             _bind(path, f"{root}{path}", read_only=True)
 
 
+def _world_readable(info: os.stat_result) -> bool:
+    need = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(info.st_mode) else 0)
+    return info.st_mode & need == need
+
+
+def _etc_entries() -> list[str]:
+    """The allowed entries that exist here (patterns expanded), relative to /etc."""
+    found: list[str] = []
+    for pattern in ETC_ALLOWED:
+        parent, _, name = pattern.rpartition("/")
+        directory = os.path.join("/etc", parent)
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        found += [os.path.join(parent, n) for n in names if fnmatch.fnmatchcase(n, name)]
+    return found
+
+
+def _etc(root: str) -> None:
+    """``/etc`` inside ``root``: the allowed entries only, read-only, and within them
+    nothing that other users may not read."""
+    _mkdirs(f"{root}/etc")
+    for rel in _etc_entries():
+        source, target = f"/etc/{rel}", f"{root}/etc/{rel}"
+        _mkdirs(os.path.dirname(target))
+        info = os.lstat(source)
+        if stat.S_ISLNK(info.st_mode):
+            os.symlink(os.readlink(source), target)
+        elif not _world_readable(info):
+            continue
+        elif stat.S_ISDIR(info.st_mode):
+            _mkdirs(target)
+            _bind(source, target, read_only=True)
+            _hide_private(root, source, target)
+        elif stat.S_ISREG(info.st_mode):
+            Path(target).touch()
+            _bind(source, target, read_only=True)
+
+
+def _hide_private(root: str, source: str, target: str) -> None:
+    """Cover what other users may not read inside a bound directory of /etc."""
+    for dirpath, dirnames, filenames in os.walk(source):
+        for name in [*dirnames, *filenames]:
+            path = os.path.join(dirpath, name)
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode) or _world_readable(info):
+                continue
+            inner = target + path[len(source):]
+            if stat.S_ISDIR(info.st_mode):
+                _empty_dir_over(inner)
+                dirnames.remove(name)
+            else:
+                _mount(f"{root}/dev/null", inner, None, _MS_BIND, None)
+
+
 def _mask(root: str, paths: Iterable[str]) -> None:
     for path in paths:
         inner = f"{root}{path}"
@@ -331,8 +414,9 @@ def prepare_root(mount_point: str, project: str) -> None:
     if not os.path.isdir(f"{root}/proc"):
         _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
         _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
-        _system_dirs(root, SYSTEM_DIRS)
+        _system_dirs(root, [d for d in SYSTEM_DIRS if d != "/etc"])
         _populate_dev(root)
+        _etc(root)
         _mask(root, MASKED)
         _mkdirs(f"{root}/proc")
         _mkdirs(f"{root}/tmp")
@@ -374,3 +458,16 @@ def is_overlayfs(path: str) -> bool:
     if libc.statfs(path.encode(), ctypes.byref(buf)) != 0:
         return False
     return (buf.f_type & 0xFFFFFFFF) == OVERLAYFS_MAGIC
+
+
+def mount_capture_space(path: str, size_bytes: int, inodes: int) -> None:
+    """A tmpfs on ``path`` (in the helper's mount namespace) that holds at most
+    ``size_bytes`` and ``inodes``: a captured command's upper layer lives there, so what
+    it writes can never take more of the host than the quota left."""
+    options = f"size={max(size_bytes, 4096)},nr_inodes={max(inodes, 8)},mode=0700"
+    _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+
+
+def detach(path: str) -> None:
+    """Unmount ``path`` lazily: whoever still holds a descriptor inside it keeps it."""
+    _check(_libc().umount2(path.encode(), _MNT_DETACH), f"umount {path}")

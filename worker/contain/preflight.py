@@ -9,7 +9,11 @@ probes with its own helper on first use.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+
 from protocol.work import LayerStatus
+from worker.contain import cgroup
 from worker.contain.helper import SandboxHelper
 
 _REPORT: list[tuple[LayerStatus, ...]] = []
@@ -28,6 +32,15 @@ def report(helper: SandboxHelper | None = None) -> tuple[LayerStatus, ...]:
     return _REPORT[0]
 
 
+def _sweep_groups() -> None:
+    with contextlib.suppress(OSError):
+        cgroup.sweep()
+
+
 # Importing probes: in the fork server (the pool preloads this module) that is once per
-# service; workers forked from it inherit the report.
+# service; workers forked from it inherit the report, and where control groups can be made
+# (found once here too). The probe's helper sweeps the groups a killed service left; the
+# fork server's exit (the service stopped: its workers were killed) sweeps theirs.
+cgroup.bases()
+atexit.register(_sweep_groups)
 report()

@@ -9,10 +9,11 @@ reported in the details: the other walls of their layer hold without them.
 
 from __future__ import annotations
 
+import os
 import platform
 
 from protocol.work import LayerName, LayerStatus
-from worker.contain import landlock, seccomp
+from worker.contain import cgroup, landlock, seccomp
 
 LAYER_OF_STAGE: dict[str, LayerName] = {
     "namespaces": "filesystem",
@@ -26,9 +27,12 @@ LAYER_OF_STAGE: dict[str, LayerName] = {
 }
 
 
-def report(failed_stage: str | None, failure: str, pid_cap: bool) -> tuple[LayerStatus, ...]:
+def report(
+    failed_stage: str | None, failure: str, pid_cap: bool, *, group: bool = False
+) -> tuple[LayerStatus, ...]:
     """The layer list for ``status``/``workers``, given where the probe failed (None: it
-    ran) and whether the kernel took a per-namespace pid cap."""
+    ran), whether the kernel took a per-namespace pid cap and whether the speculation's
+    commands share a control group."""
     abi = landlock.abi()
     broken = LAYER_OF_STAGE.get(failed_stage or "", "filesystem") if failed_stage else None
     # A failure to create the namespaces takes the layers built on them along.
@@ -41,11 +45,19 @@ def report(failed_stage: str | None, failure: str, pid_cap: bool) -> tuple[Layer
 
     tcp = ", Landlock denies TCP bind/connect" if abi >= 4 else ""
     scope = ", Landlock scopes signals and abstract sockets" if abi >= 6 else ""
-    pids = (
-        " (a pid cap per PID namespace too)"
-        if pid_cap
-        else " (no pid cap per PID namespace: Linux < 6.14; RLIMIT_NPROC only, which the "
-        "kernel does not enforce for root)"
+    root = os.geteuid() == 0
+    if group and cgroup.covers("pids"):
+        pids = "live tasks: the group's pids.max"
+    elif pid_cap:
+        pids = "live tasks: below the limit + 300 by a pid_max per PID namespace" + (
+            " (RLIMIT_NPROC is not enforced for root)" if root else ", and RLIMIT_NPROC"
+        )
+    else:
+        pids = "live tasks: RLIMIT_NPROC only" + (
+            ", which the kernel does not enforce for root: NO process cap" if root else ""
+        )
+    whole = cgroup.describe() if group else (
+        "per-process limits only: no control group could be made"
     )
     layers = [
         status(
@@ -64,7 +76,10 @@ def report(failed_stage: str | None, failure: str, pid_cap: bool) -> tuple[Layer
             f"own PID and IPC namespaces, no unix socket can be created{scope}",
             True,
         ),
-        status("limits", f"CPU, memory, file size, open files, processes{pids}"),
+        status(
+            "limits",
+            f"per process: CPU, address space, file size, open files; {whole}; {pids}",
+        ),
         status("privileges", "no capabilities, no_new_privs, nosuid mounts"),
         status("landlock", f"ABI {abi}: read/write/execute only beneath allowed paths")
         if abi > 0

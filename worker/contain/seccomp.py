@@ -2,20 +2,27 @@
 
 It does two jobs that no other layer does on its own:
 
-* **unix sockets**: ``socket(AF_UNIX, ...)`` fails with EACCES. A path-name unix socket
-  (the service's control socket) is not cut off by a network namespace, and Landlock does
-  not govern ``connect`` on one; without a socket to connect with, no specrun socket can
-  be reached even where the runtime directory is visible. ``socketpair`` stays allowed
-  (it only connects a process to itself).
+* **socket families, by allow-list**: a command may create only the sockets an empty
+  network namespace makes harmless: ``AF_INET``/``AF_INET6`` (not raw, not packet) and
+  ``AF_NETLINK`` of the ``NETLINK_ROUTE`` protocol only (glibc's ``getaddrinfo`` and
+  ``ip`` ask it about the namespace's own, empty, interfaces). ``socket(AF_UNIX, ...)``
+  fails with EACCES: a path-name unix socket (the service's control socket) is not cut
+  off by a network namespace, and Landlock does not govern ``connect`` on one; without a
+  socket to connect with, no specrun socket can be reached even where the runtime
+  directory is visible. Every other family (``AF_VSOCK``, which reaches the hypervisor
+  on a VM; ``AF_PACKET``; Bluetooth; ``AF_ALG``; ``AF_XDP``...) fails with EAFNOSUPPORT,
+  as on a kernel built without it. ``socketpair`` is allowed for ``AF_UNIX`` only (it
+  connects a process to itself; Node and Python use it for their children's pipes).
 * **kernel surfaces a command never needs**: new namespaces (``unshare``, ``setns``,
   ``clone``/``clone3`` with namespace flags: a nested user namespace would hand the command
   fresh capabilities), mounting, io_uring (its operations bypass this filter), keyrings,
   BPF, perf, userfaultfd, module loading, handles that open files by inode, and the x32
   system call table.
 
-Denied calls fail with EPERM (EACCES for sockets) instead of killing the process, so a
-tool that probes for a feature keeps working. ``clone3`` gets ENOSYS: its flags live in
-memory a filter cannot read, and the C library then falls back to ``clone``.
+Denied calls fail with EPERM (EACCES for unix sockets, EAFNOSUPPORT for a family off the
+list) instead of killing the process, so a tool that probes for a feature keeps working.
+``clone3`` gets ENOSYS: its flags live in memory a filter cannot read, and the C library
+then falls back to ``clone``.
 """
 
 from __future__ import annotations
@@ -40,12 +47,22 @@ _JEQ_K = 0x15
 _JGE_K = 0x35
 _JSET_K = 0x45
 _RET_K = 0x06
+_ALU_AND_K = 0x54
 
 _OFF_NR = 0
 _OFF_ARCH = 4
 _OFF_ARG0_LO = 16
+_OFF_ARG1_LO = 24
+_OFF_ARG2_LO = 32
 
 _AF_UNIX = 1
+_AF_INET = 2
+_AF_INET6 = 10
+_AF_NETLINK = 16
+_NETLINK_ROUTE = 0
+_SOCK_TYPE_MASK = 0xF  # the rest of socket(2)'s type holds SOCK_NONBLOCK / SOCK_CLOEXEC
+_SOCK_RAW = 3
+_SOCK_PACKET = 10
 _X32_BIT = 0x40000000
 # Namespace flags of clone(2): NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET.
 _CLONE_NS_FLAGS = (
@@ -96,6 +113,7 @@ _DENIED: dict[str, tuple[int, int]] = {
     "pidfd_getfd": (438, 438),
 }
 _SOCKET = (41, 198)
+_SOCKETPAIR = (53, 199)
 _CLONE = (56, 220)
 _CLONE3 = (435, 435)
 
@@ -115,6 +133,43 @@ def _ins(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
 
+class _Program:
+    """BPF instructions with named jump targets (a jump is an offset to count by hand
+    otherwise, and one miscounted offset opens the filter)."""
+
+    def __init__(self) -> None:
+        self._items: list[tuple[int, str | int, str | int, int] | str] = []
+
+    def op(self, code: int, k: int = 0, jt: str | int = 0, jf: str | int = 0) -> None:
+        self._items.append((code, jt, jf, k))
+
+    def ret(self, value: int) -> None:
+        self.op(_RET_K, value)
+
+    def label(self, name: str) -> None:
+        self._items.append(name)
+
+    def assemble(self) -> bytes:
+        where: dict[str, int] = {}
+        count = 0
+        for item in self._items:
+            if isinstance(item, str):
+                where[item] = count
+            else:
+                count += 1
+        out: list[bytes] = []
+        for item in self._items:
+            if isinstance(item, str):
+                continue
+            code, jt, jf, k = item
+            here = len(out) + 1  # jumps count from the next instruction
+            offsets = [where[j] - here if isinstance(j, str) else j for j in (jt, jf)]
+            if not all(0 <= off <= 255 for off in offsets):
+                raise SeccompError(0, f"seccomp jump out of range: {offsets}")
+            out.append(_ins(code, offsets[0], offsets[1], k))
+        return b"".join(out)
+
+
 @functools.cache
 def build_program() -> bytes:
     """The filter as raw BPF instructions for this machine's architecture."""
@@ -124,34 +179,55 @@ def build_program() -> bytes:
     audit_arch, column = _ARCHES[machine]
     denied = sorted({numbers[column] for numbers in _DENIED.values()})
     eperm = _RET_ERRNO | errno.EPERM
-    prog: list[bytes] = [
-        _ins(_LD_W_ABS, 0, 0, _OFF_ARCH),
-        _ins(_JEQ_K, 1, 0, audit_arch),
-        _ins(_RET_K, 0, 0, _RET_KILL_PROCESS),  # a foreign ABI: never expected
-        _ins(_LD_W_ABS, 0, 0, _OFF_NR),
-    ]
+    no_family = _RET_ERRNO | errno.EAFNOSUPPORT
+    p = _Program()
+    p.op(_LD_W_ABS, _OFF_ARCH)
+    p.op(_JEQ_K, audit_arch, jt=1)
+    p.ret(_RET_KILL_PROCESS)  # a foreign ABI: never expected
+    p.op(_LD_W_ABS, _OFF_NR)
     if column == 0:  # x32 calls share the arch value on x86_64: refuse the whole table
-        prog += [_ins(_JGE_K, 0, 1, _X32_BIT), _ins(_RET_K, 0, 0, eperm)]
+        p.op(_JGE_K, _X32_BIT, jf=1)
+        p.ret(eperm)
     for nr in denied:
-        prog += [_ins(_JEQ_K, 0, 1, nr), _ins(_RET_K, 0, 0, eperm)]
-    prog += [
-        _ins(_JEQ_K, 0, 1, _CLONE3[column]),
-        _ins(_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS),
-        # socket(AF_UNIX, ...) -> EACCES
-        _ins(_JEQ_K, 0, 4, _SOCKET[column]),
-        _ins(_LD_W_ABS, 0, 0, _OFF_ARG0_LO),
-        _ins(_JEQ_K, 0, 1, _AF_UNIX),
-        _ins(_RET_K, 0, 0, _RET_ERRNO | errno.EACCES),
-        _ins(_RET_K, 0, 0, _RET_ALLOW),
-        # clone(flags, ...) with a namespace flag -> EPERM (x86_64 and aarch64 both pass
-        # the flags first)
-        _ins(_JEQ_K, 0, 3, _CLONE[column]),
-        _ins(_LD_W_ABS, 0, 0, _OFF_ARG0_LO),
-        _ins(_JSET_K, 0, 1, _CLONE_NS_FLAGS),
-        _ins(_RET_K, 0, 0, eperm),
-        _ins(_RET_K, 0, 0, _RET_ALLOW),
-    ]
-    return b"".join(prog)
+        p.op(_JEQ_K, nr, jf=1)
+        p.ret(eperm)
+    p.op(_JEQ_K, _CLONE3[column], jf=1)
+    p.ret(_RET_ERRNO | errno.ENOSYS)
+    p.op(_JEQ_K, _SOCKET[column], jt="socket")
+    p.op(_JEQ_K, _SOCKETPAIR[column], jt="socketpair")
+    # clone(flags, ...) with a namespace flag -> EPERM (x86_64 and aarch64 both pass the
+    # flags first)
+    p.op(_JEQ_K, _CLONE[column], jf="allow")
+    p.op(_LD_W_ABS, _OFF_ARG0_LO)
+    p.op(_JSET_K, _CLONE_NS_FLAGS, jf="allow")
+    p.ret(eperm)
+    # socket(family, type, protocol): the allow-list
+    p.label("socket")
+    p.op(_LD_W_ABS, _OFF_ARG0_LO)
+    p.op(_JEQ_K, _AF_INET, jt="inet")
+    p.op(_JEQ_K, _AF_INET6, jt="inet")
+    p.op(_JEQ_K, _AF_NETLINK, jt="netlink")
+    p.op(_JEQ_K, _AF_UNIX, jf=1)
+    p.ret(_RET_ERRNO | errno.EACCES)
+    p.ret(no_family)
+    p.label("inet")  # no raw or packet sockets, whatever the capabilities
+    p.op(_LD_W_ABS, _OFF_ARG1_LO)
+    p.op(_ALU_AND_K, _SOCK_TYPE_MASK)
+    p.op(_JEQ_K, _SOCK_RAW, jt="refuse")
+    p.op(_JEQ_K, _SOCK_PACKET, jt="refuse", jf="allow")
+    p.label("netlink")
+    p.op(_LD_W_ABS, _OFF_ARG2_LO)
+    p.op(_JEQ_K, _NETLINK_ROUTE, jt="allow")
+    p.ret(no_family)
+    p.label("socketpair")
+    p.op(_LD_W_ABS, _OFF_ARG0_LO)
+    p.op(_JEQ_K, _AF_UNIX, jt="allow")
+    p.ret(no_family)
+    p.label("refuse")
+    p.ret(eperm)
+    p.label("allow")
+    p.ret(_RET_ALLOW)
+    return p.assemble()
 
 
 class _SockFprog(ctypes.Structure):

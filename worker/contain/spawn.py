@@ -4,8 +4,8 @@ From the sandbox helper (``worker.contain.helper``: single-threaded, already in 
 user namespace with the commands' root prepared):
 
     helper ── clone ──▶ init, pid 1 of new mount, network, IPC, UTS and PID namespaces:
-                        new session, its mounts and pivot, limits, no privileges,
-                        Landlock, seccomp
+                        new session, the speculation's control group, its mounts and
+                        pivot, limits, no privileges, Landlock, seccomp
                           └─ fork ──▶ the command (exec bash)
 
 The init only reaps: it waits for the command and exits as it did (a signal N as 128+N,
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from protocol.work import CommandLimits
-from worker.contain import landlock, limits, mounts, seccomp
+from worker.contain import cgroup, landlock, limits, mounts, seccomp
 from worker.contain.mounts import View
 from worker.shell.runner import ShellResult, check_run_arguments, collect
 
@@ -74,6 +74,10 @@ class Profile:
     layers: Layers = ALL_LAYERS
     # the helper's empty network namespace (``mounts.empty_network_namespace``)
     network_namespace: int | None = None
+    # the speculation's control group (``cgroup.open_joiners``): the command joins it first
+    group_fds: tuple[int, ...] = ()
+    # its pids.max bounds the live tasks; without one, a pid_max per PID namespace does
+    pids_by_group: bool = False
 
 
 class ContainmentUnavailable(RuntimeError):
@@ -155,7 +159,7 @@ def _enter_command(profile: Profile, report: int) -> None:
         _check_broken(stage)
         if layers.limits:
             limits.apply_rlimits(profile.limits)
-            if layers.pid:
+            if layers.pid and not profile.pids_by_group:
                 limits.cap_pid_namespace(profile.limits.processes)
         stage = "privileges"
         _check_broken(stage)
@@ -210,6 +214,11 @@ def _child(
     try:
         os.setsid()
         _die_with_parent()
+        if profile.layers.limits and profile.group_fds:
+            try:  # first, so everything it does and starts counts against the group
+                cgroup.join(list(profile.group_fds))
+            except OSError as exc:
+                _fail(report, "limits", exc)
         if profile.layers.network:
             try:
                 if profile.network_namespace is None:

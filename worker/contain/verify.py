@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.work import CommandLimits
+from worker.contain import cgroup
 from worker.contain.helper import Request, SandboxHelper
+from worker.contain.limits import pid_namespace_cap
 from worker.contain.spawn import ContainmentUnavailable
 from worker.shell.runner import ShellResult
 
@@ -197,6 +199,17 @@ def _probes(helper: SandboxHelper, t: _Targets) -> list[Check]:
         detail = result.stdout.strip() or _first_error(result)
         return held, detail if held else "the socket was reached"
 
+    def socket_family(families: str) -> Callable[[], tuple[bool, str]]:
+        def attempt() -> tuple[bool, str]:
+            result = run(f'python3 -c "{SOCKETS}" {families}')
+            lines = result.stdout.strip().splitlines()
+            held = result.exit_code == 0 and len(lines) == len(families.split()) and all(
+                "refused" in line for line in lines
+            )
+            return held, "; ".join(lines) or _first_error(result)
+
+        return attempt
+
     def signals() -> tuple[bool, str]:
         received: list[int] = []
         with _catching_usr1(received):
@@ -216,9 +229,8 @@ def _probes(helper: SandboxHelper, t: _Targets) -> list[Check]:
         return held, f"exit {result.exit_code}" + (f": {_first_error(result)}" if held else "")
 
     def processes() -> tuple[bool, str]:
-        result = run(f'python3 -c "{FORK_400}"', CommandLimits(processes=8))
-        held = "REFUSED" in result.stdout
-        return held, result.stdout.strip() or _first_error(result)
+        limit = 8
+        return process_check(lambda command: run(command, CommandLimits(processes=limit)), limit)
 
     def privileges() -> tuple[bool, str]:
         result = run("grep -E '^(CapEff|NoNewPrivs)' /proc/self/status")
@@ -234,27 +246,91 @@ def _probes(helper: SandboxHelper, t: _Targets) -> list[Check]:
     probe("filesystem", f"read {t.home_secret.name} in $HOME", home_read)
     probe("filesystem", "write a file in $HOME and in the host's /tmp", home_and_tmp_write)
     probe("network", f"TCP connect to 127.0.0.1:{t.port}", tcp)
+    probe("network", "create a vsock socket (the hypervisor on a VM)", socket_family("vsock"))
+    probe("network", "create raw and packet sockets", socket_family("raw packet"))
     probe("ipc_signals", "connect to a unix socket in the runtime directory", unix)
     probe("ipc_signals", "SIGUSR1 to the verifying process", signals)
     probe("limits", "busy loop with a 1 s CPU limit", cpu)
     probe("limits", "write 4 MB with a 1 MB file size limit", file_size)
-    probe("limits", "start 400 processes with a limit of 8", processes)
+    probe(
+        "limits",
+        "400 processes one after another, then 4 at once, then 400 at once, with a limit of 8",
+        processes,
+    )
     probe("privileges", "read the capability sets", privileges)
     return checks
 
 
-# Starts up to 400 sleeping children; says after how many the kernel refused a fork (bash
-# would retry a refused fork for seconds).
-FORK_400 = (
-    "import os, time\n"
+# The process limit must cap live tasks, never pid numbers: 400 children one after
+# another (each reaped before the next), then 4 alive at once, must work; then children
+# that stay alive until the end are started until a fork is refused (bash would retry a
+# refused fork for seconds, so Python forks). Prints one line per step.
+PROCESSES = (
+    "import os\n"
     "for n in range(400):\n"
     "    try:\n"
-    "        if os.fork() == 0:\n"
-    "            time.sleep(5); os._exit(0)\n"
+    "        pid = os.fork()\n"
     "    except OSError as e:\n"
-    "        print('REFUSED after', n, 'processes:', e.strerror); break\n"
-    "else:\n"
-    "    print('400 processes started')"
+    "        print('SEQUENTIAL refused after', n, e.strerror); raise SystemExit\n"
+    "    if pid == 0: os._exit(0)\n"
+    "    os.waitpid(pid, 0)\n"
+    "print('SEQUENTIAL 400')\n"
+    "r, w = os.pipe()\n"
+    "def hold(count):\n"
+    "    for n in range(count):\n"
+    "        try:\n"
+    "            if os.fork() == 0:\n"
+    "                os.close(w); os.read(r, 1); os._exit(0)\n"
+    "        except OSError as e:\n"
+    "            return n, e.strerror\n"
+    "    return count, ''\n"
+    "started, why = hold(4)\n"
+    "print('CONCURRENT', started, why)\n"
+    "more, why = hold(400)\n"
+    "print('LIMIT refused after', started + more, why)"
+)
+
+
+def process_bound(limit: int) -> tuple[int, str]:
+    """How many live tasks a command with the process ``limit`` can have at most here,
+    and what enforces it."""
+    if cgroup.covers("pids"):
+        return limit, "the group's pids.max"
+    if os.geteuid() != 0:
+        return limit, "RLIMIT_NPROC"
+    return pid_namespace_cap(limit) - 1, "the PID namespace's pid_max (limit + 300)"
+
+
+def process_check(run: Callable[[str], ShellResult], limit: int) -> tuple[bool, str]:
+    """Run ``PROCESSES`` through ``run`` (a command with the process ``limit``): it holds
+    when 400 sequential processes and then 4 concurrent ones worked, and the concurrent
+    ones beyond the bound were refused."""
+    result = run(f'python3 -c "{PROCESSES}"')
+    lines = dict(
+        line.split(" ", 1) for line in result.stdout.strip().splitlines() if " " in line
+    )
+    bound, by = process_bound(limit)
+    sequential = lines.get("SEQUENTIAL", "") == "400"
+    concurrent = lines.get("CONCURRENT", "").split(" ", 1)[0] == "4"
+    refused = lines.get("LIMIT", "").split()
+    count = int(refused[2]) if len(refused) > 2 and refused[2].isdigit() else None
+    # the command itself (and its shell) count as live tasks too
+    capped = count is not None and count < 400 and count <= bound
+    held = sequential and concurrent and capped
+    detail = "; ".join(f"{k.lower()} {v}" for k, v in lines.items()) or _first_error(result)
+    return held, f"{detail} (bound {bound}: {by})"
+
+
+# Tries to create each named kind of socket; one line per kind.
+SOCKETS = (
+    "import socket, sys\n"
+    "kinds = {'vsock': (40, 1, 0), 'raw': (2, 3, 1), 'packet': (17, 3, 0)}\n"
+    "for name in sys.argv[1:]:\n"
+    "    try:\n"
+    "        socket.socket(*kinds[name]).close()\n"
+    "        print(name, 'socket created')\n"
+    "    except OSError as e:\n"
+    "        print(name, 'refused:', e.strerror)"
 )
 
 

@@ -91,6 +91,9 @@ class ShellResult:
     timed_out: bool
     truncated: bool
     duration: float
+    # a whole-speculation limit (control group) the command's processes ran into:
+    # ``memory`` (the OOM killer ended one) or ``processes`` (a fork was refused)
+    limit: str | None = None
 
 
 class ShellNotReadOnlyError(ValueError):

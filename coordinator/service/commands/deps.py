@@ -14,6 +14,8 @@ from typing import Protocol
 
 from coordinator.service.chat import TurnResult
 from coordinator.service.emitter import Emitter
+from coordinator.service.live_hub import LiveHub
+from coordinator.service.live_state import LiveState
 from coordinator.service.ports import PoolView, ReplySink
 from coordinator.service.speculation import AbortCause, Branch, Suggestion
 from coordinator.settings import Settings
@@ -183,7 +185,18 @@ class StatusDeps(ReplySink, HasChat, HasSettings, HasPool, Protocol):
     def scripted_model(self) -> bool: ...
 
 
+class LiveDeps(ReplySink, Protocol):
+    """`subscribe`, `live_snapshot`: the live view's subscribers and its state."""
+
+    @property
+    def live_hub(self) -> LiveHub: ...
+
+    @property
+    def live(self) -> LiveState: ...
+
+
 class CommandContext(
+    LiveDeps,
     StatusDeps,
     StopDeps,
     PoolReplies,

@@ -20,32 +20,33 @@ from protocol.control import (
 )
 
 
+def status_reply(svc: StatusDeps, req_id: int) -> StatusReply:
+    chat = svc.chat
+    return StatusReply(
+        req_id=req_id,
+        project=str(svc.project_root),
+        pid=os.getpid(),
+        epoch=svc.epoch,
+        uptime_s=round(svc.uptime_s, 3),
+        model_endpoint=svc.base_url,
+        scripted_model=svc.scripted_model,
+        model=chat.model_name,
+        fast_model=chat.fast_model,
+        approval_mode=chat.approval_mode,
+        session_id=chat.session_id,
+        sandbox=svc.pool.sandbox,
+        workers=tuple(svc.pool.infos()),
+        speculation_enabled=svc.settings.enable_speculation,
+        suggestions_enabled=svc.settings.enable_followup_suggestions,
+        pool_warm=svc.pool.is_warm(),
+        containment=svc.pool.containment,
+        context=chat.context_info(),
+    )
+
+
 @handles(StatusRequest)
 async def status(svc: StatusDeps, identity: bytes, req: StatusRequest) -> None:
-    chat = svc.chat
-    await svc.send(
-        identity,
-        StatusReply(
-            req_id=req.req_id,
-            project=str(svc.project_root),
-            pid=os.getpid(),
-            epoch=svc.epoch,
-            uptime_s=round(svc.uptime_s, 3),
-            model_endpoint=svc.base_url,
-            scripted_model=svc.scripted_model,
-            model=chat.model_name,
-            fast_model=chat.fast_model,
-            approval_mode=chat.approval_mode,
-            session_id=chat.session_id,
-            sandbox=svc.pool.sandbox,
-            workers=tuple(svc.pool.infos()),
-            speculation_enabled=svc.settings.enable_speculation,
-            suggestions_enabled=svc.settings.enable_followup_suggestions,
-            pool_warm=svc.pool.is_warm(),
-            containment=svc.pool.containment,
-            context=chat.context_info(),
-        ),
-    )
+    await svc.send(identity, status_reply(svc, req.req_id))
 
 
 @handles(StopRequest)

@@ -18,6 +18,7 @@ import pytest
 from coordinator.service.chat import TurnResult
 from coordinator.service.commands import HANDLERS, dispatch, registry
 from coordinator.service.commands import chat as chat_commands
+from coordinator.service.commands import live as live_commands
 from coordinator.service.commands import service as service_commands
 from coordinator.service.commands import speculation as speculation_commands
 from coordinator.service.commands.deps import CommandContext
@@ -247,7 +248,8 @@ def test_every_request_type_has_exactly_one_handler() -> None:
     assert len(requests) >= 12
     assert set(HANDLERS) == requests
     # Registered where they are defined: a handler's module is one of the command modules.
-    modules = {chat_commands.__name__, service_commands.__name__, speculation_commands.__name__}
+    modules = {chat_commands.__name__, live_commands.__name__, service_commands.__name__,
+               speculation_commands.__name__}
     assert {handler.__module__ for handler in HANDLERS.values()} == modules
 
 

@@ -1,0 +1,433 @@
+"""What the live view (``SubscribeRequest``) is told, and the snapshot it starts from.
+
+The service's parts report here as things happen: every turn event a client is sent
+(``turn_event``), every prompt (``prompt``), every event of a speculation's worker
+(``worker_event``), and "something about the suggestion may have changed" (``poke``).
+Nothing is built unless someone subscribed (``LiveHub.active``), so a service nobody
+watches pays one attribute test per event.
+
+While someone watches, a tick compares the suggestion and the stats with what was last
+sent (every ``TICK_S``, and at once after a poke) and samples the workers' CPU, memory and
+overlay sizes once a second; a diff is recomputed, in a thread, when a speculation wrote
+a file or ended. All of it goes out through the hub, which never waits for a subscriber.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from coordinator.service.live_hub import LiveHub
+from coordinator.service.preview import preview_files
+from coordinator.service.transcript import render_transcript
+from protocol.chat import Message
+from protocol.control import (
+    AcceptRequest,
+    ApprovalNeeded,
+    AskRequest,
+    ControlReply,
+    ControlRequest,
+    LiveActivity,
+    LiveChange,
+    LiveDiff,
+    LivePrompt,
+    LiveReset,
+    LiveSnapshot,
+    LiveSpeculationStep,
+    LiveStats,
+    LiveSuggestion,
+    LiveTurnEvent,
+    LiveWorker,
+    LiveWorkers,
+    Notice,
+    StatusReply,
+    SuggestionReply,
+    TextChunk,
+    ToolShown,
+    Transcript,
+    TranscriptEntry,
+    TurnEnded,
+)
+from protocol.display import cut, format_args
+from protocol.work import Boundary, Completed, ModelText, ToolFinished, ToolStarted, WorkerEvent
+
+if TYPE_CHECKING:
+    from coordinator.service.chat import MainChat
+    from coordinator.service.pool import WorkerHandle, WorkerPool
+    from coordinator.service.speculation import Speculation, SpeculationManager
+
+log = logging.getLogger("specrun.live")
+
+TICK_S = 0.25
+TEXT_FLUSH_S = 0.05  # streamed text reaches the view at most this late
+WORKERS_EVERY_S = 1.0
+MAX_STEPS = 200  # per speculation
+MAX_TRACKED = 16  # speculations whose steps and diffs are kept
+MAX_CONVERSATION = 400  # entries in a snapshot (the newest)
+MAX_ENTRY_CHARS = 20_000
+TURN_EVENTS = (TextChunk, ToolShown, ApprovalNeeded, Notice, Transcript, TurnEnded)
+
+
+def conversation_entries(history: list[Message]) -> tuple[TranscriptEntry, ...]:
+    """The chat history as the view shows it: each user prompt, then the model's text and
+    tool calls (the rendering an accepted speculation's transcript uses)."""
+    entries: list[TranscriptEntry] = []
+    starts = [i for i, m in enumerate(history) if m.role == "user"]
+    for n, start in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(history)
+        entries += render_transcript(history[start].text, history[start + 1 : end])
+    kept = entries[-MAX_CONVERSATION:]
+    return tuple(
+        msgspec.structs.replace(e, text=cut(e.text, MAX_ENTRY_CHARS)) for e in kept
+    )
+
+
+def _dir_bytes(path: str | None) -> int | None:
+    if not path or not os.path.isdir(path):
+        return None
+    total = 0
+    for top, _dirs, files in os.walk(path, followlinks=False):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(top, name)).st_size
+    return total
+
+
+class LiveState:
+    def __init__(
+        self,
+        hub: LiveHub,
+        project_root: Path,
+        chat: MainChat,
+        speculation: SpeculationManager,
+        pool: WorkerPool,
+        status: Callable[[int], StatusReply],
+    ) -> None:
+        self.hub = hub
+        self.project_root = project_root
+        self.chat = chat
+        self.speculation = speculation
+        self.pool = pool
+        self.status = status
+        self._turns: OrderedDict[tuple[bytes, int], int] = OrderedDict()
+        self._turn_count = 0
+        self._steps: OrderedDict[str, list[LiveActivity]] = OrderedDict()
+        self._diffs: OrderedDict[str, LiveDiff] = OrderedDict()
+        self._diffing: dict[str, asyncio.Task[object]] = {}
+        self._dirty: set[str] = set()
+        self._last: dict[str, bytes] = {}
+        self._cpu: dict[int, tuple[float, float]] = {}  # pid -> (cpu seconds, when)
+        self._last_workers = LiveWorkers(())
+        self._tick: asyncio.Task[object] | None = None
+        self._poked = False
+        self._session = chat.session_id
+        self._tasks: set[asyncio.Task[object]] = set()
+        # Streamed text not sent yet: (turn, the asking client's req_id) and its pieces.
+        self._text_turn: tuple[int, int] | None = None
+        self._text: list[str] = []
+        self._text_timer: asyncio.TimerHandle | None = None
+        hub.on_active = self._start_ticking
+
+    # -- what the service reports ----------------------------------------------------
+
+    def _publish(self, change: LiveChange) -> None:
+        self.hub.publish(change)
+
+    def _turn(self, identity: bytes, req_id: int) -> int:
+        key = (identity, req_id)
+        turn = self._turns.get(key)
+        if turn is None:
+            self._turn_count += 1
+            turn = self._turns[key] = self._turn_count
+            while len(self._turns) > 64:
+                self._turns.popitem(last=False)
+        return turn
+
+    def request(self, identity: bytes, request: ControlRequest) -> None:
+        """A control request arrived: a prompt (or an accept, whose prompt is the branch
+        it takes) starts a turn in the view."""
+        if not self.hub.active:
+            return
+        text: str | None = None
+        if isinstance(request, AskRequest):
+            text = request.text.strip()
+        elif isinstance(request, AcceptRequest):
+            current = self.speculation.current
+            if current is not None:
+                index = request.index
+                branch = current.top if index is None else current.branch(index)
+                text = branch.text if branch is not None else None
+        if text:
+            turn = self._turn(identity, request.req_id)
+            self._publish(LivePrompt(turn, text))
+
+    def turn_event(self, identity: bytes, reply: ControlReply) -> None:
+        """A turn event a client was sent. Streamed text is gathered for up to
+        ``TEXT_FLUSH_S`` and sent as one chunk (a model streams a few words at a time:
+        hundreds of events a turn, which a person reads no faster in); any other event of
+        the turn sends the text gathered before it first, so the order stays."""
+        if not self.hub.active or not isinstance(reply, TURN_EVENTS):
+            return
+        turn = self._turn(identity, reply.req_id)
+        if isinstance(reply, TextChunk):
+            if self._text_turn is not None and self._text_turn[0] != turn:
+                self._flush_text()
+            if self._text_turn is None:
+                self._text_turn = (turn, reply.req_id)
+                loop = asyncio.get_running_loop()
+                self._text_timer = loop.call_later(TEXT_FLUSH_S, self._flush_text)
+            self._text.append(reply.text)
+            return
+        self._flush_text()
+        self._publish(LiveTurnEvent(turn, reply))
+        if isinstance(reply, (TurnEnded, Transcript)):
+            self.poke()
+
+    def _flush_text(self) -> None:
+        if self._text_timer is not None:
+            self._text_timer.cancel()
+            self._text_timer = None
+        if self._text_turn is None:
+            return
+        (turn, req_id), text = self._text_turn, "".join(self._text)
+        self._text_turn = None
+        self._text.clear()
+        if self.hub.active:
+            self._publish(LiveTurnEvent(turn, TextChunk(req_id, text)))
+
+    def worker_event(self, handle: WorkerHandle, event: WorkerEvent) -> None:
+        """An event of a worker; a speculation's steps stream to the view."""
+        if not self.hub.active or handle.job_kind != "speculation":
+            return
+        spec_id = getattr(event, "job_id", None)
+        if not spec_id:
+            return
+        step: LiveActivity | None = None
+        if isinstance(event, ModelText):
+            step = LiveActivity("text", cut(event.text, MAX_ENTRY_CHARS))
+        elif isinstance(event, ToolStarted):
+            call = event.call
+            step = LiveActivity("tool", "", call.id, call.name, format_args(call), "running")
+        elif isinstance(event, ToolFinished):
+            result = event.result
+            started = self._find_step(spec_id, result.call_id)
+            step = LiveActivity(
+                "tool",
+                cut((result.output if result.ok else result.error) or "", 500),
+                result.call_id,
+                result.name,
+                started.args if started else "",
+                "success" if result.ok else "error",
+            )
+            self._diff_soon(spec_id)
+        elif isinstance(event, (Completed, Boundary)):
+            self._diff_soon(spec_id)
+        if step is not None:
+            self._remember_step(spec_id, step)
+            self._publish(LiveSpeculationStep(spec_id, step))
+        self.poke()
+
+    def reset(self) -> None:
+        if self.hub.active:
+            self._publish(LiveReset(self.chat.session_id))
+
+    def poke(self) -> None:
+        """The suggestion or the stats may have changed: compare and send soon."""
+        if not self.hub.active or self._poked:
+            return
+        self._poked = True
+        asyncio.get_running_loop().call_soon(self._check)
+
+    # -- steps and diffs -------------------------------------------------------------
+
+    def _find_step(self, spec_id: str, call_id: str) -> LiveActivity | None:
+        for step in self._steps.get(spec_id, []):
+            if step.call_id == call_id:
+                return step
+        return None
+
+    def _remember_step(self, spec_id: str, step: LiveActivity) -> None:
+        steps = self._steps.setdefault(spec_id, [])
+        self._steps.move_to_end(spec_id)
+        if step.kind == "tool":
+            for i, old in enumerate(steps):
+                if old.call_id == step.call_id:
+                    steps[i] = step
+                    return
+        steps.append(step)
+        del steps[:-MAX_STEPS]
+        while len(self._steps) > MAX_TRACKED:
+            self._steps.popitem(last=False)
+
+    def _live_speculation(self, spec_id: str) -> Speculation | None:
+        current = self.speculation.current
+        for spec in current.speculations() if current is not None else []:
+            if spec.id == spec_id:
+                return spec
+        return None
+
+    def _diff_soon(self, spec_id: str) -> None:
+        """Recompute a live speculation's diff in a thread; one at a time per speculation,
+        again after it if it was asked for meanwhile."""
+        if spec_id in self._diffing:
+            self._dirty.add(spec_id)
+            return
+        self._diffing[spec_id] = self._spawn(self._diff(spec_id))
+
+    async def _compute_diff(self, spec: Speculation) -> LiveDiff:
+        """What Tab would do now with its files: ``specrun diff``'s computation, which is
+        accept's (a running speculation: the files it wrote so far)."""
+        written = dict(spec.outcome.written_files) if spec.outcome else dict(spec.progress.written)
+        files, refused = await asyncio.to_thread(
+            preview_files, str(self.project_root), spec.overlay_dir, written,
+            self.speculation.settings, False,
+        )
+        return LiveDiff(spec.id, files, refused)
+
+    async def _diff(self, spec_id: str) -> None:
+        diff: LiveDiff | None = None
+        try:
+            while True:
+                self._dirty.discard(spec_id)
+                spec = self._live_speculation(spec_id)
+                if spec is None or not spec.overlay_dir:
+                    return
+                diff = await self._compute_diff(spec)
+                if spec_id not in self._dirty:
+                    break
+        except OSError as exc:  # the overlay went away meanwhile (accepted, killed)
+            log.info("no diff for %s: %s", spec_id, exc)
+            return
+        finally:
+            self._diffing.pop(spec_id, None)
+        if diff is None or diff == self._diffs.get(spec_id):
+            return
+        self._diffs[spec_id] = diff
+        while len(self._diffs) > MAX_TRACKED:
+            self._diffs.popitem(last=False)
+        if self.hub.active:
+            self._publish(diff)
+
+    # -- the periodic comparison -------------------------------------------------------
+
+    def _start_ticking(self) -> None:
+        if self._tick is None or self._tick.done():
+            self._tick = self._spawn(self._ticking())
+
+    async def _ticking(self) -> None:
+        next_workers = 0.0
+        while self.hub.active:
+            self._check()
+            self.hub.catch_up()
+            now = time.monotonic()
+            if now >= next_workers:
+                next_workers = now + WORKERS_EVERY_S
+                workers = await self._sample_workers()
+                if self._changed("workers", workers):
+                    self._last_workers = workers
+                    self._publish(workers)
+            await asyncio.sleep(TICK_S)
+
+    def _changed(self, key: str, value: object) -> bool:
+        encoded = msgspec.msgpack.encode(value)
+        if self._last.get(key) == encoded:
+            return False
+        self._last[key] = encoded
+        return True
+
+    def _check(self) -> None:
+        self._poked = False
+        if not self.hub.active:
+            return
+        if self.chat.session_id != self._session:
+            self._session = self.chat.session_id
+            self.reset()
+        suggestion = self._suggestion()
+        if self._changed("suggestion", suggestion):
+            self._publish(LiveSuggestion(suggestion))
+        stats = self._stats()
+        if self._changed("stats", stats):
+            self._publish(stats)
+
+    def _suggestion(self) -> SuggestionReply:
+        return self.speculation.suggestion_reply(0)
+
+    def _stats(self) -> LiveStats:
+        stats = self.speculation.stats_reply(0)
+        by_rank: dict[int, int] = {}
+        for record in self.speculation.stats.branches.values():
+            by_rank[record.rank] = by_rank.get(record.rank, 0) + 1
+        return LiveStats(stats, by_rank)
+
+    async def _sample_workers(self) -> LiveWorkers:
+        handles = list(self.pool.handles())
+        containment = self.pool.containment
+        return await asyncio.to_thread(self._measure, handles, containment)
+
+    def _measure(self, handles: list[WorkerHandle], containment: Any) -> LiveWorkers:
+        from coordinator.service.speculation import tree_cpu_seconds
+
+        now = time.monotonic()
+        out = []
+        seen = set()
+        for handle in sorted(handles, key=lambda h: h.started_at):
+            info = handle.info()
+            seen.add(handle.pid)
+            used = tree_cpu_seconds(handle.pid) if handle.process is not None else None
+            percent = None
+            if used is not None:
+                before = self._cpu.get(handle.pid)
+                if before is not None and now > before[1]:
+                    percent = round(max(0.0, used - before[0]) / (now - before[1]) * 100, 1)
+                self._cpu[handle.pid] = (used, now)
+            out.append(LiveWorker(info, percent, _dir_bytes(handle.overlay_dir)))
+        for pid in list(self._cpu):
+            if pid not in seen:
+                del self._cpu[pid]
+        return LiveWorkers(tuple(out), tuple(containment))
+
+    # -- the snapshot ------------------------------------------------------------------
+
+    async def snapshot(self, req_id: int) -> LiveSnapshot:
+        current = self.speculation.current
+        for spec in current.speculations() if current is not None else []:
+            if spec.id not in self._diffs and spec.overlay_dir:
+                with contextlib.suppress(OSError):
+                    self._diffs.setdefault(spec.id, await self._compute_diff(spec))
+        if not self._last_workers.workers:
+            self._last_workers = await self._sample_workers()
+        # Everything below is read without a wait in between: the state as of ``seq``.
+        suggestion = self._suggestion()
+        live_ids = [b.speculation.id for b in suggestion.branches if b.speculation is not None]
+        return LiveSnapshot(
+            req_id=req_id,
+            seq=self.hub.seq,
+            status=self.status(req_id),
+            conversation=conversation_entries(self.chat.history),
+            suggestion=suggestion,
+            steps={i: tuple(self._steps.get(i, ())) for i in live_ids},
+            diffs={i: self._diffs[i] for i in live_ids if i in self._diffs},
+            workers=self._last_workers,
+            stats=self._stats(),
+        )
+
+    def close(self) -> None:
+        if self._text_timer is not None:
+            self._text_timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _spawn(self, coro: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task

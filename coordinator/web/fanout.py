@@ -1,0 +1,54 @@
+"""The web view's viewers (open event streams), each fed through a bounded queue.
+
+One subscription to the service feeds every viewer. Handing an event to a viewer never
+waits: a viewer whose queue is full (a slow or stalled browser) loses what is queued and
+is told to resync, so it takes a fresh snapshot and goes on from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+QUEUE_LIMIT = 256
+RESYNC = (-1, b"")  # the marker in a viewer's queue: take a new snapshot
+
+
+@dataclass(eq=False)
+class Viewer:
+    queue: asyncio.Queue[tuple[int, bytes]] = field(
+        default_factory=lambda: asyncio.Queue(QUEUE_LIMIT)
+    )
+    resyncs: int = 0
+
+
+class Fanout:
+    def __init__(self) -> None:
+        self.viewers: set[Viewer] = set()
+
+    def add(self) -> Viewer:
+        viewer = Viewer()
+        self.viewers.add(viewer)
+        return viewer
+
+    def remove(self, viewer: Viewer) -> None:
+        self.viewers.discard(viewer)
+
+    def publish(self, seq: int, data: bytes) -> None:
+        for viewer in self.viewers:
+            try:
+                viewer.queue.put_nowait((seq, data))
+            except asyncio.QueueFull:
+                self._resync(viewer)
+
+    def resync_all(self) -> None:
+        """The service dropped events for this process: every viewer resyncs."""
+        for viewer in self.viewers:
+            self._resync(viewer)
+
+    @staticmethod
+    def _resync(viewer: Viewer) -> None:
+        while not viewer.queue.empty():
+            viewer.queue.get_nowait()
+        viewer.queue.put_nowait(RESYNC)
+        viewer.resyncs += 1

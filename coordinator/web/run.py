@@ -1,0 +1,100 @@
+"""The web view process: bind a loopback port, connect to the service, serve the page
+until the service stops (or Ctrl-C / SIGTERM).
+
+Why a process of its own rather than a server inside the service: the service's event
+loop runs every turn, and nothing a browser does (a slow connection, a stalled tab, a
+flood of requests, HTTP parsing) should ever take time from it. The service only numbers
+each event, encodes it once and offers it to this process without waiting; this process
+does the HTTP, the JSON and the per-browser queues. The service also stays as small as it
+was: it loads no HTTP server, and a service nobody watches pays nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import signal
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+import uvicorn
+
+from coordinator.web.app import build_app
+from coordinator.web.fanout import Fanout
+from coordinator.web.guard import Guard
+from coordinator.web.link import ServiceLink
+from coordinator.web.shown import shown_json
+from protocol.control import LiveEvent, LiveResync
+
+log = logging.getLogger("specrun.web")
+HOST = "127.0.0.1"
+
+
+class PortInUse(RuntimeError):
+    pass
+
+
+def bind(port: int) -> socket.socket:
+    """A listening loopback socket (port 0: a free one the kernel picks)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((HOST, port))
+        sock.listen(64)
+    except OSError as exc:
+        sock.close()
+        raise PortInUse(f"Cannot listen on {HOST}:{port} ({exc.strerror}); pick another "
+                        "--port, or leave it out for a free one.") from None
+    sock.set_inheritable(False)
+    return sock
+
+
+def view_url(port: int, token: str) -> str:
+    return f"http://{HOST}:{port}/?token={token}"
+
+
+async def serve(project_root: Path, port: int, announce: Callable[[str], None]) -> None:
+    # A browser that hangs up mid-answer must be an EPIPE error on that connection, never
+    # a signal that ends the view (the CLI restores SIGPIPE's default for `| head`).
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    link = ServiceLink(project_root)
+    listener = bind(port)
+    actual = listener.getsockname()[1]
+    token = secrets.token_urlsafe(32)
+    fanout = Fanout()
+
+    def on_live(message: LiveEvent | LiveResync) -> None:
+        if isinstance(message, LiveResync):
+            fanout.resync_all()
+            return
+        fanout.publish(message.seq, shown_json(message.change))
+
+    link.on_live = on_live
+    app = Guard(build_app(link, fanout), token, actual)
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
+    )
+    server = uvicorn.Server(config)
+    reading = asyncio.ensure_future(link.run())
+    try:
+        await link.subscribe()
+        announce(view_url(actual, token))
+
+        async def stop_with_service() -> None:
+            await link.closed.wait()
+            server.should_exit = True
+
+        watcher = asyncio.ensure_future(stop_with_service())
+        try:
+            await server.serve(sockets=[listener])
+        finally:
+            watcher.cancel()
+    finally:
+        reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
+        link.close()
+        listener.close()

@@ -1,0 +1,30 @@
+"""What the page is sent: the service's structures as JSON values with every string made
+inert by the rule the terminal uses (``protocol.inert_text.inert``: controls, bidi and
+invisible characters as visible escapes). The page then shows them as text nodes only,
+so a hostile name or line is seen exactly as `specrun` prints it, and never obeyed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from protocol.inert_text import inert
+
+
+def _inert_tree(value: Any) -> Any:
+    if isinstance(value, str):
+        return inert(value)  # newline and tab kept: diffs and model text span lines
+    if isinstance(value, list):
+        return [_inert_tree(item) for item in value]
+    if isinstance(value, dict):
+        return {_inert_tree(key): _inert_tree(item) for key, item in value.items()}
+    return value
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def shown_json(message: Any) -> bytes:
+    """``message`` (a msgspec struct) as the page's JSON, every string inert."""
+    return _ENCODER.encode(_inert_tree(msgspec.to_builtins(message, str_keys=True)))

@@ -1,0 +1,421 @@
+// The specrun web view. Everything the service sends is untrusted text (model output,
+// file names, diffs): it only ever becomes a DOM text node (textContent /
+// createTextNode), never markup, and control characters are shown as escapes. No inline
+// script, no eval, no innerHTML: the Content-Security-Policy forbids the first two, and
+// this file never uses the others.
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+const state = {
+  status: null, convo: [], turns: new Map(), suggestion: null,
+  steps: {}, diffs: {}, workers: null, stats: null, seq: 0,
+};
+
+// -- inert text ----------------------------------------------------------------------
+
+// The web process already sent every string through the terminal's rule
+// (protocol/inert_text.py); this is a second net for the same characters: C0/C1 controls
+// (but newline and tab), DEL, soft hyphen, zero-width and bidi marks, overrides and
+// isolates, line separators, BOM, shown as visible escapes.
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/g;
+
+function visible(text) {
+  return String(text ?? "").replace(HIDDEN, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x100 ? "\\x" + code.toString(16).padStart(2, "0")
+                        : "\\u" + code.toString(16).padStart(4, "0");
+  });
+}
+
+// el("div", {class: "x"}, "text", child...): text arguments become text nodes.
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") node.className = value;
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(visible(child)));
+  }
+  return node;
+}
+
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, String(value));
+  if (text !== undefined) node.textContent = visible(text);
+  return node;
+}
+
+function fill(id, ...children) {
+  const target = document.getElementById(id);
+  target.replaceChildren(...children.filter((c) => c));
+  return target;
+}
+
+function bytes(n) {
+  if (n === null || n === undefined) return "–";
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+  return (i ? n.toFixed(1) : String(n)) + " " + units[i];
+}
+
+// -- conversation ----------------------------------------------------------------------
+
+function entryNode(entry) {
+  if (entry.kind === "user") return el("div", {class: "user"}, entry.text);
+  if (entry.kind === "model") return el("div", {class: "model"}, entry.text);
+  const result = entry.text ? "\n  → " + entry.text : "";
+  return el("div", {class: "tool"}, `${entry.tool}(${entry.args}) [${entry.status}]${result}`);
+}
+
+function turnNode(turn) {
+  const box = el("div", {class: "turn"});
+  for (const item of turn.items) {
+    if (item.k === "user") box.append(el("div", {class: "user"}, item.text));
+    else if (item.k === "text") box.append(el("div", {class: "text"}, item.text));
+    else if (item.k === "tool") {
+      const result = item.result ? "\n  → " + item.result : "";
+      box.append(el("div", {class: "tool"}, `${item.name}(${item.args}) [${item.status}]${result}`));
+    } else if (item.k === "entry") box.append(entryNode(item.entry));
+    else if (item.k === "notice") box.append(el("div", {class: "notice"}, item.text));
+    else if (item.k === "end") {
+      const saved = item.speculated ? " (from the speculation)" : "";
+      box.append(el("div", {class: "end"}, `turn ${item.reason}${saved} ${item.message}`));
+    }
+  }
+  return box;
+}
+
+function renderConversation() {
+  const target = document.getElementById("conversation");
+  const atBottom = target.scrollTop + target.clientHeight >= target.scrollHeight - 20;
+  const nodes = [];
+  let block = null;
+  for (const entry of state.convo) {
+    if (entry.kind === "user" || block === null) {
+      block = el("div", {class: "turn"});
+      nodes.push(block);
+    }
+    block.append(entryNode(entry));
+  }
+  for (const turn of state.turns.values()) nodes.push(turnNode(turn));
+  target.replaceChildren(...nodes);
+  if (atBottom) target.scrollTop = target.scrollHeight;
+}
+
+function turnOf(number) {
+  let turn = state.turns.get(number);
+  if (!turn) {
+    turn = {items: []};
+    state.turns.set(number, turn);
+  }
+  return turn;
+}
+
+function onTurnEvent(number, event) {
+  const turn = turnOf(number);
+  const last = turn.items[turn.items.length - 1];
+  switch (event.type) {
+    case "text":
+      if (last && last.k === "text") last.text += event.text;
+      else turn.items.push({k: "text", text: event.text});
+      break;
+    case "tool": {
+      const item = turn.items.find((i) => i.k === "tool" && i.id === event.call_id);
+      const fresh = {k: "tool", id: event.call_id, name: event.name, args: event.args,
+                     status: event.status, result: event.result};
+      if (item) Object.assign(item, fresh); else turn.items.push(fresh);
+      break;
+    }
+    case "notice": turn.items.push({k: "notice", text: event.text}); break;
+    case "approval_needed":
+      turn.items.push({k: "notice", text: `waits for approval: ${event.call.name} (${event.reason})`});
+      break;
+    case "transcript":
+      // Its first entry is the prompt, already shown.
+      for (const entry of event.entries.slice(1)) turn.items.push({k: "entry", entry});
+      break;
+    case "turn_ended":
+      turn.items.push({k: "end", reason: event.reason, message: event.message,
+                       speculated: event.speculated});
+      break;
+  }
+}
+
+// -- suggestion, its speculations and their diffs ---------------------------------------
+
+function diffNode(diff) {
+  // ``diff`` is what `specrun diff` shows: the same computation Tab uses.
+  if (!diff) return el("div", {class: "muted"}, "no files changed yet");
+  const box = el("div", {class: "files"});
+  if (diff.refused) box.append(el("div", {class: "conflict"}, `Tab would apply nothing: ${diff.refused}`));
+  if (diff.files.length === 0 && !diff.refused) box.append(el("div", {class: "muted"}, "no files changed yet"));
+  for (const file of diff.files) {
+    const change = file.change;
+    const mode = change.mode ? ` (${change.mode})` : "";
+    const counts = file.binary || file.too_large ? "" : ` +${file.added} -${file.removed}`;
+    const head = el("div", {class: "file-head"}, `${change.status}${mode}: ${change.path}${counts}`);
+    const part = el("div", {class: "file"}, head);
+    if (change.runs_later) part.append(el("div", {class: "warn"}, "runs later: something runs this file later without a key press"));
+    if (change.ignored) part.append(el("div", {class: "muted"}, "ignored by git (a cache or build output)"));
+    if (change.conflict) part.append(el("div", {class: "conflict"}, `conflict: ${change.conflict}; Tab would refuse it`));
+    if (file.binary) part.append(el("div", {class: "muted"}, "binary file"));
+    else if (file.too_large) part.append(el("div", {class: "muted"}, "too large to show"));
+    else if (file.diff) {
+      const pre = el("pre", {class: "diff"});
+      for (const line of file.diff.split("\n")) {
+        if (line === "") continue;
+        let kind = "";
+        if (line.startsWith("+++") || line.startsWith("---")) kind = "meta";
+        else if (line.startsWith("+")) kind = "add";
+        else if (line.startsWith("-")) kind = "del";
+        else if (line.startsWith("@@")) kind = "hunk";
+        pre.append(el("span", {class: kind}, line));
+      }
+      part.append(pre);
+    }
+    box.append(part);
+  }
+  return box;
+}
+
+function stepsNode(steps) {
+  const box = el("div", {class: "steps"});
+  for (const step of steps || []) {
+    if (step.kind === "text") box.append(el("div", {class: "model"}, step.text));
+    else {
+      const result = step.text ? "\n  → " + step.text : "";
+      box.append(el("div", {class: "tool"}, `${step.tool}(${step.args}) [${step.status}]${result}`));
+    }
+  }
+  return box;
+}
+
+function renderSuggestion() {
+  const s = state.suggestion;
+  if (!s || !s.text) {
+    const why = s && s.pending ? "a suggestion is being generated" :
+      s && s.suppressed_reason ? `no suggestion (${s.suppressed_reason})` : "no suggestion";
+    fill("suggestion", el("div", {class: "muted"}, why));
+    return;
+  }
+  const nodes = [];
+  for (const branch of s.branches) {
+    const spec = branch.speculation;
+    const status = spec ? spec.status : branch.skipped ? `skipped: ${branch.skipped}` : "not speculated";
+    const accept = el("button", {class: "accept", dataset: {index: String(branch.rank)}}, "Accept");
+    const head = el("div", {class: "branch-head"},
+      el("span", {class: "badge"}, `#${branch.rank}`),
+      el("span", {class: "branch-text"}, branch.text),
+      el("span", {class: `badge status-${spec ? spec.status : "none"}`}, status),
+      accept);
+    const box = el("div", {class: "branch", dataset: {rank: String(branch.rank)}}, head);
+    if (spec) {
+      const facts = `${spec.turns} turn(s), ${spec.tool_uses} tool use(s), ${spec.elapsed_s.toFixed(2)} s` +
+        (spec.worker_pid ? `, worker ${spec.worker_pid}` : "");
+      box.append(el("div", {class: "muted"}, facts));
+      if (spec.boundary_reason) box.append(el("div", {class: "warn"}, `stopped at: ${spec.boundary_reason}`));
+      box.append(el("h3", {}, "Steps"), stepsNode(state.steps[spec.id]));
+      box.append(el("h3", {}, "Diff"), diffNode(state.diffs[spec.id]));
+    }
+    nodes.push(box);
+  }
+  const reject = el("button", {id: "reject"}, "Reject");
+  fill("suggestion", ...nodes, reject);
+}
+
+// -- workers and containment -------------------------------------------------------------
+
+function renderWorkers() {
+  const w = state.workers;
+  if (!w) return;
+  const rows = w.workers.map((one) => el("tr", {},
+    el("td", {}, String(one.info.pid)), el("td", {}, one.info.state),
+    el("td", {}, one.info.job_kind || "–"),
+    el("td", {}, one.cpu_percent === null ? "–" : `${one.cpu_percent}%`),
+    el("td", {}, bytes(one.info.rss_bytes)), el("td", {}, bytes(one.overlay_bytes))));
+  const head = el("tr", {}, ...["pid", "state", "job", "CPU", "RSS", "overlay"].map((h) => el("th", {}, h)));
+  fill("workers", el("table", {}, head, ...rows));
+  fill("containment", ...w.containment.map((layer) =>
+    el("li", {class: layer.active ? "" : "layer-off"},
+      `${layer.name}: ${layer.active ? "active" : "NOT active"}${layer.detail ? " (" + layer.detail + ")" : ""}`)));
+}
+
+// -- stats as charts (SVG drawn here, no library) -----------------------------------------
+
+function barChart(title, bars, unit) {
+  const width = 260, row = 18, left = 90, height = Math.max(1, bars.length) * row + 8;
+  const max = Math.max(1e-9, ...bars.map((b) => b.value));
+  const chart = svg("svg", {viewBox: `0 0 ${width} ${height}`, role: "img"});
+  chart.append(svg("title", {}, title));
+  bars.forEach((bar, i) => {
+    const y = 4 + i * row;
+    const w = Math.max(0, (width - left - 50) * bar.value / max);
+    chart.append(svg("text", {x: 2, y: y + 12}, bar.label));
+    chart.append(svg("rect", {x: left, y: y + 2, width: w.toFixed(1), height: row - 6, class: "bar " + (bar.kind || "")}));
+    chart.append(svg("text", {x: left + w + 4, y: y + 12}, bar.text ?? `${bar.value}${unit || ""}`));
+  });
+  return el("div", {class: "chart"}, el("h3", {}, title), chart);
+}
+
+function lineChart(title, values) {
+  const width = 260, height = 90, pad = 14;
+  const chart = svg("svg", {viewBox: `0 0 ${width} ${height}`, role: "img"});
+  chart.append(svg("title", {}, title));
+  chart.append(svg("line", {x1: pad, y1: height - pad, x2: width - 4, y2: height - pad, class: "axis"}));
+  if (values.length === 0) {
+    chart.append(svg("text", {x: pad, y: height / 2}, "no accepts yet"));
+  } else {
+    const max = Math.max(1e-9, ...values);
+    const step = values.length > 1 ? (width - pad - 8) / (values.length - 1) : 0;
+    const points = values.map((v, i) =>
+      `${(pad + i * step).toFixed(1)},${(height - pad - (height - 2 * pad) * v / max).toFixed(1)}`);
+    chart.append(svg("polyline", {points: points.join(" "), class: "line"}));
+    values.forEach((v, i) => {
+      const [x, y] = points[i].split(",");
+      chart.append(svg("circle", {cx: x, cy: y, r: 3, class: "bar"}));
+    });
+    chart.append(svg("text", {x: pad, y: 10}, `max ${max.toFixed(2)} s`));
+  }
+  return el("div", {class: "chart"}, el("h3", {}, title), chart);
+}
+
+function renderStats() {
+  const live = state.stats;
+  if (!live) return;
+  const s = live.stats;
+  const total = s.suggestions_accepted;
+  const tokens = Object.entries(s.tokens).map(([purpose, t]) =>
+    ({label: purpose, value: t.prompt + t.completion}));
+  const acceptedVsThrown = [
+    {label: "accepted", value: s.suggestions_accepted},
+    {label: "thrown away", value: s.suggestions_ignored + s.speculations_aborted + s.speculations_failed, kind: "bad"},
+    {label: "tokens kept", value: s.speculation_tokens.accepted},
+    {label: "tokens lost", value: s.speculation_tokens.discarded, kind: "bad"},
+  ];
+  const ranks = Object.keys(live.speculated_by_rank).sort();
+  const byRank = ranks.map((rank) => {
+    const tried = live.speculated_by_rank[rank], taken = s.accepted_by_rank[rank] || 0;
+    const rate = tried ? taken / tried : 0;
+    return {label: `rank ${rank}`, value: rate, text: `${taken}/${tried}`};
+  });
+  const typing = s.accepted_by_typing;
+  const typed = (typing.prefix_kept || 0) + (typing.exact_match || 0);
+  const byTyping = [
+    {label: "prefix kept", value: total ? (typing.prefix_kept || 0) / total : 0, text: String(typing.prefix_kept || 0)},
+    {label: "typed out", value: total ? (typing.exact_match || 0) / total : 0, text: String(typing.exact_match || 0)},
+    {label: "no typing", value: total ? (total - typed) / total : 0, text: String(total - typed), kind: "alt"},
+  ];
+  const summary = el("p", {class: "muted"},
+    `${s.suggestions_shown} shown, ${total} accepted, ${s.time_saved_total_s.toFixed(2)} s saved in all`);
+  fill("stats", summary, el("div", {class: "charts"},
+    lineChart("Time saved per accept (s)", s.time_saved_s),
+    barChart("Tokens by purpose", tokens),
+    barChart("Accepted vs thrown away", acceptedVsThrown),
+    barChart("Accept rate by rank", byRank),
+    barChart("Accepts by typing", byTyping)));
+}
+
+// -- applying what the service sends --------------------------------------------------------
+
+function renderAll() {
+  const status = state.status;
+  if (status) document.getElementById("project").textContent = visible(status.project);
+  renderConversation();
+  renderSuggestion();
+  renderWorkers();
+  renderStats();
+}
+
+function onSnapshot(snap) {
+  state.seq = snap.seq;
+  state.status = snap.status;
+  state.convo = snap.conversation;
+  state.turns = new Map();
+  state.suggestion = snap.suggestion;
+  state.steps = snap.steps;
+  state.diffs = snap.diffs;
+  state.workers = snap.workers;
+  state.stats = snap.stats;
+  renderAll();
+}
+
+function onChange(change) {
+  switch (change.type) {
+    case "prompt":
+      turnOf(change.turn).items.push({k: "user", text: change.text});
+      renderConversation();
+      break;
+    case "turn_event":
+      onTurnEvent(change.turn, change.event);
+      renderConversation();
+      break;
+    case "suggestion": state.suggestion = change.suggestion; renderSuggestion(); break;
+    case "speculation_step": {
+      const steps = state.steps[change.speculation_id] || (state.steps[change.speculation_id] = []);
+      const at = change.step.kind === "tool" ? steps.findIndex((s) => s.call_id === change.step.call_id) : -1;
+      if (at >= 0) steps[at] = change.step; else steps.push(change.step);
+      renderSuggestion();
+      break;
+    }
+    case "diff": state.diffs[change.speculation_id] = change; renderSuggestion(); break;
+    case "workers": state.workers = change; renderWorkers(); break;
+    case "stats": state.stats = change; renderStats(); break;
+    case "reset": state.convo = []; state.turns = new Map(); renderConversation(); break;
+  }
+}
+
+function setConnection(text, ok) {
+  const badge = document.getElementById("connection");
+  badge.textContent = text;
+  badge.className = "badge " + (ok ? "ok" : "bad");
+}
+
+function connect() {
+  const source = new EventSource("/api/events");
+  source.addEventListener("open", () => setConnection("live", true));
+  source.addEventListener("snapshot", (e) => onSnapshot(JSON.parse(e.data)));
+  source.addEventListener("change", (e) => onChange(JSON.parse(e.data)));
+  source.addEventListener("closed", () => { setConnection("service stopped", false); source.close(); });
+  source.addEventListener("error", () => setConnection("reconnecting", false));
+}
+
+// -- actions: the same requests as `specrun ask`, `accept --index N`, `reject` ----------------
+
+async function post(path, body) {
+  const result = document.getElementById("action-result");
+  result.textContent = "…";
+  try {
+    const response = await fetch(path, {
+      method: "POST", headers: {"Content-Type": "application/json"},
+      body: JSON.stringify(body), credentials: "same-origin",
+    });
+    const answer = await response.json();
+    result.textContent = visible(answer.message || answer.reason || (answer.ok ? "done" : "failed"));
+    result.dataset.ok = String(Boolean(answer.ok));
+  } catch (error) {
+    result.textContent = visible(`failed: ${error}`);
+    result.dataset.ok = "false";
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("ask").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const input = document.getElementById("prompt");
+    const text = input.value;
+    input.value = "";
+    if (text.trim()) post("/api/ask", {text});
+  });
+  document.getElementById("suggestion").addEventListener("click", (event) => {
+    const target = event.target;
+    if (!(target instanceof HTMLButtonElement)) return;
+    if (target.classList.contains("accept")) post("/api/accept", {index: Number(target.dataset.index)});
+    else if (target.id === "reject") post("/api/reject", {});
+  });
+  connect();
+});

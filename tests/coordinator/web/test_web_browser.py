@@ -1,0 +1,125 @@
+"""The web view in a real browser, through a real service on the scripted model: a
+speculation appears live with its diff; Accept puts its files on disk and the CLI sees the
+accepted turn; Reject; a branch taken by its index."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.service.history import HistoryStore
+from tests.coordinator.e2e import FIX, NEG
+from tests.support import Specrun, wait_until
+from tests.web_support import browser, need_chromium, save_screenshot, web_view
+
+NEG_FILE = "tests/test_calc_negative.py"
+
+
+@pytest.fixture
+def started(specrun: Specrun, request: pytest.FixtureRequest) -> Iterator[Specrun]:
+    need_chromium()
+    settings: dict[str, Any] = getattr(request, "param", {})
+    if settings:
+        path = specrun.project / ".specrun" / "settings.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(settings))
+    specrun.run("start", "--approval-mode", "auto-edit", check=True)
+    try:
+        yield specrun
+    finally:
+        specrun.run("stop")
+
+
+@pytest.fixture
+def page(started: Specrun) -> Iterator[Any]:
+    with web_view(started) as view, browser() as context:
+        page = context.new_page()
+        page.goto(view.url)
+        # The token went into a cookie and out of the address bar.
+        assert page.url == view.base + "/"
+        page.wait_for_selector("#connection.ok")
+        yield page
+
+
+def _branch(page: Any, rank: int, status: str) -> Any:
+    selector = f'.branch[data-rank="{rank}"] .badge.status-{status}'
+    page.wait_for_selector(selector, timeout=30_000)
+    return page.locator(f'.branch[data-rank="{rank}"]')
+
+
+def test_a_prompt_sent_from_the_page_streams_and_its_speculation_shows_its_diff_then_accept_applies_it(  # noqa: E501
+    started: Specrun, page: Any, tmp_path: Path
+) -> None:
+    page.fill("#prompt", FIX)
+    page.click("#ask button")
+    # The conversation streams: the prompt, the model's text, its tool calls.
+    page.wait_for_selector(".turn .user >> text=" + FIX)
+    page.wait_for_selector(".turn .tool >> text=edit(")
+    page.wait_for_selector(".turn .end >> text=turn completed")
+    assert "return a + b" in (started.project / "src/calc.py").read_text()
+
+    branch = _branch(page, 0, "completed")
+    assert branch.locator(".branch-text").inner_text() == NEG
+    page.wait_for_selector(f'.branch[data-rank="0"] .file-head >> text=created: {NEG_FILE} +6 -0')
+    added = branch.locator("pre.diff span.add")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('pre.diff span.add')]"
+        ".some(s => s.textContent.includes('def test_add_negative_numbers'))"
+    )
+    assert "+    assert add(-2, -3) == -5" in added.all_inner_texts()
+    assert branch.locator(".warn").count() == 0  # a test file does not run by itself
+    steps = branch.locator(".steps .tool").all_inner_texts()
+    assert any(s.startswith("read_file(") and "[success]" in s for s in steps), steps
+    assert any(s.startswith("write_file(") for s in steps), steps
+    page.wait_for_selector("#workers table tr >> nth=1")
+    page.wait_for_selector("#containment li")
+    page.wait_for_selector("#stats svg")
+    assert not (started.project / NEG_FILE).exists(), "the speculation wrote the real tree"
+    save_screenshot(page, "web.png", tmp_path)
+
+    before = len(HistoryStore(started.project).load())
+    branch.locator("button.accept").click()
+    assert wait_until(lambda: (started.project / NEG_FILE).exists(), timeout=20)
+    page.wait_for_selector("#action-result[data-ok=true]")
+    # The CLI sees the accepted turn, taken by the page.
+    stats = started.json("stats")
+    assert stats["suggestions_accepted"] == 1
+    assert stats["accepted_by_method"].get("web") == 1
+    history = HistoryStore(started.project).load()
+    assert history[before].role == "user" and history[before].text == NEG
+    # And the page shows it as a turn of the conversation.
+    page.wait_for_selector(".turn .end >> text=turn accepted (from the speculation)")
+
+
+def test_reject_in_the_page_dismisses_the_suggestion_and_kills_its_speculation(
+    started: Specrun, page: Any
+) -> None:
+    assert started.run("ask", FIX).returncode == 0
+    branch = _branch(page, 0, "completed")
+    assert branch.locator(".branch-text").inner_text() == NEG
+    page.click("#reject")
+    page.wait_for_selector("#suggestion >> text=no suggestion")
+    shown = started.json("suggestion")
+    assert shown["text"] is None
+    assert started.json("stats")["suggestions_ignored"] == 1
+    assert not (started.project / NEG_FILE).exists()
+
+
+@pytest.mark.parametrize("started", [{"speculationBranches": 2}], indirect=True)
+def test_accept_takes_the_branch_chosen_by_its_index(started: Specrun, page: Any) -> None:
+    assert started.run("ask", FIX).returncode == 0
+    page.wait_for_selector('.branch[data-rank="1"]', timeout=30_000)
+    texts = page.locator(".branch .branch-text").all_inner_texts()
+    assert texts == ["run the tests", NEG]
+    second = _branch(page, 1, "completed")
+    second.locator("button.accept").click()
+    assert wait_until(lambda: (started.project / NEG_FILE).exists(), timeout=20)
+    stats = started.json("stats")
+    assert stats["accepted_by_rank"] == {"1": 1}
+    assert stats["accepted_by_method"].get("web") == 1
+    last_user = [m for m in HistoryStore(started.project).load() if m.role == "user"][-1]
+    assert last_user.text == NEG

@@ -1,0 +1,157 @@
+"""The web view in tests: started with `specrun web` as a real process, and a real headless
+Chromium (Debian's, installed by scripts/_system_deps.sh) driven by Playwright."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from tests.support import Specrun
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@dataclass
+class WebView:
+    url: str  # as printed, with the token
+    port: int
+    token: str
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def cookie(self) -> str:
+        return f"specrun_web_{self.port}={self.token}"
+
+
+@contextmanager
+def web_view(specrun: Specrun, *args: str, timeout: float = 60) -> Iterator[WebView]:
+    """`specrun web` for the project's running service, stopped (SIGINT) afterwards; one
+    that ended by itself meanwhile fails the test with what it wrote."""
+    with tempfile.TemporaryFile(mode="w+") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "coordinator", "--project", str(specrun.project), "web",
+             *args],
+            env=specrun.env.vars,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            bufsize=0,  # unbuffered: a line already read into a buffer would starve select()
+        )
+
+        def said() -> str:
+            err.seek(0)
+            return err.read()
+
+        try:
+            url = _printed_url(proc, timeout, said)
+            parts = urlsplit(url)
+            token = parse_qs(parts.query)["token"][0]
+            try:
+                yield WebView(url, int(parts.port or 0), token, proc)
+            except BaseException as exc:
+                if proc.poll() is not None:
+                    exc.add_note(f"`specrun web` had ended ({proc.returncode}): {said()}")
+                raise
+            if proc.poll() is not None:
+                raise AssertionError(f"`specrun web` ended early ({proc.returncode}): {said()}")
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(2)
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def _printed_url(proc: subprocess.Popen[bytes], timeout: float, said: Any) -> str:
+    assert proc.stdout is not None
+    while True:
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        line = proc.stdout.readline().decode() if ready else ""
+        if not line:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            raise AssertionError(f"`specrun web` printed no URL in {timeout} s: {said()}")
+        if line.startswith("http://"):
+            return line.strip()
+
+
+def need_chromium() -> None:
+    """Skip, saying why, where the browser cannot be had (scripts/_system_deps.sh installs
+    it with apt when run as root; CI does)."""
+    if not CHROMIUM.exists():
+        pytest.skip(
+            f"{CHROMIUM} is missing: scripts/_system_deps.sh installs Debian's chromium "
+            "(as root, with apt-get); without it the browser tests cannot run"
+        )
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        pytest.skip("playwright is not installed (the test extra has it: pip install -e '.[test]')")
+
+
+@contextmanager
+def browser(*extra_args: str) -> Iterator[Any]:
+    """A fresh headless Chromium profile (a temporary --user-data-dir), closed afterwards.
+    ``extra_args``: more Chromium switches (e.g. a host resolver rule)."""
+    need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    profile = tempfile.mkdtemp(prefix="sr-chromium-")
+    try:
+        with sync_playwright() as pw:
+            context = pw.chromium.launch_persistent_context(
+                profile,
+                executable_path=str(CHROMIUM),
+                headless=True,
+                args=[*CHROMIUM_ARGS, *extra_args],
+                viewport={"width": 1400, "height": 1000},
+            )
+            try:
+                yield context
+            finally:
+                with contextlib.suppress(Exception):
+                    context.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def save_screenshot(page: Any, name: str, tmp_path: Path) -> Path:
+    """Always into ``tmp_path``; also to docs/``name`` when SPECRUN_WEB_SCREENSHOT=1 (how
+    docs/web.png is made: from a real run of the browser test)."""
+    shot = tmp_path / name
+    page.screenshot(path=str(shot), full_page=True)
+    if os.environ.get("SPECRUN_WEB_SCREENSHOT") == "1":
+        docs = Path(__file__).resolve().parent.parent / "docs" / name
+        shutil.copyfile(shot, docs)
+    return shot
