@@ -27,10 +27,18 @@ from coordinator.cli.chat_preview import preview_lines
 from protocol.control import DiffReply, DiffRequest, FileChange, FileDiff, SuggestionRequest
 from protocol.inert_text import find_hidden, inert
 from tests.coordinator.pty_screen import ScreenTerminal
-from tests.support import Specrun, make_sample_project, running_service, wait_until
+from tests.support import (
+    Specrun,
+    make_sample_project,
+    needs_containment,
+    running_service,
+    wait_until,
+)
 from worker.contain.landlock import abi
 
-needs_landlock = pytest.mark.skipif(abi() < 6, reason="needs Landlock ABI >= 6 (full profile)")
+needs_landlock = needs_containment(
+    "needs Landlock ABI >= 6 for the full profile" if abi() < 6 else None
+)
 
 EVERYTHING = "tidy the project"
 STALL = "write the notes slowly"
@@ -99,7 +107,10 @@ def service(tmp_path: Path) -> Iterator[Specrun]:
 
 @pytest.fixture
 def chat(service: Specrun) -> Iterator[ScreenTerminal]:
-    term = ScreenTerminal(service, "chat")
+    # Tall enough for the whole preview on one page (the diff test's 74 lines): Esc after
+    # paging with PgDn was twice not acted on within 30 s in a loaded full-suite run (not
+    # reproduced alone or under CPU load); scrolling is read page by page when it is longer.
+    term = ScreenTerminal(service, "chat", rows=80)
     try:
         term.wait_for("Ctrl-D quits")
         yield term
