@@ -162,6 +162,13 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
     accept_typed_prompt: Annotated[
         bool, _about("a submitted prompt equal to a speculated one uses that speculation")
     ] = True
+    enter_accepts: Annotated[
+        bool,
+        _about(
+            "chat: Enter on an empty line accepts the suggestion at once, as Tab does "
+            "(off: Enter fills the line with it and a second Enter sends it)"
+        ),
+    ] = False
     protected_paths: Annotated[
         tuple[str, ...],
         _about(

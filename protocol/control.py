@@ -103,6 +103,9 @@ class AskRequest(msgspec.Struct, frozen=True, tag="ask"):
     approval_mode: ApprovalMode | None = None
     can_confirm: bool = False
     accept_method: AcceptMethod = "enter"
+    # Enter filled the chat's empty line with the suggestion shown and a second Enter sent
+    # it unchanged: a speculation it equals is taken as an ``enter`` accept (not ``typed``).
+    filled: bool = False
     # The asking process: while it waits for an approval the service watches it, so a
     # client that is gone (Ctrl-C, kill) counts as a "no" instead of a wait forever.
     client_pid: int | None = None

@@ -8,9 +8,9 @@ line; conflicts said plainly. Names are shown through ``protocol.inert_text.quot
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from protocol.control import DiffReply, FileChange
+from protocol.control import DiffReply, FileChange, FileDiff
 from protocol.inert_text import inert, quote_name
 
 if TYPE_CHECKING:
@@ -88,6 +88,57 @@ _STATE = {
 }
 
 
+def file_line(item: FileDiff) -> str:
+    """``modified src/calc.py  +1 -1``: what Tab does to one file of a preview."""
+    line = change_line(item.change)
+    if item.binary:
+        line += "  (binary)"
+    elif item.too_large:
+        line += "  (not shown: too large or not a plain file)"
+    elif item.added or item.removed:
+        line += f"  +{item.added} -{item.removed}"
+    return line
+
+
+def conflicts_line(changes: Sequence[FileChange]) -> str:
+    """Why Tab would refuse the whole accept now (files changed since the speculation read
+    them); '' if none."""
+    conflicts = [c for c in changes if c.conflict and not c.ignored]
+    if not conflicts:
+        return ""
+    names = ", ".join(quote_name(c.path) for c in conflicts)
+    return (
+        f"⚠ Tab would refuse all of it now: {names} changed in the project since the "
+        "speculation read it"
+    )
+
+
+def state_phrase(reply: DiffReply) -> str:
+    """``completed: Tab applies this``: what the speculation's state means for Tab."""
+    return _STATE[reply.status]
+
+
+DiffLineKind = Literal["file", "hunk", "added", "removed", "context"]
+
+
+def diff_line_kind(line: str) -> DiffLineKind:
+    """What a unified diff line is, for its colour."""
+    return (
+        "file" if line.startswith(("---", "+++"))
+        else "hunk" if line.startswith("@@")
+        else "added" if line.startswith("+")
+        else "removed" if line.startswith("-")
+        else "context"
+    )
+
+
+def diff_lines(diff: str) -> list[str]:
+    """A unified diff's lines, cut at newlines only: a carriage return or another line
+    break inside a line stays in it (shown escaped), so a file's text can never pass for a
+    line of its own."""
+    return diff.split("\n")[:-1] if diff.endswith("\n") else diff.split("\n")
+
+
 def diff_text(reply: DiffReply) -> Text:
     """``specrun diff``: the header, one line per file with its counts, each file's diff
     (colored, inert), the runs-later warning, the ignored-files summary, and what Tab would
@@ -96,7 +147,7 @@ def diff_text(reply: DiffReply) -> Text:
 
     out = Text("What Tab would do with ", style="bold")
     out.append(f"“{inert(reply.suggestion, multiline=False)}”", style="bold cyan")
-    out.append(f" (rank {reply.rank}; {_STATE[reply.status]})")
+    out.append(f" (rank {reply.rank}; {state_phrase(reply)})")
     if reply.refused:
         out.append(f"\n  {inert(reply.refused)}", style="bold red")
         return out
@@ -105,14 +156,7 @@ def diff_text(reply: DiffReply) -> Text:
     if not changes:
         out.append("\n  no file changes", style="bright_black")
     for item in listed:
-        line = f"\n  {change_line(item.change)}"
-        if item.binary:
-            line += "  (binary)"
-        elif item.too_large:
-            line += "  (not shown: too large or not a plain file)"
-        elif item.added or item.removed:
-            line += f"  +{item.added} -{item.removed}"
-        out.append(line, style=_STYLE[item.change.status])
+        out.append(f"\n  {file_line(item)}", style=_STYLE[item.change.status])
     for item in listed:
         if item.diff:
             out.append("\n")
@@ -123,28 +167,20 @@ def diff_text(reply: DiffReply) -> Text:
     summary = ignored_line([c for c in changes if c.ignored], 0, applied=False)
     if summary:
         out.append(f"\n  {summary}", style="bright_black")
-    conflicts = [c for c in changes if c.conflict and not c.ignored]
-    if conflicts:
-        names = ", ".join(quote_name(c.path) for c in conflicts)
-        out.append(
-            f"\n  ⚠ Tab would refuse all of it now: {names} changed in the project since "
-            "the speculation read it",
-            style="bold red",
-        )
+    refuse = conflicts_line(changes)
+    if refuse:
+        out.append(f"\n  {refuse}", style="bold red")
     return out
+
+
+_DIFF_STYLE: dict[DiffLineKind, str] = {
+    "file": "bold", "hunk": "cyan", "added": "green", "removed": "red", "context": ""}
 
 
 def _diff_lines(diff: str) -> Text:
     from rich.text import Text
 
     text = Text()
-    for line in diff.splitlines():
-        style = (
-            "bold" if line.startswith(("---", "+++"))
-            else "cyan" if line.startswith("@@")
-            else "green" if line.startswith("+")
-            else "red" if line.startswith("-")
-            else ""
-        )
-        text.append(f"\n{inert(line, multiline=False)}", style=style)
+    for line in diff_lines(diff):
+        text.append(f"\n{inert(line, multiline=False)}", style=_DIFF_STYLE[diff_line_kind(line)])
     return text

@@ -59,7 +59,9 @@ def ask(obj: CommandContext, text: str, approval_mode: str | None, as_json: bool
 def chat(obj: CommandContext, **flags: Any) -> None:
     """Interactive session: the suggestion appears as grey ghost text.
 
-    Tab, Right arrow or Enter on an empty line accepts it; typing its beginning keeps
+    Tab or Right arrow accepts it; Enter on an empty line puts it in the line and a
+    second Enter sends it (enterAccepts: the first Enter accepts); Ctrl-O shows what Tab
+    would change (files, then the diff; Esc closes). Typing its beginning keeps
     its speculation running (the rest stays grey), the first letter that differs kills
     it, and Enter sends what was typed (used as an accept when it equals a speculated
     prompt). With several ranked guesses (speculationBranches), Down/Up show the
@@ -76,8 +78,9 @@ def chat(obj: CommandContext, **flags: Any) -> None:
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         raise CliError("`specrun chat` needs a terminal.",
                        "Use `specrun ask` and `specrun accept` from scripts.")
-    ensure_service(obj, flags_dict(**flags))
-    sys.exit(run_chat(obj.project))
+    given = flags_dict(**flags)
+    ensure_service(obj, given)
+    sys.exit(run_chat(obj.project, enter_accepts=obj.settings(given).enter_accepts))
 
 
 @click.command()

@@ -3,8 +3,12 @@
 A background thread asks the service for the current suggestion every 100 ms (with
 its own socket: ZeroMQ sockets are not shared between threads). Once the suggestion
 is visible it is drawn after the cursor in grey, and the bottom toolbar says whether
-its speculation is running, completed or stopped at a boundary. Tab, Right arrow, or
-Enter on an empty line accept it. Ctrl-C aborts a running turn, Ctrl-D leaves.
+its speculation is running, completed or stopped at a boundary. Tab or Right arrow
+accept it at once. Enter on an empty line fills the line with it (nothing is sent); a
+second Enter sends that line, which takes the speculation as the typed-prompt path does
+(``acceptTypedPrompt``) and counts as an ``enter`` accept. ``enterAccepts`` makes the
+first Enter accept at once instead. Ctrl-O opens the preview of what Tab would apply
+(``chat_preview``). Ctrl-C aborts a running turn, Ctrl-D leaves.
 
 Typing does not throw the speculation away while the typed text is the beginning of
 the suggestion (case and whitespace aside, ``protocol.suggestion.is_typed_prefix``):
@@ -36,6 +40,7 @@ from prompt_toolkit.styles import Style
 from coordinator.boundary_text import describe_boundary
 from coordinator.cli import render
 from coordinator.cli.approval import ask_person
+from coordinator.cli.chat_preview import PREVIEW_KEY, PREVIEW_KEY_NAME, show_preview
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
 from coordinator.cli.errors import EXIT_NO_SERVICE, EXIT_OK
 from coordinator.cli.turns import stream_turn
@@ -110,6 +115,7 @@ class SuggestionState:
         self.typed = ""
         self.selected: int | None = None  # a rank picked with Down/Up
         self.accepting = False  # Tab & co. put the whole text in the line: not typing
+        self.filled: str | None = None  # the line Enter filled with the suggestion
         self._told: tuple[str, frozenset[str]] = ("", frozenset())
 
     def update(self, generation: int, reply: SuggestionReply | None, error: str | None) -> bool:
@@ -128,12 +134,14 @@ class SuggestionState:
             self.typed = ""
             self.selected = None
             self.accepting = False
+            self.filled = None
             self._told = ("", frozenset())
 
     def set_typed(self, text: str) -> bool:
-        """Note what the line holds now; False when it is not the person typing."""
+        """Note what the line holds now; False when it is not the person typing (an
+        accept, or the line Enter filled: the person chose the suggestion, typed nothing)."""
         with self._lock:
-            if self.accepting:
+            if self.accepting or text == self.filled:
                 return False
             self.typed = text
             return True
@@ -278,8 +286,13 @@ class GhostText(Processor):
         return Transformation(fragments=[*ti.fragments, ("class:ghost", shown)])
 
 
-def toolbar_text(state: SuggestionState) -> FormattedText:
-    keys = "Tab/→/Enter accept · Ctrl-C aborts a turn · Ctrl-D quits"
+def keys_text(enter_accepts: bool) -> str:
+    enter = "Tab/→/Enter accept" if enter_accepts else "Tab/→ accept · Enter fills"
+    return f"{enter} · {PREVIEW_KEY_NAME} preview · Ctrl-C aborts a turn · Ctrl-D quits"
+
+
+def toolbar_text(state: SuggestionState, enter_accepts: bool = False) -> FormattedText:
+    keys = keys_text(enter_accepts)
     if state.error:
         return FormattedText([("class:bottom-toolbar.failed", f" {state.error}")])
     matching = state.matching()
@@ -313,7 +326,7 @@ def toolbar_text(state: SuggestionState) -> FormattedText:
     return FormattedText([*which, (style, f" {label}"), ("class:bottom-toolbar", f" · {keys}")])
 
 
-def _bindings(state: SuggestionState) -> KeyBindings:
+def _bindings(state: SuggestionState, project: Path, enter_accepts: bool) -> KeyBindings:
     kb = KeyBindings()
 
     def shown(buffer: Buffer) -> Branch | None:
@@ -355,7 +368,24 @@ def _bindings(state: SuggestionState) -> KeyBindings:
 
     @kb.add("enter", filter=has_ghost & empty_line)
     def _enter(event: KeyPressEvent) -> None:
-        accept(event, "enter")
+        if enter_accepts:
+            accept(event, "enter")
+            return
+        branch = shown(event.current_buffer)
+        if branch is None:
+            return
+        # Filled, not sent: a second Enter sends it. The line shows the text the display
+        # rule lets through (a suggestion with controls never gets this far anyway).
+        line = inert(branch.text, multiline=False)
+        state.filled = line
+        event.current_buffer.text = line
+        event.current_buffer.cursor_position = len(line)
+
+    @kb.add(PREVIEW_KEY, filter=has_ghost)
+    async def _preview(event: KeyPressEvent) -> None:
+        branch = shown(event.current_buffer)
+        if branch is not None:
+            await show_preview(project, branch.rank)
 
     @kb.add("down", filter=has_alternatives)
     def _next(event: KeyPressEvent) -> None:
@@ -368,7 +398,7 @@ def _bindings(state: SuggestionState) -> KeyBindings:
     return kb
 
 
-def _banner(client: ServiceClient) -> None:
+def _banner(client: ServiceClient, enter_accepts: bool) -> None:
     from rich.text import Text
 
     reply = client.call(StatusRequest)
@@ -383,8 +413,11 @@ def _banner(client: ServiceClient) -> None:
             from coordinator.cli.context_fill import context_line
 
             render.console.print(Text(context_line(reply.context), style="bright_black"))
+    enter = ("Tab, → or Enter accept it" if enter_accepts
+             else "Tab or → accept it, Enter puts it in the line (Enter again sends it)")
     render.console.print(
-        "[bright_black]The grey text is the predicted next prompt: Tab, → or Enter accept it; "
+        f"[bright_black]The grey text is the predicted next prompt: {enter}; "
+        f"{PREVIEW_KEY_NAME} shows what Tab would change (files, then the diff; Esc closes); "
         "typing its beginning keeps it, ↓/↑ show other guesses when there are some; "
         "type anything else to send that instead. Ctrl-C aborts a turn, Ctrl-D quits.[/]"
     )
@@ -401,14 +434,15 @@ def _show_context_fill(client: ServiceClient) -> None:
         render.console.print(Text(context_line(reply.context), style="bright_black"))
 
 
-def run_chat(project: Path) -> int:
-    """The interactive loop; returns the exit code."""
+def run_chat(project: Path, enter_accepts: bool = False) -> int:
+    """The interactive loop; returns the exit code. ``enter_accepts``: Enter on an empty
+    line accepts the suggestion at once instead of filling the line with it."""
     state = SuggestionState()
     session: PromptSession[object] = PromptSession(
         message=FormattedText([("class:prompt", PROMPT)]),
         input_processors=[GhostText(state)],
-        key_bindings=_bindings(state),
-        bottom_toolbar=lambda: toolbar_text(state),
+        key_bindings=_bindings(state, project, enter_accepts),
+        bottom_toolbar=lambda: toolbar_text(state, enter_accepts),
         style=STYLE,
         enable_history_search=False,
     )
@@ -427,7 +461,7 @@ def run_chat(project: Path) -> int:
     poller.start()
     try:
         with client:
-            _banner(client)
+            _banner(client, enter_accepts)
             while True:
                 try:
                     answer = session.prompt()
@@ -443,10 +477,13 @@ def run_chat(project: Path) -> int:
                     text = str(answer).strip()
                     if not text:
                         continue
-                    # typed by hand: equal to a speculated prompt, the service takes that
-                    # speculation (acceptTypedPrompt) and says so in a notice
+                    # Equal to a speculated prompt, the service takes that speculation
+                    # (acceptTypedPrompt) and says so in a notice: an `enter` accept when
+                    # it is the line Enter filled, sent unchanged; `typed` otherwise.
+                    filled = str(answer) == state.filled
                     request = AskRequest(req_id=client.next_id(), text=text, can_confirm=True,
-                                         accept_method="typed", client_pid=os.getpid())
+                                         accept_method="enter" if filled else "typed",
+                                         filled=filled, client_pid=os.getpid())
                 state.clear()
                 try:
                     stream_turn(client, request, render.TurnPrinter(show_user=False), ask_person)

@@ -862,12 +862,15 @@ class SpeculationManager:
                 return branch
         return None
 
-    async def accept(self, method: AcceptMethod, out: Emitter, index: int = 0) -> float:
+    async def accept(
+        self, method: AcceptMethod, out: Emitter, index: int = 0, wait: bool = False
+    ) -> float:
         """Apply the completed speculation of the current suggestion's branch of rank
         ``index``, killing every other branch at once. Returns seconds saved; raises
         ``AcceptFallback`` (after aborting) when the text must run as a normal turn, and
         ``Debounced`` for a second accept right after the last one. A ``typed`` accept (the
-        person typed the prompt out) waits for a running speculation to end first."""
+        person typed the prompt out) or one with ``wait`` (a prompt sent, as the chat's
+        Enter sends the line it filled) waits for a running speculation to end first."""
         now = time.monotonic()
         if (now - self._last_accept) * 1000 < ACCEPT_DEBOUNCE_MS:
             raise Debounced
@@ -893,7 +896,7 @@ class SpeculationManager:
         self._accepting = spec
         self.on_change()
         try:
-            return await self._accept_branch(suggestion, branch, method, out, now)
+            return await self._accept_branch(suggestion, branch, method, out, now, wait)
         finally:
             self._accepting = None
             self.on_change()
@@ -905,13 +908,14 @@ class SpeculationManager:
         method: AcceptMethod,
         out: Emitter,
         now: float,
+        wait: bool = False,
     ) -> float:
         others = [b for b in suggestion.branches if b is not branch]
         if others:
             suggestion.branches = [branch]
             await self._kill_branches(others, "another branch accepted")
         spec = branch.speculation
-        if method == "typed" and spec is not None and spec.status == "running":
+        if (method == "typed" or wait) and spec is not None and spec.status == "running":
             await self._wait_unless_cancelled(spec, out.req_id)
         if spec is None or spec.status != "completed" or spec.outcome is None:
             why = "no speculation ran" if spec is None else f"its speculation {_describe(spec)}"

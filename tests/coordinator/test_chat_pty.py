@@ -111,15 +111,19 @@ def test_chat_ghost_tab_typing_ctrl_c_ctrl_d(terminal: Terminal, specrun: Specru
     assert terminal.child.exitstatus == 0
 
 
-def test_enter_and_right_arrow_accept_and_approvals_are_asked(
+def test_enter_fills_then_sends_right_arrow_accepts_and_approvals_are_asked(
     terminal: Terminal, specrun: Specrun
 ) -> None:
-    terminal.expect("Ctrl-D quits")
+    terminal.expect("Enter puts it in the line")  # the banner says what Enter does
     terminal.send(FIX + "\r")
     terminal.expect("speculation completed")
-    terminal.send("\r")
+    terminal.send("\r")  # fills the line with the suggestion; nothing is sent
+    terminal.send("\r")  # sends it: its speculation is applied, as Tab would
+    terminal.expect("Sent the suggestion: using its speculation")
     terminal.expect("saved")
-    assert specrun.json("stats")["accepted_by_method"] == {"enter": 1}
+    stats = specrun.json("stats")
+    assert stats["accepted_by_method"] == {"enter": 1}
+    assert "exact_match" not in stats["accepted_by_typing"]
     terminal.expect(DIFF)
     terminal.expect("speculation completed")
     terminal.send("\x1b[C")  # Right arrow
@@ -133,6 +137,20 @@ def test_enter_and_right_arrow_accept_and_approvals_are_asked(
     terminal.expect("refused")
     terminal.expect("done in")
     assert "Fix add()" not in _git_log(specrun.project)
+
+
+def test_enter_accepts_at_once_with_enter_accepts(
+    chats: list[Terminal], specrun: Specrun, tmp_path: Path
+) -> None:
+    terminal = _chat(specrun, tmp_path, settings={"enterAccepts": True})
+    chats.append(terminal)
+    terminal.expect("Tab, → or Enter accept it")
+    terminal.send(FIX + "\r")
+    terminal.expect("speculation completed")
+    terminal.send("\r")
+    terminal.expect("saved")
+    assert specrun.json("stats")["accepted_by_method"] == {"enter": 1}
+    assert (specrun.project / "tests/test_calc_negative.py").exists()
 
 
 def _git_log(project: Path) -> str:
@@ -271,6 +289,12 @@ def test_down_shows_the_next_alternative_and_a_typed_prompt_is_an_accept(
     terminal.expect("negative numbers")
     assert wait_until(lambda: specrun.query(SuggestionRequest)["branches"][1]["speculation"]
                       ["status"] == "completed", timeout=30)
+    terminal.send("\x0f")  # Ctrl-O previews the alternative shown, not the top one
+    terminal.expect("“add a test for negative numbers”")
+    terminal.expect(r"\(rank 1; completed")
+    terminal.expect(r"created tests/test_calc_negative\.py")
+    terminal.send("\x1b")  # Esc: back to the prompt, the same alternative shown
+    terminal.expect("2 of 3")
     terminal.send("\t")  # Tab takes the alternative shown
     terminal.expect("saved")
     assert (specrun.project / "tests/test_calc_negative.py").exists()

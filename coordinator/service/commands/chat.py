@@ -70,19 +70,22 @@ async def run_query(
     manager.cancel_generation()
     rank: int | None = None
     method = speculative_method
+    wait = False  # a prompt sent (not Tab) waits for a running speculation to finish
     if via_accept:
         rank = index
     elif (typed := manager.typed_match(text)) is not None:
-        rank, method = typed.rank, "typed"
+        # A line Enter filled and sent unchanged is an Enter accept; one typed out, typed.
+        rank, method, wait = typed.rank, ("enter" if req.filled else "typed"), True
         spec = typed.speculation
         state = "completed" if spec is None or spec.status == "completed" else "still running"
         waits = "" if state == "completed" else ", waiting for it to finish"
-        await out.notice(f"You typed a predicted prompt: using its speculation ({state}{waits}).")
+        how = "Sent the suggestion" if req.filled else "You typed a predicted prompt"
+        await out.notice(f"{how}: using its speculation ({state}{waits}).")
     elif manager.matches(text):
         rank = 0
     if rank is not None:
         try:
-            saved = await manager.accept(method, out, index=rank)
+            saved = await manager.accept(method, out, index=rank, wait=wait)
         except Debounced:
             await out.send(
                 TurnEnded(out.req_id, "debounced", "Accept pressed twice; ignored the second.")

@@ -174,7 +174,9 @@ class Manager:
         self.log.append(("cancel_accept", req_id))
         return req_id in self.waiting_typed
 
-    async def accept(self, method: AcceptMethod, out: Emitter, index: int = 0) -> float:
+    async def accept(
+        self, method: AcceptMethod, out: Emitter, index: int = 0, wait: bool = False
+    ) -> float:
         self.log.append(("accept", method, index))
         if isinstance(self.accepting, Exception):
             raise self.accepting
@@ -412,6 +414,19 @@ def test_a_typed_out_predicted_prompt_uses_its_branch(status: SpeculationStatus,
         Notice(3, f"You typed a predicted prompt: using its speculation ({said}).")
     ]
     assert deps.replies.of(TurnEnded)[0].reason == "accepted"
+
+
+def test_a_line_enter_filled_and_sent_unchanged_is_an_enter_accept() -> None:
+    deps = Deps()
+    deps.speculation.offer("add a test", "running")
+    deps.speculation.typed_branch = Branch(
+        1, "show the diff", Speculation("s2", "x", status="completed")
+    )
+    run(chat_commands.ask(deps, b"c", ask("show the diff", accept_method="typed", filled=True)))
+    assert deps.log == ["cancel_generation", ("accept", "enter", 1)]
+    assert deps.replies.of(Notice) == [
+        Notice(3, "Sent the suggestion: using its speculation (completed).")
+    ]
 
 
 # -- the other chat commands -----------------------------------------------------------------
