@@ -95,3 +95,36 @@ def service(specrun: Specrun) -> Iterator[Specrun]:
     finally:
         specrun.run("stop")
         wait_until(lambda: not processes_with_env(specrun.env.runtime), timeout=10)
+
+
+def _bound_unix_socket_paths() -> set[str]:
+    """Paths of the unix sockets some process still holds (``/proc/net/unix``)."""
+    try:
+        with open("/proc/net/unix", encoding="utf-8") as table:
+            next(table, None)
+            return {fields[-1] for line in table if len(fields := line.split()) >= 8}
+    except OSError:
+        return set()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_dead_fork_server_dirs() -> Iterator[None]:
+    """A service killed with SIGKILL (as several tests do on purpose) cannot run its exit
+    handlers, so its fork server's ``pymp-*`` directory stays in the temp dir. After the
+    session, such directories that appeared meanwhile and whose listener socket no process
+    holds any more are removed; a live one (another run's) is left alone, never touched."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.gettempdir())
+    before = set(base.glob("pymp-*"))
+    yield
+    bound = _bound_unix_socket_paths()
+    for leftover in set(base.glob("pymp-*")) - before:
+        try:
+            entries = list(leftover.iterdir())
+        except OSError:
+            continue
+        listeners = [e for e in entries if e.name.startswith("listener-")]
+        if entries and len(listeners) == len(entries) and not bound & {str(e) for e in entries}:
+            shutil.rmtree(leftover, ignore_errors=True)
