@@ -180,6 +180,7 @@ async def simulated_turn(
     turn_abort: AbortLike | None = None,
     other_reminders: tuple[str, ...] = ("<environment details>",),
     prepared: Callable[[], bool] | None = None,
+    tool_ready: Callable[[], bool] | None = None,
 ) -> TurnTrace:
     """What the main turn loop does around recall, with real asyncio timing.
 
@@ -187,7 +188,8 @@ async def simulated_turn(
     until that holds too (a test about what is consumed when the recall is ready, on a
     machine too loaded to be ready in ``prepare_s``). ``tool_turns``: for each model turn
     that calls a tool, the time the model + tool take before the tool-result request is
-    built. ``answer_s``: the final text-only answer.
+    built; with ``tool_ready`` each such turn also lasts until that holds. ``answer_s``:
+    the final text-only answer.
     """
     started = time.perf_counter()
     prefetcher.fire(query, turn_abort)
@@ -202,6 +204,8 @@ async def simulated_turn(
     trace.fire_to_send_s = (t1 - started) - prepare_s
     for i, duration in enumerate(tool_turns):
         await asyncio.sleep(duration)
+        if tool_ready is not None:
+            await until(tool_ready)
         results = (ToolResult(f"call_{i}", "read_file", output=f"contents {i}"),)
         memory = prefetcher.consume_for_tool_results()
         trace.tool_messages.append(Message.tool(results, reminders=(memory,) if memory else ()))
