@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +85,54 @@ def scenario_variant(tmp: Path, edit: Any) -> Path:
     path = tmp / "scenario.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+# -- scenarios played step by step ----------------------------------------------------------
+#
+# A "stepped" scenario: `go STEP` makes the model announce `NEXT: STEP.`, the suggestion
+# after that turn is STEP, and STEP (speculated or typed) runs its tool calls, then ends
+# with the reply ``after(STEP)`` gives. The history keeps every earlier announcement, so
+# the newest step's suggestion rule must come first: tests play the steps in order.
+
+
+def shell_call(command: str) -> dict[str, Any]:
+    return {"name": "run_shell_command", "arguments": {"command": command}}
+
+
+def write_call(path: str, content: str) -> dict[str, Any]:
+    return {"name": "write_file", "arguments": {"file_path": path, "content": content}}
+
+
+def stepped_scenario(
+    name: str,
+    steps: dict[str, list[dict[str, Any]]],
+    after: Callable[[str], dict[str, Any]],
+    *,
+    anchored: bool = False,
+) -> dict[str, Any]:
+    """The scenario as a dict (``anchored``: user texts matched whole, ``^…$``)."""
+
+    def whole(text: str) -> str:
+        return f"^{text}$" if anchored else text
+
+    rules: list[dict[str, Any]] = [
+        {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
+        {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
+        {"when": {"last_user": whole("hello")}, "reply": {"text": "Hi."}},
+    ]
+    for text in reversed(steps):
+        rules.append(
+            {
+                "when": {"purpose": "suggestion", "prompt_contains": f"NEXT: {text}."},
+                "reply": {"json": {"suggestion": text}},
+            }
+        )
+    rules.append({"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": ""}}})
+    for text in steps:
+        rules.append(
+            {"when": {"last_user": whole(f"go {text}")}, "reply": {"text": f"NEXT: {text}."}}
+        )
+    for text, calls in steps.items():
+        rules.append({"when": {"last_user": whole(text)}, "reply": {"tool_calls": calls}})
+        rules.append({"when": {"turn_user": whole(text)}, "reply": after(text)})
+    return {"name": name, "latency_ms": 1, "chunk_ms": 0, "models": ["scripted"], "rules": rules}

@@ -26,6 +26,7 @@ from coordinator.cli.changes_view import diff_lines, file_line
 from coordinator.cli.chat_preview import preview_lines
 from protocol.control import DiffReply, DiffRequest, FileChange, FileDiff, SuggestionRequest
 from protocol.inert_text import find_hidden, inert
+from tests.coordinator.e2e import shell_call, stepped_scenario, write_call
 from tests.coordinator.pty_screen import ScreenTerminal
 from tests.support import (
     Specrun,
@@ -48,46 +49,28 @@ PAGE_DOWN = "\x1b[6~"
 CTRL_O = "\x0f"
 
 
-def shell(command: str) -> dict[str, Any]:
-    return {"name": "run_shell_command", "arguments": {"command": command}}
-
-
-def write(path: str, content: str) -> dict[str, Any]:
-    return {"name": "write_file", "arguments": {"file_path": path, "content": content}}
 
 
 STEPS: dict[str, list[dict[str, Any]]] = {
     EVERYTHING: [
-        write("src/util.py", LONG),
+        write_call("src/util.py", LONG),
         {"name": "edit", "arguments": {"file_path": "src/calc.py", "old_string": "return a - b",
                                        "new_string": "return a + b"}},
-        write(".envrc", "export DEBUG=1\n"),
-        shell("chmod +x tools/run.sh && rm tests/old_test.py"),
+        write_call(".envrc", "export DEBUG=1\n"),
+        shell_call("chmod +x tools/run.sh && rm tests/old_test.py"),
     ],
-    STALL: [write("NOTES.md", "first notes\n")],
+    STALL: [write_call("NOTES.md", "first notes\n")],
 }
 
 
+def _after(text: str) -> dict[str, Any]:
+    if text == STALL:  # still running while the test looks at it
+        return {"text": "Done.", "latency_ms": 600_000}
+    return {"text": "Done."}
+
+
 def scenario() -> dict[str, Any]:
-    rules: list[dict[str, Any]] = [
-        {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
-        {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
-        {"when": {"last_user": "^hello$"}, "reply": {"text": "Hi."}},
-    ]
-    for text in reversed(STEPS):  # the newest announcement must match first
-        rules.append({"when": {"purpose": "suggestion", "prompt_contains": f"NEXT: {text}."},
-                      "reply": {"json": {"suggestion": text}}})
-    rules.append({"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": ""}}})
-    for text in STEPS:
-        rules.append({"when": {"last_user": f"^go {text}$"}, "reply": {"text": f"NEXT: {text}."}})
-    for text, calls in STEPS.items():
-        rules.append({"when": {"last_user": f"^{text}$"}, "reply": {"tool_calls": calls}})
-        after: dict[str, Any] = {"text": "Done."}
-        if text == STALL:
-            after["latency_ms"] = 600_000  # still running while the test looks at it
-        rules.append({"when": {"turn_user": f"^{text}$"}, "reply": after})
-    return {"name": "chat-preview", "latency_ms": 1, "chunk_ms": 0, "models": ["scripted"],
-            "rules": rules}
+    return stepped_scenario("chat-preview", STEPS, _after, anchored=True)
 
 
 @pytest.fixture

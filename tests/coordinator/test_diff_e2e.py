@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from protocol.control import DiffRequest, Transcript
-from tests.coordinator.e2e import Driver
+from tests.coordinator.e2e import Driver, shell_call, stepped_scenario, write_call
 from tests.support import Specrun, make_sample_project, needs_containment, running_service
 from worker.contain.landlock import abi
 
@@ -33,17 +33,11 @@ CONFLICT = "reword the readme"
 STALL = "write the notes slowly"
 
 
-def shell(command: str) -> dict[str, Any]:
-    return {"name": "run_shell_command", "arguments": {"command": command}}
-
-
-def write(path: str, content: str) -> dict[str, Any]:
-    return {"name": "write_file", "arguments": {"file_path": path, "content": content}}
 
 
 STEPS: dict[str, list[dict[str, Any]]] = {
     EVERYTHING: [
-        write("src/util.py", "def double(x):\n    return 2 * x\n"),
+        write_call("src/util.py", "def double(x):\n    return 2 * x\n"),
         {
             "name": "edit",
             "arguments": {
@@ -52,40 +46,22 @@ STEPS: dict[str, list[dict[str, Any]]] = {
                 "new_string": "return a + b",
             },
         },
-        write(".envrc", "export DEBUG=1\n"),
-        shell("chmod +x tools/run.sh && rm tests/old_test.py"),
+        write_call(".envrc", "export DEBUG=1\n"),
+        shell_call("chmod +x tools/run.sh && rm tests/old_test.py"),
     ],
-    CONFLICT: [write("README.md", "# A reworded readme\n")],
-    STALL: [write("NOTES.md", "first notes\n")],
+    CONFLICT: [write_call("README.md", "# A reworded readme\n")],
+    STALL: [write_call("NOTES.md", "first notes\n")],
 }
 
 
+def _after(text: str) -> dict[str, Any]:
+    if text == STALL:  # still running while the test looks at it
+        return {"text": "Done.", "latency_ms": 600_000}
+    return {"text": "Done."}
+
+
 def scenario() -> dict[str, Any]:
-    rules: list[dict[str, Any]] = [
-        {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
-        {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
-        {"when": {"last_user": "hello"}, "reply": {"text": "Hi."}},
-    ]
-    # The history keeps every earlier announcement: the newest step must match first (the
-    # tests play the steps in this dict's order).
-    for text in reversed(STEPS):
-        rules.append(
-            {
-                "when": {"purpose": "suggestion", "prompt_contains": f"NEXT: {text}."},
-                "reply": {"json": {"suggestion": text}},
-            }
-        )
-    rules.append({"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": ""}}})
-    for text in STEPS:
-        rules.append({"when": {"last_user": f"go {text}"}, "reply": {"text": f"NEXT: {text}."}})
-    for text, calls in STEPS.items():
-        rules.append({"when": {"last_user": text}, "reply": {"tool_calls": calls}})
-        after: dict[str, Any] = {"text": "Done."}
-        if text == STALL:
-            after["latency_ms"] = 600_000  # still running while the test looks at it
-        rules.append({"when": {"turn_user": text}, "reply": after})
-    return {"name": "diff", "latency_ms": 1, "chunk_ms": 0, "models": ["scripted"],
-            "rules": rules}
+    return stepped_scenario("diff", STEPS, _after)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from overlay import speculation_base_dir
-from tests.coordinator.e2e import Driver
+from tests.coordinator.e2e import Driver, shell_call, stepped_scenario
 from tests.security.test_captured_writes_bounded import OTHERS, FreeSpace
 from tests.security.test_hostile_service import tree_state
 from tests.support import (
@@ -38,16 +38,13 @@ QUOTA_MB = 16
 TIMEOUT_S = 8
 
 
-def shell(command: str) -> dict[str, Any]:
-    return {"name": "run_shell_command", "arguments": {"command": command}}
-
 
 STEPS: dict[str, list[dict[str, Any]]] = {
     "fill the disk": [
-        shell("for i in 1 2 3 4 5 6 7 8; do head -c 128M /dev/zero > big$i.bin || break; done")
+        shell_call("for i in 1 2 3 4 5 6 7 8; do head -c 128M /dev/zero > big$i.bin || break; done")
     ],
     "open a vsock": [
-        shell(
+        shell_call(
             "python3 -c \"import socket\n"
             "try:\n"
             "    socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM); print('VSOCK-CREATED')\n"
@@ -55,34 +52,15 @@ STEPS: dict[str, list[dict[str, Any]]] = {
             "    print('VSOCK-REFUSED', e.errno)\""
         )
     ],
-    "hang around": [shell("sleep 601")],
-    "wait for it": [shell("sleep 600")],
+    "hang around": [shell_call("sleep 601")],
+    "wait for it": [shell_call("sleep 600")],
 }
 # The history keeps each step's announcement and the newest must match first: the tests
 # play the steps in this order.
 
 
 def scenario() -> dict[str, Any]:
-    rules: list[dict[str, Any]] = [
-        {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
-        {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
-        {"when": {"last_user": "hello"}, "reply": {"text": "Hi."}},
-    ]
-    for text in reversed(STEPS):
-        rules.append(
-            {
-                "when": {"purpose": "suggestion", "prompt_contains": f"NEXT: {text}."},
-                "reply": {"json": {"suggestion": text}},
-            }
-        )
-    rules.append({"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": ""}}})
-    for text in STEPS:
-        rules.append({"when": {"last_user": f"go {text}"}, "reply": {"text": f"NEXT: {text}."}})
-    for text, calls in STEPS.items():
-        rules.append({"when": {"last_user": text}, "reply": {"tool_calls": calls}})
-        rules.append({"when": {"turn_user": text}, "reply": {"text": "All done."}})
-    return {"name": "limits", "latency_ms": 1, "chunk_ms": 0, "models": ["scripted"],
-            "rules": rules}  # fmt: skip
+    return stepped_scenario("limits", STEPS, lambda _: {"text": "All done."})
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from protocol.work import CommandLimits
+from tests.security.conftest import run_in
 from tests.support import containment_unavailable, needs_containment
-from worker.contain.helper import BYPASS_CLASSIFIER_ENV, Request, SandboxHelper
+from worker.contain.helper import BYPASS_CLASSIFIER_ENV, SandboxHelper
 from worker.contain.landlock import abi
 from worker.contain.spawn import ALL_LAYERS, Layers
 from worker.contain.verify import ConnectionRecorder, process_check
@@ -68,17 +69,7 @@ def run(
     limits: CommandLimits | None = None,
     timeout_s: float = 20.0,
 ) -> ShellResult:
-    return helper.run(
-        Request(
-            command=command,
-            cwd=str(project),
-            project=str(project),
-            timeout_s=timeout_s,
-            output_cap=64 * 1024,
-            limits=limits or CommandLimits(),
-            layers=layers,
-        )
-    )
+    return run_in(helper, project, command, layers=layers, limits=limits, timeout_s=timeout_s)
 
 
 def metadata(path: Path) -> tuple[int, int, int, bytes]:
