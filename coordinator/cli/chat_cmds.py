@@ -56,7 +56,7 @@ def ask(obj: CommandContext, text: str, approval_mode: str | None, as_json: bool
 @serve_flags
 @click.pass_obj
 @friendly
-def chat(obj: CommandContext, **flags: Any) -> None:
+def chat(obj: CommandContext, /, **flags: Any) -> None:
     """Interactive session: the suggestion appears as grey ghost text.
 
     Tab or Right arrow accepts it; Enter on an empty line puts it in the line and a

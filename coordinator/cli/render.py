@@ -91,11 +91,13 @@ def inert_console_class() -> type[Console]:
 
 
 def _console() -> Console:
-    return __getattr__("console")
+    console: Console = __getattr__("console")
+    return console
 
 
 def _err_console() -> Console:
-    return __getattr__("err_console")
+    console: Console = __getattr__("err_console")
+    return console
 
 _STATUS_STYLE = {
     "running": "yellow",

@@ -17,7 +17,7 @@ from coordinator.cli.options import flags_dict, serve_flags
 @serve_flags
 @click.pass_obj
 @friendly
-def serve(obj: CommandContext, **flags: Any) -> None:
+def serve(obj: CommandContext, /, **flags: Any) -> None:
     """Run the service in the foreground until Ctrl-C (logs go to stderr).
 
     \b

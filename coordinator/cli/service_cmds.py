@@ -29,7 +29,7 @@ from protocol.inert_text import inert
 @json_option
 @click.pass_obj
 @friendly
-def start(obj: CommandContext, as_json: bool, no_check: bool, with_web: bool, web_port: int,
+def start(obj: CommandContext, /, as_json: bool, no_check: bool, with_web: bool, web_port: int,
           **flags: Any) -> None:
     """Start the service for this project in the background.
 

@@ -606,7 +606,8 @@ def _turn_user(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The user message that started the current turn (reminder-only ones skipped)."""
     for message in reversed(messages):
         if message.get("role") == "user" and not _is_reminder_only(message):
-            return message
+            found: dict[str, Any] = message
+            return found
     return None
 
 

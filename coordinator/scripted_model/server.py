@@ -129,7 +129,7 @@ class _Handler(BaseHTTPRequestHandler):
             readable, _, _ = select.select([self.connection], [], [], 0)
             if not readable:
                 return False
-            return self.connection.recv(1, socket.MSG_PEEK) == b""
+            return bool(self.connection.recv(1, socket.MSG_PEEK) == b"")
         except (OSError, ValueError):
             return True
 

@@ -43,7 +43,7 @@ from coordinator.service.accept_record import (
 from coordinator.service.applied_set import RefusedReport, SpeculationFiles
 from coordinator.service.cost import Budget
 from coordinator.service.emitter import Emitter
-from coordinator.service.pool import WorkerHandle, WorkerStartError, WorkerState
+from coordinator.service.pool import WorkerHandle, WorkerStartError
 from coordinator.service.ports import ForkSource, WorkerJobs
 from coordinator.service.preview import Progress, preview_files, transcript_of
 from coordinator.service.stats import Stats
@@ -65,6 +65,7 @@ from protocol.control import (
     Transcript,
     TranscriptEntry,
     TurnEndReason,
+    WorkerState,
 )
 from protocol.control import Branch as BranchInfo
 from protocol.inert_text import quote_name
@@ -961,7 +962,10 @@ class SpeculationManager:
             # The worker's report is checked entry by entry before anything is read from its
             # overlay or written to the project (``SpeculationFiles``).
             files = await asyncio.to_thread(
-                SpeculationFiles, root, spec.overlay_dir, spec.outcome.written_files,
+                SpeculationFiles,
+                root,
+                spec.overlay_dir,
+                spec.outcome.written_files,
                 self.settings,
             )
             ov = files.overlay

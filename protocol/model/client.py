@@ -209,7 +209,7 @@ class ModelClient:
     def _backoff(self, state: RetryCallState) -> float:
         """Exponential backoff with jitter: base·2^(n-1) capped, plus up to one base."""
         exponential = self._backoff_s * 2 ** (state.attempt_number - 1)
-        return min(self._backoff_max_s, exponential) + random.uniform(0, self._backoff_s)
+        return float(min(self._backoff_max_s, exponential) + random.uniform(0, self._backoff_s))
 
     def _transport_error(self, exc: Exception, *, started: bool) -> ModelError:
         """A ``ModelError`` for an httpx exception (``started``: the body was flowing)."""

@@ -519,7 +519,7 @@ def is_overlayfs(path: str) -> bool:
     buf = _Statfs()
     if libc.statfs(path.encode(), ctypes.byref(buf)) != 0:
         return False
-    return (buf.f_type & 0xFFFFFFFF) == OVERLAYFS_MAGIC
+    return bool((buf.f_type & 0xFFFFFFFF) == OVERLAYFS_MAGIC)
 
 
 def mount_capture_space(path: str, size_bytes: int, inodes: int) -> None:

@@ -198,8 +198,7 @@ class OverlayAccess:
         if self.quota_files is not None and len(others) + 1 > self.quota_files:
             raise ToolStop(
                 "quota:overlay_files",
-                f"writing {path} would exceed the speculation's quota of "
-                f"{self.quota_files} files",
+                f"writing {path} would exceed the speculation's quota of {self.quota_files} files",
             )
         if self.quota_bytes is not None:
             used = sum(_size(phys) for phys in others)

@@ -6,7 +6,8 @@ import asyncio
 from typing import Any
 
 from protocol.chat import ToolSpec
-from worker.tools.base import Tool, ToolContext, ToolError, looks_binary, replace_file, show_path
+from worker.tools.base import Tool, ToolContext, looks_binary, replace_file, show_path
+from worker.tools.errors import ToolError
 
 SPEC = ToolSpec(
     name="edit",

@@ -9,7 +9,8 @@ import re
 from typing import Any
 
 from protocol.chat import ToolSpec
-from worker.tools.base import Tool, ToolContext, ToolError, quote_path, show_path
+from worker.tools.base import Tool, ToolContext, quote_path, show_path
+from worker.tools.errors import ToolError
 from worker.tools.rg import FileSearch, name_glob, start_search
 from worker.tools.tree import TreeView, glob_regex, split_glob, walk_files
 

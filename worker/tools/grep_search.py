@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from protocol.chat import ToolSpec
-from worker.tools.base import Tool, ToolContext, ToolError, looks_binary, show_path, split_lines
+from worker.tools.base import Tool, ToolContext, looks_binary, show_path, split_lines
+from worker.tools.errors import ToolError
 from worker.tools.rg import find_files, name_glob
 from worker.tools.tree import Node, TreeView, glob_regex, walk_files
 

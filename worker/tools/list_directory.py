@@ -6,7 +6,8 @@ import asyncio
 from typing import Any
 
 from protocol.chat import ToolSpec
-from worker.tools.base import Tool, ToolContext, ToolError, show_path
+from worker.tools.base import Tool, ToolContext, show_path
+from worker.tools.errors import ToolError
 from worker.tools.tree import SKIPPED_DIRS, IgnoreRules, Node, TreeView
 
 SPEC = ToolSpec(

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from protocol.chat import ToolSpec
-from worker.tools.base import Tool, ToolContext, ToolError, looks_binary, show_path, split_lines
+from worker.tools.base import Tool, ToolContext, looks_binary, show_path, split_lines
+from worker.tools.errors import ToolError
 
 SPEC = ToolSpec(
     name="read_file",

@@ -12,7 +12,8 @@ import signal
 from typing import Any
 
 from protocol.chat import ToolSpec
-from worker.tools.base import Tool, ToolContext, ToolError
+from worker.tools.base import Tool, ToolContext
+from worker.tools.errors import ToolError
 
 SPEC = ToolSpec(
     name="run_shell_command",
