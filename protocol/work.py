@@ -14,6 +14,7 @@ from typing import Literal
 import msgspec
 
 from protocol.approval import ApprovalMode
+from protocol.boundary import BoundaryReason
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec, Usage
 
 PROJECT_ROOT_ENV = "SPECRUN_FORK_SERVER_PROJECT"
@@ -256,7 +257,7 @@ class SpeculationOutcome(msgspec.Struct, frozen=True):
 class Boundary(msgspec.Struct, frozen=True, tag="boundary"):
     job_id: str
     epoch: int
-    reason: str
+    reason: BoundaryReason
     outcome: SpeculationOutcome
 
 

@@ -33,6 +33,7 @@ from typing import Any, Literal, Protocol
 
 from overlay.paths import real_root, resolve_relative
 from protocol.approval import ApprovalMode
+from protocol.boundary import BoundaryReason
 from protocol.inert_text import find_hidden, quote_name
 from protocol.protected import protected_reason
 from protocol.runs_later import runs_later_reason
@@ -70,22 +71,22 @@ def read_only_verdict(command: str) -> ShellVerdict:
     return classify(command)
 
 
-def bad_path_reason(rel: str) -> str | None:
-    """``bad_path:<rel, quoted>`` if ``rel`` holds a character that a terminal would obey
+def bad_path_reason(rel: str) -> BoundaryReason | None:
+    """``bad_path`` ``rel`` (quoted) if ``rel`` holds a character that a terminal would obey
     or hide (a control, newline and tab included, a bidi or an invisible format
     character, an undecodable byte), else None."""
     if find_hidden(rel) is None:
         return None
-    return f"bad_path:{quote_name(rel)}"
+    return BoundaryReason("bad_path", quote_name(rel))
 
 
-def shell_reason(command: str) -> str:
-    """``shell:<command>``, cut at a word boundary with an ellipsis when it is long."""
+def shell_reason(command: str) -> BoundaryReason:
+    """``shell`` ``command``, cut at a word boundary with an ellipsis when it is long."""
     text = " ".join(command.split())
     if len(text) > SHELL_REASON_CHARS:
         cut = text[:SHELL_REASON_CHARS].rsplit(" ", 1)[0] or text[:SHELL_REASON_CHARS]
         text = f"{cut} …"
-    return f"shell:{text}"
+    return BoundaryReason("shell", text)
 
 
 class OverlayLike(Protocol):
@@ -101,11 +102,17 @@ class OverlayLike(Protocol):
 
 @dataclass(frozen=True)
 class GateDecision:
-    """The gate's answer. ``args`` is a new dict (rewritten paths for allow/redirect)."""
+    """The gate's answer. ``args`` is a new dict (rewritten paths for allow/redirect).
+    ``reason``: a boundary's :class:`BoundaryReason`, else why the call may run (a note
+    for the log)."""
 
     action: GateAction
-    reason: str
+    reason: BoundaryReason | str
     args: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if (self.action == "boundary") != isinstance(self.reason, BoundaryReason):
+            raise TypeError(f"a {self.action} decision with the reason {self.reason!r}")
 
 
 def path_key(args: dict[str, Any]) -> str | None:
@@ -146,7 +153,7 @@ def evaluate(
             None if runs_later_paths is None else tuple(runs_later_paths),
         )
     except Exception as exc:  # fail closed
-        return GateDecision("boundary", f"gate_error:{tool_name}: {exc}", {})
+        return GateDecision("boundary", BoundaryReason("gate_error", f"{tool_name}: {exc}"), {})
 
 
 def _evaluate(
@@ -168,7 +175,7 @@ def _evaluate(
         )
     if name in WRITE_TOOLS:
         if not _edits_allowed(approval_mode):
-            return GateDecision("boundary", f"write_tool_no_auto:{name}", args)
+            return GateDecision("boundary", BoundaryReason("write_tool_no_auto", name), args)
         key = path_key(args)
         if key is not None:
             bad = bad_path_reason(args[key])
@@ -186,22 +193,22 @@ def _evaluate(
     if name == SHELL_TOOL:
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
-            return GateDecision("boundary", "shell:empty", args)
+            return GateDecision("boundary", BoundaryReason("shell", "empty"), args)
         verdict = read_only_verdict(command)
         if verdict.read_only and verdict.uses_git:
             hazard = git_config_hazard(
                 os.fspath(overlay.root), _overlay_dir(overlay)
             )
             if hazard is not None:
-                return GateDecision("boundary", f"git_config:{hazard}", args)
+                return GateDecision("boundary", BoundaryReason("git_config", hazard), args)
         if verdict.read_only:
             return GateDecision("allow", "shell_read_only", args)
         if sandboxed_shell:
             return GateDecision("sandbox", f"shell_sandboxed:{verdict.reason}", args)
         return GateDecision("boundary", shell_reason(command), args)
     if name in DENIED_TOOLS:
-        return GateDecision("boundary", f"denied_tool:{name}", args)
-    return GateDecision("boundary", f"unknown_tool:{name}", args)
+        return GateDecision("boundary", BoundaryReason("denied_tool", name), args)
+    return GateDecision("boundary", BoundaryReason("unknown_tool", name), args)
 
 
 def _overlay_dir(overlay: OverlayLike) -> str | None:
@@ -244,11 +251,13 @@ def _rewrite(
     key = path_key(args)
     if key is None:
         if required:
-            return GateDecision("boundary", f"path_rewrite_failed:{name}: no path argument", args)
+            failed = BoundaryReason("path_rewrite_failed", f"{name}: no path argument")
+            return GateDecision("boundary", failed, args)
         return GateDecision(action, reason, args)
     try:
         args[key] = os.fspath(resolve(args[key]))
     except Exception as exc:
         message = str(exc) or type(exc).__name__
-        return GateDecision("boundary", f"path_rewrite_failed:{name}: {message}", args)
+        failed = BoundaryReason("path_rewrite_failed", f"{name}: {message}")
+        return GateDecision("boundary", failed, args)
     return GateDecision(action, reason, args)

@@ -21,12 +21,13 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import msgspec
 
 from overlay import Overlay
 from protocol.approval import ApprovalMode
+from protocol.boundary import BoundaryReason
 from protocol.chat import Message, ToolCall, ToolResult
 from protocol.model import ChatRequest, ModelClient
 from protocol.tools import SHELL_TOOL
@@ -55,16 +56,16 @@ log = logging.getLogger("specrun.worker.speculation")
 
 Emit = Callable[[WorkerEvent], Awaitable[None]]
 Status = Literal["completed", "boundary"]
-WALL_CLOCK = "limit:wall_clock"
+WALL_CLOCK = BoundaryReason("limit", "wall_clock")
 
 
 @dataclass(frozen=True, slots=True)
 class LoopEnd:
     """How a loop ended. ``stop`` says why a completed loop stopped (``answered``,
-    ``empty``, ``max_turns``, ``max_messages``); for a boundary it is the gate's reason."""
+    ``empty``, ``max_turns``, ``max_messages``); for a boundary it is the boundary's reason."""
 
     status: Status
-    stop: str
+    stop: str | BoundaryReason
     transcript: Transcript
 
 
@@ -179,7 +180,7 @@ async def run_loop(
             reply = await asyncio.wait_for(ask(client, request, job, turn, emit), left)
         except ModelRefused:
             # Nothing to show at Tab: the user's own turn will get the model's answer.
-            return LoopEnd("boundary", "refusal", spec)
+            return LoopEnd("boundary", BoundaryReason("refusal"), spec)
         except TimeoutError:
             return LoopEnd("boundary", WALL_CLOCK, spec)
         spec.turns = turn + 1
@@ -225,7 +226,7 @@ async def run_calls(
     emit: Emit,
     *,
     deadline: float | None = None,
-) -> tuple[list[ToolResult], str | None]:
+) -> tuple[list[ToolResult], BoundaryReason | None]:
     """Run the reply's calls in order until the gate stops one.
 
     Returns the responses produced (one per call that ran, errors included) and the
@@ -236,8 +237,8 @@ async def run_calls(
         if deadline is not None and time.monotonic() >= deadline:
             return responses, WALL_CLOCK
         decision = tools.decide(call)
-        if decision.action == "boundary":
-            return responses, decision.reason
+        if decision.action == "boundary":  # its reason is a BoundaryReason (GateDecision)
+            return responses, cast(BoundaryReason, decision.reason)
         await emit(
             ToolStarted(
                 job_id=job.job_id, epoch=job.epoch, turn=turn, call=call, decision=decision.action
@@ -312,6 +313,6 @@ def outcome(end: LoopEnd, overlay: Overlay) -> SpeculationOutcome:
 
 def final_event(job: RunSpeculation, end: LoopEnd, overlay: Overlay) -> Completed | Boundary:
     result = outcome(end, overlay)
-    if end.status == "boundary":
+    if isinstance(end.stop, BoundaryReason):
         return Boundary(job_id=job.job_id, epoch=job.epoch, reason=end.stop, outcome=result)
     return Completed(job_id=job.job_id, epoch=job.epoch, outcome=result)

@@ -52,6 +52,7 @@ from coordinator.service.transcript import ensure_tool_result_pairing, render_tr
 from coordinator.settings import Settings
 from overlay.errors import describe_paths
 from protocol.approval import ApprovalMode
+from protocol.boundary import BoundaryReason
 from protocol.chat import Message, Usage
 from protocol.control import (
     AcceptMethod,
@@ -244,7 +245,7 @@ class Speculation:
     worker: WorkerHandle | None = None
     turns: int = 0
     tool_uses: int = 0
-    boundary_reason: str | None = None
+    boundary_reason: BoundaryReason | None = None
     error: str | None = None
     abort_cause: AbortCause | None = None
     outcome: SpeculationOutcome | None = None
@@ -278,10 +279,11 @@ class Speculation:
             turns=self.turns,
             tool_uses=self.outcome.tool_use_count if self.outcome else self.tool_uses,
             files_written=files,
-            boundary_reason=self.boundary_reason,
+            boundary_reason=self.boundary_reason.text() if self.boundary_reason else None,
             elapsed_s=round(self.elapsed_s, 4),
             worker_pid=self.worker.pid if self.worker else None,
             pipelined_suggestion=self.pipelined,
+            boundary=self.boundary_reason,
         )
 
 
@@ -710,7 +712,7 @@ class SpeculationManager:
                 handle.state = WorkerState.STOPPING
             spec.move_to("boundary")
             spec.pipelined_done.set()
-            self.stats.boundary[event.reason.split(":", 1)[0]] += 1
+            self.stats.boundary[event.reason.code] += 1
             self._read_cpu(spec)
             self._wake_waiting()
         elif isinstance(event, PipelinedSuggestion):
@@ -1124,7 +1126,7 @@ class SpeculationManager:
 
 def _describe(spec: Speculation) -> str:
     if spec.status == "boundary":
-        return describe_boundary(spec.boundary_reason or "")
+        return describe_boundary(spec.boundary_reason)
     if spec.status == "failed":
         return f"failed ({spec.error})"
     return f"was {spec.status}"

@@ -10,6 +10,7 @@ import pytest
 
 from overlay import Overlay
 from protocol.approval import ApprovalMode
+from protocol.boundary import BoundaryReason
 from worker.gate import (
     DENIED_TOOLS,
     PATH_KEYS,
@@ -98,7 +99,7 @@ def test_write_tools_are_a_boundary_without_auto_edit(
     args = {"file_path": str(project / "src" / "app.py")}
     decision = evaluate(tool, args, mode, overlay)
     assert decision.action == "boundary"
-    assert decision.reason == f"write_tool_no_auto:{tool}"
+    assert decision.reason == BoundaryReason("write_tool_no_auto", tool)
     assert overlay.written_files() == {}
 
 
@@ -108,27 +109,27 @@ def test_approval_mode_given_as_string(overlay: Overlay, project: Path) -> None:
     assert evaluate("write_file", args, "plan", overlay).action == "boundary"
     bogus = evaluate("write_file", args, "whatever", overlay)
     assert bogus.action == "boundary"
-    assert bogus.reason == "write_tool_no_auto:write_file"
+    assert bogus.reason == BoundaryReason("write_tool_no_auto", "write_file")
 
 
 def test_write_outside_root_is_a_boundary(overlay: Overlay, tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere.txt"
     decision = evaluate("write_file", {"file_path": str(outside)}, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason.startswith("path_rewrite_failed:write_file: ")
+    assert decision.reason.text().startswith("path_rewrite_failed:write_file: ")
     assert not outside.exists()
 
 
 def test_write_with_dotdot_escape_is_a_boundary(overlay: Overlay, project: Path) -> None:
     decision = evaluate("edit", {"file_path": "src/../../x.txt"}, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason.startswith("path_rewrite_failed:edit: ")
+    assert decision.reason.text().startswith("path_rewrite_failed:edit: ")
 
 
 def test_write_without_path_is_a_boundary(overlay: Overlay) -> None:
     decision = evaluate("write_file", {"content": "x"}, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason == "path_rewrite_failed:write_file: no path argument"
+    assert decision.reason == BoundaryReason("path_rewrite_failed", "write_file: no path argument")
 
 
 def test_read_rewrite_failure_is_a_boundary(project: Path) -> None:
@@ -143,7 +144,7 @@ def test_read_rewrite_failure_is_a_boundary(project: Path) -> None:
 
     decision = evaluate("read_file", {"file_path": "a"}, "default", Broken())
     assert decision.action == "boundary"
-    assert decision.reason == "path_rewrite_failed:read_file: disk on fire"
+    assert decision.reason == BoundaryReason("path_rewrite_failed", "read_file: disk on fire")
 
 
 # -- path keys ---------------------------------------------------------------------------------
@@ -188,13 +189,14 @@ def test_other_shell_is_a_boundary(mode: ApprovalMode, overlay: Overlay) -> None
     command = "pytest -q tests/test_io.py && echo done > result.txt  # a long comment here"
     decision = evaluate("run_shell_command", {"command": command}, mode, overlay)
     assert decision.action == "boundary"
-    assert decision.reason == "shell:" + " ".join(command.split())
+    assert decision.reason == BoundaryReason("shell", " ".join(command.split()))
 
 
 def test_a_long_shell_reason_is_cut_between_words(overlay: Overlay) -> None:
     command = "git add " + " ".join(f"src/module_{i}.py" for i in range(40))
     decision = evaluate("run_shell_command", {"command": command}, "default", overlay)
-    detail = decision.reason.removeprefix("shell:")
+    assert isinstance(decision.reason, BoundaryReason) and decision.reason.code == "shell"
+    detail = decision.reason.detail
     assert detail.endswith(" …") and len(detail) <= 202
     kept = detail.removesuffix(" …").split(" ")
     assert kept == command.split(" ")[: len(kept)]  # whole words only
@@ -204,12 +206,12 @@ def test_a_long_shell_reason_is_cut_between_words(overlay: Overlay) -> None:
 def test_empty_shell_is_a_boundary(args: dict[str, Any], overlay: Overlay) -> None:
     decision = evaluate("run_shell_command", args, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason == "shell:empty"
+    assert decision.reason == BoundaryReason("shell", "empty")
 
 
 def test_short_shell_reason_is_the_whole_command(overlay: Overlay) -> None:
     decision = evaluate("run_shell_command", {"command": "rm -rf x"}, "yolo", overlay)
-    assert decision.reason == "shell:rm -rf x"
+    assert decision.reason == BoundaryReason("shell", "rm -rf x")
 
 
 # -- denied and unknown ------------------------------------------------------------------------
@@ -219,14 +221,14 @@ def test_short_shell_reason_is_the_whole_command(overlay: Overlay) -> None:
 @pytest.mark.parametrize("mode", ALL_MODES)
 def test_denied_tools(tool: str, mode: ApprovalMode, overlay: Overlay) -> None:
     decision = evaluate(tool, {"x": 1}, mode, overlay)
-    assert decision == GateDecision("boundary", f"denied_tool:{tool}", {"x": 1})
+    assert decision == GateDecision("boundary", BoundaryReason("denied_tool", tool), {"x": 1})
 
 
 @pytest.mark.parametrize("tool", ["mcp__github__create_issue", "frobnicate", "", "READ_FILE"])
 def test_unknown_tools(tool: str, overlay: Overlay) -> None:
     decision = evaluate(tool, {}, ApprovalMode.YOLO, overlay)
     assert decision.action == "boundary"
-    assert decision.reason == f"unknown_tool:{tool}"
+    assert decision.reason == BoundaryReason("unknown_tool", tool)
 
 
 def test_gate_never_raises_on_odd_args(overlay: Overlay) -> None:
@@ -260,7 +262,7 @@ def test_read_only_git_is_a_boundary_when_the_repo_config_names_a_program(
         config.write("[core]\n\tfsmonitor = touch /tmp/owned\n")
     decision = evaluate("run_shell_command", {"command": "git status"}, "default", overlay)
     assert decision.action == "boundary"
-    assert decision.reason.startswith("git_config:")
+    assert isinstance(decision.reason, BoundaryReason) and decision.reason.code == "git_config"
 
 
 def test_a_filter_in_the_speculations_own_gitattributes_is_seen(
@@ -273,7 +275,7 @@ def test_a_filter_in_the_speculations_own_gitattributes_is_seen(
     attributes.write_text("*.py filter=evil\n")
     decision = evaluate("run_shell_command", {"command": "git diff"}, "default", overlay)
     assert decision.action == "boundary"
-    assert decision.reason.startswith("git_config:")
+    assert isinstance(decision.reason, BoundaryReason) and decision.reason.code == "git_config"
 
 
 @pytest.mark.parametrize(
@@ -284,7 +286,7 @@ def test_a_filter_in_the_speculations_own_gitattributes_is_seen(
 def test_protected_paths_are_boundaries(overlay: Overlay, path: str) -> None:
     decision = evaluate("write_file", {"file_path": path, "content": "x"}, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason == f"protected_path:{path}"
+    assert decision.reason == BoundaryReason("protected_path", path)
 
 
 @pytest.mark.parametrize(
@@ -303,7 +305,7 @@ def test_a_write_to_a_name_with_hidden_characters_is_bad_path(
     args = {"file_path": path, "content": "x", "old_string": "", "new_string": "x"}
     decision = evaluate(tool, args, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason == f"bad_path:{shown}"
+    assert decision.reason == BoundaryReason("bad_path", shown)
     assert overlay.written_files() == {}
 
 
@@ -318,10 +320,10 @@ def test_protected_paths_setting_and_links_into_git(overlay: Overlay, project: P
     (project / "cfg").symlink_to(project / ".git")
     decision = evaluate("edit", {"file_path": "cfg/config", "old_string": "", "new_string": "x"},
                         "yolo", overlay)
-    assert decision.reason == "protected_path:.git/config"
+    assert decision.reason == BoundaryReason("protected_path", ".git/config")
     decision = evaluate("write_file", {"file_path": "deploy/prod.env", "content": "x"}, "yolo",
                         overlay, protected_paths=["deploy/*.env"])
-    assert decision.reason == "protected_path:deploy/prod.env"
+    assert decision.reason == BoundaryReason("protected_path", "deploy/prod.env")
 
 
 @pytest.mark.parametrize(
@@ -337,7 +339,7 @@ def test_with_runs_later_boundary_a_file_that_runs_later_stops_the_speculation(
     on = evaluate("write_file", args, "yolo", overlay, runs_later_paths=["tools/*.cfg"])
     assert off.action == "redirect"
     if boundary:
-        assert (on.action, on.reason) == ("boundary", f"runs_later:{path}")
+        assert (on.action, on.reason) == ("boundary", BoundaryReason("runs_later", path))
     else:
         assert on.action == "redirect"
 
@@ -354,9 +356,9 @@ def test_reads_outside_the_project_are_boundaries(
     if args.get("file_path", "").startswith("~"):
         assert decision.action == "allow"  # a literal '~' directory inside the project
     else:
-        assert decision.reason == f"read_outside_project:{name}"
+        assert decision.reason == BoundaryReason("read_outside_project", name)
 
 
 def test_glob_patterns_may_not_climb_out(overlay: Overlay) -> None:
     decision = evaluate("glob", {"pattern": "../../**/*.pem"}, "yolo", overlay)
-    assert decision.reason == "read_outside_project:glob"
+    assert decision.reason == BoundaryReason("read_outside_project", "glob")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from protocol.boundary import BoundaryReason
 from protocol.work import Completed, PipelinedSuggestion, ToolFinished
 from tests.support import containment_unavailable
 from tests.worker.conftest import PIPELINED_RULE, Harness, call, rule, tree_state
@@ -145,5 +146,5 @@ def test_without_the_opt_in_a_write_command_is_still_a_boundary(harness: Any) ->
     from protocol.work import Boundary
 
     ends = out.of(Boundary)
-    assert ends and ends[0].reason == "shell:echo x > f.txt"
+    assert ends and ends[0].reason == BoundaryReason("shell", "echo x > f.txt")
     h.cleanup()

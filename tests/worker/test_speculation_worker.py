@@ -16,6 +16,7 @@ import pytest
 
 from coordinator.service.pool import WorkerHandle, WorkerPool
 from overlay import speculation_base_dir, sweep
+from protocol.boundary import BoundaryReason
 from protocol.chat import ToolCall
 from protocol.work import (
     Boundary,
@@ -132,7 +133,7 @@ def test_boundary_in_a_pool_worker_sends_no_pipelined_suggestion(harness: Any) -
             await pool.send(handle, h.job(sandbox=True, overlay_pid=handle.pid))
             seen = await events.until(Boundary)
             end = seen[-1]
-            assert isinstance(end, Boundary) and end.reason == "shell:git push"
+            assert isinstance(end, Boundary) and end.reason == BoundaryReason("shell", "git push")
             assert handle.dead is not None
             await asyncio.wait_for(asyncio.shield(handle.dead), 5)
             await asyncio.sleep(0.05)

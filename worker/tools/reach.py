@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from overlay.beneath import open_beneath
+from protocol.boundary import BoundaryReason
 from worker.tools.errors import ToolStop
 
 __all__ = [
@@ -144,9 +145,10 @@ class Reach:
             return
         where = self.place(path)
         if where == "outside":
-            raise ToolStop(f"read_outside_project:{tool}", f"{path} is outside the project")
+            outside = BoundaryReason("read_outside_project", tool)
+            raise ToolStop(outside, f"{path} is outside the project")
         if where == "private":
-            raise ToolStop(f"read_private:{tool}", f"{path} is specrun's own state")
+            raise ToolStop(BoundaryReason("read_private", tool), f"{path} is specrun's own state")
 
     def open(
         self,
@@ -238,7 +240,7 @@ def read_boundary(
     args: Mapping[str, Any],
     project_root: str | os.PathLike[str],
     private: Iterable[str | os.PathLike[str]] = (),
-) -> str | None:
+) -> BoundaryReason | None:
     """Why the read tool call ``name(args)`` may not run unasked, or ``None``.
 
     ``read_outside_project:<tool>`` when its target (the path argument, and for ``glob`` the
@@ -257,7 +259,7 @@ def read_boundary(
     pattern = args.get("pattern")
     if name == "glob" and isinstance(pattern, str):
         if os.path.isabs(pattern) or ".." in PurePosixPath(pattern).parts:
-            return f"read_outside_project:{name}"
+            return BoundaryReason("read_outside_project", name)
         prefix = _glob_prefix(pattern)
         if prefix:
             targets.append(os.path.join(base, prefix))
@@ -269,7 +271,7 @@ def read_boundary(
         for spelling in {os.path.normpath(given), os.path.normpath(os.path.join(root, target))}:
             where = reach.place(spelling)
             if where == "private":
-                return f"read_private:{name}"
+                return BoundaryReason("read_private", name)
             if where == "outside":
-                return f"read_outside_project:{name}"
+                return BoundaryReason("read_outside_project", name)
     return None
