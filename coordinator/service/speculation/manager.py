@@ -14,7 +14,7 @@ worker is dropped here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from coordinator.service.cost import Budget
@@ -34,13 +34,11 @@ from coordinator.service.speculation.suggestion import BranchRun, Suggestion
 from coordinator.service.stats import Stats
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
-from protocol.chat import Usage
 from protocol.control import (
     AcceptMethod,
     DiffReply,
     StatsReply,
     SuggestionReply,
-    SuppressReason,
     TurnEndReason,
 )
 from protocol.model import ModelClient
@@ -51,8 +49,8 @@ log = logging.getLogger("specrun.speculation")
 
 class SpeculationManager:
     """The suggestion after each turn and its speculations. It forks the main chat
-    (``ForkSource``), runs speculations on pool workers (``SpeculationWorkers``), and hands them
-    the model endpoint at ``base_url``; its own model requests go through ``model``."""
+    (``ForkSource``), runs speculations on pool workers (``SpeculationWorkers``), hands
+    them the model endpoint at ``base_url``; its own model requests go through ``model``."""
 
     def __init__(
         self,
@@ -73,24 +71,30 @@ class SpeculationManager:
         )
         # The service's own requests (main turns, suggestions, recall) all go through
         # this one client; the workers report theirs as ModelUsage events.
-        model.on_usage = self._count_own_usage
+        model.on_usage = self.stats.cost.count
+        # ``board.on_change`` is told when the suggestion may have changed (the live view
+        # compares and sends).
         self.board = board = Board()
         self.background = background = Background()
-        runner = SpeculationRunner(
-            project_root, settings, workers, chat, self.stats, base_url=base_url,
-            background=background, board=board,
-        )  # fmt: skip
-        self.runner = runner
-        cpus = cpus if cpus is not None else usable_cpus()
-        self.scheduler = BranchScheduler(
-            settings, cpus, chat, self.stats, runner, board, background
+        stats = self.stats
+        self.runner = runner = SpeculationRunner(
+            project_root,
+            settings,
+            workers,
+            chat,
+            stats,
+            base_url=base_url,
+            background=background,
+            board=board,
         )
-        self.runner.on_stopped = self.scheduler.wake
+        cpus = cpus if cpus is not None else usable_cpus()
+        self.scheduler = BranchScheduler(settings, cpus, chat, stats, runner, board, background)
+        runner.on_stopped = self.scheduler.wake
         self.acceptor = Acceptor(
-            project_root, settings, chat, self.stats, self.runner, board, background, self.offer
+            project_root, settings, chat, stats, runner, board, background, self.offer
         )
         self.suggester = SuggestionGenerator(
-            settings, chat, model, self.stats, board, background, self.offer
+            settings, chat, model, stats, board, background, self.offer
         )
 
     # -- the shown suggestion -------------------------------------------------------
@@ -102,15 +106,6 @@ class SpeculationManager:
     @current.setter
     def current(self, suggestion: Suggestion | None) -> None:
         self.board.current = suggestion
-
-    @property
-    def on_change(self) -> Callable[[], None]:
-        """Told when the suggestion may have changed (the live view compares and sends)."""
-        return self.board.on_change
-
-    @on_change.setter
-    def on_change(self, callback: Callable[[], None]) -> None:
-        self.board.on_change = callback
 
     @property
     def pending(self) -> bool:
@@ -238,14 +233,7 @@ class SpeculationManager:
         if spec is not None:
             await self.runner.on_death(spec, handle)
 
-    def _count_own_usage(self, purpose: str, usage: Usage) -> None:
-        self.stats.cost.count(purpose, usage)
-
     # -- replies and lifecycle ----------------------------------------------------------
-
-    @property
-    def last_suppressed(self) -> SuppressReason | None:
-        return self.board.last_suppressed
 
     def suggestion_reply(self, req_id: int, transcript: int | None = None) -> SuggestionReply:
         return replies.suggestion_reply(self.board, self.pending, req_id, transcript)
