@@ -56,6 +56,9 @@ class AcceptCancelled(Exception):
 
 
 class Acceptor:
+    """Takes a branch of the shown suggestion and turns its completed speculation into
+    the main chat's turn, or raises why the prompt must run as a normal turn instead."""
+
     def __init__(
         self,
         project_root: Path,

@@ -5,7 +5,7 @@ count changed and stays away)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from coordinator.service.speculation.suggestion import Suggestion
 from protocol.control import SuppressReason
@@ -20,11 +20,14 @@ def _nobody() -> None:
 
 @dataclass(eq=False)
 class Board:
+    """The shown suggestion and what goes with it; the manager, the generator, the
+    scheduler and the acceptor each hold the same one."""
+
     current: Suggestion | None = None
     last_suppressed: SuppressReason | None = None
     moves: int = 0  # bumped whenever the person submits something
     # Told when the suggestion may have changed (the live view compares and sends).
-    on_change: Callable[[], None] = field(default=_nobody)
+    on_change: Callable[[], None] = _nobody
 
     def is_current(self, suggestion: Suggestion) -> bool:
         return self.current is suggestion

@@ -47,6 +47,8 @@ AbortCause = Literal[
 
 @dataclass(eq=False)
 class Speculation:
+    """A suggested prompt being run ahead on a worker, and what its worker reported."""
+
     id: str
     suggestion: str
     rank: int = 0  # the branch it speculates (0: the top guess)

@@ -19,6 +19,9 @@ from protocol.model import ModelClient
 
 
 class SuggestionGenerator:
+    """Asks the fast model after each completed turn and hands what it predicts to
+    ``offer``; a suggestion still on its way when the person moves on is cancelled."""
+
     def __init__(
         self,
         settings: Settings,
