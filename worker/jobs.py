@@ -171,10 +171,11 @@ def contained_runner(
 ) -> Callable[[str, str | Path, float, int], ShellResult]:
     """A shell runner for the tools: every command goes through the sandbox helper.
 
-    A missing layer raises ``ToolStop("sandbox_unavailable:<layer>")``: the command did not
-    run, and will not run with less containment. With ``stop_on_limit`` (speculations) a
-    command stopped by a limit raises ``ToolStop("limit:<name>")``, and one cut short by
-    the speculation's ``deadline`` (monotonic) ``ToolStop("limit:wall_clock")``; a command
+    A missing layer raises ``ToolStop`` with ``sandbox_unavailable`` and the layer: the
+    command did not run, and will not run with less containment. With ``stop_on_limit``
+    (speculations) a command stopped by a limit raises ``ToolStop`` with ``limit`` and its
+    name, and one cut short by the speculation's ``deadline`` (monotonic) ``limit``
+    ``wall_clock``; a command
     that reached its own timeout is a result like any other (the model sees that it was
     killed, as in the main chat). The result carries notes on the sandbox it ran in (no
     network...)."""
