@@ -159,7 +159,7 @@ class Workers:
         await self.die(handle)
         return 0.0
 
-    # ToolRegistry
+    # ChatWorkers
     async def wait_tools(self, timeout_s: float = 30.0) -> tuple[ToolSpec, ...]:
         await self.tools_ready.wait()
         return self.tool_specs
