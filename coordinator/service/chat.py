@@ -315,9 +315,9 @@ class MainChat:
         error may name the real window), then the turn ends with ``CONTEXT_FULL``."""
         compactor = self.compactor
         estimate = self.context.estimate(system, self.history, tools)
-        if estimate > self.context.mid_turn_limit:
-            if await compactor.compact(out, system, tools, self.history):
-                self.compactions += 1
+        too_long = estimate > self.context.mid_turn_limit
+        if too_long and await compactor.compact(out, system, tools, self.history):
+            self.compactions += 1
         for attempt in (1, 2):
             request = ChatRequest(
                 system=system,
