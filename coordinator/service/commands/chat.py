@@ -27,7 +27,8 @@ async def ask(svc: HandlerDeps, identity: bytes, req: AskRequest) -> None:
         )
         return
     asked = Asked(
-        text, req.accept_method, req.filled, req.approval_mode, req.can_confirm, req.client_pid
+        text, method=req.accept_method, filled=req.filled, mode=req.approval_mode,
+        can_confirm=req.can_confirm, client_pid=req.client_pid,
     )
     outcome = await svc.session.submit(Emitter(svc, identity, req.req_id), asked)
     await svc.send(identity, outcome.reply(req.req_id))
