@@ -1,5 +1,6 @@
 """Small stand-ins for the parts of the service a unit under test depends on
-(``coordinator/service/ports.py``), and the real parts that are cheap: a scripted model
+(``coordinator/service/ports.py``, and the chat and speculation manager the session
+drives: ``coordinator/service/session.py``), and the real parts that are cheap: a scripted model
 server on loopback, a project directory, overlay directories under a private temp dir.
 
 No test here starts a worker process: ``Workers`` hands out handles with no process

@@ -1,6 +1,7 @@
-"""The control commands built directly: each handler gets a stand-in of exactly the
-dependencies its protocol names (``commands/deps.py``), replies land in a list, and the
-registry is checked against the protocol's request union."""
+"""The control commands built directly: each handler gets the service as it sees it
+(``commands/deps.HandlerDeps``) with the real ``Session`` over stand-ins of the chat and
+the speculation manager, replies land in a list, and the registry is checked against the
+protocol's request union."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ from .fakes import Replies, SessionChat, SessionSpeculation, Workers, run
 @dataclass
 class Deps:
     """Everything any handler may ask for (a ``HandlerDeps``); each test reads only
-    what the handler under test was given."""
+    what the handler under test used."""
 
     log: list[Any] = field(default_factory=list)
     replies: Replies = field(default_factory=Replies)
