@@ -25,7 +25,7 @@ from coordinator.service.speculation import (
     AbortCause,
     AcceptCancelled,
     AcceptFallback,
-    Branch,
+    BranchRun,
     Debounced,
     Suggestion,
 )
@@ -100,7 +100,7 @@ class SpeculationControl(Protocol):
 
     def matches(self, text: str) -> bool: ...
 
-    def typed_match(self, text: str) -> Branch | None: ...
+    def typed_match(self, text: str) -> BranchRun | None: ...
 
     def cancel_accept(self, req_id: int | None = None) -> bool: ...
 
@@ -314,7 +314,7 @@ class Session:
         result = await self._turn(out, asked, from_accept=taken is not None)
         return TurnRan(result, time.monotonic() - started, fell_back, dismissed)
 
-    def _branch(self, index: int | None) -> Branch | NoSuggestion:
+    def _branch(self, index: int | None) -> BranchRun | NoSuggestion:
         current = self.speculation.current
         if current is None:
             return NoSuggestion(index, None)

@@ -22,7 +22,7 @@ from coordinator.scripted_model import ScriptedModelServer
 from coordinator.service.chat import TurnResult
 from coordinator.service.emitter import Emitter
 from coordinator.service.pool import WorkerHandle
-from coordinator.service.speculation import AbortCause, Branch, Speculation, Suggestion
+from coordinator.service.speculation import AbortCause, BranchRun, Speculation, Suggestion
 from coordinator.service.stats import Stats
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
@@ -154,6 +154,10 @@ class Workers:
         self.released.append(handle)
         handle.state = WorkerState.IDLE
         handle.job_id = handle.job_kind = handle.overlay_dir = None
+
+    def mark_stopping(self, handle: WorkerHandle) -> None:
+        if handle.state is not WorkerState.DEAD:
+            handle.state = WorkerState.STOPPING
 
     async def kill(self, handle: WorkerHandle, reason: str) -> float:
         self.killed.append((handle, reason))
@@ -329,7 +333,7 @@ class SessionSpeculation:
         self.log = log
         self.sent = sent
         self.current: Suggestion | None = None
-        self.typed_branch: Branch | None = None  # what typed_match finds
+        self.typed_branch: BranchRun | None = None  # what typed_match finds
         self.accepting: float | Exception = 1.5
         self.waiting_typed: set[int] = set()  # typed prompts waiting for their speculation
         self.stats = Stats()
@@ -344,7 +348,7 @@ class SessionSpeculation:
     def matches(self, text: str) -> bool:
         return self.current is not None and self.current.text == text.strip()
 
-    def typed_match(self, text: str) -> Branch | None:
+    def typed_match(self, text: str) -> BranchRun | None:
         return self.typed_branch
 
     async def typed(self, text: str) -> None:

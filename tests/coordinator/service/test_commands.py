@@ -27,7 +27,7 @@ from coordinator.service.session import Session
 from coordinator.service.speculation import (
     AcceptCancelled,
     AcceptFallback,
-    Branch,
+    BranchRun,
     Debounced,
     Speculation,
     Suggestion,
@@ -264,7 +264,7 @@ def test_typing_something_else_says_which_speculation_was_thrown_away(
 def test_a_typed_out_predicted_prompt_uses_its_branch(status: SpeculationStatus, said: str) -> None:
     deps = Deps()
     deps.speculation.offer("add a test", "running")
-    deps.speculation.typed_branch = Branch(
+    deps.speculation.typed_branch = BranchRun(
         2, "show the diff", Speculation("s2", "x", status=status)
     )
     run(chat_commands.ask(deps, b"c", ask("show the diff")))
@@ -278,7 +278,7 @@ def test_a_typed_out_predicted_prompt_uses_its_branch(status: SpeculationStatus,
 def test_a_line_enter_filled_and_sent_unchanged_is_an_enter_accept() -> None:
     deps = Deps()
     deps.speculation.offer("add a test", "running")
-    deps.speculation.typed_branch = Branch(
+    deps.speculation.typed_branch = BranchRun(
         1, "show the diff", Speculation("s2", "x", status="completed")
     )
     run(chat_commands.ask(deps, b"c", ask("show the diff", accept_method="typed", filled=True)))
@@ -309,7 +309,7 @@ def test_cancel_reaches_a_typed_prompt_waiting_for_its_speculation() -> None:
 
 def test_a_cancelled_typed_prompt_ends_its_turn_and_runs_nothing() -> None:
     deps = Deps()
-    deps.speculation.typed_branch = Branch(0, "show the diff", Speculation("s", "x"))
+    deps.speculation.typed_branch = BranchRun(0, "show the diff", Speculation("s", "x"))
     deps.speculation.accepting = AcceptCancelled()
     run(chat_commands.ask(deps, b"c", ask("show the diff")))
     [end] = deps.replies.of(TurnEnded)

@@ -27,7 +27,7 @@ from coordinator.service.session import (
 from coordinator.service.speculation import (
     AcceptCancelled,
     AcceptFallback,
-    Branch,
+    BranchRun,
     Debounced,
     Speculation,
     Suggestion,
@@ -160,7 +160,8 @@ def test_an_accept_with_nothing_to_take_is_no_suggestion(
 def test_a_typed_out_branch_waits_for_its_speculation() -> None:
     world = World()
     world.speculation.offer("add a test", "running")
-    world.speculation.typed_branch = Branch(2, "show it", Speculation("s", "x", status="running"))
+    running = Speculation("s", "x", status="running")
+    world.speculation.typed_branch = BranchRun(2, "show it", running)
     assert isinstance(world.submit(Asked("show it")), Applied)
     assert world.log == ["cancel_generation", ("accept", "typed", 2)]
     assert world.notices() == [
