@@ -51,12 +51,15 @@ Args = TypeVar("Args", bound=ToolArgs)
 
 @cache
 def path_fields(args_type: type[ToolArgs]) -> Mapping[str, PathArg]:
-    """The fields of ``args_type`` declared as paths, in field order."""
+    """The fields of ``args_type`` declared as paths, in field order. A declaration on a
+    field that is not a string is a mistake in the tool, refused here."""
     hints = typing.get_type_hints(args_type, include_extras=True)
     found: dict[str, PathArg] = {}
     for name in args_type.__struct_fields__:
         for part in _annotated_parts(hints[name]):
             marks = [meta for meta in part.__metadata__ if isinstance(meta, PathArg)]
+            if marks and part.__origin__ is not str:
+                raise TypeError(f"{args_type.__name__}.{name}: a path argument is a string")
             if marks:
                 found[name] = marks[0]
     return found
@@ -74,21 +77,50 @@ def _annotated_parts(hint: Any) -> list[Any]:
 
 def decode_arguments(tool: str, text: str, args_type: type[Args]) -> Args:
     """A call's JSON arguments as ``args_type``, or a ``ToolError`` saying what is wrong."""
+    text = text or "{}"  # no arguments at all
     try:
-        return msgspec.json.decode(text or "{}", type=args_type, strict=False)
+        return msgspec.json.decode(text, type=args_type, strict=False)
     except msgspec.ValidationError as exc:
-        raise ToolError(f"Invalid arguments for {tool}: {_explain(exc, text, args_type)}") from None
+        problem = exc  # found before the end of the text: the rest may not even be JSON
     except msgspec.DecodeError as exc:
         raise ToolError(f"Invalid arguments for {tool}: not valid JSON ({exc})") from None
+    try:
+        raw = msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        raise ToolError(f"Invalid arguments for {tool}: not valid JSON ({exc})") from None
+    trimmed = _trimmed(raw, args_type)
+    if trimmed is not None:
+        return trimmed
+    raise ToolError(f"Invalid arguments for {tool}: {_explain(problem, raw, args_type)}")
+
+
+def _trimmed(raw: Any, args_type: type[Args]) -> Args | None:
+    """The arguments with the blanks around a number or boolean given as a string dropped
+    (``" 10 "``), when that is all that kept them from decoding; else ``None``."""
+    if not isinstance(raw, dict):
+        return None
+    trimmed = {
+        key: value.strip()
+        if isinstance(value, str) and _field_type(args_type, key) in _LAX
+        else value
+        for key, value in raw.items()
+    }
+    if trimmed == raw:
+        return None
+    try:
+        return msgspec.convert(trimmed, args_type, strict=False)
+    except msgspec.ValidationError:
+        return None
 
 
 _MISSING = re.compile(r"Object missing required field `([^`]*)`")
 _AT = re.compile(r" - at `\$\.([^`\[]*)`$")
 _AT_LEAST = re.compile(r"^Expected `[^`]*` >= (-?\d+)")
 _TYPE_NAMES = {str: "a string", int: "an integer", bool: "true or false", float: "a number"}
+_LAX = (int, bool, float)
 
 
-def _explain(exc: msgspec.ValidationError, text: str, args_type: type[ToolArgs]) -> str:
+def _explain(exc: msgspec.ValidationError, raw: Any, args_type: type[ToolArgs]) -> str:
     """msgspec's complaint in the old checker's words: ``'key' is required``, ``'key' must be
     an integer, got "ten"``, ``'key' must be at least 1``."""
     message = str(exc)
@@ -101,7 +133,6 @@ def _explain(exc: msgspec.ValidationError, text: str, args_type: type[ToolArgs])
     if at is None:
         return message
     key = at.group(1)
-    raw = msgspec.json.decode(text)  # it parsed as JSON once already
     value = raw.get(key) if isinstance(raw, dict) else None
     if value is None:
         return f"'{key}' is required"
