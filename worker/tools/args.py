@@ -144,12 +144,15 @@ def _explain(exc: msgspec.ValidationError, raw: Any, args_type: type[ToolArgs]) 
 
 
 def _field_type(args_type: type[ToolArgs], key: str) -> Any:
+    return _field_types(args_type).get(key)
+
+
+@cache
+def _field_types(args_type: type[ToolArgs]) -> Mapping[str, Any]:
+    """Argument name → its scalar Python type (``msgspec.inspect`` takes milliseconds)."""
     info = msgspec.inspect.type_info(args_type)
     assert isinstance(info, msgspec.inspect.StructType)
-    for field in info.fields:
-        if field.encode_name == key:
-            return _plain(field.type)
-    return None
+    return {field.encode_name: _plain(field.type) for field in info.fields}
 
 
 def _plain(info: msgspec.inspect.Type) -> Any:
