@@ -181,6 +181,10 @@ def _evaluate(
             reason = _write_reason(overlay, target, protected_paths, runs_later_paths)
             if reason is not None:
                 return GateDecision("boundary", reason, args)
+        # A read path beside the write path (none today) is held to the read rule too.
+        read_reason = read_boundary(name, args, paths, overlay.root, private_paths)
+        if read_reason is not None:
+            return GateDecision("boundary", read_reason, args)
         return _rewrite(name, args, paths, overlay, "redirect", f"write_tool:{name}")
     if name == SHELL_TOOL:
         return _shell(args, overlay, sandboxed_shell)

@@ -206,6 +206,25 @@ def test_an_unusually_named_read_path_is_gated(overlay: Overlay, project: Path) 
     assert Path(decision.args["where"]) == project / "src" / "app.py"
 
 
+class CopyArgs(ToolArgs, frozen=True):
+    source: Annotated[str, PathArg("read")]
+    destination: Annotated[str, PathArg("write")]
+
+
+def test_a_write_tools_read_path_is_held_to_the_read_rule(
+    overlay: Overlay, project: Path
+) -> None:
+    copy = _declared(CopyArgs)
+    args = {"source": "/etc/passwd", "destination": "copy.txt"}
+    decision = evaluate("write_file", args, "yolo", overlay, paths=copy)
+    assert decision.reason == "read_outside_project:write_file"
+    args = {"source": "src/app.py", "destination": "copy.txt"}
+    decision = evaluate("write_file", args, "yolo", overlay, paths=copy)
+    assert decision.action == "redirect"
+    assert Path(decision.args["source"]) == project / "src" / "app.py"
+    assert Path(decision.args["destination"]) == overlay.written_files()["copy.txt"]
+
+
 def test_a_write_path_declared_by_a_read_tool_fails_closed(overlay: Overlay) -> None:
     odd = _declared(OddWriteArgs)
     decision = evaluate("read_file", {"destination": "a.txt"}, "yolo", overlay, paths=odd)
