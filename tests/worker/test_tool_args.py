@@ -5,6 +5,7 @@ path declarations agree with the tool categories and with the approval policy's 
 
 from __future__ import annotations
 
+import enum
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,6 +22,7 @@ from worker.tools.args import PathArg, ToolArgs, decode_arguments, path_fields
 from worker.tools.edit import EditArgs
 from worker.tools.read_file import ReadFileArgs
 from worker.tools.run_shell_command import RunShellCommandArgs
+from worker.tools.schema import parameters_schema
 from worker.tools.write_file import WriteFileArgs
 
 RECORDED = Path(__file__).with_name("tool_schemas.json")
@@ -70,6 +72,39 @@ def test_every_schema_is_provider_valid(tool: Any) -> None:
     # Required exactly when the struct has no default for it.
     fields = msgspec.structs.fields(tool.args)
     assert params["required"] == [f.name for f in fields if f.required]
+
+
+class _Speed(enum.Enum):
+    FAST = "fast"
+    SLOW = "slow"
+
+
+class _Window(msgspec.Struct):
+    start: Annotated[int, msgspec.Meta(ge=1, description="First line.")]
+
+
+class _Nested(ToolArgs, frozen=True):
+    speed: Annotated[_Speed, msgspec.Meta(description="How fast.")]
+    window: _Window | None = None
+
+
+def test_referenced_types_are_inlined() -> None:
+    """Types msgspec puts in ``$defs`` (an enum, a struct) come inline, with the
+    description given beside the reference."""
+    assert parameters_schema(_Nested) == {
+        "type": "object",
+        "properties": {
+            "speed": {"enum": ["fast", "slow"], "description": "How fast."},
+            "window": {
+                "type": "object",
+                "properties": {
+                    "start": {"type": "integer", "minimum": 1, "description": "First line."}
+                },
+                "required": ["start"],
+            },
+        },
+        "required": ["speed"],
+    }
 
 
 # --- path declarations ---------------------------------------------------------------------

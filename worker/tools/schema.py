@@ -34,15 +34,22 @@ def parameters_schema(args_type: type[ToolArgs]) -> dict[str, Any]:
 
 
 def _inline(node: Any, components: dict[str, Any]) -> Any:
-    """``node`` with every ``$ref`` replaced by the component it points at."""
+    """``node`` with every ``$ref`` replaced by the component it points at (without its
+    ``title``), the keys beside the ``$ref`` (a field's description) kept."""
     if isinstance(node, dict):
         ref = node.get("$ref")
         if isinstance(ref, str):
-            return _inline(components[ref.rsplit("/", 1)[-1]], components)
+            target = components[ref.rsplit("/", 1)[-1]]
+            beside = {key: value for key, value in node.items() if key != "$ref"}
+            return _inline({**_untitled(target), **beside}, components)
         return {key: _inline(value, components) for key, value in node.items()}
     if isinstance(node, list):
         return [_inline(value, components) for value in node]
     return node
+
+
+def _untitled(schema: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in schema.items() if key != "title"}
 
 
 def _property(prop: dict[str, Any]) -> dict[str, Any]:
