@@ -77,12 +77,15 @@ class ToolContext:
 
 @dataclass(frozen=True, slots=True)
 class Tool(Generic[Args]):
-    """One tool: its arguments' struct, the schema the model sees (generated from it) and
-    the coroutine that runs it on decoded arguments."""
+    """One tool: its arguments' struct, the schema the model sees and the path arguments
+    (both read from the struct, once, when the tool is defined) and the coroutine that runs
+    it on decoded arguments."""
 
     spec: ToolSpec
     args: type[Args]
     run: Callable[[Args, ToolContext], Awaitable[str]]
+    paths: Mapping[str, PathArg]
+    """The path arguments, as the struct declares them."""
 
     @classmethod
     def define(
@@ -92,16 +95,12 @@ class Tool(Generic[Args]):
         args: type[Args],
         run: Callable[[Args, ToolContext], Awaitable[str]],
     ) -> Tool[Args]:
-        return cls(ToolSpec(name, description, parameters_schema(args)), args, run)
+        spec = ToolSpec(name, description, parameters_schema(args))
+        return cls(spec, args, run, path_fields(args))
 
     @property
     def name(self) -> str:
         return self.spec.name
-
-    @property
-    def paths(self) -> Mapping[str, PathArg]:
-        """The path arguments, as the struct declares them."""
-        return path_fields(self.args)
 
     async def call(self, arguments: str, ctx: ToolContext) -> str:
         """Decode ``arguments`` (the call's JSON text) and run; bad arguments raise
