@@ -130,8 +130,9 @@ class LayerStatus(msgspec.Struct, frozen=True):
     detail: str
 
 
-class Fingerprint(msgspec.Struct, frozen=True):
-    """A file as it was when the overlay copied it up."""
+class OriginalFile(msgspec.Struct, frozen=True):
+    """A real file as it was when the overlay copied it up (``overlay.Fingerprint`` on the
+    wire)."""
 
     size: int
     mtime_ns: int
@@ -144,7 +145,7 @@ class WrittenFile(msgspec.Struct, frozen=True):
     it (a tool or a captured command); ``overlay_path`` then holds nothing."""
 
     overlay_path: str
-    original: Fingerprint | None = None
+    original: OriginalFile | None = None
     deleted: bool = False
 
 

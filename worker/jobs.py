@@ -396,7 +396,7 @@ async def _pipelined(job: RunSpeculation, client: ModelClient, end: LoopEnd) -> 
     if job.pipelined:
         chat = ForkedChat.from_snapshot(job.snapshot, job.model)
         texts, reason = await pipelined_suggestion(
-            client, chat, end.transcript.messages, job.suggestion, job.alternatives
+            client, chat, end.conversation.messages, job.suggestion, job.alternatives
         )
     return PipelinedSuggestion(
         job_id=job.job_id,

@@ -35,8 +35,8 @@ from protocol.work import (
     Boundary,
     Completed,
     Containment,
-    Fingerprint,
     ModelText,
+    OriginalFile,
     RunSpeculation,
     SpeculationOutcome,
     ToolFinished,
@@ -44,7 +44,7 @@ from protocol.work import (
     WorkerEvent,
     WrittenFile,
 )
-from worker.boundary import Transcript
+from worker.boundary import SpeculatedConversation
 from worker.fork import ForkedChat
 from worker.gate import GateDecision, evaluate
 from worker.shell.runner import ShellResult
@@ -66,7 +66,7 @@ class LoopEnd:
 
     status: Status
     stop: str | BoundaryReason
-    transcript: Transcript
+    conversation: SpeculatedConversation
 
 
 class Toolbox:
@@ -165,7 +165,7 @@ async def run_loop(
     At ``deadline`` (monotonic; by default the job's wall-clock limit from now) it ends at
     the boundary ``limit:wall_clock`` with what it has so far."""
     chat = ForkedChat.from_snapshot(job.snapshot, job.model)
-    spec = Transcript(job.suggestion)
+    spec = SpeculatedConversation(job.suggestion)
     limits = job.limits
     if deadline is None:
         deadline = time.monotonic() + limits.wall_clock_s
@@ -260,7 +260,7 @@ async def run_calls(
 
 def rewritten(call: ToolCall, decision: GateDecision) -> ToolCall:
     """The call to execute: the gate's (possibly rewritten) arguments, same id and name.
-    The transcript keeps the original call, so overlay paths never reach the history."""
+    The conversation keeps the original call, so overlay paths never reach the history."""
     if decision.args == call.args():
         return call
     return ToolCall(call.id, call.name, msgspec.json.encode(decision.args).decode())
@@ -293,7 +293,7 @@ def written_files(overlay: Overlay) -> dict[str, WrittenFile]:
         if path is None:  # a deletion: its overlay path, where nothing is
             path = Path(overlay.overlay_dir, rel)
         fp = fingerprints.get(rel)
-        original = Fingerprint(fp.size, fp.mtime_ns, fp.sha256) if fp is not None else None
+        original = OriginalFile(fp.size, fp.mtime_ns, fp.sha256) if fp is not None else None
         written[rel] = WrittenFile(
             overlay_path=str(path), original=original, deleted=rel in deleted
         )
@@ -302,7 +302,7 @@ def written_files(overlay: Overlay) -> dict[str, WrittenFile]:
 
 def outcome(end: LoopEnd, overlay: Overlay) -> SpeculationOutcome:
     """The outcome handed to the coordinator, with the overlay's written files."""
-    spec = end.transcript
+    spec = end.conversation
     return SpeculationOutcome(
         messages=spec.speculated,
         written_files=written_files(overlay),

@@ -21,7 +21,7 @@ SNAP = CacheSafeSnapshot(
 )
 OUTCOME = work.SpeculationOutcome(
     messages=(Message.assistant("t", (CALL,)), Message.tool((RESULT,))),
-    written_files={"a.py": work.WrittenFile("/tmp/o/a.py", work.Fingerprint(1, 2, "ab"))},
+    written_files={"a.py": work.WrittenFile("/tmp/o/a.py", work.OriginalFile(1, 2, "ab"))},
     tool_use_count=1,
     turns=2,
 )

@@ -459,9 +459,9 @@ def test_a_tool_raising_becomes_an_error_response(harness: Any) -> None:
 
     end = asyncio.run(go())
     assert end.status == "completed"
-    result = end.transcript.messages[2].tool_results[0]
+    result = end.conversation.messages[2].tool_results[0]
     assert result == ToolResult(result.call_id, "read_file", error="disk on fire")
-    assert end.transcript.tool_use_count == 0
+    assert end.conversation.tool_use_count == 0
     assert only(out, ToolFinished).result == result
 
 
