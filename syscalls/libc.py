@@ -5,7 +5,7 @@ Landlock and ``openat2`` system calls through ``syscall(2)`` ...) goes through h
 handle is loaded once per process, a failure is always ``OSError`` with the kernel's errno,
 and a system call's number is looked up in one table. The sandbox calls some of these in a
 freshly cloned child, where every Python object touched costs a copied page: the wrappers
-are thin and allocate nothing beyond the call itself.
+are thin, and what can be looked up is looked up once, at import.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ _NUMBERS = {
 }
 _NUMBERS["amd64"] = _NUMBERS["x86_64"]
 _NUMBERS["arm64"] = _NUMBERS["aarch64"]
+_MACHINE = platform.machine()
+_HERE = _NUMBERS.get(_MACHINE.lower(), {})
 # Landlock's are the same on every architecture.
 _LANDLOCK_CREATE_RULESET = 444
 _LANDLOCK_ADD_RULE = 445
@@ -64,14 +66,14 @@ def _check(result: int, what: str) -> int:
 
 
 def _number(name: str) -> int:
-    number = _NUMBERS.get(platform.machine().lower(), {}).get(name)
+    number = _HERE.get(name)
     if number is None:
-        raise OSError(errno.ENOSYS, f"no {name}(2) number for {platform.machine()}")
+        raise OSError(errno.ENOSYS, f"no {name}(2) number for {_MACHINE}")
     return number
 
 
-def prctl(option: int, arg: int = 0, arg3: int = 0, *, what: str = "prctl") -> None:
-    _check(_libc.prctl(option, arg, arg3, 0, 0), what)
+def prctl(option: int, arg2: int = 0, arg3: int = 0, *, what: str = "prctl") -> None:
+    _check(_libc.prctl(option, arg2, arg3, 0, 0), what)
 
 
 def set_no_new_privs() -> None:
