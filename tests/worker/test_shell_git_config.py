@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from overlay import Overlay
+from protocol.boundary import BoundaryReason
 from worker.gate import evaluate
 from worker.shell import git_tree_scan
 from worker.shell.git_config import (
@@ -379,4 +380,5 @@ def test_read_only_git_is_allowed_in_a_tree_of_any_size_and_still_fails_closed(
     last = max((p for p in (repo / "bulk").iterdir()), key=lambda p: int(p.name[1:]))
     (last / ".gitattributes").write_text("* filter=bulk\n")
     decision = evaluate("run_shell_command", {"command": "git diff"}, "default", overlay)
-    assert decision.action == "boundary" and "filter=bulk" in decision.reason
+    assert decision.action == "boundary" and isinstance(decision.reason, BoundaryReason)
+    assert decision.reason.code == "git_config" and "filter=bulk" in decision.reason.detail

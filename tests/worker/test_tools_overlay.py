@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from overlay import Overlay
+from protocol.boundary import BoundaryReason
 from protocol.chat import ToolCall
 from tests.worker.tool_calls import body, err, ok
 from worker.tools import DirectAccess, OverlayAccess, ToolContext, ToolStop, execute
@@ -183,7 +184,7 @@ def test_reads_outside_root_stop_the_speculation(
     for path in (str(tmp_path / "elsewhere.txt"), "link.txt", "../elsewhere.txt"):
         with pytest.raises(ToolStop) as stop:
             asyncio.run(execute(ToolCall("c", "read_file", json.dumps({"file_path": path})), ctx))
-        assert stop.value.reason.startswith("read_outside_project")
+        assert stop.value.reason == BoundaryReason("read_outside_project", "read_file")
 
 
 def test_apply_after_tools_puts_files_on_disk(world: tuple[Path, Overlay, ToolContext]) -> None:
