@@ -440,6 +440,14 @@ def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.
     return predicate()
 
 
+def is_fork_server(coordinator: psutil.Process, child: psutil.Process) -> bool:
+    """Is ``child`` (of the coordinator) the pool's fork server: a fork of the coordinator
+    (its command line), or ``multiprocess``'s fresh interpreter when it could not fork
+    (``coordinator.service.fork_server``)?"""
+    command = child.cmdline()
+    return command == coordinator.cmdline() or "forkserver" in " ".join(command)
+
+
 def pid_running(pid: int) -> bool:
     """Alive and not a zombie."""
     try:
@@ -1203,12 +1211,13 @@ class Chaos:
             )
 
     def fork_servers(self) -> set[int]:
-        """The pids of the service's fork server (its children that run the forkserver)."""
+        """The pids of the service's fork server (``is_fork_server``)."""
         pids = set()
         with contextlib.suppress(psutil.Error):
-            for child in psutil.Process(self.service.pid).children():
+            coordinator = psutil.Process(self.service.pid)
+            for child in coordinator.children():
                 with contextlib.suppress(psutil.Error):
-                    if "forkserver" in " ".join(child.cmdline()):
+                    if is_fork_server(coordinator, child):
                         pids.add(child.pid)
         return pids
 
@@ -1276,9 +1285,10 @@ class Chaos:
         for child in children:
             try:
                 cmd = " ".join(child.cmdline())
+                fork_server = is_fork_server(coord, child)
             except psutil.Error:
                 continue
-            if "forkserver" in cmd or "resource_tracker" in cmd:
+            if fork_server or "resource_tracker" in cmd:
                 helpers.add(child.pid)
             else:
                 problems.append(f"unexpected child of the coordinator {child.pid}: {cmd[:80]}")
