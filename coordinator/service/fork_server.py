@@ -94,7 +94,7 @@ def _serve(listener_fd: int, alive_r: int, preload: list[str]) -> NoReturn:
     """The child: become a fresh fork server, serve until the last client is gone, exit."""
     code = 1
     try:
-        pass
+        _close_all_but({0, 1, 2, listener_fd, alive_r})
         _default_signals()
         root = logging.getLogger()
         for handler in list(root.handlers):
