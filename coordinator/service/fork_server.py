@@ -14,8 +14,9 @@ safe. Anything else gets ``multiprocess``'s own fresh interpreter, as before. Th
 becomes what that interpreter would be: only the listener, the liveness pipe and stdio
 open (the pidfile's lock and the control socket's descriptors are not its to hold), the
 interpreter's default signal handlers, no logging handlers of the coordinator's; then it
-runs ``multiprocess``'s own fork-server loop with the pool's preload, and ends with
-``os._exit`` so nothing of the coordinator (atexit handlers, finalizers) runs there.
+runs ``multiprocess``'s own fork-server loop with the pool's preload, runs the exit
+handlers the preload registered (and none of the coordinator's), and ends with ``os._exit``
+so nothing else of the coordinator (its finalizers) runs there.
 
 The coordinator's objects stay in the child's memory, unreferenced by anything it runs:
 the frames that hold them are never unwound (``os._exit``), so no finalizer of theirs ever
@@ -26,6 +27,7 @@ its key).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import logging
@@ -100,9 +102,12 @@ def _serve(listener_fd: int, alive_r: int, preload: list[str]) -> NoReturn:
         for handler in list(root.handlers):
             root.removeHandler(handler)
         root.setLevel(logging.WARNING)
-        multiprocess.forkserver.main(listener_fd, alive_r, preload)
-    except SystemExit:  # how the loop ends when the last client is gone
-        code = 0
+        atexit._clear()  # the coordinator's; the preload registers its own (the group sweep)
+        try:
+            multiprocess.forkserver.main(listener_fd, alive_r, preload)
+        except SystemExit:  # how the loop ends when the last client is gone
+            code = 0
+        atexit._run_exitfuncs()
     except BaseException:
         sys.excepthook(*sys.exc_info())
     finally:
