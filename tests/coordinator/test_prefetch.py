@@ -145,6 +145,7 @@ def test_row4_slow_recall_and_no_tools_is_lost_and_never_carried_over(project: P
     assert first.user_message.reminders == ("<environment details>",)
     user2 = second.user_message.reminders
     assert "Running tests" in user2[0] and "Deploy process" not in "".join(user2)
+    assert len(second.tool_messages) == 1
     assert all(m.reminders == () for m in second.tool_messages)
     assert pf.surfaced_paths == {project.paths["testing"]}  # the lost one was never surfaced
 
