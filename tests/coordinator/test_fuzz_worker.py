@@ -11,7 +11,6 @@ for a running speculation must not be what ``accept`` applies.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,11 +46,10 @@ from tests.support import (
     Specrun,
     make_sample_project,
     running_service,
-    wait_until,
+    worker_frames_handled,
 )
 
 ENC = msgspec.msgpack.Encoder()
-ENC_WORK = codec.worker_to_coordinator()
 INT64 = st.integers(min_value=-(2**63), max_value=2**64 - 1)
 ANY_VALUE = st.one_of(
     st.none(),
@@ -87,7 +85,7 @@ class Live:
     """The running service as seen from the control socket: epoch, pid, worker pids."""
 
     def __init__(self, project: Path) -> None:
-        self.log = project / ".specrun" / "logs" / "service.log"
+        self.project = project
         self.client = ServiceClient(project, timeout_s=5)
         self.ctx = zmq.Context()
         self.endpoint = Endpoints.for_project(project, create=False).workers
@@ -112,18 +110,11 @@ class Live:
         sock.send_multipart(list(parts))
         sock.close()  # linger: the frames leave before the socket goes
 
-    def handled(self, timeout_s: float = 30.0) -> None:
-        """Return once the service has handled every frame sent so far. The frames leave
-        first (the context ends only when its closed sockets have sent theirs); then a
-        marker frame from an identity of its own, which the service logs as it drops it,
-        arrives after them."""
-        self.ctx.term()
+    def handled(self) -> None:
+        """Return once the service has handled every frame sent so far."""
+        self.ctx.term()  # the frames of the closed sockets leave first
         self.ctx = zmq.Context()
-        identity = f"barrier-{uuid.uuid4().hex}".encode()
-        self.send(identity, ENC_WORK.encode(Heartbeat(pid=0, epoch=self.epoch, job_id="x")))
-        seen = wait_until(lambda: repr(identity) in self.log.read_text(errors="replace"),
-                          timeout=timeout_s)
-        assert seen, f"the service never logged the marker frame from {identity!r}"
+        worker_frames_handled(self.project, self.epoch)
 
     def close(self) -> None:
         self.client.close()
