@@ -370,7 +370,7 @@ def test_a_fork_bomb_is_capped_leaves_the_host_alone_and_ends_with_the_command(
             helper,
             world["project"],
             f"python3 -c \"{BOMB}\" {token}",
-            limits=CommandLimits(processes=1000),
+            limits=CommandLimits(processes=limit),
             timeout_s=30,
         )
     finally:
