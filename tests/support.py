@@ -143,6 +143,36 @@ def service_processes(pid: int) -> list[psutil.Process]:
         return []
 
 
+def worker_frames_handled(project: Path, epoch: int, timeout: float = 30.0) -> None:
+    """Return once a running service has handled the worker-socket frames sent to it so far
+    (their contexts ended first: a context ends only when its closed sockets have sent
+    theirs). A marker frame from an identity of its own, which the service logs as it drops
+    it, arrives after them."""
+    import uuid
+
+    import zmq
+
+    from protocol import codec
+    from protocol.endpoints import Endpoints
+    from protocol.work import Heartbeat
+
+    identity = f"marker-{uuid.uuid4().hex}".encode()
+    frame = codec.worker_to_coordinator().encode(Heartbeat(pid=0, epoch=epoch, job_id="x"))
+    ctx = zmq.Context()
+    try:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 2000)
+        sock.setsockopt(zmq.IDENTITY, identity)
+        sock.connect(Endpoints.for_project(project, create=False).workers)
+        sock.send(frame)
+        sock.close()
+    finally:
+        ctx.term()
+    log = project / ".specrun" / "logs" / "service.log"
+    seen = wait_until(lambda: repr(identity) in log.read_text(errors="replace"), timeout=timeout)
+    assert seen, f"the service never logged the marker frame from {identity!r}"
+
+
 def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -364,6 +364,7 @@ def test_dashscope_cache_markers_and_header(serve: Callable[..., ScriptedModelSe
     assert body["enable_thinking"] is False and "chat_template_kwargs" not in body
     # non-streaming: only the system message is marked
     assert single["body"]["messages"][-1] == {"role": "user", "content": "second"}
+    assert single["body"]["tools"]
     assert all("cache_control" not in t for t in single["body"]["tools"])
     # cache sharing off: no header, no markers
     assert "X-DashScope-CacheControl" not in off["headers"]

@@ -136,7 +136,9 @@ def test_boundary_in_a_pool_worker_sends_no_pipelined_suggestion(harness: Any) -
             assert isinstance(end, Boundary) and end.reason == BoundaryReason("shell", "git push")
             assert handle.dead is not None
             await asyncio.wait_for(asyncio.shield(handle.dead), 5)
-            await asyncio.sleep(0.05)
+            # A pipelined suggestion is asked of the model first, and the worker waits for
+            # the answer: dead, it never asked (the server logs a request on arrival).
+            assert [r for r in h.server.requests if r["purpose"] == "pipelined"] == []
             assert events.queue.empty()
             h.cleanup()
             assert not (speculation_base_dir() / str(handle.pid)).exists()
