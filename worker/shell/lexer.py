@@ -586,101 +586,124 @@ class _Scanner:
     # -- main loop -------------------------------------------------------------------------
 
     def run(self) -> None:
-        s = self.s
         i = 0
         while i < self.n:
-            c = s[i]
-            if c == "\\":
-                if self.peek(i + 1) == "\n":
-                    i += 2
-                    continue
-                self.emit(s[i : i + 2])
-                i += 2
-            elif c == "'":
-                i = self.single_quoted(i)
-            elif c == '"':
-                i = self.double_quoted(i)
-            elif c == "`":
-                i = self.backtick(i)
-            elif c == "$":
-                i = self.dollar(i, in_double_quotes=False)
-            elif c in "<>" and self.peek(i + 1) == "(":
-                self.find(f"substitution:{c}(...)")
-                self.emit(c)
-                i = self.balanced_parens(i + 1)
-            elif c == ">":
-                i = self.output_redirect(i)
-            elif c == "<":
-                i = self.input_redirect(i)
-            elif c == "#" and self.at_word_start():
-                nl = s.find("\n", i)
-                i = self.n if nl < 0 else nl
-            elif c == "(" and self.peek(i + 1) == "(" and self.at_word_start():
-                # "((" opening a command is bash's arithmetic command.
-                self.find("arithmetic:((...))")
-                self.paren += 1
-                self.emit(c)
-                i += 1
-            elif c == "(":
-                self.paren += 1
-                self.emit(c)
-                i += 1
-            elif c == ")":
-                self.paren -= 1
-                if self.paren < 0:
-                    raise ScanError("unbalanced ')'")
-                self.emit(c)
-                i += 1
-            elif c == "{" and self.at_word_start() and self.peek(i + 1) in ("", " ", "\t", "\n"):
-                self.brace += 1
-                self.emit(c)
-                i += 1
-            elif c == "}" and self.at_word_start() and self.peek(i + 1) in _METACHARS | {""}:
-                if self.brace > 0:
-                    self.brace -= 1
-                self.emit(c)
-                i += 1
-            elif c == "}" and self.peek(i + 1) in "<>" and self.peek(i + 1) != "":
-                # "{name}>file" allocates a descriptor and assigns it to a variable.
-                if re.search(r"\{[A-Za-z_][A-Za-z0-9_]*\Z", self.tail(256)):
-                    self.find("redirect:{var}")
-                self.emit(c)
-                i += 1
-            elif c == "\n":
-                i = self.newline(i)
-            elif c == ";":
-                if self.peek(i + 1) == ";":
-                    # ";;" only exists in case, which is refused anyway; bash rejects it
-                    # anywhere else, so it is a scan error (not a separator to drop).
-                    raise ScanError("';;' outside case")
-                if self.paren or self.brace:
-                    self.emit(c)
-                else:
-                    self.end_statement(";")
-                i += 1
-            elif c == "&":
-                nxt = self.peek(i + 1)
-                if nxt == "&":
-                    self.emit("&&")
-                    i += 2
-                elif (
-                    nxt == ">"
-                    or self.last_unescaped_char() in ("<", ">", "|")
-                    or self.paren
-                    or self.brace
-                ):
-                    self.emit(c)
-                    i += 1
-                else:
-                    self.end_statement("&")
-                    i += 1
-            else:
-                self.emit(c)
-                i += 1
+            i = self.step(i)
         if self.pending:
             raise ScanError("here-document not terminated")
         if self.paren:
             raise ScanError("unbalanced '('")
+
+    def step(self, i: int) -> int:
+        """Read the piece of input starting at ``i``; returns the index after it."""
+        c = self.s[i]
+        if c == "\\":
+            return self.backslash(i)
+        if c == "'":
+            return self.single_quoted(i)
+        if c == '"':
+            return self.double_quoted(i)
+        if c == "`":
+            return self.backtick(i)
+        if c == "$":
+            return self.dollar(i, in_double_quotes=False)
+        if c in "<>":
+            return self.angle_bracket(i)
+        if c == "#" and self.at_word_start():
+            nl = self.s.find("\n", i)
+            return self.n if nl < 0 else nl
+        if c in "()":
+            return self.parenthesis(i)
+        if c in "{}":
+            return self.brace_char(i)
+        if c == "\n":
+            return self.newline(i)
+        if c == ";":
+            return self.semicolon(i)
+        if c == "&":
+            return self.ampersand(i)
+        self.emit(c)
+        return i + 1
+
+    def backslash(self, i: int) -> int:
+        if self.peek(i + 1) == "\n":
+            return i + 2  # line continuation: bash drops it
+        self.emit(self.s[i : i + 2])
+        return i + 2
+
+    def angle_bracket(self, i: int) -> int:
+        c = self.s[i]
+        if self.peek(i + 1) == "(":
+            self.find(f"substitution:{c}(...)")
+            self.emit(c)
+            return self.balanced_parens(i + 1)
+        if c == ">":
+            return self.output_redirect(i)
+        return self.input_redirect(i)
+
+    def parenthesis(self, i: int) -> int:
+        c = self.s[i]
+        if c == "(":
+            if self.peek(i + 1) == "(" and self.at_word_start():
+                # "((" opening a command is bash's arithmetic command.
+                self.find("arithmetic:((...))")
+            self.paren += 1
+        else:
+            self.paren -= 1
+            if self.paren < 0:
+                raise ScanError("unbalanced ')'")
+        self.emit(c)
+        return i + 1
+
+    def brace_char(self, i: int) -> int:
+        """``{``/``}``: a group's braces are counted (a ``;`` inside does not end the
+        statement) and ``{name}>`` is a redirection; any other brace is a plain character."""
+        c = self.s[i]
+        nxt = self.peek(i + 1)
+        if c == "{":
+            if self.at_word_start() and nxt in ("", " ", "\t", "\n"):
+                self.brace += 1
+        elif self.at_word_start() and nxt in _METACHARS | {""}:
+            if self.brace > 0:
+                self.brace -= 1
+        elif (
+            nxt in "<>"
+            and nxt != ""
+            and re.search(r"\{[A-Za-z_][A-Za-z0-9_]*\Z", self.tail(256))
+        ):
+            # "{name}>file" allocates a descriptor and assigns it to a variable.
+            self.find("redirect:{var}")
+        self.emit(c)
+        return i + 1
+
+    def semicolon(self, i: int) -> int:
+        if self.peek(i + 1) == ";":
+            # ";;" only exists in case, which is refused anyway; bash rejects it anywhere
+            # else, so it is a scan error (not a separator to drop).
+            raise ScanError("';;' outside case")
+        if self.paren or self.brace:
+            self.emit(";")
+        else:
+            self.end_statement(";")
+        return i + 1
+
+    def ampersand(self, i: int) -> int:
+        nxt = self.peek(i + 1)
+        if nxt == "&":
+            self.emit("&&")
+            return i + 2
+        # "&>", ">&", "<&", "|&" are redirections, and inside a group "&" does not end
+        # the statement the classifier reads.
+        if (
+            nxt == ">"
+            or self.last_unescaped_char() in ("<", ">", "|")
+            or self.paren
+            or self.brace
+        ):
+            self.emit("&")
+        else:
+            self.end_statement("&")
+        return i + 1
 
     def newline(self, i: int) -> int:
         tail = self.tail(64).rstrip(" \t")
@@ -750,65 +773,33 @@ class WordInfo:
 def analyze_word(raw: str) -> WordInfo:
     """Quote removal on ``raw`` (one shell word's source text), tracking expansions."""
     out: list[str] = []
-    static = True
+    # Tilde expansion (~, ~/x, ~user, ~+, ~-): bash replaces it with a directory, so the
+    # word's text is not what the command sees (found by scripts/fuzz_shell.py).
+    static = not raw.startswith("~")
     glob = False
     quoted = False
     # Unquoted brace characters and separators, as (index in out, char).
     brace_marks: list[tuple[int, str]] = []
     i = 0
     n = len(raw)
-    if raw.startswith("~"):
-        # Tilde expansion (~, ~/x, ~user, ~+, ~-): bash replaces it with a directory, so the
-        # word's text is not what the command sees (found by scripts/fuzz_shell.py).
-        static = False
     while i < n:
         c = raw[i]
         if c == "\\":
             quoted = True
-            if i + 1 < n:
-                out.append(raw[i + 1])
+            out.append(raw[i + 1 : i + 2])
             i += 2
-        elif c == "'":
+        elif c in "'\"" or raw.startswith("$'", i):
             quoted = True
-            try:
-                end = single_quote_end(raw, i)
-            except ScanError:
-                static = False  # unterminated: not a word bash would read; never literal
-                end = n + 1
-            out.append(raw[i + 1 : end - 1])
-            i = end
-        elif c == '"':
-            quoted = True
-            try:
-                double_quote_end(raw, i)
-            except ScanError:
-                static = False
-            j = i + 1
-            while j < n and raw[j] != '"':
-                ch = raw[j]
-                if ch == "\\" and j + 1 < n and raw[j + 1] in '$`"\\\n':
-                    out.append(raw[j + 1])
-                    j += 2
-                    continue
-                if ch == "`" or (ch == "$" and _starts_expansion(raw, j)):
-                    static = False
-                out.append(ch)
-                j += 1
-            i = j + 1
+            text, i, understood = _quoted_part(raw, i)
+            out.append(text)
+            static = static and understood
         elif c == "$":
-            nxt = raw[i + 1] if i + 1 < n else ""
-            if nxt == "'":
-                quoted = True
-                decoded, i, ok = _ansi_c(raw, i + 2)
-                out.append(decoded)
-                static = static and ok
-            elif nxt == '"':
-                i += 1
-            else:
-                if _starts_expansion(raw, i):
-                    static = False
-                out.append("$")
-                i += 1
+            if raw.startswith('$"', i):
+                i += 1  # locale translation: the "..." that follows is read as such
+                continue
+            static = static and not _starts_expansion(raw, i)
+            out.append("$")
+            i += 1
         elif c == "`":
             static = False
             out.append(c)
@@ -817,14 +808,11 @@ def analyze_word(raw: str) -> WordInfo:
             glob = True
             out.append(c)
             i += 1
-        elif c in "{},":
-            brace_marks.append((len("".join(out)), c))
-            out.append(c)
-            i += 1
-        elif c == "." and raw.startswith("..", i):
-            brace_marks.append((len("".join(out)), ".."))
-            out.append("..")
-            i += 2
+        elif c in "{}," or raw.startswith("..", i):
+            mark = ".." if c == "." else c
+            brace_marks.append((len("".join(out)), mark))
+            out.append(mark)
+            i += len(mark)
         else:
             out.append(c)
             i += 1
@@ -836,6 +824,45 @@ def analyze_word(raw: str) -> WordInfo:
         brace=_has_brace_expansion(brace_marks),
         quoted=quoted,
     )
+
+
+def _quoted_part(raw: str, i: int) -> tuple[str, int, bool]:
+    """The text of the ``'...'``, ``"..."`` or ``$'...'`` at ``i`` after quote removal,
+    the index after it, and whether it is static (no expansion, properly closed)."""
+    if raw[i] == "$":
+        return _ansi_c(raw, i + 2)
+    if raw[i] == "'":
+        try:
+            end = single_quote_end(raw, i)
+        except ScanError:
+            # unterminated: not a word bash would read; never literal
+            return raw[i + 1 :], len(raw) + 1, False
+        return raw[i + 1 : end - 1], end, True
+    return _double_quoted_part(raw, i)
+
+
+def _double_quoted_part(raw: str, i: int) -> tuple[str, int, bool]:
+    """``"..."`` at ``i``: only ``$``, backtick, ``"``, backslash and newline can be escaped
+    in it, and ``$``/backtick still expand."""
+    try:
+        double_quote_end(raw, i)
+        static = True
+    except ScanError:
+        static = False
+    out: list[str] = []
+    n = len(raw)
+    j = i + 1
+    while j < n and raw[j] != '"':
+        ch = raw[j]
+        if ch == "\\" and j + 1 < n and raw[j + 1] in '$`"\\\n':
+            out.append(raw[j + 1])
+            j += 2
+            continue
+        if ch == "`" or (ch == "$" and _starts_expansion(raw, j)):
+            static = False
+        out.append(ch)
+        j += 1
+    return "".join(out), j + 1, static
 
 
 def _starts_expansion(s: str, i: int) -> bool:
