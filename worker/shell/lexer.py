@@ -335,12 +335,6 @@ class _Scanner:
         self.emit(self.s[i:end])
         return end
 
-    def ansi_c_quoted(self, i: int) -> int:
-        """``$'...'`` starting at ``i`` (the ``$``)."""
-        end = ansi_c_quote_end(self.s, i)
-        self.emit(self.s[i:end])
-        return end
-
     def double_quoted(self, i: int) -> int:
         """``"..."`` starting at ``i``; line continuations inside are removed."""
         self.emit('"')
@@ -466,7 +460,9 @@ class _Scanner:
         if nxt == "{":
             return self.braced_parameter(i)
         if nxt == "'" and not in_double_quotes:
-            return self.ansi_c_quoted(i)
+            end = ansi_c_quote_end(self.s, i)
+            self.emit(self.s[i:end])
+            return end
         if nxt == '"' and not in_double_quotes:
             self.emit("$")
             return self.double_quoted(i + 1)
@@ -474,28 +470,6 @@ class _Scanner:
         return i + 1
 
     # -- redirections --------------------------------------------------------------------------
-
-    def read_word(self, i: int) -> tuple[str, int]:
-        """Raw text of the unquoted-metachar-delimited word at ``i`` (quotes kept)."""
-        j = i
-        while j < self.n and self.s[j] not in _METACHARS:
-            c = self.s[j]
-            if c == "\\":
-                j += 2
-                continue
-            if c == "'":
-                j = single_quote_end(self.s, j)
-                continue
-            if c == '"':
-                j = double_quote_end(self.s, j)
-                continue
-            j += 1
-        return self.s[i : min(j, self.n)], min(j, self.n)
-
-    def skip_blanks(self, i: int) -> int:
-        while i < self.n and self.s[i] in _BLANKS:
-            i += 1
-        return i
 
     def output_redirect(self, i: int) -> int:
         """Unquoted ``>`` at ``i``; an ``&`` just before it makes it ``&>``."""
@@ -507,7 +481,7 @@ class _Scanner:
         if self.last_unescaped_char() == "&":
             op = "&" + op
         self.emit(self.s[i:j])
-        word, _end = self.read_word(self.skip_blanks(j))
+        word, _end = _word_at(self.s, _skip_blanks(self.s, j))
         if op == ">&" and re.fullmatch(r"[0-9]+-?|-", word):
             return j  # descriptor duplication or close
         if analyze_word(word).literal_value() not in SAFE_SINKS:
@@ -530,8 +504,7 @@ class _Scanner:
             self.emit("<&")
             return j + 1
         self.emit("<")
-        k = self.skip_blanks(j)
-        word, _end = self.read_word(k)
+        word, _end = _word_at(self.s, _skip_blanks(self.s, j))
         if "/dev/tcp/" in word or "/dev/udp/" in word:
             self.find("redirect:/dev/tcp")
         return j
@@ -540,9 +513,9 @@ class _Scanner:
         strip = self.s.startswith("<<-", i)
         op_len = 3 if strip else 2
         self.emit(self.s[i : i + op_len])
-        j = self.skip_blanks(i + op_len)
+        j = _skip_blanks(self.s, i + op_len)
         self.emit(self.s[i + op_len : j])
-        word, end = self.read_word(j)
+        word, end = _word_at(self.s, j)
         if not word:
             raise ScanError("missing here-document delimiter")
         if any(c in word for c in "'\"\\"):
@@ -598,7 +571,9 @@ class _Scanner:
         """Read the piece of input starting at ``i``; returns the index after it."""
         c = self.s[i]
         if c == "\\":
-            return self.backslash(i)
+            if self.peek(i + 1) != "\n":  # a line continuation is dropped, as bash does
+                self.emit(self.s[i : i + 2])
+            return i + 2
         if c == "'":
             return self.single_quoted(i)
         if c == '"':
@@ -612,24 +587,14 @@ class _Scanner:
         if c == "#" and self.at_word_start():
             nl = self.s.find("\n", i)
             return self.n if nl < 0 else nl
-        if c in "()":
-            return self.parenthesis(i)
-        if c in "{}":
-            return self.brace_char(i)
+        if c in "(){}":
+            return self.grouping(i)
         if c == "\n":
             return self.newline(i)
-        if c == ";":
-            return self.semicolon(i)
-        if c == "&":
-            return self.ampersand(i)
+        if c in ";&":
+            return self.separator(i)
         self.emit(c)
         return i + 1
-
-    def backslash(self, i: int) -> int:
-        if self.peek(i + 1) == "\n":
-            return i + 2  # line continuation: bash drops it
-        self.emit(self.s[i : i + 2])
-        return i + 2
 
     def angle_bracket(self, i: int) -> int:
         c = self.s[i]
@@ -641,26 +606,22 @@ class _Scanner:
             return self.output_redirect(i)
         return self.input_redirect(i)
 
-    def parenthesis(self, i: int) -> int:
+    def grouping(self, i: int) -> int:
+        """A parenthesis or brace. Subshell and group depths are counted (a ``;`` inside
+        does not end the statement) and ``{name}>`` is a redirection; any other brace is a
+        plain character."""
         c = self.s[i]
+        nxt = self.peek(i + 1)
         if c == "(":
-            if self.peek(i + 1) == "(" and self.at_word_start():
+            if nxt == "(" and self.at_word_start():
                 # "((" opening a command is bash's arithmetic command.
                 self.find("arithmetic:((...))")
             self.paren += 1
-        else:
+        elif c == ")":
             self.paren -= 1
             if self.paren < 0:
                 raise ScanError("unbalanced ')'")
-        self.emit(c)
-        return i + 1
-
-    def brace_char(self, i: int) -> int:
-        """``{``/``}``: a group's braces are counted (a ``;`` inside does not end the
-        statement) and ``{name}>`` is a redirection; any other brace is a plain character."""
-        c = self.s[i]
-        nxt = self.peek(i + 1)
-        if c == "{":
+        elif c == "{":
             if self.at_word_start() and nxt in ("", " ", "\t", "\n"):
                 self.brace += 1
         elif self.at_word_start() and nxt in _METACHARS | {""}:
@@ -676,33 +637,23 @@ class _Scanner:
         self.emit(c)
         return i + 1
 
-    def semicolon(self, i: int) -> int:
-        if self.peek(i + 1) == ";":
+    def separator(self, i: int) -> int:
+        """``;`` or ``&``: the end of a statement, unless inside a group or part of an
+        operator (``&&``, ``&>``, ``>&``, ``<&``, ``|&``)."""
+        c = self.s[i]
+        nxt = self.peek(i + 1)
+        if c == ";" and nxt == ";":
             # ";;" only exists in case, which is refused anyway; bash rejects it anywhere
             # else, so it is a scan error (not a separator to drop).
             raise ScanError("';;' outside case")
-        if self.paren or self.brace:
-            self.emit(";")
-        else:
-            self.end_statement(";")
-        return i + 1
-
-    def ampersand(self, i: int) -> int:
-        nxt = self.peek(i + 1)
-        if nxt == "&":
+        if c == "&" and nxt == "&":
             self.emit("&&")
             return i + 2
-        # "&>", ">&", "<&", "|&" are redirections, and inside a group "&" does not end
-        # the statement the classifier reads.
-        if (
-            nxt == ">"
-            or self.last_unescaped_char() in ("<", ">", "|")
-            or self.paren
-            or self.brace
-        ):
-            self.emit("&")
+        redirection = c == "&" and (nxt == ">" or self.last_unescaped_char() in ("<", ">", "|"))
+        if redirection or self.paren or self.brace:
+            self.emit(c)
         else:
-            self.end_statement("&")
+            self.end_statement(c)
         return i + 1
 
     def newline(self, i: int) -> int:
@@ -715,6 +666,32 @@ class _Scanner:
         if self.pending:
             return self.heredoc_bodies(i + 1)
         return i + 1
+
+
+def _word_at(s: str, i: int) -> tuple[str, int]:
+    """Raw text of the unquoted-metachar-delimited word at ``i`` (quotes kept), and the
+    index after it."""
+    n = len(s)
+    j = i
+    while j < n and s[j] not in _METACHARS:
+        c = s[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "'":
+            j = single_quote_end(s, j)
+            continue
+        if c == '"':
+            j = double_quote_end(s, j)
+            continue
+        j += 1
+    return s[i : min(j, n)], min(j, n)
+
+
+def _skip_blanks(s: str, i: int) -> int:
+    while i < len(s) and s[i] in _BLANKS:
+        i += 1
+    return i
 
 
 def scan(command: str) -> Scan:
