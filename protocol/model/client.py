@@ -225,12 +225,14 @@ class ModelClient:
         self,
         method: str,
         url: str,
-        *,
         content: bytes | None,
         headers: dict[str, str],
+        *,
         stream: bool,
+        deadline: float | None,
     ) -> httpx.Response:
-        """``_attempt`` with retries (429, 5xx, connection failures)."""
+        """``_attempt`` with retries (429, 5xx, connection failures), all given up at
+        ``deadline`` (the optional limit on the whole request)."""
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._max_retries + 1),
             wait=self._wait,
@@ -241,33 +243,17 @@ class ModelClient:
         response: httpx.Response | None = None
         attempts = 0
         try:
-            async for attempt in retrying:
-                with attempt:
-                    attempts = attempt.retry_state.attempt_number
-                    response = await self._attempt(method, url, content, headers, stream)
+            async with asyncio.timeout_at(deadline):
+                async for attempt in retrying:
+                    with attempt:
+                        attempts = attempt.retry_state.attempt_number
+                        response = await self._attempt(method, url, content, headers, stream)
+        except TimeoutError:
+            raise self._errors.total_timeout() from None
         except ModelError as exc:
             raise exc.with_attempts(attempts) from exc.__cause__
         assert response is not None
         return response
-
-    async def _send_before(
-        self,
-        deadline: float | None,
-        method: str,
-        url: str,
-        content: bytes | None,
-        headers: dict[str, str],
-        *,
-        stream: bool,
-    ) -> httpx.Response:
-        """``_send``, given up at ``deadline`` (the optional limit on the whole request)."""
-        try:
-            async with asyncio.timeout_at(deadline):
-                return await self._send(
-                    method, url, content=content, headers=headers, stream=stream
-                )
-        except TimeoutError:
-            raise self._errors.total_timeout() from None
 
     def _deadline(self) -> float | None:
         if self._total_timeout_s is None:
@@ -288,7 +274,7 @@ class ModelClient:
         headers = self._headers(req.purpose, stream=True)
         deadline = self._deadline()
         log.debug("model request purpose=%s model=%s stream=true", req.purpose, req.model)
-        response = await self._send_before(deadline, "POST", url, content, headers, stream=True)
+        response = await self._send("POST", url, content, headers, stream=True, deadline=deadline)
         try:
             assembler = StreamAssembler()
             started = False
@@ -378,9 +364,8 @@ class ModelClient:
         content = encode_body(self.build_body(req, stream=False))
         headers = self._headers(req.purpose, stream=False)
         log.debug("model request purpose=%s model=%s stream=false", req.purpose, req.model)
-        response = await self._send_before(
-            self._deadline(), "POST", url, content, headers, stream=False
-        )
+        deadline = self._deadline()
+        response = await self._send("POST", url, content, headers, stream=False, deadline=deadline)
         try:
             result = parse_completion(
                 msgspec.json.decode(response.content), response.headers.get("x-request-id")
@@ -399,9 +384,8 @@ class ModelClient:
         headers = self._headers("main", stream=False)
         headers.pop(DASHSCOPE_CACHE_HEADER, None)
         url = f"{self._base_url}/models"
-        response = await self._send_before(
-            self._deadline(), "GET", url, None, headers, stream=False
-        )
+        deadline = self._deadline()
+        response = await self._send("GET", url, None, headers, stream=False, deadline=deadline)
         try:
             payload = msgspec.json.decode(response.content)
         except msgspec.DecodeError:
