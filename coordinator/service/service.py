@@ -196,7 +196,7 @@ class Service:
             self.pool,
             lambda req_id: status_reply(self, req_id),
         )
-        speculation.on_change = live.poke
+        speculation.board.on_change = live.poke
 
         async def on_event(handle: WorkerHandle, event: WorkerEvent) -> None:
             await router.on_event(handle, event)

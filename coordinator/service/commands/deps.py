@@ -17,7 +17,7 @@ from coordinator.service.emitter import Emitter
 from coordinator.service.live_hub import LiveHub
 from coordinator.service.live_state import LiveState
 from coordinator.service.ports import PoolView, ReplySink
-from coordinator.service.speculation import AbortCause, Branch, Suggestion
+from coordinator.service.speculation import AbortCause, BranchRun, Suggestion
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall
@@ -85,7 +85,7 @@ class SpeculationControl(Protocol):
 
     def matches(self, text: str) -> bool: ...
 
-    def typed_match(self, text: str) -> Branch | None: ...
+    def typed_match(self, text: str) -> BranchRun | None: ...
 
     def cancel_accept(self, req_id: int | None = None) -> bool: ...
 

@@ -137,6 +137,10 @@ class Workers:
         handle.state = WorkerState.IDLE
         handle.job_id = handle.job_kind = handle.overlay_dir = None
 
+    def mark_stopping(self, handle: WorkerHandle) -> None:
+        if handle.state is not WorkerState.DEAD:
+            handle.state = WorkerState.STOPPING
+
     async def kill(self, handle: WorkerHandle, reason: str) -> float:
         self.killed.append((handle, reason))
         await self.die(handle)

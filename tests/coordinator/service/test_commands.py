@@ -28,7 +28,7 @@ from coordinator.service.speculation import (
     AbortCause,
     AcceptCancelled,
     AcceptFallback,
-    Branch,
+    BranchRun,
     Debounced,
     Speculation,
     Suggestion,
@@ -149,7 +149,7 @@ class Manager:
         self.log = log
         self.sent = sent
         self.current: Suggestion | None = None
-        self.typed_branch: Branch | None = None  # what typed_match finds
+        self.typed_branch: BranchRun | None = None  # what typed_match finds
         self.accepting: float | Exception = 1.5
         self.waiting_typed: set[int] = set()  # typed prompts waiting for their speculation
         self.stats = Stats()
@@ -164,7 +164,7 @@ class Manager:
     def matches(self, text: str) -> bool:
         return self.current is not None and self.current.text == text.strip()
 
-    def typed_match(self, text: str) -> Branch | None:
+    def typed_match(self, text: str) -> BranchRun | None:
         return self.typed_branch
 
     async def typed(self, text: str) -> None:
@@ -405,7 +405,7 @@ def test_typing_something_else_says_which_speculation_was_thrown_away(
 def test_a_typed_out_predicted_prompt_uses_its_branch(status: SpeculationStatus, said: str) -> None:
     deps = Deps()
     deps.speculation.offer("add a test", "running")
-    deps.speculation.typed_branch = Branch(
+    deps.speculation.typed_branch = BranchRun(
         2, "show the diff", Speculation("s2", "x", status=status)
     )
     run(chat_commands.ask(deps, b"c", ask("show the diff")))
@@ -419,7 +419,7 @@ def test_a_typed_out_predicted_prompt_uses_its_branch(status: SpeculationStatus,
 def test_a_line_enter_filled_and_sent_unchanged_is_an_enter_accept() -> None:
     deps = Deps()
     deps.speculation.offer("add a test", "running")
-    deps.speculation.typed_branch = Branch(
+    deps.speculation.typed_branch = BranchRun(
         1, "show the diff", Speculation("s2", "x", status="completed")
     )
     run(chat_commands.ask(deps, b"c", ask("show the diff", accept_method="typed", filled=True)))
@@ -450,7 +450,7 @@ def test_cancel_reaches_a_typed_prompt_waiting_for_its_speculation() -> None:
 
 def test_a_cancelled_typed_prompt_ends_its_turn_and_runs_nothing() -> None:
     deps = Deps()
-    deps.speculation.typed_branch = Branch(0, "show the diff", Speculation("s", "x"))
+    deps.speculation.typed_branch = BranchRun(0, "show the diff", Speculation("s", "x"))
     deps.speculation.accepting = AcceptCancelled()
     run(chat_commands.ask(deps, b"c", ask("show the diff")))
     [end] = deps.replies.of(TurnEnded)
