@@ -11,7 +11,6 @@ a rebinding host name, a POST from another origin are refused in the browser.
 from __future__ import annotations
 
 import http.server
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import pytest
 
 from coordinator.service.history import HistoryStore
 from protocol.inert_text import inert
-from tests.coordinator.e2e import FIX, scenario_variant
+from tests.coordinator.e2e import FIX, scenario_variant, start_playing
 from tests.support import Specrun, local_http_server, wait_until
 from tests.web_support import WebView, browser, need_chromium, web_view
 
@@ -64,11 +63,7 @@ def _hostile(rules: list[Any]) -> None:
 @pytest.fixture
 def hostile(specrun: Specrun, tmp_path: Path) -> Iterator[Specrun]:
     need_chromium()
-    scenario = scenario_variant(tmp_path, _hostile)
-    settings = specrun.project / ".specrun" / "settings.json"
-    settings.parent.mkdir(exist_ok=True)
-    settings.write_text(json.dumps({"scenario": str(scenario)}))
-    specrun.run("start", "--approval-mode", "auto-edit", check=True)
+    start_playing(specrun, scenario_variant(tmp_path, _hostile))
     try:
         yield specrun
     finally:
