@@ -178,8 +178,8 @@ async def summarize(
     kept_facts: str,
 ) -> Summary:
     """The summary of ``old`` (the part of the view being replaced, maybe starting with
-    the earlier summary), ending with ``kept_facts`` (``facts`` of everything it stands
-    for). ``input_tokens`` bounds the transcript the fast model reads (its oldest part
+    the earlier summary), ending with ``kept_facts`` (``Summarized.text`` of everything it
+    stands for). ``input_tokens`` bounds the transcript the fast model reads (its oldest part
     is dropped first)."""
     text = transcript(old)
     if estimate_tokens(text) > input_tokens:
