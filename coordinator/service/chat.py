@@ -108,6 +108,7 @@ class MainChat:
         loaded = self.history_store.load_report()
         self.history: list[Message] = loaded.messages  # the compacted view, if compacted
         self.compactions = len(loaded.compactions)
+        self._summarized = compaction.Summarized.of_session(loaded.full_messages, loaded.messages)
         self.session_id = self.history_store.current_session().session_id
         configured = settings.context_window
         self.context = ContextMeter(
@@ -400,14 +401,13 @@ class MainChat:
             log.info("nothing to compact (%d messages)", len(self.history))
             return False
         old, kept = self.history[:cut], self.history[cut:]
-        full = await asyncio.to_thread(lambda: self.history_store.load_report().full_messages)
-        stands_for = full[: len(full) - len(kept)]
+        summarized = self._summarized.plus(old)
         summary = await compaction.summarize(
             self.model,
             self.fast_model,
             old,
             input_tokens=context.window // 2,
-            kept_facts=compaction.facts(stands_for),
+            kept_facts=summarized.text(),
         )
         message = compaction.summary_message(summary.text)
         compacted = [message, *kept]
@@ -422,7 +422,7 @@ class MainChat:
             by=summary.by,
         )
         await asyncio.to_thread(self.history_store.append_compaction, record)
-        self.history = compacted
+        self.history, self._summarized = compacted, summarized
         context.forget()
         context.last_estimate = after
         self.compactions += 1
@@ -667,6 +667,7 @@ class MainChat:
         self.session_turns = 0
         self.session_tokens = 0
         self.compactions = 0
+        self._summarized = compaction.Summarized()
         self.context.forget()
 
     def turn_slot(self) -> asyncio.Lock:
