@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--window", type=int, default=32_768)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--hog", type=int, default=0, help="busy-looping processes beside it")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
