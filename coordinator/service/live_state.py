@@ -374,7 +374,7 @@ class LiveState:
         return await asyncio.to_thread(self._measure, handles, containment)
 
     def _measure(self, handles: list[WorkerHandle], containment: Any) -> LiveWorkers:
-        from coordinator.service.speculation import tree_cpu_seconds
+        from coordinator.service.speculation.cpu import tree_cpu_seconds
 
         now = time.monotonic()
         out = []

@@ -382,6 +382,12 @@ class WorkerPool:
         except zmq.ZMQError as exc:  # EHOSTUNREACH: the worker is gone
             raise WorkerStartError(f"worker {handle.pid} is unreachable: {exc}") from None
 
+    def mark_stopping(self, handle: WorkerHandle) -> None:
+        """Its job is over and the worker exits by itself (a speculation's worker after its
+        final event and pipelined step); one whose exit was seen already stays dead."""
+        if handle.state is not WorkerState.DEAD:
+            handle.state = WorkerState.STOPPING
+
     def release(self, handle: WorkerHandle) -> None:
         """A tool job finished; the worker is reusable."""
         if handle.state is WorkerState.BUSY:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from coordinator.service.chat import MainChat
     from coordinator.service.live_state import LiveState
     from coordinator.service.pool import WorkerHandle
+    from coordinator.service.session import Session
     from coordinator.service.speculation import SpeculationManager
     from protocol.work import WorkerEvent
 
@@ -107,6 +108,7 @@ class Service:
         self.base_url = ""
         self._chat: MainChat | None = None
         self._speculation: SpeculationManager | None = None
+        self._session: Session | None = None
         self._ctx = zmq.asyncio.Context()
         self._control: zmq.asyncio.Socket | None = None
         self._replies = codec.coordinator_to_client()
@@ -168,6 +170,7 @@ class Service:
         from coordinator.service.live_state import LiveState
         from coordinator.service.model_endpoint import open_model_endpoint
         from coordinator.service.routing import WorkerEventRouter
+        from coordinator.service.session import Session
         from coordinator.service.speculation import SpeculationManager
 
         state_dir(self.project_root)  # with its .gitignore, before anything is written there
@@ -185,6 +188,7 @@ class Service:
         self._speculation = speculation = SpeculationManager(
             self.project_root, self.settings, self.pool, chat, model_client, base_url=self.base_url
         )
+        self._session = Session(chat, speculation, self.settings)
         # A worker's events go to whoever gave it its job: the chat's tool calls to the
         # chat, speculations to the speculation manager.
         router = WorkerEventRouter({"tool": chat, "speculation": speculation})
@@ -196,7 +200,7 @@ class Service:
             self.pool,
             lambda req_id: status_reply(self, req_id),
         )
-        speculation.on_change = live.poke
+        speculation.board.on_change = live.poke
 
         async def on_event(handle: WorkerHandle, event: WorkerEvent) -> None:
             await router.on_event(handle, event)
@@ -285,7 +289,7 @@ class Service:
         """The model is the embedded scripted one (no endpoint is configured)."""
         return self.model_server is not None
 
-    # The chat and the speculation manager exist once the service has started; the
+    # The chat, the speculation manager and the session exist once the service has started; the
     # control socket, which is all that uses them, opens only after that.
 
     @property
@@ -293,6 +297,12 @@ class Service:
         if self._chat is None:
             raise RuntimeError("the service has not started: there is no chat yet")
         return self._chat
+
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            raise RuntimeError("the service has not started: there is no session yet")
+        return self._session
 
     @property
     def live(self) -> LiveState:

@@ -12,14 +12,13 @@ import pytest
 
 from coordinator.service.pool import WorkerHandle
 from coordinator.service.speculation import (
-    MOVES,
-    TERMINAL,
     AcceptFallback,
     Debounced,
     Speculation,
     SpeculationManager,
     Suggestion,
 )
+from coordinator.service.speculation.record import MOVES, TERMINAL
 from protocol.control import SpeculationStatus, WorkerState
 
 STATUSES: tuple[SpeculationStatus, ...] = typing.get_args(SpeculationStatus)

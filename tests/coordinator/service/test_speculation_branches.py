@@ -17,9 +17,9 @@ from coordinator.scripted_model import ScriptedModelServer
 from coordinator.service.emitter import Emitter
 from coordinator.service.pool import WorkerHandle
 from coordinator.service.routing import WorkerEventRouter
-from coordinator.service.speculation import (
+from coordinator.service.speculation import SpeculationManager
+from coordinator.service.speculation.scheduler import (
     BranchRoom,
-    SpeculationManager,
     branch_decision,
     max_running_branches,
 )

@@ -289,7 +289,7 @@ def test_ctrl_c_stops_a_typed_prompt_waiting_for_its_speculation(place: Place) -
             await manager.offer(SUGGESTION, delay_s=0)
             handle, job = the_job(workers)
             waiting = asyncio.ensure_future(manager.accept("typed", Emitter(Replies(), b"c", 9)))
-            await until(lambda: manager.cancel_accept(8) is False and 9 in manager._cancels)
+            await until(lambda: manager.cancel_accept(8) is False and manager.acceptor.waiting(9))
             assert not waiting.done()
             assert manager.cancel_accept(9)
             with pytest.raises(AcceptCancelled):

@@ -1,0 +1,113 @@
+"""The suggestion the person sees: one predicted next prompt, or with
+``speculationBranches`` N > 1 up to N ranked ones, each a ``BranchRun`` with its own
+speculation. ``protocol.control.Branch`` is what the wire says of a ``BranchRun``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from coordinator.service.speculation.record import AbortCause, Speculation
+from protocol.control import Branch, SkipReason
+from protocol.suggestion import is_typed_prefix, matches_prompt
+
+SUGGESTION_DELAY_MS = 300
+
+
+@dataclass(eq=False)
+class BranchRun:
+    """One ranked guess of a suggestion and its speculation."""
+
+    rank: int
+    text: str
+    speculation: Speculation | None = None
+    skipped: SkipReason | None = None  # why it is not speculated
+    # Why it was dropped while its speculation was being started (killed on arrival).
+    dropped: AbortCause | None = None
+    tried: bool = False  # its speculation was started (or could not be)
+
+    @property
+    def waiting(self) -> bool:
+        """A branch beyond the top one neither started nor skipped: waiting for its turn
+        (``branch_decision``). The top branch is never waiting: it starts at once."""
+        return self.rank > 0 and not self.tried and self.skipped is None and not self.dropped
+
+    def info(self) -> Branch:
+        spec = self.speculation.info() if self.speculation else None
+        return Branch(self.rank, self.text, spec, self.skipped)
+
+
+class Suggestion:
+    """``branches`` holds the live guesses in rank order (never empty: a suggestion whose
+    last branch goes is dismissed); ``text``, ``speculation`` and ``skipped`` are the top
+    live branch's."""
+
+    def __init__(
+        self,
+        text: str | Sequence[str],
+        *,
+        delay_s: float = SUGGESTION_DELAY_MS / 1000,
+        speculation: Speculation | None = None,
+        skipped: SkipReason | None = None,
+    ) -> None:
+        texts = [text] if isinstance(text, str) else list(text)
+        if not texts:
+            raise ValueError("a suggestion needs at least one text")
+        self.branches: list[BranchRun] = [BranchRun(rank, t) for rank, t in enumerate(texts)]
+        self.branches[0].speculation = speculation
+        self.branches[0].skipped = skipped
+        self.created_at = time.monotonic()
+        self.delay_s = delay_s
+        self.settled = False  # its outcome (accepted / ignored) is recorded
+        self.typed_prefix = False  # typing kept it alive (keepSpeculationWhileTyping)
+        self.typed = ""  # the typed text last acted on (clients and tests can see it was)
+
+    @property
+    def top(self) -> BranchRun:
+        return self.branches[0]
+
+    @property
+    def text(self) -> str:
+        return self.top.text
+
+    @property
+    def speculation(self) -> Speculation | None:
+        return self.top.speculation
+
+    @speculation.setter
+    def speculation(self, spec: Speculation | None) -> None:
+        self.top.speculation = spec
+
+    @property
+    def skipped(self) -> SkipReason | None:
+        return self.top.skipped
+
+    @skipped.setter
+    def skipped(self, reason: SkipReason | None) -> None:
+        self.top.skipped = reason
+
+    @property
+    def visible(self) -> bool:
+        return time.monotonic() - self.created_at >= self.delay_s
+
+    def branch(self, rank: int) -> BranchRun | None:
+        """The live branch of that rank, if any."""
+        return next((b for b in self.branches if b.rank == rank), None)
+
+    def speculations(self) -> list[Speculation]:
+        return [b.speculation for b in self.branches if b.speculation is not None]
+
+    def leading_to(self, typed: str) -> list[BranchRun]:
+        """The branches ``typed`` is still a prefix of (case and whitespace ignored)."""
+        return [b for b in self.branches if is_typed_prefix(typed, b.text)]
+
+    def typed_match(self, text: str) -> BranchRun | None:
+        """The best-ranked branch a submitted prompt equals (``matches_prompt``: case,
+        whitespace and a final period ignored) whose speculation completed or still runs."""
+        for branch in self.branches:
+            spec = branch.speculation
+            live = spec is not None and spec.status in ("running", "completed")
+            if live and matches_prompt(text, branch.text):
+                return branch
+        return None
