@@ -46,7 +46,7 @@ MESSAGE_OVERHEAD = 4  # role and separators a chat template adds around every me
 _RUNS = re.compile(r"([A-Za-z]+)|([0-9]+)|(\s+)|([^\x00-\x7f])")
 
 CACHED_FROM_CHARS = 512  # shorter texts are counted faster than they are hashed
-CACHE_ENTRIES = 4096  # digests (16 bytes each), not texts: a few hundred KB at most
+CACHE_ENTRIES = 4096  # digests (16 bytes each), not texts: well under a megabyte
 
 
 class _EstimateCache:
