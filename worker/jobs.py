@@ -70,7 +70,7 @@ from worker.gate import read_only_verdict
 from worker.shell.git_config import git_config_hazard
 from worker.shell.runner import ShellResult
 from worker.speculation import WALL_CLOCK, Emit, LoopEnd, Toolbox, final_event, run_loop
-from worker.tools import DirectAccess, ToolContext, ToolStop, execute
+from worker.tools import DirectAccess, ToolContext, ToolStop, declared_paths, execute
 from worker.tools.reach import read_boundary
 
 if TYPE_CHECKING:
@@ -113,7 +113,9 @@ async def _main_chat_tool(job: RunTool, helper: SandboxHelper) -> tuple[ToolResu
     )
     if call.name in READ_TOOLS and unapproved:
         # Outside the project, or specrun's own state: the user decides what leaves.
-        reason = read_boundary(call.name, call.args(), job.project_root, job.private_paths)
+        reason = read_boundary(
+            call.name, call.args(), declared_paths(call.name), job.project_root, job.private_paths
+        )
         if reason is not None:
             return _refused(call, reason), reason
     if call.name == SHELL_TOOL and unapproved:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
@@ -12,13 +13,13 @@ from overlay import Overlay
 from protocol.approval import ApprovalMode
 from worker.gate import (
     DENIED_TOOLS,
-    PATH_KEYS,
     READ_TOOLS,
     GateDecision,
     OverlayLike,
     evaluate,
-    path_key,
 )
+from worker.tools import PathArg, ToolArgs
+from worker.tools.args import path_fields
 
 
 @pytest.fixture()
@@ -42,16 +43,35 @@ ASKING_MODES = [ApprovalMode.DEFAULT, ApprovalMode.PLAN]
 # -- read tools --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("tool", sorted(READ_TOOLS))
+READ_PATHS = [
+    ("read_file", "file_path"),
+    ("grep_search", "path"),
+    ("glob", "path"),
+    ("list_directory", "path"),
+]
+
+
+@pytest.mark.parametrize(("tool", "key"), READ_PATHS)
 @pytest.mark.parametrize("mode", ALL_MODES)
 def test_read_tools_allowed_with_paths_resolved(
-    tool: str, mode: ApprovalMode, overlay: Overlay, project: Path
+    tool: str, key: str, mode: ApprovalMode, overlay: Overlay, project: Path
 ) -> None:
-    decision = evaluate(tool, {"path": "src/app.py"}, mode, overlay)
+    decision = evaluate(tool, {key: "src/app.py", "pattern": "x"}, mode, overlay)
     assert decision.action == "allow"
     assert decision.reason == f"read_tool:{tool}"
     # not written in this speculation: the real file
-    assert Path(decision.args["path"]) == project / "src" / "app.py"
+    assert Path(decision.args[key]) == project / "src" / "app.py"
+    assert decision.args["pattern"] == "x"  # not a path (glob's: a pattern, kept relative)
+
+
+def test_every_read_tool_is_covered() -> None:
+    assert {tool for tool, _ in READ_PATHS} | {"lsp"} == READ_TOOLS
+
+
+def test_a_read_tool_without_an_implementation_has_no_path(overlay: Overlay) -> None:
+    # lsp is gated as a read but nothing runs it: no argument is taken for a path.
+    decision = evaluate("lsp", {"path": "/etc/passwd"}, "default", overlay)
+    assert decision == GateDecision("allow", "read_tool:lsp", {"path": "/etc/passwd"})
 
 
 def test_read_sees_the_overlay_copy_after_a_write(overlay: Overlay, project: Path) -> None:
@@ -146,31 +166,90 @@ def test_read_rewrite_failure_is_a_boundary(project: Path) -> None:
     assert decision.reason == "path_rewrite_failed:read_file: disk on fire"
 
 
-# -- path keys ---------------------------------------------------------------------------------
+# -- declared path arguments -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("key", PATH_KEYS)
-def test_each_path_key_is_rewritten(key: str, overlay: Overlay, project: Path) -> None:
-    decision = evaluate("write_file", {key: str(project / "a.txt")}, "yolo", overlay)
+class OddWriteArgs(ToolArgs, frozen=True):
+    """A write tool whose path argument has a name no guess would take for a path."""
+
+    destination: Annotated[str, PathArg("write")]
+    body: str = ""
+
+
+class OddReadArgs(ToolArgs, frozen=True):
+    where: Annotated[str, PathArg("read")]
+
+
+def _declared(args_type: type[ToolArgs]) -> Any:
+    def paths(name: str) -> Mapping[str, PathArg]:
+        return path_fields(args_type)
+
+    return paths
+
+
+def test_an_unusually_named_write_path_is_gated(overlay: Overlay, project: Path) -> None:
+    odd = _declared(OddWriteArgs)
+    decision = evaluate("write_file", {"destination": ".git/config"}, "yolo", overlay, paths=odd)
+    assert (decision.action, decision.reason) == ("boundary", "protected_path:.git/config")
+    decision = evaluate("write_file", {"destination": "notes.md"}, "yolo", overlay, paths=odd)
     assert decision.action == "redirect"
-    assert Path(decision.args[key]) == overlay.written_files()["a.txt"]
+    assert Path(decision.args["destination"]) == overlay.written_files()["notes.md"]
+    decision = evaluate("write_file", {"file_path": "notes.md"}, "yolo", overlay, paths=odd)
+    assert decision.reason == "path_rewrite_failed:write_file: no path argument"
 
 
-def test_first_present_path_key_wins(overlay: Overlay, project: Path) -> None:
-    args = {"path": str(project / "b.txt"), "file_path": str(project / "a.txt")}
+def test_an_unusually_named_read_path_is_gated(overlay: Overlay, project: Path) -> None:
+    odd = _declared(OddReadArgs)
+    decision = evaluate("read_file", {"where": "/etc/passwd"}, "default", overlay, paths=odd)
+    assert decision.reason == "read_outside_project:read_file"
+    decision = evaluate("read_file", {"where": "src/app.py"}, "default", overlay, paths=odd)
+    assert Path(decision.args["where"]) == project / "src" / "app.py"
+
+
+class CopyArgs(ToolArgs, frozen=True):
+    source: Annotated[str, PathArg("read")]
+    destination: Annotated[str, PathArg("write")]
+
+
+def test_a_write_tools_read_path_is_held_to_the_read_rule(
+    overlay: Overlay, project: Path
+) -> None:
+    copy = _declared(CopyArgs)
+    args = {"source": "/etc/passwd", "destination": "copy.txt"}
+    decision = evaluate("write_file", args, "yolo", overlay, paths=copy)
+    assert decision.reason == "read_outside_project:write_file"
+    args = {"source": "src/app.py", "destination": "copy.txt"}
+    decision = evaluate("write_file", args, "yolo", overlay, paths=copy)
+    assert decision.action == "redirect"
+    assert Path(decision.args["source"]) == project / "src" / "app.py"
+    assert Path(decision.args["destination"]) == overlay.written_files()["copy.txt"]
+
+
+def test_a_write_path_declared_by_a_read_tool_fails_closed(overlay: Overlay) -> None:
+    odd = _declared(OddWriteArgs)
+    decision = evaluate("read_file", {"destination": "a.txt"}, "yolo", overlay, paths=odd)
+    assert decision.action == "boundary"
+    assert decision.reason.startswith("gate_error:read_file:")
+    assert overlay.written_files() == {}
+
+
+@pytest.mark.parametrize("key", ["path", "filePath", "notebook_path", "target"])
+def test_only_the_declared_path_is_a_path(key: str, overlay: Overlay, project: Path) -> None:
+    args = {"file_path": str(project / "a.txt"), key: ".git/config", "content": "x"}
     decision = evaluate("write_file", args, "yolo", overlay)
+    assert decision.action == "redirect"
     assert list(overlay.written_files()) == ["a.txt"]
-    assert decision.args["path"] == str(project / "b.txt")
+    assert decision.args[key] == ".git/config"  # an argument write_file ignores, untouched
 
 
-def test_non_string_path_values_are_skipped(overlay: Overlay, project: Path) -> None:
-    args: dict[str, Any] = {"file_path": None, "filePath": 7, "path": str(project / "c.txt")}
-    assert path_key(args) == "path"
+@pytest.mark.parametrize("value", [None, 7, ["a.txt"]])
+def test_a_write_whose_path_is_not_a_string_is_a_boundary(
+    value: Any, overlay: Overlay, project: Path
+) -> None:
+    args: dict[str, Any] = {"file_path": value, "path": str(project / "c.txt")}
     decision = evaluate("write_file", args, "yolo", overlay)
-    assert decision.action == "redirect"
-    assert decision.args["file_path"] is None
-    assert decision.args["filePath"] == 7
-    assert list(overlay.written_files()) == ["c.txt"]
+    assert decision.reason == "path_rewrite_failed:write_file: no path argument"
+    assert overlay.written_files() == {}
 
 
 # -- shell -------------------------------------------------------------------------------------

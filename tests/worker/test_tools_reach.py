@@ -16,7 +16,14 @@ from overlay import Overlay, beneath
 from protocol.tools import READ_TOOLS
 from tests.worker.tool_calls import call, err, ok
 from worker.gate import evaluate
-from worker.tools import TOOLS, DirectAccess, OverlayAccess, ToolContext, ToolStop
+from worker.tools import (
+    TOOLS,
+    DirectAccess,
+    OverlayAccess,
+    ToolContext,
+    ToolStop,
+    declared_paths,
+)
 from worker.tools.reach import Reach, read_boundary
 from worker.tools.rg import rg_binary
 
@@ -210,7 +217,7 @@ def test_an_explicit_read_out_stops_unless_the_user_approved_it(
     assert stopped.value.reason == reason
     # The gate (speculation) and the main chat's check say the same before the tool runs.
     private = tuple(p for p in access.reach.private if "notes" in p)
-    assert read_boundary(tool, args, access.root, private) == reason
+    assert read_boundary(tool, args, declared_paths(tool), access.root, private) == reason
 
 
 def test_the_gate_stops_private_reads(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from overlay.beneath import open_beneath
+from worker.tools.args import PathArg
 from worker.tools.errors import ToolStop
 
 __all__ = [
@@ -48,8 +49,6 @@ PRIVATE_TOP = ".specrun"
 """specrun's state directory at the project root: never read by a tool on the model's behalf."""
 
 Place = Literal["inside", "outside", "private"]
-
-PATH_KEYS = ("file_path", "filePath", "path", "notebook_path")
 
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK
 """O_NONBLOCK: a FIFO in the tree fails its read (EAGAIN) instead of hanging the tool;
@@ -236,26 +235,29 @@ def _glob_prefix(pattern: str) -> str:
 def read_boundary(
     name: str,
     args: Mapping[str, Any],
+    paths: Mapping[str, PathArg],
     project_root: str | os.PathLike[str],
     private: Iterable[str | os.PathLike[str]] = (),
 ) -> str | None:
     """Why the read tool call ``name(args)`` may not run unasked, or ``None``.
 
-    ``read_outside_project:<tool>`` when its target (the path argument, and for ``glob`` the
-    directory its pattern starts in; an absolute pattern or one with ``..`` always) leaves
-    the project once symlinks are resolved; ``read_private:<tool>`` when it names specrun's
-    own state."""
+    ``paths`` are the tool's declared path arguments (``worker.tools.args``). The targets
+    are its read paths and, for a ``glob`` path, the directory the pattern starts in (taken
+    against the first read path; an absolute pattern or one with ``..`` always leaves).
+    ``read_outside_project:<tool>`` when a target leaves the project once symlinks are
+    resolved; ``read_private:<tool>`` when it names specrun's own state."""
     reach = Reach(project_root, private)
     root = str(reach.root)
-    targets: list[str] = []
-    for key in PATH_KEYS:
-        value = args.get(key)
-        if isinstance(value, str):
-            targets.append(value)
-            break
+    targets = [
+        value
+        for key, mark in paths.items()
+        if mark.use == "read" and not mark.glob and isinstance(value := args.get(key), str)
+    ]
     base = targets[0] if targets else "."
-    pattern = args.get("pattern")
-    if name == "glob" and isinstance(pattern, str):
+    for key, mark in paths.items():
+        pattern = args.get(key)
+        if not mark.glob or not isinstance(pattern, str):
+            continue
         if os.path.isabs(pattern) or ".." in PurePosixPath(pattern).parts:
             return f"read_outside_project:{name}"
         prefix = _glob_prefix(pattern)
