@@ -8,6 +8,7 @@ in no category is unknown to all of them, and a speculation stops at it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final, Literal, get_args
 
 ReadTool = Literal["read_file", "grep_search", "glob", "list_directory", "lsp"]
@@ -22,5 +23,10 @@ READ_TOOLS: Final[frozenset[str]] = frozenset(get_args(ReadTool))
 WRITE_TOOLS: Final[frozenset[str]] = frozenset(get_args(WriteTool))
 SHELL_TOOL: Final[ShellTool] = "run_shell_command"
 
-PATH_ARGUMENTS: Final = ("file_path", "filePath", "path", "notebook_path")
-"""The argument names that hold a tool's file path (the first one present is used)."""
+WRITE_PATH_ARGUMENTS: Final[Mapping[str, tuple[str, ...]]] = {
+    "edit": ("file_path",),
+    "write_file": ("file_path",),
+}
+"""The arguments each write tool writes to, for the service's approval policy (which never
+imports the tools). The worker's argument structs are where they are declared
+(``PathArg("write")``); a test holds this table to those declarations."""

@@ -10,7 +10,8 @@ Per-area benchmarks are reused where they exist (their measuring functions are i
 ``bench_spawn`` (worker start, kill-to-detected), ``bench_accept`` (accept of a 2-file
 speculation, abort), ``bench_cli`` (wall time of the light `specrun` commands),
 ``bench_overlay`` (apply of 10/100 files), ``bench_recall`` (recall's added latency),
-``bench_shell`` (shell classification), ``bench_speculation`` (a speculation in a worker
+``bench_shell`` (shell classification), ``bench_tool_args`` (a tool call's argument
+decoding against the checker it replaced), ``bench_speculation`` (a speculation in a worker
 vs in-process), ``bench_cost`` (the cached share of speculation prompt tokens on the
 scripted model, against the main chat's in the same run), ``bench_branches`` (accept of a
 non-first speculation branch against the first, and three branches speculated to
@@ -694,6 +695,24 @@ def bench_shell(repeat: int, rows: list[Row]) -> None:
     )
 
 
+def bench_tool_args(repeat: int, rows: list[Row]) -> None:
+    tool_args = _module("bench_tool_args")
+    if tool_args is None:
+        return
+    measured = tool_args.measure(repeat)
+    rows.append(
+        Row(
+            f"tool-call argument decoding ({len(measured)} calls, every tool)",
+            statistics.median(new for _, new, _ in measured),
+            "µs",
+            "json.loads + the hand-written checker (before)",
+            statistics.median(old for _, _, old in measured),
+            "bench_tool_args",
+            "median per call",
+        )
+    )
+
+
 def bench_speculation(runs: int, rows: list[Row]) -> None:
     spec = _module("bench_speculation")
     if spec is None:
@@ -1060,8 +1079,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated: start,workers,accept,branches,apply,recall,shell,speculation,"
-        "protocol,search,cli,cost,idle,large,web",
+        help="comma-separated: start,workers,accept,branches,apply,recall,shell,tools,"
+        "speculation,protocol,search,cli,cost,idle,large,web",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
@@ -1072,6 +1091,7 @@ def main(argv: list[str] | None = None) -> int:
         ("protocol", lambda rows: bench_protocol(20_000 if q else 100_000, rows)),
         ("workers", lambda rows: bench_workers(10 if q else 30, rows)),
         ("shell", lambda rows: bench_shell(50 if q else 200, rows)),
+        ("tools", lambda rows: bench_tool_args(50 if q else 200, rows)),
         ("apply", lambda rows: bench_apply(3 if q else 7, rows)),
         ("speculation", lambda rows: bench_speculation(5 if q else 20, rows)),
         ("recall", lambda rows: bench_recall(q, rows)),
@@ -1094,6 +1114,7 @@ def main(argv: list[str] | None = None) -> int:
             "bench_overlay",
             "bench_recall",
             "bench_shell",
+            "bench_tool_args",
             "bench_speculation",
             "bench_search",
             "bench_cli",

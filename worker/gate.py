@@ -27,20 +27,23 @@ listing, so no speculation creates one.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from overlay.paths import real_root, resolve_relative
 from protocol.approval import ApprovalMode
+from protocol.boundary import BoundaryReason
 from protocol.inert_text import find_hidden, quote_name
 from protocol.protected import protected_reason
 from protocol.runs_later import runs_later_reason
-from protocol.tools import PATH_ARGUMENTS, READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
+from protocol.tools import READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
 from protocol.work import ToolDecision
 from worker.contain.helper import classifier_bypassed
 from worker.shell.classifier import ShellVerdict, classify
 from worker.shell.git_config import git_config_hazard
+from worker.tools import declared_paths
+from worker.tools.args import PathArg
 from worker.tools.reach import read_boundary
 
 GateAction = Literal[ToolDecision, "boundary"]
@@ -57,7 +60,6 @@ DENIED_TOOLS = frozenset(
         "web_search",
     }
 )
-PATH_KEYS = PATH_ARGUMENTS
 SHELL_REASON_CHARS = 200
 
 
@@ -70,22 +72,22 @@ def read_only_verdict(command: str) -> ShellVerdict:
     return classify(command)
 
 
-def bad_path_reason(rel: str) -> str | None:
+def bad_path_reason(rel: str) -> BoundaryReason | None:
     """``bad_path:<rel, quoted>`` if ``rel`` holds a character that a terminal would obey
     or hide (a control, newline and tab included, a bidi or an invisible format
     character, an undecodable byte), else None."""
     if find_hidden(rel) is None:
         return None
-    return f"bad_path:{quote_name(rel)}"
+    return BoundaryReason("bad_path", quote_name(rel))
 
 
-def shell_reason(command: str) -> str:
+def shell_reason(command: str) -> BoundaryReason:
     """``shell:<command>``, cut at a word boundary with an ellipsis when it is long."""
     text = " ".join(command.split())
     if len(text) > SHELL_REASON_CHARS:
         cut = text[:SHELL_REASON_CHARS].rsplit(" ", 1)[0] or text[:SHELL_REASON_CHARS]
         text = f"{cut} …"
-    return f"shell:{text}"
+    return BoundaryReason("shell", text)
 
 
 class OverlayLike(Protocol):
@@ -101,19 +103,21 @@ class OverlayLike(Protocol):
 
 @dataclass(frozen=True)
 class GateDecision:
-    """The gate's answer. ``args`` is a new dict (rewritten paths for allow/redirect)."""
+    """The gate's answer. ``args`` is a new dict (rewritten paths for allow/redirect).
+    ``reason``: a boundary's :class:`BoundaryReason`, else why the call may run (a note
+    for the log)."""
 
     action: GateAction
-    reason: str
+    reason: BoundaryReason | str
     args: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if (self.action == "boundary") != isinstance(self.reason, BoundaryReason):
+            raise TypeError(f"a {self.action} decision with the reason {self.reason!r}")
 
-def path_key(args: dict[str, Any]) -> str | None:
-    """The path argument the gate rewrites: the first of :data:`PATH_KEYS` holding a string."""
-    for key in PATH_KEYS:
-        if isinstance(args.get(key), str):
-            return key
-    return None
+
+PathDeclarations = Callable[[str], Mapping[str, PathArg]]
+"""A tool's name → its declared path arguments."""
 
 
 def evaluate(
@@ -126,8 +130,12 @@ def evaluate(
     protected_paths: Sequence[str] = (),
     private_paths: Sequence[str] = (),
     runs_later_paths: Sequence[str] | None = None,
+    paths: PathDeclarations = declared_paths,
 ) -> GateDecision:
     """Decide one speculative tool call. Never raises.
+
+    The path arguments checked and rewritten are those the tool's argument struct declares
+    (``paths``; a key that merely looks like a path is an ordinary argument).
 
     ``sandboxed_shell`` (the opt-in ``speculateShell``): a shell command that is not
     read-only is ``sandbox`` (run in a writable overlayfs view without network, its
@@ -144,9 +152,10 @@ def evaluate(
             tuple(protected_paths),
             tuple(private_paths),
             None if runs_later_paths is None else tuple(runs_later_paths),
+            paths(tool_name),
         )
     except Exception as exc:  # fail closed
-        return GateDecision("boundary", f"gate_error:{tool_name}: {exc}", {})
+        return GateDecision("boundary", BoundaryReason("gate_error", f"{tool_name}: {exc}"), {})
 
 
 def _evaluate(
@@ -154,54 +163,79 @@ def _evaluate(
     args: dict[str, Any],
     approval_mode: ApprovalMode | str,
     overlay: OverlayLike,
-    sandboxed_shell: bool = False,
-    protected_paths: tuple[str, ...] = (),
-    private_paths: tuple[str, ...] = (),
-    runs_later_paths: tuple[str, ...] | None = None,
+    sandboxed_shell: bool,
+    protected_paths: tuple[str, ...],
+    private_paths: tuple[str, ...],
+    runs_later_paths: tuple[str, ...] | None,
+    paths: Mapping[str, PathArg],
 ) -> GateDecision:
+    writes = {key: args.get(key) for key, mark in paths.items() if mark.use == "write"}
+    if writes and name not in WRITE_TOOLS:
+        # Fail closed: only a write tool's paths may be redirected into the overlay.
+        mixed = BoundaryReason("gate_error", f"{name}: a write path in a read tool")
+        return GateDecision("boundary", mixed, args)
     if name in READ_TOOLS:
-        read_reason = read_boundary(name, args, overlay.root, private_paths)
+        read_reason = read_boundary(name, args, paths, overlay.root, private_paths)
         if read_reason is not None:
             return GateDecision("boundary", read_reason, args)
-        return _rewrite(
-            name, args, overlay.resolve_read, "allow", f"read_tool:{name}", required=False
-        )
+        return _rewrite(name, args, paths, overlay, "allow", f"read_tool:{name}")
     if name in WRITE_TOOLS:
         if not _edits_allowed(approval_mode):
-            return GateDecision("boundary", f"write_tool_no_auto:{name}", args)
-        key = path_key(args)
-        if key is not None:
-            bad = bad_path_reason(args[key])
-            if bad is not None:
-                return GateDecision("boundary", bad, args)
-            for rel in _relative_spellings(overlay, args[key]):
-                reason = protected_reason(rel, protected_paths)
-                if reason is None and runs_later_paths is not None:
-                    reason = runs_later_reason(rel, runs_later_paths)
-                if reason is not None:
-                    return GateDecision("boundary", reason, args)
-        return _rewrite(
-            name, args, overlay.redirect_write, "redirect", f"write_tool:{name}", required=True
-        )
+            return GateDecision("boundary", BoundaryReason("write_tool_no_auto", name), args)
+        targets = [value for value in writes.values() if isinstance(value, str)]
+        if not targets:
+            failed = BoundaryReason("path_rewrite_failed", f"{name}: no path argument")
+            return GateDecision("boundary", failed, args)
+        for target in targets:
+            reason = _write_reason(overlay, target, protected_paths, runs_later_paths)
+            if reason is not None:
+                return GateDecision("boundary", reason, args)
+        # A read path beside the write path (none today) is held to the read rule too.
+        read_reason = read_boundary(name, args, paths, overlay.root, private_paths)
+        if read_reason is not None:
+            return GateDecision("boundary", read_reason, args)
+        return _rewrite(name, args, paths, overlay, "redirect", f"write_tool:{name}")
     if name == SHELL_TOOL:
-        command = args.get("command")
-        if not isinstance(command, str) or not command.strip():
-            return GateDecision("boundary", "shell:empty", args)
-        verdict = read_only_verdict(command)
-        if verdict.read_only and verdict.uses_git:
-            hazard = git_config_hazard(
-                os.fspath(overlay.root), _overlay_dir(overlay)
-            )
-            if hazard is not None:
-                return GateDecision("boundary", f"git_config:{hazard}", args)
-        if verdict.read_only:
-            return GateDecision("allow", "shell_read_only", args)
-        if sandboxed_shell:
-            return GateDecision("sandbox", f"shell_sandboxed:{verdict.reason}", args)
-        return GateDecision("boundary", shell_reason(command), args)
+        return _shell(args, overlay, sandboxed_shell)
     if name in DENIED_TOOLS:
-        return GateDecision("boundary", f"denied_tool:{name}", args)
-    return GateDecision("boundary", f"unknown_tool:{name}", args)
+        return GateDecision("boundary", BoundaryReason("denied_tool", name), args)
+    return GateDecision("boundary", BoundaryReason("unknown_tool", name), args)
+
+
+def _write_reason(
+    overlay: OverlayLike,
+    target: str,
+    protected_paths: tuple[str, ...],
+    runs_later_paths: tuple[str, ...] | None,
+) -> BoundaryReason | None:
+    """Why a write to ``target`` is a boundary: a hidden character in its name, a
+    protected path, a file that runs later; or ``None``."""
+    bad = bad_path_reason(target)
+    if bad is not None:
+        return bad
+    for rel in _relative_spellings(overlay, target):
+        reason = protected_reason(rel, protected_paths)
+        if reason is None and runs_later_paths is not None:
+            reason = runs_later_reason(rel, runs_later_paths)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _shell(args: dict[str, Any], overlay: OverlayLike, sandboxed_shell: bool) -> GateDecision:
+    command = args.get("command")
+    if not isinstance(command, str) or not command.strip():
+        return GateDecision("boundary", BoundaryReason("shell", "empty"), args)
+    verdict = read_only_verdict(command)
+    if verdict.read_only and verdict.uses_git:
+        hazard = git_config_hazard(os.fspath(overlay.root), _overlay_dir(overlay))
+        if hazard is not None:
+            return GateDecision("boundary", BoundaryReason("git_config", hazard), args)
+    if verdict.read_only:
+        return GateDecision("allow", "shell_read_only", args)
+    if sandboxed_shell:
+        return GateDecision("sandbox", f"shell_sandboxed:{verdict.reason}", args)
+    return GateDecision("boundary", shell_reason(command), args)
 
 
 def _overlay_dir(overlay: OverlayLike) -> str | None:
@@ -235,20 +269,23 @@ def _edits_allowed(mode: ApprovalMode | str) -> bool:
 def _rewrite(
     name: str,
     args: dict[str, Any],
-    resolve: Any,
+    paths: Mapping[str, PathArg],
+    overlay: OverlayLike,
     action: GateAction,
     reason: str,
-    *,
-    required: bool,
 ) -> GateDecision:
-    key = path_key(args)
-    if key is None:
-        if required:
-            return GateDecision("boundary", f"path_rewrite_failed:{name}: no path argument", args)
-        return GateDecision(action, reason, args)
-    try:
-        args[key] = os.fspath(resolve(args[key]))
-    except Exception as exc:
-        message = str(exc) or type(exc).__name__
-        return GateDecision("boundary", f"path_rewrite_failed:{name}: {message}", args)
+    """``args`` with each declared path that holds a string resolved through the overlay:
+    a read to the file it reads now, a write to its overlay copy. A glob pattern stays as
+    it is (relative to the path it searches)."""
+    for key, mark in paths.items():
+        value = args.get(key)
+        if mark.glob or not isinstance(value, str):
+            continue
+        resolve = overlay.redirect_write if mark.use == "write" else overlay.resolve_read
+        try:
+            args[key] = os.fspath(resolve(value))
+        except Exception as exc:
+            message = str(exc) or type(exc).__name__
+            failed = BoundaryReason("path_rewrite_failed", f"{name}: {message}")
+            return GateDecision("boundary", failed, args)
     return GateDecision(action, reason, args)

@@ -18,7 +18,6 @@
 """
 
 import contextlib
-import ctypes
 import gc
 import os
 
@@ -26,6 +25,7 @@ import msgspec
 
 from protocol import codec
 from protocol.work import PROJECT_ROOT_ENV
+from syscalls import libc
 from worker.contain.helper import Reply, Request
 from worker.shell.git_tree_scan import git_entries
 
@@ -40,6 +40,4 @@ msgspec.msgpack.Decoder(Request)
 msgspec.msgpack.Decoder(Reply)
 
 gc.collect()
-_trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc's; musl has none
-if _trim is not None:
-    _trim(0)
+libc.malloc_trim()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TypeAlias
 
 from coordinator.cli import render
 from coordinator.cli.client import FOREVER, ServiceClient
@@ -30,14 +30,6 @@ from protocol.control import (
 SUCCESSFUL_ENDS = ("completed", "accepted", "debounced")
 
 
-class TurnView(Protocol):
-    def waiting(self, what: str) -> None: ...
-
-    def show(self, reply: ControlReply) -> None: ...
-
-    def close(self) -> None: ...
-
-
 class JsonLines:
     """Each event as one JSON line on stdout (an error's sentence also on stderr). Needs
     no rich, so a scripted ``accept --json`` never imports it."""
@@ -52,6 +44,10 @@ class JsonLines:
 
     def close(self) -> None:
         pass
+
+
+# How a turn's events are shown: to a person, or as JSON lines for scripts.
+TurnView: TypeAlias = "JsonLines | render.TurnPrinter"
 
 
 def view_for(as_json: bool) -> TurnView:

@@ -12,18 +12,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import TypeAlias
 
 log = logging.getLogger(__name__)
-
-
-@runtime_checkable
-class AbortLike(Protocol):
-    """Anything recall can watch for an abort: an ``asyncio.Event`` or an :class:`AbortSignal`."""
-
-    def is_set(self) -> bool: ...
-
-    async def wait(self) -> object: ...
 
 
 class AbortSignal:
@@ -86,3 +77,7 @@ class AbortSignal:
 
 def _noop() -> None:
     return None
+
+
+# Anything recall can watch for an abort: an ``asyncio.Event`` or an ``AbortSignal``.
+AbortLike: TypeAlias = asyncio.Event | AbortSignal

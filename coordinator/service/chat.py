@@ -8,9 +8,7 @@ the memory prefetch that runs beside it without ever being awaited.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,22 +22,19 @@ from coordinator.memory import (
     Recaller,
     memory_dirs,
 )
-from coordinator.service import compaction
 from coordinator.service.accept_record import settle_pending
+from coordinator.service.approvals import Approvals
+from coordinator.service.chat_tools import ChatToolCalls
+from coordinator.service.compaction import Summarized
+from coordinator.service.compactor import Compactor
 from coordinator.service.context_meter import DEFAULT_WINDOW, ContextMeter
 from coordinator.service.emitter import Emitter
-from coordinator.service.history import CompactionRecord, HistoryStore
+from coordinator.service.history import HistoryStore
 from coordinator.service.loop_detect import LoopDetector
 from coordinator.service.pool import WorkerHandle, WorkerStartError
 from coordinator.service.ports import ChatWorkers
 from coordinator.service.system_prompt import build_system_prompt
-from coordinator.service.tool_exec import (
-    HIDDEN_NAME_REASON,
-    ToolExecutor,
-    hidden_name_reason,
-    shell_mode,
-    write_policy,
-)
+from coordinator.service.tool_exec import ToolExecutor
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
@@ -53,8 +48,6 @@ from protocol.model import (
     TextDelta,
 )
 from protocol.model.overflow import stated_window
-from protocol.model.tokens import cut_to_tokens, estimate_request, estimate_tokens
-from protocol.tools import SHELL_TOOL, WRITE_TOOLS
 from protocol.work import WorkerEvent
 
 log = logging.getLogger("specrun.chat")
@@ -69,6 +62,12 @@ class TurnResult:
     elapsed_s: float = 0.0
 
 
+def _not_run(calls: tuple[ToolCall, ...], why: str) -> Message:
+    """The results that answer ``calls`` none of which ran, so the history stays valid
+    for the next request (results right after calls)."""
+    return Message.tool(tuple(ToolResult(c.id, c.name, error=why) for c in calls))
+
+
 CONTEXT_FULL = (
     "The conversation does not fit the model's context window even after compacting it; "
     "run `specrun reset` to start a new session (this one stays on disk), or set "
@@ -76,22 +75,12 @@ CONTEXT_FULL = (
 )
 
 
-@dataclass
-class _Approval:
-    future: asyncio.Future[bool]
-    ask_req_id: int
-    call: ToolCall
-
-
-class ApprovalLost(Exception):
-    """An approval question nobody can answer any more: the client that was asked is
-    gone, or no answer came in time. The call counts as declined and the turn ends."""
-
-
 class MainChat:
     """One chat session of the project. It needs the settings, the workers its tools run
     on (``ChatWorkers``: the pool) and the model client; replies go out through the
-    ``Emitter`` of the request that runs a turn."""
+    ``Emitter`` of the request that runs a turn. The turn loop is here; its tool calls
+    (``ChatToolCalls``), their approval questions (``Approvals``) and the compaction of
+    its history (``Compactor``) each have their own part."""
 
     def __init__(
         self, project_root: Path, settings: Settings, workers: ChatWorkers, model: ModelClient
@@ -115,13 +104,23 @@ class MainChat:
             source="setting" if configured else "default",
             compact_at=settings.compact_at,
         )
-        self._window_asked = bool(configured)  # the endpoint is asked once, at first use
+        self.compactor = Compactor(
+            self.context,
+            self.history_store,
+            model,
+            model_name=self.model_name,
+            fast_model=self.fast_model,
+            window_known=bool(configured),
+            summarized=Summarized.of_session(loaded.full_messages, loaded.messages),
+        )
         self.tools_exec = ToolExecutor(
             workers,
             str(self.project_root),
             settings.containment().limits,
             private_paths=memory_dirs(self.project_root, settings.memory_dir or None),
         )
+        self.approvals = Approvals(settings.approval_timeout_s)
+        self.tool_calls = ChatToolCalls(self.tools_exec, self.approvals, self.context)
         self.recaller = Recaller(
             self.project_root,
             model=model,
@@ -139,10 +138,6 @@ class MainChat:
         self._turn_req_id: int | None = None
         # Prompts waiting for the running turn to end, by request.
         self._queued: dict[int, asyncio.Event] = {}  # its event: Ctrl-C while it waits
-        self._approvals: dict[tuple[int, str], _Approval] = {}
-        self._client_pid: int | None = None  # the asking client of the running turn
-        self._from_accept = False  # the running turn is an accept's fallback (no flags)
-        self._last_compaction = ""
         self._context_key: tuple[int, int, int] | None = None  # of the cached status estimate
         self._context_tokens = 0
 
@@ -168,8 +163,8 @@ class MainChat:
             self._queued.pop(out.req_id, None)
         try:
             self._turn_req_id = out.req_id
-            self._client_pid = client_pid
-            self._from_accept = from_accept
+            self.approvals.client_pid = client_pid
+            self.tool_calls.from_accept = from_accept
             task = asyncio.ensure_future(
                 self._turn(out, text, mode or self.approval_mode, can_confirm)
             )
@@ -216,10 +211,9 @@ class MainChat:
         self, out: Emitter, text: str, mode: ApprovalMode, can_confirm: bool
     ) -> TurnResult:
         started = time.monotonic()
-        settings = self.settings
         turn_abort = AbortSignal()
         self.prefetcher.fire(text, turn_abort)  # never awaited: consumed opportunistically below
-        if self.session_turns >= settings.max_session_turns:
+        if self.session_turns >= self.settings.max_session_turns:
             self.prefetcher.abort_and_clear(AbortReason.MAX_SESSION_TURNS)
             return TurnResult(
                 "max_session_turns", "This session reached its turn limit; run `specrun reset`."
@@ -227,71 +221,18 @@ class MainChat:
         self.session_turns += 1
         try:
             system, tools = self.system_prompt(), await self.workers.wait_tools()
-            await self.resolve_window()
-            reminders: list[str] = []
+            await self.compactor.resolve_window()
             await asyncio.sleep(0)  # let a recall that is already done settle: consume point 1
-            memory = self.prefetcher.consume_for_user_query()
-            if memory:
-                reminders.insert(0, memory)  # memory leads the system reminders
-            await self.record(Message.user(text, reminders=tuple(reminders)))
-            loops = LoopDetector()
-            for _ in range(settings.max_turns_per_query):
-                answer = await self._ask_model(out, system, tools)
-                if answer.refusal is not None:
-                    # Not an empty success: the person sees the model's own words, and the
-                    # history keeps them as the answer (no calls, so it stays valid).
-                    await self.record(Message.assistant(answer.refusal))
-                    await self._end_of_turn(out, system, tools)
-                    return TurnResult("refused", answer.refusal, time.monotonic() - started)
-                await self.record(answer.message)
-                if loops.observe(answer.message):
-                    self.prefetcher.abort_and_clear(AbortReason.LOOP_DETECTED)
-                    await self._answer_unanswered("not run: the same calls kept repeating")
-                    return TurnResult(
-                        "loop_detected",
-                        "The model repeated the same tool calls; stopped the turn.",
-                    )
-                if self._over_token_limit(answer):
-                    self.prefetcher.abort_and_clear(AbortReason.SESSION_TOKEN_LIMIT)
-                    return TurnResult(
-                        "session_token_limit",
-                        "The session token limit was reached; run `specrun reset`.",
-                    )
-                if not answer.message.tool_calls:
-                    await self._end_of_turn(out, system, tools)
-                    return TurnResult("completed", elapsed_s=time.monotonic() - started)
-                results: list[ToolResult] = []
-                try:
-                    for call in answer.message.tool_calls:
-                        results.append(await self._run_tool(out, call, mode, can_confirm))
-                except ApprovalLost as lost:
-                    # The history stays valid: the calls that ran keep their results, the
-                    # rest are answered as not run; then the turn ends (nobody is there).
-                    why = str(lost)
-                    ran = {r.call_id for r in results}
-                    results += [
-                        ToolResult(c.id, c.name, error=f"not run: {why}")
-                        for c in answer.message.tool_calls
-                        if c.id not in ran
-                    ]
-                    await self.record(Message.tool(tuple(results)))
-                    self.prefetcher.abort_and_clear(AbortReason.TURN_ABORTED)
-                    return TurnResult(
-                        "aborted",
-                        f"{why[:1].upper()}{why[1:]}: the call counts as declined and the "
-                        "turn ended.",
-                        time.monotonic() - started,
-                    )
-                memory = self.prefetcher.consume_for_tool_results()  # consume point 2
-                await self.record(
-                    Message.tool(tuple(results), reminders=(memory,) if memory else ())
-                )
-            self.prefetcher.abort_and_clear(AbortReason.BOUNDED_TURNS_ZERO)
-            await self._end_of_turn(out, system, tools)
-            return TurnResult(
-                "max_turns_per_query",
-                f"Stopped after {settings.max_turns_per_query} model turns for one query.",
-            )
+            memory = self.prefetcher.consume_for_user_query()  # memory leads the reminders
+            await self.record(Message.user(text, reminders=(memory,) if memory else ()))
+            result = await self._model_loop(out, system, tools, mode, can_confirm, started)
+            if result.reason in ("completed", "refused", "max_turns_per_query"):
+                # Compact when the next request would pass compactAt, then keep the snapshot
+                # speculations fork from (so they fork from the compacted view).
+                if await self.compactor.at_end_of_turn(out, system, tools, self.history):
+                    self.compactions += 1
+                self.save_snapshot(system, tools)
+            return result
         except (ModelError, WorkerStartError) as exc:
             self.prefetcher.abort_and_clear(AbortReason.ERROR)
             overflow = isinstance(exc, ModelError) and exc.kind == "context_length"
@@ -307,6 +248,63 @@ class MainChat:
             self._close_unanswered_calls()
             raise
 
+    async def _model_loop(
+        self,
+        out: Emitter,
+        system: str,
+        tools: tuple[ToolSpec, ...],
+        mode: ApprovalMode,
+        can_confirm: bool,
+        started: float,
+    ) -> TurnResult:
+        """Model answer, its tool calls, their results, until an answer without calls or
+        a limit; the user's message is already in the history."""
+        settings = self.settings
+        loops = LoopDetector()
+        for _ in range(settings.max_turns_per_query):
+            answer = await self._ask_model(out, system, tools)
+            if answer.refusal is not None:
+                # Not an empty success: the person sees the model's own words, and the
+                # history keeps them as the answer (no calls, so it stays valid).
+                await self.record(Message.assistant(answer.refusal))
+                return TurnResult("refused", answer.refusal, time.monotonic() - started)
+            await self.record(answer.message)
+            if loops.observe(answer.message):
+                self.prefetcher.abort_and_clear(AbortReason.LOOP_DETECTED)
+                why = "not run: the same calls kept repeating"
+                await self.record(_not_run(answer.message.tool_calls, why))
+                return TurnResult(
+                    "loop_detected", "The model repeated the same tool calls; stopped the turn."
+                )
+            limit = settings.session_token_limit
+            if limit > 0 and self.session_tokens >= limit:
+                self.prefetcher.abort_and_clear(AbortReason.SESSION_TOKEN_LIMIT)
+                return TurnResult(
+                    "session_token_limit",
+                    "The session token limit was reached; run `specrun reset`.",
+                )
+            if not answer.message.tool_calls:
+                return TurnResult("completed", elapsed_s=time.monotonic() - started)
+            results, lost = await self.tool_calls.run_all(
+                out, answer.message.tool_calls, mode, can_confirm
+            )
+            if lost is not None:  # nobody is there to answer: the turn ends
+                await self.record(Message.tool(tuple(results)))
+                self.prefetcher.abort_and_clear(AbortReason.TURN_ABORTED)
+                return TurnResult(
+                    "aborted",
+                    f"{lost[:1].upper()}{lost[1:]}: the call counts as declined and the "
+                    "turn ended.",
+                    time.monotonic() - started,
+                )
+            memory = self.prefetcher.consume_for_tool_results()  # consume point 2
+            await self.record(Message.tool(tuple(results), reminders=(memory,) if memory else ()))
+        self.prefetcher.abort_and_clear(AbortReason.BOUNDED_TURNS_ZERO)
+        return TurnResult(
+            "max_turns_per_query",
+            f"Stopped after {settings.max_turns_per_query} model turns for one query.",
+        )
+
     # -- steps ----------------------------------------------------------------
 
     async def _ask_model(
@@ -317,9 +315,11 @@ class MainChat:
         A request that would not fit the window is preceded by a compaction; a provider
         that still refuses it as too long gets one more try after a compaction (its
         error may name the real window), then the turn ends with ``CONTEXT_FULL``."""
+        compactor = self.compactor
         estimate = self.context.estimate(system, self.history, tools)
-        if estimate > self.context.mid_turn_limit:
-            await self._compact(out, system, tools)
+        too_long = estimate > self.context.mid_turn_limit
+        if too_long and await compactor.compact(out, system, tools, self.history):
+            self.compactions += 1
         for attempt in (1, 2):
             request = ChatRequest(
                 system=system,
@@ -341,229 +341,39 @@ class MainChat:
                 refused = self.context.estimate(system, self.history, tools)
                 self.context.learn_limit(stated_window(str(exc)), refused)
                 log.warning("the provider refused %d estimated tokens as too long", refused)
-                if not await self._compact(out, system, tools, forced=True):
+                if not await compactor.compact(out, system, tools, self.history, forced=True):
                     raise
+                self.compactions += 1
                 continue
             break
         self.session_tokens += result.usage.total_tokens
         self.context.reported(result.usage, len(self.history) + 1)  # + this answer
         return result
 
-    # -- context ----------------------------------------------------------------
-
-    async def resolve_window(self) -> None:
-        """Ask the endpoint for the model's window once, unless the setting gives it."""
-        if self._window_asked:
-            return
-        self._window_asked = True
-        reported = await self.model.context_window(self.model_name)
-        if reported is not None and self.context.source == "default":
-            self.context.window, self.context.source = reported, "endpoint"
-
-    async def _end_of_turn(self, out: Emitter, system: str, tools: tuple[ToolSpec, ...]) -> None:
-        """Compact when the next request would pass ``compactAt`` of the window, then
-        keep the snapshot speculations fork from (so they fork from the compacted view)."""
-        if self.context.estimate(system, self.history, tools) > self.context.compact_threshold:
-            await self._compact(out, system, tools)
-        self.save_snapshot(system, tools)
-
     async def compact_on_request(self, out: Emitter) -> str | None:
         """``specrun compact``: after the running turn, summarize all but the last turn.
         What was done in one sentence, or None when there is nothing to summarize."""
         async with self._turn_lock:
             system, tools = self.system_prompt(), await self.workers.wait_tools()
-            await self.resolve_window()
-            before = self.compactions
-            await self._compact(out, system, tools, on_request=True)
-            if self.compactions == before:
+            await self.compactor.resolve_window()
+            if not await self.compactor.compact(
+                out, system, tools, self.history, on_request=True
+            ):
                 return None
+            self.compactions += 1
             self.save_snapshot(system, tools)
-            return self._last_compaction
-
-    async def _compact(
-        self,
-        out: Emitter,
-        system: str,
-        tools: tuple[ToolSpec, ...],
-        *,
-        forced: bool = False,
-        on_request: bool = False,
-    ) -> bool:
-        """Replace the oldest part of the history by a summary (on disk first: one
-        compaction record); whether anything was compacted. ``forced``: after an
-        overflow error, where a cut anywhere beats none."""
-        context = self.context
-        before = context.estimate(system, self.history, tools)
-        keep = context.keep_tokens // (2 if forced else 1)
-        cut = compaction.split_point(self.history, keep, on_request=on_request)
-        if cut is None:
-            log.info("nothing to compact (%d messages)", len(self.history))
-            return False
-        old, kept = self.history[:cut], self.history[cut:]
-        full = await asyncio.to_thread(lambda: self.history_store.load_report().full_messages)
-        stands_for = full[: len(full) - len(kept)]
-        summary = await compaction.summarize(
-            self.model,
-            self.fast_model,
-            old,
-            input_tokens=context.window // 2,
-            kept_facts=compaction.facts(stands_for),
-        )
-        message = compaction.summary_message(summary.text)
-        compacted = [message, *kept]
-        after = estimate_request(system, compacted, tools)
-        record = CompactionRecord(
-            summary=message,
-            kept=len(kept),
-            summarized=len(old),
-            tokens_before=before,
-            tokens_after=after,
-            created=time.time(),
-            by=summary.by,
-        )
-        await asyncio.to_thread(self.history_store.append_compaction, record)
-        self.history = compacted
-        context.forget()
-        context.last_estimate = after
-        self.compactions += 1
-        how = "" if summary.by == "model" else " (the fast model failed: kept the facts only)"
-        self._last_compaction = (
-            f"Compacted the conversation: {len(old)} earlier messages summarized{how}, "
-            f"about {before:,} -> {after:,} tokens of the {context.window:,}-token window."
-        )
-        await out.notice(self._last_compaction)
-        return True
-
-    def _fit_result(self, result: ToolResult) -> ToolResult:
-        """One tool result may take at most a quarter of the window: cut with a note."""
-        limit = self.context.tool_result_tokens
-        body = result.error if result.error is not None else result.output or ""
-        if estimate_tokens(body) <= limit:
-            return result
-        cut = cut_to_tokens(body, limit - 60)
-        note = (
-            f"\n[Output cut to fit the model's context window: showing {len(cut):,} of "
-            f"{len(body):,} characters; ask for a narrower part to see more.]"
-        )
-        if result.error is not None:
-            return ToolResult(result.call_id, result.name, error=cut + note)
-        return ToolResult(result.call_id, result.name, output=cut + note)
-
-    async def _run_tool(
-        self, out: Emitter, call: ToolCall, mode: ApprovalMode, can_confirm: bool
-    ) -> ToolResult:
-        policy = write_policy(call, mode)
-        if policy == "refuse":
-            return await self._refused(out, call, f"{call.name} is not allowed in plan mode.")
-        hidden_name = hidden_name_reason(call)
-        if policy == "ask" and not await self._confirm(
-            out, call, hidden_name or f"{call.name} changes files", can_confirm
-        ):
-            return await self._refused(out, call, self._refusal_text(can_confirm, call,
-                                                                     hidden_name or ""))
-        await out.tool(call, "running")
-        outcome = await self.tools_exec.run(call, shell_mode(call, mode))
-        if outcome.needs_approval is not None:
-            if mode is ApprovalMode.PLAN and call.name == SHELL_TOOL:
-                return await self._refused(
-                    out, call, "Only read-only shell commands run in plan mode."
-                )
-            if not await self._confirm(out, call, outcome.needs_approval, can_confirm):
-                return await self._refused(
-                    out, call, self._refusal_text(can_confirm, call, outcome.needs_approval)
-                )
-            outcome = await self.tools_exec.run(call, "full")
-        result = self._fit_result(
-            ToolResult(call.id, call.name, outcome.result.output, outcome.result.error)
-        )
-        await out.tool(
-            call, "success" if result.ok else "error", result.error or result.output or ""
-        )
-        return result
-
-    async def _refused(self, out: Emitter, call: ToolCall, why: str) -> ToolResult:
-        await out.tool(call, "refused", why)
-        return ToolResult(call.id, call.name, error=why)
-
-    def _refusal_text(self, can_confirm: bool, call: ToolCall, why: str = "") -> str:
-        """Why a call was not run, naming the one approval mode that allows exactly this
-        call (file writes: auto-edit; shell, reads outside the project: yolo) and saying
-        where it can be given."""
-        if can_confirm:
-            return "The user declined this tool call."
-        needed = "auto-edit" if call.name in WRITE_TOOLS else "yolo"
-        if why == HIDDEN_NAME_REASON:  # no mode allows it: only a yes at a terminal
-            return (f"This call needs the user's approval ({why}) and no terminal can ask; "
-                    "`specrun chat` or `specrun ask` on a terminal asks.")
-        if self._from_accept:
-            where = (
-                f"`specrun accept` takes no approval mode: to allow it, ask the same prompt "
-                f'with `specrun ask "<prompt>" --approval-mode {needed}`, or start the '
-                f"service with --approval-mode {needed}"
-            )
-        else:
-            where = f"rerun with --approval-mode {needed} to allow it"
-        because = f" ({why})" if why else ""
-        return f"This call needs the user's approval{because} and no terminal can ask; {where}."
+            return self.compactor.last
 
     def pending_approval(self) -> ToolCall | None:
         """The call a running turn is waiting on a person's yes for, if any."""
-        for approval in self._approvals.values():
-            if not approval.future.done():
-                return approval.call
-        return None
+        return self.approvals.pending()
 
     @property
     def busy(self) -> bool:
         return self._turn_lock.locked()
 
-    async def _confirm(self, out: Emitter, call: ToolCall, reason: str, can_confirm: bool) -> bool:
-        if not can_confirm:
-            return False
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[bool] = loop.create_future()
-        key = (out.req_id, call.id)
-        self._approvals[key] = _Approval(future, out.req_id, call)
-        timeout_s = self.settings.approval_timeout_s
-        gone = "the client that was asked for approval is gone (Ctrl-C or killed)"
-        with contextlib.ExitStack() as watching:
-            pid = self._client_pid
-            if pid is not None:
-                # A pidfd is readable once the client exits: no polling, no missed exit.
-                try:
-                    pidfd = os.pidfd_open(pid)
-                except ProcessLookupError:
-                    future.set_exception(ApprovalLost(gone))
-                else:
-                    def client_exited() -> None:
-                        if not future.done():
-                            future.set_exception(ApprovalLost(gone))
-
-                    watching.callback(os.close, pidfd)
-                    loop.add_reader(pidfd, client_exited)
-                    watching.callback(loop.remove_reader, pidfd)
-            try:
-                await out.approval(
-                    call, reason if call.name != SHELL_TOOL else f"shell: {reason}"
-                )
-                async with asyncio.timeout(timeout_s):
-                    return await future
-            except TimeoutError:
-                why = f"nobody answered the approval question within {timeout_s} s"
-                await out.tool(call, "refused", f"Not run: {why}.")
-                raise ApprovalLost(why) from None
-            except ApprovalLost as lost:
-                await out.tool(call, "refused", f"Not run: {lost}.")
-                raise
-            finally:
-                self._approvals.pop(key, None)
-
     def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool:
-        approval = self._approvals.get((ask_req_id, call_id))
-        if approval is None or approval.future.done():
-            return False
-        approval.future.set_result(approved)
-        return True
+        return self.approvals.answer(ask_req_id, call_id, approved)
 
     def cancel(self, ask_req_id: int | None = None) -> bool:
         """Ctrl-C: abort the running turn (model request cancelled, tool worker killed), or
@@ -580,10 +390,6 @@ class MainChat:
 
     # -- session state ---------------------------------------------------------
 
-    def tools(self) -> tuple[ToolSpec, ...]:
-        """The tool registry the workers announced (empty until the first hello)."""
-        return self.workers.tool_specs
-
     def system_prompt(self) -> str:
         return build_system_prompt(self.project_root, self.recaller.store.index_prompt())
 
@@ -597,27 +403,11 @@ class MainChat:
         self.history_store.append(messages)
         self.history.extend(messages)
 
-    async def _answer_unanswered(self, why: str) -> None:
-        if self.history and self.history[-1].role == "assistant" and self.history[-1].tool_calls:
-            calls = self.history[-1].tool_calls
-            await self.record(
-                Message.tool(tuple(ToolResult(c.id, c.name, error=why) for c in calls))
-            )
-
     def _close_unanswered_calls(self) -> None:
         """After an abort, give every call of the last model message a result, so the
         history stays valid for the next request (results right after calls)."""
         if self.history and self.history[-1].role == "assistant" and self.history[-1].tool_calls:
-            calls = self.history[-1].tool_calls
-            self.append(
-                Message.tool(
-                    tuple(ToolResult(c.id, c.name, error="cancelled by the user") for c in calls)
-                )
-            )
-
-    def _over_token_limit(self, answer: ChatResult) -> bool:
-        limit = self.settings.session_token_limit
-        return limit > 0 and self.session_tokens >= limit
+            self.append(_not_run(self.history[-1].tool_calls, "cancelled by the user"))
 
     def save_snapshot(self, system: str, tools: tuple[ToolSpec, ...]) -> None:
         """The cache-safe parameters a forked query needs; the version moves only when the
@@ -641,7 +431,7 @@ class MainChat:
         if self._context_key != key:
             self._context_key = key
             self._context_tokens = self.context.estimate(
-                self.system_prompt(), self.history, self.tools()
+                self.system_prompt(), self.history, self.workers.tool_specs
             )
         tokens = self._context_tokens
         return ContextInfo(
@@ -667,6 +457,7 @@ class MainChat:
         self.session_turns = 0
         self.session_tokens = 0
         self.compactions = 0
+        self.compactor.summarized = Summarized()
         self.context.forget()
 
     def turn_slot(self) -> asyncio.Lock:
@@ -678,7 +469,7 @@ class MainChat:
         one more turn, and the snapshot the next speculation forks from includes them."""
         await self.record(*messages)
         self.session_turns += 1
-        self.save_snapshot(self.system_prompt(), self.tools())
+        self.save_snapshot(self.system_prompt(), self.workers.tool_specs)
 
     # -- worker events (routed here for the workers running this chat's tools) ---
 

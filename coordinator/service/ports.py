@@ -14,6 +14,10 @@ Who depends on what:
 - ``SpeculationManager`` runs speculation jobs on ``WorkerJobs`` and forks the main
   chat through a ``ForkSource``.
 - The control commands see the pool as a ``PoolView`` (see ``commands.deps``).
+- The event router passes worker events to ``WorkerEventSink``s.
+
+Each one is a seam a unit test fills with a stand-in (``tests/coordinator/service``);
+where no test needs one, a part takes the concrete type instead.
 """
 
 from __future__ import annotations
@@ -52,18 +56,14 @@ class WorkerJobs(Protocol):
     async def kill(self, handle: WorkerHandle, reason: str) -> float: ...
 
 
-class ToolRegistry(Protocol):
-    """The tools the workers announced in their hello, in their fixed order."""
+class ChatWorkers(WorkerJobs, Protocol):
+    """What the main chat needs of the pool: its tools run there, and it sends the
+    model the tools the workers announced in their hello, in their fixed order."""
 
     @property
     def tool_specs(self) -> tuple[ToolSpec, ...]: ...
 
     async def wait_tools(self, timeout_s: float = 30.0) -> tuple[ToolSpec, ...]: ...
-
-
-class ChatWorkers(WorkerJobs, ToolRegistry, Protocol):
-    """What the main chat needs of the pool: its tools run there, and it sends the
-    model the tools the workers have."""
 
 
 class PoolView(Protocol):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import gc
 import importlib
 import io
@@ -37,6 +36,7 @@ from protocol import codec
 from protocol.control import ControlReply, ControlRequest, ErrorReply
 from protocol.endpoints import Endpoints, make_router
 from protocol.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
+from syscalls import libc
 
 if TYPE_CHECKING:
     # Imported for real before the fork server is launched (``SHARED_WITH_FORK_SERVER``).
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from coordinator.service.chat import MainChat
     from coordinator.service.live_state import LiveState
     from coordinator.service.pool import WorkerHandle
+    from coordinator.service.session import Session
     from coordinator.service.speculation import SpeculationManager
     from protocol.work import WorkerEvent
 
@@ -58,6 +59,7 @@ SHARED_WITH_FORK_SERVER = (
     "coordinator.service.live_state",
     "coordinator.service.model_endpoint",
     "coordinator.service.routing",
+    "coordinator.service.session",
     "coordinator.service.speculation",
     "coordinator.scripted_model.server",
     # httpx's transport, imported when the first client is made; workers use it too
@@ -127,6 +129,7 @@ class Service:
         self.base_url = ""
         self._chat: MainChat | None = None
         self._speculation: SpeculationManager | None = None
+        self._session: Session | None = None
         self._ctx = zmq.asyncio.Context()
         self._control: zmq.asyncio.Socket | None = None
         self._replies = codec.coordinator_to_client()
@@ -191,6 +194,7 @@ class Service:
         from coordinator.service.live_state import LiveState
         from coordinator.service.model_endpoint import open_model_endpoint
         from coordinator.service.routing import WorkerEventRouter
+        from coordinator.service.session import Session
         from coordinator.service.speculation import SpeculationManager
 
         state_dir(self.project_root)  # with its .gitignore, before anything is written there
@@ -208,6 +212,7 @@ class Service:
         self._speculation = speculation = SpeculationManager(
             self.project_root, self.settings, self.pool, chat, model_client, base_url=self.base_url
         )
+        self._session = Session(chat, speculation, self.settings)
         # A worker's events go to whoever gave it its job: the chat's tool calls to the
         # chat, speculations to the speculation manager.
         router = WorkerEventRouter({"tool": chat, "speculation": speculation})
@@ -241,9 +246,7 @@ class Service:
         freed pages back: about 1.5 MB of an idle service's memory, measured."""
         await self.pool.wait_warm()
         gc.collect()
-        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc's; musl has none
-        if trim is not None:
-            trim(0)
+        libc.malloc_trim()
 
     async def _shutdown(self) -> None:
         log.info("stopping")
@@ -308,7 +311,7 @@ class Service:
         """The model is the embedded scripted one (no endpoint is configured)."""
         return self.model_server is not None
 
-    # The chat and the speculation manager exist once the service has started; the
+    # The chat, the speculation manager and the session exist once the service has started; the
     # control socket, which is all that uses them, opens only after that.
 
     @property
@@ -316,6 +319,12 @@ class Service:
         if self._chat is None:
             raise RuntimeError("the service has not started: there is no chat yet")
         return self._chat
+
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            raise RuntimeError("the service has not started: there is no session yet")
+        return self._session
 
     @property
     def live(self) -> LiveState:

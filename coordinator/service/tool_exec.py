@@ -18,7 +18,7 @@ from coordinator.service.ports import WorkerJobs
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall, ToolResult
 from protocol.inert_text import find_hidden
-from protocol.tools import PATH_ARGUMENTS, WRITE_TOOLS
+from protocol.tools import WRITE_PATH_ARGUMENTS, WRITE_TOOLS
 from protocol.work import CommandLimits, Failed, RunTool, ShellPermission, ToolDone, WorkerEvent
 
 log = logging.getLogger("specrun.tools")
@@ -54,8 +54,9 @@ def hidden_name_reason(call: ToolCall) -> str | None:
     if call.name not in WRITE_TOOLS:
         return None
     args = call.args()
+    keys = WRITE_PATH_ARGUMENTS.get(call.name, ())
     if any(isinstance(args.get(key), str) and find_hidden(args[key]) is not None
-           for key in PATH_ARGUMENTS):
+           for key in keys):
         return HIDDEN_NAME_REASON
     return None
 

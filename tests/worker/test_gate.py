@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
 from overlay import Overlay
 from protocol.approval import ApprovalMode
+from protocol.boundary import BoundaryReason
 from worker.gate import (
     DENIED_TOOLS,
-    PATH_KEYS,
     READ_TOOLS,
     GateDecision,
     OverlayLike,
     evaluate,
-    path_key,
 )
+from worker.tools import PathArg, ToolArgs
+from worker.tools.args import path_fields
 
 
 @pytest.fixture()
@@ -42,16 +44,35 @@ ASKING_MODES = [ApprovalMode.DEFAULT, ApprovalMode.PLAN]
 # -- read tools --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("tool", sorted(READ_TOOLS))
+READ_PATHS = [
+    ("read_file", "file_path"),
+    ("grep_search", "path"),
+    ("glob", "path"),
+    ("list_directory", "path"),
+]
+
+
+@pytest.mark.parametrize(("tool", "key"), READ_PATHS)
 @pytest.mark.parametrize("mode", ALL_MODES)
 def test_read_tools_allowed_with_paths_resolved(
-    tool: str, mode: ApprovalMode, overlay: Overlay, project: Path
+    tool: str, key: str, mode: ApprovalMode, overlay: Overlay, project: Path
 ) -> None:
-    decision = evaluate(tool, {"path": "src/app.py"}, mode, overlay)
+    decision = evaluate(tool, {key: "src/app.py", "pattern": "x"}, mode, overlay)
     assert decision.action == "allow"
     assert decision.reason == f"read_tool:{tool}"
     # not written in this speculation: the real file
-    assert Path(decision.args["path"]) == project / "src" / "app.py"
+    assert Path(decision.args[key]) == project / "src" / "app.py"
+    assert decision.args["pattern"] == "x"  # not a path (glob's: a pattern, kept relative)
+
+
+def test_every_read_tool_is_covered() -> None:
+    assert {tool for tool, _ in READ_PATHS} | {"lsp"} == READ_TOOLS
+
+
+def test_a_read_tool_without_an_implementation_has_no_path(overlay: Overlay) -> None:
+    # lsp is gated as a read but nothing runs it: no argument is taken for a path.
+    decision = evaluate("lsp", {"path": "/etc/passwd"}, "default", overlay)
+    assert decision == GateDecision("allow", "read_tool:lsp", {"path": "/etc/passwd"})
 
 
 def test_read_sees_the_overlay_copy_after_a_write(overlay: Overlay, project: Path) -> None:
@@ -98,7 +119,7 @@ def test_write_tools_are_a_boundary_without_auto_edit(
     args = {"file_path": str(project / "src" / "app.py")}
     decision = evaluate(tool, args, mode, overlay)
     assert decision.action == "boundary"
-    assert decision.reason == f"write_tool_no_auto:{tool}"
+    assert decision.reason == BoundaryReason("write_tool_no_auto", tool)
     assert overlay.written_files() == {}
 
 
@@ -108,27 +129,27 @@ def test_approval_mode_given_as_string(overlay: Overlay, project: Path) -> None:
     assert evaluate("write_file", args, "plan", overlay).action == "boundary"
     bogus = evaluate("write_file", args, "whatever", overlay)
     assert bogus.action == "boundary"
-    assert bogus.reason == "write_tool_no_auto:write_file"
+    assert bogus.reason == BoundaryReason("write_tool_no_auto", "write_file")
 
 
 def test_write_outside_root_is_a_boundary(overlay: Overlay, tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere.txt"
     decision = evaluate("write_file", {"file_path": str(outside)}, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason.startswith("path_rewrite_failed:write_file: ")
+    assert decision.reason.text().startswith("path_rewrite_failed:write_file: ")
     assert not outside.exists()
 
 
 def test_write_with_dotdot_escape_is_a_boundary(overlay: Overlay, project: Path) -> None:
     decision = evaluate("edit", {"file_path": "src/../../x.txt"}, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason.startswith("path_rewrite_failed:edit: ")
+    assert decision.reason.text().startswith("path_rewrite_failed:edit: ")
 
 
 def test_write_without_path_is_a_boundary(overlay: Overlay) -> None:
     decision = evaluate("write_file", {"content": "x"}, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason == "path_rewrite_failed:write_file: no path argument"
+    assert decision.reason == BoundaryReason("path_rewrite_failed", "write_file: no path argument")
 
 
 def test_read_rewrite_failure_is_a_boundary(project: Path) -> None:
@@ -143,34 +164,96 @@ def test_read_rewrite_failure_is_a_boundary(project: Path) -> None:
 
     decision = evaluate("read_file", {"file_path": "a"}, "default", Broken())
     assert decision.action == "boundary"
-    assert decision.reason == "path_rewrite_failed:read_file: disk on fire"
+    assert decision.reason == BoundaryReason("path_rewrite_failed", "read_file: disk on fire")
 
 
-# -- path keys ---------------------------------------------------------------------------------
+# -- declared path arguments -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("key", PATH_KEYS)
-def test_each_path_key_is_rewritten(key: str, overlay: Overlay, project: Path) -> None:
-    decision = evaluate("write_file", {key: str(project / "a.txt")}, "yolo", overlay)
+class OddWriteArgs(ToolArgs, frozen=True):
+    """A write tool whose path argument has a name no guess would take for a path."""
+
+    destination: Annotated[str, PathArg("write")]
+    body: str = ""
+
+
+class OddReadArgs(ToolArgs, frozen=True):
+    where: Annotated[str, PathArg("read")]
+
+
+def _declared(args_type: type[ToolArgs]) -> Any:
+    def paths(name: str) -> Mapping[str, PathArg]:
+        return path_fields(args_type)
+
+    return paths
+
+
+def test_an_unusually_named_write_path_is_gated(overlay: Overlay, project: Path) -> None:
+    odd = _declared(OddWriteArgs)
+    decision = evaluate("write_file", {"destination": ".git/config"}, "yolo", overlay, paths=odd)
+    assert (decision.action, decision.reason) == (
+        "boundary", BoundaryReason("protected_path", ".git/config")
+    )
+    decision = evaluate("write_file", {"destination": "notes.md"}, "yolo", overlay, paths=odd)
     assert decision.action == "redirect"
-    assert Path(decision.args[key]) == overlay.written_files()["a.txt"]
+    assert Path(decision.args["destination"]) == overlay.written_files()["notes.md"]
+    decision = evaluate("write_file", {"file_path": "notes.md"}, "yolo", overlay, paths=odd)
+    assert decision.reason == BoundaryReason("path_rewrite_failed", "write_file: no path argument")
 
 
-def test_first_present_path_key_wins(overlay: Overlay, project: Path) -> None:
-    args = {"path": str(project / "b.txt"), "file_path": str(project / "a.txt")}
+def test_an_unusually_named_read_path_is_gated(overlay: Overlay, project: Path) -> None:
+    odd = _declared(OddReadArgs)
+    decision = evaluate("read_file", {"where": "/etc/passwd"}, "default", overlay, paths=odd)
+    assert decision.reason == BoundaryReason("read_outside_project", "read_file")
+    decision = evaluate("read_file", {"where": "src/app.py"}, "default", overlay, paths=odd)
+    assert Path(decision.args["where"]) == project / "src" / "app.py"
+
+
+class CopyArgs(ToolArgs, frozen=True):
+    source: Annotated[str, PathArg("read")]
+    destination: Annotated[str, PathArg("write")]
+
+
+def test_a_write_tools_read_path_is_held_to_the_read_rule(
+    overlay: Overlay, project: Path
+) -> None:
+    copy = _declared(CopyArgs)
+    args = {"source": "/etc/passwd", "destination": "copy.txt"}
+    decision = evaluate("write_file", args, "yolo", overlay, paths=copy)
+    assert decision.reason == BoundaryReason("read_outside_project", "write_file")
+    args = {"source": "src/app.py", "destination": "copy.txt"}
+    decision = evaluate("write_file", args, "yolo", overlay, paths=copy)
+    assert decision.action == "redirect"
+    assert Path(decision.args["source"]) == project / "src" / "app.py"
+    assert Path(decision.args["destination"]) == overlay.written_files()["copy.txt"]
+
+
+def test_a_write_path_declared_by_a_read_tool_fails_closed(overlay: Overlay) -> None:
+    odd = _declared(OddWriteArgs)
+    decision = evaluate("read_file", {"destination": "a.txt"}, "yolo", overlay, paths=odd)
+    assert decision.action == "boundary"
+    assert isinstance(decision.reason, BoundaryReason) and decision.reason.code == "gate_error"
+    assert decision.reason.detail.startswith("read_file:")
+    assert overlay.written_files() == {}
+
+
+@pytest.mark.parametrize("key", ["path", "filePath", "notebook_path", "target"])
+def test_only_the_declared_path_is_a_path(key: str, overlay: Overlay, project: Path) -> None:
+    args = {"file_path": str(project / "a.txt"), key: ".git/config", "content": "x"}
     decision = evaluate("write_file", args, "yolo", overlay)
+    assert decision.action == "redirect"
     assert list(overlay.written_files()) == ["a.txt"]
-    assert decision.args["path"] == str(project / "b.txt")
+    assert decision.args[key] == ".git/config"  # an argument write_file ignores, untouched
 
 
-def test_non_string_path_values_are_skipped(overlay: Overlay, project: Path) -> None:
-    args: dict[str, Any] = {"file_path": None, "filePath": 7, "path": str(project / "c.txt")}
-    assert path_key(args) == "path"
+@pytest.mark.parametrize("value", [None, 7, ["a.txt"]])
+def test_a_write_whose_path_is_not_a_string_is_a_boundary(
+    value: Any, overlay: Overlay, project: Path
+) -> None:
+    args: dict[str, Any] = {"file_path": value, "path": str(project / "c.txt")}
     decision = evaluate("write_file", args, "yolo", overlay)
-    assert decision.action == "redirect"
-    assert decision.args["file_path"] is None
-    assert decision.args["filePath"] == 7
-    assert list(overlay.written_files()) == ["c.txt"]
+    assert decision.reason == BoundaryReason("path_rewrite_failed", "write_file: no path argument")
+    assert overlay.written_files() == {}
 
 
 # -- shell -------------------------------------------------------------------------------------
@@ -188,13 +271,14 @@ def test_other_shell_is_a_boundary(mode: ApprovalMode, overlay: Overlay) -> None
     command = "pytest -q tests/test_io.py && echo done > result.txt  # a long comment here"
     decision = evaluate("run_shell_command", {"command": command}, mode, overlay)
     assert decision.action == "boundary"
-    assert decision.reason == "shell:" + " ".join(command.split())
+    assert decision.reason == BoundaryReason("shell", " ".join(command.split()))
 
 
 def test_a_long_shell_reason_is_cut_between_words(overlay: Overlay) -> None:
     command = "git add " + " ".join(f"src/module_{i}.py" for i in range(40))
     decision = evaluate("run_shell_command", {"command": command}, "default", overlay)
-    detail = decision.reason.removeprefix("shell:")
+    assert isinstance(decision.reason, BoundaryReason) and decision.reason.code == "shell"
+    detail = decision.reason.detail
     assert detail.endswith(" …") and len(detail) <= 202
     kept = detail.removesuffix(" …").split(" ")
     assert kept == command.split(" ")[: len(kept)]  # whole words only
@@ -204,12 +288,12 @@ def test_a_long_shell_reason_is_cut_between_words(overlay: Overlay) -> None:
 def test_empty_shell_is_a_boundary(args: dict[str, Any], overlay: Overlay) -> None:
     decision = evaluate("run_shell_command", args, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason == "shell:empty"
+    assert decision.reason == BoundaryReason("shell", "empty")
 
 
 def test_short_shell_reason_is_the_whole_command(overlay: Overlay) -> None:
     decision = evaluate("run_shell_command", {"command": "rm -rf x"}, "yolo", overlay)
-    assert decision.reason == "shell:rm -rf x"
+    assert decision.reason == BoundaryReason("shell", "rm -rf x")
 
 
 # -- denied and unknown ------------------------------------------------------------------------
@@ -219,14 +303,14 @@ def test_short_shell_reason_is_the_whole_command(overlay: Overlay) -> None:
 @pytest.mark.parametrize("mode", ALL_MODES)
 def test_denied_tools(tool: str, mode: ApprovalMode, overlay: Overlay) -> None:
     decision = evaluate(tool, {"x": 1}, mode, overlay)
-    assert decision == GateDecision("boundary", f"denied_tool:{tool}", {"x": 1})
+    assert decision == GateDecision("boundary", BoundaryReason("denied_tool", tool), {"x": 1})
 
 
 @pytest.mark.parametrize("tool", ["mcp__github__create_issue", "frobnicate", "", "READ_FILE"])
 def test_unknown_tools(tool: str, overlay: Overlay) -> None:
     decision = evaluate(tool, {}, ApprovalMode.YOLO, overlay)
     assert decision.action == "boundary"
-    assert decision.reason == f"unknown_tool:{tool}"
+    assert decision.reason == BoundaryReason("unknown_tool", tool)
 
 
 def test_gate_never_raises_on_odd_args(overlay: Overlay) -> None:
@@ -260,7 +344,7 @@ def test_read_only_git_is_a_boundary_when_the_repo_config_names_a_program(
         config.write("[core]\n\tfsmonitor = touch /tmp/owned\n")
     decision = evaluate("run_shell_command", {"command": "git status"}, "default", overlay)
     assert decision.action == "boundary"
-    assert decision.reason.startswith("git_config:")
+    assert isinstance(decision.reason, BoundaryReason) and decision.reason.code == "git_config"
 
 
 def test_a_filter_in_the_speculations_own_gitattributes_is_seen(
@@ -273,7 +357,7 @@ def test_a_filter_in_the_speculations_own_gitattributes_is_seen(
     attributes.write_text("*.py filter=evil\n")
     decision = evaluate("run_shell_command", {"command": "git diff"}, "default", overlay)
     assert decision.action == "boundary"
-    assert decision.reason.startswith("git_config:")
+    assert isinstance(decision.reason, BoundaryReason) and decision.reason.code == "git_config"
 
 
 @pytest.mark.parametrize(
@@ -284,7 +368,7 @@ def test_a_filter_in_the_speculations_own_gitattributes_is_seen(
 def test_protected_paths_are_boundaries(overlay: Overlay, path: str) -> None:
     decision = evaluate("write_file", {"file_path": path, "content": "x"}, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason == f"protected_path:{path}"
+    assert decision.reason == BoundaryReason("protected_path", path)
 
 
 @pytest.mark.parametrize(
@@ -303,7 +387,7 @@ def test_a_write_to_a_name_with_hidden_characters_is_bad_path(
     args = {"file_path": path, "content": "x", "old_string": "", "new_string": "x"}
     decision = evaluate(tool, args, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason == f"bad_path:{shown}"
+    assert decision.reason == BoundaryReason("bad_path", shown)
     assert overlay.written_files() == {}
 
 
@@ -318,10 +402,10 @@ def test_protected_paths_setting_and_links_into_git(overlay: Overlay, project: P
     (project / "cfg").symlink_to(project / ".git")
     decision = evaluate("edit", {"file_path": "cfg/config", "old_string": "", "new_string": "x"},
                         "yolo", overlay)
-    assert decision.reason == "protected_path:.git/config"
+    assert decision.reason == BoundaryReason("protected_path", ".git/config")
     decision = evaluate("write_file", {"file_path": "deploy/prod.env", "content": "x"}, "yolo",
                         overlay, protected_paths=["deploy/*.env"])
-    assert decision.reason == "protected_path:deploy/prod.env"
+    assert decision.reason == BoundaryReason("protected_path", "deploy/prod.env")
 
 
 @pytest.mark.parametrize(
@@ -337,7 +421,7 @@ def test_with_runs_later_boundary_a_file_that_runs_later_stops_the_speculation(
     on = evaluate("write_file", args, "yolo", overlay, runs_later_paths=["tools/*.cfg"])
     assert off.action == "redirect"
     if boundary:
-        assert (on.action, on.reason) == ("boundary", f"runs_later:{path}")
+        assert (on.action, on.reason) == ("boundary", BoundaryReason("runs_later", path))
     else:
         assert on.action == "redirect"
 
@@ -354,9 +438,9 @@ def test_reads_outside_the_project_are_boundaries(
     if args.get("file_path", "").startswith("~"):
         assert decision.action == "allow"  # a literal '~' directory inside the project
     else:
-        assert decision.reason == f"read_outside_project:{name}"
+        assert decision.reason == BoundaryReason("read_outside_project", name)
 
 
 def test_glob_patterns_may_not_climb_out(overlay: Overlay) -> None:
     decision = evaluate("glob", {"pattern": "../../**/*.pem"}, "yolo", overlay)
-    assert decision.reason == "read_outside_project:glob"
+    assert decision.reason == BoundaryReason("read_outside_project", "glob")

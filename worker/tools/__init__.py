@@ -1,6 +1,7 @@
 """The agent's tools, shared by speculations and by the main chat's tool calls.
 
-One module per tool, each defining ``SPEC`` (the OpenAI function schema the model sees) and
+One module per tool, each defining its arguments' struct (``worker.tools.args``: the schema
+the model sees is generated from it, and it declares which arguments are paths) and
 ``TOOL``. :data:`TOOL_SPECS` lists them in a fixed order so the main chat and every fork send a
 byte-identical ``tools`` array. :func:`execute` runs one call and never raises for a tool's own
 failure: it answers with an error result instead.
@@ -9,6 +10,8 @@ failure: it answers with an error result instead.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from typing import Any
 
 from protocol.chat import ToolCall, ToolResult, ToolSpec
 from worker.tools import (
@@ -21,15 +24,8 @@ from worker.tools import (
     write_file,
 )
 from worker.tools.access import DirectAccess, FileAccess, OverlayAccess
-from worker.tools.base import (
-    ShellMode,
-    Tool,
-    ToolContext,
-    cap_text,
-    check_arguments,
-    decode_arguments,
-    describe_error,
-)
+from worker.tools.args import PathArg, ToolArgs
+from worker.tools.base import ShellMode, Tool, ToolContext, cap_text, describe_error
 from worker.tools.errors import ToolError, ToolStop
 
 __all__ = [
@@ -38,16 +34,19 @@ __all__ = [
     "DirectAccess",
     "FileAccess",
     "OverlayAccess",
+    "PathArg",
     "ShellMode",
     "Tool",
+    "ToolArgs",
     "ToolContext",
     "ToolError",
     "ToolStop",
+    "declared_paths",
     "execute",
     "get_tool",
 ]
 
-TOOLS: tuple[Tool, ...] = (
+TOOLS: tuple[Tool[Any], ...] = (
     read_file.TOOL,
     write_file.TOOL,
     edit.TOOL,
@@ -61,12 +60,19 @@ TOOLS: tuple[Tool, ...] = (
 TOOL_SPECS: tuple[ToolSpec, ...] = tuple(tool.spec for tool in TOOLS)
 """The tool schemas in their fixed order (send these, never a re-sorted copy)."""
 
-_BY_NAME: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
+_BY_NAME: dict[str, Tool[Any]] = {tool.name: tool for tool in TOOLS}
 
 
-def get_tool(name: str) -> Tool | None:
+def get_tool(name: str) -> Tool[Any] | None:
     """The tool called ``name``, or ``None``."""
     return _BY_NAME.get(name)
+
+
+def declared_paths(name: str) -> Mapping[str, PathArg]:
+    """The path arguments the tool ``name`` declares; none for a tool that is not
+    registered (such as ``lsp``: no call of it runs)."""
+    tool = _BY_NAME.get(name)
+    return tool.paths if tool is not None else {}
 
 
 async def execute(call: ToolCall, ctx: ToolContext) -> ToolResult:
@@ -77,8 +83,7 @@ async def execute(call: ToolCall, ctx: ToolContext) -> ToolResult:
     if tool is None:
         return ToolResult(call.id, call.name, error=f"Tool '{call.name}' not found")
     try:
-        args = check_arguments(tool.spec, decode_arguments(call.name, call.arguments))
-        output = await tool.run(args, ctx)
+        output = await tool.call(call.arguments, ctx)
     except (asyncio.CancelledError, ToolStop):
         raise
     except Exception as exc:

@@ -1,4 +1,4 @@
-"""Shared pieces of the tools: errors, the execution context, argument checking, text helpers."""
+"""Shared pieces of the tools: the execution context, the tool itself, text helpers."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ import stat
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Generic, Literal
 
 from protocol.chat import ToolSpec
 from protocol.work import ShellPermission
-from worker.tools.errors import ToolError
+from worker.tools.args import Args, PathArg, decode_arguments, path_fields
+from worker.tools.schema import parameters_schema
 
 if TYPE_CHECKING:
     from worker.shell.runner import ShellResult
@@ -74,91 +75,37 @@ class ToolContext:
     runs; ``False`` forces the pure-Python walk (same output, slower on big trees)."""
 
 
-Runner = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
-
-
 @dataclass(frozen=True, slots=True)
-class Tool:
-    """One tool: the schema the model sees and the coroutine that runs it."""
+class Tool(Generic[Args]):
+    """One tool: its arguments' struct, the schema the model sees and the path arguments
+    (both read from the struct, once, when the tool is defined) and the coroutine that runs
+    it on decoded arguments."""
 
     spec: ToolSpec
-    run: Runner
+    args: type[Args]
+    run: Callable[[Args, ToolContext], Awaitable[str]]
+    paths: Mapping[str, PathArg]
+    """The path arguments, as the struct declares them."""
+
+    @classmethod
+    def define(
+        cls,
+        name: str,
+        description: str,
+        args: type[Args],
+        run: Callable[[Args, ToolContext], Awaitable[str]],
+    ) -> Tool[Args]:
+        spec = ToolSpec(name, description, parameters_schema(args))
+        return cls(spec, args, run, path_fields(args))
 
     @property
     def name(self) -> str:
         return self.spec.name
 
-
-# --- arguments ---------------------------------------------------------------------------------
-
-_TYPE_NAMES = {"string": "a string", "integer": "an integer", "boolean": "true or false"}
-
-
-def _coerce(value: Any, kind: str) -> Any:
-    """``value`` as JSON-schema type ``kind``, or raise ``ValueError``.
-
-    Lenient only where models are known to slip: integral floats and digit strings for
-    integers, ``"true"``/``"false"`` for booleans.
-    """
-    if kind == "string":
-        if isinstance(value, str):
-            return value
-    elif kind == "integer":
-        if isinstance(value, bool):
-            raise ValueError
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value.strip())
-    elif kind == "boolean":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-    raise ValueError
-
-
-def decode_arguments(tool: str, text: str) -> dict[str, Any]:
-    """The JSON object of a tool call's arguments, or a ``ToolError`` saying what is wrong."""
-    try:
-        value = json.loads(text or "{}")
-    except ValueError as exc:
-        raise ToolError(f"Invalid arguments for {tool}: not valid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise ToolError(f"Invalid arguments for {tool}: expected a JSON object")
-    return value
-
-
-def check_arguments(spec: ToolSpec, args: Mapping[str, Any]) -> dict[str, Any]:
-    """Arguments checked against ``spec.parameters``: required keys present, types right,
-    ``minimum`` respected. A ``null`` counts as absent; unknown keys are dropped."""
-    params: dict[str, Any] = spec.parameters.get("properties", {})
-    required: list[str] = spec.parameters.get("required", [])
-    out: dict[str, Any] = {}
-    for key, schema in params.items():
-        value = args.get(key)
-        if value is None:
-            if key in required:
-                raise ToolError(f"Invalid arguments for {spec.name}: '{key}' is required")
-            continue
-        kind = schema.get("type", "string")
-        try:
-            value = _coerce(value, kind)
-        except ValueError:
-            expected = _TYPE_NAMES.get(kind, kind)
-            raise ToolError(
-                f"Invalid arguments for {spec.name}: '{key}' must be {expected}, "
-                f"got {json.dumps(value)[:80]}"
-            ) from None
-        minimum = schema.get("minimum")
-        if minimum is not None and value < minimum:
-            raise ToolError(
-                f"Invalid arguments for {spec.name}: '{key}' must be at least {minimum}"
-            )
-        out[key] = value
-    return out
+    async def call(self, arguments: str, ctx: ToolContext) -> str:
+        """Decode ``arguments`` (the call's JSON text) and run; bad arguments raise
+        ``ToolError``."""
+        return await self.run(decode_arguments(self.name, arguments, self.args), ctx)
 
 
 # --- text --------------------------------------------------------------------------------------

@@ -3,52 +3,46 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated
 
-from protocol.chat import ToolSpec
+from msgspec import Meta
+
+from worker.tools.args import PathArg, ToolArgs
 from worker.tools.base import Tool, ToolContext, looks_binary, replace_file, show_path
 from worker.tools.errors import ToolError
 
-SPEC = ToolSpec(
-    name="edit",
-    description=(
-        "Replace text in a file. 'old_string' must match the file's current text exactly, "
-        "including whitespace and indentation, and must occur exactly once unless "
-        "'replace_all' is true; include enough surrounding lines to make it unique. With an "
-        "empty 'old_string' and a file that does not exist yet, the file is created with "
-        "'new_string' as its content. Paths must be inside the project."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "file_path": {
-                "type": "string",
-                "description": "File to change: a path relative to the project root, or absolute.",
-            },
-            "old_string": {
-                "type": "string",
-                "description": "The exact text to replace (empty to create a new file).",
-            },
-            "new_string": {
-                "type": "string",
-                "description": "The text to put in its place.",
-            },
-            "replace_all": {
-                "type": "boolean",
-                "description": "Replace every occurrence of old_string. Default: false.",
-            },
-        },
-        "required": ["file_path", "old_string", "new_string"],
-    },
+NAME = "edit"
+DESCRIPTION = (
+    "Replace text in a file. 'old_string' must match the file's current text exactly, "
+    "including whitespace and indentation, and must occur exactly once unless "
+    "'replace_all' is true; include enough surrounding lines to make it unique. With an "
+    "empty 'old_string' and a file that does not exist yet, the file is created with "
+    "'new_string' as its content. Paths must be inside the project."
 )
 
 
-def _edit(args: dict[str, Any], ctx: ToolContext) -> str:
+class EditArgs(ToolArgs, frozen=True):
+    file_path: Annotated[
+        str,
+        PathArg("write"),
+        Meta(description="File to change: a path relative to the project root, or absolute."),
+    ]
+    old_string: Annotated[
+        str, Meta(description="The exact text to replace (empty to create a new file).")
+    ]
+    new_string: Annotated[str, Meta(description="The text to put in its place.")]
+    replace_all: (
+        Annotated[bool, Meta(description="Replace every occurrence of old_string. Default: false.")]
+        | None
+    ) = None
+
+
+def _edit(args: EditArgs, ctx: ToolContext) -> str:
     access = ctx.access
-    raw: str = args["file_path"]
-    old: str = args["old_string"]
-    new: str = args["new_string"]
-    replace_all: bool = args.get("replace_all", False)
+    raw = args.file_path
+    old = args.old_string
+    new = args.new_string
+    replace_all = bool(args.replace_all)
     shown = show_path(access.root, access.logical_path(raw))
     if old == new:
         raise ToolError("old_string and new_string are identical; there is nothing to change")
@@ -110,8 +104,8 @@ def _edit(args: dict[str, Any], ctx: ToolContext) -> str:
     return f"Edited {shown}: replaced {count} {noun}."
 
 
-async def run(args: dict[str, Any], ctx: ToolContext) -> str:
+async def run(args: EditArgs, ctx: ToolContext) -> str:
     return await asyncio.to_thread(_edit, args, ctx)
 
 
-TOOL = Tool(SPEC, run)
+TOOL = Tool.define(NAME, DESCRIPTION, EditArgs, run)

@@ -6,37 +6,39 @@ import asyncio
 import heapq
 import os
 import re
-from typing import Any
+from typing import Annotated
 
-from protocol.chat import ToolSpec
+from msgspec import Meta
+
+from worker.tools.args import PathArg, ToolArgs
 from worker.tools.base import Tool, ToolContext, quote_path, show_path
 from worker.tools.errors import ToolError
 from worker.tools.rg import FileSearch, name_glob, start_search
 from worker.tools.tree import TreeView, glob_regex, split_glob, walk_files
 
-SPEC = ToolSpec(
-    name="glob",
-    description=(
-        "Find files whose paths match a glob pattern, such as '**/*.py', 'src/**/*.{ts,tsx}' "
-        "or '*.md' (top level only). '*' matches within one directory level, '**' across "
-        "levels. Skips .git and files ignored by .gitignore. Returns paths sorted by "
-        "modification time, newest first."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "pattern": {
-                "type": "string",
-                "description": "Glob pattern matched against paths relative to 'path'.",
-            },
-            "path": {
-                "type": "string",
-                "description": "Directory to search in. Default: the project root.",
-            },
-        },
-        "required": ["pattern"],
-    },
+NAME = "glob"
+DESCRIPTION = (
+    "Find files whose paths match a glob pattern, such as '**/*.py', 'src/**/*.{ts,tsx}' "
+    "or '*.md' (top level only). '*' matches within one directory level, '**' across "
+    "levels. Skips .git and files ignored by .gitignore. Returns paths sorted by "
+    "modification time, newest first."
 )
+
+
+class GlobArgs(ToolArgs, frozen=True):
+    pattern: Annotated[
+        str,
+        PathArg("read", glob=True),
+        Meta(description="Glob pattern matched against paths relative to 'path'."),
+    ]
+    path: (
+        Annotated[
+            str,
+            PathArg("read"),
+            Meta(description="Directory to search in. Default: the project root."),
+        ]
+        | None
+    ) = None
 
 
 def _depth(rest: str) -> int | None:
@@ -46,24 +48,24 @@ def _depth(rest: str) -> int | None:
     return rest.count("/") + 1
 
 
-def _glob(args: dict[str, Any], ctx: ToolContext) -> str:
+def _glob(args: GlobArgs, ctx: ToolContext) -> str:
     access = ctx.access
-    pattern: str = args["pattern"]
+    pattern = args.pattern
     if not pattern.strip():
         raise ToolError("pattern is empty")
-    base_arg: str = args.get("path") or "."
+    base_arg = args.path or "."
     prefix, rest = split_glob(pattern)
     base_path = access.logical_path(base_arg)
     where = show_path(access.root, base_path)
     start_path = access.logical_path(os.path.join(base_path, prefix)) if prefix else base_path
 
     view = TreeView(access)
-    base = view.start(SPEC.name, base_path)
+    base = view.start(NAME, base_path)
     if base is None:
         raise ToolError(f"Path not found: {where}")
     if not base.is_dir:
         raise ToolError(f"{where} is not a directory")
-    start = view.start(SPEC.name, start_path)
+    start = view.start(NAME, start_path)
     regex = glob_regex(rest)
     found: list[tuple[int, str]] | None = None
     if start is not None and start.is_dir:
@@ -146,8 +148,8 @@ def _from_rg(search: FileSearch, regex: re.Pattern[str], root: str) -> list[tupl
     return found
 
 
-async def run(args: dict[str, Any], ctx: ToolContext) -> str:
+async def run(args: GlobArgs, ctx: ToolContext) -> str:
     return await asyncio.to_thread(_glob, args, ctx)
 
 
-TOOL = Tool(SPEC, run)
+TOOL = Tool.define(NAME, DESCRIPTION, GlobArgs, run)

@@ -5,45 +5,50 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated
 
-from protocol.chat import ToolSpec
+from msgspec import Meta
+
+from worker.tools.args import PathArg, ToolArgs
 from worker.tools.base import Tool, ToolContext, looks_binary, show_path, split_lines
 from worker.tools.errors import ToolError
 from worker.tools.rg import find_files, name_glob
 from worker.tools.tree import Node, TreeView, glob_regex, walk_files
 
-SPEC = ToolSpec(
-    name="grep_search",
-    description=(
-        "Search file contents with a regular expression (Python syntax). Returns matching "
-        "lines as 'path:line:text'. Searches the project root or the given directory or file "
-        "recursively, skipping .git, files ignored by .gitignore and binary files. Use "
-        "'include' to limit the search to files matching a glob such as '*.py' or "
-        "'src/**/*.{ts,tsx}'."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "pattern": {
-                "type": "string",
-                "description": "Regular expression to search for, e.g. 'def \\w+_handler'.",
-            },
-            "path": {
-                "type": "string",
-                "description": "Directory or file to search. Default: the project root.",
-            },
-            "include": {
-                "type": "string",
-                "description": (
+NAME = "grep_search"
+DESCRIPTION = (
+    "Search file contents with a regular expression (Python syntax). Returns matching "
+    "lines as 'path:line:text'. Searches the project root or the given directory or file "
+    "recursively, skipping .git, files ignored by .gitignore and binary files. Use "
+    "'include' to limit the search to files matching a glob such as '*.py' or "
+    "'src/**/*.{ts,tsx}'."
+)
+
+
+class GrepSearchArgs(ToolArgs, frozen=True):
+    pattern: Annotated[
+        str, Meta(description="Regular expression to search for, e.g. 'def \\w+_handler'.")
+    ]
+    path: (
+        Annotated[
+            str,
+            PathArg("read"),
+            Meta(description="Directory or file to search. Default: the project root."),
+        ]
+        | None
+    ) = None
+    include: (
+        Annotated[
+            str,
+            Meta(
+                description=(
                     "Glob of files to search, e.g. '*.py' (matched against file names) or "
                     "'src/**/*.js' (matched against paths relative to the searched directory)."
-                ),
-            },
-        },
-        "required": ["pattern"],
-    },
-)
+                )
+            ),
+        ]
+        | None
+    ) = None
 
 
 def _search_file(
@@ -72,10 +77,31 @@ def _too_big(node: Node, ctx: ToolContext) -> bool:
         return False
 
 
-def _grep(args: dict[str, Any], ctx: ToolContext) -> str:
+def _candidates(
+    view: TreeView, start: Node, pattern: str, include: str | None, ctx: ToolContext
+) -> Iterable[tuple[Node, str]]:
+    """(node, path relative to the start) of every file to search: the start itself when it
+    is a file; else the files ripgrep picks (when it runs), or the walk."""
+    if not start.is_dir:
+        return [(start, start.name)]
+    if ctx.use_ripgrep:
+        name = include.removeprefix("./") if include else None
+        chosen = find_files(
+            view,
+            start,
+            pattern=pattern,
+            name=name_glob(name) if name else None,
+            max_filesize=ctx.search_max_file_bytes,
+        )
+        if chosen is not None:
+            return ((hit.node(), hit.rel) for hit in chosen)
+    return walk_files(view, start)
+
+
+def _grep(args: GrepSearchArgs, ctx: ToolContext) -> str:
     access = ctx.access
-    pattern: str = args["pattern"]
-    include: str | None = args.get("include") or None
+    pattern = args.pattern
+    include = args.include or None
     try:
         regex = re.compile(pattern)
     except re.error as exc:
@@ -84,36 +110,17 @@ def _grep(args: dict[str, Any], ctx: ToolContext) -> str:
     by_name = include is not None and "/" not in include.removeprefix("./")
 
     view = TreeView(access)
-    start_path = access.logical_path(args.get("path") or ".")
-    start = view.start(SPEC.name, start_path)
+    start_path = access.logical_path(args.path or ".")
+    start = view.start(NAME, start_path)
     where = show_path(access.root, start_path)
     if start is None:
         raise ToolError(f"Path not found: {where}")
-
-    files: Iterable[tuple[Node, str]]
-    if not start.is_dir:
-        files = [(start, start.name)]
-    else:
-        chosen = None
-        if ctx.use_ripgrep:
-            name = include.removeprefix("./") if include else None
-            chosen = find_files(
-                view,
-                start,
-                pattern=pattern,
-                name=name_glob(name) if name else None,
-                max_filesize=ctx.search_max_file_bytes,
-            )
-        if chosen is not None:
-            files = ((hit.node(), hit.rel) for hit in chosen)
-        else:
-            files = walk_files(view, start)
 
     lines: list[str] = []
     too_big: list[str] = []
     matched_files = 0
     limit_hit = False
-    for node, rel in files:
+    for node, rel in _candidates(view, start, pattern, include, ctx):
         if include_regex is not None and not _included(include_regex, by_name, rel):
             continue
         if _too_big(node, ctx):
@@ -160,8 +167,8 @@ def _grep(args: dict[str, Any], ctx: ToolContext) -> str:
     return header + "\n" + "\n".join(lines) + skipped
 
 
-async def run(args: dict[str, Any], ctx: ToolContext) -> str:
+async def run(args: GrepSearchArgs, ctx: ToolContext) -> str:
     return await asyncio.to_thread(_grep, args, ctx)
 
 
-TOOL = Tool(SPEC, run)
+TOOL = Tool.define(NAME, DESCRIPTION, GrepSearchArgs, run)

@@ -3,39 +3,40 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated
 
-from protocol.chat import ToolSpec
+from msgspec import Meta
+
+from worker.tools.args import PathArg, ToolArgs
 from worker.tools.base import Tool, ToolContext, show_path
 from worker.tools.errors import ToolError
 from worker.tools.tree import SKIPPED_DIRS, IgnoreRules, Node, TreeView
 
-SPEC = ToolSpec(
-    name="list_directory",
-    description=(
-        "List the files and subdirectories directly inside a directory (not recursive). "
-        "Directories are marked with a trailing '/'. Entries ignored by .gitignore and the "
-        ".git directory are left out."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "description": "Directory to list. Default: the project root.",
-            },
-        },
-        "required": [],
-    },
+NAME = "list_directory"
+DESCRIPTION = (
+    "List the files and subdirectories directly inside a directory (not recursive). "
+    "Directories are marked with a trailing '/'. Entries ignored by .gitignore and the "
+    ".git directory are left out."
 )
 
 
-def _list(args: dict[str, Any], ctx: ToolContext) -> str:
+class ListDirectoryArgs(ToolArgs, frozen=True):
+    path: (
+        Annotated[
+            str,
+            PathArg("read"),
+            Meta(description="Directory to list. Default: the project root."),
+        ]
+        | None
+    ) = None
+
+
+def _list(args: ListDirectoryArgs, ctx: ToolContext) -> str:
     access = ctx.access
-    path = access.logical_path(args.get("path") or ".")
+    path = access.logical_path(args.path or ".")
     where = show_path(access.root, path)
     view = TreeView(access)
-    directory = view.start(SPEC.name, path)
+    directory = view.start(NAME, path)
     if directory is None:
         raise ToolError(f"Directory not found: {where}")
     if not directory.is_dir:
@@ -75,8 +76,8 @@ def _list(args: dict[str, Any], ctx: ToolContext) -> str:
     return text
 
 
-async def run(args: dict[str, Any], ctx: ToolContext) -> str:
+async def run(args: ListDirectoryArgs, ctx: ToolContext) -> str:
     return await asyncio.to_thread(_list, args, ctx)
 
 
-TOOL = Tool(SPEC, run)
+TOOL = Tool.define(NAME, DESCRIPTION, ListDirectoryArgs, run)

@@ -34,6 +34,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from overlay.beneath import open_beneath
+from protocol.boundary import BoundaryReason
+from worker.tools.args import PathArg
 from worker.tools.errors import ToolStop
 
 __all__ = [
@@ -48,8 +50,6 @@ PRIVATE_TOP = ".specrun"
 """specrun's state directory at the project root: never read by a tool on the model's behalf."""
 
 Place = Literal["inside", "outside", "private"]
-
-PATH_KEYS = ("file_path", "filePath", "path", "notebook_path")
 
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK
 """O_NONBLOCK: a FIFO in the tree fails its read (EAGAIN) instead of hanging the tool;
@@ -144,9 +144,10 @@ class Reach:
             return
         where = self.place(path)
         if where == "outside":
-            raise ToolStop(f"read_outside_project:{tool}", f"{path} is outside the project")
+            outside = BoundaryReason("read_outside_project", tool)
+            raise ToolStop(outside, f"{path} is outside the project")
         if where == "private":
-            raise ToolStop(f"read_private:{tool}", f"{path} is specrun's own state")
+            raise ToolStop(BoundaryReason("read_private", tool), f"{path} is specrun's own state")
 
     def open(
         self,
@@ -236,28 +237,31 @@ def _glob_prefix(pattern: str) -> str:
 def read_boundary(
     name: str,
     args: Mapping[str, Any],
+    paths: Mapping[str, PathArg],
     project_root: str | os.PathLike[str],
     private: Iterable[str | os.PathLike[str]] = (),
-) -> str | None:
+) -> BoundaryReason | None:
     """Why the read tool call ``name(args)`` may not run unasked, or ``None``.
 
-    ``read_outside_project:<tool>`` when its target (the path argument, and for ``glob`` the
-    directory its pattern starts in; an absolute pattern or one with ``..`` always) leaves
-    the project once symlinks are resolved; ``read_private:<tool>`` when it names specrun's
-    own state."""
+    ``paths`` are the tool's declared path arguments (``worker.tools.args``). The targets
+    are its read paths and, for a ``glob`` path, the directory the pattern starts in (taken
+    against the first read path; an absolute pattern or one with ``..`` always leaves).
+    ``read_outside_project:<tool>`` when a target leaves the project once symlinks are
+    resolved; ``read_private:<tool>`` when it names specrun's own state."""
     reach = Reach(project_root, private)
     root = str(reach.root)
-    targets: list[str] = []
-    for key in PATH_KEYS:
-        value = args.get(key)
-        if isinstance(value, str):
-            targets.append(value)
-            break
+    targets = [
+        value
+        for key, mark in paths.items()
+        if mark.use == "read" and not mark.glob and isinstance(value := args.get(key), str)
+    ]
     base = targets[0] if targets else "."
-    pattern = args.get("pattern")
-    if name == "glob" and isinstance(pattern, str):
+    for key, mark in paths.items():
+        pattern = args.get(key)
+        if not mark.glob or not isinstance(pattern, str):
+            continue
         if os.path.isabs(pattern) or ".." in PurePosixPath(pattern).parts:
-            return f"read_outside_project:{name}"
+            return BoundaryReason("read_outside_project", name)
         prefix = _glob_prefix(pattern)
         if prefix:
             targets.append(os.path.join(base, prefix))
@@ -269,7 +273,7 @@ def read_boundary(
         for spelling in {os.path.normpath(given), os.path.normpath(os.path.join(root, target))}:
             where = reach.place(spelling)
             if where == "private":
-                return f"read_private:{name}"
+                return BoundaryReason("read_private", name)
             if where == "outside":
-                return f"read_outside_project:{name}"
+                return BoundaryReason("read_outside_project", name)
     return None

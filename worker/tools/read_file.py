@@ -6,56 +6,54 @@ import asyncio
 import os
 import stat
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Annotated, BinaryIO
 
-from protocol.chat import ToolSpec
+from msgspec import Meta
+
+from worker.tools.args import PathArg, ToolArgs
 from worker.tools.base import Tool, ToolContext, looks_binary, show_path, split_lines
 from worker.tools.errors import ToolError
 
-SPEC = ToolSpec(
-    name="read_file",
-    description=(
-        "Read a text file from the project. Returns its lines numbered from 1, one per output "
-        "line as '<number><TAB><text>'. Reads at most 2000 lines by default; use 'offset' and "
-        "'limit' to read a window of a longer file. Very long lines are cut. Binary files "
-        "are refused. Paths may be relative to the project root or absolute."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "file_path": {
-                "type": "string",
-                "description": "File to read: a path relative to the project root, or absolute.",
-            },
-            "offset": {
-                "type": "integer",
-                "minimum": 1,
-                "description": "Line number to start reading from (1-based). Default: 1.",
-            },
-            "limit": {
-                "type": "integer",
-                "minimum": 1,
-                "description": "How many lines to read. Default: up to 2000.",
-            },
-        },
-        "required": ["file_path"],
-    },
+NAME = "read_file"
+DESCRIPTION = (
+    "Read a text file from the project. Returns its lines numbered from 1, one per output "
+    "line as '<number><TAB><text>'. Reads at most 2000 lines by default; use 'offset' and "
+    "'limit' to read a window of a longer file. Very long lines are cut. Binary files "
+    "are refused. Paths may be relative to the project root or absolute."
 )
+
+
+class ReadFileArgs(ToolArgs, frozen=True):
+    file_path: Annotated[
+        str,
+        PathArg("read"),
+        Meta(description="File to read: a path relative to the project root, or absolute."),
+    ]
+    offset: (
+        Annotated[
+            int, Meta(ge=1, description="Line number to start reading from (1-based). Default: 1.")
+        ]
+        | None
+    ) = None
+    limit: (
+        Annotated[int, Meta(ge=1, description="How many lines to read. Default: up to 2000.")]
+        | None
+    ) = None
 
 
 def _number(n: int, line: str) -> str:
     return f"{n:>6}\t{line}"
 
 
-def _read(args: dict[str, Any], ctx: ToolContext) -> str:
+def _read(args: ReadFileArgs, ctx: ToolContext) -> str:
     access = ctx.access
-    raw: str = args["file_path"]
+    raw = args.file_path
     logical = access.logical_path(raw)
     shown = show_path(access.root, logical)
-    access.reach.check(SPEC.name, logical)
+    access.reach.check(NAME, logical)
     physical: Path = access.resolve_read(raw)
-    offset: int = args.get("offset", 1)
-    limit: int | None = args.get("limit")
+    offset = args.offset if args.offset is not None else 1
+    limit = args.limit
 
     if not os.path.lexists(physical):
         raise ToolError(f"File not found: {shown}")
@@ -71,7 +69,7 @@ def _read(args: dict[str, Any], ctx: ToolContext) -> str:
         raise ToolError(f"{shown} is not a regular file (a pipe, socket or device)")
     with os.fdopen(fd, "rb") as handle:
         size = info.st_size
-        if size > ctx.read_max_bytes and "offset" not in args and limit is None:
+        if size > ctx.read_max_bytes and args.offset is None and limit is None:
             raise ToolError(
                 f"{shown} is {size:,} bytes, more than the {ctx.read_max_bytes:,}-byte limit "
                 f"for reading a whole file; read a window with offset and limit, or use "
@@ -144,8 +142,8 @@ def _render(window: list[str], offset: int, total: int | None, shown: str, ctx: 
     return "\n".join(out + notes)
 
 
-async def run(args: dict[str, Any], ctx: ToolContext) -> str:
+async def run(args: ReadFileArgs, ctx: ToolContext) -> str:
     return await asyncio.to_thread(_read, args, ctx)
 
 
-TOOL = Tool(SPEC, run)
+TOOL = Tool.define(NAME, DESCRIPTION, ReadFileArgs, run)

@@ -9,40 +9,39 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Any
+from typing import Annotated
 
-from protocol.chat import ToolSpec
+from msgspec import Meta
+
+from worker.tools.args import ToolArgs
 from worker.tools.base import Tool, ToolContext
 from worker.tools.errors import ToolError
 
-SPEC = ToolSpec(
-    name="run_shell_command",
-    description=(
-        "Run a bash command in the project root and return its exit code, stdout and stderr. "
-        "The command gets no stdin and is killed when it exceeds its timeout. Use it for "
-        "tests, builds, git and other command-line work; prefer read_file, grep_search, glob "
-        "and list_directory for looking at files."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "command": {
-                "type": "string",
-                "description": "The bash command to run, e.g. 'pytest -q tests/test_io.py'.",
-            },
-            "description": {
-                "type": "string",
-                "description": "A short note on what the command does, shown to the user.",
-            },
-            "timeout": {
-                "type": "integer",
-                "minimum": 1,
-                "description": "Seconds before the command is killed. Default: 120.",
-            },
-        },
-        "required": ["command"],
-    },
+NAME = "run_shell_command"
+DESCRIPTION = (
+    "Run a bash command in the project root and return its exit code, stdout and stderr. "
+    "The command gets no stdin and is killed when it exceeds its timeout. Use it for "
+    "tests, builds, git and other command-line work; prefer read_file, grep_search, glob "
+    "and list_directory for looking at files."
 )
+
+
+class RunShellCommandArgs(ToolArgs, frozen=True):
+    command: Annotated[
+        str, Meta(description="The bash command to run, e.g. 'pytest -q tests/test_io.py'.")
+    ]
+    description: (
+        Annotated[
+            str, Meta(description="A short note on what the command does, shown to the user.")
+        ]
+        | None
+    ) = None
+    timeout: (
+        Annotated[
+            int, Meta(ge=1, description="Seconds before the command is killed. Default: 120.")
+        ]
+        | None
+    ) = None
 
 
 NOTES_ROOM = 1024
@@ -83,13 +82,13 @@ def format_shell_output(
     return "\n".join(parts)
 
 
-async def run(args: dict[str, Any], ctx: ToolContext) -> str:
-    command: str = args["command"]
+async def run(args: RunShellCommandArgs, ctx: ToolContext) -> str:
+    command = args.command
     if not command.strip():
         raise ToolError("command is empty")
     from worker.shell.runner import run_read_only, run_shell  # loaded on first use
 
-    timeout_s = float(args.get("timeout", ctx.shell_timeout_s))
+    timeout_s = float(args.timeout if args.timeout is not None else ctx.shell_timeout_s)
     timeout_s = min(timeout_s, ctx.shell_max_timeout_s)
     cwd = ctx.cwd if ctx.cwd is not None else ctx.access.root
     # per stream, so both fit in the tool output with room left for the notes after them
@@ -115,4 +114,4 @@ async def run(args: dict[str, Any], ctx: ToolContext) -> str:
     )
 
 
-TOOL = Tool(SPEC, run)
+TOOL = Tool.define(NAME, DESCRIPTION, RunShellCommandArgs, run)

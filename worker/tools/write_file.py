@@ -3,41 +3,36 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated
 
-from protocol.chat import ToolSpec
+from msgspec import Meta
+
+from worker.tools.args import PathArg, ToolArgs
 from worker.tools.base import Tool, ToolContext, replace_file, show_path
 from worker.tools.errors import ToolError
 
-SPEC = ToolSpec(
-    name="write_file",
-    description=(
-        "Write a file with the given content, replacing it if it exists and creating it (and "
-        "any missing parent directories) if not. Prefer edit for changing part of an existing "
-        "file. Paths may be relative to the project root or absolute, and must be inside the "
-        "project."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "file_path": {
-                "type": "string",
-                "description": "File to write: a path relative to the project root, or absolute.",
-            },
-            "content": {
-                "type": "string",
-                "description": "The complete new content of the file.",
-            },
-        },
-        "required": ["file_path", "content"],
-    },
+NAME = "write_file"
+DESCRIPTION = (
+    "Write a file with the given content, replacing it if it exists and creating it (and "
+    "any missing parent directories) if not. Prefer edit for changing part of an existing "
+    "file. Paths may be relative to the project root or absolute, and must be inside the "
+    "project."
 )
 
 
-def _write(args: dict[str, Any], ctx: ToolContext) -> str:
+class WriteFileArgs(ToolArgs, frozen=True):
+    file_path: Annotated[
+        str,
+        PathArg("write"),
+        Meta(description="File to write: a path relative to the project root, or absolute."),
+    ]
+    content: Annotated[str, Meta(description="The complete new content of the file.")]
+
+
+def _write(args: WriteFileArgs, ctx: ToolContext) -> str:
     access = ctx.access
-    raw: str = args["file_path"]
-    content: str = args["content"]
+    raw = args.file_path
+    content = args.content
     shown = show_path(access.root, access.logical_path(raw))
     data = content.encode("utf-8")
     access.reserve(raw, len(data))
@@ -52,10 +47,10 @@ def _write(args: dict[str, Any], ctx: ToolContext) -> str:
     return f"{verb} {shown} ({lines} lines, {len(data):,} bytes)."
 
 
-async def run(args: dict[str, Any], ctx: ToolContext) -> str:
-    if len(args["content"]) < 256 * 1024:
+async def run(args: WriteFileArgs, ctx: ToolContext) -> str:
+    if len(args.content) < 256 * 1024:
         return _write(args, ctx)
     return await asyncio.to_thread(_write, args, ctx)
 
 
-TOOL = Tool(SPEC, run)
+TOOL = Tool.define(NAME, DESCRIPTION, WriteFileArgs, run)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from coordinator.service.commands.deps import LiveDeps
+from coordinator.service.commands.deps import HandlerDeps
 from coordinator.service.commands.registry import handles
 from protocol.control import ErrorReply, LiveSnapshotRequest, SubscribeRequest
 
 
 @handles(SubscribeRequest)
-async def subscribe(svc: LiveDeps, identity: bytes, req: SubscribeRequest) -> None:
+async def subscribe(svc: HandlerDeps, identity: bytes, req: SubscribeRequest) -> None:
     # No reply now: the events are the replies. The subscriber asks for a snapshot next
     # (handled after this one: requests of one client are handled in order).
     try:
@@ -18,5 +18,5 @@ async def subscribe(svc: LiveDeps, identity: bytes, req: SubscribeRequest) -> No
 
 
 @handles(LiveSnapshotRequest)
-async def live_snapshot(svc: LiveDeps, identity: bytes, req: LiveSnapshotRequest) -> None:
+async def live_snapshot(svc: HandlerDeps, identity: bytes, req: LiveSnapshotRequest) -> None:
     await svc.send(identity, await svc.live.snapshot(req.req_id))

@@ -1,7 +1,7 @@
 """Control commands: one handler per request type, registered where it is defined.
 
     @handles(StatusRequest)
-    async def status(deps: StatusDeps, identity: bytes, req: StatusRequest) -> None: ...
+    async def status(deps: HandlerDeps, identity: bytes, req: StatusRequest) -> None: ...
 
 ``dispatch`` finds a request's handler by its type. A second handler for the same type,
 or a handler whose request parameter names another type, fails at import.
@@ -13,12 +13,12 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from coordinator.service.commands.deps import CommandContext
+from coordinator.service.commands.deps import HandlerDeps
 from protocol.control import ControlRequest
 
 # What the registry keeps. The request is ``Any`` here only because each handler takes
 # its own request type; ``handles`` checks that it is the type it is registered for.
-Handler = Callable[[CommandContext, bytes, Any], Awaitable[None]]
+Handler = Callable[[HandlerDeps, bytes, Any], Awaitable[None]]
 H = TypeVar("H", bound=Handler)
 
 HANDLERS: dict[type[ControlRequest], Handler] = {}
@@ -47,7 +47,7 @@ def handles(request_type: type[ControlRequest]) -> Callable[[H], H]:
     return register
 
 
-async def dispatch(context: CommandContext, identity: bytes, request: ControlRequest) -> None:
+async def dispatch(context: HandlerDeps, identity: bytes, request: ControlRequest) -> None:
     handler = HANDLERS.get(type(request))
     if handler is None:  # a request type the protocol has and the service does not serve yet
         raise LookupError(f"no handler for {type(request).__name__}")

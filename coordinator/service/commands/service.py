@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import random
 
-from coordinator.service.commands.deps import PoolReplies, StatusDeps, StopDeps
+from coordinator.service.commands.deps import HandlerDeps
 from coordinator.service.commands.registry import handles
 from protocol.control import (
     ErrorReply,
@@ -20,7 +20,7 @@ from protocol.control import (
 )
 
 
-def status_reply(svc: StatusDeps, req_id: int) -> StatusReply:
+def status_reply(svc: HandlerDeps, req_id: int) -> StatusReply:
     chat = svc.chat
     return StatusReply(
         req_id=req_id,
@@ -45,23 +45,23 @@ def status_reply(svc: StatusDeps, req_id: int) -> StatusReply:
 
 
 @handles(StatusRequest)
-async def status(svc: StatusDeps, identity: bytes, req: StatusRequest) -> None:
+async def status(svc: HandlerDeps, identity: bytes, req: StatusRequest) -> None:
     await svc.send(identity, status_reply(svc, req.req_id))
 
 
 @handles(StopRequest)
-async def stop(svc: StopDeps, identity: bytes, req: StopRequest) -> None:
+async def stop(svc: HandlerDeps, identity: bytes, req: StopRequest) -> None:
     await svc.send(identity, OkReply(req.req_id, "stopping"))
     svc.stop_requested.set()
 
 
 @handles(WorkersRequest)
-async def workers(svc: PoolReplies, identity: bytes, req: WorkersRequest) -> None:
+async def workers(svc: HandlerDeps, identity: bytes, req: WorkersRequest) -> None:
     await svc.send(identity, WorkersReply(req.req_id, tuple(svc.pool.infos())))
 
 
 @handles(KillWorkerRequest)
-async def kill_worker(svc: PoolReplies, identity: bytes, req: KillWorkerRequest) -> None:
+async def kill_worker(svc: HandlerDeps, identity: bytes, req: KillWorkerRequest) -> None:
     # A worker the pool is already stopping is no target for a random kill (its death
     # would change nothing, and a stress test would count a kill that did not happen).
     gone = (WorkerState.STOPPING, WorkerState.DEAD)

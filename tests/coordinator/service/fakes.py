@@ -1,5 +1,6 @@
 """Small stand-ins for the parts of the service a unit under test depends on
-(``coordinator/service/ports.py``), and the real parts that are cheap: a scripted model
+(``coordinator/service/ports.py``, and the chat and speculation manager the session
+drives: ``coordinator/service/session.py``), and the real parts that are cheap: a scripted model
 server on loopback, a project directory, overlay directories under a private temp dir.
 
 No test here starts a worker process: ``Workers`` hands out handles with no process
@@ -18,10 +19,27 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from coordinator.scripted_model import ScriptedModelServer
+from coordinator.service.chat import TurnResult
+from coordinator.service.emitter import Emitter
 from coordinator.service.pool import WorkerHandle
+from coordinator.service.speculation import AbortCause, BranchRun, Speculation, Suggestion
+from coordinator.service.stats import Stats
 from protocol.approval import ApprovalMode
-from protocol.chat import CacheSafeSnapshot, Message, ToolResult, ToolSpec
-from protocol.control import ControlReply, JobKind, WorkerInfo, WorkerState
+from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
+from protocol.control import (
+    AcceptMethod,
+    ContextInfo,
+    ControlReply,
+    DiffReply,
+    JobKind,
+    SpeculationStatus,
+    StatsReply,
+    SuggestionReply,
+    TurnEnded,
+    TurnEndReason,
+    WorkerInfo,
+    WorkerState,
+)
 from protocol.model import ModelClient
 from protocol.work import LayerStatus, RunTool, ToolDone, WorkerEvent, WorkerJob
 
@@ -146,7 +164,7 @@ class Workers:
         await self.die(handle)
         return 0.0
 
-    # ToolRegistry
+    # ChatWorkers
     async def wait_tools(self, timeout_s: float = 30.0) -> tuple[ToolSpec, ...]:
         await self.tools_ready.wait()
         return self.tool_specs
@@ -232,3 +250,145 @@ class Chat:
 
     async def extend_from_speculation(self, messages: list[Message]) -> None:
         self.extended.append(messages)
+
+
+# -- the main chat and the speculation manager as the session drives them ------------------
+
+
+class SessionChat:
+    """The main chat as the session and the commands drive it (``ChatControl``): it
+    notes what it is asked in ``log`` and answers as the test set it up."""
+
+    model_name = "main-model"
+    fast_model = "fast-model"
+    approval_mode = ApprovalMode.DEFAULT
+
+    def __init__(self, log: list[Any]) -> None:
+        self.log = log
+        self.session_id = "session-1"
+        self.busy = False
+        self.waiting: ToolCall | None = None
+        self.result = TurnResult("completed", "all done")
+        self.turns: list[dict[str, Any]] = []
+        self.cancels: list[int | None] = []
+        self.answers: list[tuple[int, str, bool]] = []
+        self.answer_found = True
+
+    def pending_approval(self) -> ToolCall | None:
+        return self.waiting
+
+    async def run_turn(
+        self,
+        out: Emitter,
+        text: str,
+        mode: ApprovalMode | None = None,
+        can_confirm: bool = False,
+        *,
+        client_pid: int | None = None,
+        from_accept: bool = False,
+    ) -> TurnResult:
+        self.log.append("run_turn")
+        self.turns.append(
+            {
+                "req_id": out.req_id,
+                "text": text,
+                "mode": mode,
+                "can_confirm": can_confirm,
+                "client_pid": client_pid,
+                "from_accept": from_accept,
+            }
+        )
+        await out.text("the answer")
+        return self.result
+
+    def cancel(self, ask_req_id: int | None = None) -> bool:
+        self.cancels.append(ask_req_id)
+        return ask_req_id == 7
+
+    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool:
+        self.answers.append((ask_req_id, call_id, approved))
+        return self.answer_found
+
+    def reset(self) -> None:
+        self.log.append("chat.reset")
+        self.session_id = "session-2"
+
+    compacted: str | None = "Compacted the conversation: 6 earlier messages summarized."
+    context = ContextInfo(32768, "endpoint", 20000, 0.8, 1)
+
+    async def compact_on_request(self, out: Emitter) -> str | None:
+        self.log.append("chat.compact")
+        return self.compacted
+
+    def context_info(self) -> ContextInfo:
+        return self.context
+
+
+class SessionSpeculation:
+    """The speculation manager as the session and the commands drive it
+    (``SpeculationControl``): it notes what it is asked in ``log``, and ``accept``
+    returns ``accepting`` or raises it."""
+
+    def __init__(self, log: list[Any], sent: Replies) -> None:
+        self.log = log
+        self.sent = sent
+        self.current: Suggestion | None = None
+        self.typed_branch: BranchRun | None = None  # what typed_match finds
+        self.accepting: float | Exception = 1.5
+        self.waiting_typed: set[int] = set()  # typed prompts waiting for their speculation
+        self.stats = Stats()
+
+    def offer(self, text: str, status: SpeculationStatus | None) -> None:
+        spec = Speculation("spec-1", text, status=status) if status is not None else None
+        self.current = Suggestion(text, speculation=spec)
+
+    def cancel_generation(self) -> None:
+        self.log.append("cancel_generation")
+
+    def matches(self, text: str) -> bool:
+        return self.current is not None and self.current.text == text.strip()
+
+    def typed_match(self, text: str) -> BranchRun | None:
+        return self.typed_branch
+
+    async def typed(self, text: str) -> None:
+        self.log.append(("typed", text))
+
+    def cancel_accept(self, req_id: int | None = None) -> bool:
+        self.log.append(("cancel_accept", req_id))
+        return req_id in self.waiting_typed
+
+    async def accept(
+        self, method: AcceptMethod, out: Emitter, index: int = 0, wait: bool = False
+    ) -> float:
+        self.log.append(("accept", method, index))
+        if isinstance(self.accepting, Exception):
+            raise self.accepting
+        return self.accepting
+
+    async def dismiss(self, reason: AbortCause) -> None:
+        self.log.append(("dismiss", reason))
+        self.current = None
+
+    def after_turn(self, reason: TurnEndReason, mode: ApprovalMode) -> None:
+        # Noted with how many replies were out by then: the turn's end must come after.
+        self.log.append(("after_turn", reason, mode, len(self.sent.of(TurnEnded))))
+
+    def new_session(self) -> None:
+        self.log.append("new_session")
+
+    async def wait_visible(self, timeout_s: float) -> None:
+        self.log.append(("wait_visible", timeout_s))
+
+    async def wait_settled(self, timeout_s: float) -> None:
+        self.log.append(("wait_settled", timeout_s))
+
+    def suggestion_reply(self, req_id: int, transcript: int | None = None) -> SuggestionReply:
+        text = self.current.text if self.current else None
+        return SuggestionReply(req_id, text, text is not None, None, None)
+
+    async def diff_reply(self, req_id: int, index: int | None, stat: bool) -> DiffReply | None:
+        return None
+
+    def stats_reply(self, req_id: int) -> StatsReply:
+        return self.stats.reply(req_id, pending_speculation=None)

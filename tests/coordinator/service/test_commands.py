@@ -1,6 +1,7 @@
-"""The control commands built directly: each handler gets a stand-in of exactly the
-dependencies its protocol names (``commands/deps.py``), replies land in a list, and the
-registry is checked against the protocol's request union."""
+"""The control commands built directly: each handler gets the service as it sees it
+(``commands/deps.HandlerDeps``) with the real ``Session`` over stand-ins of the chat and
+the speculation manager, replies land in a list, and the registry is checked against the
+protocol's request union."""
 
 from __future__ import annotations
 
@@ -15,17 +16,15 @@ from typing import Any
 
 import pytest
 
-from coordinator.service.chat import TurnResult
 from coordinator.service.commands import HANDLERS, dispatch, registry
 from coordinator.service.commands import chat as chat_commands
 from coordinator.service.commands import live as live_commands
 from coordinator.service.commands import service as service_commands
 from coordinator.service.commands import speculation as speculation_commands
-from coordinator.service.commands.deps import CommandContext
-from coordinator.service.emitter import Emitter
+from coordinator.service.commands.deps import HandlerDeps
 from coordinator.service.pool import WorkerHandle
+from coordinator.service.session import Session
 from coordinator.service.speculation import (
-    AbortCause,
     AcceptCancelled,
     AcceptFallback,
     BranchRun,
@@ -33,20 +32,17 @@ from coordinator.service.speculation import (
     Speculation,
     Suggestion,
 )
-from coordinator.service.stats import Stats
 from coordinator.settings import Settings
 from protocol import control
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall
 from protocol.control import (
-    AcceptMethod,
     AcceptRequest,
     ApprovalAnswer,
     AskRequest,
     CancelRequest,
     CompactRequest,
     ContextInfo,
-    DiffReply,
     ErrorReply,
     KillWorkerRequest,
     Notice,
@@ -63,157 +59,18 @@ from protocol.control import (
     SuggestionRequest,
     TextChunk,
     TurnEnded,
-    TurnEndReason,
     WorkersReply,
     WorkersRequest,
     WorkerState,
 )
 
-from .fakes import Replies, Workers, run
-
-# -- stand-ins -----------------------------------------------------------------------------
-
-
-class Chat:
-    """The main chat as the commands drive it (``ChatControl``)."""
-
-    model_name = "main-model"
-    fast_model = "fast-model"
-    approval_mode = ApprovalMode.DEFAULT
-
-    def __init__(self, log: list[Any]) -> None:
-        self.log = log
-        self.session_id = "session-1"
-        self.busy = False
-        self.waiting: ToolCall | None = None
-        self.result = TurnResult("completed", "all done")
-        self.turns: list[dict[str, Any]] = []
-        self.cancels: list[int | None] = []
-        self.answers: list[tuple[int, str, bool]] = []
-        self.answer_found = True
-
-    def pending_approval(self) -> ToolCall | None:
-        return self.waiting
-
-    async def run_turn(
-        self,
-        out: Emitter,
-        text: str,
-        mode: ApprovalMode | None = None,
-        can_confirm: bool = False,
-        *,
-        client_pid: int | None = None,
-        from_accept: bool = False,
-    ) -> TurnResult:
-        self.log.append("run_turn")
-        self.turns.append(
-            {
-                "req_id": out.req_id,
-                "text": text,
-                "mode": mode,
-                "can_confirm": can_confirm,
-                "client_pid": client_pid,
-                "from_accept": from_accept,
-            }
-        )
-        await out.text("the answer")
-        return self.result
-
-    def cancel(self, ask_req_id: int | None = None) -> bool:
-        self.cancels.append(ask_req_id)
-        return ask_req_id == 7
-
-    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool:
-        self.answers.append((ask_req_id, call_id, approved))
-        return self.answer_found
-
-    def reset(self) -> None:
-        self.log.append("chat.reset")
-        self.session_id = "session-2"
-
-    compacted: str | None = "Compacted the conversation: 6 earlier messages summarized."
-    context = ContextInfo(32768, "endpoint", 20000, 0.8, 1)
-
-    async def compact_on_request(self, out: Emitter) -> str | None:
-        self.log.append("chat.compact")
-        return self.compacted
-
-    def context_info(self) -> ContextInfo:
-        return self.context
-
-
-class Manager:
-    """The speculation manager as the commands drive it (``SpeculationControl``)."""
-
-    def __init__(self, log: list[Any], sent: Replies) -> None:
-        self.log = log
-        self.sent = sent
-        self.current: Suggestion | None = None
-        self.typed_branch: BranchRun | None = None  # what typed_match finds
-        self.accepting: float | Exception = 1.5
-        self.waiting_typed: set[int] = set()  # typed prompts waiting for their speculation
-        self.stats = Stats()
-
-    def offer(self, text: str, status: SpeculationStatus | None) -> None:
-        spec = Speculation("spec-1", text, status=status) if status is not None else None
-        self.current = Suggestion(text, speculation=spec)
-
-    def cancel_generation(self) -> None:
-        self.log.append("cancel_generation")
-
-    def matches(self, text: str) -> bool:
-        return self.current is not None and self.current.text == text.strip()
-
-    def typed_match(self, text: str) -> BranchRun | None:
-        return self.typed_branch
-
-    async def typed(self, text: str) -> None:
-        self.log.append(("typed", text))
-
-    def cancel_accept(self, req_id: int | None = None) -> bool:
-        self.log.append(("cancel_accept", req_id))
-        return req_id in self.waiting_typed
-
-    async def accept(
-        self, method: AcceptMethod, out: Emitter, index: int = 0, wait: bool = False
-    ) -> float:
-        self.log.append(("accept", method, index))
-        if isinstance(self.accepting, Exception):
-            raise self.accepting
-        return self.accepting
-
-    async def dismiss(self, reason: AbortCause) -> None:
-        self.log.append(("dismiss", reason))
-        self.current = None
-
-    def after_turn(self, reason: TurnEndReason, mode: ApprovalMode) -> None:
-        # Noted with how many replies were out by then: the turn's end must come after.
-        self.log.append(("after_turn", reason, mode, len(self.sent.of(TurnEnded))))
-
-    def new_session(self) -> None:
-        self.log.append("new_session")
-
-    async def wait_visible(self, timeout_s: float) -> None:
-        self.log.append(("wait_visible", timeout_s))
-
-    async def wait_settled(self, timeout_s: float) -> None:
-        self.log.append(("wait_settled", timeout_s))
-
-    def suggestion_reply(self, req_id: int, transcript: int | None = None) -> SuggestionReply:
-        text = self.current.text if self.current else None
-        return SuggestionReply(req_id, text, text is not None, None, None)
-
-    async def diff_reply(self, req_id: int, index: int | None, stat: bool) -> DiffReply | None:
-        return None
-
-    def stats_reply(self, req_id: int) -> StatsReply:
-        return self.stats.reply(req_id, pending_speculation=None)
+from .fakes import Replies, SessionChat, SessionSpeculation, Workers, run
 
 
 @dataclass
 class Deps:
-    """Everything any handler may ask for (a ``CommandContext``); each test reads only
-    what the handler under test was given."""
+    """Everything any handler may ask for (a ``HandlerDeps``); each test reads only
+    what the handler under test used."""
 
     log: list[Any] = field(default_factory=list)
     replies: Replies = field(default_factory=Replies)
@@ -225,12 +82,14 @@ class Deps:
     uptime_s: float = 3.14159
     base_url: str = "http://127.0.0.1:9/v1"
     scripted_model: bool = True
-    chat: Chat = field(init=False)
-    speculation: Manager = field(init=False)
+    chat: SessionChat = field(init=False)
+    speculation: SessionSpeculation = field(init=False)
+    session: Session = field(init=False)
 
     def __post_init__(self) -> None:
-        self.chat = Chat(self.log)
-        self.speculation = Manager(self.log, self.replies)
+        self.chat = SessionChat(self.log)
+        self.speculation = SessionSpeculation(self.log, self.replies)
+        self.session = Session(self.chat, self.speculation, self.settings)
 
     async def send(self, identity: bytes, reply: control.ControlReply) -> None:
         await self.replies.send(identity, reply)
@@ -259,17 +118,17 @@ def test_a_second_handler_or_one_for_another_type_is_refused(
     monkeypatch.setattr(registry, "HANDLERS", {})
 
     @registry.handles(StopRequest)
-    async def stop(deps: CommandContext, identity: bytes, req: StopRequest) -> None: ...
+    async def stop(deps: HandlerDeps, identity: bytes, req: StopRequest) -> None: ...
 
     with pytest.raises(TypeError, match="StopRequest already has a handler"):
 
         @registry.handles(StopRequest)
-        async def stop_again(deps: CommandContext, identity: bytes, req: StopRequest) -> None: ...
+        async def stop_again(deps: HandlerDeps, identity: bytes, req: StopRequest) -> None: ...
 
     with pytest.raises(TypeError, match="registered for StatusRequest but takes 'StopRequest'"):
 
         @registry.handles(StatusRequest)
-        async def status(deps: CommandContext, identity: bytes, req: StopRequest) -> None: ...
+        async def status(deps: HandlerDeps, identity: bytes, req: StopRequest) -> None: ...
 
     assert {StopRequest: stop} == registry.HANDLERS
 

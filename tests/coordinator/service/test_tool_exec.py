@@ -39,3 +39,11 @@ def test_other_tools_run() -> None:
     call = ToolCall(id="c", name="read_file", arguments=json.dumps({"file_path": "\x1b"}))
     assert write_policy(call, ApprovalMode.DEFAULT) == "run"
     assert hidden_name_reason(call) is None
+
+
+def test_only_the_argument_the_tool_writes_is_its_file_name() -> None:
+    # write_file ignores "path": a hidden character there names no file.
+    args = {"file_path": "ok.md", "path": "\u202egnp.sh", "content": "x"}
+    call = ToolCall(id="c", name="write_file", arguments=json.dumps(args))
+    assert hidden_name_reason(call) is None
+    assert write_policy(call, ApprovalMode.AUTO_EDIT) == "run"

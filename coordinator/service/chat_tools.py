@@ -1,0 +1,124 @@
+"""The tool calls of one main-chat answer, run under the approval mode: refused, asked
+about, or run on a pool worker, each result cut to fit the context window."""
+
+from __future__ import annotations
+
+from coordinator.service.approvals import ApprovalLost, Approvals
+from coordinator.service.context_meter import ContextMeter
+from coordinator.service.emitter import Emitter
+from coordinator.service.tool_exec import (
+    HIDDEN_NAME_REASON,
+    ToolExecutor,
+    hidden_name_reason,
+    shell_mode,
+    write_policy,
+)
+from protocol.approval import ApprovalMode
+from protocol.chat import ToolCall, ToolResult
+from protocol.model.tokens import cut_to_tokens, estimate_tokens
+from protocol.tools import SHELL_TOOL, WRITE_TOOLS
+
+
+class ChatToolCalls:
+    """Runs the main chat's tool calls on ``executor``, asking ``approvals`` where the
+    approval mode wants a person's yes."""
+
+    def __init__(self, executor: ToolExecutor, approvals: Approvals, context: ContextMeter):
+        self.executor = executor
+        self.approvals = approvals
+        self.context = context
+        self.from_accept = False  # the running turn is an accept's fallback (no flags)
+
+    async def run_all(
+        self, out: Emitter, calls: tuple[ToolCall, ...], mode: ApprovalMode, can_confirm: bool
+    ) -> tuple[list[ToolResult], str | None]:
+        """A result for every call, in order, and why the turn must end, if it must: an
+        approval question was lost. The history stays valid then: the calls that ran keep
+        their results, the rest are answered as not run."""
+        results: list[ToolResult] = []
+        try:
+            for call in calls:
+                results.append(await self.run(out, call, mode, can_confirm))
+        except ApprovalLost as lost:
+            why = str(lost)
+            ran = {r.call_id for r in results}
+            results += [
+                ToolResult(c.id, c.name, error=f"not run: {why}") for c in calls if c.id not in ran
+            ]
+            return results, why
+        return results, None
+
+    async def run(
+        self, out: Emitter, call: ToolCall, mode: ApprovalMode, can_confirm: bool
+    ) -> ToolResult:
+        policy = write_policy(call, mode)
+        if policy == "refuse":
+            return await self._refused(out, call, f"{call.name} is not allowed in plan mode.")
+        hidden_name = hidden_name_reason(call)
+        if policy == "ask" and not await self._confirm(
+            out, call, hidden_name or f"{call.name} changes files", can_confirm
+        ):
+            return await self._refused(out, call, self._refusal_text(can_confirm, call,
+                                                                     hidden_name or ""))
+        await out.tool(call, "running")
+        outcome = await self.executor.run(call, shell_mode(call, mode))
+        if outcome.needs_approval is not None:
+            if mode is ApprovalMode.PLAN and call.name == SHELL_TOOL:
+                return await self._refused(
+                    out, call, "Only read-only shell commands run in plan mode."
+                )
+            if not await self._confirm(out, call, outcome.needs_approval, can_confirm):
+                return await self._refused(
+                    out, call, self._refusal_text(can_confirm, call, outcome.needs_approval)
+                )
+            outcome = await self.executor.run(call, "full")
+        result = self._fit(
+            ToolResult(call.id, call.name, outcome.result.output, outcome.result.error)
+        )
+        await out.tool(
+            call, "success" if result.ok else "error", result.error or result.output or ""
+        )
+        return result
+
+    async def _confirm(self, out: Emitter, call: ToolCall, reason: str, can_confirm: bool) -> bool:
+        return can_confirm and await self.approvals.ask(out, call, reason)
+
+    async def _refused(self, out: Emitter, call: ToolCall, why: str) -> ToolResult:
+        await out.tool(call, "refused", why)
+        return ToolResult(call.id, call.name, error=why)
+
+    def _refusal_text(self, can_confirm: bool, call: ToolCall, why: str = "") -> str:
+        """Why a call was not run, naming the one approval mode that allows exactly this
+        call (file writes: auto-edit; shell, reads outside the project: yolo) and saying
+        where it can be given."""
+        if can_confirm:
+            return "The user declined this tool call."
+        needed = "auto-edit" if call.name in WRITE_TOOLS else "yolo"
+        if why == HIDDEN_NAME_REASON:  # no mode allows it: only a yes at a terminal
+            return (f"This call needs the user's approval ({why}) and no terminal can ask; "
+                    "`specrun chat` or `specrun ask` on a terminal asks.")
+        if self.from_accept:
+            where = (
+                f"`specrun accept` takes no approval mode: to allow it, ask the same prompt "
+                f'with `specrun ask "<prompt>" --approval-mode {needed}`, or start the '
+                f"service with --approval-mode {needed}"
+            )
+        else:
+            where = f"rerun with --approval-mode {needed} to allow it"
+        because = f" ({why})" if why else ""
+        return f"This call needs the user's approval{because} and no terminal can ask; {where}."
+
+    def _fit(self, result: ToolResult) -> ToolResult:
+        """One tool result may take at most a quarter of the window: cut with a note."""
+        limit = self.context.tool_result_tokens
+        body = result.error if result.error is not None else result.output or ""
+        if estimate_tokens(body) <= limit:
+            return result
+        cut = cut_to_tokens(body, limit - 60)
+        note = (
+            f"\n[Output cut to fit the model's context window: showing {len(cut):,} of "
+            f"{len(body):,} characters; ask for a narrower part to see more.]"
+        )
+        if result.error is not None:
+            return ToolResult(result.call_id, result.name, error=cut + note)
+        return ToolResult(result.call_id, result.name, output=cut + note)
