@@ -10,10 +10,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -22,6 +24,25 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_PROJECT = REPO / "coordinator" / "cli" / "demo" / "sample_project"
+
+
+@contextmanager
+def local_http_server(
+    handler: type[BaseHTTPRequestHandler], **state: Any
+) -> Iterator[ThreadingHTTPServer]:
+    """``handler`` served from a thread on a free loopback port (``server_port``), with
+    ``state`` set on the server for the handler to read; shut down and joined after."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    for name, value in state.items():
+        setattr(server, name, value)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def make_sample_project(dest: Path, git: bool = True) -> Path:

@@ -14,11 +14,11 @@
 """
 
 import contextlib
-import ctypes
 import gc
 import os
 
 from protocol.work import PROJECT_ROOT_ENV
+from syscalls import libc
 from worker.shell.git_tree_scan import git_entries
 
 _project = os.environ.get(PROJECT_ROOT_ENV)
@@ -27,6 +27,4 @@ if _project:
         git_entries(_project)
 
 gc.collect()
-_trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc's; musl has none
-if _trim is not None:
-    _trim(0)
+libc.malloc_trim()

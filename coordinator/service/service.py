@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import gc
 import io
 import logging
@@ -36,6 +35,7 @@ from protocol import codec
 from protocol.control import ControlReply, ControlRequest, ErrorReply
 from protocol.endpoints import Endpoints, make_router
 from protocol.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
+from syscalls import libc
 
 if TYPE_CHECKING:
     # Imported for real in ``_start``, after the fork server was launched.
@@ -222,9 +222,7 @@ class Service:
         freed pages back: about 1.5 MB of an idle service's memory, measured."""
         await self.pool.wait_warm()
         gc.collect()
-        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc's; musl has none
-        if trim is not None:
-            trim(0)
+        libc.malloc_trim()
 
     async def _shutdown(self) -> None:
         log.info("stopping")

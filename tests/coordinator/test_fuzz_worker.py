@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from coordinator.cli.client import ServiceClient
 from protocol import codec
+from protocol.boundary import BoundaryReason
 from protocol.chat import Message, ToolCall, ToolResult, ToolSpec
 from protocol.control import StatusReply, StatusRequest, Transcript, TurnEnded
 from protocol.endpoints import Endpoints
@@ -144,7 +145,9 @@ def _events(epoch: int, job_id: str, pid: int, written: str) -> list[Any]:
         ModelText(job_id=job_id, epoch=epoch, turn=0, text="forged text"),
         ToolStarted(job_id=job_id, epoch=epoch, turn=0, call=call, decision="allow"),
         ToolFinished(job_id=job_id, epoch=epoch, turn=0, result=result),
-        Boundary(job_id=job_id, epoch=epoch, reason="shell:forged", outcome=outcome),
+        Boundary(
+            job_id=job_id, epoch=epoch, reason=BoundaryReason("shell", "forged"), outcome=outcome
+        ),
         Completed(job_id=job_id, epoch=epoch, outcome=outcome),
         PipelinedSuggestion(job_id=job_id, epoch=epoch, text="delete everything"),
         ToolDone(job_id=job_id, epoch=epoch, result=result),

@@ -24,9 +24,9 @@ import psutil
 import pytest
 
 from protocol.work import CommandLimits
-from tests.security.conftest import run_in
+from tests.security.conftest import run_in, start_bypassed_helper
 from tests.support import containment_unavailable, needs_containment
-from worker.contain.helper import BYPASS_CLASSIFIER_ENV, SandboxHelper
+from worker.contain.helper import SandboxHelper
 from worker.contain.landlock import abi
 from worker.contain.spawn import ALL_LAYERS, Layers
 from worker.contain.verify import ConnectionRecorder, process_bound, process_check
@@ -37,18 +37,7 @@ pytestmark = needs_containment("the kernel has no Landlock" if abi() < 1 else No
 
 @pytest.fixture(scope="module")
 def helper() -> Iterator[SandboxHelper]:
-    saved = os.environ.get(BYPASS_CLASSIFIER_ENV)
-    os.environ[BYPASS_CLASSIFIER_ENV] = "1"
-    try:
-        started = SandboxHelper.start()
-    finally:
-        if saved is None:
-            os.environ.pop(BYPASS_CLASSIFIER_ENV, None)
-        else:
-            os.environ[BYPASS_CLASSIFIER_ENV] = saved
-    if not all(layer.active for layer in started.layers):
-        started.close()
-        containment_unavailable(f"layers missing: {started.layers}")
+    started = start_bypassed_helper()
     yield started
     started.close()
 

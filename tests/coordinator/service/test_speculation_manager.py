@@ -36,7 +36,7 @@ from protocol.work import (
     RunSpeculation,
     WorkerEvent,
 )
-from worker.boundary import Transcript as SpeculatedTranscript
+from worker.boundary import SpeculatedConversation
 from worker.speculation import LoopEnd, outcome
 
 from .conftest import Place
@@ -98,7 +98,7 @@ def work(place: Place, job: RunSpeculation, files: dict[str, str]) -> Completed:
     ov = overlay_of(place, job)
     for rel, text in files.items():
         ov.redirect_write(rel).write_text(text)
-    transcript = SpeculatedTranscript(job.suggestion, [Message.user(job.suggestion), *SPECULATED])
+    transcript = SpeculatedConversation(job.suggestion, [Message.user(job.suggestion), *SPECULATED])
     end = LoopEnd("completed", "answered", transcript)
     return Completed(job.job_id, job.epoch, outcome(end, ov))
 
