@@ -23,6 +23,7 @@ from prompt_toolkit.application import Application, in_terminal
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.document import Document
 from prompt_toolkit.formatted_text import StyleAndTextTuples
+from prompt_toolkit.input import Input, create_input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.key_binding.bindings.scroll import (
     scroll_one_line_down,
@@ -146,7 +147,7 @@ class Preview:
     """The pager: a read-only buffer of the preview's lines, scrolled with the arrows,
     PgUp/PgDn, Home/End (and Space, b), refreshed with r, closed with Esc or q."""
 
-    def __init__(self, load: Callable[[], DiffReply | str]) -> None:
+    def __init__(self, load: Callable[[], DiffReply | str], keys: Input | None = None) -> None:
         self.load = load
         self.lexer = _Lines()
         self.buffer = Buffer(read_only=True)
@@ -158,6 +159,7 @@ class Preview:
             key_bindings=self._bindings(),
             style=STYLE,
             full_screen=True,
+            input=keys,
         )
         # Esc alone closes after 0.1 s (as vim waits), not half a second; longer than the
         # gap inside one arrow key's bytes on a local terminal
@@ -222,7 +224,14 @@ class Preview:
 async def show_preview(project: Path, rank: int) -> None:
     """Open the preview of the speculation of rank ``rank`` over the chat's prompt; back
     to the prompt, as it was, when it closes."""
-    preview = Preview(lambda: fetch_preview(project, rank))
-    await preview.refresh()
-    async with in_terminal():
-        await preview.app.run_async()
+    # Its own reader of the terminal's keys, not the chat's: the chat prompt flushes its
+    # reader half a second after the last key it read (Ctrl-O), and through a shared one
+    # that late flush took the Esc the preview was holding for its own 0.1 s wait.
+    keys = create_input()
+    try:
+        preview = Preview(lambda: fetch_preview(project, rank), keys)
+        await preview.refresh()
+        async with in_terminal():
+            await preview.app.run_async()
+    finally:
+        keys.close()

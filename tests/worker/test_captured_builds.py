@@ -310,7 +310,7 @@ def test_in_a_confined_pool_worker_the_toolchain_and_identity_are_there(
 ) -> None:
     """The same in a real pool worker that has confined itself (Landlock) before its
     first captured command: the toolchain view and the git identity are worked out then."""
-    from tests.worker.test_speculation_worker import pool_of, run
+    from tests.worker.test_speculation_worker import pool_of, run, send_sandboxed_job
 
     root = spec_project
     subprocess.run(["python3", "-m", "venv", "--without-pip", ".venv"], cwd=root, check=True)
@@ -332,11 +332,7 @@ def test_in_a_confined_pool_worker_the_toolchain_and_identity_are_there(
 
         async def main() -> None:
             async with pool_of() as (pool, events):
-                handle = await pool.acquire("speculation", "spec-1")
-                job = msgspec.structs.replace(
-                    h.job(sandbox=True, overlay_pid=handle.pid), speculate_shell=True
-                )
-                await pool.send(handle, job)
+                await send_sandboxed_job(pool, h, speculate_shell=True)
                 from protocol.work import PipelinedSuggestion
 
                 seen = await events.until(PipelinedSuggestion, timeout=60)
