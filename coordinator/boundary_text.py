@@ -1,12 +1,15 @@
 """Boundary reasons in plain words, for people.
 
-The worker's gate reports why a speculation stopped as ``code:detail``
-(``shell:git commit -m "fix"``, ``write_tool_no_auto:edit``, ``limit:memory`` …).
-Scripts get that raw string (``--json``); a person gets :func:`describe_boundary`:
-what it stopped before, and why, never cut in the middle of a word.
+The worker reports why a speculation stopped as a :class:`BoundaryReason` (code and
+detail: ``shell`` ``git commit -m "fix"``, ``write_tool_no_auto`` ``edit``, ``limit``
+``memory`` …). Scripts get its ``code:detail`` text (``--json``); a person gets
+:func:`describe_boundary`: what it stopped before, and why, never cut in the middle of a
+word.
 """
 
 from __future__ import annotations
+
+from protocol.boundary import BoundaryReason
 
 SHOWN_COMMAND_CHARS = 120
 
@@ -44,12 +47,11 @@ def _split(detail: str) -> tuple[str, str]:
     return tool.strip(), message.strip()
 
 
-def describe_boundary(reason: str) -> str:
+def describe_boundary(reason: BoundaryReason | None) -> str:
     """One sentence: which step the speculation stopped before, and why."""
-    code, sep, detail = reason.partition(":")
-    detail = detail.strip()
-    if not sep:
-        return f"stopped: {cut_words(reason, SHOWN_COMMAND_CHARS)}"
+    if reason is None:
+        return "stopped at a boundary"
+    code, detail = reason.code, reason.detail.strip()
     if code == "shell":
         if detail in ("", "empty"):
             return "stopped at an empty shell command"
@@ -69,6 +71,13 @@ def describe_boundary(reason: str) -> str:
         return f"stopped before {detail}: this tool never runs ahead of you"
     if code == "unknown_tool":
         return f"stopped before {detail}: a tool specrun does not know never runs ahead of you"
+    if code == "git_config":
+        return (
+            f"stopped before a git command: the repository's git configuration names a "
+            f"program git could run ({cut_words(detail, SHOWN_COMMAND_CHARS)})"
+        )
+    if code == "refusal":
+        return "stopped: the model refused the speculated prompt"
     if code == "read_outside_project":
         return f"stopped before {detail}: it reads outside the project"
     if code == "read_private":
@@ -116,4 +125,4 @@ def describe_boundary(reason: str) -> str:
             f"stopped: the {detail.replace('_', ' ')} sandbox layer is not available here, "
             "so the step could not run contained"
         )
-    return f"stopped: {cut_words(reason, SHOWN_COMMAND_CHARS)}"
+    return f"stopped: {cut_words(reason.text(), SHOWN_COMMAND_CHARS)}"

@@ -6,7 +6,6 @@ is reported with its file and key in one sentence.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import json
 import os
@@ -292,6 +291,7 @@ class Key:
     kind: type  # bool, int, float, str or tuple (a list of strings)
     default: Any
     help: str
+    hint: Any  # the field's annotated type: what a value is validated against
     choices: tuple[str, ...] = ()
     minimum: int | float | None = None
     maximum: int | float | None = None
@@ -321,6 +321,7 @@ def _keys() -> dict[str, Key]:
             kind,
             field_info.default,
             meta.description or "",
+            hint,
             choices,
             meta.ge,
             meta.le,
@@ -351,59 +352,56 @@ _FALSE = frozenset({"0", "false", "no", "off"})
 
 def _coerce(key: Key, value: Any, where: str) -> Any:
     """``value`` (from JSON, the environment or a flag) as the key's type, or a
-    ``SettingsError`` naming where it came from."""
-    if key.kind is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
-            return value.lower() in _TRUE
-    elif key.kind is int:
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            value = int(value)
-        if isinstance(value, int) and not isinstance(value, bool):
-            if key.minimum is not None and value < key.minimum:
-                raise SettingsError(
-                    f"{where}: {key.name} must be at least {key.minimum} (got {value})."
-                )
-            if key.maximum is not None and value > key.maximum:
-                raise SettingsError(
-                    f"{where}: {key.name} must be at most {key.maximum} (got {value})."
-                )
-            return value
-    elif key.kind is float:
-        if isinstance(value, str):
-            with contextlib.suppress(ValueError):
-                value = float(value)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            if key.minimum is not None and value < key.minimum:
-                raise SettingsError(
-                    f"{where}: {key.name} must be at least {key.minimum} (got {value})."
-                )
-            if key.maximum is not None and value > key.maximum:
-                raise SettingsError(
-                    f"{where}: {key.name} must be at most {key.maximum} (got {value})."
-                )
-            return float(value)
-    elif key.kind is tuple:
-        if isinstance(value, list) and all(isinstance(item, str) for item in value):
-            return tuple(value)
-        if isinstance(value, str):  # from a flag or the environment: comma-separated
-            return tuple(item.strip() for item in value.split(",") if item.strip())
-    elif key.kind is str and isinstance(value, str):
-        if key.choices and value not in key.choices:
-            allowed = (
-                " or ".join(key.choices)
-                if len(key.choices) == 2
-                else "one of " + ", ".join(key.choices)
-            )
-            raise SettingsError(f"{where}: {key.name} must be {allowed} (got {value!r}).")
-        if key.name == "baseUrl" and value and not value.startswith(("http://", "https://")):
-            raise SettingsError(
-                f"{where}: baseUrl must be an http:// or https:// URL (got {value!r})."
-            )
-        return value
-    shown = json.dumps(value) if not isinstance(value, str) else repr(value)
-    raise SettingsError(f"{where}: {key.name} must be {_KIND_WORDS[key.kind]} (got {shown}).")
+    ``SettingsError`` naming where it came from.
+
+    msgspec validates it against the field's type and bounds: strictly for a JSON value (a
+    number is no flag, a float no whole number), laxly for text from the environment or a
+    flag (``"12"`` is a number there). Text first gets the spellings msgspec does not take:
+    ``yes``/``no``/``on``/``off``, a comma-separated list, spaces around a number."""
+    given = value
+    if isinstance(value, str):
+        value = _from_text(key, value)
+    try:
+        result = msgspec.convert(value, key.hint, strict=not isinstance(given, str))
+    except msgspec.ValidationError:
+        raise SettingsError(f"{where}: {key.name} must be {_expected(key, given)}.") from None
+    if key.name == "baseUrl" and result and not result.startswith(("http://", "https://")):
+        raise SettingsError(
+            f"{where}: baseUrl must be an http:// or https:// URL (got {result!r})."
+        )
+    return result
+
+
+def _from_text(key: Key, text: str) -> Any:
+    if key.kind is bool and text.lower() in _TRUE | _FALSE:
+        return text.lower() in _TRUE
+    if key.kind is tuple:
+        return tuple(item.strip() for item in text.split(",") if item.strip())
+    if key.kind in (int, float):
+        return text.strip()
+    return text
+
+
+def _expected(key: Key, given: Any) -> str:
+    """What a refused ``given`` should have been, and what it was."""
+    if key.kind in (int, float):
+        base = get_args(key.hint)[0]
+        value = _from_text(key, given) if isinstance(given, str) else given
+        try:
+            number = msgspec.convert(value, base, strict=not isinstance(given, str))
+        except msgspec.ValidationError:
+            number = None
+        if number is not None:  # a number, out of bounds
+            shown = number if isinstance(given, str) else given
+            if key.minimum is not None and number < key.minimum:
+                return f"at least {key.minimum} (got {shown})"
+            return f"at most {key.maximum} (got {shown})"
+    if key.choices and isinstance(given, str):
+        if len(key.choices) == 2:
+            return f"{' or '.join(key.choices)} (got {given!r})"
+        return f"one of {', '.join(key.choices)} (got {given!r})"
+    shown = json.dumps(given) if not isinstance(given, str) else repr(given)
+    return f"{_KIND_WORDS[key.kind]} (got {shown})"
 
 
 class _Layers:

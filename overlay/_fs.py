@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import errno
 import os
 from collections.abc import Callable, Iterable
-from typing import cast
+
+from syscalls import libc
 
 CHUNK = 1 << 20
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -75,22 +74,8 @@ def rmdir_quiet(path: str) -> bool:
     return False
 
 
-def _load_syncfs() -> Callable[[int], int] | None:
-    """libc ``syncfs(2)`` (Linux, glibc/musl), or None where it is not available."""
-    try:
-        func = ctypes.CDLL(None, use_errno=True).syncfs
-    except (OSError, AttributeError):
-        return None
-    func.argtypes = [ctypes.c_int]
-    func.restype = ctypes.c_int
-    return cast("Callable[[int], int]", func)
-
-
-_SYNCFS = _load_syncfs()
-
-
 def has_syncfs() -> bool:
-    return _SYNCFS is not None
+    return libc.has_syncfs()
 
 
 def syncfs_dirs(paths: Iterable[str]) -> None:
@@ -99,8 +84,6 @@ def syncfs_dirs(paths: Iterable[str]) -> None:
     One call makes all our staged files, renames and unlinks on that file system durable at
     once, instead of one fsync (and one journal commit) per file.
     """
-    if _SYNCFS is None:
-        raise OSError(errno.ENOSYS, "syncfs is not available")
     seen: set[int] = set()
     for path in dict.fromkeys(paths):
         fd = os.open(path, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
@@ -109,8 +92,6 @@ def syncfs_dirs(paths: Iterable[str]) -> None:
             if dev in seen:
                 continue
             seen.add(dev)
-            if _SYNCFS(fd) != 0:
-                err = ctypes.get_errno()
-                raise OSError(err, os.strerror(err), path)
+            libc.syncfs(fd, path)
         finally:
             os.close(fd)

@@ -14,38 +14,14 @@ file itself with ``O_NOFOLLOW``.
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import functools
 import os
-import platform
 
-_SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437}.get(platform.machine())
-_RESOLVE_NO_SYMLINKS = 0x04
-_RESOLVE_BENEATH = 0x08
+from syscalls import libc
+
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class _OpenHow(ctypes.Structure):
-    _fields_ = [
-        ("flags", ctypes.c_uint64),
-        ("mode", ctypes.c_uint64),
-        ("resolve", ctypes.c_uint64),
-    ]
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL | None:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
-    except (OSError, AttributeError):
-        return None
-    return libc
-
-
-_openat2_works: bool | None = None if _SYS_OPENAT2 is not None else False
+_openat2_works: bool | None = None  # learnt from the first call
 
 
 def _split(rel: str) -> list[str]:
@@ -58,27 +34,17 @@ def _split(rel: str) -> list[str]:
 def _openat2(dir_fd: int, rel: str, flags: int) -> int | None:
     """The fd, or None when openat2 itself is unavailable (the walk is used instead)."""
     global _openat2_works
-    libc = _libc()
-    if _openat2_works is False or libc is None or _SYS_OPENAT2 is None:
+    if _openat2_works is False:
         return None
-    how = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS)
-    fd = int(
-        libc.syscall(
-            _SYS_OPENAT2,
-            ctypes.c_int(dir_fd),
-            ctypes.c_char_p(os.fsencode(rel)),
-            ctypes.byref(how),
-            ctypes.c_size_t(ctypes.sizeof(how)),
-        )
-    )
-    if fd >= 0:
-        _openat2_works = True
-        return fd
-    err = ctypes.get_errno()
-    if err in (errno.ENOSYS, errno.EPERM) and not _openat2_works:
-        _openat2_works = False
-        return None
-    raise OSError(err, os.strerror(err), rel)
+    try:
+        fd = libc.openat2(dir_fd, rel, flags, libc.RESOLVE_BENEATH | libc.RESOLVE_NO_SYMLINKS)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSYS, errno.EPERM) and not _openat2_works:
+            _openat2_works = False
+            return None
+        raise
+    _openat2_works = True
+    return fd
 
 
 def _walk(dir_fd: int, parts: list[str], flags: int) -> int:

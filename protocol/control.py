@@ -15,6 +15,7 @@ from typing import Literal
 import msgspec
 
 from protocol.approval import ApprovalMode
+from protocol.boundary import BoundaryReason
 from protocol.chat import ToolCall
 from protocol.work import FilterReason, LayerStatus, Sandbox
 
@@ -308,10 +309,11 @@ class SpeculationInfo(msgspec.Struct, frozen=True):
     turns: int
     tool_uses: int
     files_written: tuple[str, ...]
-    boundary_reason: str | None
+    boundary_reason: str | None  # ``boundary.text()``: the ``code:detail`` scripts read
     elapsed_s: float
     worker_pid: int | None
     pipelined_suggestion: str | None
+    boundary: BoundaryReason | None = None  # why it stopped, for a renderer
 
 
 class Branch(msgspec.Struct, frozen=True):

@@ -18,22 +18,23 @@ from pathlib import PurePosixPath
 
 import pathspec
 
+from protocol.boundary import BoundaryReason
 from protocol.inert_text import find_hidden
 
 PROTECTED_NAMES = frozenset({".git", ".gitattributes", ".gitmodules", ".specrun"})
 
 
-def protected_reason(rel: str, extra: Sequence[str] = ()) -> str | None:
-    """``protected_path:<rel>`` if a speculation may never write ``rel`` (a project-relative
+def protected_reason(rel: str, extra: Sequence[str] = ()) -> BoundaryReason | None:
+    """``protected_path`` ``rel`` if a speculation may never write ``rel`` (a project-relative
     posix path), else None. ``extra``: gitignore-style patterns (``protectedPaths``, and the
     memory directory's relative path followed by ``/``)."""
     parts = PurePosixPath(rel).parts
     if not parts:
         return None
     if any(part in PROTECTED_NAMES for part in parts):
-        return f"protected_path:{rel}"
+        return BoundaryReason("protected_path", rel)
     if extra and _spec(tuple(extra)).match_file(rel):
-        return f"protected_path:{rel}"
+        return BoundaryReason("protected_path", rel)
     return None
 
 

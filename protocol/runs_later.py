@@ -19,6 +19,8 @@ from functools import lru_cache
 
 import pathspec
 
+from protocol.boundary import BoundaryReason
+
 #: Gitignore-style patterns (a pattern without ``/`` matches at any depth).
 DEFAULT_RUNS_LATER: tuple[str, ...] = (
     ".envrc",
@@ -71,7 +73,9 @@ def runs_later(rel: str, extra: Sequence[str] = (), *, executable: bool = False)
 
 def runs_later_reason(
     rel: str, extra: Sequence[str] = (), *, executable: bool = False
-) -> str | None:
-    """The boundary reason ``runs_later:<rel>`` when ``runsLaterBoundary`` is on and a
+) -> BoundaryReason | None:
+    """The boundary reason ``runs_later`` ``rel`` when ``runsLaterBoundary`` is on and a
     speculation writes such a file, else None."""
-    return f"runs_later:{rel}" if runs_later(rel, extra, executable=executable) else None
+    if runs_later(rel, extra, executable=executable):
+        return BoundaryReason("runs_later", rel)
+    return None

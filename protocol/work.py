@@ -14,6 +14,7 @@ from typing import Literal
 import msgspec
 
 from protocol.approval import ApprovalMode
+from protocol.boundary import BoundaryReason
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec, Usage
 
 PROJECT_ROOT_ENV = "SPECRUN_FORK_SERVER_PROJECT"
@@ -129,8 +130,9 @@ class LayerStatus(msgspec.Struct, frozen=True):
     detail: str
 
 
-class Fingerprint(msgspec.Struct, frozen=True):
-    """A file as it was when the overlay copied it up."""
+class OriginalFile(msgspec.Struct, frozen=True):
+    """A real file as it was when the overlay copied it up (``overlay.Fingerprint`` on the
+    wire)."""
 
     size: int
     mtime_ns: int
@@ -143,7 +145,7 @@ class WrittenFile(msgspec.Struct, frozen=True):
     it (a tool or a captured command); ``overlay_path`` then holds nothing."""
 
     overlay_path: str
-    original: Fingerprint | None = None
+    original: OriginalFile | None = None
     deleted: bool = False
 
 
@@ -256,7 +258,7 @@ class SpeculationOutcome(msgspec.Struct, frozen=True):
 class Boundary(msgspec.Struct, frozen=True, tag="boundary"):
     job_id: str
     epoch: int
-    reason: str
+    reason: BoundaryReason
     outcome: SpeculationOutcome
 
 

@@ -269,27 +269,38 @@ def bench_start(runs: int, rows: list[Row]) -> None:
 
 IDLE_GOAL_MB = 60.0
 
+IDLE_ROLES = {
+    "coordinator": "the service: control socket, chat, model client, the pool",
+    "fork server": "forked from the coordinator, the worker modules preloaded: a worker in ms",
+    "worker": "one per warm pool slot (workerPool), so a speculation starts at once",
+    "sandbox helper": "forked by its worker while single-threaded: runs its shell commands "
+    "contained",
+    "resource tracker": "multiprocess's, not started by specrun (a regression if seen)",
+}
+"""Why each process of an idle service exists (the idle row's note). A process's PSS counts
+its share of every page it shares: the fork server, the workers and their helpers share most
+of theirs with the coordinator they were forked from."""
+
 
 def _roles(pid: int) -> list[tuple[str, float]]:
-    """(role, PSS MB) for the service ``pid`` and each process below it."""
+    """(role, PSS MB) for the service ``pid`` and each process below it, by depth: the
+    fork server is the coordinator's child, a worker the fork server's, a sandbox helper a
+    worker's."""
     import psutil
 
     service = psutil.Process(pid)
     out = [("coordinator", service.memory_full_info().pss / 2**20)]
-    for child in service.children(recursive=True):
+    depth = {pid: 0}
+    for child in service.children(recursive=True):  # parents come before their children
         with contextlib.suppress(psutil.Error):
-            command = " ".join(child.cmdline())
-            parent = child.ppid()
-            if "resource_tracker" in command:
+            depth[child.pid] = depth.get(child.ppid(), 3) + 1
+            if "resource_tracker" in " ".join(child.cmdline()):
                 role = "resource tracker"
-            elif parent == pid and "forkserver" in command:
-                role = "fork server"
-            elif psutil.Process(parent).ppid() == pid:
-                role = "worker"
             else:
-                role = "sandbox helper"
+                role = {1: "fork server", 2: "worker"}.get(depth[child.pid], "sandbox helper")
             out.append((role, child.memory_full_info().pss / 2**20))
-    return out
+    order = list(IDLE_ROLES)
+    return sorted(out, key=lambda item: order.index(item[0]))
 
 
 def idle_pss(runs: int) -> list[list[tuple[str, float]]]:
@@ -321,7 +332,13 @@ def bench_idle(runs: int, rows: list[Row]) -> None:
     samples = idle_pss(runs)
     totals = [sum(mb for _, mb in sample) for sample in samples]
     middle = samples[totals.index(statistics.median_low(totals))]
-    parts = ", ".join(f"{role} {mb:.1f}" for role, mb in middle)
+    by_role: dict[str, list[float]] = {}
+    for role, mb in middle:
+        by_role.setdefault(role, []).append(mb)
+    parts = "; ".join(
+        f"{role} {' + '.join(f'{mb:.1f}' for mb in mbs)} ({IDLE_ROLES[role]})"
+        for role, mbs in by_role.items()
+    )
     rows.append(
         Row(
             f"idle service PSS, pool warm ({len(middle)} processes)",

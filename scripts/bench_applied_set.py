@@ -35,7 +35,7 @@ import overlay  # noqa: E402
 from coordinator.service.applied_set import SpeculationFiles  # noqa: E402
 from coordinator.service.git_ignored import git_ignored  # noqa: E402
 from coordinator.settings import Settings  # noqa: E402
-from protocol.work import Fingerprint, WrittenFile  # noqa: E402
+from protocol.work import OriginalFile, WrittenFile  # noqa: E402
 
 
 def make_case(base: Path, files: int) -> tuple[Path, Path, dict[str, WrittenFile]]:
@@ -56,7 +56,7 @@ def make_case(base: Path, files: int) -> tuple[Path, Path, dict[str, WrittenFile
     written = {
         rel: WrittenFile(
             str(path),
-            Fingerprint(fp.size, fp.mtime_ns, fp.sha256) if (fp := fps[rel]) else None,
+            OriginalFile(fp.size, fp.mtime_ns, fp.sha256) if (fp := fps[rel]) else None,
         )
         for rel, path in ov.written_files().items()
     }

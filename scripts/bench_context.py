@@ -8,16 +8,21 @@ file (one read_file call on a real worker, then a short answer), so without comp
 the history would pass the window within a few turns. Suggestions and memory are off:
 only the main chat and compaction talk to the model.
 
-Printed, over ``--rounds`` sessions: the median latency of turns 6-25 (the same-run
-baseline, "turn 10"; the first compaction comes near turn 7) and of the last 20 turns,
-their ratio per session and its median (the goal: at most 1.2), the median of the turns
-that compacted, how many compactions ran, the largest request the model got against the
-window, how many requests it refused (the goal: none), and how large the request would
-have been with the full history. Medians of 20 turns, several rounds: the machine this
-runs on is shared, and single turns take 80 to 300 ms depending on the load; so the
-coordinator's own CPU time per turn (it runs the chat, the compactions and the embedded
-scripted model) is printed as well, which the load of other processes barely moves.
-Usage: scripts/bench_context.py [--turns N] [--window TOKENS] [--rounds N] [--json]
+The machine this runs on is shared, and its load moves a turn's wall time by 2x within a
+minute, far more than anything the session's length does. So each round runs two
+services side by side: a long session plays its first ``--turns`` - 25 turns alone, then
+a fresh session starts and the two alternate turn by turn (which goes first alternating
+too), so the fresh session's turns 6-25 ("turn 10", the first compaction comes near turn
+7) run in the same seconds as the long one's last 20 ("turn 200"). Printed, over
+``--rounds`` rounds: the median wall time of those two windows, their ratio per round, and
+the ratio of the medians of all rounds' turns pooled (the goal: at most 1.2); the same
+ratio within the long session alone (its turns 6-25, minutes earlier); the coordinator's
+CPU time per turn in both windows (it runs the chat, the compactions and the embedded
+scripted model; the load of other processes barely moves it); the median of the turns
+that compacted, compactions per session, the largest request the model got against the
+window, how many requests it refused (the goal: none), and how large the full history
+would have been. ``--hog N`` runs N busy-looping processes beside it all.
+Usage: scripts/bench_context.py [--turns N] [--window TOKENS] [--rounds N] [--hog N] [--json]
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,130 +77,211 @@ RULES = [
     {"default": {"text": "ok"}},
 ]
 
+INTERLEAVED = 25  # the fresh session's turns, each beside one of the long session's last
+WINDOW = 20  # turns per median: 6-25 against the last 20
+FIRST = 6  # of the "turn 10" window
+
+
+@dataclass
+class Turn:
+    wall_s: float
+    cpu_s: float  # the coordinator's (it also runs the scripted model)
+    compacted: bool
+    completed: bool
+
+
+class Session:
+    """One service on its own copy of the sample project, played one turn at a time."""
+
+    def __init__(self, base: Path, window: int, turns: int) -> None:
+        self.project = copy_sample_project(base / "proj")
+        (self.project / "big.txt").write_text(BIG)
+        scenario = base / "context.yaml"
+        scenario.write_text(
+            yaml.safe_dump(
+                {"name": "bench-context", "chunk_ms": 0, "context_window": window, "rules": RULES}
+            )
+        )
+        (self.project / ".specrun").mkdir(exist_ok=True)
+        settings = {
+            "scenario": str(scenario),
+            "enableFollowupSuggestions": False,
+            "enableMemory": False,
+            "maxSessionTurns": max(200, turns),
+        }
+        (self.project / ".specrun" / "settings.json").write_text(json.dumps(settings))
+        self.log = base / "model.jsonl"
+        start_daemon(self.project, [], env={**os.environ, "SPECRUN_MODEL_LOG": str(self.log)})
+        self.client = ServiceClient(self.project, timeout_s=120)
+        first = self.client.request(StatusRequest(req_id=self.client.next_id()))
+        assert isinstance(first, StatusReply)
+        self.service = psutil.Process(first.pid)
+        self.turns: list[Turn] = []
+
+    def _cpu_s(self) -> float:
+        times = self.service.cpu_times()
+        return float(times.user + times.system)
+
+    def turn(self) -> None:
+        cpu_before = self._cpu_s()
+        request = AskRequest(req_id=self.client.next_id(), text=f"read big.txt ({len(self.turns)})")
+        began = time.perf_counter()
+        self.client.send(request)
+        replies = list(self.client.replies(request.req_id, timeout_s=120))
+        took = time.perf_counter() - began
+        end = replies[-1]
+        self.turns.append(
+            Turn(
+                wall_s=took,
+                cpu_s=self._cpu_s() - cpu_before,
+                compacted=any(
+                    isinstance(r, Notice) and r.text.startswith("Compacted") for r in replies
+                ),
+                completed=isinstance(end, TurnEnded) and end.reason == "completed",
+            )
+        )
+
+    def compactions(self) -> int:
+        status = self.client.request(StatusRequest(req_id=self.client.next_id()))
+        assert isinstance(status, StatusReply) and status.context is not None
+        return status.context.compactions
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        finally:
+            stop_daemon(self.project)
+
+    def requests_refused_and_largest(self) -> tuple[int, int]:
+        lines = self.log.read_text().splitlines()
+        requests = [json.loads(line) for line in lines if line.strip()]
+        posts = [r for r in requests if r["method"] == "POST" and r["purpose"] == "main"]
+        refused = sum(1 for r in posts if r["status"] != 200)
+        largest = max((request_tokens(r["body"], r["body"]["messages"]) for r in posts), default=0)
+        return refused, largest
+
 
 @dataclass
 class Result:
+    """One round: the long session, and the fresh one that ran beside its last turns."""
+
     turns: int
     window: int
-    turn10_median_s: float
-    last10_median_s: float
-    ratio: float
-    compaction_turn_median_s: float
+    turn10_s: float  # the fresh session's turns 6-25, beside the long one's last 20
+    last_s: float  # the long session's last ten
+    ratio: float  # last_s / turn10_s: the goal is at most 1.2
+    same_session_turn10_s: float  # the long session's own turns 6-25, minutes earlier
+    same_session_ratio: float
+    turn10_cpu_ms: float  # the mean over the window (the clock ticks in 10 ms)
+    last_cpu_ms: float
+    compaction_turn_s: float
     compactions: int
-    refused_requests: int
+    refused_requests: int  # in both sessions
     largest_request_tokens: int
     full_history_tokens: int
-    completed_turns: int
-    turn10_cpu_ms: float  # the coordinator's CPU per turn (it also runs the scripted model)
-    last_cpu_ms: float
-    latencies_ms: list[int]  # every turn's, in order (--json)
+    completed_turns: int  # of the long session
+    fresh_completed_turns: int
+    latencies_ms: list[int]  # the long session's, every turn in order
+    fresh_latencies_ms: list[int]
 
 
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
 
-def run_session(base: Path, turns: int, window: int) -> Result:
-    project = copy_sample_project(base / "proj")
-    (project / "big.txt").write_text(BIG)
-    scenario = base / "context.yaml"
-    scenario.write_text(
-        yaml.safe_dump(
-            {"name": "bench-context", "chunk_ms": 0, "context_window": window, "rules": RULES}
-        )
-    )
-    (project / ".specrun").mkdir(exist_ok=True)
-    settings = {
-        "scenario": str(scenario),
-        "enableFollowupSuggestions": False,
-        "enableMemory": False,
-        "maxSessionTurns": max(200, turns),
-    }
-    (project / ".specrun" / "settings.json").write_text(json.dumps(settings))
-    log = base / "model.jsonl"
-    saved = {k: os.environ.get(k) for k in ("SPECRUN_RUNTIME_DIR", "SPECRUN_MODEL_LOG")}
-    os.environ["SPECRUN_RUNTIME_DIR"] = str(base / "run")
-    os.environ["SPECRUN_MODEL_LOG"] = str(log)
-    latencies: list[float] = []
-    cpu: list[float] = []
-    compacting: list[float] = []
-    completed = 0
+def _window(turns: list[Turn], first: int) -> list[Turn]:
+    """Turns ``first`` .. ``first + WINDOW - 1`` (counted from 1)."""
+    return turns[first - 1 : first - 1 + WINDOW]
+
+
+def _wall(turns: list[Turn]) -> float:
+    return _median([t.wall_s for t in turns])
+
+
+def _cpu_ms(turns: list[Turn]) -> float:
+    return sum(t.cpu_s for t in turns) / len(turns) * 1000
+
+
+def run_round(base: Path, turns: int, window: int) -> Result:
+    """The long session alone up to ``turns - INTERLEAVED``, then turn by turn beside a
+    fresh one; whichever went second in a pair goes first in the next."""
+    long = Session(base / "long", window, turns)
+    fresh: Session | None = None
     try:
-        start_daemon(project, [])
-        client = ServiceClient(project, timeout_s=120)
-        try:
-            first = client.request(StatusRequest(req_id=client.next_id()))
-            assert isinstance(first, StatusReply)
-            service = psutil.Process(first.pid)
-
-            def cpu_s() -> float:
-                times = service.cpu_times()
-                return float(times.user + times.system)
-
-            for n in range(turns):
-                cpu_before = cpu_s()
-                request = AskRequest(req_id=client.next_id(), text=f"read big.txt ({n})")
-                began = time.perf_counter()
-                client.send(request)
-                replies = list(client.replies(request.req_id, timeout_s=120))
-                took = time.perf_counter() - began
-                cpu.append(cpu_s() - cpu_before)
-                end = replies[-1]
-                completed += isinstance(end, TurnEnded) and end.reason == "completed"
-                latencies.append(took)
-                if any(isinstance(r, Notice) and r.text.startswith("Compacted") for r in replies):
-                    compacting.append(took)
-            status = client.request(StatusRequest(req_id=client.next_id()))
-            assert isinstance(status, StatusReply) and status.context is not None
-            compactions = status.context.compactions
-        finally:
-            client.close()
-            stop_daemon(project)
+        for _ in range(turns - INTERLEAVED):
+            long.turn()
+        fresh = Session(base / "fresh", window, turns)
+        for n in range(INTERLEAVED):
+            pair = (long, fresh) if n % 2 else (fresh, long)
+            for session in pair:
+                session.turn()
+        compactions = long.compactions()
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    requests = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    posts = [r for r in requests if r["method"] == "POST" and r["purpose"] == "main"]
-    refused = sum(1 for r in posts if r["status"] != 200)
-    largest = max((request_tokens(r["body"], r["body"]["messages"]) for r in posts), default=0)
-    full = HistoryStore(project).load_report().full_messages
-    baseline = latencies[5:25]
-    last = latencies[-20:]
+        try:
+            long.close()
+        finally:
+            if fresh is not None:
+                fresh.close()
+    refused, largest = long.requests_refused_and_largest()
+    fresh_refused, fresh_largest = fresh.requests_refused_and_largest()
+    full = HistoryStore(long.project).load_report().full_messages
+    last_first = turns - WINDOW + 1
+    fresh10, last_turns = _window(fresh.turns, FIRST), _window(long.turns, last_first)
+    turn10, last, own10 = _wall(fresh10), _wall(last_turns), _wall(_window(long.turns, FIRST))
     return Result(
         turns=turns,
         window=window,
-        turn10_median_s=_median(baseline),
-        last10_median_s=_median(last),
-        ratio=_median(last) / _median(baseline) if baseline else 0.0,
-        compaction_turn_median_s=_median(compacting),
+        turn10_s=turn10,
+        last_s=last,
+        ratio=last / turn10,
+        same_session_turn10_s=own10,
+        same_session_ratio=last / own10,
+        turn10_cpu_ms=_cpu_ms(fresh10),
+        last_cpu_ms=_cpu_ms(last_turns),
+        compaction_turn_s=_median([t.wall_s for t in long.turns if t.compacted]),
         compactions=compactions,
-        refused_requests=refused,
-        largest_request_tokens=largest,
+        refused_requests=refused + fresh_refused,
+        largest_request_tokens=max(largest, fresh_largest),
         full_history_tokens=estimate_messages(full),
-        completed_turns=completed,
-        turn10_cpu_ms=_median(cpu[5:25]) * 1000,
-        last_cpu_ms=_median(cpu[-20:]) * 1000,
-        latencies_ms=[round(t * 1000) for t in latencies],
+        completed_turns=sum(t.completed for t in long.turns),
+        fresh_completed_turns=sum(t.completed for t in fresh.turns),
+        latencies_ms=[round(t.wall_s * 1000) for t in long.turns],
+        fresh_latencies_ms=[round(t.wall_s * 1000) for t in fresh.turns],
     )
+
+
+def start_hogs(count: int) -> list[subprocess.Popen[bytes]]:
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--window", type=int, default=32_768)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--hog", type=int, default=0, help="busy-looping processes beside it")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.turns < INTERLEAVED + WINDOW:
+        parser.error(f"--turns must be at least {INTERLEAVED + WINDOW}")
     results = []
-    for _ in range(args.rounds):
-        base = Path(tempfile.mkdtemp(prefix="sr-bench-context-"))
-        try:
-            results.append(run_session(base, args.turns, args.window))
-        finally:
-            shutil.rmtree(base, ignore_errors=True)
+    load = os.getloadavg()
+    hogs = start_hogs(args.hog)
+    base = Path(tempfile.mkdtemp(prefix="sr-bench-context-"))
+    saved = os.environ.get("SPECRUN_RUNTIME_DIR")
+    os.environ["SPECRUN_RUNTIME_DIR"] = str(base / "run")
+    try:
+        for n in range(args.rounds):
+            results.append(run_round(base / f"round{n}", args.turns, args.window))
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+        if saved is None:
+            os.environ.pop("SPECRUN_RUNTIME_DIR", None)
+        else:
+            os.environ["SPECRUN_RUNTIME_DIR"] = saved
+        shutil.rmtree(base, ignore_errors=True)
     if args.json:
         print(json.dumps([asdict(r) for r in results]))
         return 0
@@ -202,22 +289,49 @@ def main(argv: list[str] | None = None) -> int:
     def ms(values: list[float]) -> str:
         return f"{_median(values) * 1000:.0f} ms"
 
+    def per_round(values: list[float]) -> str:
+        return ", ".join(f"{x:.2f}" for x in values)
+
     turns, window = args.turns, args.window
-    ratios = [r.ratio for r in results]
+    last_turns = f"{turns - WINDOW + 1}-{turns}"
+    early = slice(FIRST - 1, FIRST - 1 + WINDOW)
+    fresh10 = [t for r in results for t in r.fresh_latencies_ms[early]]
+    own10 = [t for r in results for t in r.latencies_ms[early]]
+    last = [t for r in results for t in r.latencies_ms[-WINDOW:]]
     rows = [
-        ("sessions x turns completed", f"{len(results)} x {[r.completed_turns for r in results]}"),
-        ("turn 10 (median of turns 6-25), baseline", ms([r.turn10_median_s for r in results])),
-        (f"turn {turns} (median of the last 20)", ms([r.last10_median_s for r in results])),
-        ("ratio per session", ", ".join(f"{x:.2f}" for x in ratios)),
-        ("ratio, median (goal <= 1.2)", f"{_median(ratios):.2f}"),
         (
-            "coordinator CPU per turn, turn 10 -> last 20",
-            f"{_median([r.turn10_cpu_ms for r in results]):.1f} -> "
-            f"{_median([r.last_cpu_ms for r in results]):.1f} ms (ratio "
-            f"{_median([r.last_cpu_ms / max(r.turn10_cpu_ms, 1e-9) for r in results]):.2f})",
+            "rounds x turns completed (long + fresh)",
+            f"{len(results)} x "
+            + ", ".join(f"{r.completed_turns}+{r.fresh_completed_turns}" for r in results),
         ),
-        ("turns that compacted (median)", ms([r.compaction_turn_median_s for r in results])),
-        ("compactions per session", ", ".join(str(r.compactions) for r in results)),
+        ("busy-looping processes beside it", str(args.hog)),
+        ("load average (1 min), start -> end", f"{load[0]:.1f} -> {os.getloadavg()[0]:.1f}"),
+        (
+            "turn 10 (a fresh session's turns 6-25)",
+            f"{statistics.median(fresh10):.0f} ms (per round {ms([r.turn10_s for r in results])})",
+        ),
+        (
+            f"turn {turns} (turns {last_turns}, interleaved)",
+            f"{statistics.median(last):.0f} ms (per round {ms([r.last_s for r in results])})",
+        ),
+        ("ratio per round", per_round([r.ratio for r in results])),
+        (
+            "ratio of the pooled medians (goal <= 1.2)",
+            f"{statistics.median(last) / statistics.median(fresh10):.2f}",
+        ),
+        ("the same session's turns 6-25, minutes earlier", f"{statistics.median(own10):.0f} ms"),
+        (
+            "same-session ratio, per round / pooled",
+            f"{per_round([r.same_session_ratio for r in results])} / "
+            f"{statistics.median(last) / statistics.median(own10):.2f}",
+        ),
+        (
+            f"coordinator CPU per turn, turn 10 -> {turns}",
+            f"{_median([r.turn10_cpu_ms for r in results]):.1f} -> "
+            f"{_median([r.last_cpu_ms for r in results]):.1f} ms",
+        ),
+        ("turns that compacted (median)", ms([r.compaction_turn_s for r in results])),
+        ("compactions per long session", ", ".join(str(r.compactions) for r in results)),
         (
             "largest request / window",
             f"{max(r.largest_request_tokens for r in results):,} / {window:,}",

@@ -440,6 +440,14 @@ def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.
     return predicate()
 
 
+def is_fork_server(coordinator: psutil.Process, child: psutil.Process) -> bool:
+    """Is ``child`` (of the coordinator) the pool's fork server: a fork of the coordinator
+    (its command line), or ``multiprocess``'s fresh interpreter when it could not fork
+    (``coordinator.service.fork_server``)?"""
+    command = child.cmdline()
+    return command == coordinator.cmdline() or "forkserver" in " ".join(command)
+
+
 def pid_running(pid: int) -> bool:
     """Alive and not a zombie."""
     try:
@@ -1203,12 +1211,13 @@ class Chaos:
             )
 
     def fork_servers(self) -> set[int]:
-        """The pids of the service's fork server (its children that run the forkserver)."""
+        """The pids of the service's fork server (``is_fork_server``)."""
         pids = set()
         with contextlib.suppress(psutil.Error):
-            for child in psutil.Process(self.service.pid).children():
+            coordinator = psutil.Process(self.service.pid)
+            for child in coordinator.children():
                 with contextlib.suppress(psutil.Error):
-                    if "forkserver" in " ".join(child.cmdline()):
+                    if is_fork_server(coordinator, child):
                         pids.add(child.pid)
         return pids
 
@@ -1223,7 +1232,7 @@ class Chaos:
                 for entry in self.spec_base.iterdir():
                     if entry.name.isdigit() and int(entry.name) in live | servers:
                         # allowed: an empty tmp, the sandbox helper's empty mount point
-                        allowed = ("tmp", "sandbox", "sandbox/root")
+                        allowed: tuple[str, ...] = ("tmp", "sandbox", "sandbox/root")
                         if int(entry.name) in servers:
                             allowed += ("sandbox/probe",)
                         inner = [
@@ -1260,57 +1269,64 @@ class Chaos:
             raise Violation("; ".join(found))
 
     def process_problems(self) -> list[str]:
-        """One consistent look at the service's processes. The process table is read
-        first and the pool's list after it: a worker the fork server has just forked is
-        in the pool by the time its list is read (a refill seen half-way is not a stray);
-        a worker that joined the pool after the table was read is checked directly."""
+        """One consistent look at the service's processes. Each process carrying the run's
+        runtime dir is placed by its own parent chain, read when it is looked at, not
+        against a listing of the tree taken a moment earlier: a fork server or worker
+        started between two listings (a refill, a restart) is where it belongs, not a
+        stray. The pool's list is read after the processes, so a worker forked by then
+        is in it; one that is not (forked, not yet handed to the pool) shows as a
+        problem that the caller's re-check sees go."""
         coordinator = self.service.pid
         problems: list[str] = []
-        try:
-            coord = psutil.Process(coordinator)
-            children = coord.children()
-        except psutil.Error:
+        if not pid_running(coordinator):
             return [f"the coordinator {coordinator} is gone"]
         marked = self.marked_processes()
+        chains: dict[int, list[int]] = {}  # pid -> its ancestors, nearest first
+        for proc in marked:
+            with contextlib.suppress(psutil.Error):
+                chains[proc.pid] = [p.pid for p in proc.parents()]
+        pool = {w.pid: w for w in self.workers()}
         helpers: set[int] = set()
-        for child in children:
+        for pid, chain in chains.items():
+            if chain[:1] != [coordinator]:
+                continue
             try:
+                child = psutil.Process(pid)
                 cmd = " ".join(child.cmdline())
+                fork_server = is_fork_server(psutil.Process(coordinator), child)
             except psutil.Error:
                 continue
-            if "forkserver" in cmd or "resource_tracker" in cmd:
-                helpers.add(child.pid)
+            if fork_server or "resource_tracker" in cmd:
+                helpers.add(pid)
             else:
-                problems.append(f"unexpected child of the coordinator {child.pid}: {cmd[:80]}")
-        expected_tree = {coordinator} | helpers
-        forked: list[int] = []
-        for helper in helpers:
-            with contextlib.suppress(psutil.Error):
-                forked += [proc.pid for proc in psutil.Process(helper).children()]
-        pool = {w.pid: w for w in self.workers()}
-        for pid in forked:
-            expected_tree.add(pid)
-            if pid not in pool and pid_running(pid):
-                problems.append(f"worker {pid} is not in the pool ({describe_process(pid)})")
-        for pid, info in pool.items():
-            if pid not in expected_tree:
-                try:
-                    parent = psutil.Process(pid).ppid()
-                except psutil.Error:
-                    parent = None  # gone since: its death is the pool's to notice
-                if parent is not None and parent not in helpers:
-                    problems.append(f"pool worker {pid} is not a child of the fork server")
-                expected_tree.add(pid)
-            with contextlib.suppress(psutil.Error):
-                # Every worker has one sandbox helper child; an idle one has nothing else,
-                # and its helper runs no command.
-                kids = psutil.Process(pid).children(recursive=True)
-                own_helper = sandbox_helper_of(pid)
-                if own_helper is not None:
-                    expected_tree.add(own_helper)
-                extra = [k.pid for k in kids if k.pid != own_helper]
-                if extra and info.state == "idle":
-                    problems.append(f"idle worker {pid} has children {extra}")
+                problems.append(f"unexpected child of the coordinator {pid}: {cmd[:80]}")
+        for pid, chain in chains.items():
+            if pid == coordinator or coordinator not in chain:
+                if pid != coordinator:
+                    problems.append(f"stray process {pid} ({describe_process(pid)})")
+                continue
+            below = chain[: chain.index(coordinator)]  # between it and the coordinator
+            if not below or below[-1] not in helpers:
+                continue  # a fork server itself, or under a child already reported
+            if len(below) == 1:  # a child of the fork server: must be a pool worker
+                if pid not in pool and pid_running(pid):
+                    problems.append(f"worker {pid} is not in the pool ({describe_process(pid)})")
+                continue
+            worker = below[-2]
+            info = pool.get(worker)
+            if info is None:
+                continue  # its worker is reported above
+            # Every worker has one sandbox helper child; an idle one has nothing else,
+            # and its helper runs no command.
+            if info.state == "idle" and pid != sandbox_helper_of(worker):
+                problems.append(f"idle worker {worker} has child {pid}")
+        for pid in pool:
+            parents = chains.get(pid)
+            if parents is None:
+                with contextlib.suppress(psutil.Error):
+                    parents = [p.pid for p in psutil.Process(pid).parents()]
+            if parents is not None and (not parents or parents[0] not in helpers):
+                problems.append(f"pool worker {pid} is not a child of the fork server")
         for proc in marked:
             with contextlib.suppress(psutil.Error):
                 status = proc.status()
@@ -1318,8 +1334,6 @@ class Chaos:
                     problems.append(f"zombie {proc.pid}")
                 elif status == psutil.STATUS_STOPPED:
                     problems.append(f"stopped process {proc.pid}")
-                if proc.pid not in expected_tree and proc.pid not in pool:
-                    problems.append(f"stray process {proc.pid} ({' '.join(proc.cmdline())[:60]})")
         dead_leaders = {pid for pid in self.seen_workers if not pid_running(pid)}
         if dead_leaders:
             for proc in psutil.process_iter(["pid"]):
@@ -1633,6 +1647,13 @@ class Chaos:
                     p.kill()
             raise Violation(f"processes outlived the coordinator by 5 s: {left}")
         self.metrics.family_exit_s.append(time.perf_counter() - t_kill)
+        # The family was listed just before the kill; a worker the fork server was forking
+        # then is not in it, and exits once it runs far enough to see the coordinator gone
+        # (worker_entry). It must be gone before the restart: the new service's process
+        # check would otherwise meet it, an orphan of the old one.
+        if not wait_for(lambda: not self.marked_processes(), timeout=30, interval=0.01):
+            late = [f"{p.pid} ({describe_process(p.pid)})" for p in self.marked_processes()]
+            raise Violation(f"processes outlived the coordinator by 30 s: {late}")
         journal = self.project / ".specrun" / "journal"
         if journal.exists() and any(journal.iterdir()):
             self.metrics.mid_apply += 1

@@ -10,10 +10,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -22,6 +24,25 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_PROJECT = REPO / "coordinator" / "cli" / "demo" / "sample_project"
+
+
+@contextmanager
+def local_http_server(
+    handler: type[BaseHTTPRequestHandler], **state: Any
+) -> Iterator[ThreadingHTTPServer]:
+    """``handler`` served from a thread on a free loopback port (``server_port``), with
+    ``state`` set on the server for the handler to read; shut down and joined after."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    for name, value in state.items():
+        setattr(server, name, value)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def make_sample_project(dest: Path, git: bool = True) -> Path:
@@ -141,6 +162,36 @@ def service_processes(pid: int) -> list[psutil.Process]:
         return [proc, *proc.children(recursive=True)]
     except psutil.Error:
         return []
+
+
+def worker_frames_handled(project: Path, epoch: int, timeout: float = 30.0) -> None:
+    """Return once a running service has handled the worker-socket frames sent to it so far
+    (their contexts ended first: a context ends only when its closed sockets have sent
+    theirs). A marker frame from an identity of its own, which the service logs as it drops
+    it, arrives after them."""
+    import uuid
+
+    import zmq
+
+    from protocol import codec
+    from protocol.endpoints import Endpoints
+    from protocol.work import Heartbeat
+
+    identity = f"marker-{uuid.uuid4().hex}".encode()
+    frame = codec.worker_to_coordinator().encode(Heartbeat(pid=0, epoch=epoch, job_id="x"))
+    ctx = zmq.Context()
+    try:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 2000)
+        sock.setsockopt(zmq.IDENTITY, identity)
+        sock.connect(Endpoints.for_project(project, create=False).workers)
+        sock.send(frame)
+        sock.close()
+    finally:
+        ctx.term()
+    log = project / ".specrun" / "logs" / "service.log"
+    seen = wait_until(lambda: repr(identity) in log.read_text(errors="replace"), timeout=timeout)
+    assert seen, f"the service never logged the marker frame from {identity!r}"
 
 
 def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> bool:

@@ -214,6 +214,8 @@ SHORT_RUN = 3 * (len(chaos.ALL_KINDS) + 1)
 @pytest.mark.timeout(600)
 def test_a_short_chaos_run_violates_no_invariant() -> None:
     summary = _run("--rounds", str(SHORT_RUN), "--seed", "7", timeout=560)
+    # For `-rP`: what a loaded run took, and the typed prompt's latency after an abort.
+    print(json.dumps({k: summary[k] for k in ("elapsed_s", "typed_prompt_after_abort")}))
     assert summary["violations"] == []
     assert summary["rounds"] == SHORT_RUN, "cut short by --max-seconds: a loaded machine?"
     assert summary["speculation_branches"] == chaos.BRANCHES

@@ -1,7 +1,7 @@
-"""The import graph of the four packages (design §2): no cycles between modules, and
-dependencies pointing one way — protocol and overlay import no project package, worker
-never imports coordinator, coordinator's client side never imports its service side
-except to run a service in the foreground (`specrun serve`).
+"""The import graph of the five packages (design §2): no cycles between modules, and
+dependencies pointing one way — syscalls imports no project package, protocol and overlay
+only syscalls, worker never imports coordinator, coordinator's client side never imports
+its service side except to run a service in the foreground (`specrun serve`).
 
 Every import counts: module level, inside functions and under ``TYPE_CHECKING``. An
 import made only for a type still ties the two modules together for a reader.
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("protocol", "overlay", "worker", "coordinator")
+PACKAGES = ("syscalls", "protocol", "overlay", "worker", "coordinator")
 SKIPPED = ("coordinator/cli/demo/sample_project",)  # the demo's sample project is data
 
 
@@ -135,11 +135,19 @@ def test_the_cycle_finder_finds_cycles() -> None:
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_protocol_and_overlay_import_no_project_package() -> None:
+def test_syscalls_imports_no_project_package() -> None:
+    for other in PACKAGES:
+        if other != "syscalls":
+            assert _edges_between("syscalls", other) == []
+
+
+def test_protocol_and_overlay_import_only_syscalls() -> None:
     for low in ("protocol", "overlay"):
         for other in PACKAGES:
-            if other != low:
+            if other not in (low, "syscalls"):
                 assert _edges_between(low, other) == []
+    # overlay's syncfs and openat2 go through the one C library handle
+    assert "overlay.beneath -> syscalls.libc" in _edges_between("overlay", "syscalls")
 
 
 def test_nothing_imports_coordinator() -> None:

@@ -32,7 +32,7 @@ def cut_turn(reply: Message, responses: Sequence[ToolResult]) -> list[Message]:
 
 
 @dataclass(slots=True)
-class Transcript:
+class SpeculatedConversation:
     """The speculation's messages since the fork: the suggestion's user message first,
     then model and tool messages. ``len()`` is what the message limit counts."""
 

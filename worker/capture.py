@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from overlay import Overlay, OverlayError
+from protocol.boundary import BoundaryReason
 from protocol.protected import protected_reason
 from protocol.runs_later import runs_later_reason
 from protocol.work import Containment
@@ -188,10 +189,14 @@ def _check_bounds(
     new = {rel for rel, _s, _i in files} | set(deleted)
     kept = {rel: p for rel, p in written.items() if rel not in new}
     if len(kept) + len(new) > containment.overlay_quota_files:
-        raise ToolStop("quota:overlay_files", "the command wrote more files than the quota")
+        raise ToolStop(
+            BoundaryReason("quota", "overlay_files"), "the command wrote more files than the quota"
+        )
     used = sum(p.stat().st_size for p in kept.values() if p.exists())
     if used + sum(info.st_size for _r, _s, info in files) > containment.overlay_quota_bytes:
-        raise ToolStop("quota:overlay_bytes", "the command wrote more bytes than the quota")
+        raise ToolStop(
+            BoundaryReason("quota", "overlay_bytes"), "the command wrote more bytes than the quota"
+        )
 
 
 # The capture space's room beyond the bytes left: tmpfs stores a file in whole pages, and

@@ -33,6 +33,7 @@ from typing import Any, Literal, Protocol
 
 from overlay.paths import real_root, resolve_relative
 from protocol.approval import ApprovalMode
+from protocol.boundary import BoundaryReason
 from protocol.inert_text import find_hidden, quote_name
 from protocol.protected import protected_reason
 from protocol.runs_later import runs_later_reason
@@ -71,22 +72,22 @@ def read_only_verdict(command: str) -> ShellVerdict:
     return classify(command)
 
 
-def bad_path_reason(rel: str) -> str | None:
+def bad_path_reason(rel: str) -> BoundaryReason | None:
     """``bad_path:<rel, quoted>`` if ``rel`` holds a character that a terminal would obey
     or hide (a control, newline and tab included, a bidi or an invisible format
     character, an undecodable byte), else None."""
     if find_hidden(rel) is None:
         return None
-    return f"bad_path:{quote_name(rel)}"
+    return BoundaryReason("bad_path", quote_name(rel))
 
 
-def shell_reason(command: str) -> str:
+def shell_reason(command: str) -> BoundaryReason:
     """``shell:<command>``, cut at a word boundary with an ellipsis when it is long."""
     text = " ".join(command.split())
     if len(text) > SHELL_REASON_CHARS:
         cut = text[:SHELL_REASON_CHARS].rsplit(" ", 1)[0] or text[:SHELL_REASON_CHARS]
         text = f"{cut} …"
-    return f"shell:{text}"
+    return BoundaryReason("shell", text)
 
 
 class OverlayLike(Protocol):
@@ -102,11 +103,17 @@ class OverlayLike(Protocol):
 
 @dataclass(frozen=True)
 class GateDecision:
-    """The gate's answer. ``args`` is a new dict (rewritten paths for allow/redirect)."""
+    """The gate's answer. ``args`` is a new dict (rewritten paths for allow/redirect).
+    ``reason``: a boundary's :class:`BoundaryReason`, else why the call may run (a note
+    for the log)."""
 
     action: GateAction
-    reason: str
+    reason: BoundaryReason | str
     args: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if (self.action == "boundary") != isinstance(self.reason, BoundaryReason):
+            raise TypeError(f"a {self.action} decision with the reason {self.reason!r}")
 
 
 PathDeclarations = Callable[[str], Mapping[str, PathArg]]
@@ -148,7 +155,7 @@ def evaluate(
             paths(tool_name),
         )
     except Exception as exc:  # fail closed
-        return GateDecision("boundary", f"gate_error:{tool_name}: {exc}", {})
+        return GateDecision("boundary", BoundaryReason("gate_error", f"{tool_name}: {exc}"), {})
 
 
 def _evaluate(
@@ -165,7 +172,8 @@ def _evaluate(
     writes = {key: args.get(key) for key, mark in paths.items() if mark.use == "write"}
     if writes and name not in WRITE_TOOLS:
         # Fail closed: only a write tool's paths may be redirected into the overlay.
-        return GateDecision("boundary", f"gate_error:{name}: a write path in a read tool", args)
+        mixed = BoundaryReason("gate_error", f"{name}: a write path in a read tool")
+        return GateDecision("boundary", mixed, args)
     if name in READ_TOOLS:
         read_reason = read_boundary(name, args, paths, overlay.root, private_paths)
         if read_reason is not None:
@@ -173,10 +181,11 @@ def _evaluate(
         return _rewrite(name, args, paths, overlay, "allow", f"read_tool:{name}")
     if name in WRITE_TOOLS:
         if not _edits_allowed(approval_mode):
-            return GateDecision("boundary", f"write_tool_no_auto:{name}", args)
+            return GateDecision("boundary", BoundaryReason("write_tool_no_auto", name), args)
         targets = [value for value in writes.values() if isinstance(value, str)]
         if not targets:
-            return GateDecision("boundary", f"path_rewrite_failed:{name}: no path argument", args)
+            failed = BoundaryReason("path_rewrite_failed", f"{name}: no path argument")
+            return GateDecision("boundary", failed, args)
         for target in targets:
             reason = _write_reason(overlay, target, protected_paths, runs_later_paths)
             if reason is not None:
@@ -189,8 +198,8 @@ def _evaluate(
     if name == SHELL_TOOL:
         return _shell(args, overlay, sandboxed_shell)
     if name in DENIED_TOOLS:
-        return GateDecision("boundary", f"denied_tool:{name}", args)
-    return GateDecision("boundary", f"unknown_tool:{name}", args)
+        return GateDecision("boundary", BoundaryReason("denied_tool", name), args)
+    return GateDecision("boundary", BoundaryReason("unknown_tool", name), args)
 
 
 def _write_reason(
@@ -198,7 +207,7 @@ def _write_reason(
     target: str,
     protected_paths: tuple[str, ...],
     runs_later_paths: tuple[str, ...] | None,
-) -> str | None:
+) -> BoundaryReason | None:
     """Why a write to ``target`` is a boundary: a hidden character in its name, a
     protected path, a file that runs later; or ``None``."""
     bad = bad_path_reason(target)
@@ -216,12 +225,12 @@ def _write_reason(
 def _shell(args: dict[str, Any], overlay: OverlayLike, sandboxed_shell: bool) -> GateDecision:
     command = args.get("command")
     if not isinstance(command, str) or not command.strip():
-        return GateDecision("boundary", "shell:empty", args)
+        return GateDecision("boundary", BoundaryReason("shell", "empty"), args)
     verdict = read_only_verdict(command)
     if verdict.read_only and verdict.uses_git:
         hazard = git_config_hazard(os.fspath(overlay.root), _overlay_dir(overlay))
         if hazard is not None:
-            return GateDecision("boundary", f"git_config:{hazard}", args)
+            return GateDecision("boundary", BoundaryReason("git_config", hazard), args)
     if verdict.read_only:
         return GateDecision("allow", "shell_read_only", args)
     if sandboxed_shell:
@@ -277,5 +286,6 @@ def _rewrite(
             args[key] = os.fspath(resolve(value))
         except Exception as exc:
             message = str(exc) or type(exc).__name__
-            return GateDecision("boundary", f"path_rewrite_failed:{name}: {message}", args)
+            failed = BoundaryReason("path_rewrite_failed", f"{name}: {message}")
+            return GateDecision("boundary", failed, args)
     return GateDecision(action, reason, args)

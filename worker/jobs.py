@@ -42,6 +42,7 @@ from overlay import (
     mark_owner,
     speculation_base_dir,
 )
+from protocol.boundary import BoundaryReason
 from protocol.chat import ToolCall, ToolResult, Usage
 from protocol.endpoints import runtime_base
 from protocol.model import ModelClient, ModelError
@@ -113,11 +114,11 @@ async def _main_chat_tool(job: RunTool, helper: SandboxHelper) -> tuple[ToolResu
     )
     if call.name in READ_TOOLS and unapproved:
         # Outside the project, or specrun's own state: the user decides what leaves.
-        reason = read_boundary(
+        boundary = read_boundary(
             call.name, call.args(), declared_paths(call.name), job.project_root, job.private_paths
         )
-        if reason is not None:
-            return _refused(call, reason), reason
+        if boundary is not None:
+            return _refused(call, boundary.text()), boundary.text()
     if call.name == SHELL_TOOL and unapproved:
         reason = approval_needed(call, job.project_root)
         if reason is not None:
@@ -134,7 +135,7 @@ async def _main_chat_tool(job: RunTool, helper: SandboxHelper) -> tuple[ToolResu
     try:
         return await execute(call, ctx), None
     except ToolStop as stop:  # a missing sandbox layer, a read that leaves: the user decides
-        return _refused(call, stop.reason), stop.reason
+        return _refused(call, stop.reason.text()), stop.reason.text()
 
 
 def _refused(call: ToolCall, reason: str) -> ToolResult:
@@ -172,10 +173,11 @@ def contained_runner(
 ) -> Callable[[str, str | Path, float, int], ShellResult]:
     """A shell runner for the tools: every command goes through the sandbox helper.
 
-    A missing layer raises ``ToolStop("sandbox_unavailable:<layer>")``: the command did not
-    run, and will not run with less containment. With ``stop_on_limit`` (speculations) a
-    command stopped by a limit raises ``ToolStop("limit:<name>")``, and one cut short by
-    the speculation's ``deadline`` (monotonic) ``ToolStop("limit:wall_clock")``; a command
+    A missing layer raises ``ToolStop`` with ``sandbox_unavailable`` and the layer: the
+    command did not run, and will not run with less containment. With ``stop_on_limit``
+    (speculations) a command stopped by a limit raises ``ToolStop`` with ``limit`` and its
+    name, and one cut short by the speculation's ``deadline`` (monotonic) ``limit``
+    ``wall_clock``; a command
     that reached its own timeout is a result like any other (the model sees that it was
     killed, as in the main chat). The result carries notes on the sandbox it ran in (no
     network...)."""
@@ -194,7 +196,7 @@ def contained_runner(
         try:
             result = helper.run(request)
         except ContainmentUnavailable as exc:
-            raise ToolStop(f"sandbox_unavailable:{exc.layer}", str(exc)) from exc
+            raise ToolStop(BoundaryReason("sandbox_unavailable", exc.layer), str(exc)) from exc
         result = _stop_on_limit(result, deadline) if stop_on_limit else result
         return _with_notes(result, captured=False)
 
@@ -218,7 +220,7 @@ def _stop_on_limit(result: ShellResult, deadline: float | None = None) -> ShellR
         raise ToolStop(WALL_CLOCK, "the speculation reached its wall-clock limit")
     limit = limit_reached(result)
     if limit is not None and limit != "timeout":
-        raise ToolStop(f"limit:{limit}", f"the command hit its {limit} limit")
+        raise ToolStop(BoundaryReason("limit", limit), f"the command hit its {limit} limit")
     return result
 
 
@@ -361,13 +363,14 @@ def _captured_runner(
             with _run_captured(helper, request) as captured:
                 if captured.full is not None:
                     raise ToolStop(
-                        f"quota:{captured.full}", "the command ran out of the speculation's quota"
+                        BoundaryReason("quota", captured.full),
+                        "the command ran out of the speculation's quota",
                     )
                 result = _stop_on_limit(captured.result, deadline)
                 missing = missing_program(result.stderr, shell, os.fspath(cwd), given.host_path)
                 if missing is not None:
                     raise ToolStop(
-                        f"toolchain_missing:{missing}",
+                        BoundaryReason("toolchain_missing", missing),
                         f"{missing} is on this machine but not in the speculation's view",
                     )
                 note = import_capture(captured.root / "upper", overlay, job.containment).note()
@@ -384,7 +387,7 @@ def _run_captured(helper: SandboxHelper, request: Request) -> Captured:
     try:
         return helper.run_captured(request)
     except ContainmentUnavailable as exc:
-        raise ToolStop(f"sandbox_unavailable:{exc.layer}", str(exc)) from exc
+        raise ToolStop(BoundaryReason("sandbox_unavailable", exc.layer), str(exc)) from exc
 
 
 async def _pipelined(job: RunSpeculation, client: ModelClient, end: LoopEnd) -> PipelinedSuggestion:
@@ -393,7 +396,7 @@ async def _pipelined(job: RunSpeculation, client: ModelClient, end: LoopEnd) -> 
     if job.pipelined:
         chat = ForkedChat.from_snapshot(job.snapshot, job.model)
         texts, reason = await pipelined_suggestion(
-            client, chat, end.transcript.messages, job.suggestion, job.alternatives
+            client, chat, end.conversation.messages, job.suggestion, job.alternatives
         )
     return PipelinedSuggestion(
         job_id=job.job_id,

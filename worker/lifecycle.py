@@ -10,11 +10,10 @@ coordinator itself covers the rest without polling.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 
-_PR_SET_PDEATHSIG = 1
+from syscalls import libc
 
 
 def detach_session() -> None:
@@ -24,14 +23,4 @@ def detach_session() -> None:
 
 
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-
-
-def open_pidfd(pid: int) -> int | None:
-    """A pidfd that becomes readable when ``pid`` exits; None if it is already gone."""
-    try:
-        return os.pidfd_open(pid)
-    except ProcessLookupError:
-        return None
+    libc.prctl(libc.PR_SET_PDEATHSIG, sig, what="prctl(PR_SET_PDEATHSIG)")

@@ -28,7 +28,8 @@ from protocol.work import (
     RunTool,
     Shutdown,
 )
-from worker.lifecycle import detach_session, die_with_parent, open_pidfd
+from syscalls import libc
+from worker.lifecycle import detach_session, die_with_parent
 from worker.outbox import Outbox
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def worker_entry(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: f
     detach_session()
     die_with_parent()
     # The coordinator may have died between our fork and the prctl above.
-    if open_pidfd(coordinator_pid) is None:
+    if libc.pidfd_open(coordinator_pid) is None:
         os._exit(0)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     # The sandbox helper first: forking is safe only while we are single-threaded (no
@@ -81,7 +82,7 @@ async def _serve(
     current: dict[str, str | None] = {"job": None}
 
     loop = asyncio.get_running_loop()
-    pidfd = open_pidfd(coordinator_pid)
+    pidfd = libc.pidfd_open(coordinator_pid)
     if pidfd is None:
         return
     loop.add_reader(pidfd, stop.set)

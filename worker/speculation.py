@@ -21,12 +21,13 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import msgspec
 
 from overlay import Overlay
 from protocol.approval import ApprovalMode
+from protocol.boundary import BoundaryReason
 from protocol.chat import Message, ToolCall, ToolResult
 from protocol.model import ChatRequest, ModelClient
 from protocol.tools import SHELL_TOOL
@@ -34,8 +35,8 @@ from protocol.work import (
     Boundary,
     Completed,
     Containment,
-    Fingerprint,
     ModelText,
+    OriginalFile,
     RunSpeculation,
     SpeculationOutcome,
     ToolFinished,
@@ -43,7 +44,7 @@ from protocol.work import (
     WorkerEvent,
     WrittenFile,
 )
-from worker.boundary import Transcript
+from worker.boundary import SpeculatedConversation
 from worker.fork import ForkedChat
 from worker.gate import GateDecision, evaluate
 from worker.shell.runner import ShellResult
@@ -55,17 +56,17 @@ log = logging.getLogger("specrun.worker.speculation")
 
 Emit = Callable[[WorkerEvent], Awaitable[None]]
 Status = Literal["completed", "boundary"]
-WALL_CLOCK = "limit:wall_clock"
+WALL_CLOCK = BoundaryReason("limit", "wall_clock")
 
 
 @dataclass(frozen=True, slots=True)
 class LoopEnd:
     """How a loop ended. ``stop`` says why a completed loop stopped (``answered``,
-    ``empty``, ``max_turns``, ``max_messages``); for a boundary it is the gate's reason."""
+    ``empty``, ``max_turns``, ``max_messages``); for a boundary it is the boundary's reason."""
 
     status: Status
-    stop: str
-    transcript: Transcript
+    stop: str | BoundaryReason
+    conversation: SpeculatedConversation
 
 
 class Toolbox:
@@ -164,7 +165,7 @@ async def run_loop(
     At ``deadline`` (monotonic; by default the job's wall-clock limit from now) it ends at
     the boundary ``limit:wall_clock`` with what it has so far."""
     chat = ForkedChat.from_snapshot(job.snapshot, job.model)
-    spec = Transcript(job.suggestion)
+    spec = SpeculatedConversation(job.suggestion)
     limits = job.limits
     if deadline is None:
         deadline = time.monotonic() + limits.wall_clock_s
@@ -179,7 +180,7 @@ async def run_loop(
             reply = await asyncio.wait_for(ask(client, request, job, turn, emit), left)
         except ModelRefused:
             # Nothing to show at Tab: the user's own turn will get the model's answer.
-            return LoopEnd("boundary", "refusal", spec)
+            return LoopEnd("boundary", BoundaryReason("refusal"), spec)
         except TimeoutError:
             return LoopEnd("boundary", WALL_CLOCK, spec)
         spec.turns = turn + 1
@@ -225,7 +226,7 @@ async def run_calls(
     emit: Emit,
     *,
     deadline: float | None = None,
-) -> tuple[list[ToolResult], str | None]:
+) -> tuple[list[ToolResult], BoundaryReason | None]:
     """Run the reply's calls in order until the gate stops one.
 
     Returns the responses produced (one per call that ran, errors included) and the
@@ -236,8 +237,8 @@ async def run_calls(
         if deadline is not None and time.monotonic() >= deadline:
             return responses, WALL_CLOCK
         decision = tools.decide(call)
-        if decision.action == "boundary":
-            return responses, decision.reason
+        if decision.action == "boundary":  # its reason is a BoundaryReason (GateDecision)
+            return responses, cast(BoundaryReason, decision.reason)
         await emit(
             ToolStarted(
                 job_id=job.job_id, epoch=job.epoch, turn=turn, call=call, decision=decision.action
@@ -259,7 +260,7 @@ async def run_calls(
 
 def rewritten(call: ToolCall, decision: GateDecision) -> ToolCall:
     """The call to execute: the gate's (possibly rewritten) arguments, same id and name.
-    The transcript keeps the original call, so overlay paths never reach the history."""
+    The conversation keeps the original call, so overlay paths never reach the history."""
     if decision.args == call.args():
         return call
     return ToolCall(call.id, call.name, msgspec.json.encode(decision.args).decode())
@@ -292,7 +293,7 @@ def written_files(overlay: Overlay) -> dict[str, WrittenFile]:
         if path is None:  # a deletion: its overlay path, where nothing is
             path = Path(overlay.overlay_dir, rel)
         fp = fingerprints.get(rel)
-        original = Fingerprint(fp.size, fp.mtime_ns, fp.sha256) if fp is not None else None
+        original = OriginalFile(fp.size, fp.mtime_ns, fp.sha256) if fp is not None else None
         written[rel] = WrittenFile(
             overlay_path=str(path), original=original, deleted=rel in deleted
         )
@@ -301,7 +302,7 @@ def written_files(overlay: Overlay) -> dict[str, WrittenFile]:
 
 def outcome(end: LoopEnd, overlay: Overlay) -> SpeculationOutcome:
     """The outcome handed to the coordinator, with the overlay's written files."""
-    spec = end.transcript
+    spec = end.conversation
     return SpeculationOutcome(
         messages=spec.speculated,
         written_files=written_files(overlay),
@@ -312,6 +313,6 @@ def outcome(end: LoopEnd, overlay: Overlay) -> SpeculationOutcome:
 
 def final_event(job: RunSpeculation, end: LoopEnd, overlay: Overlay) -> Completed | Boundary:
     result = outcome(end, overlay)
-    if end.status == "boundary":
+    if isinstance(end.stop, BoundaryReason):
         return Boundary(job_id=job.job_id, epoch=job.epoch, reason=end.stop, outcome=result)
     return Completed(job_id=job.job_id, epoch=job.epoch, outcome=result)

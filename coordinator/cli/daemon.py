@@ -19,6 +19,7 @@ from coordinator.state_dir import state_dir
 from protocol.control import StatusReply, StatusRequest, StopRequest
 from protocol.endpoints import Endpoints
 from protocol.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
+from syscalls import libc
 
 
 class StartError(RuntimeError):
@@ -104,7 +105,10 @@ def _wait_started(
     # The service answers before its warm workers are up; `start` returns once it can
     # speculate at once, or gives up waiting on them (not on the start) half-way.
     warm_deadline = started + timeout_s / 2
-    exited = _pidfd(proc.pid)
+    try:
+        exited = libc.pidfd_open(proc.pid)
+    except OSError:  # no pidfds (Linux < 5.3): the ready pipe closing still shows the exit
+        exited = None
     poller = select.poll()  # any fd number (select() stops at 1024)
     for fd in (ready, exited):
         if fd is not None:
@@ -166,13 +170,6 @@ def _poll_started(
             pass
         time.sleep(0.02)
     raise StartError(f"The service did not answer in time; see {log_file}.")
-
-
-def _pidfd(pid: int) -> int | None:
-    try:
-        return os.pidfd_open(pid)
-    except OSError:
-        return None
 
 
 def _terminate(proc: subprocess.Popen[bytes]) -> None:

@@ -311,7 +311,7 @@ def toolbar_text(state: SuggestionState, enter_accepts: bool = False) -> Formatt
         return FormattedText([*which, ("class:bottom-toolbar",
                                        f" suggestion not speculated{why} · {keys}")])
     detail = f"{spec.tool_uses} tool use(s), {len(spec.files_written)} file(s)"
-    stopped = inert(describe_boundary(spec.boundary_reason or ""), multiline=False)
+    stopped = inert(describe_boundary(spec.boundary), multiline=False)
     marks = {
         "running": ("running", f"⟳ speculation running ({detail})"),
         "completed": ("completed", f"✓ speculation completed ({detail}): Tab applies it at once"),

@@ -475,9 +475,9 @@ def speculation_line(s: SpeculationInfo, indent: str = "  ") -> Text:
     )
     if s.worker_pid:
         line.append(f", worker {s.worker_pid}", style="bright_black")
-    if s.boundary_reason:
+    if s.boundary is not None:
         # The raw `code:detail` stays in --json; a person reads it in words.
-        line.append(f"\n{indent}{inert(describe_boundary(s.boundary_reason), multiline=False)}",
+        line.append(f"\n{indent}{inert(describe_boundary(s.boundary), multiline=False)}",
                     style=style)
     if s.pipelined_suggestion:
         line.append(f"\n{indent}next: {inert(s.pipelined_suggestion, multiline=False)}",

@@ -25,6 +25,7 @@ from coordinator.memory import (
 from coordinator.service.accept_record import settle_pending
 from coordinator.service.approvals import Approvals
 from coordinator.service.chat_tools import ChatToolCalls
+from coordinator.service.compaction import Summarized
 from coordinator.service.compactor import Compactor
 from coordinator.service.context_meter import DEFAULT_WINDOW, ContextMeter
 from coordinator.service.emitter import Emitter
@@ -110,6 +111,7 @@ class MainChat:
             model_name=self.model_name,
             fast_model=self.fast_model,
             window_known=bool(configured),
+            summarized=Summarized.of_session(loaded.full_messages, loaded.messages),
         )
         self.tools_exec = ToolExecutor(
             workers,
@@ -455,6 +457,7 @@ class MainChat:
         self.session_turns = 0
         self.session_tokens = 0
         self.compactions = 0
+        self.compactor.summarized = Summarized()
         self.context.forget()
 
     def turn_slot(self) -> asyncio.Lock:

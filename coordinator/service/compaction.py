@@ -134,30 +134,66 @@ MAX_PROMPTS = 30  # the latest ones; older ones are counted
 MAX_FILES = 200
 
 
+@dataclass(frozen=True)
+class Summarized:
+    """The facts of every message the current summary stands for, kept up to date one
+    compaction at a time (``plus`` reads only the part being summarized), so a compaction
+    late in a long session neither reads the session file nor walks its whole history.
+    ``files``: every distinct file a tool wrote, in order (the text lists the first
+    ``MAX_FILES``); ``prompts``: the latest ``MAX_PROMPTS`` of ``prompt_count``."""
+
+    prompts: tuple[str, ...] = ()
+    prompt_count: int = 0
+    files: tuple[str, ...] = ()
+
+    @classmethod
+    def of_session(cls, full: Sequence[Message], view: Sequence[Message]) -> Summarized:
+        """What a loaded session's summary stands for: every message on disk (``full``)
+        but those the compacted ``view`` still holds after its summary."""
+        if not view or not is_summary(view[0]):
+            return cls()
+        return cls().plus(full[: len(full) - (len(view) - 1)])
+
+    def plus(self, old: Sequence[Message]) -> Summarized:
+        """With ``old`` summarized too (an earlier summary in it is skipped: this ledger
+        already holds what that one stood for). A tool call and its result are never cut
+        apart, so a write and its success are both in ``old``."""
+        prompts = [m.text for m in old if _is_prompt(m)]
+        succeeded = {r.call_id for m in old for r in m.tool_results if r.ok}
+        files = list(self.files)
+        seen = set(files)
+        for message in old:
+            for call in message.tool_calls:
+                if call.name in WRITE_TOOLS and call.id in succeeded:
+                    path = call.args().get("file_path") or call.args().get("path")
+                    if isinstance(path, str) and path not in seen:
+                        seen.add(path)
+                        files.append(path)
+        return Summarized(
+            prompts=(*self.prompts, *prompts)[-MAX_PROMPTS:],
+            prompt_count=self.prompt_count + len(prompts),
+            files=tuple(files),
+        )
+
+    def text(self) -> str:
+        """What must survive any summary: the person's prompts (the latest
+        ``MAX_PROMPTS``) and the files tools wrote."""
+        earlier = self.prompt_count - len(self.prompts)
+        files = self.files
+        parts = []
+        if self.prompts:
+            before = f" (after {earlier} earlier prompts)" if earlier > 0 else ""
+            listed = "\n".join(f"- {p[:300]}" for p in self.prompts)
+            parts.append(f"The person asked, in order{before}:\n{listed}")
+        if files:
+            more = f" and {len(files) - MAX_FILES} more" if len(files) > MAX_FILES else ""
+            parts.append("Files written by tools: " + ", ".join(files[:MAX_FILES]) + more)
+        return "\n\n".join(parts)
+
+
 def facts(old: Sequence[Message]) -> str:
-    """What must survive any summary: the person's prompts (the latest ``MAX_PROMPTS``)
-    and the files tools wrote. Given every message the summary stands for (the full
-    history on disk, not the previous summary), so nothing drops out over compactions."""
-    prompts = [m.text for m in old if _is_prompt(m)]
-    earlier = len(prompts) - MAX_PROMPTS
-    prompts = prompts[-MAX_PROMPTS:]
-    succeeded = {r.call_id for m in old for r in m.tool_results if r.ok}
-    files: list[str] = []
-    for message in old:
-        for call in message.tool_calls:
-            if call.name in WRITE_TOOLS and call.id in succeeded:
-                path = call.args().get("file_path") or call.args().get("path")
-                if isinstance(path, str) and path not in files:
-                    files.append(path)
-    parts = []
-    if prompts:
-        before = f" (after {earlier} earlier prompts)" if earlier > 0 else ""
-        listed = "\n".join(f"- {p[:300]}" for p in prompts)
-        parts.append(f"The person asked, in order{before}:\n{listed}")
-    if files:
-        more = f" and {len(files) - MAX_FILES} more" if len(files) > MAX_FILES else ""
-        parts.append("Files written by tools: " + ", ".join(files[:MAX_FILES]) + more)
-    return "\n\n".join(parts)
+    """The facts (``Summarized.text``) of every message a summary stands for."""
+    return Summarized().plus(old).text()
 
 
 def fallback_text(old: Sequence[Message], kept_facts: str) -> str:
@@ -178,8 +214,8 @@ async def summarize(
     kept_facts: str,
 ) -> Summary:
     """The summary of ``old`` (the part of the view being replaced, maybe starting with
-    the earlier summary), ending with ``kept_facts`` (``facts`` of everything it stands
-    for). ``input_tokens`` bounds the transcript the fast model reads (its oldest part
+    the earlier summary), ending with ``kept_facts`` (``Summarized.text`` of everything it
+    stands for). ``input_tokens`` bounds the transcript the fast model reads (its oldest part
     is dropped first)."""
     text = transcript(old)
     if estimate_tokens(text) > input_tokens:

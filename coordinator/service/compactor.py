@@ -31,6 +31,7 @@ class Compactor:
         model_name: str,
         fast_model: str,
         window_known: bool,
+        summarized: compaction.Summarized | None = None,
     ) -> None:
         self.context = context
         self.store = store
@@ -39,6 +40,9 @@ class Compactor:
         self.fast_model = fast_model
         self._window_asked = window_known  # the endpoint is asked once, at first use
         self.last = ""  # what the last compaction did, in one sentence
+        # The prompts and files of what the history's summary stands for (the session
+        # loaded from disk gives the first), so a compaction reads only the part it cuts.
+        self.summarized = summarized if summarized is not None else compaction.Summarized()
 
     async def resolve_window(self) -> None:
         """Ask the endpoint for the model's window once, unless the setting gives it."""
@@ -77,14 +81,13 @@ class Compactor:
             log.info("nothing to compact (%d messages)", len(history))
             return False
         old, kept = history[:cut], history[cut:]
-        full = await asyncio.to_thread(lambda: self.store.load_report().full_messages)
-        stands_for = full[: len(full) - len(kept)]
+        summarized = self.summarized.plus(old)
         summary = await compaction.summarize(
             self.model,
             self.fast_model,
             old,
             input_tokens=context.window // 2,
-            kept_facts=compaction.facts(stands_for),
+            kept_facts=summarized.text(),
         )
         message = compaction.summary_message(summary.text)
         compacted = [message, *kept]
@@ -100,6 +103,7 @@ class Compactor:
         )
         await asyncio.to_thread(self.store.append_compaction, record)
         history[:] = compacted
+        self.summarized = summarized
         context.forget()
         context.last_estimate = after
         how = "" if summary.by == "model" else " (the fast model failed: kept the facts only)"

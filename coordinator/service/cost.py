@@ -25,7 +25,9 @@ MAX_TRACKED_SPECULATIONS = 4096
 
 
 @dataclass
-class _Purpose:
+class _TokenTally:
+    """The running counts of one purpose's requests (``TokenCount`` once reported)."""
+
     requests: int = 0
     prompt: int = 0
     cached_prompt: int = 0
@@ -62,8 +64,8 @@ class Budget:
 @dataclass
 class CostLedger:
     budget: Budget = field(default_factory=Budget)
-    by_purpose: dict[str, _Purpose] = field(
-        default_factory=lambda: {purpose: _Purpose() for purpose in PURPOSES}
+    by_purpose: dict[str, _TokenTally] = field(
+        default_factory=lambda: {purpose: _TokenTally() for purpose in PURPOSES}
     )
     # Worker tokens per speculation id, and which of those speculations were accepted.
     per_speculation: dict[str, int] = field(default_factory=dict)
@@ -77,7 +79,7 @@ class CostLedger:
     def count(self, purpose: str, usage: Usage, speculation_id: str | None = None) -> None:
         """One finished request. ``speculation_id``: it was made by that speculation's
         worker (purposes ``speculation`` and ``pipelined``)."""
-        self.by_purpose.setdefault(purpose, _Purpose()).add(usage)
+        self.by_purpose.setdefault(purpose, _TokenTally()).add(usage)
         if speculation_id is None:
             return
         tokens = spent(usage)

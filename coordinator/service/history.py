@@ -123,91 +123,118 @@ def new_session_id(now: float | None = None) -> str:
 
 def parse_session_bytes(data: bytes) -> tuple[SessionHeader | None, LoadReport]:
     """Decode a session file's bytes; never raises."""
-    messages: list[Message] = []  # every message, in order
-    compactions: list[CompactionRecord] = []
-    view_start = 0  # where the messages after the last compaction's summary begin
-    skipped = 0
-    torn = False
-    header: SessionHeader | None = None
-    pos = 0
-    valid_end = 0
-    size = len(data)
+    return _SessionReader(data).read()
 
-    def next_line() -> tuple[bytes, int] | None:
+
+class _SessionReader:
+    """One pass over a session file's bytes. ``pos`` is where the next line starts;
+    ``valid_end`` the end of the last complete, accepted record (a torn tail starts there)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+        self.valid_end = 0
+        self.messages: list[Message] = []  # every message, in order
+        self.compactions: list[CompactionRecord] = []
+        self.view_start = 0  # where the messages after the last compaction's summary begin
+        self.skipped = 0
+
+    def read(self) -> tuple[SessionHeader | None, LoadReport]:
+        header = self._header()
+        torn = False
+        size = len(self.data)
+        while self.pos < size:
+            item = self._next_line()
+            if item is None:  # partial last line (the write was cut off)
+                torn = True
+                break
+            line, end = item
+            if not line.strip():
+                self.pos = self.valid_end = end
+            elif line.startswith(_COMPACTION_PREFIX):
+                self._compaction(line, end)
+            elif line.startswith(_BATCH_PREFIX):
+                self._batch(line, end)
+            else:
+                self._message(line, end)
+        torn = torn or self.data[self.valid_end :].strip() != b""
+        messages = self.messages
+        view = messages
+        if self.compactions:
+            view = [self.compactions[-1].summary, *messages[self.view_start :]]
+        report = LoadReport(
+            view, self.valid_end, size, self.skipped, torn, messages, self.compactions
+        )
+        return header, report
+
+    def _next_line(self) -> tuple[bytes, int] | None:
         """(line without newline, end offset) of the line at ``pos``; None at a torn end."""
-        nl = data.find(b"\n", pos)
+        nl = self.data.find(b"\n", self.pos)
         if nl < 0:
             return None
-        return data[pos:nl], nl + 1
+        return self.data[self.pos : nl], nl + 1
 
-    first = next_line()
-    if first is not None:
+    def _header(self) -> SessionHeader | None:
+        first = self._next_line()
+        if first is None:
+            return None
         try:
             header = _HEADER_DEC.decode(first[0])
-            pos = valid_end = first[1]
         except msgspec.DecodeError:
             log.warning("session file has no valid header; reading its messages anyway")
-    while pos < size:
-        item = next_line()
-        if item is None:  # partial last line (the write was cut off)
-            torn = True
-            break
-        line, end = item
-        if not line.strip():
-            pos = end
-            valid_end = end
-            continue
-        if line.startswith(_COMPACTION_PREFIX):
-            try:
-                record = _COMPACTION_DEC.decode(line).compaction
-            except msgspec.DecodeError:
-                skipped += 1
-                log.warning("skipping a corrupt compaction record at byte %d", pos)
-            else:
-                compactions.append(record)
-                view_start = max(view_start, len(messages) - max(0, record.kept))
-                valid_end = end
-            pos = end
-            continue
-        if line.startswith(_BATCH_PREFIX):
-            try:
-                count = _MARKER_DEC.decode(line).batch
-            except msgspec.DecodeError:
-                skipped += 1
-                pos = end
-                continue
-            pos = end
-            batch: list[Message] = []
-            while len(batch) < count:
-                inner = next_line()
-                if inner is None or inner[0].startswith(_BATCH_PREFIX):
-                    break
-                try:
-                    batch.append(_MSG_DEC.decode(inner[0]))
-                except msgspec.DecodeError:
-                    break
-                pos = inner[1]
-            if len(batch) == count:
-                messages.extend(batch)
-                valid_end = pos
-            else:
-                skipped += len(batch) + 1
-                log.warning(
-                    "dropping an incomplete batch of %d message(s) (crash mid-append)", count
-                )
-            continue
+            return None
+        self.pos = self.valid_end = first[1]
+        return header
+
+    def _compaction(self, line: bytes, end: int) -> None:
         try:
-            messages.append(_MSG_DEC.decode(line))
-            valid_end = end
+            record = _COMPACTION_DEC.decode(line).compaction
         except msgspec.DecodeError:
-            skipped += 1
-            log.warning("skipping a corrupt history line at byte %d", pos)
-        pos = end
-    torn = torn or data[valid_end:].strip() != b""
-    view = messages
-    if compactions:
-        view = [compactions[-1].summary, *messages[view_start:]]
-    return header, LoadReport(view, valid_end, size, skipped, torn, messages, compactions)
+            self.skipped += 1
+            log.warning("skipping a corrupt compaction record at byte %d", self.pos)
+        else:
+            self.compactions.append(record)
+            kept = max(0, record.kept)
+            self.view_start = max(self.view_start, len(self.messages) - kept)
+            self.valid_end = end
+        self.pos = end
+
+    def _batch(self, line: bytes, end: int) -> None:
+        """A batch marker and the messages it announces: all of them, or none (a crash
+        in the middle of the append)."""
+        self.pos = end
+        try:
+            count = _MARKER_DEC.decode(line).batch
+        except msgspec.DecodeError:
+            self.skipped += 1
+            return
+        batch: list[Message] = []
+        while len(batch) < count:
+            inner = self._next_line()
+            if inner is None or inner[0].startswith(_BATCH_PREFIX):
+                break
+            try:
+                batch.append(_MSG_DEC.decode(inner[0]))
+            except msgspec.DecodeError:
+                break
+            self.pos = inner[1]
+        if len(batch) == count:
+            self.messages.extend(batch)
+            self.valid_end = self.pos
+        else:
+            self.skipped += len(batch) + 1
+            log.warning(
+                "dropping an incomplete batch of %d message(s) (crash mid-append)", count
+            )
+
+    def _message(self, line: bytes, end: int) -> None:
+        try:
+            self.messages.append(_MSG_DEC.decode(line))
+            self.valid_end = end
+        except msgspec.DecodeError:
+            self.skipped += 1
+            log.warning("skipping a corrupt history line at byte %d", self.pos)
+        self.pos = end
 
 
 class HistoryStore:

@@ -8,8 +8,9 @@ watches pays one attribute test per event.
 
 While someone watches, a tick compares the suggestion and the stats with what was last
 sent (every ``TICK_S``, and at once after a poke) and samples the workers' CPU, memory and
-overlay sizes once a second; a diff is recomputed, in a thread, when a speculation wrote
-a file or ended. All of it goes out through the hub, which never waits for a subscriber.
+overlay sizes once a second (``live_workers``); a diff is recomputed, in a thread, when a
+speculation wrote a file or ended. All of it goes out through the hub, which never waits
+for a subscriber.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from coordinator.service.live_hub import LiveHub
+from coordinator.service.live_workers import WorkerSampler
 from coordinator.service.preview import preview_files
 from coordinator.service.transcript import render_transcript
 from protocol.chat import Message
@@ -46,7 +47,6 @@ from protocol.control import (
     LiveStats,
     LiveSuggestion,
     LiveTurnEvent,
-    LiveWorker,
     LiveWorkers,
     Notice,
     StatusReply,
@@ -91,17 +91,6 @@ def conversation_entries(history: list[Message]) -> tuple[TranscriptEntry, ...]:
     )
 
 
-def _dir_bytes(path: str | None) -> int | None:
-    if not path or not os.path.isdir(path):
-        return None
-    total = 0
-    for top, _dirs, files in os.walk(path, followlinks=False):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(top, name)).st_size
-    return total
-
-
 class LiveState:
     def __init__(
         self,
@@ -125,7 +114,7 @@ class LiveState:
         self._diffing: dict[str, asyncio.Task[object]] = {}
         self._dirty: set[str] = set()
         self._last: dict[str, bytes] = {}
-        self._cpu: dict[int, tuple[float, float]] = {}  # pid -> (cpu seconds, when)
+        self._workers = WorkerSampler(pool)
         self._last_workers = LiveWorkers(())
         self._tick: asyncio.Task[object] | None = None
         self._poked = False
@@ -331,7 +320,7 @@ class LiveState:
             now = time.monotonic()
             if now >= next_workers:
                 next_workers = now + WORKERS_EVERY_S
-                workers = await self._sample_workers()
+                workers = await self._workers.sample()
                 if self._changed("workers", workers):
                     self._last_workers = workers
                     self._publish(workers)
@@ -368,33 +357,6 @@ class LiveState:
             by_rank[record.rank] = by_rank.get(record.rank, 0) + 1
         return LiveStats(stats, by_rank)
 
-    async def _sample_workers(self) -> LiveWorkers:
-        handles = list(self.pool.handles())
-        containment = self.pool.containment
-        return await asyncio.to_thread(self._measure, handles, containment)
-
-    def _measure(self, handles: list[WorkerHandle], containment: Any) -> LiveWorkers:
-        from coordinator.service.speculation.cpu import tree_cpu_seconds
-
-        now = time.monotonic()
-        out = []
-        seen = set()
-        for handle in sorted(handles, key=lambda h: h.started_at):
-            info = handle.info()
-            seen.add(handle.pid)
-            used = tree_cpu_seconds(handle.pid) if handle.process is not None else None
-            percent = None
-            if used is not None:
-                before = self._cpu.get(handle.pid)
-                if before is not None and now > before[1]:
-                    percent = round(max(0.0, used - before[0]) / (now - before[1]) * 100, 1)
-                self._cpu[handle.pid] = (used, now)
-            out.append(LiveWorker(info, percent, _dir_bytes(handle.overlay_dir)))
-        for pid in list(self._cpu):
-            if pid not in seen:
-                del self._cpu[pid]
-        return LiveWorkers(tuple(out), tuple(containment))
-
     # -- the snapshot ------------------------------------------------------------------
 
     async def snapshot(self, req_id: int) -> LiveSnapshot:
@@ -404,7 +366,7 @@ class LiveState:
                 with contextlib.suppress(OSError):
                     self._diffs.setdefault(spec.id, await self._compute_diff(spec))
         if not self._last_workers.workers:
-            self._last_workers = await self._sample_workers()
+            self._last_workers = await self._workers.sample()
         # Everything below is read without a wait in between: the state as of ``seq``.
         suggestion = self._suggestion()
         live_ids = [b.speculation.id for b in suggestion.branches if b.speculation is not None]

@@ -1,7 +1,8 @@
 """The warm pool of worker processes.
 
 Workers come from a ``multiprocess`` fork server with the worker modules
-preloaded, never from a fork of this (asyncio + ZeroMQ) process. The pool keeps
+preloaded, never from a fork of this (asyncio + ZeroMQ) process once it runs threads
+(the fork server itself is forked from it before that: ``fork_server``). The pool keeps
 ``size`` idle workers ready so a speculation starts in milliseconds, notices a
 death at once through a pidfd on each worker, notices a hang through missed
 heartbeats, and replaces lost or finished workers in the background.
@@ -22,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import multiprocess
-import multiprocess.forkserver
 import multiprocess.resource_tracker
 import multiprocess.spawn
 import multiprocess.util
@@ -31,6 +31,7 @@ import zmq
 import zmq.asyncio
 
 import overlay
+from coordinator.service import fork_server
 from coordinator.service.kill import kill_tree
 from protocol import codec
 from protocol.chat import ToolSpec
@@ -225,7 +226,7 @@ class WorkerPool:
         directories for the git hazard check (``worker.preloaded``)."""
         if self.project_root is not None:
             os.environ[PROJECT_ROOT_ENV] = self.project_root  # the fork server's environment
-        multiprocess.forkserver.ensure_running()
+        fork_server.start(PRELOAD)  # a fork of this process while that is safe
 
     async def start(self, *, wait_warm: bool = True) -> None:
         """Bind the worker socket and start the warm workers; with ``wait_warm=False``

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import gc
+import importlib
 import io
 import logging
 import os
@@ -36,9 +36,10 @@ from protocol import codec
 from protocol.control import ControlReply, ControlRequest, ErrorReply
 from protocol.endpoints import Endpoints, make_router
 from protocol.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
+from syscalls import libc
 
 if TYPE_CHECKING:
-    # Imported for real in ``_start``, after the fork server was launched.
+    # Imported for real before the fork server is launched (``SHARED_WITH_FORK_SERVER``).
     from coordinator.scripted_model import ScriptedModelServer
     from coordinator.service.chat import MainChat
     from coordinator.service.live_state import LiveState
@@ -50,6 +51,26 @@ if TYPE_CHECKING:
 log = logging.getLogger("specrun.service")
 
 DEFAULT_SCENARIO = Path(__file__).parent.parent / "scenarios" / "demo.yaml"
+
+SHARED_WITH_FORK_SERVER = (
+    # what ``_start`` uses: the chat, its memory recall, the model client
+    "coordinator.service.commands",
+    "coordinator.service.chat",
+    "coordinator.service.live_state",
+    "coordinator.service.model_endpoint",
+    "coordinator.service.routing",
+    "coordinator.service.session",
+    "coordinator.service.speculation",
+    "coordinator.scripted_model.server",
+    # httpx's transport, imported when the first client is made; workers use it too
+    "httpcore",
+    "h11",
+    "anyio._backends._asyncio",
+    "multiprocess.popen_forkserver",  # the pool's first worker start
+)
+"""Modules this process imports before it forks the fork server (``fork_server``): their
+pages are then shared by it, the fork server and every worker (the fork server's own
+preload would otherwise import a second copy of the ones workers use)."""
 
 
 def _log_tasks() -> None:
@@ -135,8 +156,12 @@ class Service:
         ready = _ready_pipe()
         self._pidfile.acquire()
         try:
-            # First of all: the fork server's preload then runs beside the imports and
-            # set-up below, on another core, instead of after them.
+            # Imported before the fork server is forked from this process, so that it and
+            # every worker share these pages with us instead of importing their own copy.
+            for name in SHARED_WITH_FORK_SERVER:
+                importlib.import_module(name)
+            # Then, before the set-up below: the fork server's own preload (the worker's
+            # modules, the sandbox probe) runs beside it, on another core.
             self.pool.start_fork_server()
             await self._start()
             if ready is not None:
@@ -162,8 +187,7 @@ class Service:
             os.close(ready)
 
     async def _start(self) -> None:
-        # Imported here, after the fork server was launched: they are most of this
-        # process's start (the chat, its memory recall, the model client).
+        # Imported already (``SHARED_WITH_FORK_SERVER``): named here for their use.
         from coordinator.service import commands  # noqa: F401  (registers the handlers)
         from coordinator.service.chat import MainChat
         from coordinator.service.commands.service import status_reply
@@ -222,9 +246,7 @@ class Service:
         freed pages back: about 1.5 MB of an idle service's memory, measured."""
         await self.pool.wait_warm()
         gc.collect()
-        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc's; musl has none
-        if trim is not None:
-            trim(0)
+        libc.malloc_trim()
 
     async def _shutdown(self) -> None:
         log.info("stopping")

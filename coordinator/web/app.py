@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from coordinator.web.fanout import RESYNC, Fanout
+from coordinator.web.fanout import RESYNC, Fanout, Viewer
 from coordinator.web.link import NoService, ServiceLink
 from coordinator.web.shown import shown_json
 from protocol.control import (
@@ -75,25 +75,34 @@ def _answer(reply: ControlReply) -> JSONResponse:
 
 
 def build_app(link: ServiceLink, fanout: Fanout) -> Starlette:
-    static = _static()
+    views = _Views(link, fanout)
+    routes = [
+        *(Route(path, views.page, methods=["GET"]) for path in STATIC),
+        Route("/api/events", views.events, methods=["GET"]),
+        Route("/api/ask", views.ask, methods=["POST"]),
+        Route("/api/accept", views.accept, methods=["POST"]),
+        Route("/api/reject", views.reject, methods=["POST"]),
+    ]
+    return Starlette(routes=routes)
 
-    async def page(request: Request) -> Response:
-        body, kind = static[request.url.path]
-        return Response(body, media_type=kind)
 
-    in_flight: list[asyncio.Future[LiveSnapshot]] = []
+class _SharedSnapshot:
+    """Fresh snapshots from the service; viewers asking at the same time share one
+    request, so a burst of resyncs costs the service one snapshot, not one per viewer."""
 
-    async def snapshot() -> LiveSnapshot:
-        """A fresh snapshot; viewers asking at the same time share one request, so a burst
-        of resyncs costs the service one snapshot, not one per viewer."""
-        if in_flight and not in_flight[0].done():
-            return await asyncio.shield(in_flight[0])
+    def __init__(self, link: ServiceLink) -> None:
+        self.link = link
+        self._in_flight: asyncio.Future[LiveSnapshot] | None = None
+
+    async def get(self) -> LiveSnapshot:
+        if self._in_flight is not None and not self._in_flight.done():
+            return await asyncio.shield(self._in_flight)
         future: asyncio.Future[LiveSnapshot] = asyncio.get_running_loop().create_future()
-        in_flight[:] = [future]
+        self._in_flight = future
         try:
-            reply = await link.request(LiveSnapshotRequest(link.next_id()))
+            reply = await self.link.request(LiveSnapshotRequest(self.link.next_id()))
             if not isinstance(reply, LiveSnapshot):
-                raise NoService(link.project_root)
+                raise NoService(self.link.project_root)
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()  # retrieved: the waiters (if any) get it too
@@ -101,45 +110,65 @@ def build_app(link: ServiceLink, fanout: Fanout) -> Starlette:
         future.set_result(reply)
         return reply
 
-    async def events(request: Request) -> Response:
-        viewer = fanout.add()
 
-        async def stream() -> AsyncIterator[bytes]:
-            try:
-                while not link.closed.is_set():
-                    snap = await snapshot()
-                    yield _sse("snapshot", shown_json(snap))
-                    resync = False
-                    while not resync:
-                        try:
-                            first = await asyncio.wait_for(viewer.queue.get(), KEEPALIVE_S)
-                        except TimeoutError:
-                            yield b": keepalive\n\n"
-                            continue
-                        # Everything queued meanwhile goes out in one write.
-                        batch = [first]
-                        while len(batch) < MAX_BATCH and not viewer.queue.empty():
-                            batch.append(viewer.queue.get_nowait())
-                        out = []
-                        for item in batch:
-                            if item == RESYNC:
-                                resync = True
-                                break
-                            seq, data = item
-                            if seq > snap.seq:
-                                out.append(_sse("change", data))
-                        if out:
-                            yield b"".join(out)
-            except NoService:
-                yield _sse("closed", b'"the service stopped"')
-            finally:
-                fanout.remove(viewer)
+async def _next_write(viewer: Viewer, seq: int) -> tuple[bytes, bool]:
+    """What to write to ``viewer`` next: a keepalive after ``KEEPALIVE_S`` of quiet, else
+    the changes after ``seq`` queued by now (one write); and whether a resync came."""
+    try:
+        first = await asyncio.wait_for(viewer.queue.get(), KEEPALIVE_S)
+    except TimeoutError:
+        return b": keepalive\n\n", False
+    batch = [first]
+    while len(batch) < MAX_BATCH and not viewer.queue.empty():
+        batch.append(viewer.queue.get_nowait())
+    out: list[bytes] = []
+    for item in batch:
+        if item == RESYNC:
+            return b"".join(out), True
+        item_seq, data = item
+        if item_seq > seq:
+            out.append(_sse("change", data))
+    return b"".join(out), False
 
+
+class _Views:
+    """The route handlers, all speaking to the service through one link."""
+
+    def __init__(self, link: ServiceLink, fanout: Fanout) -> None:
+        self.link = link
+        self.fanout = fanout
+        self.static = _static()
+        self.snapshots = _SharedSnapshot(link)
+
+    async def page(self, request: Request) -> Response:
+        body, kind = self.static[request.url.path]
+        return Response(body, media_type=kind)
+
+    async def events(self, request: Request) -> Response:
+        viewer = self.fanout.add()
         return StreamingResponse(
-            stream(), media_type="text/event-stream", headers={"x-accel-buffering": "no"}
+            self._stream(viewer),
+            media_type="text/event-stream",
+            headers={"x-accel-buffering": "no"},
         )
 
-    async def ask(request: Request) -> Response:
+    async def _stream(self, viewer: Viewer) -> AsyncIterator[bytes]:
+        """A snapshot, then the changes after it, until a resync asks for a new one."""
+        try:
+            while not self.link.closed.is_set():
+                snap = await self.snapshots.get()
+                yield _sse("snapshot", shown_json(snap))
+                resync = False
+                while not resync:
+                    chunk, resync = await _next_write(viewer, snap.seq)
+                    if chunk:
+                        yield chunk
+        except NoService:
+            yield _sse("closed", b'"the service stopped"')
+        finally:
+            self.fanout.remove(viewer)
+
+    async def ask(self, request: Request) -> Response:
         try:
             body = msgspec.json.decode(await request.body(), type=AskBody)
         except msgspec.DecodeError as exc:
@@ -148,26 +177,17 @@ def build_app(link: ServiceLink, fanout: Fanout) -> Starlette:
         if not text or len(text) > MAX_PROMPT_CHARS:
             return JSONResponse({"ok": False, "message": "Type a prompt to send."}, 400)
         req = AskRequest(
-            req_id=link.next_id(), text=text, accept_method="web", client_pid=os.getpid()
+            req_id=self.link.next_id(), text=text, accept_method="web", client_pid=os.getpid()
         )
-        return _answer(await link.request(req))
+        return _answer(await self.link.request(req))
 
-    async def accept(request: Request) -> Response:
+    async def accept(self, request: Request) -> Response:
         try:
             body = msgspec.json.decode(await request.body() or b"{}", type=AcceptBody)
         except msgspec.DecodeError as exc:
             return JSONResponse({"ok": False, "message": f"bad request: {exc}"}, 400)
-        req = AcceptRequest(req_id=link.next_id(), method="web", index=body.index)
-        return _answer(await link.request(req))
+        req = AcceptRequest(req_id=self.link.next_id(), method="web", index=body.index)
+        return _answer(await self.link.request(req))
 
-    async def reject(request: Request) -> Response:
-        return _answer(await link.request(RejectRequest(req_id=link.next_id())))
-
-    routes = [
-        *(Route(path, page, methods=["GET"]) for path in STATIC),
-        Route("/api/events", events, methods=["GET"]),
-        Route("/api/ask", ask, methods=["POST"]),
-        Route("/api/accept", accept, methods=["POST"]),
-        Route("/api/reject", reject, methods=["POST"]),
-    ]
-    return Starlette(routes=routes)
+    async def reject(self, request: Request) -> Response:
+        return _answer(await self.link.request(RejectRequest(req_id=self.link.next_id())))

@@ -13,11 +13,8 @@ end, because a response abandoned half-way cannot go back to the connection pool
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import random
-import socket
-import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, Literal
@@ -30,8 +27,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from protocol.chat import Usage
 from protocol.model.assemble import StreamAssembler, parse_completion
-from protocol.model.errors import ErrorKind, ModelError, one_line, redact
-from protocol.model.overflow import is_context_overflow, window_in_body
+from protocol.model.endpoint_errors import EndpointErrors
+from protocol.model.errors import ModelError, one_line
 from protocol.model.request import (
     ChatRequest,
     ChatResult,
@@ -54,31 +51,6 @@ UsageCallback = Callable[[str, Usage], Awaitable[None] | None]
 
 def _is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, ModelError) and exc.retryable
-
-
-def _parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _cause_chain(exc: BaseException) -> list[BaseException]:
-    chain: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and len(chain) < 12:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    return chain
 
 
 class ModelClient:
@@ -119,8 +91,6 @@ class ModelClient:
         # from here, so no caller of chat/stream/complete can forget to report it.
         self.on_usage = on_usage
         self._api_key = api_key or None
-        self._timeout_s = timeout_s
-        self._connect_timeout_s = connect_timeout_s
         self._total_timeout_s = total_timeout_s
         self._max_retries = max(0, max_retries)
         self._backoff_s = backoff_s
@@ -136,6 +106,9 @@ class ModelClient:
             self._thinking_style = "omit"  # OpenAI rejects unknown body fields
         else:
             self._thinking_style = "both"  # vLLM / SGLang / llama.cpp read chat_template_kwargs
+        self._errors = EndpointErrors(
+            self._base_url, self._api_key, timeout_s, connect_timeout_s, total_timeout_s
+        )
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(
                 timeout_s, connect=connect_timeout_s, read=timeout_s, write=timeout_s
@@ -201,149 +174,12 @@ class ModelClient:
         except Exception:
             log.exception("the usage callback failed (purpose=%s)", purpose)
 
-    # ------------------------------------------------------------------ errors
-
-    def _error(self, kind: ErrorKind, message: str, **extra: Any) -> ModelError:
-        return ModelError(kind, redact(message, self._api_key), endpoint=self._base_url, **extra)
+    # ------------------------------------------------------------------ sending
 
     def _backoff(self, state: RetryCallState) -> float:
         """Exponential backoff with jitter: base·2^(n-1) capped, plus up to one base."""
         exponential = self._backoff_s * 2 ** (state.attempt_number - 1)
         return float(min(self._backoff_max_s, exponential) + random.uniform(0, self._backoff_s))
-
-    def _transport_error(self, exc: Exception, *, started: bool) -> ModelError:
-        """A ``ModelError`` for an httpx exception (``started``: the body was flowing)."""
-        ep = self._base_url
-        if isinstance(exc, httpx.ConnectTimeout):
-            return self._error(
-                "timeout",
-                f"Connecting to the model endpoint {ep} timed out after "
-                f"{self._connect_timeout_s:g} s.",
-            )
-        if isinstance(exc, httpx.TimeoutException):
-            what = "stopped sending" if started else "sent nothing"
-            return self._error(
-                "timeout",
-                f"The model endpoint {ep} {what} for {self._timeout_s:g} s, "
-                "so the request was given up.",
-            )
-        if isinstance(exc, httpx.ConnectError):
-            chain = _cause_chain(exc)
-            if any(isinstance(e, ConnectionRefusedError) for e in chain):
-                return self._error(
-                    "connect",
-                    f"The model endpoint {ep} refused the connection",
-                    hint="is the server running?",
-                )
-            if any(isinstance(e, socket.gaierror) for e in chain):
-                return self._error(
-                    "connect",
-                    f"The host of the model endpoint {ep} could not be resolved",
-                    hint="check the base URL and the network.",
-                )
-            return self._error(
-                "connect", f"Could not connect to the model endpoint {ep} ({one_line(str(exc))})."
-            )
-        if started:
-            return self._error(
-                "connect",
-                f"The model endpoint {ep} dropped the connection in the middle of a response.",
-            )
-        return self._error(
-            "connect",
-            f"The connection to the model endpoint {ep} failed before an answer arrived "
-            f"({one_line(str(exc)) or type(exc).__name__}).",
-        )
-
-    def _status_error(self, response: httpx.Response) -> ModelError:
-        status = response.status_code
-        detail = self._error_detail(response).rstrip(".")
-        suffix = f": {detail}" if detail else ""
-        ep = self._base_url
-        if status in (401, 403):
-            if self._api_key:
-                text = f"The model endpoint {ep} rejected the API key (HTTP {status}){suffix}."
-            else:
-                text = f"The model endpoint {ep} requires an API key (HTTP {status})"
-            return self._error(
-                "auth",
-                text,
-                status=status,
-                hint="" if self._api_key else "set OPENAI_API_KEY or DASHSCOPE_API_KEY.",
-            )
-        if status == 429:
-            return self._error(
-                "rate_limit",
-                f"The model endpoint {ep} is rate limiting requests (HTTP 429){suffix}.",
-                status=status,
-                retry_after=_parse_retry_after(response.headers.get("retry-after")),
-            )
-        if status >= 500:
-            return self._error(
-                "server",
-                f"The model endpoint {ep} failed with HTTP {status}{suffix}.",
-                status=status,
-                retry_after=_parse_retry_after(response.headers.get("retry-after")),
-            )
-        if status == 408:
-            return self._error(
-                "timeout", f"The model endpoint {ep} timed out the request (HTTP 408).", status=408
-            )
-        overflow, window = self._overflow(response)
-        if overflow:
-            size = f"; context window is {window} tokens" if window else ""
-            return self._error(
-                "context_length",
-                f"The model endpoint {ep} refused the request because it does not fit the "
-                f"model's context window (HTTP {status}{size}){suffix}.",
-                status=status,
-            )
-        hint = ""
-        if status == 404:
-            hint = "is the base URL right (it usually ends in /v1)?"
-        return self._error(
-            "bad_request",
-            f"The model endpoint {ep} rejected the request (HTTP {status}){suffix}.",
-            status=status,
-            hint=hint,
-        )
-
-    def _overflow(self, response: httpx.Response) -> tuple[bool, int | None]:
-        """Whether an error answer is a context overflow, and the window its body names."""
-        try:
-            raw = response.content
-        except httpx.ResponseNotRead:
-            return False, None
-        try:
-            payload = msgspec.json.decode(raw) if raw else None
-        except msgspec.DecodeError:
-            payload = None
-        text = raw[:4096].decode("utf-8", "replace")
-        if not is_context_overflow(response.status_code, payload, text):
-            return False, None
-        return True, window_in_body(payload)
-
-    def _error_detail(self, response: httpx.Response) -> str:
-        """The server's own error text, if any, on one line."""
-        try:
-            raw = response.content
-        except httpx.ResponseNotRead:
-            return ""
-        if not raw:
-            return ""
-        try:
-            payload = msgspec.json.decode(raw)
-        except msgspec.DecodeError:
-            text = raw.decode("utf-8", "replace")
-            return "" if text.lstrip().startswith("<") else one_line(text)
-        message: Any = payload
-        if isinstance(message, dict) and "error" in message:
-            message = message["error"]
-        if isinstance(message, dict):
-            message = message.get("message") or message.get("msg") or message.get("detail")
-        return one_line(message) if isinstance(message, str) else ""
-
-    # ------------------------------------------------------------------ sending
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None
@@ -370,31 +206,33 @@ class ModelClient:
         try:
             response = await self._http.send(request, stream=True)
         except httpx.HTTPError as exc:
-            raise self._transport_error(exc, started=False) from exc
+            raise self._errors.transport(exc, started=False) from exc
         try:
             if response.status_code >= 400 or not stream:
                 await response.aread()
         except httpx.HTTPError as exc:
             await response.aclose()
-            raise self._transport_error(exc, started=False) from exc
+            raise self._errors.transport(exc, started=False) from exc
         except BaseException:
             await response.aclose()
             raise
         if response.status_code >= 400:
             await response.aclose()
-            raise self._status_error(response)
+            raise self._errors.status(response)
         return response
 
     async def _send(
         self,
         method: str,
         url: str,
-        *,
         content: bytes | None,
         headers: dict[str, str],
+        *,
         stream: bool,
+        deadline: float | None,
     ) -> httpx.Response:
-        """``_attempt`` with retries (429, 5xx, connection failures)."""
+        """``_attempt`` with retries (429, 5xx, connection failures), all given up at
+        ``deadline`` (the optional limit on the whole request)."""
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._max_retries + 1),
             wait=self._wait,
@@ -405,10 +243,13 @@ class ModelClient:
         response: httpx.Response | None = None
         attempts = 0
         try:
-            async for attempt in retrying:
-                with attempt:
-                    attempts = attempt.retry_state.attempt_number
-                    response = await self._attempt(method, url, content, headers, stream)
+            async with asyncio.timeout_at(deadline):
+                async for attempt in retrying:
+                    with attempt:
+                        attempts = attempt.retry_state.attempt_number
+                        response = await self._attempt(method, url, content, headers, stream)
+        except TimeoutError:
+            raise self._errors.total_timeout() from None
         except ModelError as exc:
             raise exc.with_attempts(attempts) from exc.__cause__
         assert response is not None
@@ -418,13 +259,6 @@ class ModelClient:
         if self._total_timeout_s is None:
             return None
         return asyncio.get_running_loop().time() + self._total_timeout_s
-
-    def _total_timeout_error(self) -> ModelError:
-        return self._error(
-            "timeout",
-            f"The request to the model endpoint {self._base_url} took longer than the "
-            f"{self._total_timeout_s:g} s limit.",
-        )
 
     # ------------------------------------------------------------------ API
 
@@ -440,13 +274,7 @@ class ModelClient:
         headers = self._headers(req.purpose, stream=True)
         deadline = self._deadline()
         log.debug("model request purpose=%s model=%s stream=true", req.purpose, req.model)
-        try:
-            async with asyncio.timeout_at(deadline):
-                response = await self._send(
-                    "POST", url, content=content, headers=headers, stream=True
-                )
-        except TimeoutError:
-            raise self._total_timeout_error() from None
+        response = await self._send("POST", url, content, headers, stream=True, deadline=deadline)
         try:
             assembler = StreamAssembler()
             started = False
@@ -458,15 +286,15 @@ class ModelClient:
                     except StopAsyncIteration:
                         break
                     except TimeoutError:
-                        raise self._total_timeout_error() from None
+                        raise self._errors.total_timeout() from None
                     except SSEError as exc:
-                        raise self._error(
+                        raise self._errors.error(
                             "protocol",
                             f"The model endpoint {self._base_url} did not answer with an event "
                             f"stream ({one_line(str(exc))}).",
                         ) from exc
                     except httpx.HTTPError as exc:
-                        raise self._transport_error(exc, started=started) from exc
+                        raise self._errors.transport(exc, started=started) from exc
                     started = True
                     data = sse.data.strip()
                     if not data:
@@ -480,7 +308,7 @@ class ModelClient:
             for event in assembler.finish():
                 yield event
             if not assembler.complete:
-                raise self._error(
+                raise self._errors.error(
                     "protocol",
                     f"The model endpoint {self._base_url} ended the stream before the "
                     "answer was complete.",
@@ -495,13 +323,13 @@ class ModelClient:
         try:
             chunk = msgspec.json.decode(data)
         except msgspec.DecodeError:
-            raise self._error(
+            raise self._errors.error(
                 "protocol",
                 f"The model endpoint {self._base_url} sent a stream event that is not "
                 f"JSON ({one_line(data, 80)}).",
             ) from None
         if not isinstance(chunk, dict):
-            raise self._error(
+            raise self._errors.error(
                 "protocol",
                 f"The model endpoint {self._base_url} sent a stream event that is not "
                 "a JSON object.",
@@ -509,7 +337,7 @@ class ModelClient:
         error = chunk.get("error")
         if error:
             text = error.get("message") if isinstance(error, dict) else error
-            raise self._error(
+            raise self._errors.error(
                 "server",
                 f"The model endpoint {self._base_url} reported an error mid-stream: "
                 f"{one_line(str(text))}.",
@@ -536,19 +364,14 @@ class ModelClient:
         content = encode_body(self.build_body(req, stream=False))
         headers = self._headers(req.purpose, stream=False)
         log.debug("model request purpose=%s model=%s stream=false", req.purpose, req.model)
-        try:
-            async with asyncio.timeout_at(self._deadline()):
-                response = await self._send(
-                    "POST", url, content=content, headers=headers, stream=False
-                )
-        except TimeoutError:
-            raise self._total_timeout_error() from None
+        deadline = self._deadline()
+        response = await self._send("POST", url, content, headers, stream=False, deadline=deadline)
         try:
             result = parse_completion(
                 msgspec.json.decode(response.content), response.headers.get("x-request-id")
             )
         except (msgspec.DecodeError, ValueError) as exc:
-            raise self._error(
+            raise self._errors.error(
                 "protocol",
                 f"The model endpoint {self._base_url} sent an answer that could not be "
                 f"read ({one_line(str(exc), 80)}).",
@@ -560,20 +383,16 @@ class ModelClient:
         """The model ids the endpoint offers (``GET {base_url}/models``)."""
         headers = self._headers("main", stream=False)
         headers.pop(DASHSCOPE_CACHE_HEADER, None)
-        try:
-            async with asyncio.timeout_at(self._deadline()):
-                response = await self._send(
-                    "GET", f"{self._base_url}/models", content=None, headers=headers, stream=False
-                )
-        except TimeoutError:
-            raise self._total_timeout_error() from None
+        url = f"{self._base_url}/models"
+        deadline = self._deadline()
+        response = await self._send("GET", url, None, headers, stream=False, deadline=deadline)
         try:
             payload = msgspec.json.decode(response.content)
         except msgspec.DecodeError:
             payload = None
         data = payload.get("data") if isinstance(payload, dict) else None
         if not isinstance(data, list):
-            raise self._error(
+            raise self._errors.error(
                 "protocol",
                 f"The model endpoint {self._base_url} answered the model list with "
                 "something other than an OpenAI model list.",

@@ -18,12 +18,20 @@ results and git output, +9 % .. +37 % on Chinese, and -22 % on column-aligned li
 
 The scripted model counts a request with the same functions, so a test's window is
 exact to the chat's own estimate.
+
+A long text's estimate is remembered (``estimate_tokens``), keyed by a digest of the
+text: the same messages are estimated again and again (every request the scripted model
+counts carries the whole history; a compaction measures every message of the view), and
+hashing a 10 KB tool result costs a hundredth of counting it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -37,9 +45,49 @@ MESSAGE_OVERHEAD = 4  # role and separators a chat template adds around every me
 
 _RUNS = re.compile(r"([A-Za-z]+)|([0-9]+)|(\s+)|([^\x00-\x7f])")
 
+CACHED_FROM_CHARS = 512  # shorter texts are counted faster than they are hashed
+CACHE_ENTRIES = 4096  # digests (16 bytes each), not texts: well under a megabyte
+
+
+class _EstimateCache:
+    """The estimates of recently counted long texts, least recently used dropped first.
+    Shared by the threads of one process (the embedded scripted model counts in its own)."""
+
+    def __init__(self, entries: int) -> None:
+        self._entries = entries
+        self._tokens: OrderedDict[bytes, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: bytes) -> int | None:
+        with self._lock:
+            tokens = self._tokens.get(key)
+            if tokens is not None:
+                self._tokens.move_to_end(key)
+            return tokens
+
+    def put(self, key: bytes, tokens: int) -> None:
+        with self._lock:
+            self._tokens[key] = tokens
+            if len(self._tokens) > self._entries:
+                self._tokens.popitem(last=False)
+
+
+_CACHE = _EstimateCache(CACHE_ENTRIES)
+
 
 def estimate_tokens(text: str) -> int:
     """Tokens ``text`` is estimated to cost (see the module docstring)."""
+    if len(text) < CACHED_FROM_CHARS:
+        return _count(text)
+    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    tokens = _CACHE.get(key)
+    if tokens is None:
+        tokens = _count(text)
+        _CACHE.put(key, tokens)
+    return tokens
+
+
+def _count(text: str) -> int:
     if not text:
         return 0
     estimate = 0.0
@@ -89,7 +137,7 @@ def cut_to_tokens(text: str, tokens: int) -> str:
     low, high = 0, len(text)
     while low < high:
         middle = (low + high + 1) // 2
-        if estimate_tokens(text[:middle]) <= tokens:
+        if _count(text[:middle]) <= tokens:  # prefixes seen once: not worth remembering
             low = middle
         else:
             high = middle - 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from protocol.control import (
     SuggestionReply,
     SuggestionRequest,
 )
-from tests.support import REPO
+from tests.support import REPO, Specrun
 
 FIX = "fix the failing test in tests/test_calc.py"
 NEG = "add a test for negative numbers"
@@ -85,6 +86,15 @@ def scenario_variant(tmp: Path, edit: Any) -> Path:
     path = tmp / "scenario.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def start_playing(specrun: Specrun, scenario: Path, **settings: Any) -> None:
+    """``specrun start`` (edits approved automatically) with the model playing ``scenario``
+    and the project's other ``settings``."""
+    path = specrun.project / ".specrun" / "settings.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({"scenario": str(scenario), **settings}))
+    specrun.run("start", "--approval-mode", "auto-edit", check=True)
 
 
 # -- scenarios played step by step ----------------------------------------------------------

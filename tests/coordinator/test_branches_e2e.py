@@ -5,7 +5,6 @@ the ranked-guesses request with "run the tests" / "add a test for negative numbe
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,7 +27,7 @@ from protocol.control import (
     TypedRequest,
     WorkersRequest,
 )
-from tests.coordinator.e2e import DIFF, FIX, NEG, Driver, scenario_variant
+from tests.coordinator.e2e import DIFF, FIX, NEG, Driver, scenario_variant, start_playing
 from tests.support import Specrun, wait_until
 
 TESTS = "run the tests"
@@ -59,11 +58,7 @@ def _start(
     **settings: Any,
 ) -> Driver:
     monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
-    scenario = scenario_variant(tmp_path, edit)
-    path = specrun.project / ".specrun" / "settings.json"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps({"scenario": str(scenario), **settings}))
-    specrun.run("start", "--approval-mode", "auto-edit", check=True)
+    start_playing(specrun, scenario_variant(tmp_path, edit), **settings)
     return Driver(specrun.project)
 
 

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator.cli.app import cli
-from protocol.control import SuggestionRequest, WorkersRequest
+from protocol.control import StatusRequest, SuggestionRequest, WorkersRequest
 from tests.support import Env, Specrun, make_sample_project, running_service, wait_until
 
 FIX = "fix the failing test in tests/test_calc.py"
@@ -224,14 +224,16 @@ def test_human_output_shows_tools_and_the_accept_summary(shared: Specrun) -> Non
 
 def test_logs_follow_stops_cleanly_on_ctrl_c(shared: Specrun) -> None:
     service = shared
-    # An idle worker, named: its death is a line that names it, whatever earlier tests left.
+    # An idle worker of a warm pool, named: its death is a line that names it, whatever
+    # earlier tests left (a refill under way, a speculation holding a worker).
     idle: list[int] = []
 
-    def some_idle_worker() -> bool:
-        idle[:] = [w["pid"] for w in service.json("workers")["workers"] if w["state"] == "idle"]
-        return bool(idle)
+    def warm_with_an_idle_worker() -> bool:
+        status = service.query(StatusRequest)
+        idle[:] = [w["pid"] for w in status["workers"] if w["state"] == "idle"]
+        return bool(status["pool_warm"] and idle)
 
-    assert wait_until(some_idle_worker, timeout=30), "the pool never had an idle worker"
+    assert wait_until(warm_with_an_idle_worker, timeout=30), "the pool never had an idle worker"
     proc = subprocess.Popen(
         [sys.executable, "-m", "coordinator", "--project", str(service.project), "logs", "-f",
          "-n", "1"],
@@ -250,8 +252,13 @@ def test_logs_follow_stops_cleanly_on_ctrl_c(shared: Specrun) -> None:
         assert lines.get(timeout=30).strip()  # the tail is printed first
         service.run("debug", "kill-worker", str(idle[0]), check=True)
         deadline = time.monotonic() + 30
+        followed: list[str] = []
         while True:  # followed: the death of that worker arrives as a new line
-            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no line names worker {idle[0]}: {followed}") from None
+            followed.append(line)
             if f"worker {idle[0]}" in line:
                 break
         proc.send_signal(signal.SIGINT)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
-from tests.support import Env, Specrun, processes_with_env
+from tests.support import Env, Specrun, local_http_server, processes_with_env
 
 
 class _Unauthorized(BaseHTTPRequestHandler):
@@ -36,14 +35,8 @@ class _Unauthorized(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def unauthorized_endpoint() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Unauthorized)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_http_server(_Unauthorized) as server:
+        yield f"http://127.0.0.1:{server.server_port}/v1"
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from coordinator.settings import (
     load_settings,
     set_setting,
 )
+from protocol.approval import ApprovalMode
 from tests.support import Specrun
 
 
@@ -99,6 +100,15 @@ def test_dashscope_without_a_key_is_a_problem(dirs: tuple[Path, Path]) -> None:
         ({"approvalMode": "sometimes"}, "approvalMode must be one of"),
         ({"baseUrl": "localhost:8000"}, "baseUrl must be an http:// or https:// URL"),
         ({"maxTurnsPerQuery": 500}, "maxTurnsPerQuery must be between 1 and 100"),
+        ({"workerPool": 2.0}, "workerPool must be a whole number (got 2.0)"),  # JSON: strict
+        ({"workerPool": True}, "workerPool must be a whole number (got true)"),
+        ({"enableSpeculation": 1}, "enableSpeculation must be true or false (got 1)"),
+        ({"speculationBranches": "9"}, "speculationBranches must be at most 4 (got 9)"),
+        ({"compactAt": 1}, "compactAt must be at most 0.95 (got 1)"),
+        ({"compactAt": "0.1"}, "compactAt must be at least 0.2 (got 0.1)"),
+        ({"compactAt": "nan"}, "compactAt must be at most 0.95 (got nan)"),
+        ({"speculationBudgetWindow": "day"}, "must be hour or session (got 'day')"),
+        ({"protectedPaths": ["a", 1]}, "protectedPaths must be a list of strings (got [\"a\", 1])"),
         ([1, 2], "must hold a JSON object"),
     ],
 )
@@ -141,6 +151,26 @@ def test_set_setting_writes_typed_values(tmp_path: Path) -> None:
         set_setting(path, "nope", "1")
     with pytest.raises(SettingsError, match="workerPool must be a whole number"):
         set_setting(path, "workerPool", "lots")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "value"),
+    [
+        ("workerPool", " 3 ", 3),
+        ("compactAt", "0.5", 0.5),
+        ("compactAt", " 0.5", 0.5),
+        ("enableSpeculation", "Yes", True),
+        ("enableSpeculation", "OFF", False),
+        ("enableSpeculation", "1", True),
+        ("protectedPaths", "a/**, b ,", ("a/**", "b")),
+        ("approvalMode", "plan", ApprovalMode.PLAN),
+        ("speculationBudgetWindow", "session", "session"),
+    ],
+)
+def test_text_from_a_flag_or_the_environment_is_read_laxly(
+    tmp_path: Path, name: str, text: str, value: object
+) -> None:
+    assert set_setting(tmp_path / "settings.json", name, text) == value
 
 
 # -- through the CLI ----------------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from coordinator.scripted_model.engine import request_tokens
 from coordinator.service.history import HistoryStore
 from protocol.control import CompactRequest, Notice, TurnEnded
 from tests.coordinator.e2e import Driver
@@ -94,13 +95,15 @@ def ended(replies: list[Any]) -> TurnEnded:
     return replies[-1]
 
 
-def test_a_40_turn_session_compacts_by_itself_and_every_turn_completes(
+def test_a_200_turn_session_compacts_by_itself_and_every_turn_completes(
     specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """The long-session goal's correctness half (its latency half is
+    scripts/bench_context.py: wall times on a shared machine are no test)."""
     window = 20_000
     with session(specrun, monkeypatch, tmp_path, scenario(tmp_path, window)) as (driver, log):
         notices = 0
-        for n in range(40):
+        for n in range(200):
             replies = driver.ask(f"read big.txt ({n})")
             end = ended(replies)
             assert end.reason == "completed", (n, end, driver.log_tail())
@@ -114,10 +117,11 @@ def test_a_40_turn_session_compacts_by_itself_and_every_turn_completes(
     assert context["tokens"] <= window * context["compact_at"]
     posts = [r for r in requests if r["method"] == "POST"]
     assert [r for r in posts if r["status"] != 200] == []  # never a request over the window
+    assert max(request_tokens(r["body"], r["body"]["messages"]) for r in posts) <= window
     assert sum(r["purpose"] == "compaction" for r in posts) == notices
     # Every message is on disk; the service keeps working from the compacted view.
     report = HistoryStore(specrun.project).load_report()
-    assert sum(m.role == "user" for m in report.full_messages) == 40
+    assert sum(m.role == "user" for m in report.full_messages) == 200
     assert len(report.messages) < len(report.full_messages)
 
 

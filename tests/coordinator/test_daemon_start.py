@@ -3,6 +3,7 @@ start returns at that moment (no polling), and a service that cannot start fails
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -37,17 +38,34 @@ def test_start_returns_when_the_service_answers_or_its_pool_is_warm(
             assert _status(project).pid == pid  # it answers as soon as start returns
             stop_daemon(project)
 
+            made: list[str] = []  # the pipes start_daemon makes (the ready pipe among them)
+            real_pipe = os.pipe
+
+            def recorded_pipe() -> tuple[int, int]:
+                r, w = real_pipe()
+                made.append(f"pipe:[{os.fstat(r).st_ino}]")
+                return r, w
+
+            monkeypatch.setattr(os, "pipe", recorded_pipe)
             pid = start_daemon(project, ["--workers", "2"], env=env.vars)
+            monkeypatch.setattr(os, "pipe", real_pipe)
             reply = _status(project)
             assert reply.pid == pid and reply.pool_warm
             assert sum(1 for w in reply.workers if w.state == "idle") == 2
-            # the pipe is the service's alone: nothing it started sees it
+            # the pipe is the service's alone: nothing it started holds it or is told of it
+            coordinator = psutil.Process(pid)
             family = service_processes(pid)[1:]
-            assert family  # its fork server and workers
+            assert family and made  # its fork server and workers
             for proc in family:
                 try:
-                    assert READY_FD_ENV not in proc.environ()
-                except psutil.NoSuchProcess:
+                    held = {os.readlink(f"/proc/{proc.pid}/fd/{fd}")
+                            for fd in os.listdir(f"/proc/{proc.pid}/fd")}  # fmt: skip
+                    assert not held & set(made), proc
+                    # A fork of the coordinator shows the coordinator's own start
+                    # environment in /proc; it lost the variable before the fork.
+                    if proc.cmdline() != coordinator.cmdline():
+                        assert READY_FD_ENV not in proc.environ()
+                except (psutil.NoSuchProcess, FileNotFoundError):
                     continue
 
             # a second service for the project exits at once: the start says so at once

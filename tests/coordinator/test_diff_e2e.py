@@ -110,6 +110,7 @@ def test_the_preview_is_what_tab_then_does(service: tuple[Specrun, Driver, Path]
     assert "⚠ runs later without a key press" in shown and "+++ b/src/util.py" in shown
     assert "deleted tests/old_test.py" in shown and "mode +x tools/run.sh" in shown
     stat = runner.json("diff", "--stat")
+    assert len(stat["files"]) == len(statuses)
     assert all(f["diff"] == "" for f in stat["files"])
 
     done = driver.accept()

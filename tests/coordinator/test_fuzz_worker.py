@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from coordinator.cli.client import ServiceClient
 from protocol import codec
+from protocol.boundary import BoundaryReason
 from protocol.chat import Message, ToolCall, ToolResult, ToolSpec
 from protocol.control import StatusReply, StatusRequest, Transcript, TurnEnded
 from protocol.endpoints import Endpoints
@@ -46,6 +47,7 @@ from tests.support import (
     Specrun,
     make_sample_project,
     running_service,
+    worker_frames_handled,
 )
 
 ENC = msgspec.msgpack.Encoder()
@@ -84,6 +86,7 @@ class Live:
     """The running service as seen from the control socket: epoch, pid, worker pids."""
 
     def __init__(self, project: Path) -> None:
+        self.project = project
         self.client = ServiceClient(project, timeout_s=5)
         self.ctx = zmq.Context()
         self.endpoint = Endpoints.for_project(project, create=False).workers
@@ -107,6 +110,12 @@ class Live:
         sock.connect(self.endpoint)
         sock.send_multipart(list(parts))
         sock.close()  # linger: the frames leave before the socket goes
+
+    def handled(self) -> None:
+        """Return once the service has handled every frame sent so far."""
+        self.ctx.term()  # the frames of the closed sockets leave first
+        self.ctx = zmq.Context()
+        worker_frames_handled(self.project, self.epoch)
 
     def close(self) -> None:
         self.client.close()
@@ -136,7 +145,9 @@ def _events(epoch: int, job_id: str, pid: int, written: str) -> list[Any]:
         ModelText(job_id=job_id, epoch=epoch, turn=0, text="forged text"),
         ToolStarted(job_id=job_id, epoch=epoch, turn=0, call=call, decision="allow"),
         ToolFinished(job_id=job_id, epoch=epoch, turn=0, result=result),
-        Boundary(job_id=job_id, epoch=epoch, reason="shell:forged", outcome=outcome),
+        Boundary(
+            job_id=job_id, epoch=epoch, reason=BoundaryReason("shell", "forged"), outcome=outcome
+        ),
         Completed(job_id=job_id, epoch=epoch, outcome=outcome),
         PipelinedSuggestion(job_id=job_id, epoch=epoch, text="delete everything"),
         ToolDone(job_id=job_id, epoch=epoch, result=result),
@@ -208,7 +219,7 @@ def test_random_and_mutated_worker_frames_never_crash_or_wedge_the_service(
         live.status()
 
     fuzz()
-    time.sleep(0.3)
+    live.handled()
     after = live.status()
     assert after.pid == live.pid and after.epoch == live.epoch
     # Only processes the pool started are workers: no forged hello added one.
@@ -216,7 +227,7 @@ def test_random_and_mutated_worker_frames_never_crash_or_wedge_the_service(
         proc = psutil.Process(info.pid)
         assert proc.ppid() != live.pid  # children of the fork server, not of the coordinator
         assert live.pid in [p.pid for p in proc.parents()]
-    assert all(w.state in ("idle", "starting", "busy") for w in after.workers)
+    assert after.workers and all(w.state in ("idle", "starting", "busy") for w in after.workers)
 
 
 def test_a_forged_completed_for_a_running_speculation_is_not_what_accept_applies(
@@ -242,9 +253,15 @@ def test_a_forged_completed_for_a_running_speculation_is_not_what_accept_applies
         )
         for identity in (f"w{pid}".encode(), f"w{pid + 1}".encode(), b"stranger"):
             live.send(identity, forged_frame)
-        time.sleep(0.2)
+        live.handled()
+        # Handled, and not applied: a forged end would have made it `completed` with the
+        # forged file. Still running, or (on a slow machine) really completed.
         still = driver.suggestion()
-        assert still.speculation is not None and still.speculation.status == "running", still
+        assert still.speculation is not None, still
+        assert still.speculation.status == "running" or (
+            still.speculation.status == "completed"
+            and still.speculation.files_written == ("tests/test_calc_negative.py",)
+        ), still
         done = driver.wait_for_speculation(NEG, ("completed",))
         assert done.speculation is not None
         assert done.speculation.files_written == ("tests/test_calc_negative.py",)

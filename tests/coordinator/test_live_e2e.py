@@ -5,7 +5,6 @@ diffs, and the control socket still answering every request while a subscriber f
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -36,7 +35,7 @@ from protocol.control import (
     TurnEnded,
 )
 from protocol.endpoints import Endpoints, make_dealer
-from tests.coordinator.e2e import FIX, NEG, scenario_variant
+from tests.coordinator.e2e import FIX, NEG, scenario_variant, start_playing
 from tests.support import Specrun
 
 WORDS = 900  # the streaming turn's answer: about 300 chunks of three words
@@ -85,11 +84,7 @@ class Subscriber:
 @pytest.fixture
 def live(specrun: Specrun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Specrun]:
     monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))  # for the sockets here
-    scenario = scenario_variant(tmp_path, _streaming)
-    settings = specrun.project / ".specrun" / "settings.json"
-    settings.parent.mkdir(exist_ok=True)
-    settings.write_text(json.dumps({"scenario": str(scenario)}))
-    specrun.run("start", "--approval-mode", "auto-edit", check=True)
+    start_playing(specrun, scenario_variant(tmp_path, _streaming))
     try:
         yield specrun
     finally:

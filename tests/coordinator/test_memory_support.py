@@ -7,6 +7,7 @@ wraps the real ``ModelClient`` to note which requests were cancelled on the clie
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -180,7 +181,7 @@ async def simulated_turn(
     turn_abort: AbortLike | None = None,
     other_reminders: tuple[str, ...] = ("<environment details>",),
     prepared: Callable[[], bool] | None = None,
-    tool_ready: Callable[[], bool] | None = None,
+    tool_ready: Callable[[int], bool] | None = None,
 ) -> TurnTrace:
     """What the main turn loop does around recall, with real asyncio timing.
 
@@ -188,7 +189,8 @@ async def simulated_turn(
     until that holds too (a test about what is consumed when the recall is ready, on a
     machine too loaded to be ready in ``prepare_s``). ``tool_turns``: for each model turn
     that calls a tool, the time the model + tool take before the tool-result request is
-    built; with ``tool_ready`` each such turn also lasts until that holds. ``answer_s``:
+    built; with ``tool_ready`` each such turn also lasts until ``tool_ready(its index)``
+    holds. ``answer_s``:
     the final text-only answer.
     """
     started = time.perf_counter()
@@ -205,7 +207,7 @@ async def simulated_turn(
     for i, duration in enumerate(tool_turns):
         await asyncio.sleep(duration)
         if tool_ready is not None:
-            await until(tool_ready)
+            await until(functools.partial(tool_ready, i))
         results = (ToolResult(f"call_{i}", "read_file", output=f"contents {i}"),)
         memory = prefetcher.consume_for_tool_results()
         trace.tool_messages.append(Message.tool(results, reminders=(memory,) if memory else ()))

@@ -82,7 +82,7 @@ def test_row2_slow_recall_is_not_waited_for_and_lands_after_the_first_tool_resul
         t0 = time.perf_counter()
         trace = await simulated_turn(
             pf, "deploy to staging", prepare_s=0.01, tool_turns=[0.3, 0.05, 0.05],
-            tool_ready=lambda: _settled(pf),
+            tool_ready=lambda _: _settled(pf),
         )
         return trace, time.perf_counter() - t0, pf
 
@@ -107,9 +107,13 @@ def test_row3_no_hard_short_timeout_a_recall_slower_than_1s_still_lands(
     async def main(client: ModelClient) -> TurnTrace:
         pf = make_prefetcher(project, client)
         return await simulated_turn(
-            pf, "deploy to staging", prepare_s=0.01, tool_turns=[0.45, 0.45, 0.5]
+            pf, "deploy to staging", prepare_s=0.01, tool_turns=[0.45, 0.45, 0.5],
+            tool_ready=lambda i: i < 2 or _settled(pf),
         )
 
+    # The recall takes at least 1.05 s: it cannot be ready for the first two tool results
+    # (0.45 s and 0.9 s in), and the third tool turn lasts until it is, so a loaded machine
+    # cannot make it miss (a 1 s cut-off would lose it and fail the last check).
     with scripted(deploy_rule(project, latency_ms=1_050)) as server:
         trace = with_client(server, main)
     memories = [m.reminders for m in trace.tool_messages]
@@ -141,6 +145,7 @@ def test_row4_slow_recall_and_no_tools_is_lost_and_never_carried_over(project: P
     assert first.user_message.reminders == ("<environment details>",)
     user2 = second.user_message.reminders
     assert "Running tests" in user2[0] and "Deploy process" not in "".join(user2)
+    assert len(second.tool_messages) == 1
     assert all(m.reminders == () for m in second.tool_messages)
     assert pf.surfaced_paths == {project.paths["testing"]}  # the lost one was never surfaced
 
@@ -349,7 +354,7 @@ def test_aclose_unwinds_the_pending_recall(project: Project) -> None:
     async def main(client: ModelClient) -> MemoryPrefetchHandle | None:
         pf = make_prefetcher(project, client)
         handle = pf.fire("deploy")
-        await asyncio.sleep(0.05)
+        await until(lambda: bool(recall_requests(server)))  # in flight, at the model
         await pf.aclose()
         return handle
 

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from coordinator.cli import approval, render
 from protocol.approval import ApprovalMode
+from protocol.boundary import BoundaryReason
 from protocol.chat import ToolCall
 from protocol.control import (
     ApprovalNeeded,
@@ -115,11 +116,13 @@ def test_suggestion_status_and_boundary_are_escaped() -> None:
     spec = SpeculationInfo(id="s", status="boundary", turns=1, tool_uses=1,
                            files_written=(f"a{ERASE}",), boundary_reason=f"shell:rm {HOSTILE}",
                            elapsed_s=1.0, worker_pid=None,
-                           pipelined_suggestion=f"next{ERASE}")
+                           pipelined_suggestion=f"next{ERASE}",
+                           boundary=BoundaryReason("shell", f"rm {HOSTILE}"))
     render.show_suggestion(SuggestionReply(req_id=1, text=f"run{ERASE} tests", visible=True,
                                            suppressed_reason=None, speculation=spec), out)
     shown = only_colours(sink.getvalue())
     assert "run\\x1b[2K\\x1b[1A tests" in shown
+    assert "stopped before the shell command `rm " in shown  # the boundary, in words
     assert MARKUP in shown
 
 

@@ -24,6 +24,7 @@ from tests.support import (
     running_service,
     service_processes,
     wait_until,
+    worker_frames_handled,
 )
 
 
@@ -102,6 +103,7 @@ def test_malformed_frames_get_an_error_and_the_service_keeps_serving(shared: Spe
         control.close()
     finally:
         ctx.term()
+    worker_frames_handled(service.project, service.json("status")["epoch"])
     assert service.json("status")["pid"] == pid
 
 

@@ -4,7 +4,9 @@ leaves nothing; `.specrun/` never shows in `git status`."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -34,10 +36,46 @@ def test_an_idle_service_runs_no_resource_tracker(specrun: Specrun) -> None:
     for semaphores and shared memory specrun never creates)."""
     specrun.run("start", check=True)
     try:
-        family = service_processes(specrun.service_pid())
-        commands = [" ".join(p.cmdline()) for p in family]
-        assert any("forkserver" in c for c in commands), commands
+        coordinator = psutil.Process(specrun.service_pid())
+        assert len(coordinator.children()) == 1, coordinator.children()  # the fork server
+        commands = [" ".join(p.cmdline()) for p in service_processes(coordinator.pid)]
         assert not any("resource_tracker" in c for c in commands), commands
+    finally:
+        specrun.run("stop", check=True)
+
+
+def _signals(pid: int, field: str) -> set[int]:
+    """The signals ``field`` (SigCgt: caught, SigIgn: ignored) of /proc/PID/status."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            mask = int(line.split()[1], 16)
+            return {n for n in range(1, 65) if mask >> (n - 1) & 1}
+    raise AssertionError(f"no {field} for {pid}")
+
+
+def test_the_fork_server_is_a_fork_of_the_coordinator_that_holds_none_of_its_state(
+    specrun: Specrun,
+) -> None:
+    """The fork server is forked from the coordinator (its pages shared, not a second
+    interpreter importing them again), yet starts as a fresh one would: it does not hold
+    the pidfile (a restart must not wait for it), catches no signal the coordinator's event
+    loop catches (every worker would inherit that), and has no descriptor of the
+    coordinator's besides stdio."""
+    specrun.run("start", check=True)
+    try:
+        coordinator = psutil.Process(specrun.service_pid())
+        (server,) = coordinator.children()
+        assert server.cmdline() == coordinator.cmdline()  # forked, not a new interpreter
+        assert wait_until(lambda: len(server.children()) >= 1, timeout=30)
+        pidfile = str(Endpoints.for_project(specrun.project, create=False).pidfile)
+        for process in (server, *server.children()):
+            assert pidfile not in {f.path for f in process.open_files()}, process
+        caught = _signals(server.pid, "SigCgt")
+        assert caught == {signal.SIGCHLD}, caught
+        assert {signal.SIGTERM, signal.SIGUSR1} & _signals(coordinator.pid, "SigCgt")
+        # 0-2, the listener and the liveness pipe, and what multiprocess's loop opened (the
+        # new stdin, an epoll, a signal pipe, a status pipe per live worker): nothing else
+        assert len(os.listdir(f"/proc/{server.pid}/fd")) <= 9 + len(server.children())
     finally:
         specrun.run("stop", check=True)
 

@@ -5,7 +5,6 @@ scripted model over HTTP."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ from protocol.control import (
     TurnEnded,
     TypedRequest,
 )
-from tests.coordinator.e2e import FIX, NEG, Driver, scenario_variant
+from tests.coordinator.e2e import FIX, NEG, Driver, scenario_variant, start_playing
 from tests.support import Specrun, snapshot_tree, wait_until
 
 
@@ -41,11 +40,7 @@ def start(specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
 
     def started(**settings: Any) -> Driver:
         monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
-        scenario = scenario_variant(tmp_path, _slow_first_answer)
-        path = specrun.project / ".specrun" / "settings.json"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(json.dumps({"scenario": str(scenario), **settings}))
-        specrun.run("start", "--approval-mode", "auto-edit", check=True)
+        start_playing(specrun, scenario_variant(tmp_path, _slow_first_answer), **settings)
         drivers.append(Driver(specrun.project))
         return drivers[-1]
 

@@ -62,10 +62,10 @@ def worker_report(ov: Overlay) -> bytes:
     """The ``Completed`` frame a worker sends for a speculation that wrote through ``ov``."""
     from protocol import codec
     from protocol.work import Completed
-    from worker.boundary import Transcript
+    from worker.boundary import SpeculatedConversation
     from worker.speculation import LoopEnd, outcome
 
-    end = LoopEnd("completed", "answered", Transcript("the suggestion"))
+    end = LoopEnd("completed", "answered", SpeculatedConversation("the suggestion"))
     return codec.worker_to_coordinator().encode(Completed("spec-1", 1, outcome(end, ov)))
 
 

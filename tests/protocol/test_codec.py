@@ -11,6 +11,7 @@ import pytest
 
 from protocol import codec, control, work
 from protocol.approval import ApprovalMode
+from protocol.boundary import BoundaryReason
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec, Usage
 
 CALL = ToolCall("c1", "read_file", '{"file_path": "a.py"}')
@@ -20,7 +21,7 @@ SNAP = CacheSafeSnapshot(
 )
 OUTCOME = work.SpeculationOutcome(
     messages=(Message.assistant("t", (CALL,)), Message.tool((RESULT,))),
-    written_files={"a.py": work.WrittenFile("/tmp/o/a.py", work.Fingerprint(1, 2, "ab"))},
+    written_files={"a.py": work.WrittenFile("/tmp/o/a.py", work.OriginalFile(1, 2, "ab"))},
     tool_use_count=1,
     turns=2,
 )
@@ -145,7 +146,7 @@ EVENTS = [
     work.ToolFinished(
         "s1", 9, 1, RESULT, written={"a.py": work.WrittenFile("/tmp/o/a.py", deleted=True)}
     ),
-    work.Boundary("s1", 9, "shell:rm -rf x", OUTCOME),
+    work.Boundary("s1", 9, BoundaryReason("shell", "rm -rf x"), OUTCOME),
     work.Completed("s1", 9, OUTCOME),
     work.PipelinedSuggestion("s1", 9, "commit this"),
     work.ModelUsage("s1", 9, "speculation", Usage(1200, 40, 1240, 1100)),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import pickle
 import socket
@@ -11,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, TypeVar
 
 import msgspec
@@ -29,7 +30,7 @@ from protocol.model import (
     ThinkingDelta,
     ToolCallDelta,
 )
-from tests.support import REPO
+from tests.support import REPO, local_http_server
 
 T = TypeVar("T")
 SECRET = "sk-test-9f8e7d6c5b4a"
@@ -364,6 +365,7 @@ def test_dashscope_cache_markers_and_header(serve: Callable[..., ScriptedModelSe
     assert body["enable_thinking"] is False and "chat_template_kwargs" not in body
     # non-streaming: only the system message is marked
     assert single["body"]["messages"][-1] == {"role": "user", "content": "second"}
+    assert single["body"]["tools"]
     assert all("cache_control" not in t for t in single["body"]["tools"])
     # cache sharing off: no header, no markers
     assert "X-DashScope-CacheControl" not in off["headers"]
@@ -631,12 +633,7 @@ def test_api_key_is_sent_but_never_shown(
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    spy = ThreadingHTTPServer(("127.0.0.1", 0), Spy)
-    spy_thread = threading.Thread(target=spy.serve_forever, args=(0.05,), daemon=True)
-    spy_thread.start()
-    spy_url = f"http://127.0.0.1:{spy.server_address[1]}/v1"
-
-    async def main() -> list[ModelError]:
+    async def main(spy_url: str) -> list[ModelError]:
         errors = []
         for base in (server.base_url, spy_url):
             client = fast_client(base, SECRET, max_retries=1)
@@ -649,13 +646,8 @@ def test_api_key_is_sent_but_never_shown(
                 await client.aclose()
         return errors
 
-    try:
-        with caplog.at_level("DEBUG"):
-            auth_error, server_error = run(main())
-    finally:
-        spy.shutdown()
-        spy.server_close()
-        spy_thread.join()
+    with local_http_server(Spy) as spy, caplog.at_level("DEBUG"):
+        auth_error, server_error = run(main(f"http://127.0.0.1:{spy.server_port}/v1"))
     assert seen["auth"] == f"Bearer {SECRET}"
     assert auth_error.kind == "auth" and server_error.kind == "server"
     for error in (auth_error, server_error):
@@ -720,22 +712,15 @@ class _RawSSE(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def raw_sse() -> Iterator[Callable[..., str]]:
-    servers: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
+    with contextlib.ExitStack() as servers:
 
-    def start(payloads: list[Any], content_type: str = "text/event-stream") -> str:
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _RawSSE)
-        httpd.payloads = payloads  # type: ignore[attr-defined]
-        httpd.content_type = content_type  # type: ignore[attr-defined]
-        thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-        thread.start()
-        servers.append((httpd, thread))
-        return f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        def start(payloads: list[Any], content_type: str = "text/event-stream") -> str:
+            server = servers.enter_context(
+                local_http_server(_RawSSE, payloads=payloads, content_type=content_type)
+            )
+            return f"http://127.0.0.1:{server.server_port}/v1"
 
-    yield start
-    for httpd, thread in servers:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+        yield start
 
 
 def _chunk(

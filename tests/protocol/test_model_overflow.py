@@ -4,9 +4,9 @@ the window an endpoint reports is read from its metadata."""
 
 from __future__ import annotations
 
-import threading
+import contextlib
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
 import msgspec
@@ -16,6 +16,7 @@ from coordinator.scripted_model import ScriptedModelServer
 from protocol.model import ModelError
 from protocol.model.overflow import stated_window
 from tests.protocol.test_model_client import fast_client, request, run
+from tests.support import local_http_server
 
 OPENAI = {
     "error": {
@@ -126,19 +127,14 @@ class _Metadata(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def metadata_server() -> Iterator[Any]:
-    servers: list[ThreadingHTTPServer] = []
+    with contextlib.ExitStack() as servers:
 
-    def start(routes: dict[tuple[str, str], Any]) -> str:
-        handler = type("Handler", (_Metadata,), {"routes": routes})
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        servers.append(httpd)
-        return f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        def start(routes: dict[tuple[str, str], Any]) -> str:
+            handler = type("Handler", (_Metadata,), {"routes": routes})
+            server = servers.enter_context(local_http_server(handler))
+            return f"http://127.0.0.1:{server.server_port}/v1"
 
-    yield start
-    for httpd in servers:
-        httpd.shutdown()
-        httpd.server_close()
+        yield start
 
 
 OLLAMA_SHOW = {

@@ -6,11 +6,11 @@ Anthropic's OpenAI SDK compatibility layer (streamed ``.sse`` and non-streamed `
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import pytest
 
 from protocol.chat import Message
 from protocol.model import ChatRequest, ChatResult, ModelClient, TextDelta, ThinkingDelta
+from tests.support import local_http_server
 
 STREAMS = Path(__file__).parent / "streams"
 
@@ -46,21 +47,13 @@ class _Replay(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def replay() -> Iterator[Callable[[str], str]]:
-    servers: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
+    with contextlib.ExitStack() as servers:
 
-    def start(name: str) -> str:
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Replay)
-        httpd.fixture = STREAMS / name  # type: ignore[attr-defined]
-        thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-        thread.start()
-        servers.append((httpd, thread))
-        return f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        def start(name: str) -> str:
+            server = servers.enter_context(local_http_server(_Replay, fixture=STREAMS / name))
+            return f"http://127.0.0.1:{server.server_port}/v1"
 
-    yield start
-    for httpd, thread in servers:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+        yield start
 
 
 REQUEST = ChatRequest(system="s", history=(Message.user("go"),), model="m", purpose="main")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from protocol.chat import Message, ToolResult, ToolSpec
+from protocol.model import tokens
 from protocol.model.tokens import (
     cut_to_tokens,
     estimate_json_tokens,
@@ -48,3 +49,22 @@ def test_a_request_is_its_tools_system_and_messages_as_on_the_wire() -> None:
     assert estimate_messages(history) == estimate_messages(history[:1]) + estimate_messages(
         history[1:]
     )
+
+
+def test_a_long_texts_remembered_estimate_is_the_estimate_of_that_exact_text() -> None:
+    # Same length, one character apart: the remembered count of one is never the other's.
+    words = "word " * 200
+    digits = "word " * 199 + "1234 "
+    assert len(words) == len(digits) >= tokens.CACHED_FROM_CHARS
+    for _ in range(2):  # the second round reads the remembered estimates
+        assert estimate_tokens(words) == 200
+        assert estimate_tokens(digits) == 201
+    odd = "\ud800部署" * 300  # a lone surrogate (as JSON may decode one) still hashes
+    assert estimate_tokens(odd) == estimate_tokens(odd) == 900
+
+
+def test_the_remembered_estimates_stay_bounded() -> None:
+    base = "x" * tokens.CACHED_FROM_CHARS
+    for n in range(tokens.CACHE_ENTRIES + 50):
+        assert estimate_tokens(f"{base} {n}") == (104 if n < 1000 else 105)  # 102.4 + digits
+    assert len(tokens._CACHE._tokens) == tokens.CACHE_ENTRIES

@@ -84,7 +84,7 @@ def test_a_command_writing_far_past_the_quota_never_takes_more_of_the_host(
         out = h.run(captured_job(h))
     assert space.samples >= 10
     assert space.drop < QUOTA + OTHERS, f"free space dropped by {space.drop >> 20} MiB"
-    assert [b.reason for b in out.of(Boundary)] == ["quota:overlay_bytes"], out.events
+    assert [b.reason.text() for b in out.of(Boundary)] == ["quota:overlay_bytes"], out.events
     assert not list(h.project.glob("big*"))
 
 
@@ -94,7 +94,7 @@ def test_running_out_of_files_ends_at_the_file_quota(harness: Any) -> None:
         [rule({"tool_calls": [call("run_shell_command", command=command)]}, times=1)]
     )
     out = h.run(captured_job(h, files=50))
-    assert [b.reason for b in out.of(Boundary)] == ["quota:overlay_files"], out.events
+    assert [b.reason.text() for b in out.of(Boundary)] == ["quota:overlay_files"], out.events
 
 
 def test_a_command_within_the_quota_keeps_its_writes(harness: Any) -> None:

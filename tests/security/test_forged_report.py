@@ -26,7 +26,7 @@ from coordinator.service.speculation import AcceptFallback
 from protocol.chat import Message
 from protocol.work import (
     Completed,
-    Fingerprint,
+    OriginalFile,
     RunSpeculation,
     SpeculationOutcome,
     WrittenFile,
@@ -143,7 +143,7 @@ def forged_report(place: Place, job: RunSpeculation, forge: Forge) -> Completed:
     written = {
         "src/app.py": WrittenFile(
             os.path.join(job.overlay_dir, "src/app.py"),
-            Fingerprint(real.size, real.mtime_ns, real.sha256),
+            OriginalFile(real.size, real.mtime_ns, real.sha256),
         ),
         rel: WrittenFile(os.path.join(job.overlay_dir, rel), None),
     }

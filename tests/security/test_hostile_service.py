@@ -195,6 +195,7 @@ def test_shell_escapes_change_nothing_outside(
     assert not Path("/tmp/specrun-hostile-fsmonitor").exists()
     assert sorted(p.name for p in env.home.iterdir()) == [".ssh"]
     status = runner.json("status")
+    assert status["containment"], status
     assert all(layer["active"] for layer in status["containment"]), status["containment"]
     # Tab: the transcript that reaches the history never holds the secret.
     runner.run("accept", check=True)

@@ -8,21 +8,28 @@ last tests run the whole profile against the whole battery.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import stat
+import subprocess
+import threading
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psutil
 import pytest
 
 from protocol.work import CommandLimits
-from tests.security.conftest import run_in
+from tests.security.conftest import run_in, start_bypassed_helper
 from tests.support import containment_unavailable, needs_containment
-from worker.contain.helper import BYPASS_CLASSIFIER_ENV, SandboxHelper
+from worker.contain.helper import SandboxHelper
 from worker.contain.landlock import abi
 from worker.contain.spawn import ALL_LAYERS, Layers
-from worker.contain.verify import ConnectionRecorder, process_check
+from worker.contain.verify import ConnectionRecorder, process_bound, process_check
 from worker.shell.runner import ShellResult
 
 pytestmark = needs_containment("the kernel has no Landlock" if abi() < 1 else None)
@@ -30,18 +37,7 @@ pytestmark = needs_containment("the kernel has no Landlock" if abi() < 1 else No
 
 @pytest.fixture(scope="module")
 def helper() -> Iterator[SandboxHelper]:
-    saved = os.environ.get(BYPASS_CLASSIFIER_ENV)
-    os.environ[BYPASS_CLASSIFIER_ENV] = "1"
-    try:
-        started = SandboxHelper.start()
-    finally:
-        if saved is None:
-            os.environ.pop(BYPASS_CLASSIFIER_ENV, None)
-        else:
-            os.environ[BYPASS_CLASSIFIER_ENV] = saved
-    if not all(layer.active for layer in started.layers):
-        started.close()
-        containment_unavailable(f"layers missing: {started.layers}")
+    started = start_bypassed_helper()
     yield started
     started.close()
 
@@ -283,16 +279,103 @@ def test_process_count_is_limited(helper: SandboxHelper, world: dict[str, Path])
     assert held, detail
 
 
-def test_a_fork_bomb_ends_with_the_command(helper: SandboxHelper, world: dict[str, Path]) -> None:
-    """Processes left behind (even in a new session) die when the command ends."""
-    result = run(
-        helper,
-        world["project"],
-        "setsid sleep 300 & disown; echo $!",
-        timeout_s=10,
-    )
-    assert result.exit_code == 0
-    assert result.duration < 5
+# A fork bomb, bounded only so that a broken cap cannot take the machine down: every
+# process forks three times, four levels deep (363 children at most, more than any cap
+# the profile sets, the PID namespace's limit + 300 included), each child leaves the
+# session and holds its slot. The first process counts on a pipe what forked and what was
+# refused; once refused (or grown to the whole tree) it stops itself, for the host to look
+# at the bomb while it holds, and goes on at SIGCONT.
+BOMB = """
+import os, select, signal, sys, time
+r, w = os.pipe()
+def bomb(depth):
+    for _ in range(3):
+        try:
+            pid = os.fork()
+        except OSError as e:
+            os.write(w, b'R' + e.strerror.encode() + b'\\\\n')
+            return
+        if pid == 0:
+            os.setsid()
+            os.write(w, b'F\\\\n')
+            if depth:
+                bomb(depth - 1)
+            while True:
+                signal.pause()
+bomb(4)
+forked, refused, buf, deadline = 0, [], b'', time.monotonic() + 15
+while not refused and forked < 363 and time.monotonic() < deadline:
+    if select.select([r], [], [], 0.5)[0]:
+        buf += os.read(r, 4096)
+        *lines, buf = buf.split(b'\\\\n')
+        forked += lines.count(b'F')
+        refused += [line[1:].decode() for line in lines if line.startswith(b'R')]
+os.kill(os.getpid(), signal.SIGSTOP)
+print('FORKED', forked)
+print('REFUSED', refused[0] if refused else 'never')
+"""
+
+
+def _bomb_processes(token: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        with contextlib.suppress(psutil.Error):
+            if token in proc.cmdline():
+                found.append(proc)
+    return found
+
+
+def test_a_fork_bomb_is_capped_leaves_the_host_alone_and_ends_with_the_command(
+    helper: SandboxHelper, world: dict[str, Path]
+) -> None:
+    """A real fork bomb: the process cap refuses it, the host can still start processes
+    while the bomb holds every slot it got, and every bomb process (each in a session of
+    its own) is gone, reaped, when the command ends."""
+    limit = 16
+    bound, by = process_bound(limit)
+    token = f"bomb-{uuid.uuid4().hex}"
+    held: dict[str, Any] = {}
+
+    def look_while_it_holds() -> None:
+        deadline = time.monotonic() + 25
+        while time.monotonic() < deadline:
+            procs = _bomb_processes(token)
+            stopped = []
+            for p in procs:
+                with contextlib.suppress(psutil.Error):
+                    if p.status() == psutil.STATUS_STOPPED:
+                        stopped.append(p)
+            if stopped:
+                held["processes"] = len(procs)
+                held["host_fork"] = subprocess.run(["true"], timeout=10).returncode
+                stopped[0].send_signal(signal.SIGCONT)
+                return
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=look_while_it_holds)
+    watcher.start()
+    try:
+        result = run(
+            helper,
+            world["project"],
+            f"python3 -c \"{BOMB}\" {token}",
+            limits=CommandLimits(processes=limit),
+            timeout_s=30,
+        )
+    finally:
+        watcher.join()
+    lines = dict(line.split(" ", 1) for line in result.stdout.strip().splitlines())
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    forked = int(lines["FORKED"])
+    assert lines["REFUSED"] != "never", f"{forked} forks, none refused ({by})"
+    # the bomb's first process counts as one of its tasks, and so may the shell
+    assert forked >= 1 and forked + 1 <= bound, (forked, bound, by)
+    assert held, "the bomb never held: the host did not see it stopped"
+    assert 1 < held["processes"] <= bound, (held, bound)
+    assert held["host_fork"] == 0
+    # Reaped with the command: nothing of it is left, not even a zombie.
+    assert _bomb_processes(token) == []
+    assert result.duration < 25
 
 
 # --- privilege -------------------------------------------------------------------------------

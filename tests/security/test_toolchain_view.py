@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import containment_unavailable, needs_containment
+from tests.security.conftest import start_whole_helper
+from tests.support import needs_containment
 from worker.capture import remove_capture
 from worker.contain.captured_env import captured_setup
 from worker.contain.helper import Request, SandboxHelper
@@ -33,10 +34,7 @@ SECRETS = {
 
 @pytest.fixture(scope="module")
 def helper() -> Iterator[SandboxHelper]:
-    started = SandboxHelper.start()
-    if not all(layer.active for layer in started.layers):
-        started.close()
-        containment_unavailable(f"layers missing: {started.layers}")
+    started = start_whole_helper()
     yield started
     started.close()
 

@@ -50,7 +50,7 @@ def test_a_long_command_ends_the_speculation_at_the_wall_clock_limit(
     started = time.monotonic()
     out = h.run(msgspec.structs.replace(limited(h), speculate_shell=captured))
     took = time.monotonic() - started
-    assert [b.reason for b in out.of(Boundary)] == ["limit:wall_clock"], out.events
+    assert [b.reason.text() for b in out.of(Boundary)] == ["limit:wall_clock"], out.events
     assert took < LIMIT_S + 10  # not the command's own 60 s, not the shell timeout
     # the read before it is kept in the transcript
     assert [e.result.name for e in out.of(ToolFinished)] == ["read_file"]
@@ -60,7 +60,7 @@ def test_a_slow_model_ends_the_speculation_at_the_wall_clock_limit(harness: Any)
     h: Harness = harness([rule({"text": "Done.", "latency_ms": 30_000})])
     started = time.monotonic()
     out = h.run(limited(h))
-    assert [b.reason for b in out.of(Boundary)] == ["limit:wall_clock"], out.events
+    assert [b.reason.text() for b in out.of(Boundary)] == ["limit:wall_clock"], out.events
     assert time.monotonic() - started < LIMIT_S + 10
 
 

@@ -11,8 +11,6 @@ a rebinding host name, a POST from another origin are refused in the browser.
 from __future__ import annotations
 
 import http.server
-import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +19,8 @@ import pytest
 
 from coordinator.service.history import HistoryStore
 from protocol.inert_text import inert
-from tests.coordinator.e2e import FIX, scenario_variant
-from tests.support import Specrun, wait_until
+from tests.coordinator.e2e import FIX, scenario_variant, start_playing
+from tests.support import Specrun, local_http_server, wait_until
 from tests.web_support import WebView, browser, need_chromium, web_view
 
 # The service refuses a suggestion with control or bidi characters outright
@@ -65,11 +63,7 @@ def _hostile(rules: list[Any]) -> None:
 @pytest.fixture
 def hostile(specrun: Specrun, tmp_path: Path) -> Iterator[Specrun]:
     need_chromium()
-    scenario = scenario_variant(tmp_path, _hostile)
-    settings = specrun.project / ".specrun" / "settings.json"
-    settings.parent.mkdir(exist_ok=True)
-    settings.write_text(json.dumps({"scenario": str(scenario)}))
-    specrun.run("start", "--approval-mode", "auto-edit", check=True)
+    start_playing(specrun, scenario_variant(tmp_path, _hostile))
     try:
         yield specrun
     finally:
@@ -173,15 +167,8 @@ fetch("{self.target}/api/ask", {{method: "POST", mode: "no-cors", credentials: "
 def evil_site(plain_service: Specrun) -> Iterator[tuple[Specrun, WebView, str]]:
     with web_view(plain_service) as web:
         handler = type("Evil", (_EvilPage,), {"target": web.base})
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield plain_service, web, f"http://127.0.0.1:{server.server_address[1]}/"
-        finally:
-            server.shutdown()
-            server.server_close()
-            thread.join()
+        with local_http_server(handler) as server:
+            yield plain_service, web, f"http://127.0.0.1:{server.server_port}/"
 
 
 def test_in_the_browser_no_token_a_rebinding_host_and_a_cross_origin_post_are_refused(

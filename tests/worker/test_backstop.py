@@ -24,6 +24,7 @@ import zmq
 
 from overlay import speculation_base_dir
 from protocol import codec
+from protocol.boundary import BoundaryReason
 from protocol.endpoints import make_router
 from protocol.work import (
     Boundary,
@@ -188,7 +189,7 @@ def test_without_the_hook_the_gate_stops_the_same_command(harness: Any, spawn_wo
     worker.send(h.job(sandbox=True, overlay_pid=worker.hello.pid))
     events = worker.until((Completed, Boundary))
     assert isinstance(events[-1], Boundary)
-    assert events[-1].reason == "shell:touch created-by-probe.txt"
+    assert events[-1].reason == BoundaryReason("shell", "touch created-by-probe.txt")
     assert not (h.project / "created-by-probe.txt").exists()
     h.cleanup()
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from overlay import Overlay
+from protocol.boundary import BoundaryReason
 from protocol.work import Containment
 from worker.capture import import_capture
 from worker.tools import ToolStop
@@ -46,19 +47,19 @@ def test_a_protected_write_stops_the_speculation_and_keeps_nothing(
     target.write_text("[core]\n\tfsmonitor = evil\n")
     with pytest.raises(ToolStop) as stop:
         import_capture(upper, overlay)
-    assert stop.value.reason == f"protected_path:{rel}"
+    assert stop.value.reason == BoundaryReason("protected_path", rel)
     assert overlay.written_files() == {}
 
 
 @pytest.mark.parametrize(
     ("rel", "mode", "reason"),
-    [(".husky/pre-push", 0o644, "runs_later:.husky/pre-push"),
-     ("bin/tool", 0o755, "runs_later:bin/tool"),  # given the exec bit
-     ("a.txt", 0o755, "runs_later:a.txt"),  # the real one was not executable
+    [(".husky/pre-push", 0o644, BoundaryReason("runs_later", ".husky/pre-push")),
+     ("bin/tool", 0o755, BoundaryReason("runs_later", "bin/tool")),  # given the exec bit
+     ("a.txt", 0o755, BoundaryReason("runs_later", "a.txt")),  # the real one was not executable
      ("notes.txt", 0o644, None)],
 )
 def test_with_runs_later_boundary_a_command_writing_such_a_file_stops(
-    world: tuple[Path, Overlay, Path], rel: str, mode: int, reason: str | None
+    world: tuple[Path, Overlay, Path], rel: str, mode: int, reason: BoundaryReason | None
 ) -> None:
     _project, overlay, upper = world
     target = upper / rel
@@ -85,10 +86,10 @@ def test_the_quota_counts_what_is_already_in_the_overlay(
     (upper / "big.bin").write_bytes(b"y" * 600)
     with pytest.raises(ToolStop) as stop:
         import_capture(upper, overlay, Containment(overlay_quota_bytes=1000))
-    assert stop.value.reason == "quota:overlay_bytes"
+    assert stop.value.reason == BoundaryReason("quota", "overlay_bytes")
     with pytest.raises(ToolStop) as stop:
         import_capture(upper, overlay, Containment(overlay_quota_files=1))
-    assert stop.value.reason == "quota:overlay_files"
+    assert stop.value.reason == BoundaryReason("quota", "overlay_files")
     assert set(overlay.written_files()) == {"a.txt"}
 
 
@@ -153,7 +154,7 @@ def test_deleting_a_protected_path_stops_the_speculation(
     _whiteout(upper / ".git", "xattr")
     with pytest.raises(ToolStop) as stop:
         import_capture(upper, overlay)
-    assert stop.value.reason == "protected_path:.git/config"
+    assert stop.value.reason == BoundaryReason("protected_path", ".git/config")
     assert overlay.deleted_files() == []
 
 
@@ -174,7 +175,7 @@ def test_a_name_with_hidden_characters_stops_at_bad_path_and_keeps_nothing(
     target.write_text("hidden\n")
     with pytest.raises(ToolStop) as stop:
         import_capture(upper, overlay)
-    assert stop.value.reason == f"bad_path:{shown}"
+    assert stop.value.reason == BoundaryReason("bad_path", shown)
     assert overlay.written_files() == {}
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from coordinator.scripted_model import ScriptedModelServer
 from overlay import speculation_base_dir
+from protocol.boundary import BoundaryReason
 from protocol.work import (
     Boundary,
     Completed,
@@ -242,7 +243,7 @@ def test_a_program_only_the_host_has_stops_at_toolchain_missing(
         ],
     )
     (boundary,) = out.of(Boundary)
-    assert boundary.reason == "toolchain_missing:mytool"
+    assert boundary.reason == BoundaryReason("toolchain_missing", "mytool")
     assert [m.role for m in boundary.outcome.messages][-1] == "tool"  # the first call is kept
     assert "fine" in _outputs(out)[0]
 
@@ -262,7 +263,7 @@ def test_a_venv_whose_interpreter_is_outside_the_view_stops_at_toolchain_missing
     (root / ".venv" / "pyvenv.cfg").write_text(f"home = {interpreter.parent}\n")
     out = speculate(root, [call("run_shell_command", command=".venv/bin/python -V")])
     (boundary,) = out.of(Boundary)
-    assert boundary.reason == "toolchain_missing:.venv/bin/python"
+    assert boundary.reason == BoundaryReason("toolchain_missing", ".venv/bin/python")
 
 
 def test_the_venv_of_the_default_python3_runs(speculate: Speculate, tmp_path: Path) -> None:
@@ -309,7 +310,7 @@ def test_in_a_confined_pool_worker_the_toolchain_and_identity_are_there(
 ) -> None:
     """The same in a real pool worker that has confined itself (Landlock) before its
     first captured command: the toolchain view and the git identity are worked out then."""
-    from tests.worker.test_speculation_worker import pool_of, run
+    from tests.worker.test_speculation_worker import pool_of, run, send_sandboxed_job
 
     root = spec_project
     subprocess.run(["python3", "-m", "venv", "--without-pip", ".venv"], cwd=root, check=True)
@@ -331,11 +332,7 @@ def test_in_a_confined_pool_worker_the_toolchain_and_identity_are_there(
 
         async def main() -> None:
             async with pool_of() as (pool, events):
-                handle = await pool.acquire("speculation", "spec-1")
-                job = msgspec.structs.replace(
-                    h.job(sandbox=True, overlay_pid=handle.pid), speculate_shell=True
-                )
-                await pool.send(handle, job)
+                await send_sandboxed_job(pool, h, speculate_shell=True)
                 from protocol.work import PipelinedSuggestion
 
                 seen = await events.until(PipelinedSuggestion, timeout=60)

@@ -11,6 +11,7 @@ import pytest
 
 from overlay import Overlay
 from protocol.approval import ApprovalMode
+from protocol.boundary import BoundaryReason
 from worker.gate import (
     DENIED_TOOLS,
     READ_TOOLS,
@@ -118,7 +119,7 @@ def test_write_tools_are_a_boundary_without_auto_edit(
     args = {"file_path": str(project / "src" / "app.py")}
     decision = evaluate(tool, args, mode, overlay)
     assert decision.action == "boundary"
-    assert decision.reason == f"write_tool_no_auto:{tool}"
+    assert decision.reason == BoundaryReason("write_tool_no_auto", tool)
     assert overlay.written_files() == {}
 
 
@@ -128,27 +129,27 @@ def test_approval_mode_given_as_string(overlay: Overlay, project: Path) -> None:
     assert evaluate("write_file", args, "plan", overlay).action == "boundary"
     bogus = evaluate("write_file", args, "whatever", overlay)
     assert bogus.action == "boundary"
-    assert bogus.reason == "write_tool_no_auto:write_file"
+    assert bogus.reason == BoundaryReason("write_tool_no_auto", "write_file")
 
 
 def test_write_outside_root_is_a_boundary(overlay: Overlay, tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere.txt"
     decision = evaluate("write_file", {"file_path": str(outside)}, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason.startswith("path_rewrite_failed:write_file: ")
+    assert decision.reason.text().startswith("path_rewrite_failed:write_file: ")
     assert not outside.exists()
 
 
 def test_write_with_dotdot_escape_is_a_boundary(overlay: Overlay, project: Path) -> None:
     decision = evaluate("edit", {"file_path": "src/../../x.txt"}, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason.startswith("path_rewrite_failed:edit: ")
+    assert decision.reason.text().startswith("path_rewrite_failed:edit: ")
 
 
 def test_write_without_path_is_a_boundary(overlay: Overlay) -> None:
     decision = evaluate("write_file", {"content": "x"}, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason == "path_rewrite_failed:write_file: no path argument"
+    assert decision.reason == BoundaryReason("path_rewrite_failed", "write_file: no path argument")
 
 
 def test_read_rewrite_failure_is_a_boundary(project: Path) -> None:
@@ -163,7 +164,7 @@ def test_read_rewrite_failure_is_a_boundary(project: Path) -> None:
 
     decision = evaluate("read_file", {"file_path": "a"}, "default", Broken())
     assert decision.action == "boundary"
-    assert decision.reason == "path_rewrite_failed:read_file: disk on fire"
+    assert decision.reason == BoundaryReason("path_rewrite_failed", "read_file: disk on fire")
 
 
 # -- declared path arguments -------------------------------------------------------------
@@ -190,18 +191,20 @@ def _declared(args_type: type[ToolArgs]) -> Any:
 def test_an_unusually_named_write_path_is_gated(overlay: Overlay, project: Path) -> None:
     odd = _declared(OddWriteArgs)
     decision = evaluate("write_file", {"destination": ".git/config"}, "yolo", overlay, paths=odd)
-    assert (decision.action, decision.reason) == ("boundary", "protected_path:.git/config")
+    assert (decision.action, decision.reason) == (
+        "boundary", BoundaryReason("protected_path", ".git/config")
+    )
     decision = evaluate("write_file", {"destination": "notes.md"}, "yolo", overlay, paths=odd)
     assert decision.action == "redirect"
     assert Path(decision.args["destination"]) == overlay.written_files()["notes.md"]
     decision = evaluate("write_file", {"file_path": "notes.md"}, "yolo", overlay, paths=odd)
-    assert decision.reason == "path_rewrite_failed:write_file: no path argument"
+    assert decision.reason == BoundaryReason("path_rewrite_failed", "write_file: no path argument")
 
 
 def test_an_unusually_named_read_path_is_gated(overlay: Overlay, project: Path) -> None:
     odd = _declared(OddReadArgs)
     decision = evaluate("read_file", {"where": "/etc/passwd"}, "default", overlay, paths=odd)
-    assert decision.reason == "read_outside_project:read_file"
+    assert decision.reason == BoundaryReason("read_outside_project", "read_file")
     decision = evaluate("read_file", {"where": "src/app.py"}, "default", overlay, paths=odd)
     assert Path(decision.args["where"]) == project / "src" / "app.py"
 
@@ -217,7 +220,7 @@ def test_a_write_tools_read_path_is_held_to_the_read_rule(
     copy = _declared(CopyArgs)
     args = {"source": "/etc/passwd", "destination": "copy.txt"}
     decision = evaluate("write_file", args, "yolo", overlay, paths=copy)
-    assert decision.reason == "read_outside_project:write_file"
+    assert decision.reason == BoundaryReason("read_outside_project", "write_file")
     args = {"source": "src/app.py", "destination": "copy.txt"}
     decision = evaluate("write_file", args, "yolo", overlay, paths=copy)
     assert decision.action == "redirect"
@@ -229,7 +232,8 @@ def test_a_write_path_declared_by_a_read_tool_fails_closed(overlay: Overlay) -> 
     odd = _declared(OddWriteArgs)
     decision = evaluate("read_file", {"destination": "a.txt"}, "yolo", overlay, paths=odd)
     assert decision.action == "boundary"
-    assert decision.reason.startswith("gate_error:read_file:")
+    assert isinstance(decision.reason, BoundaryReason) and decision.reason.code == "gate_error"
+    assert decision.reason.detail.startswith("read_file:")
     assert overlay.written_files() == {}
 
 
@@ -248,7 +252,7 @@ def test_a_write_whose_path_is_not_a_string_is_a_boundary(
 ) -> None:
     args: dict[str, Any] = {"file_path": value, "path": str(project / "c.txt")}
     decision = evaluate("write_file", args, "yolo", overlay)
-    assert decision.reason == "path_rewrite_failed:write_file: no path argument"
+    assert decision.reason == BoundaryReason("path_rewrite_failed", "write_file: no path argument")
     assert overlay.written_files() == {}
 
 
@@ -267,13 +271,14 @@ def test_other_shell_is_a_boundary(mode: ApprovalMode, overlay: Overlay) -> None
     command = "pytest -q tests/test_io.py && echo done > result.txt  # a long comment here"
     decision = evaluate("run_shell_command", {"command": command}, mode, overlay)
     assert decision.action == "boundary"
-    assert decision.reason == "shell:" + " ".join(command.split())
+    assert decision.reason == BoundaryReason("shell", " ".join(command.split()))
 
 
 def test_a_long_shell_reason_is_cut_between_words(overlay: Overlay) -> None:
     command = "git add " + " ".join(f"src/module_{i}.py" for i in range(40))
     decision = evaluate("run_shell_command", {"command": command}, "default", overlay)
-    detail = decision.reason.removeprefix("shell:")
+    assert isinstance(decision.reason, BoundaryReason) and decision.reason.code == "shell"
+    detail = decision.reason.detail
     assert detail.endswith(" …") and len(detail) <= 202
     kept = detail.removesuffix(" …").split(" ")
     assert kept == command.split(" ")[: len(kept)]  # whole words only
@@ -283,12 +288,12 @@ def test_a_long_shell_reason_is_cut_between_words(overlay: Overlay) -> None:
 def test_empty_shell_is_a_boundary(args: dict[str, Any], overlay: Overlay) -> None:
     decision = evaluate("run_shell_command", args, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason == "shell:empty"
+    assert decision.reason == BoundaryReason("shell", "empty")
 
 
 def test_short_shell_reason_is_the_whole_command(overlay: Overlay) -> None:
     decision = evaluate("run_shell_command", {"command": "rm -rf x"}, "yolo", overlay)
-    assert decision.reason == "shell:rm -rf x"
+    assert decision.reason == BoundaryReason("shell", "rm -rf x")
 
 
 # -- denied and unknown ------------------------------------------------------------------------
@@ -298,14 +303,14 @@ def test_short_shell_reason_is_the_whole_command(overlay: Overlay) -> None:
 @pytest.mark.parametrize("mode", ALL_MODES)
 def test_denied_tools(tool: str, mode: ApprovalMode, overlay: Overlay) -> None:
     decision = evaluate(tool, {"x": 1}, mode, overlay)
-    assert decision == GateDecision("boundary", f"denied_tool:{tool}", {"x": 1})
+    assert decision == GateDecision("boundary", BoundaryReason("denied_tool", tool), {"x": 1})
 
 
 @pytest.mark.parametrize("tool", ["mcp__github__create_issue", "frobnicate", "", "READ_FILE"])
 def test_unknown_tools(tool: str, overlay: Overlay) -> None:
     decision = evaluate(tool, {}, ApprovalMode.YOLO, overlay)
     assert decision.action == "boundary"
-    assert decision.reason == f"unknown_tool:{tool}"
+    assert decision.reason == BoundaryReason("unknown_tool", tool)
 
 
 def test_gate_never_raises_on_odd_args(overlay: Overlay) -> None:
@@ -339,7 +344,7 @@ def test_read_only_git_is_a_boundary_when_the_repo_config_names_a_program(
         config.write("[core]\n\tfsmonitor = touch /tmp/owned\n")
     decision = evaluate("run_shell_command", {"command": "git status"}, "default", overlay)
     assert decision.action == "boundary"
-    assert decision.reason.startswith("git_config:")
+    assert isinstance(decision.reason, BoundaryReason) and decision.reason.code == "git_config"
 
 
 def test_a_filter_in_the_speculations_own_gitattributes_is_seen(
@@ -352,7 +357,7 @@ def test_a_filter_in_the_speculations_own_gitattributes_is_seen(
     attributes.write_text("*.py filter=evil\n")
     decision = evaluate("run_shell_command", {"command": "git diff"}, "default", overlay)
     assert decision.action == "boundary"
-    assert decision.reason.startswith("git_config:")
+    assert isinstance(decision.reason, BoundaryReason) and decision.reason.code == "git_config"
 
 
 @pytest.mark.parametrize(
@@ -363,7 +368,7 @@ def test_a_filter_in_the_speculations_own_gitattributes_is_seen(
 def test_protected_paths_are_boundaries(overlay: Overlay, path: str) -> None:
     decision = evaluate("write_file", {"file_path": path, "content": "x"}, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason == f"protected_path:{path}"
+    assert decision.reason == BoundaryReason("protected_path", path)
 
 
 @pytest.mark.parametrize(
@@ -382,7 +387,7 @@ def test_a_write_to_a_name_with_hidden_characters_is_bad_path(
     args = {"file_path": path, "content": "x", "old_string": "", "new_string": "x"}
     decision = evaluate(tool, args, "yolo", overlay)
     assert decision.action == "boundary"
-    assert decision.reason == f"bad_path:{shown}"
+    assert decision.reason == BoundaryReason("bad_path", shown)
     assert overlay.written_files() == {}
 
 
@@ -397,10 +402,10 @@ def test_protected_paths_setting_and_links_into_git(overlay: Overlay, project: P
     (project / "cfg").symlink_to(project / ".git")
     decision = evaluate("edit", {"file_path": "cfg/config", "old_string": "", "new_string": "x"},
                         "yolo", overlay)
-    assert decision.reason == "protected_path:.git/config"
+    assert decision.reason == BoundaryReason("protected_path", ".git/config")
     decision = evaluate("write_file", {"file_path": "deploy/prod.env", "content": "x"}, "yolo",
                         overlay, protected_paths=["deploy/*.env"])
-    assert decision.reason == "protected_path:deploy/prod.env"
+    assert decision.reason == BoundaryReason("protected_path", "deploy/prod.env")
 
 
 @pytest.mark.parametrize(
@@ -416,7 +421,7 @@ def test_with_runs_later_boundary_a_file_that_runs_later_stops_the_speculation(
     on = evaluate("write_file", args, "yolo", overlay, runs_later_paths=["tools/*.cfg"])
     assert off.action == "redirect"
     if boundary:
-        assert (on.action, on.reason) == ("boundary", f"runs_later:{path}")
+        assert (on.action, on.reason) == ("boundary", BoundaryReason("runs_later", path))
     else:
         assert on.action == "redirect"
 
@@ -433,9 +438,9 @@ def test_reads_outside_the_project_are_boundaries(
     if args.get("file_path", "").startswith("~"):
         assert decision.action == "allow"  # a literal '~' directory inside the project
     else:
-        assert decision.reason == f"read_outside_project:{name}"
+        assert decision.reason == BoundaryReason("read_outside_project", name)
 
 
 def test_glob_patterns_may_not_climb_out(overlay: Overlay) -> None:
     decision = evaluate("glob", {"pattern": "../../**/*.pem"}, "yolo", overlay)
-    assert decision.reason == "read_outside_project:glob"
+    assert decision.reason == BoundaryReason("read_outside_project", "glob")

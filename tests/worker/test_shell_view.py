@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from protocol.boundary import BoundaryReason
 from protocol.work import Completed, PipelinedSuggestion, ToolFinished
 from tests.support import containment_unavailable
 from tests.worker.conftest import PIPELINED_RULE, Harness, call, rule, tree_state
-from tests.worker.test_speculation_worker import pool_of, run
+from tests.worker.test_speculation_worker import pool_of, run, send_sandboxed_job
 
 pytestmark = pytest.mark.usefixtures("stop_multiprocess_helpers")
 
@@ -54,9 +55,7 @@ def test_shell_reads_see_the_overlay_and_cannot_write_through_it(
 
     async def main() -> None:
         async with pool_of() as (pool, events):
-            handle = await pool.acquire("speculation", "spec-1")
-            job = h.job(sandbox=True, overlay_pid=handle.pid)
-            await pool.send(handle, job)
+            await send_sandboxed_job(pool, h)
             seen = await events.until(PipelinedSuggestion, timeout=20)
             results = [e.result for e in seen if isinstance(e, ToolFinished)]
             assert all(r.ok for r in results), results
@@ -79,7 +78,6 @@ def test_opt_in_sandboxed_shell_keeps_writes_in_the_overlay_and_has_no_network(
         containment_unavailable("this kernel does not allow unprivileged mount namespaces")
     import socket
 
-    import msgspec
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -113,11 +111,7 @@ def test_opt_in_sandboxed_shell_keeps_writes_in_the_overlay_and_has_no_network(
 
         async def main() -> None:
             async with pool_of() as (pool, events):
-                handle = await pool.acquire("speculation", "spec-1")
-                job = msgspec.structs.replace(
-                    h.job(sandbox=True, overlay_pid=handle.pid), speculate_shell=True
-                )
-                await pool.send(handle, job)
+                await send_sandboxed_job(pool, h, speculate_shell=True)
                 seen = await events.until(PipelinedSuggestion, timeout=20)
                 done = next(e for e in seen if isinstance(e, Completed))
                 results = [e.result for e in seen if isinstance(e, ToolFinished)]
@@ -145,5 +139,5 @@ def test_without_the_opt_in_a_write_command_is_still_a_boundary(harness: Any) ->
     from protocol.work import Boundary
 
     ends = out.of(Boundary)
-    assert ends and ends[0].reason == "shell:echo x > f.txt"
+    assert ends and ends[0].reason == BoundaryReason("shell", "echo x > f.txt")
     h.cleanup()

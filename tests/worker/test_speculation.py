@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from protocol.approval import ApprovalMode
+from protocol.boundary import BoundaryReason
 from protocol.chat import Message, ToolCall, ToolResult
 from protocol.model import ChatRequest, ModelClient
 from protocol.work import (
@@ -170,7 +171,7 @@ def test_boundary_at_the_first_call(harness: Any, text: str) -> None:
     out = h.run(h.job())
 
     end = only(out, Boundary)
-    assert end.reason == "shell:rm -rf build"
+    assert end.reason == BoundaryReason("shell", "rm -rf build")
     assert end.outcome.messages == ((assistant(text),) if text else ())
     assert (end.outcome.turns, end.outcome.tool_use_count) == (1, 0)
     assert not out.of(ToolStarted) and not out.of(Completed)
@@ -195,7 +196,7 @@ def test_boundary_mid_turn_keeps_the_first_call_and_its_response(harness: Any) -
     out = h.run(h.job())
 
     end = only(out, Boundary)
-    assert end.reason == "shell:make clean"
+    assert end.reason == BoundaryReason("shell", "make clean")
     model, tool = end.outcome.messages
     assert model.text == "Reading, then cleaning."
     assert [c.name for c in model.tool_calls] == ["read_file"]
@@ -223,7 +224,7 @@ def test_boundary_mid_turn_keeps_two_calls_to_the_same_tool_by_position(harness:
     out = h.run(h.job(mode=ApprovalMode.DEFAULT))
 
     end = only(out, Boundary)
-    assert end.reason == "write_tool_no_auto:edit"
+    assert end.reason == BoundaryReason("write_tool_no_auto", "edit")
     model, tool = end.outcome.messages
     assert model.text == ""
     assert [(c.name, c.args()["file_path"]) for c in model.tool_calls] == [
@@ -292,7 +293,7 @@ def test_write_tools_are_a_boundary_without_auto_edits(harness: Any, mode: Appro
     h = harness([rule({"tool_calls": [call("write_file", file_path="x.py", content="1")]})])
     out = h.run(h.job(mode=mode))
     end = only(out, Boundary)
-    assert end.reason == "write_tool_no_auto:write_file"
+    assert end.reason == BoundaryReason("write_tool_no_auto", "write_file")
     assert end.outcome.written_files == {}
     assert not (h.project / "x.py").exists()
 
@@ -359,7 +360,7 @@ def test_write_outside_the_project_is_a_boundary(harness: Any, tmp_path: Path) -
     h = harness([rule({"tool_calls": [call("write_file", file_path=str(outside), content="x")]})])
     out = h.run(h.job())
     end = only(out, Boundary)
-    assert end.reason.startswith("path_rewrite_failed:write_file")
+    assert end.reason.text().startswith("path_rewrite_failed:write_file")
     assert not outside.exists()
 
 
@@ -427,7 +428,7 @@ def test_a_refusal_ends_the_speculation_at_a_boundary(harness: Any) -> None:
     )
     out = h.run(h.job())
     end = only(out, Boundary)
-    assert end.reason == "refusal"
+    assert end.reason == BoundaryReason("refusal")
     assert not any(isinstance(e, PipelinedSuggestion) for e in out.events)
 
 
@@ -458,9 +459,9 @@ def test_a_tool_raising_becomes_an_error_response(harness: Any) -> None:
 
     end = asyncio.run(go())
     assert end.status == "completed"
-    result = end.transcript.messages[2].tool_results[0]
+    result = end.conversation.messages[2].tool_results[0]
     assert result == ToolResult(result.call_id, "read_file", error="disk on fire")
-    assert end.transcript.tool_use_count == 0
+    assert end.conversation.tool_use_count == 0
     assert only(out, ToolFinished).result == result
 
 

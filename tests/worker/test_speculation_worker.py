@@ -11,16 +11,19 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import psutil
 import pytest
 
 from coordinator.service.pool import WorkerHandle, WorkerPool
 from overlay import speculation_base_dir, sweep
+from protocol.boundary import BoundaryReason
 from protocol.chat import ToolCall
 from protocol.work import (
     Boundary,
     Completed,
     PipelinedSuggestion,
+    RunSpeculation,
     RunTool,
     ToolDone,
     ToolFinished,
@@ -65,6 +68,18 @@ async def pool_of(size: int = 1) -> AsyncIterator[tuple[WorkerPool, Events]]:
         shutil.rmtree(runtime, ignore_errors=True)
 
 
+async def send_sandboxed_job(
+    pool: WorkerPool, h: Harness, *, speculate_shell: bool = False
+) -> tuple[WorkerHandle, RunSpeculation]:
+    """A speculation worker from ``pool``, and the sandboxed job of ``h`` sent to it (its
+    overlay lives in that worker)."""
+    handle = await pool.acquire("speculation", "spec-1")
+    job = h.job(sandbox=True, overlay_pid=handle.pid)
+    job = msgspec.structs.replace(job, speculate_shell=speculate_shell)
+    await pool.send(handle, job)
+    return handle, job
+
+
 def run(main: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(main())  # type: ignore[arg-type]
 
@@ -90,9 +105,7 @@ def test_speculation_in_a_pool_worker(harness: Any) -> None:
 
     async def main() -> None:
         async with pool_of() as (pool, events):
-            handle = await pool.acquire("speculation", "spec-1")
-            job = h.job(sandbox=True, overlay_pid=handle.pid)
-            await pool.send(handle, job)
+            handle, job = await send_sandboxed_job(pool, h)
             seen = await events.until(PipelinedSuggestion)
             done = next(e for e in seen if isinstance(e, Completed))
             assert done.outcome.tool_use_count == 2
@@ -128,14 +141,15 @@ def test_boundary_in_a_pool_worker_sends_no_pipelined_suggestion(harness: Any) -
 
     async def main() -> None:
         async with pool_of() as (pool, events):
-            handle = await pool.acquire("speculation", "spec-1")
-            await pool.send(handle, h.job(sandbox=True, overlay_pid=handle.pid))
+            handle, _job = await send_sandboxed_job(pool, h)
             seen = await events.until(Boundary)
             end = seen[-1]
-            assert isinstance(end, Boundary) and end.reason == "shell:git push"
+            assert isinstance(end, Boundary) and end.reason == BoundaryReason("shell", "git push")
             assert handle.dead is not None
             await asyncio.wait_for(asyncio.shield(handle.dead), 5)
-            await asyncio.sleep(0.05)
+            # A pipelined suggestion is asked of the model first, and the worker waits for
+            # the answer: dead, it never asked (the server logs a request on arrival).
+            assert [r for r in h.server.requests if r["purpose"] == "pipelined"] == []
             assert events.queue.empty()
             h.cleanup()
             assert not (speculation_base_dir() / str(handle.pid)).exists()

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from overlay import Overlay, beneath
+from protocol.boundary import BoundaryReason
 from protocol.tools import READ_TOOLS
 from tests.worker.tool_calls import call, err, ok
 from worker.gate import evaluate
@@ -177,30 +178,38 @@ def test_list_directory_leaves_out_private_state_and_names_links_out(ctx: ToolCo
     assert notes == "Directory notes:\ntodo.md"
 
 
+def _outside(tool: str) -> BoundaryReason:
+    return BoundaryReason("read_outside_project", tool)
+
+
+def _private(tool: str) -> BoundaryReason:
+    return BoundaryReason("read_private", tool)
+
+
 EXPLICIT = [
-    ("read_file", {"file_path": "deploy_key"}, "read_outside_project:read_file"),
-    ("read_file", {"file_path": "chain_a"}, "read_outside_project:read_file"),
-    ("read_file", {"file_path": "proc_key"}, "read_outside_project:read_file"),
-    ("read_file", {"file_path": "vendor/creds.txt"}, "read_outside_project:read_file"),
-    ("read_file", {"file_path": ".specrun/settings.json"}, "read_private:read_file"),
-    ("read_file", {"file_path": "state_link"}, "read_private:read_file"),
-    ("read_file", {"file_path": "notes/mem/fact.md"}, "read_private:read_file"),
-    ("grep_search", {"pattern": "needle", "path": "vendor"}, "read_outside_project:grep_search"),
-    ("grep_search", {"pattern": "needle", "path": "rel_key"}, "read_outside_project:grep_search"),
-    ("grep_search", {"pattern": "needle", "path": ".specrun"}, "read_private:grep_search"),
-    ("grep_search", {"pattern": "needle", "path": "mem_link"}, "read_private:grep_search"),
-    ("glob", {"pattern": "vendor/*"}, "read_outside_project:glob"),
-    ("glob", {"pattern": ".specrun/**"}, "read_private:glob"),
-    ("glob", {"pattern": "*", "path": "notes/mem"}, "read_private:glob"),
-    ("list_directory", {"path": "vendor"}, "read_outside_project:list_directory"),
-    ("list_directory", {"path": ".specrun/sessions"}, "read_private:list_directory"),
-    ("list_directory", {"path": "notes/mem"}, "read_private:list_directory"),
+    ("read_file", {"file_path": "deploy_key"}, _outside("read_file")),
+    ("read_file", {"file_path": "chain_a"}, _outside("read_file")),
+    ("read_file", {"file_path": "proc_key"}, _outside("read_file")),
+    ("read_file", {"file_path": "vendor/creds.txt"}, _outside("read_file")),
+    ("read_file", {"file_path": ".specrun/settings.json"}, _private("read_file")),
+    ("read_file", {"file_path": "state_link"}, _private("read_file")),
+    ("read_file", {"file_path": "notes/mem/fact.md"}, _private("read_file")),
+    ("grep_search", {"pattern": "needle", "path": "vendor"}, _outside("grep_search")),
+    ("grep_search", {"pattern": "needle", "path": "rel_key"}, _outside("grep_search")),
+    ("grep_search", {"pattern": "needle", "path": ".specrun"}, _private("grep_search")),
+    ("grep_search", {"pattern": "needle", "path": "mem_link"}, _private("grep_search")),
+    ("glob", {"pattern": "vendor/*"}, _outside("glob")),
+    ("glob", {"pattern": ".specrun/**"}, _private("glob")),
+    ("glob", {"pattern": "*", "path": "notes/mem"}, _private("glob")),
+    ("list_directory", {"path": "vendor"}, _outside("list_directory")),
+    ("list_directory", {"path": ".specrun/sessions"}, _private("list_directory")),
+    ("list_directory", {"path": "notes/mem"}, _private("list_directory")),
 ]
 
 
 @pytest.mark.parametrize(("tool", "args", "reason"), EXPLICIT)
 def test_an_explicit_read_out_stops_unless_the_user_approved_it(
-    ctx: ToolContext, tool: str, args: dict[str, Any], reason: str
+    ctx: ToolContext, tool: str, args: dict[str, Any], reason: BoundaryReason
 ) -> None:
     access = ctx.access
     if isinstance(access, DirectAccess) and access.reach.anywhere:

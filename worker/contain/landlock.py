@@ -24,14 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.work import Sandbox
+from syscalls import libc
 
-_SYS_CREATE_RULESET = 444
-_SYS_ADD_RULE = 445
-_SYS_RESTRICT_SELF = 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _RULE_NET_PORT = 2
-_PR_SET_NO_NEW_PRIVS = 38
 
 EXECUTE = 1 << 0
 WRITE_FILE = 1 << 1
@@ -91,21 +88,14 @@ class _PathBeneathAttr(ctypes.Structure):
 
 
 @functools.cache
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return libc
-
-
-@functools.cache
 def abi() -> int:
     """The kernel's Landlock ABI version, or 0 where it is missing or disabled."""
     if platform.system() != "Linux":
         return 0
-    version = _libc().syscall(
-        _SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION)
-    )
-    return int(version) if version > 0 else 0
+    try:
+        return libc.landlock_abi(_CREATE_RULESET_VERSION)
+    except OSError:
+        return 0
 
 
 def sandbox_kind() -> Sandbox:
@@ -149,7 +139,6 @@ def _apply(
     deny_tcp: bool,
     scope: bool,
 ) -> Applied:
-    libc = _libc()
     attr = _RulesetAttr(handled_access_fs=handled_fs)
     tcp = deny_tcp and version >= 4
     scoped = scope and version >= 6
@@ -157,13 +146,7 @@ def _apply(
         attr.handled_access_net = NET_BIND_TCP | NET_CONNECT_TCP
     if scoped:
         attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
-    ruleset_fd = int(
-        libc.syscall(
-            _SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(_attr_size(version)), 0
-        )
-    )
-    if ruleset_fd < 0:
-        raise LandlockError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    ruleset_fd = libc.landlock_create_ruleset(attr, _attr_size(version))
     try:
         for path, rights in grants:
             try:
@@ -174,17 +157,13 @@ def _apply(
                 if not os.path.isdir(path):
                     rights &= _FILE_ONLY
                 rule = _PathBeneathAttr(allowed_access=rights & handled_fs, parent_fd=fd)
-                added = libc.syscall(
-                    _SYS_ADD_RULE, ruleset_fd, _RULE_PATH_BENEATH, ctypes.byref(rule), 0
+                libc.landlock_add_rule(
+                    ruleset_fd, _RULE_PATH_BENEATH, rule, f"landlock_add_rule for {path}"
                 )
-                if added:
-                    raise LandlockError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
             finally:
                 os.close(fd)
-        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise LandlockError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-        if libc.syscall(_SYS_RESTRICT_SELF, ruleset_fd, 0) != 0:
-            raise LandlockError(ctypes.get_errno(), "landlock_restrict_self failed")
+        libc.set_no_new_privs()
+        libc.landlock_restrict_self(ruleset_fd)
     finally:
         os.close(ruleset_fd)
     return Applied(abi=version, fs=True, tcp=tcp, scoped=scoped)

@@ -18,20 +18,15 @@ program gains nothing either).
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import resource
 import signal
 from pathlib import Path
 
 from protocol.work import CommandLimits
+from syscalls import libc
 from worker.shell.runner import ShellResult
 
-_PR_SET_NO_NEW_PRIVS = 38
-_PR_CAPBSET_DROP = 24
-_PR_SET_SECUREBITS = 28
-_PR_CAP_AMBIENT = 47
-_PR_CAP_AMBIENT_CLEAR_ALL = 4
 # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS and NO_CAP_AMBIENT_RAISE, each with its lock bit.
 _SECUREBITS_LOCKED_DOWN = (
     (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 5) | (1 << 6) | (1 << 7)
@@ -82,28 +77,22 @@ def cap_pid_namespace(processes: int) -> bool:
 
 
 @functools.cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-@functools.cache
 def last_capability() -> int:
     return int(Path("/proc/sys/kernel/cap_last_cap").read_text())
 
 
 def drop_privileges() -> None:
     """No capabilities from here on, also across exec; no_new_privs."""
-    libc = _libc()
     last = last_capability()
-    if libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS_LOCKED_DOWN, 0, 0, 0) != 0:
-        raise LimitError(ctypes.get_errno(), "prctl(PR_SET_SECUREBITS) failed")
+    libc.prctl(
+        libc.PR_SET_SECUREBITS, _SECUREBITS_LOCKED_DOWN, what="prctl(PR_SET_SECUREBITS)"
+    )
     for cap in range(last + 1):
-        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            raise LimitError(ctypes.get_errno(), f"dropping capability {cap} failed")
-    if libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0:
-        raise LimitError(ctypes.get_errno(), "clearing ambient capabilities failed")
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise LimitError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+        libc.prctl(libc.PR_CAPBSET_DROP, cap, what=f"dropping capability {cap}")
+    libc.prctl(
+        libc.PR_CAP_AMBIENT, libc.PR_CAP_AMBIENT_CLEAR_ALL, what="clearing ambient capabilities"
+    )
+    libc.set_no_new_privs()
 
 
 # What a command's failure says when a limit stopped it (bash's and libc's own words).

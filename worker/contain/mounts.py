@@ -27,23 +27,15 @@ overlays and the user's specrun state are simply not there.
 
 from __future__ import annotations
 
-import ctypes
 import fnmatch
-import functools
 import os
-import platform
 import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-CLONE_NEWNS = 0x00020000
-CLONE_NEWUTS = 0x04000000
-CLONE_NEWIPC = 0x08000000
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWPID = 0x20000000
-CLONE_NEWNET = 0x40000000
+from syscalls import libc
 
 _MS_RDONLY = 1
 _MS_NOSUID = 2
@@ -56,7 +48,6 @@ _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _MS_RELATIME = 1 << 21
-_MNT_DETACH = 2
 # statvfs f_flag bit -> mount flag (a bind remount inside a user namespace must keep the
 # flags the kernel locked on the original mount, or it is refused).
 _LOCKED_FLAGS = (
@@ -67,7 +58,6 @@ _LOCKED_FLAGS = (
     (os.ST_NODIRATIME, _MS_NODIRATIME),
     (os.ST_RELATIME, _MS_RELATIME),
 )
-_PIVOT_ROOT = {"x86_64": 155, "amd64": 155, "aarch64": 41, "arm64": 41}
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
 # Secrets that live among the system files: hidden (an empty file or directory instead).
@@ -111,40 +101,12 @@ class MountError(OSError):
     """The kernel refused a namespace or a mount."""
 
 
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return libc
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        err = ctypes.get_errno()
-        raise MountError(err, f"{what} failed: {os.strerror(err)}")
-
-
-def _mount(
-    source: str | None, target: str, fstype: str | None, flags: int, data: str | None
-) -> None:
-    _check(
-        _libc().mount(
-            None if source is None else source.encode(),
-            target.encode(),
-            None if fstype is None else fstype.encode(),
-            flags,
-            None if data is None else data.encode(),
-        ),
-        f"mount {target}",
-    )
-
-
 def enter_user_namespace() -> None:
     """Once per sandbox helper: a user namespace (our uid and gid mapped to themselves, so
     files keep their owners and nothing is gained outside) with a mount namespace of its
     own, where the helper prepares the commands' root. Single-threaded callers only."""
     uid, gid = os.geteuid(), os.getegid()
-    _check(_libc().unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(user, mount)")
+    libc.unshare(libc.CLONE_NEWUSER | libc.CLONE_NEWNS, what="unshare(user, mount)")
     Path("/proc/self/setgroups").write_text("deny")
     Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
     Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
@@ -164,7 +126,9 @@ def empty_network_namespace() -> int:
         try:
             os.close(ready_r)
             os.close(done_w)
-            if _libc().unshare(CLONE_NEWNET) != 0:
+            try:
+                libc.unshare(libc.CLONE_NEWNET)
+            except OSError:
                 code = 1
             os.write(ready_w, b"1" if code == 0 else b"0")
             os.read(done_r, 1)  # stay in it until the helper holds it open
@@ -183,19 +147,19 @@ def empty_network_namespace() -> int:
 
 
 def join_network_namespace(fd: int) -> None:
-    _check(_libc().setns(fd, CLONE_NEWNET), "setns(network)")
+    libc.setns(fd, libc.CLONE_NEWNET, what="setns(network)")
 
 
 def unshare_command(*, network: bool = True, pid: bool = True) -> None:
     """Per command: a mount namespace copied from the helper's (so its mounts stay its
     own), IPC and UTS namespaces, and unless a test switches them off, a network namespace
     (no interface up, not even loopback) and a PID namespace (for the next child)."""
-    flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS
+    flags = libc.CLONE_NEWNS | libc.CLONE_NEWIPC | libc.CLONE_NEWUTS
     if network:
-        flags |= CLONE_NEWNET
+        flags |= libc.CLONE_NEWNET
     if pid:
-        flags |= CLONE_NEWPID
-    _check(_libc().unshare(flags), "unshare")
+        flags |= libc.CLONE_NEWPID
+    libc.unshare(flags)
 
 
 def _escape(path: str) -> str:
@@ -219,10 +183,10 @@ def _locked_flags(path: str) -> int:
 
 
 def _bind(source: str, target: str, *, read_only: bool) -> None:
-    _mount(source, target, None, _MS_BIND | _MS_REC, None)
+    libc.mount(source, target, None, _MS_BIND | _MS_REC, None)
     if read_only:
         flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _locked_flags(target)
-        _mount(None, target, None, flags, None)
+        libc.mount(None, target, None, flags, None)
 
 
 def _unescape_mountinfo(field: str) -> str:
@@ -295,20 +259,20 @@ def _mount_project(view: View, target: str) -> None:
         options = _writable_options(lowers, view.capture_upper, view.capture_work)
         if view.userxattr:
             options += ",userxattr"
-        _mount("overlay", target, "overlay", _MS_NOSUID | _MS_NODEV, options)
+        libc.mount("overlay", target, "overlay", _MS_NOSUID | _MS_NODEV, options)
         for rel in view.read_only_in_writable_view:
             inner = os.path.join(target, rel)
             if os.path.isdir(inner) and not os.path.islink(inner):
                 _bind(inner, inner, read_only=True)
     elif len(lowers) > 1:
         options = f"lowerdir={':'.join(_escape(p) for p in lowers)}"
-        _mount("overlay", target, "overlay", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, options)
+        libc.mount("overlay", target, "overlay", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, options)
     else:
         _bind(view.project, target, read_only=True)
         for point in view.submounts:
             inner = f"{target}{point[len(view.project):]}"
             flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _locked_flags(inner)
-            _mount(None, inner, None, flags, None)
+            libc.mount(None, inner, None, flags, None)
     for rel in view.hidden:
         inner = os.path.join(target, rel)
         if os.path.isdir(inner) and not os.path.islink(inner):
@@ -332,10 +296,10 @@ def userxattr_supported(scratch: str) -> bool:
         _mkdirs(path)
     options = _writable_options([dirs["lower"]], dirs["upper"], dirs["work"]) + ",userxattr"
     try:
-        _mount("overlay", dirs["merged"], "overlay", _MS_NOSUID | _MS_NODEV, options)
-    except MountError:
+        libc.mount("overlay", dirs["merged"], "overlay", _MS_NOSUID | _MS_NODEV, options)
+    except OSError:
         return False
-    _libc().umount2(dirs["merged"].encode(), _MNT_DETACH)
+    libc.umount2(dirs["merged"], libc.MNT_DETACH)
     return True
 
 
@@ -350,23 +314,23 @@ def _bind_toolchains(root: str, paths: Iterable[str]) -> None:
             _mkdirs(os.path.dirname(target))
             if not os.path.lexists(target):
                 Path(target).touch()
-        _mount(path, target, None, _MS_BIND, None)
+        libc.mount(path, target, None, _MS_BIND, None)
         flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
-        _mount(None, target, None, flags | _locked_flags(target), None)
+        libc.mount(None, target, None, flags | _locked_flags(target), None)
 
 
 def _empty_dir_over(path: str) -> None:
-    _mount("tmpfs", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=0755")
+    libc.mount("tmpfs", path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "size=4k,mode=0755")
 
 
 def _populate_dev(root: str) -> None:
     dev = f"{root}/dev"
     _mkdirs(dev)
-    _mount("tmpfs", dev, "tmpfs", _MS_NOSUID | _MS_NOEXEC, "mode=0755,size=64k")
+    libc.mount("tmpfs", dev, "tmpfs", _MS_NOSUID | _MS_NOEXEC, "mode=0755,size=64k")
     for name in DEVICES:
         target = f"{dev}/{name}"
         Path(target).touch()
-        _mount(f"/dev/{name}", target, None, _MS_BIND, None)
+        libc.mount(f"/dev/{name}", target, None, _MS_BIND, None)
     for name, link in (
         ("fd", "/proc/self/fd"),
         ("stdin", "/proc/self/fd/0"),
@@ -375,8 +339,8 @@ def _populate_dev(root: str) -> None:
     ):
         os.symlink(link, f"{dev}/{name}")
     _mkdirs(f"{dev}/shm")
-    _mount("tmpfs", f"{dev}/shm", "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=64m")
-    _mount(None, dev, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC, None)
+    libc.mount("tmpfs", f"{dev}/shm", "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=64m")
+    libc.mount(None, dev, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC, None)
 
 
 def _system_dirs(root: str, dirs: Iterable[str]) -> None:
@@ -441,7 +405,7 @@ def _hide_private(root: str, source: str, target: str) -> None:
                 _empty_dir_over(inner)
                 dirnames.remove(name)
             else:
-                _mount(f"{root}/dev/null", inner, None, _MS_BIND, None)
+                libc.mount(f"{root}/dev/null", inner, None, _MS_BIND, None)
 
 
 def _mask(root: str, paths: Iterable[str]) -> None:
@@ -452,17 +416,13 @@ def _mask(root: str, paths: Iterable[str]) -> None:
         if os.path.isdir(inner):
             _empty_dir_over(inner)
         else:
-            _mount(f"{root}/dev/null", inner, None, _MS_BIND, None)
+            libc.mount(f"{root}/dev/null", inner, None, _MS_BIND, None)
 
 
 def _pivot(root: str) -> None:
-    number = _PIVOT_ROOT.get(platform.machine().lower())
-    if number is None:
-        raise MountError(0, f"pivot_root: unknown architecture {platform.machine()}")
-    libc = _libc()
     os.chdir(root)
-    _check(int(libc.syscall(number, b".", b".")), "pivot_root")
-    _check(libc.umount2(b".", _MNT_DETACH), "detaching the old root")
+    libc.pivot_root(".", ".")
+    libc.umount2(".", libc.MNT_DETACH)
     os.chdir("/")
 
 
@@ -473,8 +433,8 @@ def prepare_root(mount_point: str, project: str) -> None:
     (``enter_root``). Calling it again for another project adds that project's mount point."""
     root = mount_point.rstrip("/")
     if not os.path.isdir(f"{root}/proc"):
-        _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
-        _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
+        libc.mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
+        libc.mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
         _system_dirs(root, [d for d in SYSTEM_DIRS if d != "/etc"])
         _populate_dev(root)
         _etc(root)
@@ -488,7 +448,7 @@ def release_root(mount_point: str) -> None:
     """Undo ``prepare_root`` in the helper's namespace, so the (host) directory under it
     can be removed."""
     if os.path.isdir(os.path.join(mount_point, "proc")):
-        _libc().umount2(mount_point.encode(), _MNT_DETACH)
+        libc.umount2(mount_point, libc.MNT_DETACH)
 
 
 def enter_root(view: View, mount_point: str, tmp_bytes: int, *, proc: bool = True) -> None:
@@ -497,29 +457,25 @@ def enter_root(view: View, mount_point: str, tmp_bytes: int, *, proc: bool = Tru
     the project's view, make the root read-only, pivot into it."""
     root = mount_point.rstrip("/")
     if proc:
-        _mount("proc", f"{root}/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+        libc.mount("proc", f"{root}/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
     else:  # a test without the PID layer: the helper's /proc
         _bind("/proc", f"{root}/proc", read_only=False)
-    _mount("tmpfs", f"{root}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={tmp_bytes}")
+    tmp_options = f"mode=1777,size={tmp_bytes}"
+    libc.mount("tmpfs", f"{root}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, tmp_options)
     _bind_toolchains(root, view.toolchains)  # before the project: never over its view
     # A project below /tmp needs its mount point again, inside this command's own /tmp.
     _mkdirs(f"{root}{view.project}")
     _mount_project(view, f"{root}{view.project}")
-    _mount(None, root, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
+    libc.mount(None, root, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
     _pivot(root)
 
 
 def is_overlayfs(path: str) -> bool:
     """True if ``path`` is on an overlayfs mount (the writable capture view)."""
-    libc = _libc()
-
-    class _Statfs(ctypes.Structure):
-        _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_byte * 112)]
-
-    buf = _Statfs()
-    if libc.statfs(path.encode(), ctypes.byref(buf)) != 0:
+    try:
+        return libc.statfs_type(path) == OVERLAYFS_MAGIC
+    except OSError:
         return False
-    return bool((buf.f_type & 0xFFFFFFFF) == OVERLAYFS_MAGIC)
 
 
 def mount_capture_space(path: str, size_bytes: int, inodes: int) -> None:
@@ -527,9 +483,9 @@ def mount_capture_space(path: str, size_bytes: int, inodes: int) -> None:
     ``size_bytes`` and ``inodes``: a captured command's upper layer lives there, so what
     it writes can never take more of the host than the quota left."""
     options = f"size={max(size_bytes, 4096)},nr_inodes={max(inodes, 8)},mode=0700"
-    _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+    libc.mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
 
 
 def detach(path: str) -> None:
     """Unmount ``path`` lazily: whoever still holds a descriptor inside it keeps it."""
-    _check(_libc().umount2(path.encode(), _MNT_DETACH), f"umount {path}")
+    libc.umount2(path, libc.MNT_DETACH)

@@ -51,33 +51,11 @@ def report(
 
     tcp = ", Landlock denies TCP bind/connect" if abi >= 4 else ""
     scope = ", Landlock scopes signals and abstract sockets" if abi >= 6 else ""
-    root = os.geteuid() == 0
-    if group and cgroup.covers("pids"):
-        pids = "live tasks: the group's pids.max"
-    elif pid_cap:
-        pids = "live tasks: below the limit + 300 by a pid_max per PID namespace" + (
-            " (RLIMIT_NPROC is not enforced for root)" if root else ", and RLIMIT_NPROC"
-        )
-    else:
-        pids = "live tasks: RLIMIT_NPROC only" + (
-            ", which the kernel does not enforce for root: NO process cap" if root else ""
-        )
+    pids = _process_cap(group=group, pid_cap=pid_cap)
     whole = cgroup.describe() if group else (
         "per-process limits only: no control group could be made"
     )
-    writable = ""
-    if userxattr is True:
-        writable = (
-            "; speculateShell's writable view: overlayfs with userxattr (new directories "
-            "rename, project directories delete; renaming a directory that was already in "
-            "the project gives EXDEV)"
-        )
-    elif userxattr is False:
-        writable = (
-            "; speculateShell's writable view: overlayfs WITHOUT userxattr (refused here: "
-            "Linux < 5.11 or no user xattrs on the temp file system), so renaming a new "
-            "directory gives EXDEV and deleting a project directory gives EIO"
-        )
+    writable = _writable_view(userxattr)
     layers = [
         status(
             "filesystem",
@@ -109,6 +87,38 @@ def report(
         else LayerStatus("seccomp", False, f"unavailable: no filter for {platform.machine()}"),
     ]
     return tuple(layers)
+
+
+def _process_cap(*, group: bool, pid_cap: bool) -> str:
+    """What caps a command's live tasks here (root is not held by RLIMIT_NPROC)."""
+    root = os.geteuid() == 0
+    if group and cgroup.covers("pids"):
+        return "live tasks: the group's pids.max"
+    if pid_cap:
+        return "live tasks: below the limit + 300 by a pid_max per PID namespace" + (
+            " (RLIMIT_NPROC is not enforced for root)" if root else ", and RLIMIT_NPROC"
+        )
+    return "live tasks: RLIMIT_NPROC only" + (
+        ", which the kernel does not enforce for root: NO process cap" if root else ""
+    )
+
+
+def _writable_view(userxattr: bool | None) -> str:
+    """What speculateShell's writable view can do, given whether overlayfs took
+    ``userxattr`` (None: not tried, nothing to say)."""
+    if userxattr is True:
+        return (
+            "; speculateShell's writable view: overlayfs with userxattr (new directories "
+            "rename, project directories delete; renaming a directory that was already in "
+            "the project gives EXDEV)"
+        )
+    if userxattr is False:
+        return (
+            "; speculateShell's writable view: overlayfs WITHOUT userxattr (refused here: "
+            "Linux < 5.11 or no user xattrs on the temp file system), so renaming a new "
+            "directory gives EXDEV and deleting a project directory gives EIO"
+        )
+    return ""
 
 
 def all_active(layers: tuple[LayerStatus, ...]) -> bool:

@@ -33,9 +33,7 @@ import functools
 import platform
 import struct
 
-_PR_SET_NO_NEW_PRIVS = 38
-_PR_SET_SECCOMP = 22
-_SECCOMP_MODE_FILTER = 2
+from syscalls import libc
 
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
@@ -235,12 +233,12 @@ class _SockFprog(ctypes.Structure):
 
 
 @functools.cache
-def _prepared() -> tuple[ctypes.CDLL, _SockFprog, ctypes.Array[ctypes.c_char]]:
+def _prepared() -> tuple[_SockFprog, ctypes.Array[ctypes.c_char]]:
     """Built once per helper, so a command's child only makes the two prctl calls."""
     program = build_program()
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
-    return ctypes.CDLL(None, use_errno=True), fprog, buffer
+    return fprog, buffer
 
 
 def prepare() -> None:
@@ -251,8 +249,6 @@ def prepare() -> None:
 def install() -> None:
     """Install the filter on this thread (and every child). Sets no_new_privs first, which
     the kernel requires of an unprivileged filter. Single-threaded callers only."""
-    libc, fprog, _buffer = _prepared()
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise SeccompError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
-        raise SeccompError(ctypes.get_errno(), "installing the seccomp filter failed")
+    fprog, _buffer = _prepared()
+    libc.set_no_new_privs()
+    libc.set_seccomp_filter(fprog)

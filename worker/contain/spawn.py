@@ -23,10 +23,7 @@ status pipe (closed by a successful exec) and the command does not run
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import os
-import platform
 import signal
 import sys
 import time
@@ -36,11 +33,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from protocol.work import CommandLimits
+from syscalls import libc
 from worker.contain import cgroup, landlock, limits, mounts, seccomp
 from worker.contain.mounts import View
 from worker.shell.runner import ShellResult, check_run_arguments, collect
 
-_PR_SET_PDEATHSIG = 1
 SETUP_FAILED_EXIT = 126
 
 
@@ -89,17 +86,9 @@ class ContainmentUnavailable(RuntimeError):
         self.detail = detail
 
 
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return libc
-
-
 def prepare() -> None:
     """Everything a command's child would otherwise compute after the fork (where every
     Python object it touches costs a copied page): done once, in the helper."""
-    _libc()
     broken = os.environ.get(BREAK_LAYER_ENV)
     if broken:
         _broken.append(broken)
@@ -109,7 +98,8 @@ def prepare() -> None:
 
 
 def _die_with_parent() -> None:
-    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    with contextlib.suppress(OSError):  # cannot fail for a valid signal
+        libc.prctl(libc.PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _readable(profile: Profile) -> list[Path]:
@@ -184,27 +174,19 @@ def _fail(report: int, layer: str, exc: BaseException) -> NoReturn:
     os._exit(SETUP_FAILED_EXIT)
 
 
-_SYS_CLONE = {"x86_64": 56, "amd64": 56, "aarch64": 220, "arm64": 220}
-
-
 def _clone_into_namespaces(layers: Layers) -> int:
     """fork(2) that puts the child straight into new mount, IPC and UTS namespaces (and a
     PID one), the child being pid 1 of its PID namespace. Like ``os.fork``
     it returns 0 in the child; the child only runs this module's setup code and then
     forks or execs (Python's own after-fork hooks are not needed for that in a
     single-threaded process)."""
-    flags = mounts.CLONE_NEWNS | mounts.CLONE_NEWIPC | mounts.CLONE_NEWUTS | signal.SIGCHLD
+    flags = libc.CLONE_NEWNS | libc.CLONE_NEWIPC | libc.CLONE_NEWUTS | signal.SIGCHLD
     if layers.pid:
-        flags |= mounts.CLONE_NEWPID
-    number = _SYS_CLONE.get(platform.machine().lower())
-    if number is None:
-        raise ContainmentUnavailable("namespaces", f"no clone(2) number for {platform.machine()}")
-    libc = _libc()
-    pid = int(libc.syscall(number, ctypes.c_ulong(flags), None, None, None, None))
-    if pid < 0:
-        err = ctypes.get_errno()
-        raise ContainmentUnavailable("namespaces", f"clone failed: {os.strerror(err)}")
-    return pid
+        flags |= libc.CLONE_NEWPID
+    try:
+        return libc.clone(flags)
+    except OSError as exc:
+        raise ContainmentUnavailable("namespaces", str(exc.strerror)) from None
 
 
 def _child(

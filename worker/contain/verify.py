@@ -147,93 +147,129 @@ def verify(runtime_dir: Path) -> tuple[list[Check], bool]:
     return checks, all(check.held for check in checks)
 
 
+Attempt = Callable[[], tuple[bool, str]]  # runs one escape: (held, what happened)
+
+
 def _probes(helper: SandboxHelper, t: _Targets) -> list[Check]:
-    def run(command: str, limits: CommandLimits | None = None) -> ShellResult:
+    p = _Prober(helper, t)
+    attempts: list[tuple[str, str, Attempt]] = [
+        ("filesystem", "chmod, touch and append to a project file", p.metadata_write),
+        ("filesystem", f"read {t.home_secret.name} in $HOME", p.home_read),
+        ("filesystem", "write a file in $HOME and in the host's /tmp", p.home_and_tmp_write),
+        ("network", f"TCP connect to 127.0.0.1:{t.port}", p.tcp),
+        (
+            "network",
+            "create a vsock socket (the hypervisor on a VM)",
+            lambda: p.socket_family("vsock"),
+        ),
+        ("network", "create raw and packet sockets", lambda: p.socket_family("raw packet")),
+        ("ipc_signals", "connect to a unix socket in the runtime directory", p.unix),
+        ("ipc_signals", "SIGUSR1 to the verifying process", p.signals),
+        ("limits", "busy loop with a 1 s CPU limit", p.cpu),
+        ("limits", "write 4 MB with a 1 MB file size limit", p.file_size),
+        (
+            "limits",
+            "400 processes one after another, then 4 at once, then 400 at once, "
+            "with a limit of 8",
+            p.processes,
+        ),
+        ("privileges", "read the capability sets", p.privileges),
+    ]
+    return [_check(layer, tried, attempt) for layer, tried, attempt in attempts]
+
+
+def _check(layer: str, tried: str, attempt: Attempt) -> Check:
+    try:
+        held, happened = attempt()
+    except ContainmentUnavailable as exc:
+        held, happened = False, str(exc)
+    return Check(layer, tried, happened, held)
+
+
+class _Prober:
+    """The escape attempts, each one command in the full profile against ``t``'s targets."""
+
+    def __init__(self, helper: SandboxHelper, t: _Targets) -> None:
+        self.helper = helper
+        self.t = t
+
+    def run(self, command: str, limits: CommandLimits | None = None) -> ShellResult:
         request = Request(
             command=command,
-            cwd=str(t.project),
-            project=str(t.project),
+            cwd=str(self.t.project),
+            project=str(self.t.project),
             timeout_s=20.0,
             output_cap=8192,
             mode="verify",
             limits=limits or CommandLimits(),
         )
-        return helper.run(request)
+        return self.helper.run(request)
 
-    checks: list[Check] = []
-
-    def probe(layer: str, tried: str, attempt: Callable[[], tuple[bool, str]]) -> None:
-        try:
-            held, happened = attempt()
-        except ContainmentUnavailable as exc:
-            held, happened = False, str(exc)
-        checks.append(Check(layer, tried, happened, held))
-
-    def metadata_write() -> tuple[bool, str]:
-        before = _metadata(t.file)
-        result = run(f"chmod 600 {t.file}; touch -d 2001-01-01 {t.file}; echo x >> {t.file}")
-        held = _metadata(t.file) == before
+    def metadata_write(self) -> tuple[bool, str]:
+        file = self.t.file
+        before = _metadata(file)
+        result = self.run(f"chmod 600 {file}; touch -d 2001-01-01 {file}; echo x >> {file}")
+        held = _metadata(file) == before
         return held, _first_error(result) if held else "the project file changed"
 
-    def home_read() -> tuple[bool, str]:
-        result = run(f"cat {t.home_secret}")
+    def home_read(self) -> tuple[bool, str]:
+        result = self.run(f"cat {self.t.home_secret}")
         held = "secret-" not in result.stdout
         return held, _first_error(result) if held else "the file was read"
 
-    def home_and_tmp_write() -> tuple[bool, str]:
-        result = run(f"echo x > {t.home_planted}; echo x > {t.tmp_planted}")
+    def home_and_tmp_write(self) -> tuple[bool, str]:
+        t = self.t
+        result = self.run(f"echo x > {t.home_planted}; echo x > {t.tmp_planted}")
         held = not t.home_planted.exists() and not t.tmp_planted.exists()
         return held, _first_error(result) if held else "a file appeared outside"
 
-    def tcp() -> tuple[bool, str]:
-        result = run(f"echo x > /dev/tcp/127.0.0.1/{t.port}")
+    def tcp(self) -> tuple[bool, str]:
+        result = self.run(f"echo x > /dev/tcp/127.0.0.1/{self.t.port}")
         time.sleep(0.2)
-        held = "tcp" not in t.connections
+        held = "tcp" not in self.t.connections
         return held, _first_error(result) if held else "the listener was reached"
 
-    def unix() -> tuple[bool, str]:
-        code = f"import socket; socket.socket(socket.AF_UNIX).connect('{t.unix_path}')"
-        result = run(f'python3 -c "{code}" 2>&1 | tail -n 1')
+    def unix(self) -> tuple[bool, str]:
+        code = f"import socket; socket.socket(socket.AF_UNIX).connect('{self.t.unix_path}')"
+        result = self.run(f'python3 -c "{code}" 2>&1 | tail -n 1')
         time.sleep(0.2)
-        held = "unix socket" not in t.connections
+        held = "unix socket" not in self.t.connections
         detail = result.stdout.strip() or _first_error(result)
         return held, detail if held else "the socket was reached"
 
-    def socket_family(families: str) -> Callable[[], tuple[bool, str]]:
-        def attempt() -> tuple[bool, str]:
-            result = run(f'python3 -c "{SOCKETS}" {families}')
-            lines = result.stdout.strip().splitlines()
-            held = result.exit_code == 0 and len(lines) == len(families.split()) and all(
-                "refused" in line for line in lines
-            )
-            return held, "; ".join(lines) or _first_error(result)
+    def socket_family(self, families: str) -> tuple[bool, str]:
+        result = self.run(f'python3 -c "{SOCKETS}" {families}')
+        lines = result.stdout.strip().splitlines()
+        held = result.exit_code == 0 and len(lines) == len(families.split()) and all(
+            "refused" in line for line in lines
+        )
+        return held, "; ".join(lines) or _first_error(result)
 
-        return attempt
-
-    def signals() -> tuple[bool, str]:
+    def signals(self) -> tuple[bool, str]:
         received: list[int] = []
         with _catching_usr1(received):
-            result = run(f"kill -USR1 {os.getpid()}")
+            result = self.run(f"kill -USR1 {os.getpid()}")
             time.sleep(0.1)
         held = not received
         return held, _first_error(result) if held else "the signal arrived"
 
-    def cpu() -> tuple[bool, str]:
-        result = run("while :; do :; done", CommandLimits(cpu_s=1))
+    def cpu(self) -> tuple[bool, str]:
+        result = self.run("while :; do :; done", CommandLimits(cpu_s=1))
         held = result.exit_code in (-signal.SIGXCPU, -signal.SIGKILL) and not result.timed_out
         return held, f"ended after {result.duration:.1f} s (exit {result.exit_code})"
 
-    def file_size() -> tuple[bool, str]:
-        result = run("head -c 4000000 /dev/zero > /tmp/big", CommandLimits(file_size_bytes=1 << 20))
+    def file_size(self) -> tuple[bool, str]:
+        limits = CommandLimits(file_size_bytes=1 << 20)
+        result = self.run("head -c 4000000 /dev/zero > /tmp/big", limits)
         held = result.exit_code != 0
         return held, f"exit {result.exit_code}" + (f": {_first_error(result)}" if held else "")
 
-    def processes() -> tuple[bool, str]:
-        limit = 8
-        return process_check(lambda command: run(command, CommandLimits(processes=limit)), limit)
+    def processes(self) -> tuple[bool, str]:
+        limits = CommandLimits(processes=8)
+        return process_check(lambda command: self.run(command, limits), limits.processes)
 
-    def privileges() -> tuple[bool, str]:
-        result = run("grep -E '^(CapEff|NoNewPrivs)' /proc/self/status")
+    def privileges(self) -> tuple[bool, str]:
+        result = self.run("grep -E '^(CapEff|NoNewPrivs)' /proc/self/status")
         fields = dict(
             line.split(":", 1) for line in result.stdout.strip().splitlines() if ":" in line
         )
@@ -241,24 +277,6 @@ def _probes(helper: SandboxHelper, t: _Targets) -> list[Check]:
             "NoNewPrivs", ""
         ).strip() == "1"
         return held, " ".join(result.stdout.split())
-
-    probe("filesystem", "chmod, touch and append to a project file", metadata_write)
-    probe("filesystem", f"read {t.home_secret.name} in $HOME", home_read)
-    probe("filesystem", "write a file in $HOME and in the host's /tmp", home_and_tmp_write)
-    probe("network", f"TCP connect to 127.0.0.1:{t.port}", tcp)
-    probe("network", "create a vsock socket (the hypervisor on a VM)", socket_family("vsock"))
-    probe("network", "create raw and packet sockets", socket_family("raw packet"))
-    probe("ipc_signals", "connect to a unix socket in the runtime directory", unix)
-    probe("ipc_signals", "SIGUSR1 to the verifying process", signals)
-    probe("limits", "busy loop with a 1 s CPU limit", cpu)
-    probe("limits", "write 4 MB with a 1 MB file size limit", file_size)
-    probe(
-        "limits",
-        "400 processes one after another, then 4 at once, then 400 at once, with a limit of 8",
-        processes,
-    )
-    probe("privileges", "read the capability sets", privileges)
-    return checks
 
 
 # The process limit must cap live tasks, never pid numbers: 400 children one after

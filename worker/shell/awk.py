@@ -68,144 +68,180 @@ def awk_program_problem(program: str) -> str | None:
 
 def _code_problem(prog: str) -> str | None:
     """Tokenize ``prog``; the first refused or untokenizable spot is the answer."""
-    i = 0
-    n = len(prog)
-    in_print = False
-    state = _EXPECT
-    # One entry per open "(": True when it opened an if/while/for/switch header.
-    parens: list[bool] = []
-    braces = 0
-    last_name = ""
-    dangling = False  # the last token was a binary/unary operator: the expression goes on
-    while i < n:
+    return _AwkTokenizer(prog).problem()
+
+
+class _AwkTokenizer:
+    """One pass over an awk program. Each token method starts at ``i``, moves ``i`` past
+    its token and returns a reason to refuse, or None."""
+
+    def __init__(self, prog: str) -> None:
+        self.prog = prog
+        self.n = len(prog)
+        self.i = 0
+        self.in_print = False
+        self.state = _EXPECT
+        # One entry per open "(": True when it opened an if/while/for/switch header.
+        self.parens: list[bool] = []
+        self.braces = 0
+        self.last_name = ""
+        self.dangling = False  # the last token was a binary/unary operator: the expression goes on
+
+    def problem(self) -> str | None:
+        while self.i < self.n:
+            problem = self.token()
+            if problem:
+                return problem
+        if self.parens:
+            return "awk:unbalanced ("
+        if self.braces:
+            return "awk:unbalanced {"
+        if self.dangling:
+            # gawk joins -e pieces: text after a trailing operator would be read in the next
+            # piece.
+            return "awk:program ends inside an expression"
+        return None
+
+    def token(self) -> str | None:
+        prog, i = self.prog, self.i
         c = prog[i]
         if c in " \t":
-            i += 1
-            continue
+            self.i += 1
+            return None
         if c == "\\":
             if prog.startswith("\\\n", i):
-                i += 2  # line continuation
-                continue
+                self.i += 2  # line continuation
+                return None
             return "awk:cannot tokenize \\"
         if c == "#":
             nl = prog.find("\n", i)
-            i = n if nl < 0 else nl
-            continue
+            self.i = self.n if nl < 0 else nl
+            return None
         if c != "\n":
-            dangling = c in "([,"  # set again below for operators and division
+            self.dangling = c in "([,"  # set again for operators and division
         if c == "\n" or c in ";{}":
-            if c == "{":
-                braces += 1
-            elif c == "}":
-                braces -= 1
-                if braces < 0:
-                    return "awk:unbalanced }"
-            in_print = False
-            state = _EXPECT
-            last_name = ""
-            i += 1
-            continue
+            return self.statement_end(c)
         if c == '"':
-            j = i + 1
-            while j < n and prog[j] != '"':
-                if prog[j] == "\n":
-                    return "awk:unterminated string"
-                if prog[j] == "\\":
-                    if j + 1 < n and prog[j + 1] == "\n":
-                        return "awk:line continuation in string"
-                    j += 2
-                    continue
-                j += 1
-            if j >= n:
-                return "awk:unterminated string"
-            i = j + 1
-            state = _OPERAND
-            continue
+            return self.string()
         if c == "/":
-            if state == _AMBIGUOUS:
-                return "awk:ambiguous /"
-            if state == _OPERAND:
-                i += 2 if prog.startswith("/=", i) else 1
-                state = _EXPECT
-                dangling = True
-                continue
-            try:
-                end = regex_literal_end(prog, i + 1, "/", brackets=True)
-                plain = regex_literal_end(prog, i + 1, "/", brackets=False)
-            except ScanError as exc:
-                return f"awk:{exc}"
-            if end != plain:
-                return "awk:ambiguous regex ([/] read two ways)"
-            i = end
-            state = _AMBIGUOUS  # a "/" right after a regex literal: refuse rather than guess
-            continue
+            return self.slash()
         if c.isdigit() or (c == "." and prog[i + 1 : i + 2].isdigit()):
-            m = _NUMBER_RE.match(prog, i)
-            if m is None:  # pragma: no cover - the class check above guarantees a match
-                return "awk:cannot tokenize number"
-            i = m.end()
-            if i < n and (prog[i].isalnum() or prog[i] in "_."):
-                return "awk:cannot tokenize number"
-            state = _OPERAND
-            continue
+            return self.number()
         m = _NAME_RE.match(prog, i)
         if m is not None:
-            word = m.group()
-            i = m.end()
-            if word in _FORBIDDEN_NAMES:
-                return _FORBIDDEN_NAMES[word]
-            if word in ("print", "printf"):
-                in_print = True
-            state = _EXPECT if word in _KEYWORDS else _OPERAND
-            last_name = word
-            continue
+            return self.name(m.group())
+        if c in "()[],":
+            return self.bracket(c)
+        return self.operator(c)
+
+    def statement_end(self, c: str) -> str | None:
+        if c == "{":
+            self.braces += 1
+        elif c == "}":
+            self.braces -= 1
+            if self.braces < 0:
+                return "awk:unbalanced }"
+        self.in_print = False
+        self.state = _EXPECT
+        self.last_name = ""
+        self.i += 1
+        return None
+
+    def string(self) -> str | None:
+        prog, n = self.prog, self.n
+        j = self.i + 1
+        while j < n and prog[j] != '"':
+            if prog[j] == "\n":
+                return "awk:unterminated string"
+            if prog[j] == "\\":
+                if j + 1 < n and prog[j + 1] == "\n":
+                    return "awk:line continuation in string"
+                j += 2
+                continue
+            j += 1
+        if j >= n:
+            return "awk:unterminated string"
+        self.i = j + 1
+        self.state = _OPERAND
+        return None
+
+    def slash(self) -> str | None:
+        """Division after an operand, a regex literal where an operand is expected."""
+        if self.state == _AMBIGUOUS:
+            return "awk:ambiguous /"
+        if self.state == _OPERAND:
+            self.i += 2 if self.prog.startswith("/=", self.i) else 1
+            self.state = _EXPECT
+            self.dangling = True
+            return None
+        try:
+            end = regex_literal_end(self.prog, self.i + 1, "/", brackets=True)
+            plain = regex_literal_end(self.prog, self.i + 1, "/", brackets=False)
+        except ScanError as exc:
+            return f"awk:{exc}"
+        if end != plain:
+            return "awk:ambiguous regex ([/] read two ways)"
+        self.i = end
+        self.state = _AMBIGUOUS  # a "/" right after a regex literal: refuse rather than guess
+        return None
+
+    def number(self) -> str | None:
+        m = _NUMBER_RE.match(self.prog, self.i)
+        if m is None:  # pragma: no cover - the caller's class check guarantees a match
+            return "awk:cannot tokenize number"
+        self.i = m.end()
+        if self.i < self.n and (self.prog[self.i].isalnum() or self.prog[self.i] in "_."):
+            return "awk:cannot tokenize number"
+        self.state = _OPERAND
+        return None
+
+    def name(self, word: str) -> str | None:
+        self.i += len(word)
+        if word in _FORBIDDEN_NAMES:
+            return _FORBIDDEN_NAMES[word]
+        if word in ("print", "printf"):
+            self.in_print = True
+        self.state = _EXPECT if word in _KEYWORDS else _OPERAND
+        self.last_name = word
+        return None
+
+    def bracket(self, c: str) -> str | None:
         if c == "(":
-            parens.append(last_name in _CONTROL)
-            last_name = ""
-            state = _EXPECT
-            i += 1
-            continue
-        if c == ")":
-            if not parens:
+            self.parens.append(self.last_name in _CONTROL)
+            self.state = _EXPECT
+        elif c == ")":
+            if not self.parens:
                 return "awk:unbalanced )"
-            control = parens.pop()
-            state = _AMBIGUOUS if control else _OPERAND
-            last_name = ""
-            i += 1
-            continue
-        if c in "[],":
-            state = _OPERAND if c == "]" else _EXPECT
-            last_name = ""
-            i += 1
-            continue
+            control = self.parens.pop()
+            self.state = _AMBIGUOUS if control else _OPERAND
+        else:
+            self.state = _OPERAND if c == "]" else _EXPECT
+        self.last_name = ""
+        self.i += 1
+        return None
+
+    def operator(self, c: str) -> str | None:
         for op in _OPERATORS:
-            if prog.startswith(op, i):
+            if self.prog.startswith(op, self.i):
                 break
         else:
             return f"awk:cannot tokenize {c!r}"
         if op in ("|", "|&"):
             return "awk:output pipe |"
-        if op in (">", ">>") and in_print:
+        if op in (">", ">>") and self.in_print:
             return "awk:output redirect >"
-        i += len(op)
-        last_name = ""
-        dangling = op not in ("++", "--")
+        self.i += len(op)
+        self.last_name = ""
+        self.dangling = op not in ("++", "--")
         if op in ("++", "--"):
             # Post-increment ends an operand; a pre-increment must be followed by a name, so
             # "/" after it is never valid awk either way.
-            state = _OPERAND
+            self.state = _OPERAND
         elif op == "$":
-            state = _AMBIGUOUS
+            self.state = _AMBIGUOUS
         else:
-            state = _EXPECT
-    if parens:
-        return "awk:unbalanced ("
-    if braces:
-        return "awk:unbalanced {"
-    if dangling:
-        # gawk joins -e pieces: text after a trailing operator would be read in the next piece.
-        return "awk:program ends inside an expression"
-    return None
+            self.state = _EXPECT
+        return None
 
 
 AWK_OPTIONS = OptionTable(

@@ -335,12 +335,6 @@ class _Scanner:
         self.emit(self.s[i:end])
         return end
 
-    def ansi_c_quoted(self, i: int) -> int:
-        """``$'...'`` starting at ``i`` (the ``$``)."""
-        end = ansi_c_quote_end(self.s, i)
-        self.emit(self.s[i:end])
-        return end
-
     def double_quoted(self, i: int) -> int:
         """``"..."`` starting at ``i``; line continuations inside are removed."""
         self.emit('"')
@@ -466,7 +460,9 @@ class _Scanner:
         if nxt == "{":
             return self.braced_parameter(i)
         if nxt == "'" and not in_double_quotes:
-            return self.ansi_c_quoted(i)
+            end = ansi_c_quote_end(self.s, i)
+            self.emit(self.s[i:end])
+            return end
         if nxt == '"' and not in_double_quotes:
             self.emit("$")
             return self.double_quoted(i + 1)
@@ -474,28 +470,6 @@ class _Scanner:
         return i + 1
 
     # -- redirections --------------------------------------------------------------------------
-
-    def read_word(self, i: int) -> tuple[str, int]:
-        """Raw text of the unquoted-metachar-delimited word at ``i`` (quotes kept)."""
-        j = i
-        while j < self.n and self.s[j] not in _METACHARS:
-            c = self.s[j]
-            if c == "\\":
-                j += 2
-                continue
-            if c == "'":
-                j = single_quote_end(self.s, j)
-                continue
-            if c == '"':
-                j = double_quote_end(self.s, j)
-                continue
-            j += 1
-        return self.s[i : min(j, self.n)], min(j, self.n)
-
-    def skip_blanks(self, i: int) -> int:
-        while i < self.n and self.s[i] in _BLANKS:
-            i += 1
-        return i
 
     def output_redirect(self, i: int) -> int:
         """Unquoted ``>`` at ``i``; an ``&`` just before it makes it ``&>``."""
@@ -507,7 +481,7 @@ class _Scanner:
         if self.last_unescaped_char() == "&":
             op = "&" + op
         self.emit(self.s[i:j])
-        word, _end = self.read_word(self.skip_blanks(j))
+        word, _end = _word_at(self.s, _skip_blanks(self.s, j))
         if op == ">&" and re.fullmatch(r"[0-9]+-?|-", word):
             return j  # descriptor duplication or close
         if analyze_word(word).literal_value() not in SAFE_SINKS:
@@ -530,8 +504,7 @@ class _Scanner:
             self.emit("<&")
             return j + 1
         self.emit("<")
-        k = self.skip_blanks(j)
-        word, _end = self.read_word(k)
+        word, _end = _word_at(self.s, _skip_blanks(self.s, j))
         if "/dev/tcp/" in word or "/dev/udp/" in word:
             self.find("redirect:/dev/tcp")
         return j
@@ -540,9 +513,9 @@ class _Scanner:
         strip = self.s.startswith("<<-", i)
         op_len = 3 if strip else 2
         self.emit(self.s[i : i + op_len])
-        j = self.skip_blanks(i + op_len)
+        j = _skip_blanks(self.s, i + op_len)
         self.emit(self.s[i + op_len : j])
-        word, end = self.read_word(j)
+        word, end = _word_at(self.s, j)
         if not word:
             raise ScanError("missing here-document delimiter")
         if any(c in word for c in "'\"\\"):
@@ -586,101 +559,102 @@ class _Scanner:
     # -- main loop -------------------------------------------------------------------------
 
     def run(self) -> None:
-        s = self.s
         i = 0
         while i < self.n:
-            c = s[i]
-            if c == "\\":
-                if self.peek(i + 1) == "\n":
-                    i += 2
-                    continue
-                self.emit(s[i : i + 2])
-                i += 2
-            elif c == "'":
-                i = self.single_quoted(i)
-            elif c == '"':
-                i = self.double_quoted(i)
-            elif c == "`":
-                i = self.backtick(i)
-            elif c == "$":
-                i = self.dollar(i, in_double_quotes=False)
-            elif c in "<>" and self.peek(i + 1) == "(":
-                self.find(f"substitution:{c}(...)")
-                self.emit(c)
-                i = self.balanced_parens(i + 1)
-            elif c == ">":
-                i = self.output_redirect(i)
-            elif c == "<":
-                i = self.input_redirect(i)
-            elif c == "#" and self.at_word_start():
-                nl = s.find("\n", i)
-                i = self.n if nl < 0 else nl
-            elif c == "(" and self.peek(i + 1) == "(" and self.at_word_start():
-                # "((" opening a command is bash's arithmetic command.
-                self.find("arithmetic:((...))")
-                self.paren += 1
-                self.emit(c)
-                i += 1
-            elif c == "(":
-                self.paren += 1
-                self.emit(c)
-                i += 1
-            elif c == ")":
-                self.paren -= 1
-                if self.paren < 0:
-                    raise ScanError("unbalanced ')'")
-                self.emit(c)
-                i += 1
-            elif c == "{" and self.at_word_start() and self.peek(i + 1) in ("", " ", "\t", "\n"):
-                self.brace += 1
-                self.emit(c)
-                i += 1
-            elif c == "}" and self.at_word_start() and self.peek(i + 1) in _METACHARS | {""}:
-                if self.brace > 0:
-                    self.brace -= 1
-                self.emit(c)
-                i += 1
-            elif c == "}" and self.peek(i + 1) in "<>" and self.peek(i + 1) != "":
-                # "{name}>file" allocates a descriptor and assigns it to a variable.
-                if re.search(r"\{[A-Za-z_][A-Za-z0-9_]*\Z", self.tail(256)):
-                    self.find("redirect:{var}")
-                self.emit(c)
-                i += 1
-            elif c == "\n":
-                i = self.newline(i)
-            elif c == ";":
-                if self.peek(i + 1) == ";":
-                    # ";;" only exists in case, which is refused anyway; bash rejects it
-                    # anywhere else, so it is a scan error (not a separator to drop).
-                    raise ScanError("';;' outside case")
-                if self.paren or self.brace:
-                    self.emit(c)
-                else:
-                    self.end_statement(";")
-                i += 1
-            elif c == "&":
-                nxt = self.peek(i + 1)
-                if nxt == "&":
-                    self.emit("&&")
-                    i += 2
-                elif (
-                    nxt == ">"
-                    or self.last_unescaped_char() in ("<", ">", "|")
-                    or self.paren
-                    or self.brace
-                ):
-                    self.emit(c)
-                    i += 1
-                else:
-                    self.end_statement("&")
-                    i += 1
-            else:
-                self.emit(c)
-                i += 1
+            i = self.step(i)
         if self.pending:
             raise ScanError("here-document not terminated")
         if self.paren:
             raise ScanError("unbalanced '('")
+
+    def step(self, i: int) -> int:
+        """Read the piece of input starting at ``i``; returns the index after it."""
+        c = self.s[i]
+        if c == "\\":
+            if self.peek(i + 1) != "\n":  # a line continuation is dropped, as bash does
+                self.emit(self.s[i : i + 2])
+            return i + 2
+        if c == "'":
+            return self.single_quoted(i)
+        if c == '"':
+            return self.double_quoted(i)
+        if c == "`":
+            return self.backtick(i)
+        if c == "$":
+            return self.dollar(i, in_double_quotes=False)
+        if c in "<>":
+            return self.angle_bracket(i)
+        if c == "#" and self.at_word_start():
+            nl = self.s.find("\n", i)
+            return self.n if nl < 0 else nl
+        if c in "(){}":
+            return self.grouping(i)
+        if c == "\n":
+            return self.newline(i)
+        if c in ";&":
+            return self.separator(i)
+        self.emit(c)
+        return i + 1
+
+    def angle_bracket(self, i: int) -> int:
+        c = self.s[i]
+        if self.peek(i + 1) == "(":
+            self.find(f"substitution:{c}(...)")
+            self.emit(c)
+            return self.balanced_parens(i + 1)
+        if c == ">":
+            return self.output_redirect(i)
+        return self.input_redirect(i)
+
+    def grouping(self, i: int) -> int:
+        """A parenthesis or brace. Subshell and group depths are counted (a ``;`` inside
+        does not end the statement) and ``{name}>`` is a redirection; any other brace is a
+        plain character."""
+        c = self.s[i]
+        nxt = self.peek(i + 1)
+        if c == "(":
+            if nxt == "(" and self.at_word_start():
+                # "((" opening a command is bash's arithmetic command.
+                self.find("arithmetic:((...))")
+            self.paren += 1
+        elif c == ")":
+            self.paren -= 1
+            if self.paren < 0:
+                raise ScanError("unbalanced ')'")
+        elif c == "{":
+            if self.at_word_start() and nxt in ("", " ", "\t", "\n"):
+                self.brace += 1
+        elif self.at_word_start() and nxt in _METACHARS | {""}:
+            if self.brace > 0:
+                self.brace -= 1
+        elif (
+            nxt in "<>"
+            and nxt != ""
+            and re.search(r"\{[A-Za-z_][A-Za-z0-9_]*\Z", self.tail(256))
+        ):
+            # "{name}>file" allocates a descriptor and assigns it to a variable.
+            self.find("redirect:{var}")
+        self.emit(c)
+        return i + 1
+
+    def separator(self, i: int) -> int:
+        """``;`` or ``&``: the end of a statement, unless inside a group or part of an
+        operator (``&&``, ``&>``, ``>&``, ``<&``, ``|&``)."""
+        c = self.s[i]
+        nxt = self.peek(i + 1)
+        if c == ";" and nxt == ";":
+            # ";;" only exists in case, which is refused anyway; bash rejects it anywhere
+            # else, so it is a scan error (not a separator to drop).
+            raise ScanError("';;' outside case")
+        if c == "&" and nxt == "&":
+            self.emit("&&")
+            return i + 2
+        redirection = c == "&" and (nxt == ">" or self.last_unescaped_char() in ("<", ">", "|"))
+        if redirection or self.paren or self.brace:
+            self.emit(c)
+        else:
+            self.end_statement(c)
+        return i + 1
 
     def newline(self, i: int) -> int:
         tail = self.tail(64).rstrip(" \t")
@@ -692,6 +666,32 @@ class _Scanner:
         if self.pending:
             return self.heredoc_bodies(i + 1)
         return i + 1
+
+
+def _word_at(s: str, i: int) -> tuple[str, int]:
+    """Raw text of the unquoted-metachar-delimited word at ``i`` (quotes kept), and the
+    index after it."""
+    n = len(s)
+    j = i
+    while j < n and s[j] not in _METACHARS:
+        c = s[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "'":
+            j = single_quote_end(s, j)
+            continue
+        if c == '"':
+            j = double_quote_end(s, j)
+            continue
+        j += 1
+    return s[i : min(j, n)], min(j, n)
+
+
+def _skip_blanks(s: str, i: int) -> int:
+    while i < len(s) and s[i] in _BLANKS:
+        i += 1
+    return i
 
 
 def scan(command: str) -> Scan:
@@ -750,65 +750,33 @@ class WordInfo:
 def analyze_word(raw: str) -> WordInfo:
     """Quote removal on ``raw`` (one shell word's source text), tracking expansions."""
     out: list[str] = []
-    static = True
+    # Tilde expansion (~, ~/x, ~user, ~+, ~-): bash replaces it with a directory, so the
+    # word's text is not what the command sees (found by scripts/fuzz_shell.py).
+    static = not raw.startswith("~")
     glob = False
     quoted = False
     # Unquoted brace characters and separators, as (index in out, char).
     brace_marks: list[tuple[int, str]] = []
     i = 0
     n = len(raw)
-    if raw.startswith("~"):
-        # Tilde expansion (~, ~/x, ~user, ~+, ~-): bash replaces it with a directory, so the
-        # word's text is not what the command sees (found by scripts/fuzz_shell.py).
-        static = False
     while i < n:
         c = raw[i]
         if c == "\\":
             quoted = True
-            if i + 1 < n:
-                out.append(raw[i + 1])
+            out.append(raw[i + 1 : i + 2])
             i += 2
-        elif c == "'":
+        elif c in "'\"" or raw.startswith("$'", i):
             quoted = True
-            try:
-                end = single_quote_end(raw, i)
-            except ScanError:
-                static = False  # unterminated: not a word bash would read; never literal
-                end = n + 1
-            out.append(raw[i + 1 : end - 1])
-            i = end
-        elif c == '"':
-            quoted = True
-            try:
-                double_quote_end(raw, i)
-            except ScanError:
-                static = False
-            j = i + 1
-            while j < n and raw[j] != '"':
-                ch = raw[j]
-                if ch == "\\" and j + 1 < n and raw[j + 1] in '$`"\\\n':
-                    out.append(raw[j + 1])
-                    j += 2
-                    continue
-                if ch == "`" or (ch == "$" and _starts_expansion(raw, j)):
-                    static = False
-                out.append(ch)
-                j += 1
-            i = j + 1
+            text, i, understood = _quoted_part(raw, i)
+            out.append(text)
+            static = static and understood
         elif c == "$":
-            nxt = raw[i + 1] if i + 1 < n else ""
-            if nxt == "'":
-                quoted = True
-                decoded, i, ok = _ansi_c(raw, i + 2)
-                out.append(decoded)
-                static = static and ok
-            elif nxt == '"':
-                i += 1
-            else:
-                if _starts_expansion(raw, i):
-                    static = False
-                out.append("$")
-                i += 1
+            if raw.startswith('$"', i):
+                i += 1  # locale translation: the "..." that follows is read as such
+                continue
+            static = static and not _starts_expansion(raw, i)
+            out.append("$")
+            i += 1
         elif c == "`":
             static = False
             out.append(c)
@@ -817,14 +785,11 @@ def analyze_word(raw: str) -> WordInfo:
             glob = True
             out.append(c)
             i += 1
-        elif c in "{},":
-            brace_marks.append((len("".join(out)), c))
-            out.append(c)
-            i += 1
-        elif c == "." and raw.startswith("..", i):
-            brace_marks.append((len("".join(out)), ".."))
-            out.append("..")
-            i += 2
+        elif c in "{}," or raw.startswith("..", i):
+            mark = ".." if c == "." else c
+            brace_marks.append((len("".join(out)), mark))
+            out.append(mark)
+            i += len(mark)
         else:
             out.append(c)
             i += 1
@@ -836,6 +801,45 @@ def analyze_word(raw: str) -> WordInfo:
         brace=_has_brace_expansion(brace_marks),
         quoted=quoted,
     )
+
+
+def _quoted_part(raw: str, i: int) -> tuple[str, int, bool]:
+    """The text of the ``'...'``, ``"..."`` or ``$'...'`` at ``i`` after quote removal,
+    the index after it, and whether it is static (no expansion, properly closed)."""
+    if raw[i] == "$":
+        return _ansi_c(raw, i + 2)
+    if raw[i] == "'":
+        try:
+            end = single_quote_end(raw, i)
+        except ScanError:
+            # unterminated: not a word bash would read; never literal
+            return raw[i + 1 :], len(raw) + 1, False
+        return raw[i + 1 : end - 1], end, True
+    return _double_quoted_part(raw, i)
+
+
+def _double_quoted_part(raw: str, i: int) -> tuple[str, int, bool]:
+    """``"..."`` at ``i``: only ``$``, backtick, ``"``, backslash and newline can be escaped
+    in it, and ``$``/backtick still expand."""
+    try:
+        double_quote_end(raw, i)
+        static = True
+    except ScanError:
+        static = False
+    out: list[str] = []
+    n = len(raw)
+    j = i + 1
+    while j < n and raw[j] != '"':
+        ch = raw[j]
+        if ch == "\\" and j + 1 < n and raw[j + 1] in '$`"\\\n':
+            out.append(raw[j + 1])
+            j += 2
+            continue
+        if ch == "`" or (ch == "$" and _starts_expansion(raw, j)):
+            static = False
+        out.append(ch)
+        j += 1
+    return "".join(out), j + 1, static
 
 
 def _starts_expansion(s: str, i: int) -> bool:

@@ -119,12 +119,19 @@ def _long_option(
     if option not in table.long_valued:
         return i
     if not eq:
-        if i >= len(args):
-            raise Refused(table.unknown(f"--{name}"))
-        attached = args[i].value
-        i += 1
+        attached, i = _next_value(table, args, i, f"--{name}")
     parsed.keep(table, option, attached)
     return i
+
+
+def _next_value(
+    table: OptionTable, args: Sequence[WordInfo], i: int, option: str
+) -> tuple[str, int]:
+    """The value of ``option`` given as the next argument (at ``i``), and the index after
+    it; an option missing its value is refused like an unknown one."""
+    if i >= len(args):
+        raise Refused(table.unknown(option))
+    return args[i].value, i + 1
 
 
 def _short_cluster(
@@ -136,10 +143,7 @@ def _short_cluster(
         if letter in table.valued:
             value = cluster[pos + 1 :]
             if not value:
-                if i >= len(args):
-                    raise Refused(table.unknown(f"-{letter}"))
-                value = args[i].value
-                i += 1
+                value, i = _next_value(table, args, i, f"-{letter}")
             parsed.keep(table, letter, value)
             return i
         if letter not in table.flags and table.unknown_short == "refuse":

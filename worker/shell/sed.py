@@ -51,6 +51,15 @@ class _Parser:
     def peek(self, i: int) -> str:
         return self.s[i] if i < self.n else ""
 
+    def delimiter(self, i: int, missing: str) -> str:
+        """The delimiter at ``i`` of an address or an ``s``/``y`` command; ``missing`` is
+        the error when there is none (the end, a newline or a backslash)."""
+        delim = self.peek(i)
+        if delim in ("", "\n", "\\"):
+            raise _SedError(missing)
+        _check_delimiter(delim)
+        return delim
+
     def skip(self, i: int, chars: str) -> int:
         while i < self.n and self.s[i] in chars:
             i += 1
@@ -87,10 +96,7 @@ class _Parser:
         if c == "/":
             return self.skip(self.regex_end(i + 1, "/"), "IM")
         if c == "\\":
-            delim = self.peek(i + 1)
-            if delim in ("", "\n", "\\"):
-                raise _SedError("sed:script:address")
-            _check_delimiter(delim)
+            delim = self.delimiter(i + 1, "sed:script:address")
             return self.skip(self.regex_end(i + 2, delim), "IM")
         return i
 
@@ -121,10 +127,7 @@ class _Parser:
         return i
 
     def substitute(self, i: int) -> int:
-        delim = self.peek(i)
-        if delim in ("", "\n", "\\"):
-            raise _SedError("sed:script:s delimiter")
-        _check_delimiter(delim)
+        delim = self.delimiter(i, "sed:script:s delimiter")
         i = self.regex_end(i + 1, delim)
         i = self.plain_part_end(i, delim)
         while i < self.n and self.s[i] not in " \t;\n}#":
@@ -139,10 +142,7 @@ class _Parser:
         return self.end_of_command(i)
 
     def transliterate(self, i: int) -> int:
-        delim = self.peek(i)
-        if delim in ("", "\n", "\\"):
-            raise _SedError("sed:script:y delimiter")
-        _check_delimiter(delim)
+        delim = self.delimiter(i, "sed:script:y delimiter")
         i = self.plain_part_end(i + 1, delim)
         i = self.plain_part_end(i, delim)
         return self.end_of_command(i)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from protocol.boundary import BoundaryReason
 from worker.tools.errors import ToolError, ToolStop
 from worker.tools.reach import Reach
 
@@ -197,14 +198,14 @@ class OverlayAccess:
         others = [phys for phys, log in written.items() if log != logical]
         if self.quota_files is not None and len(others) + 1 > self.quota_files:
             raise ToolStop(
-                "quota:overlay_files",
+                BoundaryReason("quota", "overlay_files"),
                 f"writing {path} would exceed the speculation's quota of {self.quota_files} files",
             )
         if self.quota_bytes is not None:
             used = sum(_size(phys) for phys in others)
             if used + size > self.quota_bytes:
                 raise ToolStop(
-                    "quota:overlay_bytes",
+                    BoundaryReason("quota", "overlay_bytes"),
                     f"writing {size:,} bytes to {path} would exceed the speculation's quota "
                     f"of {self.quota_bytes:,} bytes",
                 )

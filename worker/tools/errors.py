@@ -3,6 +3,8 @@ layer and the tools can both raise them without importing each other)."""
 
 from __future__ import annotations
 
+from protocol.boundary import BoundaryReason
+
 __all__ = ["ToolError", "ToolStop"]
 
 
@@ -15,6 +17,6 @@ class ToolStop(Exception):
     ``reason`` (a limit, the overlay quota, a missing sandbox layer, a protected path); the
     main chat asks the user instead. Never turned into a tool error."""
 
-    def __init__(self, reason: str, message: str = "") -> None:
-        super().__init__(message or reason)
+    def __init__(self, reason: BoundaryReason, message: str = "") -> None:
+        super().__init__(message or reason.text())
         self.reason = reason

@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from overlay.beneath import open_beneath
+from protocol.boundary import BoundaryReason
 from worker.tools.args import PathArg
 from worker.tools.errors import ToolStop
 
@@ -143,9 +144,10 @@ class Reach:
             return
         where = self.place(path)
         if where == "outside":
-            raise ToolStop(f"read_outside_project:{tool}", f"{path} is outside the project")
+            outside = BoundaryReason("read_outside_project", tool)
+            raise ToolStop(outside, f"{path} is outside the project")
         if where == "private":
-            raise ToolStop(f"read_private:{tool}", f"{path} is specrun's own state")
+            raise ToolStop(BoundaryReason("read_private", tool), f"{path} is specrun's own state")
 
     def open(
         self,
@@ -238,7 +240,7 @@ def read_boundary(
     paths: Mapping[str, PathArg],
     project_root: str | os.PathLike[str],
     private: Iterable[str | os.PathLike[str]] = (),
-) -> str | None:
+) -> BoundaryReason | None:
     """Why the read tool call ``name(args)`` may not run unasked, or ``None``.
 
     ``paths`` are the tool's declared path arguments (``worker.tools.args``). The targets
@@ -259,7 +261,7 @@ def read_boundary(
         if not mark.glob or not isinstance(pattern, str):
             continue
         if os.path.isabs(pattern) or ".." in PurePosixPath(pattern).parts:
-            return f"read_outside_project:{name}"
+            return BoundaryReason("read_outside_project", name)
         prefix = _glob_prefix(pattern)
         if prefix:
             targets.append(os.path.join(base, prefix))
@@ -271,7 +273,7 @@ def read_boundary(
         for spelling in {os.path.normpath(given), os.path.normpath(os.path.join(root, target))}:
             where = reach.place(spelling)
             if where == "private":
-                return f"read_private:{name}"
+                return BoundaryReason("read_private", name)
             if where == "outside":
-                return f"read_outside_project:{name}"
+                return BoundaryReason("read_outside_project", name)
     return None

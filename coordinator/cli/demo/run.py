@@ -650,7 +650,7 @@ def _branches(reply: SuggestionReply) -> list[Branch]:
 
 def _status_words(spec: SpeculationInfo) -> str:
     if spec.status == "boundary":
-        return describe_boundary(spec.boundary_reason or "")
+        return describe_boundary(spec.boundary)
     return {"running": "still running", "completed": "completed"}.get(spec.status, spec.status)
 
 

@@ -15,6 +15,7 @@ from typing import Final, Literal, get_args
 from coordinator.boundary_text import describe_boundary
 from coordinator.service.pool import WorkerHandle
 from coordinator.service.preview import Progress
+from protocol.boundary import BoundaryReason
 from protocol.control import SpeculationInfo, SpeculationStatus
 from protocol.work import SpeculationOutcome
 
@@ -59,7 +60,7 @@ class Speculation:
     worker: WorkerHandle | None = None
     turns: int = 0
     tool_uses: int = 0
-    boundary_reason: str | None = None
+    boundary_reason: BoundaryReason | None = None
     error: str | None = None
     abort_cause: AbortCause | None = None
     outcome: SpeculationOutcome | None = None
@@ -91,7 +92,7 @@ class Speculation:
     def describe(self) -> str:
         """Why it cannot be accepted, as the fallback notice says it."""
         if self.status == "boundary":
-            return describe_boundary(self.boundary_reason or "")
+            return describe_boundary(self.boundary_reason)
         if self.status == "failed":
             return f"failed ({self.error})"
         return f"was {self.status}"
@@ -104,8 +105,9 @@ class Speculation:
             turns=self.turns,
             tool_uses=self.outcome.tool_use_count if self.outcome else self.tool_uses,
             files_written=files,
-            boundary_reason=self.boundary_reason,
+            boundary_reason=self.boundary_reason.text() if self.boundary_reason else None,
             elapsed_s=round(self.elapsed_s, 4),
             worker_pid=self.worker.pid if self.worker else None,
             pipelined_suggestion=self.pipelined,
+            boundary=self.boundary_reason,
         )

@@ -226,7 +226,7 @@ class SpeculationRunner:
             spec.boundary_reason = event.reason
             spec.move_to("boundary")
             spec.pipelined_done.set()
-            self.stats.boundary[event.reason.split(":", 1)[0]] += 1
+            self.stats.boundary[event.reason.code] += 1
         self._read_cpu(spec)
         self.on_stopped()
 

@@ -17,7 +17,7 @@ from coordinator.service.speculation import AcceptFallback
 from protocol.chat import Message
 from protocol.control import FileChange, Transcript, TurnEnded
 from protocol.work import Completed, RunSpeculation
-from worker.boundary import Transcript as SpeculatedTranscript
+from worker.boundary import SpeculatedConversation
 from worker.speculation import LoopEnd, outcome
 
 from .conftest import Place
@@ -30,7 +30,7 @@ Work = Callable[[overlay.Overlay], None]
 def completed(place: Place, job: RunSpeculation, work: Work) -> Completed:
     ov = overlay_of(place, job)
     work(ov)
-    transcript = SpeculatedTranscript(job.suggestion, [Message.user(job.suggestion), *SPECULATED])
+    transcript = SpeculatedConversation(job.suggestion, [Message.user(job.suggestion), *SPECULATED])
     end = LoopEnd("completed", "answered", transcript)
     return Completed(job.job_id, job.epoch, outcome(end, ov))
 

@@ -11,7 +11,9 @@ import pytest
 
 from coordinator.service.chat import CONTEXT_FULL, MainChat
 from coordinator.service.compaction import (
+    MAX_PROMPTS,
     SUMMARY_HEADING,
+    Summarized,
     facts,
     is_summary,
     split_point,
@@ -83,6 +85,31 @@ def test_the_facts_list_prompts_and_the_files_written_successfully() -> None:
     text = facts(old)
     assert "- prompt 1\n- prompt 2\n- prompt 3" in text
     assert "Files written by tools: f1.py" in text and "f3.py" not in text
+
+
+def test_the_facts_kept_one_compaction_at_a_time_are_the_facts_of_the_whole_history() -> None:
+    """Each compaction adds only the part it summarizes (after the earlier summary) to
+    what the summary stands for; the result is what reading the whole history gives."""
+    full = [m for n in range(MAX_PROMPTS + 12) for m in turn(n, write=n % 3 == 0)]
+    full += [  # f0.py written again: listed once
+        Message.user("prompt 99"),
+        Message.assistant("", (ToolCall("again", "write_file", '{"file_path": "f0.py"}'),)),
+        Message.tool((ToolResult("again", "write_file", output="ok"),)),
+    ]
+    summarized, start = Summarized(), 0
+    for end in (8, 20, 64, 100, len(full)):
+        old = [summary_message("earlier"), *full[start:end]] if start else full[start:end]
+        summarized, start = summarized.plus(old), end
+    assert summarized.text() == facts(full)
+    assert "(after 13 earlier prompts)" in facts(full)  # 43 prompts, the latest 30 listed
+    assert summarized.files.count("f0.py") == 1
+
+
+def test_a_loaded_session_knows_what_its_summary_stands_for() -> None:
+    full = [*turn(1, write=True), *turn(2), *turn(3)]
+    view = [summary_message("turns 1 and 2"), *turn(3)]
+    assert Summarized.of_session(full, view) == Summarized().plus(full[:8])
+    assert Summarized.of_session(full, full) == Summarized()  # never compacted
 
 
 # -- the chat ----------------------------------------------------------------------------
@@ -158,6 +185,31 @@ def test_a_long_session_compacts_by_itself_and_never_sends_a_request_over_the_wi
     assert report.messages == chat.history
     # Speculations fork from the compacted view.
     assert chat.snapshot is not None and chat.snapshot.history[0] == chat.history[0]
+
+
+def test_a_restarted_chats_next_summary_still_lists_the_prompts_from_before(
+    place: Place,
+) -> None:
+    """The facts of what the summary on disk stands for come back with the session, so
+    a compaction after a restart does not lose the prompts it summarized earlier."""
+    replies = Replies()
+
+    async def session(first: int, turns: int) -> MainChat:
+        chat = await make_chat(place, server, Workers(answer=big_reader()))
+        try:
+            for n in range(first, first + turns):
+                result = await chat.run_turn(Emitter(replies, b"c", REQ + n), f"read {n}")
+                assert result.reason == "completed", result
+            return chat
+        finally:
+            await close(chat)
+
+    with scripted(*SESSION_RULES, context_window=12_000) as server:
+        before = run(session(0, 8), timeout=60).compactions
+        chat = run(session(8, 8), timeout=60)
+    assert before >= 1 and chat.compactions > before
+    summary = chat.history[0].reminders[0]
+    assert "- read 0\n- read 1\n- read 2" in summary
 
 
 @pytest.mark.parametrize("style", ["openai", "vllm", "dashscope", "llamacpp"])

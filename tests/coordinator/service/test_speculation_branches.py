@@ -33,7 +33,7 @@ from protocol.suggestion import (
     SUGGESTION_SCHEMA,
 )
 from protocol.work import Completed, ModelUsage, PipelinedSuggestion, RunSpeculation
-from worker.boundary import Transcript as SpeculatedTranscript
+from worker.boundary import SpeculatedConversation
 from worker.speculation import LoopEnd, outcome
 
 from .conftest import Place
@@ -140,7 +140,7 @@ def work(place: Place, job: RunSpeculation, files: dict[str, str]) -> Completed:
     for rel, text in files.items():
         ov.redirect_write(rel).write_text(text)
     said = [Message.user(job.suggestion), Message.assistant(f"Done: {job.suggestion}.")]
-    end = LoopEnd("completed", "answered", SpeculatedTranscript(job.suggestion, said))
+    end = LoopEnd("completed", "answered", SpeculatedConversation(job.suggestion, said))
     return Completed(job.job_id, job.epoch, outcome(end, ov))
 
 

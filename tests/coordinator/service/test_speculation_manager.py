@@ -36,7 +36,7 @@ from protocol.work import (
     RunSpeculation,
     WorkerEvent,
 )
-from worker.boundary import Transcript as SpeculatedTranscript
+from worker.boundary import SpeculatedConversation
 from worker.speculation import LoopEnd, outcome
 
 from .conftest import Place
@@ -98,7 +98,7 @@ def work(place: Place, job: RunSpeculation, files: dict[str, str]) -> Completed:
     ov = overlay_of(place, job)
     for rel, text in files.items():
         ov.redirect_write(rel).write_text(text)
-    transcript = SpeculatedTranscript(job.suggestion, [Message.user(job.suggestion), *SPECULATED])
+    transcript = SpeculatedConversation(job.suggestion, [Message.user(job.suggestion), *SPECULATED])
     end = LoopEnd("completed", "answered", transcript)
     return Completed(job.job_id, job.epoch, outcome(end, ov))
 
@@ -504,11 +504,16 @@ def test_shutdown_waits_for_a_kill_left_in_the_background(place: Place) -> None:
             overlay_of(place, job).redirect_write("a.txt").write_text("a")
             await manager.dismiss("user typed something else")
             shutdown = asyncio.ensure_future(manager.shutdown())
-            await asyncio.sleep(0)
-            assert not shutdown.done()
+            # What the overlay was when shutdown returned: gone only if it waited for the
+            # kill, which cannot end before the death is seen.
+            overlay_at_return: list[bool] = []
+            shutdown.add_done_callback(
+                lambda _: overlay_at_return.append(Path(job.overlay_dir).exists())
+            )
+            await asyncio.wait({shutdown}, timeout=0.2)  # a shutdown that does not wait ends
             workers.death_seen.set()
             await shutdown
-            assert not Path(job.overlay_dir).exists()
+            assert overlay_at_return == [False]
 
     with scripted() as server:
         run(main())

@@ -17,6 +17,7 @@ from coordinator.service.speculation.scheduler import BranchScheduler
 from coordinator.service.speculation.suggestion import Suggestion
 from coordinator.service.stats import Stats
 from coordinator.settings import Settings
+from protocol.boundary import BoundaryReason
 from protocol.control import JobKind, WorkerState
 from protocol.work import Boundary, Failed, RunSpeculation, SpeculationOutcome
 
@@ -53,7 +54,8 @@ def runner_for(
 
 def boundary(spec: Speculation) -> Boundary:
     outcome = SpeculationOutcome(messages=(), written_files={}, tool_use_count=1, turns=1)
-    return Boundary(job_id=spec.id, epoch=7, reason="shell:not read-only", outcome=outcome)
+    reason = BoundaryReason("shell", "not read-only")
+    return Boundary(job_id=spec.id, epoch=7, reason=reason, outcome=outcome)
 
 
 def test_the_runner_says_when_a_speculation_stops_running(place: Place) -> None:
