@@ -18,6 +18,8 @@ from overlay import (
     sweep,
 )
 
+DEAD_PID = str(2**22 + 1)
+
 
 def test_the_base_is_created_private(tmp_path: Path) -> None:
     base = ensure_private_base(tmp_path / "base")
@@ -57,19 +59,21 @@ def test_per_pid_and_overlay_dirs_are_never_followed(tmp_path: Path) -> None:
     victim = tmp_path / "victim"
     victim.mkdir(mode=0o700)
     (victim / "precious.txt").write_text("keep me\n")
-    (base / "4242").symlink_to(victim)
+    # A pid above the kernel's hard limit (2**22): never a live process, however busy the
+    # machine (4242 once was one, and the sweep rightly kept its entry).
+    (base / DEAD_PID).symlink_to(victim)
     with pytest.raises(ForeignDirectoryError):
-        make_private_dir(base / "4242" / "tmp")
+        make_private_dir(base / DEAD_PID / "tmp")
     project = tmp_path / "project"
     project.mkdir()
     (project / "a.txt").write_text("a\n")
-    overlay = Overlay(project, base / "4242" / "spec-1")
+    overlay = Overlay(project, base / DEAD_PID / "spec-1")
     with pytest.raises(OverlayError, match="not a directory owned by this user"):
         overlay.redirect_write("a.txt")
     assert sorted(p.name for p in victim.iterdir()) == ["precious.txt"]
     sweep(base)  # a dead pid's entry that is a link: the link goes, never its target
     assert (victim / "precious.txt").read_text() == "keep me\n"
-    assert not (base / "4242").exists()
+    assert not (base / DEAD_PID).exists()
 
 
 def test_an_existing_overlay_dir_is_not_reused_by_a_new_speculation(tmp_path: Path) -> None:
