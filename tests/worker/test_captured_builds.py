@@ -351,3 +351,33 @@ def test_in_a_confined_pool_worker_the_toolchain_and_identity_are_there(
     finally:
         server.stop()
         h.cleanup()
+
+
+def test_python_bytecode_is_neither_kept_nor_counted_against_the_quota(
+    speculate: Speculate, tmp_path: Path
+) -> None:
+    """A real suite imports every module of the project and its venv: on the old code each
+    import wrote a ``.pyc`` into the view, counted against ``overlayQuotaFiles`` (a 300-test
+    pytest project wrote 723) and applied at Tab, bytecode no diff shows."""
+    root = tmp_path / "project"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    for i in range(30):
+        (root / "pkg" / f"m{i}.py").write_text(f"VALUE = {i}\n")
+    imports = "; ".join(f"import pkg.m{i}" for i in range(30))
+    command = (
+        f"python3 -c '{imports}; import sys; print(\"imported\", sys.dont_write_bytecode)' "
+        "&& python3 -m py_compile pkg/m0.py && echo result > out.txt"
+    )
+    out = speculate(
+        root,
+        [call("run_shell_command", command=command)],
+        containment=Containment(overlay_quota_files=10),
+    )
+    ends = out.of(Completed)
+    assert ends, [e for e in out.events if isinstance(e, Boundary)]
+    (output,) = _outputs(out)
+    assert output.startswith("Exit code: 0") and "imported True" in output, output
+    assert "1 Python bytecode file(s) not kept" in output, output  # py_compile's own
+    assert list(ends[0].outcome.written_files) == ["out.txt"]
+    assert not (root / "pkg" / "__pycache__").exists()

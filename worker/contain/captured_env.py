@@ -9,7 +9,11 @@ Given, decided outside the sandbox once per speculation (:func:`captured_setup`)
   fixtures can commit; nothing else of that configuration (``GIT_CONFIG_GLOBAL`` stays
   ``/dev/null``: no aliases, hooks, signing programs or credential helpers);
 * git's local transport (``GIT_ALLOW_PROTOCOL=file``: ``file://`` URLs and plain paths),
-  so fixtures can clone; every other transport stays refused, and there is no network.
+  so fixtures can clone; every other transport stays refused, and there is no network;
+* ``PYTHONDONTWRITEBYTECODE=1``: bytecode is never kept (``worker.capture``), and written
+  into the view it would only fill the capture space, which is the size of the quota
+  left, so that a large suite would end at ``quota:overlay_files``. Python still reads the
+  project's own ``__pycache__``.
 
 Said (:func:`sandbox_notes`), so that the model and the person reading the transcript do
 not mistake the sandbox for the project: a line when a command that failed or timed out
@@ -119,6 +123,7 @@ def captured_setup(
     view = toolchain_view(project, environ, toolchain_paths, private)
     env = {"PATH": view.path, **dict(view.env), **git_identity(environ)}
     env["GIT_ALLOW_PROTOCOL"] = "file"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     return CapturedSetup(view, env, environ.get("PATH", ""))
 
 

@@ -75,10 +75,11 @@ CAPTURED_ENV = frozenset(
         "RUSTUP_HOME",
         "RUSTUP_TOOLCHAIN",
         "VIRTUAL_ENV",
+        "PYTHONDONTWRITEBYTECODE",
     }
 )
 """What a captured command's environment may get besides the read-only one: where its
-toolchains are, the user's git identity, git's local transport. Nothing that makes a
+toolchains are, the user's git identity, git's local transport, no bytecode. Nothing that makes a
 program load code from elsewhere (``LD_PRELOAD``, ``BASH_ENV``, ``PYTHONPATH``...)."""
 
 
