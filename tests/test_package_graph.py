@@ -1,6 +1,6 @@
-"""The import graph of the five packages (design §2): no cycles between modules, and
-dependencies pointing one way — syscalls imports no project package, protocol and overlay
-only syscalls, worker never imports coordinator, coordinator's client side never imports
+"""The import graph of the four packages (design §2): no cycles between modules, and
+dependencies pointing one way — protocol and overlay import no project package, worker
+never imports coordinator, coordinator's client side never imports
 its service side except to run a service in the foreground (`specrun serve`).
 
 Every import counts: module level, inside functions and under ``TYPE_CHECKING``. An
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("syscalls", "protocol", "overlay", "worker", "coordinator")
+PACKAGES = ("protocol", "overlay", "worker", "coordinator")
 SKIPPED = ("coordinator/cli/demo/sample_project",)  # the demo's sample project is data
 
 
@@ -135,19 +135,20 @@ def test_the_cycle_finder_finds_cycles() -> None:
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_syscalls_imports_no_project_package() -> None:
-    for other in PACKAGES:
-        if other != "syscalls":
-            assert _edges_between("syscalls", other) == []
-
-
-def test_protocol_and_overlay_import_only_syscalls() -> None:
+def test_protocol_and_overlay_import_no_project_package() -> None:
     for low in ("protocol", "overlay"):
         for other in PACKAGES:
-            if other not in (low, "syscalls"):
+            if other != low:
                 assert _edges_between(low, other) == []
-    # overlay's syncfs and openat2 go through the one C library handle
-    assert "overlay.beneath -> syscalls.libc" in _edges_between("overlay", "syscalls")
+
+
+def test_the_one_c_library_handle_is_overlays_and_used_from_every_layer_above() -> None:
+    # overlay is the lowest package the worker and the coordinator both import, so the C
+    # library handle lives there (overlay.libc), and nowhere else loads the library.
+    assert "overlay.libc" in GRAPH["overlay.beneath"]
+    for user in ("worker", "coordinator"):
+        edges = _edges_between(user, "overlay")
+        assert any(edge.endswith("-> overlay.libc") for edge in edges), user
 
 
 def test_nothing_imports_coordinator() -> None:

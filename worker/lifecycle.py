@@ -13,7 +13,7 @@ import contextlib
 import os
 import signal
 
-from syscalls import libc
+from overlay import libc
 
 
 def detach_session() -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import zmq
 import zmq.asyncio
 
+from overlay import libc
 from protocol import codec
 from protocol.endpoints import make_dealer
 from protocol.work import (
@@ -28,7 +29,6 @@ from protocol.work import (
     RunTool,
     Shutdown,
 )
-from syscalls import libc
 from worker.lifecycle import detach_session, die_with_parent
 from worker.outbox import Outbox
 

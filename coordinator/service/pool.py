@@ -18,7 +18,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -277,18 +277,14 @@ class WorkerPool:
         await self._warmed.wait()
 
     def is_warm(self) -> bool:
-        idle = sum(1 for w in self._workers.values() if w.state is WorkerState.IDLE)
-        return idle >= self.size
-
-    def _warm_count(self) -> int:
-        return sum(
-            1 for w in self._workers.values() if w.state in (WorkerState.IDLE, WorkerState.STARTING)
-        )
+        return _count_in(self._workers.values(), WorkerState.IDLE) >= self.size
 
     async def refill(self) -> None:
         """Start workers until ``size`` are idle or starting."""
         async with self._refill_lock:
-            missing = self.size - self._warm_count()
+            missing = self.size - _count_in(
+                self._workers.values(), WorkerState.IDLE, WorkerState.STARTING
+            )
             if missing <= 0 or self._closing:
                 return
             results = await asyncio.gather(
@@ -553,6 +549,10 @@ class WorkerPool:
                         "worker %s silent for %.1fs: treating it as hung", handle.pid, silent
                     )
                     self._spawn_task(self.kill(handle, "hung"))
+
+
+def _count_in(workers: Iterable[WorkerHandle], *states: WorkerState) -> int:
+    return sum(1 for w in workers if w.state in states)
 
 
 def _remove_scratch(pid: int) -> None:

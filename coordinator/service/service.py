@@ -32,11 +32,11 @@ from coordinator.service.live_hub import LiveHub
 from coordinator.service.pool import WorkerPool
 from coordinator.settings import Settings
 from coordinator.state_dir import state_dir
+from overlay import libc
 from protocol import codec
 from protocol.control import ControlReply, ControlRequest, ErrorReply
 from protocol.endpoints import Endpoints, make_router
 from protocol.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
-from syscalls import libc
 
 if TYPE_CHECKING:
     # Imported for real before the fork server is launched (``SHARED_WITH_FORK_SERVER``).

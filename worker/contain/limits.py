@@ -23,8 +23,8 @@ import resource
 import signal
 from pathlib import Path
 
+from overlay import libc
 from protocol.work import CommandLimits
-from syscalls import libc
 from worker.shell.runner import ShellResult
 
 # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS and NO_CAP_AMBIENT_RAISE, each with its lock bit.

@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from syscalls import libc
+from overlay import libc
 
 _MS_RDONLY = 1
 _MS_NOSUID = 2

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from overlay import libc
 from protocol.work import CommandLimits
-from syscalls import libc
 from worker.contain import cgroup, landlock, limits, mounts, seccomp
 from worker.contain.mounts import View
 from worker.shell.runner import ShellResult, check_run_arguments, collect

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from syscalls import libc
+from overlay import libc
 
 OVERLAYFS_MAGIC = 0x794C7630
 
