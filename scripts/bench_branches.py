@@ -44,6 +44,7 @@ from _sample_project import copy_sample_project  # noqa: E402
 
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
+from coordinator.service.speculation.cpu import tree_cpu_seconds  # noqa: E402
 from protocol.control import (  # noqa: E402
     AcceptRequest,
     AskRequest,
@@ -118,19 +119,9 @@ def scenario() -> dict[str, Any]:
 
 
 def tree_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` and every process below it, including the
-    children each has reaped (so a worker that exited still counts, in the fork server's)."""
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0.0
-    total = 0.0
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            t = proc.cpu_times()
-            total += t.user + t.system + t.children_user + t.children_system
-    return total
+    """The CPU seconds of ``pid``'s tree as the service counts a speculation's (its reaped
+    children included), 0 once it is gone."""
+    return tree_cpu_seconds(pid) or 0.0
 
 
 class BranchService:

@@ -33,6 +33,7 @@ import zmq.asyncio
 import overlay
 from coordinator.service import fork_server
 from coordinator.service.kill import kill_tree
+from overlay import libc
 from protocol import codec
 from protocol.chat import ToolSpec
 from protocol.control import JobKind, WorkerInfo, WorkerSandbox, WorkerState
@@ -339,7 +340,7 @@ class WorkerPool:
         handle.ready = loop.create_future()
         handle.dead = loop.create_future()
         self._workers[pid] = handle
-        handle.pidfd = _pidfd(pid)
+        handle.pidfd = libc.pidfd_open(pid)
         if handle.pidfd is None:
             self._on_exit(handle)
         else:
@@ -563,12 +564,6 @@ def _remove_scratch(pid: int) -> None:
     shutil.rmtree(own / "sandbox", ignore_errors=True)  # its sandbox helper's mount point
     overlay.release_pid_dir(own)
 
-
-def _pidfd(pid: int) -> int | None:
-    try:
-        return os.pidfd_open(pid)
-    except ProcessLookupError:
-        return None
 
 
 def _pid_of(identity: bytes) -> int | None:
