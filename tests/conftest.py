@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,13 @@ from tests.support import (
     processes_with_env,
     wait_until,
 )
+
+# A suite started in the background by a non-interactive shell (`scripts/test &`, nohup,
+# some CI runners) inherits SIGINT ignored, and an ignored signal stays ignored across
+# exec: every Ctrl-C the tests send to a chat, a demo or `logs -f` would then be lost.
+# Python's own handler here means the processes the tests start get the default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The longest modules, longest first (measured on a 2-core machine). Under pytest-xdist
 # (scripts/test: `-n ... --dist loadfile --no-loadscope-reorder`) each worker takes the

@@ -1,11 +1,13 @@
 """Caches never make an accept fail, and deletions are applied (a real service, real
 sandboxed commands).
 
-A speculation with ``speculateShell`` runs a command that writes ``__pycache__`` and
-``.pytest_cache`` files (ignored by the project's git) and one tracked-style file; meanwhile
+A speculation with ``speculateShell`` runs a command that writes ``.pytest_cache`` and
+``__pycache__`` files (ignored by the project's git) and one tracked-style file; meanwhile
 the person writes the same cache files in the real tree (the tests ran in another terminal).
 Tab applies the speculation anyway: the person's cache files win, the ones only the
-speculation wrote are applied, and the listing sums the ignored files up on one line.
+speculation wrote are applied, bytecode never (a captured command's ``.pyc`` is dropped: it
+would be code the person's next ``python`` runs, shown in no diff), and the listing sums the
+ignored files up on one line.
 A command that deletes a file has the deletion applied at Tab and listed.
 """
 
@@ -35,6 +37,7 @@ COMMAND = (
     " && echo speculated > __pycache__/calc.cpython-311.pyc"
     " && echo speculated > __pycache__/only_here.pyc"
     " && echo speculated > .pytest_cache/v/cache/lastfailed"
+    " && echo speculated > .pytest_cache/v/cache/nodeids"
     " && echo 'ran the tests' > NOTES.txt"
 )
 DELETE = "remove the calc tests"
@@ -112,16 +115,17 @@ def test_caches_changed_meanwhile_do_not_stop_the_accept(
     assert (project / "NOTES.txt").read_text() == "ran the tests\n"
     assert (project / "__pycache__/calc.cpython-311.pyc").read_text() == "the person's\n"
     assert (project / ".pytest_cache/v/cache/lastfailed").read_text() == '{"t": true}\n'
-    assert (project / "__pycache__/only_here.pyc").read_text() == "speculated\n"
-    assert transcript.ignored_skipped == 2
+    assert (project / ".pytest_cache/v/cache/nodeids").read_text() == "speculated\n"
+    assert not (project / "__pycache__/only_here.pyc").exists()  # bytecode is never carried
+    assert transcript.ignored_skipped == 1
     listed = [c.path for c in transcript.changes if not c.ignored]
     assert listed == ["NOTES.txt"]
-    assert [c.path for c in transcript.changes if c.ignored] == ["__pycache__/only_here.pyc"]
+    assert [c.path for c in transcript.changes if c.ignored] == [".pytest_cache/v/cache/nodeids"]
     # The CLI's listing of that accept: one summary line for the ignored files.
     shown = accept_summary(TurnEnded(1, "accepted", elapsed_s=0.01), transcript).plain
     assert "1 file applied (created NOTES.txt)" in shown
     assert shown.splitlines()[-1] == (
-        "  …and 3 files ignored by git (2 skipped: changed meanwhile)"
+        "  …and 2 files ignored by git (1 skipped: changed meanwhile)"
     )
     assert runner.service_pid() is not None
 
