@@ -219,10 +219,26 @@ def _cleanup(base: Path, project: Path, started: bool) -> None:
             if is_running(project):
                 render.warning(f"the demo's service for {project} did not stop; "
                                f"stop it with `specrun --project {project} stop`.")
-        shutil.rmtree(base, ignore_errors=True)
+        if not _remove_tree(base, within_s=5.0):
+            render.warning(f"the demo's temporary directory {base} could not be removed.")
     finally:
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, previous_term)
+
+
+def _remove_tree(base: Path, within_s: float) -> bool:
+    """Remove ``base``, again while something still writes in it: a service stopped while
+    it was starting (Ctrl-C then) has no pidfile to be found by, and its fork server and
+    workers, which die with it, can still write below ``base`` (its HOME, the project's
+    state) for a moment after it is gone."""
+    deadline = time.monotonic() + within_s
+    while True:
+        shutil.rmtree(base, ignore_errors=True)
+        if not base.exists():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
 
 
 # -- setup ---------------------------------------------------------------------------
