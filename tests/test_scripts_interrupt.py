@@ -79,7 +79,11 @@ def test_an_interrupted_script_leaves_nothing_running(name: str, sig: signal.Sig
             # The private speculation base (mode 0700) is kept on purpose; nothing else.
             leftovers = [p.name for p in scratch.iterdir()
                          if not p.name.startswith("specrun-speculation-")]
-            assert leftovers == [], f"left in its TMPDIR: {leftovers}"
+            assert leftovers == [], (
+                f"left in its TMPDIR: {leftovers}: "
+                f"{[str(p.relative_to(scratch)) for p in scratch.rglob('*')][:20]}\n"
+                f"{popen.stderr.read() if popen.stderr else ''}"
+            )
         finally:
             if popen.poll() is None:
                 popen.kill()

@@ -57,6 +57,7 @@ from coordinator.cli.daemon import is_running, service_family, start_daemon, sto
 from coordinator.cli.turns import stream_turn
 from coordinator.pidfile import read_pid
 from coordinator.settings import is_dashscope, load_settings
+from overlay import libc
 from protocol.control import (
     AcceptRequest,
     ApprovalNeeded,
@@ -156,6 +157,10 @@ def run_demo(options: DemoOptions) -> int:
     out = Console(quiet=True) if options.as_json else render.console
     # SIGTERM (a timeout, `kill`) cleans up like Ctrl-C: service stopped, temp dir removed.
     previous_term = signal.signal(signal.SIGTERM, _as_ctrl_c)
+    # The demo adopts what its service leaves behind: a service stopped while it starts
+    # dies before its fork server and workers do, and they must not outlive the clean-up.
+    with contextlib.suppress(OSError):
+        libc.prctl(libc.PR_SET_CHILD_SUBREAPER, 1, what="prctl(PR_SET_CHILD_SUBREAPER)")
     try:
         return _run_demo(options, out)
     finally:
@@ -219,11 +224,26 @@ def _cleanup(base: Path, project: Path, started: bool) -> None:
             if is_running(project):
                 render.warning(f"the demo's service for {project} did not stop; "
                                f"stop it with `specrun --project {project} stop`.")
+            _end_descendants(within_s=5.0)
         if not _remove_tree(base, within_s=5.0):
             render.warning(f"the demo's temporary directory {base} could not be removed.")
     finally:
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, previous_term)
+
+
+def _end_descendants(within_s: float) -> None:
+    """Wait for (then kill) and reap every process still below the demo. The demo is a
+    subreaper, so that includes the fork server and workers of a service that died first
+    (stopped while it started: no pidfile names it then), which could otherwise still write
+    below the temporary directory after it is removed (the project's state, their HOME)."""
+    with contextlib.suppress(psutil.Error):
+        rest = psutil.Process().children(recursive=True)
+        _, alive = psutil.wait_procs(rest, timeout=within_s)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        psutil.wait_procs(alive, timeout=2)
 
 
 def _remove_tree(base: Path, within_s: float) -> bool:
