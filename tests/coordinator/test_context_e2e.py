@@ -299,7 +299,7 @@ def _accepted_study(specrun: Specrun, driver: Driver) -> float:
 
 
 WINDOW = 18_000
-SLOW_SUMMARY_MS = 4_000
+SLOW_SUMMARY_MS = 8_000  # far longer than an accept takes, even on a loaded machine
 
 
 def test_an_accepted_turn_past_compact_at_is_compacted_before_the_next_speculation_forks(
