@@ -31,6 +31,7 @@ from protocol.work import (
 )
 from tests.support import shared_sandbox_helper
 from worker.tools import TOOL_SPECS
+from worker.tools.rg import rg_binary
 
 PROJECT_FILES = {
     "README.md": "# demo\n",
@@ -210,6 +211,18 @@ def harness(spec_project: Path) -> Iterator[Any]:
     for name in leftover:
         shutil.rmtree(own / name, ignore_errors=True)
     assert not leftover, f"{sorted(leftover)} was left behind in {own}"
+
+
+@pytest.fixture(params=["rg", "python"])
+def search_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The file search's engine for a test: ripgrep choosing the files, or the pure-Python
+    walk (a module that reads files through the tools runs every test with both)."""
+    if request.param == "rg":
+        assert rg_binary() is not None, "the ripgrep dependency is not installed"
+        monkeypatch.delenv("SPECRUN_SEARCH", raising=False)
+    else:
+        monkeypatch.setenv("SPECRUN_SEARCH", "python")
+    return str(request.param)
 
 
 @pytest.fixture(scope="module")

@@ -52,13 +52,19 @@ def suggestion_rule(text: str = SUGGESTION, latency_ms: int = 0) -> dict[str, An
 
 @asynccontextmanager
 async def manager_for(
-    place: Place, server: ScriptedModelServer, workers: Workers, chat: Chat, **settings: Any
+    place: Place,
+    server: ScriptedModelServer,
+    workers: Workers,
+    chat: Chat,
+    cpus: int | None = None,
+    **settings: Any,
 ) -> AsyncIterator[SpeculationManager]:
     """A manager wired as the service wires it: speculation workers report to it
-    through a WorkerEventRouter."""
+    through a WorkerEventRouter. ``cpus``: the machine's CPUs as the manager counts them
+    (None: this machine's)."""
     model = client(server)
     manager = SpeculationManager(
-        place.root, Settings(**settings), workers, chat, model, base_url=server.base_url
+        place.root, Settings(**settings), workers, chat, model, base_url=server.base_url, cpus=cpus
     )
     router = WorkerEventRouter({"speculation": manager})
     workers.on_event, workers.on_death = router.on_event, router.on_death
