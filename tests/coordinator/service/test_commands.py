@@ -10,6 +10,7 @@ import os
 import subprocess
 import time
 import typing
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -445,15 +446,24 @@ def test_stats_answers_with_the_managers_numbers() -> None:
 # -- service commands --------------------------------------------------------------------------
 
 
-def test_status_reports_the_service_its_session_and_its_pool() -> None:
+def answer_with_a_busy_worker(
+    command: Callable[[Deps, bytes, Any], Awaitable[None]], request: Any, kind: str, job_id: str
+) -> Any:
+    """The one reply ``command`` sends to ``request`` while a ``kind`` worker runs ``job_id``."""
     deps = Deps()
 
     async def main() -> None:
-        await deps.pool.acquire("tool", "tool-1")
-        await service_commands.status(deps, b"c", StatusRequest(req_id=1))
+        await deps.pool.acquire(kind, job_id)
+        await command(deps, b"c", request)
 
     run(main())
     [reply] = deps.replies.replies
+    return reply
+
+
+def test_status_reports_the_service_its_session_and_its_pool() -> None:
+    request = StatusRequest(req_id=1)
+    reply = answer_with_a_busy_worker(service_commands.status, request, "tool", "tool-1")
     assert isinstance(reply, StatusReply)
     assert (reply.project, reply.pid, reply.epoch) == ("/work/project", os.getpid(), 12345)
     assert (reply.uptime_s, reply.model_endpoint, reply.scripted_model) == (
@@ -481,14 +491,8 @@ def test_stop_answers_then_asks_the_service_to_stop() -> None:
 
 
 def test_workers_lists_the_pools_workers() -> None:
-    deps = Deps()
-
-    async def main() -> None:
-        await deps.pool.acquire("speculation", "spec-1")
-        await service_commands.workers(deps, b"c", WorkersRequest(req_id=2))
-
-    run(main())
-    [reply] = deps.replies.replies
+    request = WorkersRequest(req_id=2)
+    reply = answer_with_a_busy_worker(service_commands.workers, request, "speculation", "spec-1")
     assert isinstance(reply, WorkersReply)
     assert [(w.job_kind, w.state) for w in reply.workers] == [("speculation", WorkerState.BUSY)]
 
