@@ -89,6 +89,11 @@ def rule(
     return out
 
 
+def calls(*tool_calls: dict[str, Any]) -> dict[str, Any]:
+    """A speculation rule, used once, whose reply is ``tool_calls`` and no text."""
+    return rule({"tool_calls": list(tool_calls)}, times=1)
+
+
 PIPELINED_RULE = rule({"json": {"suggestion": "commit this"}}, purpose="pipelined")
 
 
