@@ -71,12 +71,15 @@ def fast_client(base_url: str, api_key: str | None = None, **kwargs: Any) -> Mod
 def failed_call(
     base_url: str, api_key: str | None = None, *, call: str = "chat", **client: Any
 ) -> ModelError:
-    """The ModelError that one ``call`` ("chat" or "complete") of the default request raises
-    on a client made with these arguments."""
+    """The ModelError that one ``call`` ("chat", "complete" or "stream", read to its end) of
+    the default request raises on a client made with these arguments."""
 
     async def main() -> None:
         async with fast_client(base_url, api_key, **client) as model:
-            await getattr(model, call)(request())
+            if call == "stream":
+                await collect(model, request())
+            else:
+                await getattr(model, call)(request())
 
     with pytest.raises(ModelError) as caught:
         run(main())
@@ -521,17 +524,9 @@ def test_stalled_stream_times_out_and_the_server_still_stops(
 ) -> None:
     server = serve([{"stall": True, "default": {"text": "never ends"}}])
 
-    async def main() -> list[StreamEvent]:
-        got: list[StreamEvent] = []
-        async with fast_client(server.base_url, timeout_s=0.3) as client:
-            async for event in client.stream(request()):
-                got.append(event)
-        return got
-
-    with pytest.raises(ModelError) as caught:
-        run(main())
-    assert caught.value.kind == "timeout"
-    assert str(caught.value) == (
+    error = failed_call(server.base_url, timeout_s=0.3, call="stream")
+    assert error.kind == "timeout"
+    assert str(error) == (
         f"The model endpoint {server.base_url} stopped sending for 0.3 s, "
         "so the request was given up."
     )
@@ -779,27 +774,17 @@ def test_calls_without_index_in_one_chunk_and_inline_think_blocks(
 def test_error_event_mid_stream_is_a_server_error(raw_sse: Callable[..., str]) -> None:
     base = raw_sse([_chunk({"content": "Hel"}), {"error": {"message": "upstream overloaded"}}])
 
-    async def main() -> list[StreamEvent]:
-        async with fast_client(base) as client:
-            return await collect(client, request())
-
-    with pytest.raises(ModelError) as caught:
-        run(main())
-    assert caught.value.kind == "server"
-    assert "upstream overloaded" in str(caught.value)
+    error = failed_call(base, call="stream")
+    assert error.kind == "server"
+    assert "upstream overloaded" in str(error)
 
 
 def test_truncated_stream_is_a_protocol_error(raw_sse: Callable[..., str]) -> None:
     base = raw_sse([_chunk({"content": "Hello"}), _chunk({"content": " wor"})])
 
-    async def main() -> list[StreamEvent]:
-        async with fast_client(base) as client:
-            return await collect(client, request())
-
-    with pytest.raises(ModelError) as caught:
-        run(main())
-    assert caught.value.kind == "protocol"
-    assert "ended the stream before the answer was complete" in str(caught.value)
+    error = failed_call(base, call="stream")
+    assert error.kind == "protocol"
+    assert "ended the stream before the answer was complete" in str(error)
 
 
 def test_garbage_and_wrong_content_type_are_protocol_errors(raw_sse: Callable[..., str]) -> None:
