@@ -24,7 +24,6 @@ from coordinator.service.commands import service as service_commands
 from coordinator.service.commands import speculation as speculation_commands
 from coordinator.service.commands.deps import HandlerDeps
 from coordinator.service.pool import WorkerHandle
-from coordinator.service.session import Session
 from coordinator.service.speculation import (
     AcceptCancelled,
     AcceptFallback,
@@ -33,7 +32,6 @@ from coordinator.service.speculation import (
     Speculation,
     Suggestion,
 )
-from coordinator.settings import Settings
 from protocol import control
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall
@@ -65,17 +63,14 @@ from protocol.control import (
     WorkerState,
 )
 
-from .fakes import Replies, SessionChat, SessionSpeculation, Workers, run
+from .fakes import FakeSession, Workers, run
 
 
 @dataclass
-class Deps:
+class Deps(FakeSession):
     """Everything any handler may ask for (a ``HandlerDeps``); each test reads only
     what the handler under test used."""
 
-    log: list[Any] = field(default_factory=list)
-    replies: Replies = field(default_factory=Replies)
-    settings: Settings = field(default_factory=lambda: Settings(approval_timeout_s=90))
     pool: Workers = field(default_factory=lambda: Workers(answer=None))
     stop_requested: asyncio.Event = field(default_factory=asyncio.Event)
     project_root: Path = Path("/work/project")
@@ -83,14 +78,6 @@ class Deps:
     uptime_s: float = 3.14159
     base_url: str = "http://127.0.0.1:9/v1"
     scripted_model: bool = True
-    chat: SessionChat = field(init=False)
-    speculation: SessionSpeculation = field(init=False)
-    session: Session = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.chat = SessionChat(self.log)
-        self.speculation = SessionSpeculation(self.log, self.replies)
-        self.session = Session(self.chat, self.speculation, self.settings)
 
     async def send(self, identity: bytes, reply: control.ControlReply) -> None:
         await self.replies.send(identity, reply)
