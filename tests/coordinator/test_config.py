@@ -215,6 +215,14 @@ def test_config_set_then_show(specrun: Specrun) -> None:
     assert hidden["value"] == "***"
 
 
+def test_a_value_starting_with_a_dash_is_the_value(specrun: Specrun) -> None:
+    """A negative number is checked like any value, not taken for an unknown option."""
+    negative = specrun.run("config", "set", "workerPool", "-3")
+    assert negative.returncode == 1, negative
+    assert "workerPool must be at least 0 (got -3)" in negative.stderr
+    assert "No such option" not in negative.stderr
+
+
 def test_a_refused_setting_leaves_no_state_dir_behind(specrun: Specrun) -> None:
     state = specrun.project / ".specrun"
     assert not state.exists()
