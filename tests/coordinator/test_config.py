@@ -138,6 +138,34 @@ def test_bad_environment_value_names_the_variable(dirs: tuple[Path, Path]) -> No
         load_settings(project, env={"OPENAI_BASE_URL": "nope"}, home=home)
 
 
+def test_a_pasted_api_key_loses_its_surrounding_blanks(dirs: tuple[Path, Path]) -> None:
+    project, home = dirs
+    assert load_settings(project, env={"OPENAI_API_KEY": "sk-abc\n"}, home=home).api_key == "sk-abc"
+
+
+@pytest.mark.parametrize(("key", "named"), [
+    ("\u201csk-SECRETVALUE\u201d", "U+201C '\u201c' at character 1"),
+    ("sk-SECRETVALUE\u2026", "U+2026 '\u2026' at character 15"),
+    ("sk-SECRET VALUE", "U+0020 ' ' at character 10"),
+    ("sk-SECRET\nVALUE", "U+000A at character 10"),
+])
+def test_an_api_key_no_endpoint_could_take_is_refused_unechoed(
+    specrun: Specrun, key: str, named: str
+) -> None:
+    """A copy-pasted key with a typographic quote, an ellipsis or a blank inside failed
+    every request with "'ascii' codec can't encode" (or an "Illegal header value" that
+    quoted the key): refused where it is set, naming the character and never the key."""
+    refused = specrun.run("config", "set", "apiKey", key)
+    assert refused.returncode == 1 and named in refused.stderr, refused
+    assert "SECRET" not in refused.stdout + refused.stderr
+    _write(specrun.project / ".specrun" / "settings.json", {"apiKey": key})
+    started = specrun.run("start")
+    assert started.returncode == 1 and named in started.stderr, started
+    assert "SECRET" not in started.stdout + started.stderr and "codec" not in started.stderr
+    assert "Traceback" not in started.stderr
+    assert specrun.run("status").returncode == 2  # no service was left running
+
+
 def test_set_setting_writes_typed_values(tmp_path: Path) -> None:
     path = tmp_path / "settings.json"
     assert set_setting(path, "workerPool", "4") == 4
