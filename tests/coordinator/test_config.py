@@ -99,6 +99,11 @@ def test_dashscope_without_a_key_is_a_problem(dirs: tuple[Path, Path]) -> None:
         ({"model": 3}, "model must be a string (got 3)"),
         ({"approvalMode": "sometimes"}, "approvalMode must be one of"),
         ({"baseUrl": "localhost:8000"}, "baseUrl must be an http:// or https:// URL"),
+        ({"baseUrl": "http://"}, "(got 'http://': it names no host)"),
+        ({"baseUrl": "http://exa mple/v1"}, "it holds a blank"),
+        ({"baseUrl": "http://h:99999/v1"}, "port out of range"),
+        ({"baseUrl": "http://[::1/v1"}, "invalid IPv6 URL"),
+        ({"baseUrl": "http://h/v1?key=1"}, "it cannot hold a ? or #"),
         ({"maxTurnsPerQuery": 500}, "maxTurnsPerQuery must be between 1 and 100"),
         ({"workerPool": 2.0}, "workerPool must be a whole number (got 2.0)"),  # JSON: strict
         ({"workerPool": True}, "workerPool must be a whole number (got true)"),
@@ -164,6 +169,17 @@ def test_an_api_key_no_endpoint_could_take_is_refused_unechoed(
     assert "SECRET" not in started.stdout + started.stderr and "codec" not in started.stderr
     assert "Traceback" not in started.stderr
     assert specrun.run("status").returncode == 2  # no service was left running
+
+
+def test_a_base_url_no_request_could_use_stops_the_start_clearly(specrun: Specrun) -> None:
+    """A port out of range passed the scheme check and stopped the service's start with
+    "unhandled errors in a TaskGroup"; now the file and the reason are named."""
+    _write(specrun.project / ".specrun" / "settings.json", {"baseUrl": "http://127.0.0.1:99999/v1"})
+    started = specrun.run("start")
+    assert started.returncode == 1, started
+    assert "baseUrl must be an http:// or https:// URL" in started.stderr
+    assert "port out of range" in started.stderr and "TaskGroup" not in started.stderr
+    assert specrun.run("status").returncode == 2
 
 
 def test_set_setting_writes_typed_values(tmp_path: Path) -> None:
