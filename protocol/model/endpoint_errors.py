@@ -119,7 +119,9 @@ class EndpointErrors:
                 status=status,
             )
         hint = ""
-        if status == 404:
+        if status == 404 and "model" in detail.lower():  # an unknown model: the URL is right
+            hint = "is the model name right?"
+        elif status == 404:
             hint = "is the base URL right (it usually ends in /v1)?"
         return self.error(
             "bad_request",

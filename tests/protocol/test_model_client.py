@@ -502,6 +502,18 @@ def test_wrong_base_url_gets_a_hint(serve: Callable[..., ScriptedModelServer]) -
     )
 
 
+def test_an_unknown_model_gets_a_model_hint(serve: Callable[..., ScriptedModelServer]) -> None:
+    """OpenAI answers an unknown model with a 404 whose body names the model: the base URL
+    is right then, and a hint to check it sent people the wrong way."""
+    message = "The model `gpt-typo` does not exist or you do not have access to it."
+    server = serve([{"fail": {"status": 404, "times": 5, "message": message},
+                     "default": {"text": "x"}}])
+
+    error = failed_call(server.base_url)
+    assert error.kind == "bad_request" and error.status == 404
+    assert str(error).endswith(f"(HTTP 404): {message.rstrip('.')}; is the model name right?")
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
