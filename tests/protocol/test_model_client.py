@@ -520,6 +520,15 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def test_a_password_in_the_base_url_is_never_in_a_message() -> None:
+    base = f"http://proxyuser:pr0xy-pa55@127.0.0.1:{_free_port()}/v1"
+
+    error = failed_call(base, SECRET, max_retries=0)
+    assert error.kind == "connect"
+    assert "pr0xy-pa55" not in str(error) + error.endpoint
+    assert "http://proxyuser:***@127.0.0.1:" in str(error)
+
+
 def test_refused_connection_is_a_clear_typed_error() -> None:
     base = f"http://127.0.0.1:{_free_port()}/v1"
 
