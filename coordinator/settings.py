@@ -94,7 +94,9 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
         ),
     ] = ()
     enable_memory: Annotated[bool, _about("recall relevant memories for each query")] = True
-    worker_pool: Annotated[int, _about("number of warm idle workers", ge=0)] = 2
+    # One: a warm worker and its sandbox helper cost an idle service about 7 MB (the idle
+    # row of docs/benchmarks.md); a second worker wanted at once is forked in ~10 ms.
+    worker_pool: Annotated[int, _about("number of warm idle workers", ge=0)] = 1
     heartbeat_ms: Annotated[int, _about("how often a worker says it is alive", ge=50)] = 1000
     hang_after_ms: Annotated[
         int, _about("a worker silent this long is hung and is killed", ge=200)

@@ -234,7 +234,7 @@ def test_config_show_json_reports_values_and_sources(specrun: Specrun) -> None:
     assert settings["fastModel"] == {"value": "mini", "source": str(user)}
     assert settings["model"] == {"value": "big", "source": "$SPECRUN_MODEL"}
     assert settings["apiKey"] == {"value": "***", "source": "$OPENAI_API_KEY"}
-    assert settings["workerPool"] == {"value": 2, "source": "default"}
+    assert settings["workerPool"] == {"value": 1, "source": "default"}
     assert shown["files"]["user"] == str(user)
     human = specrun.run("config", "show", check=True)
     assert "$SPECRUN_MODEL" in human.stdout and "secret-key-value" not in human.stdout

@@ -32,7 +32,9 @@ from tests.support import (
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Specrun]:
     """One service (auto-edit mode, scripted model) for the tests that do not stop it."""
     project = make_sample_project(tmp_path_factory.mktemp("svc") / "proj")
-    with running_service(project, "--approval-mode", "auto-edit") as runner:
+    # two warm workers, as a user who sets workerPool to 2: a killed one is replaced while
+    # the other stays idle
+    with running_service(project, "--approval-mode", "auto-edit", "--workers", "2") as runner:
         yield runner
 
 
@@ -57,8 +59,8 @@ def test_start_status_stop_leaves_nothing_behind(
     assert status["project"] == str(specrun.project.resolve())
     assert status["pid"] == started["pid"]
     assert status["scripted_model"] is True
-    assert wait_until(
-        lambda: sum(w["state"] == "idle" for w in specrun.query(WorkersRequest)["workers"]) == 2
+    assert wait_until(  # the default pool: one warm worker
+        lambda: sum(w["state"] == "idle" for w in specrun.query(WorkersRequest)["workers"]) == 1
     )
     again = specrun.run("start")
     assert again.returncode == 0 and "already running" in again.stdout
