@@ -1787,6 +1787,16 @@ class Chaos:
             time.sleep(0.002)
         raise Violation(f"branches still {statuses} {timeout:.0f} s after they started")
 
+    def logged_failure(self, spec_id: str) -> str:
+        """Why the service says this speculation failed: no reply carries the reason."""
+        mark = f"speculation {spec_id} failed: "
+        try:
+            lines = self.service.log_file.read_text(errors="replace").splitlines()
+        except OSError as exc:
+            return f"no service log: {exc}"
+        found = [line.split(mark, 1)[1] for line in lines if mark in line]
+        return found[-1] if found else "no reason logged"
+
     def branch_status(self, rank: int) -> str | None:
         reply = self.suggestion()
         spec = next((b.speculation for b in reply.branches if b.rank == rank), None)
@@ -2016,7 +2026,10 @@ class Chaos:
             raise Violation(f"rank {j} was killed mid-tool but ended {statuses[j]}")
         for sibling, ended in statuses.items():
             if sibling != j and ended != "completed":
-                raise Violation(f"rank {sibling} ended {ended} after its sibling {j} was killed")
+                why = self.logged_failure(refs[sibling].spec_id)
+                raise Violation(
+                    f"rank {sibling} ended {ended} after its sibling {j} was killed ({why})"
+                )
         self.metrics.siblings_completed += BRANCHES - 1
         k = self.rng.choice([r for r in range(BRANCHES) if r != j] + [j])
         record.action, record.status = f"accept {k}", statuses[k]
