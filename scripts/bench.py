@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import importlib
 import json
 import logging
@@ -53,7 +54,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Concatenate, ParamSpec
 
 import zmq
 
@@ -63,6 +64,7 @@ for entry in (str(ROOT), str(SCRIPTS)):
     if entry not in sys.path:
         sys.path.insert(0, entry)
 
+from _bench_service import runtime_dir, timed_turn, use_runtime_dir, wait_completed  # noqa: E402
 from _sample_project import copy_sample_project  # noqa: E402
 
 from coordinator.cli.client import ServiceClient  # noqa: E402
@@ -76,12 +78,12 @@ from protocol.control import (  # noqa: E402
     ResetRequest,
     StatusReply,
     StatusRequest,
-    SuggestionReply,
-    SuggestionRequest,
     TurnEnded,
 )
 from protocol.endpoints import make_dealer, make_router  # noqa: E402
 from protocol.work import RunTool, ToolDone, ToolFinished  # noqa: E402
+
+P = ParamSpec("P")
 
 MODEL_LATENCY_MS = 800  # per scripted model call in the end-to-end accept runs (as bench_accept)
 
@@ -111,6 +113,22 @@ def _module(name: str) -> ModuleType | None:
         return None
 
 
+def _area(name: str) -> Callable[[Callable[Concatenate[ModuleType, P], None]], Callable[P, None]]:
+    """A row function that measures through the per-area script ``name``: it gets the
+    script's module first, and adds no row where the script does not exist."""
+
+    def wrap(measure: Callable[Concatenate[ModuleType, P], None]) -> Callable[P, None]:
+        @functools.wraps(measure)
+        def run(*args: P.args, **kwargs: P.kwargs) -> None:
+            module = _module(name)
+            if module is not None:
+                measure(module, *args, **kwargs)
+
+        return run
+
+    return wrap
+
+
 def _median_ms(values: list[float]) -> float:
     return statistics.median(values) * 1000
 
@@ -138,10 +156,8 @@ def fresh_interpreter_ms(runs: int) -> float:
     return _median_ms(times)
 
 
-def bench_workers(rounds: int, rows: list[Row]) -> None:
-    spawn = _module("bench_spawn")
-    if spawn is None:
-        return
+@_area("bench_spawn")
+def bench_workers(spawn: ModuleType, rounds: int, rows: list[Row]) -> None:
     result = asyncio.run(spawn.measure(rounds))
     cold = result["cold spawn + job"]["median_ms"]
     warm = result["warm hand-off + job"]["median_ms"]
@@ -208,8 +224,7 @@ def _service_start(warm: bool) -> tuple[float, StatusReply]:
     """Seconds from `start_daemon` to a `status` reply (once the pool is warm with
     ``warm``), for a fresh project on the setup scenario; the service is stopped after."""
     base = Path(tempfile.mkdtemp(prefix="sr-start-"))
-    saved = os.environ.get("SPECRUN_RUNTIME_DIR")
-    os.environ["SPECRUN_RUNTIME_DIR"] = str(base / "run")
+    restore = use_runtime_dir(base / "run")
     project = base / "proj"
     project.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=project, check=True)
@@ -224,10 +239,7 @@ def _service_start(warm: bool) -> tuple[float, StatusReply]:
         return took, reply
     finally:
         stop_daemon(project)
-        if saved is None:
-            os.environ.pop("SPECRUN_RUNTIME_DIR", None)
-        else:
-            os.environ["SPECRUN_RUNTIME_DIR"] = saved
+        restore()
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -355,10 +367,8 @@ def bench_idle(runs: int, rows: list[Row]) -> None:
 # --------------------------------------------------------------------------- large repository
 
 
-def bench_large_repo(quick: bool, rows: list[Row]) -> None:
-    large = _module("bench_large_repo")
-    if large is None:
-        return
+@_area("bench_large_repo")
+def bench_large_repo(large: ModuleType, quick: bool, rows: list[Row]) -> None:
     files = 20_000 if quick else 200_000
     keep = bool(os.environ.get("SPECRUN_BENCH_KEEP"))
     report = large.measure(files, 2_000, 1 if quick else 3, keep)
@@ -424,8 +434,7 @@ class E2EService:
         }  # fmt: skip
         path = self.base / "scenario.json"
         path.write_text(json.dumps(scenario))
-        self.saved_runtime = os.environ.get("SPECRUN_RUNTIME_DIR")
-        os.environ["SPECRUN_RUNTIME_DIR"] = str(self.base / "run")
+        self._restore = use_runtime_dir(self.base / "run")
         try:
             start_daemon(self.project, ["--scenario", str(path), "--approval-mode", "auto-edit"])
         except BaseException:  # Ctrl-C while it starts: start_daemon stopped the service
@@ -434,42 +443,17 @@ class E2EService:
             raise
         self.client = ServiceClient(self.project, timeout_s=120)
 
-    def turn(self, request: Any) -> tuple[float, TurnEnded]:
-        t0 = time.perf_counter()
-        self.client.send(request)
-        *_, end = self.client.replies(request.req_id, timeout_s=300)
-        assert isinstance(end, TurnEnded), end
-        return time.perf_counter() - t0, end
-
     def ask(self, text: str) -> tuple[float, TurnEnded]:
-        return self.turn(AskRequest(req_id=self.client.next_id(), text=text))
+        return timed_turn(self.client, AskRequest(req_id=self.client.next_id(), text=text))
 
     def prepare(self) -> None:
         self.client.request(ResetRequest(req_id=self.client.next_id()))
         self.ask("prepare")
 
-    def wait_completed(self) -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            reply = self.client.request(SuggestionRequest(req_id=self.client.next_id()))
-            assert isinstance(reply, SuggestionReply)
-            if reply.speculation is not None and reply.speculation.status == "completed":
-                return
-            if reply.speculation is not None and reply.speculation.status in ("failed", "boundary"):
-                raise RuntimeError(f"the speculation ended {reply.speculation}")
-            time.sleep(0.005)
-        raise RuntimeError("the speculation never completed")
-
     def check_and_clear(self) -> None:
         for rel, body in self.files.items():
             assert (self.project / rel).read_text() == body, rel
         shutil.rmtree(self.project / "gen")
-
-    def _restore(self) -> None:
-        if self.saved_runtime is None:
-            os.environ.pop("SPECRUN_RUNTIME_DIR", None)
-        else:
-            os.environ["SPECRUN_RUNTIME_DIR"] = self.saved_runtime
 
     def close(self) -> None:
         self.client.close()
@@ -485,8 +469,9 @@ def e2e_accept(n_files: int, rounds: int, latency_ms: int) -> tuple[float, float
     try:
         for _ in range(rounds):
             svc.prepare()
-            svc.wait_completed()
-            took, end = svc.turn(AcceptRequest(req_id=svc.client.next_id(), method="tab"))
+            wait_completed(svc.client)
+            accept_request = AcceptRequest(req_id=svc.client.next_id(), method="tab")
+            took, end = timed_turn(svc.client, accept_request)
             assert end.reason == "accepted", end
             accept.append(took)
             svc.check_and_clear()
@@ -515,38 +500,35 @@ def empty_reject_ms(samples: int) -> float:
         svc.close()
 
 
+@_area("bench_accept")
+def bench_accept_2_files(accept: ModuleType, rounds: int, aborts: int, rows: list[Row]) -> None:
+    with runtime_dir():
+        r = accept.measure(rounds, aborts)
+    rows.append(
+        Row(
+            "accept, 2 files (Tab -> files + transcript)",
+            r["accept_ms"],
+            "ms",
+            f"same prompt as a normal turn ({MODEL_LATENCY_MS} ms/model call)",
+            r["normal_turn_ms"],
+            "bench_accept",
+        )
+    )
+    rows.append(
+        Row(
+            "abort (reject: kill group, reap, remove overlay)",
+            r["abort_median_ms"],
+            "ms",
+            "the same reject with nothing to abort",
+            empty_reject_ms(aborts),
+            "bench_accept + bench",
+            f"p99 {r['abort_p99_ms']:.2f} ms",
+        )
+    )
+
+
 def bench_accept_abort(rounds: int, aborts: int, rows: list[Row]) -> None:
-    accept = _module("bench_accept")
-    if accept is not None:
-        saved = os.environ.get("SPECRUN_RUNTIME_DIR")
-        try:
-            r = accept.measure(rounds, aborts)
-        finally:
-            if saved is None:
-                os.environ.pop("SPECRUN_RUNTIME_DIR", None)
-            else:
-                os.environ["SPECRUN_RUNTIME_DIR"] = saved
-        rows.append(
-            Row(
-                "accept, 2 files (Tab -> files + transcript)",
-                r["accept_ms"],
-                "ms",
-                f"same prompt as a normal turn ({MODEL_LATENCY_MS} ms/model call)",
-                r["normal_turn_ms"],
-                "bench_accept",
-            )
-        )
-        rows.append(
-            Row(
-                "abort (reject: kill group, reap, remove overlay)",
-                r["abort_median_ms"],
-                "ms",
-                "the same reject with nothing to abort",
-                empty_reject_ms(aborts),
-                "bench_accept + bench",
-                f"p99 {r['abort_p99_ms']:.2f} ms",
-            )
-        )
+    bench_accept_2_files(rounds, aborts, rows)
     for n in (10, 100):
         got, base = e2e_accept(n, rounds, MODEL_LATENCY_MS)
         rows.append(
@@ -561,10 +543,8 @@ def bench_accept_abort(rounds: int, aborts: int, rows: list[Row]) -> None:
         )
 
 
-def bench_branches(rounds: int, rows: list[Row]) -> None:
-    branches = _module("bench_branches")
-    if branches is None:
-        return
+@_area("bench_branches")
+def bench_branches(branches: ModuleType, rounds: int, rows: list[Row]) -> None:
     r = branches.measure(rounds)
     by_rank = r["accept_ms_by_rank"]
     rows.append(
@@ -604,10 +584,8 @@ def bench_branches(rounds: int, rows: list[Row]) -> None:
     )
 
 
-def bench_apply(repeats: int, rows: list[Row]) -> None:
-    ov = _module("bench_overlay")
-    if ov is None:
-        return
+@_area("bench_overlay")
+def bench_apply(ov: ModuleType, repeats: int, rows: list[Row]) -> None:
     for n in (10, 100):
         r = ov.bench_count(n, repeats)
         rows.append(
@@ -637,10 +615,8 @@ def bench_apply(repeats: int, rows: list[Row]) -> None:
 # --------------------------------------------------------------------------- recall, shell, spec
 
 
-def bench_recall(quick: bool, rows: list[Row]) -> None:
-    recall = _module("bench_recall")
-    if recall is None:
-        return
+@_area("bench_recall")
+def bench_recall(recall: ModuleType, quick: bool, rows: list[Row]) -> None:
     report = asyncio.run(recall.bench(quick))
     row = next(r for r in report["rows"] if r["recall_latency_ms"] == 908)
     rows.append(
@@ -656,10 +632,8 @@ def bench_recall(quick: bool, rows: list[Row]) -> None:
     )
 
 
-def bench_shell(repeat: int, rows: list[Row]) -> None:
-    shell = _module("bench_shell")
-    if shell is None:
-        return
+@_area("bench_shell")
+def bench_shell(shell: ModuleType, repeat: int, rows: list[Row]) -> None:
     ours: list[float] = []
     theirs: list[float] = []
     for text in shell.COMMANDS:
@@ -695,10 +669,8 @@ def bench_shell(repeat: int, rows: list[Row]) -> None:
     )
 
 
-def bench_tool_args(repeat: int, rows: list[Row]) -> None:
-    tool_args = _module("bench_tool_args")
-    if tool_args is None:
-        return
+@_area("bench_tool_args")
+def bench_tool_args(tool_args: ModuleType, repeat: int, rows: list[Row]) -> None:
     measured = tool_args.measure(repeat)
     rows.append(
         Row(
@@ -713,10 +685,8 @@ def bench_tool_args(repeat: int, rows: list[Row]) -> None:
     )
 
 
-def bench_speculation(runs: int, rows: list[Row]) -> None:
-    spec = _module("bench_speculation")
-    if spec is None:
-        return
+@_area("bench_speculation")
+def bench_speculation(spec: ModuleType, runs: int, rows: list[Row]) -> None:
     from coordinator.scripted_model import ScriptedModelServer
 
     latency_ms = 5
@@ -750,10 +720,8 @@ def bench_speculation(runs: int, rows: list[Row]) -> None:
     )
 
 
-def bench_cost(rounds: int, rows: list[Row]) -> None:
-    cost_script = _module("bench_cost")
-    if cost_script is None:
-        return
+@_area("bench_cost")
+def bench_cost(cost_script: ModuleType, rounds: int, rows: list[Row]) -> None:
     cost = cost_script.measure(rounds)
     rows.append(
         Row(
@@ -772,10 +740,8 @@ def bench_cost(rounds: int, rows: list[Row]) -> None:
     )
 
 
-def bench_search(quick: bool, rows: list[Row]) -> None:
-    search = _module("bench_search")
-    if search is None:
-        return
+@_area("bench_search")
+def bench_search(search: ModuleType, quick: bool, rows: list[Row]) -> None:
     report = search.bench(34_000, 3 if quick else 7, 1)
     for r in report["results"]:
         if "include" in r["name"] or "speculation" in r["name"] or "cap" in r["name"]:
@@ -809,18 +775,10 @@ def bench_search(quick: bool, rows: list[Row]) -> None:
 # --------------------------------------------------------------------------- web view
 
 
-def bench_web(rounds: int, events: int, rows: list[Row]) -> None:
-    web = _module("bench_web")
-    if web is None:
-        return
-    saved = os.environ.get("SPECRUN_RUNTIME_DIR")
-    try:
+@_area("bench_web")
+def bench_web(web: ModuleType, rounds: int, events: int, rows: list[Row]) -> None:
+    with runtime_dir():
         r = web.measure(rounds, events)
-    finally:
-        if saved is None:
-            os.environ.pop("SPECRUN_RUNTIME_DIR", None)
-        else:
-            os.environ["SPECRUN_RUNTIME_DIR"] = saved
     turn = r["turn"]
     rows.append(
         Row(
@@ -854,18 +812,10 @@ def bench_web(rounds: int, events: int, rows: list[Row]) -> None:
 # --------------------------------------------------------------------------- CLI wall time
 
 
-def bench_cli(runs: int, rows: list[Row]) -> None:
-    cli = _module("bench_cli")
-    if cli is None:
-        return
-    saved = os.environ.get("SPECRUN_RUNTIME_DIR")
-    try:
+@_area("bench_cli")
+def bench_cli(cli: ModuleType, runs: int, rows: list[Row]) -> None:
+    with runtime_dir():
         r = cli.measure(runs)
-    finally:
-        if saved is None:
-            os.environ.pop("SPECRUN_RUNTIME_DIR", None)
-        else:
-            os.environ["SPECRUN_RUNTIME_DIR"] = saved
     med = r["median_ms"]
     for cmd in cli.COMMANDS:
         note = {

@@ -27,6 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _bench_service import timed_turn  # noqa: E402
 from _sample_project import copy_sample_project  # noqa: E402
 
 from coordinator.cli.client import ServiceClient  # noqa: E402
@@ -102,11 +103,7 @@ class Service:
         self.client = ServiceClient(self.project, timeout_s=60)
 
     def turn(self, request: Any) -> tuple[float, TurnEnded]:
-        t0 = time.perf_counter()
-        self.client.send(request)
-        *_, end = self.client.replies(request.req_id, timeout_s=120)
-        assert isinstance(end, TurnEnded), end
-        return time.perf_counter() - t0, end
+        return timed_turn(self.client, request, timeout_s=120)
 
     def reset(self) -> None:
         """A fresh session per round: the scenario keys on what this round's history holds."""

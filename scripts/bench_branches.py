@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -40,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from _bench_service import use_runtime_dir  # noqa: E402
 from _sample_project import copy_sample_project  # noqa: E402
 
 from coordinator.cli.client import ServiceClient  # noqa: E402
@@ -136,8 +136,7 @@ class BranchService:
         settings.write_text(json.dumps({"speculationBranches": BRANCHES, "enableMemory": False}))
         path = self.base / "scenario.json"
         path.write_text(json.dumps(scenario()))
-        self.saved_runtime = os.environ.get("SPECRUN_RUNTIME_DIR")
-        os.environ["SPECRUN_RUNTIME_DIR"] = str(self.base / "run")
+        self._restore = use_runtime_dir(self.base / "run")
         try:
             start_daemon(self.project, ["--scenario", str(path), "--approval-mode", "auto-edit"])
         except BaseException:
@@ -183,12 +182,6 @@ class BranchService:
 
     def clear_files(self) -> None:
         shutil.rmtree(self.project / "docs", ignore_errors=True)
-
-    def _restore(self) -> None:
-        if self.saved_runtime is None:
-            os.environ.pop("SPECRUN_RUNTIME_DIR", None)
-        else:
-            os.environ["SPECRUN_RUNTIME_DIR"] = self.saved_runtime
 
     def close(self) -> None:
         try:

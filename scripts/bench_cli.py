@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from _bench_service import timed_turn, use_runtime_dir, wait_completed  # noqa: E402
 from _sample_project import copy_sample_project  # noqa: E402
 
 from coordinator.cli.client import ServiceClient  # noqa: E402
@@ -49,9 +50,6 @@ from protocol.control import (  # noqa: E402
     AskRequest,
     ResetRequest,
     StatusRequest,
-    SuggestionReply,
-    SuggestionRequest,
-    TurnEnded,
 )
 
 PROMPT = "write the notes"
@@ -106,8 +104,7 @@ class CliService:
         self.env_nocache = {k: v for k, v in self.env.items() if k != "PYTHONPYCACHEPREFIX"}
         self.env_nocache["PYTHONDONTWRITEBYTECODE"] = "1"
         # start_daemon and ServiceClient read the variable from this process's environment.
-        self.saved = os.environ.get("SPECRUN_RUNTIME_DIR")
-        os.environ["SPECRUN_RUNTIME_DIR"] = self.env["SPECRUN_RUNTIME_DIR"]
+        self._restore_runtime = use_runtime_dir(Path(self.env["SPECRUN_RUNTIME_DIR"]))
         self.client: ServiceClient | None = None
         try:
             start_daemon(self.project, ["--scenario", str(path), "--approval-mode", "auto-edit"])
@@ -121,21 +118,10 @@ class CliService:
         assert self.client is not None
         c = self.client
         c.request(ResetRequest(req_id=c.next_id()))
-        request = AskRequest(req_id=c.next_id(), text="prepare")
-        c.send(request)
-        *_, end = c.replies(request.req_id, timeout_s=60)
-        assert isinstance(end, TurnEnded) and end.reason == "completed", end
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            reply = c.request(SuggestionRequest(req_id=c.next_id()))
-            assert isinstance(reply, SuggestionReply)
-            spec = reply.speculation
-            if spec is not None and spec.status == "completed":
-                return
-            if spec is not None and spec.status in ("failed", "boundary", "aborted"):
-                raise RuntimeError(f"the speculation ended {spec}")
-            time.sleep(0.005)
-        raise RuntimeError("the speculation never completed; see the service log")
+        _, end = timed_turn(c, AskRequest(req_id=c.next_id(), text="prepare"), timeout_s=60)
+        assert end.reason == "completed", end
+        ended = ("failed", "boundary", "aborted")
+        wait_completed(c, timeout_s=60, ended=ended, detail=lambda: "; see the service log")
 
     def request_ms(self) -> float:
         """The `status` round trip alone, from this warm process."""
@@ -150,10 +136,7 @@ class CliService:
         try:
             stop_daemon(self.project)
         finally:
-            if self.saved is None:
-                os.environ.pop("SPECRUN_RUNTIME_DIR", None)
-            else:
-                os.environ["SPECRUN_RUNTIME_DIR"] = self.saved
+            self._restore_runtime()
             shutil.rmtree(self.base, ignore_errors=True)
 
 

@@ -45,6 +45,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _bench_service import use_runtime_dir  # noqa: E402
 from _sample_project import copy_sample_project  # noqa: E402
 
 from coordinator.cli.client import ServiceClient  # noqa: E402
@@ -268,8 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     hogs = start_hogs(args.hog)
     base = Path(tempfile.mkdtemp(prefix="sr-bench-context-"))
-    saved = os.environ.get("SPECRUN_RUNTIME_DIR")
-    os.environ["SPECRUN_RUNTIME_DIR"] = str(base / "run")
+    restore = use_runtime_dir(base / "run")
     try:
         for n in range(args.rounds):
             results.append(run_round(base / f"round{n}", args.turns, args.window))
@@ -277,10 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         for hog in hogs:
             hog.kill()
             hog.wait()
-        if saved is None:
-            os.environ.pop("SPECRUN_RUNTIME_DIR", None)
-        else:
-            os.environ["SPECRUN_RUNTIME_DIR"] = saved
+        restore()
         shutil.rmtree(base, ignore_errors=True)
     if args.json:
         print(json.dumps([asdict(r) for r in results]))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _bench_service import runtime_dir, timed_turn  # noqa: E402
 from _sample_project import copy_sample_project  # noqa: E402
 
 from coordinator.cli.client import ServiceClient  # noqa: E402
@@ -103,19 +103,14 @@ def _wait_completed(client: ServiceClient, text: str, timeout_s: float = 60) -> 
 
 
 def _turn(client: ServiceClient, request: AskRequest | AcceptRequest) -> TurnEnded:
-    client.send(request)
-    *_, end = client.replies(request.req_id, timeout_s=120)
-    assert isinstance(end, TurnEnded), end
-    return end
+    return timed_turn(client, request, timeout_s=120)[1]
 
 
 def one_session(base: Path) -> StatsReply:
     """The demo's session in a fresh copy of the sample project; its stats."""
     project = base / "proj"
     copy_sample_project(project)
-    saved = os.environ.get("SPECRUN_RUNTIME_DIR")
-    os.environ["SPECRUN_RUNTIME_DIR"] = str(base / "run")
-    try:
+    with runtime_dir(base / "run"):
         start_daemon(project, ["--approval-mode", "auto-edit"])
         client = ServiceClient(project, timeout_s=120)
         try:
@@ -131,11 +126,6 @@ def one_session(base: Path) -> StatsReply:
         finally:
             client.close()
             stop_daemon(project)
-    finally:
-        if saved is None:
-            os.environ.pop("SPECRUN_RUNTIME_DIR", None)
-        else:
-            os.environ["SPECRUN_RUNTIME_DIR"] = saved
 
 
 def measure(rounds: int) -> Cost:

@@ -51,6 +51,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from _bench_service import timed_turn, use_runtime_dir, wait_completed  # noqa: E402
+
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from coordinator.scripted_model import ScriptedModelServer  # noqa: E402
@@ -60,8 +62,6 @@ from protocol.control import (  # noqa: E402
     ResetRequest,
     StatusReply,
     StatusRequest,
-    SuggestionReply,
-    SuggestionRequest,
     TurnEnded,
 )
 from worker.shell import git_tree_scan  # noqa: E402
@@ -199,8 +199,7 @@ class Service:
         self.project = project
         self.server = server
         self.runtime = Path(tempfile.mkdtemp(prefix="sr-large-"))
-        self.saved = os.environ.get("SPECRUN_RUNTIME_DIR")
-        os.environ["SPECRUN_RUNTIME_DIR"] = str(self.runtime)
+        self._restore_runtime = use_runtime_dir(self.runtime)
         try:
             args = ["--base-url", f"{server.base_url}", "--approval-mode", "auto-edit"]
             start_daemon(project, args, env={**os.environ, "OPENAI_API_KEY": "bench"})
@@ -210,11 +209,7 @@ class Service:
         self.client = ServiceClient(project, timeout_s=120)
 
     def turn(self, request: Any) -> tuple[float, TurnEnded]:
-        t0 = time.perf_counter()
-        self.client.send(request)
-        *_, end = self.client.replies(request.req_id, timeout_s=300)
-        assert isinstance(end, TurnEnded), end
-        return time.perf_counter() - t0, end
+        return timed_turn(self.client, request)
 
     def status(self) -> StatusReply:
         reply = self.client.request(StatusRequest(req_id=self.client.next_id()))
@@ -222,17 +217,7 @@ class Service:
         return reply
 
     def wait_completed(self) -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            reply = self.client.request(SuggestionRequest(req_id=self.client.next_id()))
-            assert isinstance(reply, SuggestionReply)
-            spec = reply.speculation
-            if spec is not None and spec.status == "completed":
-                return
-            if spec is not None and spec.status in ("failed", "boundary"):
-                raise RuntimeError(f"the speculation ended {spec}\n{self.log_tail()}")
-            time.sleep(0.01)
-        raise RuntimeError(f"the speculation never completed: {spec}\n{self.log_tail()}")
+        wait_completed(self.client, poll_s=0.01, detail=lambda: f"\n{self.log_tail()}")
 
     def wait_warm(self) -> StatusReply:
         deadline = time.monotonic() + 60
@@ -250,10 +235,7 @@ class Service:
         return ""
 
     def _restore(self) -> None:
-        if self.saved is None:
-            os.environ.pop("SPECRUN_RUNTIME_DIR", None)
-        else:
-            os.environ["SPECRUN_RUNTIME_DIR"] = self.saved
+        self._restore_runtime()
         shutil.rmtree(self.runtime, ignore_errors=True)
 
     def close(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,13 +18,22 @@ from protocol.control import (
     ControlReply,
     SuggestionReply,
     SuggestionRequest,
+    TurnEnded,
 )
-from tests.support import REPO, Specrun
+from tests.support import REPO, Specrun, make_sample_project
 
 FIX = "fix the failing test in tests/test_calc.py"
 NEG = "add a test for negative numbers"
 DIFF = "show me the diff"
 COMMIT = "commit this"
+TIDY = "tidy the project"  # creates, modifies, deletes, changes a mode, writes a runs-later file
+STALL = "write the notes slowly"  # still running while a test looks at it
+
+
+def turn_ended(replies: list[Any]) -> TurnEnded:
+    """The end of a turn's replies, which must be its TurnEnded."""
+    assert isinstance(replies[-1], TurnEnded), replies[-1]
+    return replies[-1]
 
 
 class Driver:
@@ -146,3 +156,23 @@ def stepped_scenario(
         rules.append({"when": {"last_user": whole(text)}, "reply": {"tool_calls": calls}})
         rules.append({"when": {"turn_user": whole(text)}, "reply": after(text)})
     return {"name": name, "latency_ms": 1, "chunk_ms": 0, "models": ["scripted"], "rules": rules}
+
+
+def done_unless_stalled(text: str) -> dict[str, Any]:
+    """The model's answer after a step's tool calls; the STALL step's never comes in time."""
+    if text == STALL:
+        return {"text": "Done.", "latency_ms": 600_000}
+    return {"text": "Done."}
+
+
+def tidy_project(root: Path) -> Path:
+    """A git repository of the sample project with what the TIDY step changes beyond its
+    files (a script to make executable, a test to delete), shell speculation on."""
+    project = make_sample_project(root, git=False)
+    (project / "tools").mkdir()
+    (project / "tools/run.sh").write_text("#!/bin/sh\necho run\n")
+    (project / "tests/old_test.py").write_text("def test_old():\n    pass\n")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    (project / ".specrun").mkdir(exist_ok=True)
+    (project / ".specrun/settings.json").write_text('{"speculateShell": true}\n')
+    return project

@@ -23,11 +23,11 @@ from protocol.control import (
     StatsRequest,
     SuggestionReply,
     Transcript,
-    TurnEnded,
     TypedRequest,
     WorkersRequest,
 )
 from tests.coordinator.e2e import DIFF, FIX, NEG, Driver, scenario_variant, start_playing
+from tests.coordinator.e2e import turn_ended as _ended
 from tests.support import Specrun, wait_until
 
 TESTS = "run the tests"
@@ -69,11 +69,6 @@ def stop_after(specrun: Specrun) -> Iterator[list[Driver]]:
     for driver in drivers:
         driver.close()
     specrun.run("stop")
-
-
-def _ended(replies: list[ControlReply]) -> TurnEnded:
-    assert isinstance(replies[-1], TurnEnded), replies[-1]
-    return replies[-1]
 
 
 def _accept(driver: Driver, index: int) -> list[ControlReply]:

@@ -29,11 +29,11 @@ from protocol.control import (
     ResetRequest,
     TextChunk,
     ToolShown,
-    TurnEnded,
     WorkersReply,
     WorkersRequest,
 )
 from tests.coordinator.e2e import Driver
+from tests.coordinator.e2e import turn_ended as end
 from tests.support import Specrun, make_sample_project, running_service, wait_until
 
 EDIT = {
@@ -98,11 +98,6 @@ def _tail(log: Path, specrun: Specrun) -> str:
     service_log = specrun.project / ".specrun" / "logs" / "service.log"
     seen = [f"{r.get('purpose')} {r.get('outcome')}" for r in requests(log, "recall")]
     return f"recall requests: {seen}\n" + service_log.read_text()[-4000:]
-
-
-def end(replies: list[Any]) -> TurnEnded:
-    assert isinstance(replies[-1], TurnEnded), replies[-1]
-    return replies[-1]
 
 
 FIX_RULES: list[dict[str, Any]] = [

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,11 +26,18 @@ from coordinator.cli.changes_view import diff_lines, file_line
 from coordinator.cli.chat_preview import preview_lines
 from protocol.control import DiffReply, DiffRequest, FileChange, FileDiff, SuggestionRequest
 from protocol.inert_text import find_hidden, inert
-from tests.coordinator.e2e import shell_call, stepped_scenario, write_call
+from tests.coordinator.e2e import (
+    STALL,
+    TIDY,
+    done_unless_stalled,
+    shell_call,
+    stepped_scenario,
+    tidy_project,
+    write_call,
+)
 from tests.coordinator.pty_screen import ScreenTerminal
 from tests.support import (
     Specrun,
-    make_sample_project,
     needs_containment,
     running_service,
     wait_until,
@@ -42,8 +48,7 @@ needs_landlock = needs_containment(
     "needs Landlock ABI >= 6 for the full profile" if abi() < 6 else None
 )
 
-EVERYTHING = "tidy the project"
-STALL = "write the notes slowly"
+EVERYTHING = TIDY
 LONG = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(20))  # 40 lines: pages
 ESC = "\x1b"
 PAGE_DOWN = "\x1b[6~"
@@ -64,25 +69,13 @@ STEPS: dict[str, list[dict[str, Any]]] = {
 }
 
 
-def _after(text: str) -> dict[str, Any]:
-    if text == STALL:  # still running while the test looks at it
-        return {"text": "Done.", "latency_ms": 600_000}
-    return {"text": "Done."}
-
-
 def scenario() -> dict[str, Any]:
-    return stepped_scenario("chat-preview", STEPS, _after, anchored=True)
+    return stepped_scenario("chat-preview", STEPS, done_unless_stalled, anchored=True)
 
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Specrun]:
-    project = make_sample_project(tmp_path / "project", git=False)
-    (project / "tools").mkdir()
-    (project / "tools/run.sh").write_text("#!/bin/sh\necho run\n")
-    (project / "tests/old_test.py").write_text("def test_old():\n    pass\n")
-    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
-    (project / ".specrun").mkdir(exist_ok=True)
-    (project / ".specrun/settings.json").write_text('{"speculateShell": true}\n')
+    project = tidy_project(tmp_path / "project")
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(scenario()))
     with running_service(project, "--approval-mode", "auto-edit", "--scenario", str(path)) as r:

@@ -17,8 +17,9 @@ import yaml
 
 from coordinator.scripted_model.engine import request_tokens
 from coordinator.service.history import HistoryStore
-from protocol.control import CompactRequest, Notice, TurnEnded
+from protocol.control import CompactRequest, Notice
 from tests.coordinator.e2e import Driver
+from tests.coordinator.e2e import turn_ended as ended
 from tests.support import Specrun, ended_or_killed, wait_until
 
 BIG = "".join(f"line {i:04d}: the quick brown fox jumps over the lazy dog 0123456789\n"
@@ -88,11 +89,6 @@ def model_requests(log: Path) -> list[dict[str, Any]]:
     if not log.exists():
         return []
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-
-
-def ended(replies: list[Any]) -> TurnEnded:
-    assert isinstance(replies[-1], TurnEnded), replies[-1]
-    return replies[-1]
 
 
 def test_a_200_turn_session_compacts_by_itself_and_every_turn_completes(

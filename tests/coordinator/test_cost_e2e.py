@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from protocol.control import TurnEnded
 from tests.coordinator.e2e import DIFF, FIX, NEG, Driver, scenario_variant
+from tests.coordinator.e2e import turn_ended as _ended
 from tests.support import Specrun, wait_until
 
 PURPOSES = ("main", "suggestion", "speculation", "pipelined", "recall")
@@ -36,11 +36,6 @@ def driver(specrun: Specrun, monkeypatch: pytest.MonkeyPatch) -> Iterator[Driver
     finally:
         d.close()
         specrun.run("stop")
-
-
-def _ended(replies: list[Any]) -> TurnEnded:
-    assert isinstance(replies[-1], TurnEnded), replies[-1]
-    return replies[-1]
 
 
 def _worker_tokens(stats: dict[str, Any]) -> int:

@@ -20,6 +20,16 @@ def _run_demo(env: Env, tmp: Path, *args: str) -> subprocess.CompletedProcess[st
     )
 
 
+def assert_in_order(text: str, steps: list[str], out: str) -> None:
+    """Each of ``steps`` is in ``text``, each after the one before (``out``: the demo's whole
+    output, for the failure message)."""
+    position = 0
+    for step in steps:
+        found = text.find(step, position)
+        assert found >= 0, f"missing or out of order: {step!r}\n{out}"
+        position = found
+
+
 def test_demo_plays_the_story(env: Env, tmp_path: Path) -> None:
     proc = _run_demo(env, tmp_path / "t")
     out = proc.stdout
@@ -43,11 +53,7 @@ def test_demo_plays_the_story(env: Env, tmp_path: Path) -> None:
         "Time saved by speculation",
         "The service is stopped and the temp project removed.",
     ]
-    position = 0
-    for step in steps:
-        found = out.find(step, position)
-        assert found >= 0, f"missing or out of order: {step!r}\n{out}"
-        position = found
+    assert_in_order(out, steps, out)
     assert "killed, gone" in " ".join(out.split())
     # issue 17: three ranked guesses (the top one stops at the shell boundary, the second
     # is taken), typing the beginning of the pipelined one keeps its speculation, and the
@@ -64,11 +70,7 @@ def test_demo_plays_the_story(env: Env, tmp_path: Path) -> None:
         "'show me' is how the suggestion begins: its speculation is kept (still running",
         "'r' is not how 'commit this' begins",
     ]
-    position = 0
-    for step in branch_steps:
-        found = flat.find(step, position)
-        assert found >= 0, f"missing or out of order: {step!r}\n{out}"
-        position = found
+    assert_in_order(flat, branch_steps, out)
     assert "Traceback" not in proc.stderr
     assert not list((tmp_path / "t").glob("specrun-demo-*"))
     assert not processes_with_env(env.runtime)

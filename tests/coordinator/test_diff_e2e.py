@@ -10,7 +10,6 @@ speculation shows the files it wrote so far and its tool calls so far.
 from __future__ import annotations
 
 import difflib
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,17 +19,25 @@ import pytest
 import yaml
 
 from protocol.control import DiffRequest, Transcript
-from tests.coordinator.e2e import Driver, shell_call, stepped_scenario, write_call
-from tests.support import Specrun, make_sample_project, needs_containment, running_service
+from tests.coordinator.e2e import (
+    STALL,
+    TIDY,
+    Driver,
+    done_unless_stalled,
+    shell_call,
+    stepped_scenario,
+    tidy_project,
+    write_call,
+)
+from tests.support import Specrun, needs_containment, running_service
 from worker.contain.landlock import abi
 
 pytestmark = needs_containment(
     "needs Landlock ABI >= 6 for the full profile" if abi() < 6 else None
 )
 
-EVERYTHING = "tidy the project"
+EVERYTHING = TIDY
 CONFLICT = "reword the readme"
-STALL = "write the notes slowly"
 
 
 
@@ -54,26 +61,14 @@ STEPS: dict[str, list[dict[str, Any]]] = {
 }
 
 
-def _after(text: str) -> dict[str, Any]:
-    if text == STALL:  # still running while the test looks at it
-        return {"text": "Done.", "latency_ms": 600_000}
-    return {"text": "Done."}
-
-
 def scenario() -> dict[str, Any]:
-    return stepped_scenario("diff", STEPS, _after)
+    return stepped_scenario("diff", STEPS, done_unless_stalled)
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Specrun, Driver, Path]]:
     tmp = tmp_path_factory.mktemp("diff")
-    project = make_sample_project(tmp / "project", git=False)
-    (project / "tools").mkdir()
-    (project / "tools/run.sh").write_text("#!/bin/sh\necho run\n")
-    (project / "tests/old_test.py").write_text("def test_old():\n    pass\n")
-    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
-    (project / ".specrun").mkdir(exist_ok=True)
-    (project / ".specrun/settings.json").write_text('{"speculateShell": true}\n')
+    project = tidy_project(tmp / "project")
     path = tmp / "diff.yaml"
     path.write_text(yaml.safe_dump(scenario()))
     with running_service(project, "--approval-mode", "auto-edit", "--scenario", str(path)) as r:

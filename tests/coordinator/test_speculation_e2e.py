@@ -14,8 +14,9 @@ import psutil
 import pytest
 
 from coordinator.service.history import HistoryStore
-from protocol.control import AskRequest, CancelRequest, Notice, OkReply, Transcript, TurnEnded
+from protocol.control import AskRequest, CancelRequest, Notice, OkReply, Transcript
 from tests.coordinator.e2e import COMMIT, DIFF, FIX, NEG, Driver, scenario_variant
+from tests.coordinator.e2e import turn_ended as _end
 from tests.support import Specrun, snapshot_tree, wait_until
 
 
@@ -38,11 +39,6 @@ def driver(
 ) -> Iterator[Driver]:
     with driving(specrun, monkeypatch, *getattr(request, "param", [])) as d:
         yield d
-
-
-def _end(replies: list) -> TurnEnded:  # type: ignore[type-arg]
-    assert isinstance(replies[-1], TurnEnded), replies[-1]
-    return replies[-1]
 
 
 def _overlay_root(pid: int | None) -> Path:

@@ -15,15 +15,14 @@ import pytest
 
 import overlay
 from protocol.control import (
-    ControlReply,
     Notice,
     StatsRequest,
     SuggestionReply,
     Transcript,
-    TurnEnded,
     TypedRequest,
 )
 from tests.coordinator.e2e import FIX, NEG, Driver, scenario_variant, start_playing
+from tests.coordinator.e2e import turn_ended as _ended
 from tests.support import Specrun, snapshot_tree, wait_until
 
 
@@ -48,11 +47,6 @@ def start(specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     for driver in drivers:
         driver.close()
     specrun.run("stop")
-
-
-def _ended(replies: list[ControlReply]) -> TurnEnded:
-    assert isinstance(replies[-1], TurnEnded), replies[-1]
-    return replies[-1]
 
 
 def _typed(driver: Driver, text: str) -> SuggestionReply:

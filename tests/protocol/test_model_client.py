@@ -68,6 +68,24 @@ def fast_client(base_url: str, api_key: str | None = None, **kwargs: Any) -> Mod
     return ModelClient(base_url, api_key, **kwargs)
 
 
+def failed_call(
+    base_url: str, api_key: str | None = None, *, call: str = "chat", **client: Any
+) -> ModelError:
+    """The ModelError that one ``call`` ("chat", "complete" or "stream", read to its end) of
+    the default request raises on a client made with these arguments."""
+
+    async def main() -> None:
+        async with fast_client(base_url, api_key, **client) as model:
+            if call == "stream":
+                await collect(model, request())
+            else:
+                await getattr(model, call)(request())
+
+    with pytest.raises(ModelError) as caught:
+        run(main())
+    return caught.value
+
+
 async def collect(client: ModelClient, req: ChatRequest) -> list[StreamEvent]:
     return [event async for event in client.stream(req)]
 
@@ -442,13 +460,7 @@ def test_gives_up_after_max_retries_with_a_typed_error(
         [{"fail": {"status": 503, "times": 100, "message": "overloaded"}, "default": {"text": "x"}}]
     )
 
-    async def main() -> None:
-        async with fast_client(server.base_url, max_retries=2) as client:
-            await client.chat(request())
-
-    with pytest.raises(ModelError) as caught:
-        run(main())
-    error = caught.value
+    error = failed_call(server.base_url, max_retries=2)
     assert error.kind == "server" and error.status == 503 and error.attempts == 3
     assert str(error) == (
         f"The model endpoint {server.base_url} failed with HTTP 503: overloaded "
@@ -472,14 +484,9 @@ def test_client_errors_are_not_retried(
 ) -> None:
     server = serve([{"fail": {"status": status, "times": 5}, "default": {"text": "x"}}])
 
-    async def main() -> None:
-        async with fast_client(server.base_url, SECRET) as client:
-            await client.chat(request())
-
-    with pytest.raises(ModelError) as caught:
-        run(main())
-    assert caught.value.kind == kind and caught.value.status == status
-    assert server.base_url in str(caught.value)
+    error = failed_call(server.base_url, SECRET)
+    assert error.kind == kind and error.status == status
+    assert server.base_url in str(error)
     assert len(server.requests) == 1
 
 
@@ -487,14 +494,9 @@ def test_wrong_base_url_gets_a_hint(serve: Callable[..., ScriptedModelServer]) -
     server = serve([{"default": {"text": "x"}}])
     base = server.base_url.removesuffix("/v1") + "/api"
 
-    async def main() -> None:
-        async with fast_client(base) as client:
-            await client.complete(request())
-
-    with pytest.raises(ModelError) as caught:
-        run(main())
-    assert caught.value.kind == "bad_request"
-    assert str(caught.value) == (
+    error = failed_call(base, call="complete")
+    assert error.kind == "bad_request"
+    assert str(error) == (
         f"The model endpoint {base} rejected the request (HTTP 404): No route for POST "
         "/api/chat/completions; is the base URL right (it usually ends in /v1)?"
     )
@@ -509,13 +511,7 @@ def _free_port() -> int:
 def test_refused_connection_is_a_clear_typed_error() -> None:
     base = f"http://127.0.0.1:{_free_port()}/v1"
 
-    async def main() -> None:
-        async with fast_client(base, SECRET, max_retries=1) as client:
-            await client.chat(request())
-
-    with pytest.raises(ModelError) as caught:
-        run(main())
-    error = caught.value
+    error = failed_call(base, SECRET, max_retries=1)
     assert type(error) is ModelError and error.kind == "connect" and error.attempts == 2
     assert str(error) == (
         f"The model endpoint {base} refused the connection (gave up after 2 attempts); "
@@ -528,17 +524,9 @@ def test_stalled_stream_times_out_and_the_server_still_stops(
 ) -> None:
     server = serve([{"stall": True, "default": {"text": "never ends"}}])
 
-    async def main() -> list[StreamEvent]:
-        got: list[StreamEvent] = []
-        async with fast_client(server.base_url, timeout_s=0.3) as client:
-            async for event in client.stream(request()):
-                got.append(event)
-        return got
-
-    with pytest.raises(ModelError) as caught:
-        run(main())
-    assert caught.value.kind == "timeout"
-    assert str(caught.value) == (
+    error = failed_call(server.base_url, timeout_s=0.3, call="stream")
+    assert error.kind == "timeout"
+    assert str(error) == (
         f"The model endpoint {server.base_url} stopped sending for 0.3 s, "
         "so the request was given up."
     )
@@ -553,27 +541,17 @@ def test_slow_first_token_times_out_on_the_non_streaming_path(
 ) -> None:
     server = serve([{"default": {"text": "late", "latency_ms": 5000}}])
 
-    async def main() -> None:
-        async with fast_client(server.base_url, timeout_s=0.2) as client:
-            await client.complete(request())
-
-    with pytest.raises(ModelError) as caught:
-        run(main())
-    assert caught.value.kind == "timeout"
-    assert "sent nothing for 0.2 s" in str(caught.value)
+    error = failed_call(server.base_url, timeout_s=0.2, call="complete")
+    assert error.kind == "timeout"
+    assert "sent nothing for 0.2 s" in str(error)
 
 
 def test_total_timeout_caps_a_slow_stream(serve: Callable[..., ScriptedModelServer]) -> None:
     server = serve([{"default": {"text": "a b c d e f g h i j k l m n o p", "chunk_ms": 100}}])
 
-    async def main() -> None:
-        async with fast_client(server.base_url, total_timeout_s=0.3) as client:
-            await client.chat(request())
-
-    with pytest.raises(ModelError) as caught:
-        run(main())
-    assert caught.value.kind == "timeout"
-    assert "0.3 s limit" in str(caught.value)
+    error = failed_call(server.base_url, total_timeout_s=0.3)
+    assert error.kind == "timeout"
+    assert "0.3 s limit" in str(error)
 
 
 def test_cancelling_a_stream_closes_the_response(serve: Callable[..., ScriptedModelServer]) -> None:
@@ -796,27 +774,17 @@ def test_calls_without_index_in_one_chunk_and_inline_think_blocks(
 def test_error_event_mid_stream_is_a_server_error(raw_sse: Callable[..., str]) -> None:
     base = raw_sse([_chunk({"content": "Hel"}), {"error": {"message": "upstream overloaded"}}])
 
-    async def main() -> list[StreamEvent]:
-        async with fast_client(base) as client:
-            return await collect(client, request())
-
-    with pytest.raises(ModelError) as caught:
-        run(main())
-    assert caught.value.kind == "server"
-    assert "upstream overloaded" in str(caught.value)
+    error = failed_call(base, call="stream")
+    assert error.kind == "server"
+    assert "upstream overloaded" in str(error)
 
 
 def test_truncated_stream_is_a_protocol_error(raw_sse: Callable[..., str]) -> None:
     base = raw_sse([_chunk({"content": "Hello"}), _chunk({"content": " wor"})])
 
-    async def main() -> list[StreamEvent]:
-        async with fast_client(base) as client:
-            return await collect(client, request())
-
-    with pytest.raises(ModelError) as caught:
-        run(main())
-    assert caught.value.kind == "protocol"
-    assert "ended the stream before the answer was complete" in str(caught.value)
+    error = failed_call(base, call="stream")
+    assert error.kind == "protocol"
+    assert "ended the stream before the answer was complete" in str(error)
 
 
 def test_garbage_and_wrong_content_type_are_protocol_errors(raw_sse: Callable[..., str]) -> None:

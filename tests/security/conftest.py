@@ -51,6 +51,11 @@ def bypassed_helper() -> Iterator[SandboxHelper]:
     started.close()
 
 
+def layers_for(only: str) -> Layers:
+    """Every layer for "all"; else only the layer named ``only`` (each one alone must hold)."""
+    return ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
+
+
 def run_in(
     helper: SandboxHelper,
     project: Path,

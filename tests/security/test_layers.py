@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from protocol.work import CommandLimits
-from tests.security.conftest import run_in, start_bypassed_helper
+from tests.security.conftest import layers_for, run_in, start_bypassed_helper
 from tests.support import containment_unavailable, needs_containment
 from worker.contain.helper import SandboxHelper
 from worker.contain.landlock import abi
@@ -94,7 +94,7 @@ def test_the_real_tree_is_untouched_contents_and_metadata(
     helper: SandboxHelper, world: dict[str, Path], attack: str, only: str
 ) -> None:
     project = world["project"]
-    layers = ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
+    layers = layers_for(only)
     before = metadata(project / "src" / "app.py")
     names = sorted(p.name for p in (project / "src").iterdir())
     result = run(helper, project, attack, layers)
@@ -169,7 +169,7 @@ def test_no_tcp_connection_leaves(
     if only == "landlock" and abi() < 4:
         containment_unavailable("Landlock ABI < 4 has no TCP rules")
     port, seen = listener
-    layers = ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
+    layers = layers_for(only)
     command = (
         f"cat src/app.py > /dev/tcp/127.0.0.1/{port}; "
         f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)"
@@ -199,7 +199,7 @@ def test_no_specrun_socket_is_reachable(
     only: str,
 ) -> None:
     path, seen = control_socket
-    layers = ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
+    layers = layers_for(only)
     command = (
         "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); "
         f"s.connect('{path}'); print('CONNECTED')\""
@@ -218,7 +218,7 @@ def test_no_signal_reaches_a_process_outside(
     received: list[int] = []
     previous = signal.signal(signal.SIGUSR1, lambda sig, _frame: received.append(sig))
     try:
-        layers = ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
+        layers = layers_for(only)
         targets = f"{os.getpid()} {helper.pid}"
         result = run(
             helper,
@@ -241,7 +241,7 @@ def test_cpu_time_is_limited(helper: SandboxHelper, world: dict[str, Path], only
     """Also with the PID layer on: the command is not its namespace's init, whose
     default-action signals (the limit's SIGXCPU) the kernel would drop."""
     limits = CommandLimits(cpu_s=1)
-    layers = ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
+    layers = layers_for(only)
     result = run(helper, world["project"], "while :; do :; done", layers, limits)
     assert result.exit_code in (-signal.SIGXCPU, -signal.SIGKILL), result
     assert not result.timed_out
@@ -387,7 +387,7 @@ def test_a_fork_bomb_is_capped_leaves_the_host_alone_and_ends_with_the_command(
 def test_no_capabilities_and_no_new_privileges(
     helper: SandboxHelper, world: dict[str, Path], only: str
 ) -> None:
-    layers = ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
+    layers = layers_for(only)
     command = "grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status"
     result = run(helper, world["project"], command, layers)
     fields = dict(line.split(":\t") for line in result.stdout.strip().splitlines())

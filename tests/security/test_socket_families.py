@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.security.conftest import run_in
+from tests.security.conftest import layers_for, run_in
 from worker.contain.helper import SandboxHelper
-from worker.contain.spawn import ALL_LAYERS
 
 TRY = (
     "import socket, sys\n"
@@ -35,7 +34,7 @@ NETLINK_ROUTE = (socket.AF_NETLINK, socket.SOCK_RAW, 0)
 def attempt(
     helper: SandboxHelper, project: Path, only: str, *kinds: tuple[int, int, int]
 ) -> list[str]:
-    layers = ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
+    layers = layers_for(only)
     args = " ".join(",".join(map(str, k)) for k in kinds)
     result = run_in(helper, project, f'python3 -c "{TRY}" {args}', layers=layers)
     assert result.exit_code == 0, result

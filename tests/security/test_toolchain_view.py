@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.security.conftest import start_whole_helper
+from tests.security.conftest import layers_for, start_whole_helper
 from tests.support import needs_containment
 from worker.capture import remove_capture
 from worker.contain.captured_env import captured_setup
@@ -102,7 +102,7 @@ def test_toolchains_run_and_the_homes_secrets_stay_unreadable(
     helper: SandboxHelper, world: dict[str, Path], only: str
 ) -> None:
     home = world["home"]
-    layers = ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
+    layers = layers_for(only)
     command = f"{world['tool']}; " + _reads_of_every_secret(home)
     result = _captured(
         helper, world, command, layers=layers, extra=(str(home / ".cargo"), str(home / ".config"))
@@ -118,7 +118,7 @@ def test_toolchains_cannot_be_written(
     helper: SandboxHelper, world: dict[str, Path], only: str
 ) -> None:
     tool = world["tool"]
-    layers = ALL_LAYERS if only == "all" else ALL_LAYERS.only(only)
+    layers = layers_for(only)
     command = (
         f"echo evil > {tool}; chmod 777 {tool}; touch {tool.parent}/planted; "
         f"rm -f {tool}; mv {tool} {tool}.moved; true"

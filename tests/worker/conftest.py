@@ -31,6 +31,7 @@ from protocol.work import (
 )
 from tests.support import shared_sandbox_helper
 from worker.tools import TOOL_SPECS
+from worker.tools.rg import rg_binary
 
 PROJECT_FILES = {
     "README.md": "# demo\n",
@@ -86,6 +87,11 @@ def rule(
     if times is not None:
         out["times"] = times
     return out
+
+
+def calls(*tool_calls: dict[str, Any]) -> dict[str, Any]:
+    """A speculation rule, used once, whose reply is ``tool_calls`` and no text."""
+    return rule({"tool_calls": list(tool_calls)}, times=1)
 
 
 PIPELINED_RULE = rule({"json": {"suggestion": "commit this"}}, purpose="pipelined")
@@ -210,6 +216,18 @@ def harness(spec_project: Path) -> Iterator[Any]:
     for name in leftover:
         shutil.rmtree(own / name, ignore_errors=True)
     assert not leftover, f"{sorted(leftover)} was left behind in {own}"
+
+
+@pytest.fixture(params=["rg", "python"])
+def search_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The file search's engine for a test: ripgrep choosing the files, or the pure-Python
+    walk (a module that reads files through the tools runs every test with both)."""
+    if request.param == "rg":
+        assert rg_binary() is not None, "the ripgrep dependency is not installed"
+        monkeypatch.delenv("SPECRUN_SEARCH", raising=False)
+    else:
+        monkeypatch.setenv("SPECRUN_SEARCH", "python")
+    return str(request.param)
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,22 @@ def world(tmp_path: Path) -> tuple[Path, Overlay, Path]:
     return project, Overlay(project, tmp_path / "ov" / "spec-1"), upper
 
 
+def stop_beside_a_fine_file(
+    world: tuple[Path, Overlay, Path], rel: str, text: str
+) -> BoundaryReason:
+    """Why the capture stops when a command wrote ``text`` at ``rel`` beside an ordinary
+    file; and the ordinary file is not kept either."""
+    _project, overlay, upper = world
+    (upper / "b.txt").write_text("fine\n")
+    target = upper / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    with pytest.raises(ToolStop) as stop:
+        import_capture(upper, overlay)
+    assert overlay.written_files() == {}
+    return stop.value.reason
+
+
 def test_set_uid_and_set_gid_bits_never_come_out(world: tuple[Path, Overlay, Path]) -> None:
     _project, overlay, upper = world
     tool = upper / "tool"
@@ -40,15 +56,8 @@ def test_set_uid_and_set_gid_bits_never_come_out(world: tuple[Path, Overlay, Pat
 def test_a_protected_write_stops_the_speculation_and_keeps_nothing(
     world: tuple[Path, Overlay, Path], rel: str
 ) -> None:
-    _project, overlay, upper = world
-    (upper / "b.txt").write_text("fine\n")
-    target = upper / rel
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("[core]\n\tfsmonitor = evil\n")
-    with pytest.raises(ToolStop) as stop:
-        import_capture(upper, overlay)
-    assert stop.value.reason == BoundaryReason("protected_path", rel)
-    assert overlay.written_files() == {}
+    reason = stop_beside_a_fine_file(world, rel, "[core]\n\tfsmonitor = evil\n")
+    assert reason == BoundaryReason("protected_path", rel)
 
 
 @pytest.mark.parametrize(
@@ -168,15 +177,8 @@ def test_deleting_a_protected_path_stops_the_speculation(
 def test_a_name_with_hidden_characters_stops_at_bad_path_and_keeps_nothing(
     world: tuple[Path, Overlay, Path], rel: str, shown: str
 ) -> None:
-    _project, overlay, upper = world
-    (upper / "b.txt").write_text("fine\n")
-    target = upper / rel
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("hidden\n")
-    with pytest.raises(ToolStop) as stop:
-        import_capture(upper, overlay)
-    assert stop.value.reason == BoundaryReason("bad_path", shown)
-    assert overlay.written_files() == {}
+    reason = stop_beside_a_fine_file(world, rel, "hidden\n")
+    assert reason == BoundaryReason("bad_path", shown)
 
 
 def test_odd_but_legal_names_are_kept(world: tuple[Path, Overlay, Path]) -> None:

@@ -7,6 +7,19 @@ import pytest
 from worker.shell import ShellVerdict, classify
 from worker.shell.classifier import ASSIGNMENT_ONLY_REASON, READ_ONLY_REASON
 
+
+def assert_read_only(command: str) -> None:
+    verdict = classify(command)
+    assert verdict.read_only, verdict
+
+
+def assert_refused(command: str, reason: str | tuple[str, ...] = "") -> None:
+    """Not read-only, for a reason that starts with ``reason`` (one of them, for a tuple)."""
+    verdict = classify(command)
+    assert not verdict.read_only, verdict
+    assert verdict.reason.startswith(reason), verdict
+
+
 # --------------------------------------------------------------------------------------------
 # The seed baseline from the brief.
 # --------------------------------------------------------------------------------------------
@@ -70,14 +83,12 @@ SEED_NOT_READ_ONLY = [
 
 @pytest.mark.parametrize("command", SEED_READ_ONLY)
 def test_seed_read_only(command: str) -> None:
-    verdict = classify(command)
-    assert verdict.read_only, verdict
+    assert_read_only(command)
 
 
 @pytest.mark.parametrize("command", SEED_NOT_READ_ONLY)
 def test_seed_not_read_only(command: str) -> None:
-    verdict = classify(command)
-    assert not verdict.read_only, verdict
+    assert_refused(command)
 
 
 # --------------------------------------------------------------------------------------------
@@ -667,9 +678,7 @@ NOT_READ_ONLY: list[tuple[str, str]] = [
 
 @pytest.mark.parametrize(("command", "reason"), NOT_READ_ONLY)
 def test_not_read_only(command: str, reason: str) -> None:
-    verdict = classify(command)
-    assert not verdict.read_only, verdict
-    assert verdict.reason.startswith(reason), verdict
+    assert_refused(command, reason)
 
 
 # --------------------------------------------------------------------------------------------
@@ -806,9 +815,7 @@ AWK_REGEX_BYPASSES = [
 
 @pytest.mark.parametrize("command", AWK_REGEX_BYPASSES)
 def test_awk_regex_versus_division(command: str) -> None:
-    verdict = classify(command)
-    assert not verdict.read_only, verdict
-    assert verdict.reason.startswith("awk:"), verdict
+    assert_refused(command, "awk:")
 
 
 AWK_READ_ONLY = [
@@ -831,8 +838,7 @@ AWK_READ_ONLY = [
 
 @pytest.mark.parametrize("command", AWK_READ_ONLY)
 def test_awk_tokenizer_still_allows(command: str) -> None:
-    verdict = classify(command)
-    assert verdict.read_only, verdict
+    assert_read_only(command)
 
 
 SED_DELIMITER_BYPASSES = [
@@ -846,9 +852,7 @@ SED_DELIMITER_BYPASSES = [
 
 @pytest.mark.parametrize("command", SED_DELIMITER_BYPASSES)
 def test_sed_uncertain_delimiters(command: str) -> None:
-    verdict = classify(command)
-    assert not verdict.read_only, verdict
-    assert verdict.reason.startswith("sed:"), verdict
+    assert_refused(command, "sed:")
 
 
 # Redirect targets that bash expands, and descriptor juggling.
@@ -901,9 +905,7 @@ REDIRECT_BYPASSES = [
 
 @pytest.mark.parametrize("command", REDIRECT_BYPASSES)
 def test_redirect_targets_and_descriptors(command: str) -> None:
-    verdict = classify(command)
-    assert not verdict.read_only, verdict
-    assert verdict.reason.startswith(("redirect:", "parse-error", "parameter:")), verdict
+    assert_refused(command, ("redirect:", "parse-error", "parameter:"))
 
 
 REDIRECT_READ_ONLY = [
@@ -930,8 +932,7 @@ REDIRECT_READ_ONLY = [
 
 @pytest.mark.parametrize("command", REDIRECT_READ_ONLY)
 def test_redirects_still_allowed(command: str) -> None:
-    verdict = classify(command)
-    assert verdict.read_only, verdict
+    assert_read_only(command)
 
 
 # git run in a directory whose repository the configuration check does not cover.
@@ -955,16 +956,14 @@ GIT_DIRECTORY_BYPASSES = [
 
 @pytest.mark.parametrize("command", GIT_DIRECTORY_BYPASSES)
 def test_git_outside_the_project(command: str) -> None:
-    verdict = classify(command)
-    assert not verdict.read_only, verdict
+    assert_refused(command)
 
 
 @pytest.mark.parametrize(
     "command", ["cd src && git log", "git -C src status", "cd /tmp && ls", "cd ..; ls"]
 )
 def test_cd_and_git_inside_the_project(command: str) -> None:
-    verdict = classify(command)
-    assert verdict.read_only, verdict
+    assert_read_only(command)
 
 
 def test_uses_git() -> None:
@@ -991,6 +990,4 @@ FUZZ_FINDINGS: list[tuple[str, str]] = [
 
 @pytest.mark.parametrize(("command", "reason"), FUZZ_FINDINGS)
 def test_fuzz_findings(command: str, reason: str) -> None:
-    verdict = classify(command)
-    assert not verdict.read_only, verdict
-    assert verdict.reason.startswith(reason), verdict
+    assert_refused(command, reason)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -240,64 +241,55 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
+Plant = Callable[[Path, Path], None]  # (repository, overlay directory)
+
+
 def _append_config(repo: Path, text: str) -> None:
     with open(repo / ".git" / "config", "a") as fh:
         fh.write(text)
 
 
+def in_repo(rel: str, text: str) -> Plant:
+    return lambda repo, overlay: _write(repo / rel, text)
+
+
+def in_overlay(rel: str, text: str) -> Plant:
+    return lambda repo, overlay: _write(overlay / rel, text)
+
+
+def in_config(text: str) -> Plant:
+    """``text`` appended to the repository's own .git/config."""
+    return lambda repo, overlay: _append_config(repo, text)
+
+
 # (what to plant, the words the reason must name); each undone after its test.
 LARGE_TREE_HAZARDS = {
     "untracked nested .gitattributes": (
-        lambda repo, overlay: _write(repo / "p4" / "m4" / "s9" / "new" / ".gitattributes",
-                                     "*.py filter=x\n"),
+        in_repo("p4/m4/s9/new/.gitattributes", "*.py filter=x\n"),
         "filter=x",
     ),
     "tracked .gitattributes changed in place": (
-        lambda repo, overlay: _write(repo / "p0" / "m0" / ".gitattributes",
-                                     "*.py diff=python\n[attr]m filter=y\n"),
+        in_repo("p0/m0/.gitattributes", "*.py diff=python\n[attr]m filter=y\n"),
         "filter=y",
     ),
-    "overlay .gitattributes": (
-        lambda repo, overlay: _write(overlay / "p3" / "m1" / ".gitattributes", "* filter=z\n"),
-        "filter=z",
-    ),
-    "info/attributes": (
-        lambda repo, overlay: _write(repo / ".git" / "info" / "attributes", "* filter=i\n"),
-        "filter=i",
-    ),
+    "overlay .gitattributes": (in_overlay("p3/m1/.gitattributes", "* filter=z\n"), "filter=z"),
+    "info/attributes": (in_repo(".git/info/attributes", "* filter=i\n"), "filter=i"),
     "core.attributesFile": (
-        lambda repo, overlay: _append_config(repo, "[core]\n\tattributesFile = /tmp/a\n"),
+        in_config("[core]\n\tattributesFile = /tmp/a\n"),
         "core.attributesfile",
     ),
-    "include": (
-        lambda repo, overlay: _append_config(repo, "[include]\n\tpath = ../evil\n"),
-        "include.path",
-    ),
-    "alias": (lambda repo, overlay: _append_config(repo, "[alias]\n\tst = !id\n"), "alias.st"),
-    "fsmonitor": (
-        lambda repo, overlay: _append_config(repo, "[core]\n\tfsmonitor = ./hook\n"),
-        "core.fsmonitor",
-    ),
-    "filter driver": (
-        lambda repo, overlay: _append_config(repo, '[filter "x"]\n\tclean = id\n'),
-        "filter.x.clean",
-    ),
-    "textconv": (
-        lambda repo, overlay: _append_config(repo, '[diff "python"]\n\ttextconv = id\n'),
-        "diff.python.textconv",
-    ),
-    "merge driver": (
-        lambda repo, overlay: _append_config(repo, '[merge "m"]\n\tdriver = id %A\n'),
-        "merge.m.driver",
-    ),
+    "include": (in_config("[include]\n\tpath = ../evil\n"), "include.path"),
+    "alias": (in_config("[alias]\n\tst = !id\n"), "alias.st"),
+    "fsmonitor": (in_config("[core]\n\tfsmonitor = ./hook\n"), "core.fsmonitor"),
+    "filter driver": (in_config('[filter "x"]\n\tclean = id\n'), "filter.x.clean"),
+    "textconv": (in_config('[diff "python"]\n\ttextconv = id\n'), "diff.python.textconv"),
+    "merge driver": (in_config('[merge "m"]\n\tdriver = id %A\n'), "merge.m.driver"),
     "untracked nested repository": (
-        lambda repo, overlay: _write(repo / "p2" / "m3" / "s5" / "vendor" / ".git" / "config",
-                                     "[core]\n\tpager = id\n"),
+        in_repo("p2/m3/s5/vendor/.git/config", "[core]\n\tpager = id\n"),
         "core.pager",
     ),
     "nested repository in the overlay": (
-        lambda repo, overlay: _write(overlay / "p1" / "lib" / ".git" / "config",
-                                     "[diff]\n\texternal = id\n"),
+        in_overlay("p1/lib/.git/config", "[diff]\n\texternal = id\n"),
         "diff.external",
     ),
 }

@@ -31,6 +31,7 @@ from tests.worker.conftest import (
     SUGGESTION,
     Collector,
     call,
+    calls,
     rule,
     tree_state,
 )
@@ -301,23 +302,11 @@ def test_write_tools_are_a_boundary_without_auto_edits(harness: Any, mode: Appro
 def test_reads_after_a_write_see_the_overlay(harness: Any) -> None:
     h = harness(
         [
-            rule(
-                {
-                    "tool_calls": [
-                        call("write_file", file_path="src/app.py", content="CHANGED = 1\n")
-                    ]
-                },
-                times=1,
-            ),
-            rule(
-                {
-                    "tool_calls": [
-                        call("read_file", file_path="src/app.py"),
-                        call("grep_search", pattern="CHANGED"),
-                        call("glob", pattern="src/*.py"),
-                    ]
-                },
-                times=1,
+            calls(call("write_file", file_path="src/app.py", content="CHANGED = 1\n")),
+            calls(
+                call("read_file", file_path="src/app.py"),
+                call("grep_search", pattern="CHANGED"),
+                call("glob", pattern="src/*.py"),
             ),
             rule({"text": "Checked."}),
             PIPELINED_RULE,
@@ -339,11 +328,8 @@ def test_absolute_path_read_after_write_sees_the_overlay(harness: Any, spec_proj
     target = spec_project / "src" / "util.py"
     h = harness(
         [
-            rule(
-                {"tool_calls": [call("write_file", file_path=str(target), content="UTIL = 2\n")]},
-                times=1,
-            ),
-            rule({"tool_calls": [call("read_file", file_path=str(target))]}, times=1),
+            calls(call("write_file", file_path=str(target), content="UTIL = 2\n")),
+            calls(call("read_file", file_path=str(target))),
             rule({"text": "ok"}),
             PIPELINED_RULE,
         ]
@@ -367,17 +353,12 @@ def test_write_outside_the_project_is_a_boundary(harness: Any, tmp_path: Path) -
 def test_real_tree_is_never_written(harness: Any) -> None:
     h = harness(
         [
-            rule(
-                {
-                    "tool_calls": [
-                        call("write_file", file_path="tests/test_new.py", content="x = 1\n"),
-                        call("edit", file_path="README.md", old_string="demo", new_string="D"),
-                        call("run_shell_command", command="ls -la src && git status"),
-                        call("glob", pattern="**/*.py"),
-                        call("list_directory", path="tests"),
-                    ]
-                },
-                times=1,
+            calls(
+                call("write_file", file_path="tests/test_new.py", content="x = 1\n"),
+                call("edit", file_path="README.md", old_string="demo", new_string="D"),
+                call("run_shell_command", command="ls -la src && git status"),
+                call("glob", pattern="**/*.py"),
+                call("list_directory", path="tests"),
             ),
             rule({"text": "done"}),
             PIPELINED_RULE,
@@ -399,7 +380,7 @@ def test_unknown_tool_answers_not_found_and_the_loop_goes_on(harness: Any) -> No
     # The gate lets `lsp` through (a read tool), but this worker has no such tool.
     h = harness(
         [
-            rule({"tool_calls": [call("lsp", path="src/app.py")]}, times=1),
+            calls(call("lsp", path="src/app.py")),
             rule({"text": "No LSP here."}),
             PIPELINED_RULE,
         ]
@@ -421,7 +402,7 @@ def test_a_refusal_ends_the_speculation_at_a_boundary(harness: Any) -> None:
     """A model that declines the predicted prompt: nothing to show at Tab."""
     h = harness(
         [
-            rule({"tool_calls": [call("read_file", file_path="src/app.py")]}, times=1),
+            calls(call("read_file", file_path="src/app.py")),
             rule({"refusal": "I can't help with that."}),
             PIPELINED_RULE,
         ]
@@ -442,7 +423,7 @@ def test_a_tool_raising_becomes_an_error_response(harness: Any) -> None:
 
     h = harness(
         [
-            rule({"tool_calls": [call("read_file", file_path="README.md")]}, times=1),
+            calls(call("read_file", file_path="README.md")),
             rule({"text": "It failed."}),
         ]
     )
@@ -572,7 +553,7 @@ def test_pipelined_request_carries_the_speculation(harness: Any) -> None:
 def test_pipelined_prompt_says_tool_calls_when_there_was_no_text(harness: Any) -> None:
     h = harness(
         [
-            rule({"tool_calls": [call("glob", pattern="*.md")]}, times=1),
+            calls(call("glob", pattern="*.md")),
             rule({"text": " "}),
             PIPELINED_RULE,
         ]

@@ -14,18 +14,9 @@ from protocol.boundary import BoundaryReason
 from protocol.chat import ToolCall
 from tests.worker.tool_calls import body, err, ok
 from worker.tools import DirectAccess, OverlayAccess, ToolContext, ToolStop, execute
-from worker.tools.rg import rg_binary
 
-
-@pytest.fixture(autouse=True, params=["rg", "python"])
-def search_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test runs with ripgrep choosing the files and with the pure-Python walk."""
-    if request.param == "rg":
-        assert rg_binary() is not None, "the ripgrep dependency is not installed"
-        monkeypatch.delenv("SPECRUN_SEARCH", raising=False)
-    else:
-        monkeypatch.setenv("SPECRUN_SEARCH", "python")
-    return str(request.param)
+# Every test runs with ripgrep choosing the files and with the pure-Python walk.
+pytestmark = pytest.mark.usefixtures("search_engine")
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:

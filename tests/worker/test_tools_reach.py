@@ -26,7 +26,6 @@ from worker.tools import (
     declared_paths,
 )
 from worker.tools.reach import Reach, read_boundary
-from worker.tools.rg import rg_binary
 
 SECRET = "SSH-KEY-MARKER-4e1d"
 API_KEY = "APIKEY-MARKER-77c0"
@@ -47,15 +46,8 @@ OUTWARD = {
 PRIVATE_LINKS = {"state_link": ".specrun/settings.json", "mem_link": "notes/mem"}
 
 
-@pytest.fixture(autouse=True, params=["rg", "python"])
-def search_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test runs with ripgrep choosing the files and with the pure-Python walk."""
-    if request.param == "rg":
-        assert rg_binary() is not None, "the ripgrep dependency is not installed"
-        monkeypatch.delenv("SPECRUN_SEARCH", raising=False)
-    else:
-        monkeypatch.setenv("SPECRUN_SEARCH", "python")
-    return str(request.param)
+# Every test runs with ripgrep choosing the files and with the pure-Python walk.
+pytestmark = pytest.mark.usefixtures("search_engine")
 
 
 def hostile_tree(tmp: Path) -> tuple[Path, tuple[str, ...]]:

@@ -10,19 +10,10 @@ import pytest
 
 from tests.worker.tool_calls import body, err, make_tree, ok
 from worker.tools import DirectAccess, ToolContext
-from worker.tools.rg import rg_binary
 from worker.tools.tree import glob_regex, split_glob
 
-
-@pytest.fixture(autouse=True, params=["rg", "python"])
-def search_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test runs with ripgrep choosing the files and with the pure-Python walk."""
-    if request.param == "rg":
-        assert rg_binary() is not None, "the ripgrep dependency is not installed"
-        monkeypatch.delenv("SPECRUN_SEARCH", raising=False)
-    else:
-        monkeypatch.setenv("SPECRUN_SEARCH", "python")
-    return str(request.param)
+# Every test runs with ripgrep choosing the files and with the pure-Python walk.
+pytestmark = pytest.mark.usefixtures("search_engine")
 
 
 @pytest.fixture

@@ -16,14 +16,17 @@ import itertools
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from coordinator.scripted_model import ScriptedModelServer
 from coordinator.service.chat import TurnResult
 from coordinator.service.emitter import Emitter
 from coordinator.service.pool import WorkerHandle
+from coordinator.service.session import Session
 from coordinator.service.speculation import AbortCause, BranchRun, Speculation, Suggestion
 from coordinator.service.stats import Stats
+from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
 from protocol.control import (
@@ -392,3 +395,21 @@ class SessionSpeculation:
 
     def stats_reply(self, req_id: int) -> StatsReply:
         return self.stats.reply(req_id, pending_speculation=None)
+
+
+@dataclass
+class FakeSession:
+    """A real Session over SessionChat and SessionSpeculation, which write what they were
+    asked, in order, to one ``log``."""
+
+    log: list[Any] = field(default_factory=list)
+    replies: Replies = field(default_factory=Replies)
+    settings: Settings = field(default_factory=lambda: Settings(approval_timeout_s=90))
+    chat: SessionChat = field(init=False)
+    speculation: SessionSpeculation = field(init=False)
+    session: Session = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.chat = SessionChat(self.log)
+        self.speculation = SessionSpeculation(self.log, self.replies)
+        self.session = Session(self.chat, self.speculation, self.settings)

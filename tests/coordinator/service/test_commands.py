@@ -10,6 +10,7 @@ import os
 import subprocess
 import time
 import typing
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,6 @@ from coordinator.service.commands import service as service_commands
 from coordinator.service.commands import speculation as speculation_commands
 from coordinator.service.commands.deps import HandlerDeps
 from coordinator.service.pool import WorkerHandle
-from coordinator.service.session import Session
 from coordinator.service.speculation import (
     AcceptCancelled,
     AcceptFallback,
@@ -32,7 +32,6 @@ from coordinator.service.speculation import (
     Speculation,
     Suggestion,
 )
-from coordinator.settings import Settings
 from protocol import control
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall
@@ -64,17 +63,14 @@ from protocol.control import (
     WorkerState,
 )
 
-from .fakes import Replies, SessionChat, SessionSpeculation, Workers, run
+from .fakes import FakeSession, Workers, run
 
 
 @dataclass
-class Deps:
+class Deps(FakeSession):
     """Everything any handler may ask for (a ``HandlerDeps``); each test reads only
     what the handler under test used."""
 
-    log: list[Any] = field(default_factory=list)
-    replies: Replies = field(default_factory=Replies)
-    settings: Settings = field(default_factory=lambda: Settings(approval_timeout_s=90))
     pool: Workers = field(default_factory=lambda: Workers(answer=None))
     stop_requested: asyncio.Event = field(default_factory=asyncio.Event)
     project_root: Path = Path("/work/project")
@@ -82,14 +78,6 @@ class Deps:
     uptime_s: float = 3.14159
     base_url: str = "http://127.0.0.1:9/v1"
     scripted_model: bool = True
-    chat: SessionChat = field(init=False)
-    speculation: SessionSpeculation = field(init=False)
-    session: Session = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.chat = SessionChat(self.log)
-        self.speculation = SessionSpeculation(self.log, self.replies)
-        self.session = Session(self.chat, self.speculation, self.settings)
 
     async def send(self, identity: bytes, reply: control.ControlReply) -> None:
         await self.replies.send(identity, reply)
@@ -445,15 +433,24 @@ def test_stats_answers_with_the_managers_numbers() -> None:
 # -- service commands --------------------------------------------------------------------------
 
 
-def test_status_reports_the_service_its_session_and_its_pool() -> None:
+def answer_with_a_busy_worker(
+    command: Callable[[Deps, bytes, Any], Awaitable[None]], request: Any, kind: str, job_id: str
+) -> Any:
+    """The one reply ``command`` sends to ``request`` while a ``kind`` worker runs ``job_id``."""
     deps = Deps()
 
     async def main() -> None:
-        await deps.pool.acquire("tool", "tool-1")
-        await service_commands.status(deps, b"c", StatusRequest(req_id=1))
+        await deps.pool.acquire(kind, job_id)
+        await command(deps, b"c", request)
 
     run(main())
     [reply] = deps.replies.replies
+    return reply
+
+
+def test_status_reports_the_service_its_session_and_its_pool() -> None:
+    request = StatusRequest(req_id=1)
+    reply = answer_with_a_busy_worker(service_commands.status, request, "tool", "tool-1")
     assert isinstance(reply, StatusReply)
     assert (reply.project, reply.pid, reply.epoch) == ("/work/project", os.getpid(), 12345)
     assert (reply.uptime_s, reply.model_endpoint, reply.scripted_model) == (
@@ -481,14 +478,8 @@ def test_stop_answers_then_asks_the_service_to_stop() -> None:
 
 
 def test_workers_lists_the_pools_workers() -> None:
-    deps = Deps()
-
-    async def main() -> None:
-        await deps.pool.acquire("speculation", "spec-1")
-        await service_commands.workers(deps, b"c", WorkersRequest(req_id=2))
-
-    run(main())
-    [reply] = deps.replies.replies
+    request = WorkersRequest(req_id=2)
+    reply = answer_with_a_busy_worker(service_commands.workers, request, "speculation", "spec-1")
     assert isinstance(reply, WorkersReply)
     assert [(w.job_kind, w.state) for w in reply.workers] == [("speculation", WorkerState.BUSY)]
 

@@ -6,7 +6,6 @@ of the chat and the speculation manager (``fakes.SessionChat``,
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -38,23 +37,11 @@ from protocol.chat import ToolCall
 from protocol.control import ErrorReply, Notice, TurnEnded
 
 from .conftest import Place
-from .fakes import Chat, Replies, SessionChat, SessionSpeculation, Workers, run, scripted, until
+from .fakes import Chat, FakeSession, Workers, run, scripted, until
 from .test_speculation_manager import SUGGESTION, a_completed_speculation, manager_for
 
 
-@dataclass
-class World:
-    log: list[Any] = field(default_factory=list)
-    replies: Replies = field(default_factory=Replies)
-    chat: SessionChat = field(init=False)
-    speculation: SessionSpeculation = field(init=False)
-    session: Session = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.chat = SessionChat(self.log)
-        self.speculation = SessionSpeculation(self.log, self.replies)
-        self.session = Session(self.chat, self.speculation, Settings(approval_timeout_s=90))
-
+class World(FakeSession):
     def submit(self, how: Asked | Accepted) -> Any:
         return run(self.session.submit(Emitter(self.replies, b"c", 3), how))
 

@@ -5,18 +5,15 @@ the alternatives request and its raw-text retry, and the branch cost in the stat
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import overlay
 from coordinator.scripted_model import ScriptedModelServer
 from coordinator.service.emitter import Emitter
 from coordinator.service.pool import WorkerHandle
-from coordinator.service.routing import WorkerEventRouter
 from coordinator.service.speculation import SpeculationManager
 from coordinator.service.speculation.scheduler import (
     BranchRoom,
@@ -25,19 +22,20 @@ from coordinator.service.speculation.scheduler import (
 )
 from coordinator.service.stats import Stats
 from coordinator.service.suggestions import generate_suggestion
-from coordinator.settings import Settings
 from protocol.chat import Message, Usage
 from protocol.suggestion import (
     ALTERNATIVES_SCHEMA_NAME,
     SUGGESTION_PROMPT,
     SUGGESTION_SCHEMA,
 )
-from protocol.work import Completed, ModelUsage, PipelinedSuggestion, RunSpeculation
+from protocol.work import Completed, PipelinedSuggestion, RunSpeculation
 from worker.boundary import SpeculatedConversation
 from worker.speculation import LoopEnd, outcome
 
 from .conftest import Place
 from .fakes import Chat, Replies, Workers, client, requests_of, run, scripted, until
+from .test_speculation_manager import manager_for as wired_manager
+from .test_speculation_manager import overlay_of, usage
 
 GUESSES = ["run the tests", "add a test for negative numbers", "show me the diff"]
 
@@ -95,43 +93,21 @@ def test_the_cpu_cap() -> None:
 # -- the manager --------------------------------------------------------------------------
 
 
-@asynccontextmanager
-async def manager_for(
+def manager_for(
     place: Place,
     server: ScriptedModelServer,
     workers: Workers,
     chat: Chat,
     cpus: int = 2,
     **settings: Any,
-) -> AsyncIterator[SpeculationManager]:
-    model = client(server)
-    manager = SpeculationManager(
-        place.root,
-        Settings(**{"speculation_branches": 3, **settings}),
-        workers,
-        chat,
-        model,
-        base_url=server.base_url,
-        cpus=cpus,
-    )
-    router = WorkerEventRouter({"speculation": manager})
-    workers.on_event, workers.on_death = router.on_event, router.on_death
-    try:
-        yield manager
-    finally:
-        await manager.shutdown()
-        await model.aclose()
+) -> AbstractAsyncContextManager[SpeculationManager]:
+    """The single-suggestion tests' manager, with three branches on two CPUs unless told."""
+    settings = {"speculation_branches": 3, **settings}
+    return wired_manager(place, server, workers, chat, cpus, **settings)
 
 
 def jobs(workers: Workers) -> list[tuple[WorkerHandle, RunSpeculation]]:
     return workers.jobs_of(RunSpeculation)
-
-
-def overlay_of(place: Place, job: RunSpeculation) -> overlay.Overlay:
-    overlay.ensure_private_base()
-    overlay.ensure_private_dir(Path(job.overlay_dir).parent)
-    overlay.make_private_dir(Path(job.overlay_dir))
-    return overlay.Overlay(place.root, job.overlay_dir)
 
 
 def work(place: Place, job: RunSpeculation, files: dict[str, str]) -> Completed:
@@ -142,10 +118,6 @@ def work(place: Place, job: RunSpeculation, files: dict[str, str]) -> Completed:
     said = [Message.user(job.suggestion), Message.assistant(f"Done: {job.suggestion}.")]
     end = LoopEnd("completed", "answered", SpeculatedConversation(job.suggestion, said))
     return Completed(job.job_id, job.epoch, outcome(end, ov))
-
-
-def spend(job: RunSpeculation, tokens: int) -> ModelUsage:
-    return ModelUsage(job.job_id, job.epoch, "speculation", Usage(tokens, 0, tokens))
 
 
 def test_branches_start_in_rank_order_each_on_its_own_worker(place: Place) -> None:
@@ -225,7 +197,7 @@ def test_branches_start_only_while_the_budget_covers_them(
             # One earlier speculation cost 400 tokens: the estimate for each branch.
             await m.offer("earlier guess", delay_s=0)
             handle, job = jobs(workers)[0]
-            await workers.deliver(handle, spend(job, 400))
+            await workers.deliver(handle, usage(job, 400))
             await workers.deliver(handle, work(place, job, {}))
             await m.dismiss("rejected")
             # 600 (or 900) left: the top one starts; another needs 400 per running branch.
@@ -251,7 +223,7 @@ def test_accepting_a_branch_kills_the_others_and_applies_its_files(place: Place)
             await manager.offer(GUESSES, delay_s=0)
             (h0, j0), (h1, j1), (h2, j2) = jobs(workers)
             for handle, job, tokens in ((h0, j0, 100), (h1, j1, 200), (h2, j2, 300)):
-                await workers.deliver(handle, spend(job, tokens))
+                await workers.deliver(handle, usage(job, tokens))
             for job in (j0, j2):  # the others have written something too
                 overlay_of(place, job).redirect_write("scratch.txt").write_text(job.suggestion)
             await workers.deliver(h1, work(place, j1, {"tests/test_neg.py": "ok\n"}))

@@ -52,13 +52,19 @@ def suggestion_rule(text: str = SUGGESTION, latency_ms: int = 0) -> dict[str, An
 
 @asynccontextmanager
 async def manager_for(
-    place: Place, server: ScriptedModelServer, workers: Workers, chat: Chat, **settings: Any
+    place: Place,
+    server: ScriptedModelServer,
+    workers: Workers,
+    chat: Chat,
+    cpus: int | None = None,
+    **settings: Any,
 ) -> AsyncIterator[SpeculationManager]:
     """A manager wired as the service wires it: speculation workers report to it
-    through a WorkerEventRouter."""
+    through a WorkerEventRouter. ``cpus``: the machine's CPUs as the manager counts them
+    (None: this machine's)."""
     model = client(server)
     manager = SpeculationManager(
-        place.root, Settings(**settings), workers, chat, model, base_url=server.base_url
+        place.root, Settings(**settings), workers, chat, model, base_url=server.base_url, cpus=cpus
     )
     router = WorkerEventRouter({"speculation": manager})
     workers.on_event, workers.on_death = router.on_event, router.on_death
@@ -67,6 +73,18 @@ async def manager_for(
     finally:
         await manager.shutdown()
         await model.aclose()
+
+
+@asynccontextmanager
+async def offered(
+    place: Place, server: ScriptedModelServer, workers: Workers, chat: Chat | None = None
+) -> AsyncIterator[tuple[SpeculationManager, WorkerHandle, RunSpeculation]]:
+    """A manager (as ``manager_for``) that has offered SUGGESTION at once: the manager, the
+    worker its speculation runs on and that speculation's job."""
+    async with manager_for(place, server, workers, chat or Chat()) as manager:
+        await manager.offer(SUGGESTION, delay_s=0)
+        handle, job = the_job(workers)
+        yield manager, handle, job
 
 
 def the_job(workers: Workers, index: int = -1) -> tuple[WorkerHandle, RunSpeculation]:
@@ -262,9 +280,7 @@ def test_a_file_the_person_changed_meanwhile_makes_accept_fall_back(place: Place
     workers, chat = Workers(), Chat()
 
     async def main() -> str:
-        async with manager_for(place, server, workers, chat) as manager:
-            await manager.offer(SUGGESTION, delay_s=0)
-            handle, job = the_job(workers)
+        async with offered(place, server, workers, chat) as (manager, handle, job):
             await workers.deliver(handle, work(place, job, {"src/app.py": "speculated\n"}))
             (place.root / "src/app.py").write_text("the person's edit\n")
             with pytest.raises(AcceptFallback) as why:
@@ -285,9 +301,7 @@ def test_ctrl_c_stops_a_typed_prompt_waiting_for_its_speculation(place: Place) -
     workers = Workers()
 
     async def main() -> None:
-        async with manager_for(place, server, workers, Chat()) as manager:
-            await manager.offer(SUGGESTION, delay_s=0)
-            handle, job = the_job(workers)
+        async with offered(place, server, workers) as (manager, handle, job):
             waiting = asyncio.ensure_future(manager.accept("typed", Emitter(Replies(), b"c", 9)))
             await until(lambda: manager.cancel_accept(8) is False and manager.acceptor.waiting(9))
             assert not waiting.done()
@@ -307,9 +321,7 @@ def test_accept_while_it_still_runs_aborts_it_and_falls_back(place: Place) -> No
     workers = Workers()
 
     async def main() -> None:
-        async with manager_for(place, server, workers, Chat()) as manager:
-            await manager.offer(SUGGESTION, delay_s=0)
-            handle, _ = the_job(workers)
+        async with offered(place, server, workers) as (manager, handle, _):
             with pytest.raises(AcceptFallback, match="its speculation was running"):
                 await manager.accept("enter", Emitter(Replies(), b"c", 9))
             assert workers.killed == [(handle, "speculation aborted: accepted before completion")]
@@ -323,9 +335,7 @@ def test_the_pipelined_suggestion_is_offered_at_once_after_accept(place: Place) 
     workers = Workers()
 
     async def main() -> None:
-        async with manager_for(place, server, workers, Chat()) as manager:
-            await manager.offer(SUGGESTION, delay_s=0)
-            handle, job = the_job(workers)
+        async with offered(place, server, workers) as (manager, handle, job):
             await workers.deliver(handle, work(place, job, {}))
             await manager.accept("tab", Emitter(Replies(), b"c", 9))
             assert manager.pending  # its worker is still writing the next one
@@ -349,9 +359,7 @@ def test_events_from_another_worker_or_another_job_are_dropped(place: Place) -> 
     workers = Workers()
 
     async def main() -> None:
-        async with manager_for(place, server, workers, Chat()) as manager:
-            await manager.offer(SUGGESTION, delay_s=0)
-            handle, job = the_job(workers)
+        async with offered(place, server, workers) as (manager, handle, job):
             stranger = await workers.acquire("speculation", "spec-0-000000")
             done = work(place, job, {})
             events: list[tuple[WorkerHandle, WorkerEvent]] = [
@@ -373,9 +381,7 @@ def test_a_worker_that_dies_fails_its_speculation(place: Place) -> None:
     workers = Workers()
 
     async def main() -> None:
-        async with manager_for(place, server, workers, Chat()) as manager:
-            await manager.offer(SUGGESTION, delay_s=0)
-            handle, job = the_job(workers)
+        async with offered(place, server, workers) as (manager, handle, job):
             overlay_of(place, job).redirect_write("a.txt").write_text("a")
             await workers.die(handle)
             reply = manager.suggestion_reply(1)
@@ -395,9 +401,7 @@ def test_a_final_event_that_trails_the_workers_exit_still_counts(place: Place) -
     workers, chat = Workers(), Chat()
 
     async def main() -> None:
-        async with manager_for(place, server, workers, chat) as manager:
-            await manager.offer(SUGGESTION, delay_s=0)
-            handle, job = the_job(workers)
+        async with offered(place, server, workers, chat) as (manager, handle, job):
             completed = work(place, job, ACCEPTED_FILES)
             death = asyncio.ensure_future(workers.die(handle))
             await until(lambda: handle.state is WorkerState.DEAD)  # the death is being handled
@@ -419,9 +423,7 @@ def test_dismissing_kills_the_worker_and_its_tokens_still_count(place: Place) ->
     workers = Workers()
 
     async def main() -> None:
-        async with manager_for(place, server, workers, Chat()) as manager:
-            await manager.offer(SUGGESTION, delay_s=0)
-            handle, job = the_job(workers)
+        async with offered(place, server, workers) as (manager, handle, job):
             overlay_of(place, job).redirect_write("a.txt").write_text("a")
             await manager.dismiss("user typed something else")
             assert manager.current is None
@@ -474,9 +476,7 @@ def test_a_slow_death_never_holds_up_what_the_person_does_next(place: Place) -> 
     workers = SlowDeathWorkers()
 
     async def main() -> None:
-        async with manager_for(place, server, workers, Chat()) as manager:
-            await manager.offer(SUGGESTION, delay_s=0)
-            handle, job = the_job(workers)
+        async with offered(place, server, workers) as (manager, handle, job):
             overlay_of(place, job).redirect_write("a.txt").write_text("a")
             # The dismiss (a typed prompt's first step) returns while the kill still waits.
             await manager.dismiss("user typed something else")
@@ -498,9 +498,7 @@ def test_shutdown_waits_for_a_kill_left_in_the_background(place: Place) -> None:
     workers = SlowDeathWorkers()
 
     async def main() -> None:
-        async with manager_for(place, server, workers, Chat()) as manager:
-            await manager.offer(SUGGESTION, delay_s=0)
-            _, job = the_job(workers)
+        async with offered(place, server, workers) as (manager, _, job):
             overlay_of(place, job).redirect_write("a.txt").write_text("a")
             await manager.dismiss("user typed something else")
             shutdown = asyncio.ensure_future(manager.shutdown())
