@@ -26,7 +26,7 @@ from protocol.control import WorkerState
 pytestmark = pytest.mark.usefixtures("stop_multiprocess_helpers")
 
 HEARTBEAT_S = 0.05
-HANG_AFTER_S = 0.3
+HANG_AFTER_S = 0.5  # a silence of 10 of these is hung whatever the reason
 
 
 @asynccontextmanager
@@ -127,7 +127,8 @@ def test_a_stopped_worker_is_still_killed_as_hung() -> None:
             stopped_at = time.monotonic()
             assert await _until(lambda: handle.state is WorkerState.DEAD, timeout=10)
             assert handle.killed_at is not None
-            assert handle.killed_at - stopped_at < HANG_AFTER_S + 5 * HEARTBEAT_S + 1.0
+            # Well before the cap on any silence: its silence counted in full.
+            assert handle.killed_at - stopped_at < 7 * HANG_AFTER_S
 
     asyncio.run(main())
 
