@@ -370,11 +370,53 @@ def _coerce(key: Key, value: Any, where: str) -> Any:
         result = msgspec.convert(value, key.hint, strict=not isinstance(given, str))
     except msgspec.ValidationError:
         raise SettingsError(f"{where}: {key.name} must be {_expected(key, given)}.") from None
-    if key.name == "baseUrl" and result and not result.startswith(("http://", "https://")):
-        raise SettingsError(
-            f"{where}: baseUrl must be an http:// or https:// URL (got {result!r})."
-        )
+    if key.name == "baseUrl" and result:
+        problem = _url_problem(result)
+        if problem:
+            raise SettingsError(f"{where}: baseUrl must be an http:// or https:// URL "
+                                f"(got {result!r}: {problem}).")
+    if key.name == "apiKey":
+        return _api_key(result, where)
     return result
+
+
+def _url_problem(url: str) -> str | None:
+    """What keeps ``url`` from being an endpoint's base URL, or None. Checked here, where
+    it is set: the service would otherwise start on it and fail at its first request
+    (a port out of range even stopped the start with an internal error)."""
+    if not url.startswith(("http://", "https://")):
+        return "it has no http:// or https:// in front"
+    if any(char.isspace() for char in url):
+        return "it holds a blank"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # a port out of range, an unclosed IPv6 bracket
+        said = str(exc).rstrip(".")
+        return said[:1].lower() + said[1:]
+    if not parts.hostname:
+        return "it names no host"
+    if port == 0:
+        return "port 0 is no server's"
+    if parts.query or parts.fragment:
+        return "the paths of requests are added after it, so it cannot hold a ? or #"
+    return None
+
+
+def _api_key(key: str, where: str) -> str:
+    """The key without the blanks around it (a pasted key often ends in a newline); a
+    character no API key holds (a typographic quote, an ellipsis, a space or a control
+    character from a copy-paste) is refused here, naming the character and never the key:
+    sent as it is, it fails every request with an encoding error that echoes the key."""
+    key = key.strip()
+    for position, char in enumerate(key, 1):
+        if not "!" <= char <= "~":
+            shown = f"U+{ord(char):04X}" + (f" {char!r}" if char.isprintable() else "")
+            raise SettingsError(
+                f"{where}: apiKey holds {shown} at character {position}, which no API key "
+                "holds (copied with a quote, a space or a line break?); copy the key again."
+            )
+    return key
 
 
 def _from_text(key: Key, text: str) -> Any:
@@ -532,7 +574,8 @@ def set_setting(path: Path, name: str, value: str) -> Any:
     if value == "" and key.kind is not str:  # an empty list, number or flag: the default
         raw.pop(name, None)
     else:
-        stored = _coerce(key, value, f"{name}={value!r}")
+        shown = "***" if name == "apiKey" else repr(value)  # a key is never echoed
+        stored = _coerce(key, value, f"{name}={shown}")
         raw[name] = list(stored) if isinstance(stored, tuple) else stored
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, (json.dumps(raw, indent=2) + "\n").encode("utf-8"))

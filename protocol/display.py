@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from protocol.chat import ToolCall
+from protocol.inert_text import inert
 
 __all__ = ["cut", "format_args"]
 
@@ -16,10 +17,15 @@ def cut(text: str, limit: int, *, one_line: bool = False) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def format_args(call: ToolCall) -> str:
-    """`key: value` pairs for display, each cut to 80 characters."""
+def format_args(call: ToolCall, *, limit: int | None = 80) -> str:
+    """`key: value` pairs for display, each cut to ``limit`` characters (None: whole).
+
+    A value is put on one line by :func:`inert`, never by folding: a newline shows as
+    ``\\n`` and surrounding spaces stay, so ``a\\nb`` and ``a b`` (two file names, or a
+    command whose second line hides behind a ``#`` on the first) never look alike."""
     parts = []
     for key, value in call.args().items():
         shown = value if isinstance(value, str) else repr(value)
-        parts.append(cut(f"{key}: {shown}", 80, one_line=True))
+        part = inert(f"{key}: {shown}", multiline=False)
+        parts.append(part if limit is None else cut(part, limit))
     return ", ".join(parts)

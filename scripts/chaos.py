@@ -440,6 +440,45 @@ def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.
     return predicate()
 
 
+@dataclass
+class LastingProblems:
+    """What every look of a check found while it waited for a passing state."""
+
+    last: list[str]  # the final look's problems
+    looks: int
+    distinct: int  # different problems over all looks: one that stays is a leak, many churn
+
+    def __bool__(self) -> bool:
+        return bool(self.last)
+
+    def __str__(self) -> str:
+        return (
+            f"{'; '.join(self.last)} [found by each of {self.looks} looks, "
+            f"{self.distinct} different problems in all]"
+        )
+
+
+def lasting_problems(
+    look: Callable[[], list[str]], timeout: float, interval: float
+) -> LastingProblems:
+    """The problems ``look`` finds at every look for ``timeout`` seconds; none once one
+    look passes. A look that passes ends the check: a state seen half-way on a later
+    look (a refill's worker forked and not yet in the pool, a restarted fork server's
+    containment probe) is no leak, and without a wait after it would be reported as one."""
+    deadline = time.monotonic() + timeout
+    looks = 0
+    seen: set[str] = set()
+    while True:
+        found = look()
+        looks += 1
+        if not found:
+            return LastingProblems([], looks, 0)
+        seen.update(problem.split(" (")[0] for problem in found)
+        if time.monotonic() >= deadline:
+            return LastingProblems(found, looks, len(seen))
+        time.sleep(interval)
+
+
 def is_fork_server(coordinator: psutil.Process, child: psutil.Process) -> bool:
     """Is ``child`` (of the coordinator) the pool's fork server: a fork of the coordinator
     (its command line), or ``multiprocess``'s fresh interpreter when it could not fork
@@ -464,6 +503,32 @@ def describe_process(pid: int) -> str:
         return f"{' '.join(proc.cmdline())[:80]}; {age:.1f} s old, {proc.status()}"
     except psutil.Error:
         return "gone"
+
+
+def describe_lineage(pid: int, chain: list[int], coordinator: int) -> str:
+    """Where a process sits, for a violation message: its ancestors up to the coordinator
+    (each with its age), its session and its children."""
+    now = time.time()
+    parts = []
+    for ancestor in chain[: chain.index(coordinator) + 1] if coordinator in chain else chain:
+        try:
+            parts.append(f"{ancestor} ({now - psutil.Process(ancestor).create_time():.1f} s)")
+        except psutil.Error:
+            parts.append(f"{ancestor} (gone)")
+    try:
+        session = os.getsid(pid)
+        children = [c.pid for c in psutil.Process(pid).children()]
+    except (OSError, psutil.Error):
+        session, children = -1, []
+    # A worker leads its own session (worker_entry); a helper the fork server forks for
+    # its containment probe stays in the coordinator's.
+    leads = "its own" if session == pid else str(session)
+    return f"parents {' < '.join(parts)}; session {leads}; children {children}"
+
+
+def describe_pool(pool: dict[int, Any]) -> str:
+    """The pool's list as the service reported it: each worker's pid, state and age."""
+    return ", ".join(f"{pid} {w.state} {w.age_s:.1f} s" for pid, w in pool.items()) or "empty"
 
 
 def exited(pid: int) -> Callable[[], bool]:
@@ -1270,15 +1335,12 @@ class Chaos:
                     found.append(f"apply leftover {path.relative_to(self.project)}")
             return found
 
-        found = problems()
         # As for processes (check_processes): a leak stays, a live helper's passing state
         # goes. Its one-off userxattr trial directory was seen for over 5 s on a loaded
         # machine, right after a coordinator restart.
-        if found and wait_for(lambda: not problems(), timeout=30.0, interval=0.05):
-            return
-        found = problems()
-        if found:
-            raise Violation("; ".join(found))
+        lasting = lasting_problems(problems, timeout=30.0, interval=0.05)
+        if lasting:
+            raise Violation(str(lasting))
 
     def process_problems(self) -> list[str]:
         """One consistent look at the service's processes. Each process carrying the run's
@@ -1322,7 +1384,11 @@ class Chaos:
                 continue  # a fork server itself, or under a child already reported
             if len(below) == 1:  # a child of the fork server: must be a pool worker
                 if pid not in pool and pid_running(pid):
-                    problems.append(f"worker {pid} is not in the pool ({describe_process(pid)})")
+                    problems.append(
+                        f"worker {pid} is not in the pool ({describe_process(pid)}; "
+                        f"{describe_lineage(pid, chain, coordinator)}; pool: "
+                        f"{describe_pool(pool)})"
+                    )
                 continue
             worker = below[-2]
             info = pool.get(worker)
@@ -1364,15 +1430,12 @@ class Chaos:
         return problems
 
     def check_processes(self, record: RoundRecord) -> None:
-        problems = self.process_problems()
         # A real leak stays; what a busy machine shows half-way (a refill, a death being
         # reaped, a restarted service's fork server still probing its sandbox) goes. Quiet,
         # this passes at the first look; in a loaded full test run it once took over 10 s.
-        if problems and wait_for(lambda: not self.process_problems(), timeout=30.0, interval=0.1):
-            return
-        problems = self.process_problems()
-        if problems:
-            raise Violation("; ".join(problems))
+        lasting = lasting_problems(self.process_problems, timeout=30.0, interval=0.1)
+        if lasting:
+            raise Violation(str(lasting))
 
     def check_service(self, record: RoundRecord, accepted_text: str | None) -> None:
         t0 = time.perf_counter()

@@ -197,6 +197,39 @@ def test_classify_tree_tells_untouched_accepted_subset_and_corrupt(
     assert chaos.classify_tree(actual, before, files) == expected
 
 
+def _looks(*results: list[str]) -> tuple[list[int], Any]:
+    """A check's looks, answering ``results`` in turn (the last one from then on)."""
+    calls = [0]
+
+    def look() -> list[str]:
+        calls[0] += 1
+        return results[min(calls[0], len(results)) - 1]
+
+    return calls, look
+
+
+def test_a_check_that_passes_at_its_first_look_is_not_looked_at_again() -> None:
+    # A restarted service's fork server probing its sandbox right after the look passed
+    # was reported at once, without the wait a failing first look gets.
+    calls, look = _looks([], ["worker 9006 is not in the pool (probe helper)"])
+    assert not chaos.lasting_problems(look, timeout=5.0, interval=0.01)
+    assert calls == [1]
+
+
+def test_a_passing_state_that_goes_is_waited_out() -> None:
+    calls, look = _looks(["zombie 12680"], ["worker 9006 is not in the pool (refill)"], [])
+    assert not chaos.lasting_problems(look, timeout=5.0, interval=0.01)
+    assert calls == [3]
+
+
+def test_a_problem_that_stays_is_reported_after_the_wait() -> None:
+    _, look = _looks(["stray process 77 (sleep)"], ["stray process 77 (sleep)", "zombie 78"])
+    lasting = chaos.lasting_problems(look, timeout=0.2, interval=0.01)
+    assert lasting.last == ["stray process 77 (sleep)", "zombie 78"]
+    assert lasting.looks >= 2 and lasting.distinct == 2
+    assert str(lasting).startswith("stray process 77 (sleep); zombie 78 [found by each of")
+
+
 def test_garbage_control_frames_never_decode_as_requests() -> None:
     import random
 

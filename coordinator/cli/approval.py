@@ -15,10 +15,11 @@ from protocol.inert_text import inert
 
 def question(reply: ApprovalNeeded) -> str:
     """``Allow run_shell_command(command=...)? (why it needs a yes)``, on one line with
-    every control character visible: the model wrote the call, and a question whose
-    shown text differs from the call would get a yes for something else."""
-    return inert(f"Allow {reply.call.name}({format_args(reply.call)})? ({reply.reason})",
-                 multiline=False)
+    every control character visible and every argument whole: the model wrote the call,
+    and a question whose shown text differs from the call (a command cut after 80
+    characters, a second line shown as a space) would get a yes for something else."""
+    shown = format_args(reply.call, limit=None)
+    return inert(f"Allow {reply.call.name}({shown})? ({reply.reason})", multiline=False)
 
 
 def ask_person(reply: ApprovalNeeded) -> bool:

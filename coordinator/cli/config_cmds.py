@@ -67,7 +67,9 @@ def config_show(obj: CommandContext, as_json: bool) -> None:
                                            f"{files['user']}"), style="bright_black"))
 
 
-@config.command("set")
+# A VALUE may start with "-" (a negative number): it is the value, not an option, so the
+# person is told what the key accepts instead of "No such option '-3'".
+@config.command("set", context_settings={"ignore_unknown_options": True})
 @click.argument("key")
 @click.argument("value")
 @click.option("--user", "user_file", is_flag=True,

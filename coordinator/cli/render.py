@@ -385,8 +385,12 @@ def explain_model_error(message: str) -> tuple[str, str]:
             "Set OPENAI_API_KEY (or DASHSCOPE_API_KEY for DashScope) or "
             f"`specrun config set apiKey <key>`; {restart}."
         )
+    # the model client's transport sentences (protocol/model/endpoint_errors.py): a
+    # refused or unresolvable endpoint, or one that timed out, sent nothing or stopped
+    # sending (a slow local model is a first-time user's usual case)
     if any(w in lower for w in ("refused the connection", "could not be resolved",
-                                "could not connect", "connect", "timed out")):
+                                "could not connect", "connect", "timed out",
+                                "sent nothing for", "stopped sending for", "took longer than")):
         return message, (
             "Check that the model server is running and that baseUrl is right "
             f"(`specrun config show`); {restart}."

@@ -182,7 +182,12 @@ def last_lines(fh: Any, count: int) -> list[str]:
         fh.seek(end - size)
         data = fh.read(size)
     fh.seek(end)
-    lines = data.decode("utf-8", "replace").splitlines()
+    # Lines end at "\n" only, as --follow splits them: str.splitlines also breaks at
+    # "\r", "\x1c"-"\x1e", U+0085 and U+2028, so a quoted model or file text holding one
+    # would print as a separate line that looks like the log's own (inert shows it).
+    lines = data.decode("utf-8", "replace").split("\n")
+    if lines[-1] == "":
+        lines.pop()
     return lines[-count:] if count else []
 
 

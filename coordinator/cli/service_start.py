@@ -23,17 +23,37 @@ def probe_endpoint(settings: Settings, timeout_s: float = 5.0) -> tuple[str, str
 
     from protocol.model import ModelClient, ModelError
 
-    async def ask() -> None:
+    async def ask() -> list[str]:
         client = ModelClient(settings.base_url, settings.api_key or None, timeout_s=timeout_s,
                              connect_timeout_s=timeout_s, max_retries=0)
         async with client:
-            await client.list_models()
+            return await client.list_models()
 
     try:
-        asyncio.run(ask())
+        offered = asyncio.run(ask())
     except ModelError as exc:
         if exc.kind in ("auth", "connect", "timeout"):
             return exc.kind, str(exc)
+        return None
+    missing = _missing_model(settings, offered)
+    return ("model", missing) if missing else None
+
+
+def _missing_model(settings: Settings, offered: list[str]) -> str | None:
+    """A sentence naming a configured model the endpoint's list lacks, or None. Said at
+    start, or the first query fails with a 404 that points at the base URL; only a list
+    that names some model counts (an empty one may just be unpublished)."""
+    if not offered:
+        return None
+    for key, name in (("model", settings.model), ("fastModel", settings.fast_model)):
+        if not name or name in offered:
+            continue
+        unset = " (the default: no model is set)" if settings.sources.get(key) == "default" else ""
+        listed = ", ".join(offered[:8]) + (f" and {len(offered) - 8} more" if len(offered) > 8
+                                           else "")
+        return (f"The model endpoint {settings.base_url} does not list the {key} "
+                f"{name!r}{unset}; it lists {listed}. Queries will fail if it does not have "
+                f"it: `specrun config set {key} <name>`, then `specrun stop && specrun start`.")
     return None
 
 
@@ -51,6 +71,9 @@ def check_endpoint(settings: Settings, probe: bool = True) -> None:
     if kind == "auth":
         raise CliError(message, "Set OPENAI_API_KEY (or DASHSCOPE_API_KEY for DashScope) or "
                                 "`specrun config set apiKey <key>`, then start again.")
+    if kind == "model":
+        render.warning(message)
+        return
     render.warning(f"{message} Queries will fail until it answers.")
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +40,7 @@ from coordinator.service.tool_exec import ToolExecutor
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
-from protocol.control import ContextInfo, TurnEndReason
+from protocol.control import ContextInfo, ControlReply, TurnEndReason
 from protocol.model import (
     ChatRequest,
     ChatResult,
@@ -66,6 +68,15 @@ def _not_run(calls: tuple[ToolCall, ...], why: str) -> Message:
     """The results that answer ``calls`` none of which ran, so the history stays valid
     for the next request (results right after calls)."""
     return Message.tool(tuple(ToolResult(c.id, c.name, error=why) for c in calls))
+
+
+class _Unheard:
+    """Where the notice of a compaction after an accept goes: nobody waits for it (the
+    accept has had its reply), and a late reply to a finished request only piles up in
+    its client."""
+
+    async def send(self, identity: bytes, reply: ControlReply) -> None:
+        return None
 
 
 CONTEXT_FULL = (
@@ -138,6 +149,11 @@ class MainChat:
         self._turn_req_id: int | None = None
         # Prompts waiting for the running turn to end, by request.
         self._queued: dict[int, asyncio.Event] = {}  # its event: Ctrl-C while it waits
+        # An accept recorded its turn and still holds the slot; leaving it settles the snapshot.
+        self._accept_recorded = False
+        self._after_accept: asyncio.Task[None] | None = None  # the compaction it made due
+        self._forkable = asyncio.Event()  # clear from an accept's record to its snapshot
+        self._forkable.set()
         self._context_key: tuple[int, int, int] | None = None  # of the cached status estimate
         self._context_tokens = 0
 
@@ -447,6 +463,7 @@ class MainChat:
 
     def reset(self) -> None:
         self.cancel()
+        self._cancel_after_accept()
         self.prefetcher.abort_and_clear(AbortReason.RESET)
         self.prefetcher.reset()
         self.history_store.new_session()
@@ -460,16 +477,79 @@ class MainChat:
         self.compactor.summarized = Summarized()
         self.context.forget()
 
-    def turn_slot(self) -> asyncio.Lock:
-        """The one-turn-at-a-time lock (see ``ForkSource.turn_slot``)."""
-        return self._turn_lock
+    @asynccontextmanager
+    async def turn_slot(self) -> AsyncIterator[None]:
+        """The one-turn-at-a-time slot as an accept holds it (see ``ForkSource.turn_slot``).
+        Leaving it after ``extend_from_speculation`` takes the snapshot the next speculation
+        forks from; when the accepted turn brought the history past ``compactAt``, the slot
+        stays held by the compaction that comes first (in the background: the accept's
+        reply does not wait for the fast model), so a prompt sent meanwhile waits for it as
+        it would for the compaction at a turn's end."""
+        await self._turn_lock.acquire()
+        handed = False
+        try:
+            yield
+        finally:
+            try:
+                handed = self._settle_accept()
+            finally:
+                if not handed:
+                    self._turn_lock.release()
 
     async def extend_from_speculation(self, messages: list[Message]) -> None:
         """An accepted speculation's messages (its user message first) join the history as
-        one more turn, and the snapshot the next speculation forks from includes them."""
+        one more turn; called with ``turn_slot`` held, whose end takes the snapshot."""
         await self.record(*messages)
         self.session_turns += 1
-        self.save_snapshot(self.system_prompt(), self.workers.tool_specs)
+        self._accept_recorded = True
+        self._forkable.clear()
+
+    def _settle_accept(self) -> bool:
+        """After an accept that recorded its turn: the snapshot now, or a compaction first,
+        which then holds the turn slot (True) and takes the snapshot when done."""
+        if not self._accept_recorded:
+            return False
+        self._accept_recorded = False
+        handed = False
+        try:
+            system, tools = self.system_prompt(), self.workers.tool_specs
+            if not self.compactor.due(system, tools, self.history):
+                self.save_snapshot(system, tools)
+                return False
+            self._after_accept = asyncio.ensure_future(self._compact_after_accept(system, tools))
+            handed = True
+            return True
+        finally:
+            if not handed:
+                self._forkable.set()
+
+    async def _compact_after_accept(self, system: str, tools: tuple[ToolSpec, ...]) -> None:
+        """The compaction an accepted turn made due, by the same rules as at a turn's end;
+        it holds the turn slot, and releases it (and lets speculations fork) when done."""
+        cancelled = False
+        try:
+            out = Emitter(_Unheard(), b"", 0)
+            if await self.compactor.compact(out, system, tools, self.history):
+                self.compactions += 1
+                log.info("after an accept: %s", self.compactor.last)
+        except asyncio.CancelledError:
+            cancelled = True  # reset or shutdown: this history is no longer forked from
+            raise
+        except Exception:
+            # The next turn compacts before its request instead (or recovers from the
+            # provider's overflow error); speculations meanwhile fork from the full history.
+            log.exception("the compaction after an accept failed")
+        finally:
+            if not cancelled:
+                self.save_snapshot(system, tools)
+            self._after_accept = None
+            self._forkable.set()
+            self._turn_lock.release()
+
+    async def forkable(self) -> None:
+        """Until the snapshot is the one to fork the next speculation from: right after an
+        accept, once the compaction it made due is done."""
+        await self._forkable.wait()
 
     # -- worker events (routed here for the workers running this chat's tools) ---
 
@@ -480,8 +560,14 @@ class MainChat:
     async def on_worker_death(self, handle: WorkerHandle) -> None:
         self.tools_exec.on_death(handle)
 
+    def _cancel_after_accept(self) -> None:
+        """Stop a compaction after an accept (it releases the turn slot as it ends)."""
+        if self._after_accept is not None:
+            self._after_accept.cancel()
+
     async def shutdown(self) -> None:
         self.cancel()
+        self._cancel_after_accept()
         self.prefetcher.abort_and_clear(AbortReason.SHUTDOWN)
         await self.prefetcher.aclose()
         self.history_store.close()

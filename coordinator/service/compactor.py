@@ -57,9 +57,13 @@ class Compactor:
         self, out: Emitter, system: str, tools: tuple[ToolSpec, ...], history: list[Message]
     ) -> bool:
         """Compact when the next request would pass ``compactAt`` of the window."""
-        if self.context.estimate(system, history, tools) <= self.context.compact_threshold:
+        if not self.due(system, tools, history):
             return False
         return await self.compact(out, system, tools, history)
+
+    def due(self, system: str, tools: tuple[ToolSpec, ...], history: list[Message]) -> bool:
+        """The next request over ``history`` would pass ``compactAt`` of the window."""
+        return self.context.estimate(system, history, tools) > self.context.compact_threshold
 
     async def compact(
         self,

@@ -107,10 +107,16 @@ class ForkSource(Protocol):
 
     def turn_slot(self) -> AbstractAsyncContextManager[object]:
         """Held while a turn runs, one at a time: an accept holds it while it applies
-        files and records the messages, so a prompt sent meanwhile waits for it."""
+        files and records the messages, so a prompt sent meanwhile waits for it (and for
+        the compaction the accepted turn may make due, which keeps it after the accept)."""
         ...
 
     async def extend_from_speculation(self, messages: list[Message]) -> None: ...
+
+    async def forkable(self) -> None:
+        """Until ``snapshot`` is the one to fork from: after an accept, once the
+        compaction it made due is done (never the over-full history)."""
+        ...
 
 
 class WorkerEventSink(Protocol):

@@ -9,6 +9,7 @@ import socket
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import msgspec
@@ -29,7 +30,11 @@ class EndpointErrors:
     total_timeout_s: float | None
 
     def error(self, kind: ErrorKind, message: str, **extra: Any) -> ModelError:
-        return ModelError(kind, redact(message, self.api_key), endpoint=self.base_url, **extra)
+        # A password in the URL (``http://user:pw@host/v1``, a proxy's basic auth) is a
+        # secret like the key: every message names the endpoint, so it goes too.
+        password = urlsplit(self.base_url).password
+        text = redact(redact(message, self.api_key), password)
+        return ModelError(kind, text, endpoint=redact(self.base_url, password), **extra)
 
     def transport(self, exc: Exception, *, started: bool) -> ModelError:
         """A ``ModelError`` for an httpx exception (``started``: the body was flowing)."""
@@ -119,7 +124,9 @@ class EndpointErrors:
                 status=status,
             )
         hint = ""
-        if status == 404:
+        if status == 404 and "model" in detail.lower():  # an unknown model: the URL is right
+            hint = "is the model name right?"
+        elif status == 404:
             hint = "is the base URL right (it usually ends in /v1)?"
         return self.error(
             "bad_request",

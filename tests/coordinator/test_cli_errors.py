@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.scripted_model import ScriptedModelServer
 from tests.support import Env, Specrun, local_http_server, processes_with_env
 
 
@@ -96,6 +97,38 @@ def test_an_unreachable_endpoint(specrun: Specrun, closed_port_url: str) -> None
         _clean(proc.stderr)
     finally:
         specrun.run("stop")
+
+
+@pytest.mark.parametrize(("settings", "named"), [
+    ({"model": "gpt-typo"}, "does not list the model 'gpt-typo'; it lists qwen-a, qwen-b."),
+    ({}, "does not list the model 'scripted' (the default: no model is set)"),
+    ({"model": "qwen-a", "fastModel": "tiny"}, "`specrun config set fastModel <name>`"),
+])
+def test_a_model_the_endpoint_does_not_list_is_named_at_start(
+    specrun: Specrun, settings: dict[str, str], named: str
+) -> None:
+    """A first query used to be the first to say, with a 404 that points at the base URL."""
+    scenario = {"name": "t", "models": ["qwen-a", "qwen-b"], "rules": [{"default": {"text": "hi"}}]}
+    with ScriptedModelServer(scenario) as server:
+        state = specrun.project / ".specrun"
+        state.mkdir(exist_ok=True)
+        (state / "settings.json").write_text(json.dumps({"baseUrl": server.base_url, **settings}))
+        started = specrun.run("start")
+        try:
+            assert started.returncode == 0, started
+            assert "warning:" in started.stderr and named in started.stderr, started.stderr
+            _clean(started.stderr)
+        finally:
+            specrun.run("stop")
+    listed = {"model": "qwen-b"}
+    with ScriptedModelServer(scenario) as server:
+        (specrun.project / ".specrun" / "settings.json").write_text(
+            json.dumps({"baseUrl": server.base_url, **listed}))
+        started = specrun.run("start")
+        try:
+            assert started.returncode == 0 and "warning" not in started.stderr, started
+        finally:
+            specrun.run("stop")
 
 
 def test_dashscope_without_a_key(specrun: Specrun) -> None:

@@ -99,6 +99,11 @@ def test_dashscope_without_a_key_is_a_problem(dirs: tuple[Path, Path]) -> None:
         ({"model": 3}, "model must be a string (got 3)"),
         ({"approvalMode": "sometimes"}, "approvalMode must be one of"),
         ({"baseUrl": "localhost:8000"}, "baseUrl must be an http:// or https:// URL"),
+        ({"baseUrl": "http://"}, "(got 'http://': it names no host)"),
+        ({"baseUrl": "http://exa mple/v1"}, "it holds a blank"),
+        ({"baseUrl": "http://h:99999/v1"}, "port out of range"),
+        ({"baseUrl": "http://[::1/v1"}, "invalid IPv6 URL"),
+        ({"baseUrl": "http://h/v1?key=1"}, "it cannot hold a ? or #"),
         ({"maxTurnsPerQuery": 500}, "maxTurnsPerQuery must be between 1 and 100"),
         ({"workerPool": 2.0}, "workerPool must be a whole number (got 2.0)"),  # JSON: strict
         ({"workerPool": True}, "workerPool must be a whole number (got true)"),
@@ -136,6 +141,45 @@ def test_bad_environment_value_names_the_variable(dirs: tuple[Path, Path]) -> No
     project, home = dirs
     with pytest.raises(SettingsError, match=r"\$OPENAI_BASE_URL: baseUrl must be"):
         load_settings(project, env={"OPENAI_BASE_URL": "nope"}, home=home)
+
+
+def test_a_pasted_api_key_loses_its_surrounding_blanks(dirs: tuple[Path, Path]) -> None:
+    project, home = dirs
+    assert load_settings(project, env={"OPENAI_API_KEY": "sk-abc\n"}, home=home).api_key == "sk-abc"
+
+
+@pytest.mark.parametrize(("key", "named"), [
+    ("\u201csk-SECRETVALUE\u201d", "U+201C '\u201c' at character 1"),
+    ("sk-SECRETVALUE\u2026", "U+2026 '\u2026' at character 15"),
+    ("sk-SECRET VALUE", "U+0020 ' ' at character 10"),
+    ("sk-SECRET\nVALUE", "U+000A at character 10"),
+])
+def test_an_api_key_no_endpoint_could_take_is_refused_unechoed(
+    specrun: Specrun, key: str, named: str
+) -> None:
+    """A copy-pasted key with a typographic quote, an ellipsis or a blank inside failed
+    every request with "'ascii' codec can't encode" (or an "Illegal header value" that
+    quoted the key): refused where it is set, naming the character and never the key."""
+    refused = specrun.run("config", "set", "apiKey", key)
+    assert refused.returncode == 1 and named in refused.stderr, refused
+    assert "SECRET" not in refused.stdout + refused.stderr
+    _write(specrun.project / ".specrun" / "settings.json", {"apiKey": key})
+    started = specrun.run("start")
+    assert started.returncode == 1 and named in started.stderr, started
+    assert "SECRET" not in started.stdout + started.stderr and "codec" not in started.stderr
+    assert "Traceback" not in started.stderr
+    assert specrun.run("status").returncode == 2  # no service was left running
+
+
+def test_a_base_url_no_request_could_use_stops_the_start_clearly(specrun: Specrun) -> None:
+    """A port out of range passed the scheme check and stopped the service's start with
+    "unhandled errors in a TaskGroup"; now the file and the reason are named."""
+    _write(specrun.project / ".specrun" / "settings.json", {"baseUrl": "http://127.0.0.1:99999/v1"})
+    started = specrun.run("start")
+    assert started.returncode == 1, started
+    assert "baseUrl must be an http:// or https:// URL" in started.stderr
+    assert "port out of range" in started.stderr and "TaskGroup" not in started.stderr
+    assert specrun.run("status").returncode == 2
 
 
 def test_set_setting_writes_typed_values(tmp_path: Path) -> None:
@@ -213,6 +257,14 @@ def test_config_set_then_show(specrun: Specrun) -> None:
     assert specrun.json("config", "show")["settings"]["workerPool"]["value"] == 3  # unchanged
     hidden = specrun.json("config", "set", "apiKey", "abc")
     assert hidden["value"] == "***"
+
+
+def test_a_value_starting_with_a_dash_is_the_value(specrun: Specrun) -> None:
+    """A negative number is checked like any value, not taken for an unknown option."""
+    negative = specrun.run("config", "set", "workerPool", "-3")
+    assert negative.returncode == 1, negative
+    assert "workerPool must be at least 0 (got -3)" in negative.stderr
+    assert "No such option" not in negative.stderr
 
 
 def test_a_refused_setting_leaves_no_state_dir_behind(specrun: Specrun) -> None:

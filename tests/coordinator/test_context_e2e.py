@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -227,3 +228,147 @@ def test_a_speculation_running_across_a_compaction_stays_valid_and_joins_the_com
     finally:
         driver.close()
         specrun.run("stop")
+
+
+# -- an accepted speculation's turn ----------------------------------------------------------
+#
+# "go" ends with "NEXT: study the files.", which the suggestion rule makes the next prompt;
+# its speculation reads big1..big4 (about 2,700 tokens each) one step at a time, so its turn
+# fits the window while it runs but, accepted, brings the history past compactAt. Its
+# pipelined suggestion "study it again" reads two of them again: forked from the over-full
+# history its requests would not fit the window.
+
+STUDY, AGAIN = "study the files", "study it again"
+MARKS = ("MARK-ONE", "MARK-TWO", "MARK-THREE", "MARK-FOUR")
+
+
+def _read(path: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "read_file", "arguments": {"file_path": path}}]}
+
+
+def accept_scenario(tmp: Path, window: int, *, compaction_ms: int) -> Path:
+    steps: list[dict[str, Any]] = [
+        {"when": {"turn_user": f"^{STUDY}$", "prompt_contains": MARKS[3]},
+         "reply": {"text": f"Studied. NEXT: {AGAIN}."}},
+    ]
+    for n in (3, 2, 1):
+        steps.append({"when": {"turn_user": f"^{STUDY}$", "prompt_contains": MARKS[n - 1]},
+                      "reply": _read(f"big{n + 1}.txt")})
+    rules: list[dict[str, Any]] = [
+        {"name": "slow summary", "when": {"purpose": "compaction"}, "times": 1,
+         "reply": {"text": "The person studied big1-4.txt.", "latency_ms": compaction_ms}},
+        {"when": {"purpose": "compaction"}, "reply": {"text": "The person studied big1-4.txt."}},
+        {"when": {"purpose": "suggestion", "prompt_contains": f"NEXT: {STUDY}."},
+         "reply": {"json": {"suggestion": STUDY}}},
+        {"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": ""}}},
+        {"when": {"purpose": "pipelined", "prompt_contains": f"NEXT: {AGAIN}."}, "times": 1,
+         "reply": {"json": {"suggestion": AGAIN}}},
+        {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
+        {"when": {"last_user": "^hello$"}, "reply": {"text": "Hi."}},
+        {"when": {"last_user": "^go$"}, "reply": {"text": f"NEXT: {STUDY}."}},
+        *steps,
+        {"when": {"last_user": f"^{STUDY}$"}, "reply": _read("big1.txt")},
+        {"when": {"turn_user": f"^{AGAIN}$", "last_tool": "read_file"}, "reply": {"text": "Done."}},
+        {"when": {"last_user": f"^{AGAIN}$"},
+         "reply": {"tool_calls": [{"name": "read_file", "arguments": {"file_path": f"big{n}.txt"}}
+                                  for n in (1, 2)]}},
+        {"default": {"text": "ok"}},
+    ]  # fmt: skip
+    body = {"name": "accept-compaction", "chunk_ms": 0, "context_window": window,
+            "overflow_style": "openai", "rules": rules}  # fmt: skip
+    path = tmp / "accept.yaml"
+    path.write_text(yaml.safe_dump(body, sort_keys=False))
+    return path
+
+
+def _accepted_study(specrun: Specrun, driver: Driver) -> float:
+    """Two turns, the speculation of STUDY completed, Tab: the accept's seconds."""
+    for n, mark in enumerate(MARKS, start=1):
+        (specrun.project / f"big{n}.txt").write_text(f"{mark}\n{BIG}")
+    assert ended(driver.ask("hello")).reason == "completed"
+    assert ended(driver.ask("go")).reason == "completed"
+    driver.wait_for_speculation(STUDY, ("completed",), timeout=60)
+    started = time.monotonic()
+    end = ended(driver.accept())
+    assert end.reason == "accepted", (end, driver.log_tail())
+    return time.monotonic() - started
+
+
+WINDOW = 18_000
+SLOW_SUMMARY_MS = 8_000  # far longer than an accept takes, even on a loaded machine
+
+
+def test_an_accepted_turn_past_compact_at_is_compacted_before_the_next_speculation_forks(
+    specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    file = accept_scenario(tmp_path, WINDOW, compaction_ms=SLOW_SUMMARY_MS)
+    with session(specrun, monkeypatch, tmp_path, file, enableFollowupSuggestions=True) as (
+        driver, log,
+    ):
+        took = _accepted_study(specrun, driver)
+        # The accept did not wait for the fast model: its reply came first.
+        assert HistoryStore(specrun.project).load_report().compactions == []
+        assert took < SLOW_SUMMARY_MS / 1000, took
+        assert wait_until(
+            lambda: len(HistoryStore(specrun.project).load_report().compactions) == 1, timeout=30
+        ), driver.log_tail()
+        driver.wait_for_speculation(AGAIN, ("completed",), timeout=60)
+        status = specrun.json("status")
+        requests = model_requests(log)
+    assert status["context"]["compactions"] == 1
+    posts = [r for r in requests if r["method"] == "POST"]
+    assert [(r["purpose"], r["status"]) for r in posts if r["status"] != 200] == []
+    # The accepted turn made the compaction due; the pipelined speculation forked after it.
+    compaction = next(i for i, r in enumerate(posts) if r["purpose"] == "compaction")
+    again = [i for i, r in enumerate(posts)
+             if r["purpose"] == "speculation" and _last_user(r["body"]) == AGAIN]
+    assert again and compaction < min(again)
+    study = [r for r in posts if r["purpose"] == "speculation" and _last_user(r["body"]) == STUDY]
+    largest_study = max(request_tokens(r["body"], r["body"]["messages"]) for r in study)
+    assert largest_study > WINDOW * status["context"]["compact_at"]  # the turn did fill it
+    assert max(request_tokens(posts[i]["body"], posts[i]["body"]["messages"]) for i in again) < (
+        WINDOW
+    )
+    report = HistoryStore(specrun.project).load_report()
+    assert [m.text for m in report.full_messages if m.role == "user" and m.text] == [
+        "hello", "go", STUDY,
+    ]
+
+
+def _last_user(body: dict[str, Any]) -> str | None:
+    """The prompt a speculation's request runs: its last plain user message."""
+    for message in reversed(body["messages"]):
+        if message["role"] == "user" and isinstance(message.get("content"), str):
+            return str(message["content"])
+    return None
+
+
+def test_a_kill_during_the_compaction_after_an_accept_loses_nothing(
+    specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    file = accept_scenario(tmp_path, WINDOW, compaction_ms=60_000)
+    with session(specrun, monkeypatch, tmp_path, file, enableFollowupSuggestions=True) as (
+        driver, log,
+    ):
+        _accepted_study(specrun, driver)
+        accepted = HistoryStore(specrun.project).load()
+        assert accepted[-1].text == f"Studied. NEXT: {AGAIN}."
+        pid = specrun.service_pid()
+        assert wait_until(
+            lambda: any(r["purpose"] == "compaction" for r in model_requests(log)), timeout=20
+        ), driver.log_tail()
+        os.kill(pid, signal.SIGKILL)
+        assert wait_until(lambda: not _alive(pid), timeout=10)
+        driver.close()
+        accept_scenario(tmp_path, WINDOW, compaction_ms=0)  # the same file, a quick summary
+        driver.client = _reconnect(specrun)
+        report = HistoryStore(specrun.project).load_report()
+        assert report.messages == accepted == report.full_messages
+        assert report.compactions == [] and not report.torn_tail
+        # Restarted with the accepted turn: the next turn compacts it as a turn's end would.
+        assert ended(driver.ask("hello")).reason == "completed"
+        after = HistoryStore(specrun.project).load_report()
+        assert len(after.compactions) == 1
+        assert [m.text for m in after.full_messages if m.role == "user" and m.text] == [
+            "hello", "go", STUDY, "hello",
+        ]

@@ -502,10 +502,31 @@ def test_wrong_base_url_gets_a_hint(serve: Callable[..., ScriptedModelServer]) -
     )
 
 
+def test_an_unknown_model_gets_a_model_hint(serve: Callable[..., ScriptedModelServer]) -> None:
+    """OpenAI answers an unknown model with a 404 whose body names the model: the base URL
+    is right then, and a hint to check it sent people the wrong way."""
+    message = "The model `gpt-typo` does not exist or you do not have access to it."
+    server = serve([{"fail": {"status": 404, "times": 5, "message": message},
+                     "default": {"text": "x"}}])
+
+    error = failed_call(server.base_url)
+    assert error.kind == "bad_request" and error.status == 404
+    assert str(error).endswith(f"(HTTP 404): {message.rstrip('.')}; is the model name right?")
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def test_a_password_in_the_base_url_is_never_in_a_message() -> None:
+    base = f"http://proxyuser:pr0xy-pa55@127.0.0.1:{_free_port()}/v1"
+
+    error = failed_call(base, SECRET, max_retries=0)
+    assert error.kind == "connect"
+    assert "pr0xy-pa55" not in str(error) + error.endpoint
+    assert "http://proxyuser:***@127.0.0.1:" in str(error)
 
 
 def test_refused_connection_is_a_clear_typed_error() -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from protocol.inert_text import inert
 from tests.security.terminal_bytes import assert_only_own_sequences, in_terminal
 from tests.support import Specrun
@@ -56,3 +58,17 @@ def test_logs_escape_the_lines_they_print(specrun: Specrun) -> None:
     log.write_text(f"INFO shell: Log{UP_ERASE}{OSC52}\nINFO ok\n")
     shown = assert_only_own_sequences(in_terminal(specrun, "logs"), MARKED)
     assert f"Log{inert(UP_ERASE + OSC52)}" in shown
+
+
+@pytest.mark.parametrize("breaker", ["\r", "\u2028", "\x1e", "\x85"])
+def test_a_log_line_is_not_broken_at_a_character_it_quotes(specrun: Specrun,
+                                                           breaker: str) -> None:
+    """Only "\n" ends a log line: a quoted "\r" or U+2028 must not make what follows it
+    print as a line of its own, a forged log line (``--follow`` already split at "\n")."""
+    log = specrun.project / ".specrun" / "logs" / "service.log"
+    log.parent.mkdir(parents=True)
+    forged = "2026-12-02 03:00:00,000 INFO specrun: all checks passed"
+    log.write_text(f"INFO model said: hi{breaker}{forged}\n")
+    shown = specrun.run("logs", "-n", "1", check=True).stdout
+    assert shown == f"INFO model said: hi{inert(breaker)}{forged}\n"
+    assert specrun.json("logs", "-n", "1") == {"line": f"INFO model said: hi{breaker}{forged}"}

@@ -89,9 +89,9 @@ class Acceptor:
 
     @property
     def pipelined_pending(self) -> bool:
-        """The accepted speculation's worker is still writing the next suggestion."""
-        accepted = self.accepted
-        return accepted is not None and not accepted.pipelined_done.is_set()
+        """The next suggestion is on its way: the accepted speculation's worker is still
+        writing it, or the main chat is compacting the history it will fork from."""
+        return self.accepted is not None
 
     async def accept(
         self, method: AcceptMethod, out: Emitter, index: int = 0, wait: bool = False
@@ -262,8 +262,11 @@ class Acceptor:
 
     async def _continue_pipeline(self, spec: Speculation, moves: int) -> None:
         """Tab-Tab-Tab: the pipelined suggestion becomes the next one at once (waiting for
-        it if the worker is still writing it), and its speculation starts immediately."""
+        it if the worker is still writing it), and its speculation starts immediately, or
+        once the compaction the accept made due is done (so it never forks from the
+        over-full history)."""
         await spec.pipelined_done.wait()
+        await self.chat.forkable()
         if self.accepted is spec:
             self.accepted = None
         if self.board.moves != moves or self.board.current is not None:

@@ -254,6 +254,9 @@ class Chat:
     async def extend_from_speculation(self, messages: list[Message]) -> None:
         self.extended.append(messages)
 
+    async def forkable(self) -> None:
+        return None
+
 
 # -- the main chat and the speculation manager as the session drives them ------------------
 

@@ -4,6 +4,7 @@ refuses them), with the history on disk."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -298,7 +299,8 @@ def test_compact_on_request_keeps_the_last_turn_and_a_speculation_accepted_after
                 Message.user("run the tests"),
                 Message.assistant("All pass."),
             ]
-            await chat.extend_from_speculation(speculated)
+            async with chat.turn_slot():  # as the acceptor records it
+                await chat.extend_from_speculation(speculated)
             return chat, done, again
         finally:
             await close(chat)
@@ -311,6 +313,55 @@ def test_compact_on_request_keeps_the_last_turn_and_a_speculation_accepted_after
     assert [m.text for m in chat.history if m.role == "user"][1:] == ["read 2", "run the tests"]
     assert HistoryStore(place.root).load() == chat.history
     assert chat.snapshot is not None and chat.snapshot.history == tuple(chat.history)
+
+
+
+def test_an_accepted_turn_past_compact_at_is_compacted_after_the_accept_holding_the_slot(
+    place: Place,
+) -> None:
+    """The accept leaves the turn slot without waiting for the fast model; the compaction
+    its turn made due keeps the slot (a prompt sent meanwhile waits for it), and the next
+    speculation forks from the compacted history, never the over-full one."""
+    replies = Replies()
+    slow = {"when": {"purpose": "compaction"}, "times": 1,
+            "reply": {"text": "The person read three files.", "latency_ms": 1_500}}  # fmt: skip
+    accepted = [Message.user("read them all")]
+    for n in range(3):
+        calls = (ToolCall(f"r{n}", "read_file", f'{{"file_path": "f{n}.py"}}'),)
+        result = ToolResult(f"r{n}", "read_file", BIG)
+        accepted += [Message.assistant("", calls), Message.tool((result,))]
+    accepted.append(Message.assistant("Read them."))
+
+    async def main() -> tuple[MainChat, bool, int]:
+        chat = await make_chat(place, server, Workers())
+        try:
+            assert (await chat.run_turn(Emitter(replies, b"c", REQ), "hello")).reason == "completed"
+            before = chat.snapshot
+            async with chat.turn_slot():  # as the acceptor records it
+                await chat.extend_from_speculation(accepted)
+            # Left at once: the fast model has not answered yet, and holds the slot.
+            held, compactions = chat.busy, chat.compactions
+            assert chat.snapshot is before
+            waiting = asyncio.ensure_future(
+                chat.run_turn(Emitter(replies, b"c", REQ + 1), "hello again")
+            )
+            await chat.forkable()
+            assert chat.snapshot is not None and is_summary(chat.snapshot.history[0])
+            assert (await waiting).reason == "completed"
+            return chat, held, compactions
+        finally:
+            await close(chat)
+
+    with scripted(slow, *SESSION_RULES, context_window=12_000) as server:
+        chat, held, compactions = run(main(), timeout=60)
+        purposes = [r["purpose"] for r in server.requests if r["method"] == "POST"]
+    assert held and compactions == 0
+    report = HistoryStore(place.root).load_report()
+    assert chat.compactions == 1 and len(report.compactions) == 1
+    assert report.messages == chat.history
+    assert purposes == ["main", "compaction", "main"]  # the waiting prompt ran after it
+    prompts = [m.text for m in report.full_messages if m.role == "user" and m.text]
+    assert prompts == ["hello", "read them all", "hello again"]
 
 
 def test_a_failing_fast_model_still_compacts_with_the_facts(place: Place) -> None:

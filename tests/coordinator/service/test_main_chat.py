@@ -503,7 +503,8 @@ def test_an_accepted_speculation_extends_the_history_as_one_turn(place: Place) -
     async def main() -> None:
         async with chat_for(place, server, Workers()) as chat:
             turns = chat.session_turns
-            await chat.extend_from_speculation(accepted)
+            async with chat.turn_slot():  # as the acceptor records it
+                await chat.extend_from_speculation(accepted)
             assert chat.history == accepted and chat.session_turns == turns + 1
             assert chat.model_turns() == 1
             # The next speculation forks from a snapshot that includes them.
