@@ -99,7 +99,12 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
     worker_pool: Annotated[int, _about("number of warm idle workers", ge=0)] = 1
     heartbeat_ms: Annotated[int, _about("how often a worker says it is alive", ge=50)] = 1000
     hang_after_ms: Annotated[
-        int, _about("a worker silent this long is hung and is killed", ge=200)
+        int,
+        _about(
+            "a worker silent this long is hung and is killed (time it waits for a CPU does "
+            "not count, up to 10 times this)",
+            ge=200,
+        ),
     ] = 5000
     memory_dir: Annotated[
         str, _about("project memory directory (default <project>/.specrun/memory)")

@@ -31,7 +31,7 @@ import zmq
 import zmq.asyncio
 
 import overlay
-from coordinator.service import fork_server
+from coordinator.service import fork_server, run_queue
 from coordinator.service.kill import kill_tree
 from overlay import libc
 from protocol import codec
@@ -123,6 +123,22 @@ _without_resource_tracker()
 
 _DEPARTED_S = 10.0
 _MAX_EARLY_HELLOS = 16
+# A silent worker's wait for a CPU does not count towards the hang limit (a branch at nice
+# +10 on a busy machine is starved, not hung: ``run_queue``), up to this many hang limits
+# of silence in all: a worker spinning where it should speak on a crowded CPU is caught too.
+_STARVED_SILENCE_CAP = 10
+
+
+@dataclass
+class Silence:
+    """A silent worker as the hang watch saw it: how much of its silence counts (what it
+    was not starved of a CPU for), and its threads at the last check."""
+
+    last_seen: float  # the frame this silence follows
+    checked_at: float
+    cpu: run_queue.CpuSample | None
+    counted_s: float
+    starved_logged: bool = False
 
 
 @dataclass(eq=False)
@@ -141,6 +157,7 @@ class WorkerHandle:
     dead: asyncio.Future[float] | None = None  # resolves to the monotonic time death was seen
     pidfd: int | None = None
     killed_at: float | None = None
+    silence: Silence | None = None  # the hang watch's count since its last frame
 
     @property
     def identity(self) -> bytes:
@@ -545,11 +562,46 @@ class WorkerPool:
                 watched = handle.state in (WorkerState.IDLE, WorkerState.BUSY) or (
                     handle.state is WorkerState.STOPPING and handle.killed_at is None
                 )
-                if watched and silent > self.hang_after_s:
+                if not watched or silent <= self.heartbeat_s:
+                    continue
+                counted = _counted_silence(handle, now)
+                capped = silent > _STARVED_SILENCE_CAP * self.hang_after_s
+                if counted > self.hang_after_s or capped:
                     log.warning(
-                        "worker %s silent for %.1fs: treating it as hung", handle.pid, silent
+                        "worker %s silent for %.1fs (%.1fs of it not waiting for a CPU): "
+                        "treating it as hung",
+                        handle.pid,
+                        silent,
+                        counted,
                     )
                     self._spawn_task(self.kill(handle, "hung"))
+                elif (
+                    silent > self.hang_after_s
+                    and handle.silence is not None
+                    and not handle.silence.starved_logged
+                ):
+                    handle.silence.starved_logged = True
+                    log.info(
+                        "worker %s silent for %.1fs while waiting for a CPU: starved, not hung",
+                        handle.pid,
+                        silent,
+                    )
+
+
+def _counted_silence(handle: WorkerHandle, now: float) -> float:
+    """How much of the worker's silence counts towards the hang limit: all of it up to the
+    first check that found it silent, then each interval between checks unless it was
+    starved of a CPU through it (``run_queue.starved``)."""
+    cpu = run_queue.sample(handle.pid)
+    silence = handle.silence
+    if silence is None or silence.last_seen != handle.last_seen:
+        handle.silence = Silence(handle.last_seen, now, cpu, now - handle.last_seen)
+        return handle.silence.counted_s
+    interval = now - silence.checked_at
+    if silence.cpu is None or cpu is None or not run_queue.starved(silence.cpu, cpu, interval):
+        silence.counted_s += interval
+    silence.checked_at, silence.cpu = now, cpu
+    return silence.counted_s
 
 
 def _count_in(workers: Iterable[WorkerHandle], *states: WorkerState) -> int:

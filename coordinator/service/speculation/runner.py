@@ -273,6 +273,8 @@ class SpeculationRunner:
                 self.stats.aborted += 1
             else:
                 self.stats.failed += 1
+                # No reply carries the reason; the log is where a failure is explained.
+                log.warning("speculation %s failed: %s", spec.id, spec.error)
         stop = asyncio.ensure_future(self._stop_worker_and_overlay(spec))
         self._stopping.add(stop)
         stop.add_done_callback(self._stopping.discard)
