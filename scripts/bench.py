@@ -294,30 +294,93 @@ its share of every page it shares: the fork server, the workers and their helper
 of theirs with the coordinator they were forked from."""
 
 
-def _roles(pid: int) -> list[tuple[str, float]]:
-    """(role, PSS MB) for the service ``pid`` and each process below it, by depth: the
-    fork server is the coordinator's child, a worker the fork server's, a sandbox helper a
-    worker's."""
+@dataclass
+class ProcessMemory:
+    """One process of an idle service, from its ``/proc/PID/smaps`` (MB)."""
+
+    role: str
+    pss: float
+    pss_anon: float
+    """Anonymous pages (and shared memory), each split among the processes mapping it:
+    only the service's own forks share them, so this does not depend on the machine."""
+    pss_file: float
+    """File-backed pages (libpython, every ``.so``) split among ALL processes of the
+    machine that map them: lower the more other Python processes run."""
+    private_dirty: float
+    file_pages: dict[tuple[str, int, int], float]
+    """Resident file-backed MB per mapping (path, offset, size), pages copied on write
+    left out (they are anonymous, in ``pss_anon``)."""
+
+
+def _smaps(pid: int, role: str) -> ProcessMemory:
+    totals = {}
+    with open(f"/proc/{pid}/smaps_rollup") as rollup:
+        for line in rollup:
+            name, _, rest = line.partition(":")
+            if rest.strip().endswith("kB"):
+                totals[name] = int(rest.split()[0]) / 1024
+    file_pages: dict[tuple[str, int, int], float] = {}
+    key: tuple[str, int, int] | None = None
+    rss = 0.0
+    with open(f"/proc/{pid}/smaps") as smaps:
+        for line in smaps:
+            field, _, rest = line.partition(" ")
+            if not field.endswith(":"):  # a mapping's header: range perms offset dev inode path
+                parts = line.split(maxsplit=5)
+                low, high = (int(x, 16) for x in parts[0].split("-"))
+                path = parts[5].strip() if len(parts) > 5 else ""
+                key = (path, int(parts[2], 16), high - low) if int(parts[4]) else None
+            elif key is not None and field == "Rss:":
+                rss = int(rest.split()[0]) / 1024
+            elif key is not None and field == "Anonymous:":  # after Rss in every block
+                file_pages[key] = file_pages.get(key, 0.0) + rss - int(rest.split()[0]) / 1024
+    return ProcessMemory(
+        role,
+        totals["Pss"],
+        totals["Pss_Anon"] + totals.get("Pss_Shmem", 0.0),
+        totals["Pss_File"],
+        totals["Private_Dirty"],
+        file_pages,
+    )
+
+
+def _roles(pid: int) -> list[ProcessMemory]:
+    """The memory of the service ``pid`` and of each process below it, by role from its
+    depth: the fork server is the coordinator's child, a worker the fork server's, a
+    sandbox helper a worker's."""
     import psutil
 
     service = psutil.Process(pid)
-    out = [("coordinator", service.memory_full_info().pss / 2**20)]
+    out = [_smaps(pid, "coordinator")]
     depth = {pid: 0}
     for child in service.children(recursive=True):  # parents come before their children
-        with contextlib.suppress(psutil.Error):
+        with contextlib.suppress(psutil.Error, OSError):
             depth[child.pid] = depth.get(child.ppid(), 3) + 1
             if "resource_tracker" in " ".join(child.cmdline()):
                 role = "resource tracker"
             else:
                 role = {1: "fork server", 2: "worker"}.get(depth[child.pid], "sandbox helper")
-            out.append((role, child.memory_full_info().pss / 2**20))
+            out.append(_smaps(child.pid, role))
     order = list(IDLE_ROLES)
-    return sorted(out, key=lambda item: order.index(item[0]))
+    return sorted(out, key=lambda item: order.index(item.role))
 
 
-def idle_pss(runs: int) -> list[list[tuple[str, float]]]:
-    """Per start of a service with a warm pool, two seconds after it is warm: each process's
-    role and PSS."""
+def family_memory(processes: list[ProcessMemory]) -> float:
+    """The service's memory as if nothing else on the machine mapped its files: every
+    process's anonymous PSS, plus each file-backed mapping's resident pages once for the
+    whole family (the largest any of its processes has resident: forks map the same pages
+    of the same files, so that is their union)."""
+    anon = sum(p.pss_anon for p in processes)
+    files: dict[tuple[str, int, int], float] = {}
+    for process in processes:
+        for key, mb in process.file_pages.items():
+            files[key] = max(files.get(key, 0.0), mb)
+    return anon + sum(files.values())
+
+
+def idle_pss(runs: int) -> list[list[ProcessMemory]]:
+    """Per start of a service with a warm pool, two seconds after it is warm: each
+    process's memory."""
     samples = []
     for _ in range(runs):
         base = Path(tempfile.mkdtemp(prefix="sr-idle-"))
@@ -342,24 +405,26 @@ def idle_pss(runs: int) -> list[list[tuple[str, float]]]:
 
 def bench_idle(runs: int, rows: list[Row]) -> None:
     samples = idle_pss(runs)
-    totals = [sum(mb for _, mb in sample) for sample in samples]
-    middle = samples[totals.index(statistics.median_low(totals))]
-    by_role: dict[str, list[float]] = {}
-    for role, mb in middle:
-        by_role.setdefault(role, []).append(mb)
+    alone = [family_memory(sample) for sample in samples]
+    middle = samples[alone.index(statistics.median_low(alone))]
     parts = "; ".join(
-        f"{role} {' + '.join(f'{mb:.1f}' for mb in mbs)} ({IDLE_ROLES[role]})"
-        for role, mbs in by_role.items()
+        f"{p.role} {p.pss:.1f} (anon {p.pss_anon:.1f}, file {p.pss_file:.1f}, private dirty "
+        f"{p.private_dirty:.1f}: {IDLE_ROLES[p.role]})"
+        for p in middle
     )
     rows.append(
         Row(
-            f"idle service PSS, pool warm ({len(middle)} processes)",
-            statistics.median_low(totals),
+            f"idle service memory, pool warm ({len(middle)} processes)",
+            statistics.median_low(alone),
             "MB",
             "goal",
             IDLE_GOAL_MB,
             "bench",
-            f"per process (MB): {parts}",
+            "anonymous PSS of every process + each file page once (as if alone on the "
+            f"machine); PSS as measured here {sum(p.pss for p in middle):.1f} "
+            f"(anon {sum(p.pss_anon for p in middle):.1f}, file "
+            f"{sum(p.pss_file for p in middle):.1f}, the file share lower the more other "
+            f"processes map the same libraries); per process PSS (MB): {parts}",
         )
     )
 
