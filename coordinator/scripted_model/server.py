@@ -317,9 +317,27 @@ class ScriptedModelServer:
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
+    def bind(self) -> ScriptedModelServer:
+        """Listen on the port (``port`` and ``base_url`` are then final) without serving
+        yet: no thread is started, so a process may still fork safely after this."""
+        self._bound()
+        return self
+
     def start(self) -> ScriptedModelServer:
-        if self._httpd is not None:
+        if self._thread is not None:
             return self
+        self._thread = threading.Thread(
+            target=self._bound().serve_forever,
+            kwargs={"poll_interval": 0.5},
+            name="scripted-model",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def _bound(self) -> _HTTPServer:
+        if self._httpd is not None:
+            return self._httpd
         self._stopping.clear()
         engine = Engine(self.scenario, self._request_log, keep_requests=self._keep_requests)
         try:
@@ -329,14 +347,7 @@ class ScriptedModelServer:
             raise
         self._engine, self._httpd = engine, httpd
         self._port = httpd.server_address[1]
-        self._thread = threading.Thread(
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.5},
-            name="scripted-model",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
+        return httpd
 
     def stop(self, timeout: float = 2.0) -> None:
         """Stop serving; in-flight responses are cut off. Idempotent."""
@@ -344,7 +355,8 @@ class ScriptedModelServer:
         if httpd is None:
             return
         self._stopping.set()
-        self._shutdown_loop(httpd)
+        if thread is not None:  # bound and never served: no loop to stop
+            self._shutdown_loop(httpd)
         httpd.close_connections(timeout)
         httpd.server_close()
         if thread is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,12 +30,16 @@ def is_demo_project(project_root: Path) -> bool:
         return False
 
 
-async def open_model_endpoint(
+def prepare_model_endpoint(
     settings: Settings, project_root: Path, default_scenario: Path
 ) -> tuple[ScriptedModelServer | None, str, ModelClient]:
     """(scripted server or None, base URL, client). The scripted model runs in this
     process on loopback when no endpoint is configured; ``SPECRUN_MODEL_LOG`` makes it
-    log every request it receives."""
+    log every request it receives. The scripted server is bound but not serving yet
+    (its ``start`` does that, in a thread): this starts no thread, so the service does
+    it before it forks its fork server, and the pages it writes (the scenario's parse,
+    the first HTTP client's set-up, its TLS context) are written once and shared instead
+    of copied in the service after that fork (``scripts/bench.py --only idle``)."""
     server: ScriptedModelServer | None = None
     if settings.uses_scripted_model:
         from coordinator.scripted_model import ScriptedModelServer, load_scenario
@@ -56,8 +59,7 @@ async def open_model_endpoint(
             port=0,
             request_log=os.environ.get("SPECRUN_MODEL_LOG"),
             keep_requests=0,  # nothing in the service reads them: a long session keeps none
-        )
-        await asyncio.to_thread(server.start)
+        ).bind()
         base_url = server.base_url
         api_key = None
     else:

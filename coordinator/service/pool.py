@@ -63,7 +63,6 @@ PRELOAD = [
     "h11",
     "anyio._backends._asyncio",
     "protocol.model",
-    "protocol.model.tls",
     "worker.speculation",
     "worker.tools",
     "worker.gate",

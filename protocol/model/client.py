@@ -36,7 +36,7 @@ from protocol.model.request import (
     build_body,
     encode_body,
 )
-from protocol.model.tls import SSL_CONTEXT
+from protocol.model.tls import ssl_context
 
 log = logging.getLogger("specrun.model")
 
@@ -114,7 +114,7 @@ class ModelClient:
                 timeout_s, connect=connect_timeout_s, read=timeout_s, write=timeout_s
             ),
             transport=transport,
-            verify=SSL_CONTEXT,
+            verify=ssl_context(self._base_url),
             headers={"User-Agent": USER_AGENT},
             follow_redirects=False,
         )

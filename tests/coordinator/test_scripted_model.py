@@ -457,6 +457,29 @@ def test_stop_returns_promptly_with_a_stalled_stream_and_idle_connections(
     keep_alive.close()
 
 
+def test_a_bound_server_starts_no_thread_and_serves_once_started() -> None:
+    # The service binds it before it forks its fork server: a thread then would make
+    # that fork unsafe.
+    server = ScriptedModelServer({"rules": [{"default": {"text": "bound"}}]}).bind()
+    try:
+        assert server.port > 0 and not _scripted_threads()
+        server.start()
+        assert answer_text(post(server, body(Message.user("hi")))) == "bound"
+    finally:
+        server.stop()
+
+
+def test_stop_of_a_server_bound_and_never_started_returns_and_frees_the_port() -> None:
+    server = ScriptedModelServer({"rules": []}).bind()
+    port = server.port
+    stopper = threading.Thread(target=server.stop)
+    stopper.start()
+    stopper.join(5)
+    assert not stopper.is_alive(), "stop waited for a serving loop that never ran"
+    with pytest.raises(httpx.ConnectError):
+        HTTP.get(f"http://127.0.0.1:{port}/v1/models")
+
+
 def test_stall_ends_when_the_client_goes_away(serve: ServerFactory) -> None:
     server = serve({"rules": [{"stall": True, "default": {"text": "never finished"}}]})
     payload = body(Message.user("x"), stream=True)
