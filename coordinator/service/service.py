@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from coordinator.service.pool import WorkerHandle
     from coordinator.service.session import Session
     from coordinator.service.speculation import SpeculationManager
-    from protocol.model import ModelClient
     from protocol.work import WorkerEvent
 
 log = logging.getLogger("specrun.service")
@@ -161,11 +160,11 @@ class Service:
             # every worker share these pages with us instead of importing their own copy.
             for name in SHARED_WITH_FORK_SERVER:
                 importlib.import_module(name)
-            model_client = self._prepare()
+            self._prepare()
             # Then, before the set-up below: the fork server's own preload (the worker's
             # modules, the sandbox probe) runs beside it, on another core.
             self.pool.start_fork_server()
-            await self._start(model_client)
+            await self._start()
             if ready is not None:
                 self._spawn(self._tell_started(ready))
                 ready = None
@@ -188,13 +187,22 @@ class Service:
         finally:
             os.close(ready)
 
-    def _prepare(self) -> ModelClient:
-        """The set-up that starts no thread, done before the fork server is forked: what
-        it writes (the scenario's parse, the model client's set-up, the leftovers'
-        sweep) is written once and shared, where after the fork each page written would
-        become a copy of this process's own (7 MB of an idle service's memory,
-        ``scripts/bench.py --only idle``)."""
+    def _prepare(self) -> None:
+        """The set-up that starts no thread nor socket, done before the fork server is
+        forked: what it writes (the scenario's parse, the model client's set-up, the
+        leftovers' sweep, the chat's and the speculation manager's objects) is written
+        once and shared, where after the fork each page written would become a copy of
+        this process's own (``scripts/bench.py --only idle``: 4.6 MB of an idle
+        service's memory, measured)."""
+        # Imported already (``SHARED_WITH_FORK_SERVER``): named here for their use.
+        from coordinator.service import commands  # noqa: F401  (registers the handlers)
+        from coordinator.service.chat import MainChat
+        from coordinator.service.commands.service import status_reply
+        from coordinator.service.live_state import LiveState
         from coordinator.service.model_endpoint import prepare_model_endpoint
+        from coordinator.service.routing import WorkerEventRouter
+        from coordinator.service.session import Session
+        from coordinator.service.speculation import SpeculationManager
 
         state_dir(self.project_root)  # with its .gitignore, before anything is written there
         self._project_id = _identity(self.project_root)
@@ -207,20 +215,6 @@ class Service:
         self.model_server, self.base_url, model_client = prepare_model_endpoint(
             self.settings, self.project_root, DEFAULT_SCENARIO
         )
-        return model_client
-
-    async def _start(self, model_client: ModelClient) -> None:
-        # Imported already (``SHARED_WITH_FORK_SERVER``): named here for their use.
-        from coordinator.service import commands  # noqa: F401  (registers the handlers)
-        from coordinator.service.chat import MainChat
-        from coordinator.service.commands.service import status_reply
-        from coordinator.service.live_state import LiveState
-        from coordinator.service.routing import WorkerEventRouter
-        from coordinator.service.session import Session
-        from coordinator.service.speculation import SpeculationManager
-
-        if self.model_server is not None:
-            self.model_server.start()  # bound already: this only starts its thread
         self._chat = chat = MainChat(self.project_root, self.settings, self.pool, model_client)
         self._speculation = speculation = SpeculationManager(
             self.project_root, self.settings, self.pool, chat, model_client, base_url=self.base_url
@@ -245,6 +239,10 @@ class Service:
 
         self.pool.on_event = on_event
         self.pool.on_death = router.on_death
+
+    async def _start(self) -> None:
+        if self.model_server is not None:
+            self.model_server.start()  # bound already: this only starts its thread
         # Answer clients at once; the warm workers come up meanwhile (~0.3 s): a restart
         # is serving again that much sooner, and a job arriving first starts its own.
         await self.pool.start(wait_warm=False)
