@@ -18,8 +18,9 @@ non-first speculation branch against the first, and three branches speculated to
 completion against one: wall time and the service's process-tree CPU), ``bench_large_repo``
 (a speculation's start, read-only git, grep/glob and accept in a generated 200k-file
 repository against a 2k-file one and bare git/rg; 20k files with ``--quick``). Measured
-here: the idle service's memory (PSS of each process with the pool warm, against the 60 MB
-goal), the service's
+here: the idle service's memory (with the pool warm: the anonymous PSS of its processes
+plus each file page once, so that other processes on the machine do not lower it, against
+the 60 MB goal), the service's
 start (to its first answer, against a fresh interpreter importing the modules the service
 imports before it answers; to a warm pool, against the fork-server limit of
 ``bench_spawn``), the cold-start
