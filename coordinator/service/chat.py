@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from coordinator.service.pool import WorkerHandle, WorkerStartError
 from coordinator.service.ports import ChatWorkers
 from coordinator.service.system_prompt import build_system_prompt
 from coordinator.service.tool_exec import ToolExecutor
+from coordinator.service.turn_slot import FollowUp, TurnSlot
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
@@ -144,16 +144,13 @@ class MainChat:
         self._snapshot_version = 0
         self.session_turns = sum(1 for m in loaded.full_messages if m.role == "user")
         self.session_tokens = 0
-        self._turn_lock = asyncio.Lock()
+        self.slot = TurnSlot()
         self._turn_task: asyncio.Task[TurnResult] | None = None
         self._turn_req_id: int | None = None
         # Prompts waiting for the running turn to end, by request.
         self._queued: dict[int, asyncio.Event] = {}  # its event: Ctrl-C while it waits
         # An accept recorded its turn and still holds the slot; leaving it settles the snapshot.
         self._accept_recorded = False
-        self._after_accept: asyncio.Task[None] | None = None  # the compaction it made due
-        self._forkable = asyncio.Event()  # clear from an accept's record to its snapshot
-        self._forkable.set()
         self._context_key: tuple[int, int, int] | None = None  # of the cached status estimate
         self._context_tokens = 0
 
@@ -173,7 +170,7 @@ class MainChat:
         meanwhile waits, and Ctrl-C while it waits (``cancel``) means it never runs."""
         cancelled = self._queued[out.req_id] = asyncio.Event()
         try:
-            if not await self._take_turn_slot(cancelled):
+            if not await self.slot.take(cancelled):
                 return TurnResult("aborted", "The turn was cancelled before it started.")
         finally:
             self._queued.pop(out.req_id, None)
@@ -195,33 +192,7 @@ class MainChat:
                 self._turn_task = None
                 self._turn_req_id = None
         finally:
-            self._turn_lock.release()
-
-    async def _take_turn_slot(self, cancelled: asyncio.Event) -> bool:
-        """Wait for the turn slot: True once held, False (not held) if ``cancelled`` is
-        set first, so a Ctrl-C ends a waiting prompt at once."""
-        acquiring = asyncio.ensure_future(self._turn_lock.acquire())
-        stop = asyncio.ensure_future(cancelled.wait())
-        try:
-            await asyncio.wait({acquiring, stop}, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:  # this request itself was cancelled (shutdown)
-            await self._give_up(acquiring)
-            raise
-        finally:
-            stop.cancel()
-        if cancelled.is_set():
-            await self._give_up(acquiring)
-            return False
-        return True
-
-    async def _give_up(self, acquiring: asyncio.Task[bool]) -> None:
-        """Stop waiting for the slot; if it was taken in the same moment, hand it back."""
-        acquiring.cancel()
-        try:
-            await acquiring
-        except asyncio.CancelledError:
-            return  # never taken
-        self._turn_lock.release()
+            self.slot.release()
 
     async def _turn(
         self, out: Emitter, text: str, mode: ApprovalMode, can_confirm: bool
@@ -369,7 +340,7 @@ class MainChat:
     async def compact_on_request(self, out: Emitter) -> str | None:
         """``specrun compact``: after the running turn, summarize all but the last turn.
         What was done in one sentence, or None when there is nothing to summarize."""
-        async with self._turn_lock:
+        async with self.slot.held():
             system, tools = self.system_prompt(), await self.workers.wait_tools()
             await self.compactor.resolve_window()
             if not await self.compactor.compact(
@@ -386,7 +357,7 @@ class MainChat:
 
     @property
     def busy(self) -> bool:
-        return self._turn_lock.locked()
+        return self.slot.busy
 
     def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool:
         return self.approvals.answer(ask_req_id, call_id, approved)
@@ -410,20 +381,19 @@ class MainChat:
         return build_system_prompt(self.project_root, self.recaller.store.index_prompt())
 
     async def record(self, *messages: Message) -> None:
-        """``append`` with the disk write (an fsync) off the event loop."""
+        """Add to the history, on disk first (an answered turn survives a crash), with the
+        disk write (an fsync) off the event loop."""
         await asyncio.to_thread(self.history_store.append, messages)
-        self.history.extend(messages)
-
-    def append(self, *messages: Message) -> None:
-        """Add to the history, on disk first: an answered turn survives a crash."""
-        self.history_store.append(messages)
         self.history.extend(messages)
 
     def _close_unanswered_calls(self) -> None:
         """After an abort, give every call of the last model message a result, so the
-        history stays valid for the next request (results right after calls)."""
+        history stays valid for the next request (results right after calls). Written at
+        once (not ``record``'s thread): the turn is being cancelled."""
         if self.history and self.history[-1].role == "assistant" and self.history[-1].tool_calls:
-            self.append(_not_run(self.history[-1].tool_calls, "cancelled by the user"))
+            closing = (_not_run(self.history[-1].tool_calls, "cancelled by the user"),)
+            self.history_store.append(closing)  # on disk first, as every record
+            self.history.extend(closing)
 
     def save_snapshot(self, system: str, tools: tuple[ToolSpec, ...]) -> None:
         """The cache-safe parameters a forked query needs; the version moves only when the
@@ -463,7 +433,7 @@ class MainChat:
 
     def reset(self) -> None:
         self.cancel()
-        self._cancel_after_accept()
+        self.slot.cancel_follow_up()
         self.prefetcher.abort_and_clear(AbortReason.RESET)
         self.prefetcher.reset()
         self.history_store.new_session()
@@ -477,24 +447,14 @@ class MainChat:
         self.compactor.summarized = Summarized()
         self.context.forget()
 
-    @asynccontextmanager
-    async def turn_slot(self) -> AsyncIterator[None]:
+    def turn_slot(self) -> AbstractAsyncContextManager[None]:
         """The one-turn-at-a-time slot as an accept holds it (see ``ForkSource.turn_slot``).
         Leaving it after ``extend_from_speculation`` takes the snapshot the next speculation
         forks from; when the accepted turn brought the history past ``compactAt``, the slot
         stays held by the compaction that comes first (in the background: the accept's
         reply does not wait for the fast model), so a prompt sent meanwhile waits for it as
         it would for the compaction at a turn's end."""
-        await self._turn_lock.acquire()
-        handed = False
-        try:
-            yield
-        finally:
-            try:
-                handed = self._settle_accept()
-            finally:
-                if not handed:
-                    self._turn_lock.release()
+        return self.slot.held_for_accept(self._settle_accept)
 
     async def extend_from_speculation(self, messages: list[Message]) -> None:
         """An accepted speculation's messages (its user message first) join the history as
@@ -502,30 +462,23 @@ class MainChat:
         await self.record(*messages)
         self.session_turns += 1
         self._accept_recorded = True
-        self._forkable.clear()
+        self.slot.snapshot_changing()
 
-    def _settle_accept(self) -> bool:
-        """After an accept that recorded its turn: the snapshot now, or a compaction first,
-        which then holds the turn slot (True) and takes the snapshot when done."""
+    def _settle_accept(self) -> FollowUp | None:
+        """After an accept that recorded its turn: the snapshot now, or the compaction that
+        must come first, which then holds the turn slot and takes the snapshot when done."""
         if not self._accept_recorded:
-            return False
+            return None
         self._accept_recorded = False
-        handed = False
-        try:
-            system, tools = self.system_prompt(), self.workers.tool_specs
-            if not self.compactor.due(system, tools, self.history):
-                self.save_snapshot(system, tools)
-                return False
-            self._after_accept = asyncio.ensure_future(self._compact_after_accept(system, tools))
-            handed = True
-            return True
-        finally:
-            if not handed:
-                self._forkable.set()
+        system, tools = self.system_prompt(), self.workers.tool_specs
+        if not self.compactor.due(system, tools, self.history):
+            self.save_snapshot(system, tools)
+            return None
+        return self._compact_after_accept(system, tools)
 
     async def _compact_after_accept(self, system: str, tools: tuple[ToolSpec, ...]) -> None:
         """The compaction an accepted turn made due, by the same rules as at a turn's end;
-        it holds the turn slot, and releases it (and lets speculations fork) when done."""
+        the turn slot is held until it ends (``TurnSlot.held_for_accept``)."""
         cancelled = False
         try:
             out = Emitter(_Unheard(), b"", 0)
@@ -542,14 +495,11 @@ class MainChat:
         finally:
             if not cancelled:
                 self.save_snapshot(system, tools)
-            self._after_accept = None
-            self._forkable.set()
-            self._turn_lock.release()
 
     async def forkable(self) -> None:
         """Until the snapshot is the one to fork the next speculation from: right after an
         accept, once the compaction it made due is done."""
-        await self._forkable.wait()
+        await self.slot.forkable()
 
     # -- worker events (routed here for the workers running this chat's tools) ---
 
@@ -560,14 +510,9 @@ class MainChat:
     async def on_worker_death(self, handle: WorkerHandle) -> None:
         self.tools_exec.on_death(handle)
 
-    def _cancel_after_accept(self) -> None:
-        """Stop a compaction after an accept (it releases the turn slot as it ends)."""
-        if self._after_accept is not None:
-            self._after_accept.cancel()
-
     async def shutdown(self) -> None:
         self.cancel()
-        self._cancel_after_accept()
+        self.slot.cancel_follow_up()
         self.prefetcher.abort_and_clear(AbortReason.SHUTDOWN)
         await self.prefetcher.aclose()
         self.history_store.close()

@@ -189,7 +189,7 @@ class ControlPort:
 @pytest.fixture(scope="module")
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Specrun]:
     project = make_sample_project(tmp_path_factory.mktemp("fuzz") / "proj")
-    with running_service(project, "--approval-mode", "auto-edit") as runner:
+    with running_service(project, "--approval-mode", "auto-edit", "--workers", "2") as runner:
         yield runner
 
 

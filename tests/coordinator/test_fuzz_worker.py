@@ -77,7 +77,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Specrun]:
     scenario = scenario_variant(tmp, _slow_speculation)
     project = make_sample_project(tmp / "proj")
     with running_service(
-        project, "--approval-mode", "auto-edit", "--scenario", str(scenario)
+        project, "--approval-mode", "auto-edit", "--scenario", str(scenario), "--workers", "2"
     ) as runner:
         yield runner
 
