@@ -8,15 +8,16 @@ with the coordinator's pages and shares every one that neither side writes after
 workers it forks share them in turn (``scripts/bench.py --only idle``: 80 MB -> 64 MB with
 the pool warm).
 
-The fork is taken only while this process has a single thread (no ZeroMQ socket yet, so
-no ZeroMQ I/O thread; no executor, no embedded model server): that is what makes a fork
-safe. Anything else gets ``multiprocess``'s own fresh interpreter, as before. The child
-becomes what that interpreter would be: only the listener, the liveness pipe and stdio
-open (the pidfile's lock and the control socket's descriptors are not its to hold), the
-interpreter's default signal handlers, no logging handlers of the coordinator's; then it
-runs ``multiprocess``'s own fork-server loop with the pool's preload, runs the exit
-handlers the preload registered (and none of the coordinator's), and ends with ``os._exit``
-so nothing else of the coordinator (its finalizers) runs there.
+The fork is taken only while this process has a single thread (no ZeroMQ socket yet, so no
+ZeroMQ I/O thread; no executor, no embedded model server serving: bound is fine, the child
+closes its socket): that is what makes a fork safe. Anything else gets ``multiprocess``'s
+own fresh interpreter, as before. The child becomes what that interpreter would be: only
+the listener, the liveness pipe and stdio open (the pidfile's lock and the control socket's
+descriptors are not its to hold), the interpreter's default signal handlers, no logging
+handlers of the coordinator's; then it runs ``multiprocess``'s own fork-server loop with
+the pool's preload, runs the exit handlers the preload registered (and none of the
+coordinator's), and ends with ``os._exit`` so nothing else of the coordinator (its
+finalizers) runs there.
 
 The coordinator's objects stay in the child's memory, unreferenced by anything it runs:
 the frames that hold them are never unwound (``os._exit``), so no finalizer of theirs ever
