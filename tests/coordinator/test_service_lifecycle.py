@@ -60,7 +60,7 @@ def test_the_fork_server_is_a_fork_of_the_coordinator_that_holds_none_of_its_sta
     interpreter importing them again), yet starts as a fresh one would: it does not hold
     the pidfile (a restart must not wait for it), catches no signal the coordinator's event
     loop catches (every worker would inherit that), and has no descriptor of the
-    coordinator's besides stdio."""
+    coordinator's besides stdio, the scripted model's socket included."""
     specrun.run("start", check=True)
     try:
         coordinator = psutil.Process(specrun.service_pid())
@@ -76,6 +76,11 @@ def test_the_fork_server_is_a_fork_of_the_coordinator_that_holds_none_of_its_sta
         # 0-2, the listener and the liveness pipe, and what multiprocess's loop opened (the
         # new stdin, an epoll, a signal pipe, a status pipe per live worker): nothing else
         assert len(os.listdir(f"/proc/{server.pid}/fd")) <= 9 + len(server.children())
+        # The scripted model's port is bound before this fork (its thread starts after):
+        # only the coordinator may hold it.
+        assert any(c.status == psutil.CONN_LISTEN for c in coordinator.net_connections("tcp"))
+        for process in (server, *server.children()):
+            assert not process.net_connections("tcp"), process
     finally:
         specrun.run("stop", check=True)
 
