@@ -149,14 +149,8 @@ def test_a_kill_in_the_middle_of_compaction_loses_nothing_and_compact_works_afte
         for n in range(3):
             assert ended(driver.ask(f"read big.txt ({n})")).reason == "completed"
         before = HistoryStore(specrun.project).load()
-        pid = specrun.service_pid()
         driver.client.send(CompactRequest(req_id=driver.client.next_id()))
-        assert wait_until(
-            lambda: any(r["purpose"] == "compaction" for r in model_requests(log)), timeout=20
-        ), driver.log_tail()
-        os.kill(pid, signal.SIGKILL)
-        assert wait_until(lambda: not _alive(pid), timeout=10)
-        driver.close()
+        _kill_while_compacting(specrun, driver, log)
         scenario(tmp_path, 100_000)  # the same file, now without the slow summary
         driver.client = _reconnect(specrun)  # the session's driver talks to the new service
         report = HistoryStore(specrun.project).load_report()
@@ -174,6 +168,18 @@ def test_a_kill_in_the_middle_of_compaction_loses_nothing_and_compact_works_afte
         ]
         nothing = specrun.json("compact")
         assert nothing["message"].startswith("Nothing to compact")
+
+
+def _kill_while_compacting(specrun: Specrun, driver: Driver, log: Path) -> None:
+    """SIGKILL the service once its compaction request reached the model (the summary is
+    slow, so it is still running), and wait for it to be gone."""
+    pid = specrun.service_pid()
+    assert wait_until(
+        lambda: any(r["purpose"] == "compaction" for r in model_requests(log)), timeout=20
+    ), driver.log_tail()
+    os.kill(pid, signal.SIGKILL)
+    assert wait_until(lambda: not _alive(pid), timeout=10)
+    driver.close()
 
 
 def _alive(pid: int) -> bool:
@@ -353,13 +359,7 @@ def test_a_kill_during_the_compaction_after_an_accept_loses_nothing(
         _accepted_study(specrun, driver)
         accepted = HistoryStore(specrun.project).load()
         assert accepted[-1].text == f"Studied. NEXT: {AGAIN}."
-        pid = specrun.service_pid()
-        assert wait_until(
-            lambda: any(r["purpose"] == "compaction" for r in model_requests(log)), timeout=20
-        ), driver.log_tail()
-        os.kill(pid, signal.SIGKILL)
-        assert wait_until(lambda: not _alive(pid), timeout=10)
-        driver.close()
+        _kill_while_compacting(specrun, driver, log)
         accept_scenario(tmp_path, WINDOW, compaction_ms=0)  # the same file, a quick summary
         driver.client = _reconnect(specrun)
         report = HistoryStore(specrun.project).load_report()

@@ -22,6 +22,7 @@ import pytest
 from coordinator.service import run_queue
 from coordinator.service.pool import WorkerHandle, WorkerPool
 from protocol.control import WorkerState
+from tests.support import wait_until
 
 pytestmark = pytest.mark.usefixtures("stop_multiprocess_helpers")
 
@@ -137,7 +138,7 @@ def test_a_sleeping_process_is_not_starved_and_a_gone_one_is_unknown() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         asleep = lambda: (s := run_queue.sample(child.pid)) is not None and not s.runnable  # noqa: E731
-        assert _until_sync(asleep)
+        assert wait_until(asleep, interval=0.01)
         before = run_queue.sample(child.pid)
         assert before is not None
         assert not run_queue.starved(before, before, 1.0)
@@ -147,10 +148,3 @@ def test_a_sleeping_process_is_not_starved_and_a_gone_one_is_unknown() -> None:
     assert run_queue.sample(child.pid) is None
 
 
-def _until_sync(predicate: object, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return True
-        time.sleep(0.01)
-    return False

@@ -6,13 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from coordinator.service.turn_slot import TurnSlot
-
-
-async def _until(predicate: object, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.001)
+from tests.coordinator.service.fakes import until
 
 
 def test_an_accept_without_follow_up_frees_the_slot_and_lets_speculations_fork() -> None:
@@ -67,7 +61,7 @@ def test_a_follow_up_cancelled_before_its_first_step_still_frees_the_slot() -> N
         async with slot.held_for_accept(compaction):
             slot.snapshot_changing()
         slot.cancel_follow_up()  # before the loop gave the new task a step
-        await _until(lambda: not slot.busy)
+        await until(lambda: not slot.busy, timeout=5)
         await asyncio.wait_for(slot.forkable(), 1)
         assert started == []
         assert await asyncio.wait_for(slot.take(asyncio.Event()), 1) is True
