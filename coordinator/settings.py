@@ -20,6 +20,7 @@ import msgspec
 from coordinator.durable import atomic_write
 from protocol.approval import ApprovalMode
 from protocol.control import BudgetWindow
+from protocol.secret_text import without_password
 from protocol.work import CommandLimits, Containment, SpeculationLimits
 
 
@@ -282,10 +283,12 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
         return f"Settings({self.public()!r})"
 
     def public(self) -> dict[str, Any]:
-        """Values safe to print, by camelCase name: the key is masked."""
+        """Values safe to print, by camelCase name: the key and a password in the base URL
+        are masked."""
         shown = {name: self.value(name) for name in KEYS}
         if shown.get("apiKey"):
             shown["apiKey"] = "***"
+        shown["baseUrl"] = without_password(shown["baseUrl"])
         return shown
 
 

@@ -16,6 +16,7 @@ import msgspec
 from protocol.approval import ApprovalMode
 from protocol.boundary import BoundaryReason
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec, Usage
+from protocol.secret_text import without_password
 
 PROJECT_ROOT_ENV = "SPECRUN_FORK_SERVER_PROJECT"
 """Set by the pool for its fork server: the project its workers will serve. The fork server
@@ -74,7 +75,8 @@ class ModelEndpoint(msgspec.Struct, frozen=True, omit_defaults=True):
 
     def __repr__(self) -> str:  # keep the key out of logs and tracebacks
         return (
-            f"ModelEndpoint(base_url={self.base_url!r}, api_key={'***' if self.api_key else None})"
+            f"ModelEndpoint(base_url={without_password(self.base_url)!r}, "
+            f"api_key={'***' if self.api_key else None})"
         )
 
 

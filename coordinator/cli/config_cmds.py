@@ -13,6 +13,7 @@ from coordinator.cli.errors import CliError, friendly
 from coordinator.cli.options import json_option
 from coordinator.state_dir import state_dir
 from protocol.inert_text import inert
+from protocol.secret_text import without_password
 
 
 @click.group()
@@ -110,6 +111,8 @@ def config_set(obj: CommandContext, key: str, value: str, user_file: bool,
         ) from None
     obj.settings()  # the file as a whole must still load
     shown = "***" if key == "apiKey" and stored else stored
+    if key == "baseUrl" and isinstance(shown, str):
+        shown = without_password(shown)
     if as_json:
         render.print_json({"key": key, "value": shown, "file": str(path)})
     else:

@@ -9,6 +9,7 @@ from coordinator.cli import render
 from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import CliError
 from coordinator.cli.options import flags_argv
+from protocol.secret_text import without_password
 
 if TYPE_CHECKING:
     from coordinator.settings import Settings
@@ -51,7 +52,7 @@ def _missing_model(settings: Settings, offered: list[str]) -> str | None:
         unset = " (the default: no model is set)" if settings.sources.get(key) == "default" else ""
         listed = ", ".join(offered[:8]) + (f" and {len(offered) - 8} more" if len(offered) > 8
                                            else "")
-        return (f"The model endpoint {settings.base_url} does not list the {key} "
+        return (f"The model endpoint {without_password(settings.base_url)} does not list the {key} "
                 f"{name!r}{unset}; it lists {listed}. Queries will fail if it does not have "
                 f"it: `specrun config set {key} <name>`, then `specrun stop && specrun start`.")
     return None

@@ -37,6 +37,7 @@ from protocol.model.request import (
     encode_body,
 )
 from protocol.model.tls import ssl_context
+from protocol.secret_text import without_password
 
 log = logging.getLogger("specrun.model")
 
@@ -128,7 +129,8 @@ class ModelClient:
     def __repr__(self) -> str:
         key = "<set>" if self._api_key else None
         return (
-            f"ModelClient(base_url={self._base_url!r}, api_key={key}, dashscope={self.dashscope})"
+            f"ModelClient(base_url={without_password(self._base_url)!r}, api_key={key}, "
+            f"dashscope={self.dashscope})"
         )
 
     async def aclose(self) -> None:

@@ -195,3 +195,27 @@ def test_an_os_error_is_its_reason_and_path() -> None:
     assert _sentence(moved) == "Invalid cross-device link: /a -> /b"
     assert _sentence(OSError("plain")) == "plain"
     assert _sentence(ValueError()) == "ValueError"
+
+
+def test_a_password_in_the_base_url_is_shown_nowhere(
+    specrun: Specrun, closed_port_url: str
+) -> None:
+    """``baseUrl`` with basic-auth credentials: ``config set``/``show``, ``start``'s warning,
+    ``status`` and the service log show the URL with ``***`` for the password (a turn's
+    error: ``test_model_client``)."""
+    secret = "hunter2-password"
+    url = closed_port_url.replace("http://", f"http://gateway:{secret}@")
+    shown = closed_port_url.replace("http://", "http://gateway:***@")
+    outputs = [specrun.run("config", "set", "baseUrl", url, check=True)]
+    assert specrun.json("config", "show")["settings"]["baseUrl"]["value"] == shown
+    outputs.append(specrun.run("config", "show", check=True))
+    outputs.append(specrun.run("start", check=True))
+    try:
+        assert specrun.json("status")["model_endpoint"] == shown
+        outputs.append(specrun.run("status", check=True))
+        outputs.append(specrun.run("logs"))
+    finally:
+        specrun.run("stop")
+    for proc in outputs:
+        assert secret not in proc.stdout + proc.stderr, proc.args
+    assert "gateway:***@" in outputs[2].stderr  # start's warning names the endpoint

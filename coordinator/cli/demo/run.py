@@ -77,6 +77,7 @@ from protocol.control import (
 )
 from protocol.endpoints import Endpoints
 from protocol.inert_text import inert
+from protocol.secret_text import without_password
 
 SAMPLE_PROJECT = Path(__file__).resolve().parent / "sample_project"
 SHIPPED_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "demo.yaml"
@@ -353,7 +354,7 @@ def _step(out: Console, what: str) -> Iterator[None]:
 
 
 def _intro(out: Console, project: Path, options: DemoOptions) -> None:
-    model = (f"{options.model or 'the configured model'} at {options.base_url}"
+    model = (f"{options.model or 'the configured model'} at {without_password(options.base_url)}"
              if options.base_url else "the embedded scripted model (no key, no network)")
     body = Text()
     body.append("A throw-away copy of a small Python project: ", style="bold")

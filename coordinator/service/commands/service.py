@@ -18,6 +18,7 @@ from protocol.control import (
     WorkersRequest,
     WorkerState,
 )
+from protocol.secret_text import without_password
 
 
 def status_reply(svc: HandlerDeps, req_id: int) -> StatusReply:
@@ -28,7 +29,7 @@ def status_reply(svc: HandlerDeps, req_id: int) -> StatusReply:
         pid=os.getpid(),
         epoch=svc.epoch,
         uptime_s=round(svc.uptime_s, 3),
-        model_endpoint=svc.base_url,
+        model_endpoint=without_password(svc.base_url),
         scripted_model=svc.scripted_model,
         model=chat.model_name,
         fast_model=chat.fast_model,
