@@ -10,16 +10,20 @@ from __future__ import annotations
 from urllib.parse import urlsplit, urlunsplit
 
 
+def url_password(url: str) -> str | None:
+    """The password ``url`` carries, or None (also when it does not parse as a URL)."""
+    try:
+        return urlsplit(url).password
+    except ValueError:  # an unclosed IPv6 bracket, a bad port: no credentials to find
+        return None
+
+
 def without_password(url: str) -> str:
     """``url`` with its password (if any) replaced by ``***``; anything that does not parse
     as a URL comes back unchanged."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:  # an unclosed IPv6 bracket, a bad port: no credentials to find
+    if url_password(url) is None:
         return url
-    if password is None:
-        return url
+    parts = urlsplit(url)
     userinfo, _, hostport = parts.netloc.rpartition("@")
     user = userinfo.split(":", 1)[0]
     return urlunsplit(parts._replace(netloc=f"{user}:***@{hostport}"))

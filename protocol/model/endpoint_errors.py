@@ -9,13 +9,13 @@ import socket
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import msgspec
 
 from protocol.model.errors import ErrorKind, ModelError, one_line, redact
 from protocol.model.overflow import is_context_overflow, window_in_body
+from protocol.secret_text import url_password, without_password
 
 
 @dataclass(frozen=True)
@@ -31,10 +31,12 @@ class EndpointErrors:
 
     def error(self, kind: ErrorKind, message: str, **extra: Any) -> ModelError:
         # A password in the URL (``http://user:pw@host/v1``, a proxy's basic auth) is a
-        # secret like the key: every message names the endpoint, so it goes too.
-        password = urlsplit(self.base_url).password
-        text = redact(redact(message, self.api_key), password)
-        return ModelError(kind, text, endpoint=redact(self.base_url, password), **extra)
+        # secret like the key: the URL in a message shows ``***`` for it, and any other
+        # copy of it (a server quoting its request) goes too.
+        shown = without_password(self.base_url)
+        text = redact(message.replace(self.base_url, shown), self.api_key)
+        text = redact(text, url_password(self.base_url))
+        return ModelError(kind, text, endpoint=shown, **extra)
 
     def transport(self, exc: Exception, *, started: bool) -> ModelError:
         """A ``ModelError`` for an httpx exception (``started``: the body was flowing)."""

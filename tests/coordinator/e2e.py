@@ -98,6 +98,13 @@ def scenario_variant(tmp: Path, edit: Any) -> Path:
     return path
 
 
+def rules_scenario(tmp: Path, rules: list[dict[str, Any]]) -> Path:
+    """A scenario of just ``rules`` at 1 ms a reply, written to ``tmp``."""
+    path = tmp / "scenario.json"
+    path.write_text(json.dumps({"name": "t", "latency_ms": 1, "chunk_ms": 1, "rules": rules}))
+    return path
+
+
 def start_playing(specrun: Specrun, scenario: Path, **settings: Any) -> None:
     """``specrun start`` (edits approved automatically) with the model playing ``scenario``
     and the project's other ``settings``."""

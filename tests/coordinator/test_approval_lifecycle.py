@@ -18,7 +18,7 @@ import pytest
 
 from coordinator.service.history import HistoryStore
 from protocol.control import ApprovalNeeded, AskRequest, ErrorReply, TurnEnded
-from tests.coordinator.e2e import Driver
+from tests.coordinator.e2e import Driver, rules_scenario
 from tests.support import Specrun
 
 EDIT = {
@@ -38,8 +38,7 @@ RULES = [
 def started(specrun: Specrun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """start(**settings): a default-mode service on RULES with these project settings."""
     monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
-    scenario = tmp_path / "scenario.json"
-    scenario.write_text(json.dumps({"name": "t", "latency_ms": 1, "chunk_ms": 1, "rules": RULES}))
+    scenario = rules_scenario(tmp_path, RULES)
 
     def start(**settings: Any) -> Specrun:
         (specrun.project / ".specrun").mkdir(exist_ok=True)

@@ -5,7 +5,6 @@ model."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from tests.coordinator.e2e import rules_scenario
 from tests.support import Specrun
 
 HIDDEN_LINE = "git status  # just a look\ntouch pwned-by-second-line"
@@ -33,8 +33,7 @@ RULES = [
 @pytest.fixture
 def started(specrun: Specrun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Specrun]:
     monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
-    scenario = tmp_path / "scenario.json"
-    scenario.write_text(json.dumps({"name": "t", "latency_ms": 1, "chunk_ms": 1, "rules": RULES}))
+    scenario = rules_scenario(tmp_path, RULES)
     specrun.run("start", "--scenario", str(scenario), check=True)
     yield specrun
     specrun.run("stop")

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from protocol.control import SuggestionRequest, TextChunk, TurnEnded
-from tests.coordinator.e2e import Driver
+from tests.coordinator.e2e import Driver, rules_scenario
 from tests.support import Specrun, wait_until
 
 RULES = [
@@ -24,8 +23,7 @@ def test_refusals_are_distinct_outcomes_everywhere(
     specrun: Specrun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))
-    scenario = tmp_path / "scenario.json"
-    scenario.write_text(json.dumps({"name": "t", "latency_ms": 1, "chunk_ms": 1, "rules": RULES}))
+    scenario = rules_scenario(tmp_path, RULES)
     memory = specrun.project / ".specrun" / "memory"
     specrun.run("memory", "add", "calc notes", "-d", "how the calc tests run", "-b",
                 "pytest -q", check=True)

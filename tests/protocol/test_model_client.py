@@ -529,6 +529,12 @@ def test_a_password_in_the_base_url_is_never_in_a_message() -> None:
     assert "http://proxyuser:***@127.0.0.1:" in str(error)
 
 
+def test_a_password_that_also_spells_part_of_the_url_hides_only_the_password() -> None:
+    port = _free_port()
+    error = failed_call(f"http://gw:v1@127.0.0.1:{port}/v1", SECRET, max_retries=0)
+    assert error.endpoint == f"http://gw:***@127.0.0.1:{port}/v1"
+
+
 def test_refused_connection_is_a_clear_typed_error() -> None:
     base = f"http://127.0.0.1:{_free_port()}/v1"
 
