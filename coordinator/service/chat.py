@@ -40,16 +40,18 @@ from coordinator.service.turn_slot import FollowUp, TurnSlot
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
-from protocol.control import ContextInfo, ControlReply, TurnEndReason
+from protocol.control import ContextInfo, ControlReply, ModelWaitInfo, TurnEndReason
 from protocol.model import (
     ChatRequest,
     ChatResult,
     ModelClient,
     ModelError,
+    RetryWait,
     StreamEvent,
     TextDelta,
 )
 from protocol.model.overflow import stated_window
+from protocol.model.retry import wait_sentence
 from protocol.work import WorkerEvent
 
 log = logging.getLogger("specrun.chat")
@@ -78,6 +80,12 @@ class _Unheard:
     async def send(self, identity: bytes, reply: ControlReply) -> None:
         return None
 
+
+# What a finish reason other than a plain stop means for the answer the person just read.
+CUT_SHORT = {
+    "length": "The model's answer was cut off at its output token limit.",
+    "content_filter": "The provider's content filter stopped the model's answer part-way.",
+}
 
 CONTEXT_FULL = (
     "The conversation does not fit the model's context window even after compacting it; "
@@ -153,6 +161,8 @@ class MainChat:
         self._accept_recorded = False
         self._context_key: tuple[int, int, int] | None = None  # of the cached status estimate
         self._context_tokens = 0
+        # The main chat's model request waits to retry: (the wait, when it ends, monotonic).
+        self._model_wait: tuple[RetryWait, float] | None = None
 
     # -- the loop -------------------------------------------------------------
 
@@ -317,6 +327,13 @@ class MainChat:
             )
 
             async def show(event: StreamEvent) -> None:
+                if isinstance(event, RetryWait):
+                    # One line per wait, so the person knows why nothing comes; Ctrl-C
+                    # cancels the turn and with it the wait.
+                    self._model_wait = (event, time.monotonic() + event.delay_s)
+                    await out.notice(event.text)
+                    return
+                self._model_wait = None
                 if isinstance(event, TextDelta):
                     await out.text(event.text)
 
@@ -332,7 +349,11 @@ class MainChat:
                     raise
                 self.compactions += 1
                 continue
+            finally:
+                self._model_wait = None
             break
+        if result.finish_reason in CUT_SHORT:
+            await out.notice(CUT_SHORT[result.finish_reason])
         self.session_tokens += result.usage.total_tokens
         self.context.reported(result.usage, len(self.history) + 1)  # + this answer
         return result
@@ -350,6 +371,21 @@ class MainChat:
             self.compactions += 1
             self.save_snapshot(system, tools)
             return self.compactor.last
+
+    def model_wait(self) -> ModelWaitInfo | None:
+        """The main chat's wait to retry a model request, as ``specrun status`` shows it."""
+        if self._model_wait is None:
+            return None
+        wait, until = self._model_wait
+        left = max(0.0, until - time.monotonic())
+        return ModelWaitInfo(
+            text=wait_sentence(msgspec.structs.replace(wait, delay_s=left)),
+            reason=wait.reason,
+            seconds_left=round(left, 1),
+            attempt=wait.attempt,
+            attempts=wait.attempts,
+            status=wait.status,
+        )
 
     def pending_approval(self) -> ToolCall | None:
         """The call a running turn is waiting on a person's yes for, if any."""

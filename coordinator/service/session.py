@@ -37,6 +37,7 @@ from protocol.control import (
     ContextInfo,
     DiffReply,
     ErrorReply,
+    ModelWaitInfo,
     StatsReply,
     SuggestionReply,
     TurnEnded,
@@ -87,6 +88,8 @@ class ChatControl(Protocol):
     async def compact_on_request(self, out: Emitter) -> str | None: ...
 
     def context_info(self) -> ContextInfo: ...
+
+    def model_wait(self) -> ModelWaitInfo | None: ...
 
 
 class SpeculationControl(Protocol):

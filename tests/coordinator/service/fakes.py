@@ -35,6 +35,7 @@ from protocol.control import (
     ControlReply,
     DiffReply,
     JobKind,
+    ModelWaitInfo,
     SpeculationStatus,
     StatsReply,
     SuggestionReply,
@@ -328,6 +329,9 @@ class SessionChat:
 
     def context_info(self) -> ContextInfo:
         return self.context
+
+    def model_wait(self) -> ModelWaitInfo | None:
+        return None
 
 
 class SessionSpeculation:
