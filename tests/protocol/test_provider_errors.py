@@ -284,13 +284,14 @@ def test_an_http_date_retry_after_is_read(provider: Any) -> None:
     assert provider.hits["limited"] == 2
 
 
+@pytest.mark.parametrize("purpose", ["suggestion", "speculation", "pipelined", "recall"])
 def test_a_background_request_does_not_retry_a_rate_limit_and_holds_the_next(
-    provider: Any,
+    provider: Any, purpose: Any
 ) -> None:
     base = f"http://127.0.0.1:{provider.server_port}/limited/v1"
     provider.answers["limited"] = (429, {"retry-after": "30"}, b"{}")
     background = ChatRequest(system="s", history=(Message.user("go"),), model="m",
-                             purpose="suggestion")
+                             purpose=purpose)
 
     async def main() -> tuple[ModelError, ModelError]:
         errors = []
@@ -304,7 +305,7 @@ def test_a_background_request_does_not_retry_a_rate_limit_and_holds_the_next(
 
     first, second = asyncio.run(asyncio.wait_for(main(), 10))
     assert first.kind == second.kind == "rate_limit" and first.attempts == 1
-    assert "suggestion request was not sent" in str(second)
+    assert f"{purpose} request was not sent" in str(second)
     assert provider.hits["limited"] == 1  # the second never reached the endpoint
 
 
