@@ -364,11 +364,7 @@ class ModelClient:
                     except TimeoutError:
                         raise self._errors.total_timeout() from None
                     except SSEError as exc:
-                        raise self._errors.error(
-                            "protocol",
-                            f"The model endpoint {self._base_url} did not answer with an event "
-                            f"stream ({one_line(str(exc))}).",
-                        ) from exc
+                        raise self._not_a_stream(response, exc) from exc
                     except httpx.HTTPError as exc:
                         raise self._errors.transport(exc, started=started) from exc
                     started = True
@@ -402,6 +398,21 @@ class ModelClient:
         finally:
             await response.aclose()
 
+    def _not_a_stream(self, response: httpx.Response, exc: SSEError) -> ModelError:
+        if "html" in response.headers.get("content-type", "").lower():
+            # A web page (a proxy's, a portal's, a site's front page): the URL is wrong.
+            return self._errors.error(
+                "protocol",
+                f"The model endpoint {self._base_url} answered with an HTML page, not an "
+                "event stream",
+                hint="is the base URL right (it usually ends in /v1)?",
+            )
+        return self._errors.error(
+            "protocol",
+            f"The model endpoint {self._base_url} did not answer with an event "
+            f"stream ({one_line(str(exc))}).",
+        )
+
     def _decode_chunk(self, data: str, event: str = "") -> dict[str, Any]:
         try:
             chunk = msgspec.json.decode(data)
@@ -417,7 +428,14 @@ class ModelClient:
                 f"The model endpoint {self._base_url} sent a stream event that is not "
                 "a JSON object.",
             )
-        if chunk.get("error") or event == "error" or chunk.get("type") == "error":
+        # OpenRouter, Ollama: {"error": …}; Anthropic-style: event: error, "type": "error";
+        # vLLM: {"object": "error", "message": …, "code": 400}.
+        if (
+            chunk.get("error")
+            or event == "error"
+            or chunk.get("type") == "error"
+            or chunk.get("object") == "error"
+        ):
             raise self._errors.reported(chunk, in_stream=True)
         return chunk
 

@@ -109,6 +109,7 @@ ANSWERS: dict[str, tuple[int, dict[str, str], bytes]] = {
                                   b"Cloudflare</title></head><body>blocked</body></html>"),
     "cloudflare_502": (502, HTML, b"<!DOCTYPE html><html><head><title>api.example.com | 502: "
                                   b"Bad gateway</title></head><body>cloudflare</body></html>"),
+    "html_200": (200, HTML, b"<html><body>Welcome to nginx!</body></html>"),
     "json_error_200": (200, {}, _json({"error": {"code": 502,
                                                  "message": "Provider returned error"}})),
 }
@@ -134,6 +135,11 @@ STREAMS: dict[str, bytes] = {
         b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", '
         b'"message": "Overloaded"}}\n\n'),
     "only_done": _sse({"id": "c", "choices": []}, DONE),
+    "vllm_error_in_stream": _sse(
+        {"object": "error", "message": "This model's maximum context length is 4096 tokens. "
+         "However, you requested 5000 tokens.", "type": "BadRequestError", "param": None,
+         "code": 400},
+        DONE),
 }
 
 # name: (kind, requests made with max_retries=2, words the sentence has)
@@ -163,6 +169,8 @@ EXPECTED: dict[str, tuple[str, int, tuple[str, ...]]] = {
     "openrouter_error_after_text": ("server", 1, ("Provider disconnected",)),
     "anthropic_event_error": ("server", 3, ("Overloaded",)),
     "only_done": ("protocol", 1, ("without an answer",)),
+    "vllm_error_in_stream": ("context_length", 1, ("4096 tokens", "context window")),
+    "html_200": ("protocol", 1, ("HTML page", "is the base URL right")),
 }
 
 
