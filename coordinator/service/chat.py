@@ -85,6 +85,7 @@ class _Unheard:
 CUT_SHORT = {
     "length": "The model's answer was cut off at its output token limit.",
     "content_filter": "The provider's content filter stopped the model's answer part-way.",
+    "error": "The provider reported an error part-way through the answer; it may be incomplete.",
 }
 
 CONTEXT_FULL = (

@@ -8,6 +8,8 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
 from coordinator.service.chat import MainChat, TurnResult
 from coordinator.service.emitter import Emitter
 from coordinator.settings import Settings
@@ -89,7 +91,13 @@ def test_status_shows_the_wait_while_it_lasts_and_ctrl_c_ends_it(place: Place) -
     assert len(replies.of(Notice)) == 1
 
 
-def test_an_answer_cut_at_the_output_limit_says_so(place: Place) -> None:
+@pytest.mark.parametrize(("reason", "notice"), [
+    ("length", "The model's answer was cut off at its output token limit."),
+    ("content_filter", "The provider's content filter stopped the model's answer part-way."),
+    ("error", "The provider reported an error part-way through the answer; it may be "
+              "incomplete."),
+])
+def test_an_answer_that_stopped_short_says_so(place: Place, reason: str, notice: str) -> None:
     async def main() -> TurnResult:
         chat, model = _chat(place, server.base_url, max_retries=0)
         try:
@@ -99,10 +107,8 @@ def test_an_answer_cut_at_the_output_limit_says_so(place: Place) -> None:
             await model.aclose()
 
     replies = Replies()
-    rule = {"when": {"purpose": "main"}, "reply": {"text": "a long", "finish_reason": "length"}}
+    rule = {"when": {"purpose": "main"}, "reply": {"text": "a long", "finish_reason": reason}}
     with scripted(rule) as server:
         result = run(main())
     assert result.reason == "completed"
-    assert [n.text for n in replies.of(Notice)] == [
-        "The model's answer was cut off at its output token limit."
-    ]
+    assert [n.text for n in replies.of(Notice)] == [notice]
