@@ -32,6 +32,7 @@ from coordinator.service.context_meter import DEFAULT_WINDOW, ContextMeter
 from coordinator.service.emitter import Emitter
 from coordinator.service.history import HistoryStore
 from coordinator.service.loop_detect import LoopDetector
+from coordinator.service.model_wait import ModelWait
 from coordinator.service.pool import WorkerHandle, WorkerStartError
 from coordinator.service.ports import ChatWorkers
 from coordinator.service.system_prompt import build_system_prompt
@@ -40,7 +41,7 @@ from coordinator.service.turn_slot import FollowUp, TurnSlot
 from coordinator.settings import Settings
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
-from protocol.control import ContextInfo, ControlReply, ModelWaitInfo, TurnEndReason
+from protocol.control import ContextInfo, ControlReply, TurnEndReason
 from protocol.model import (
     ChatRequest,
     ChatResult,
@@ -51,7 +52,6 @@ from protocol.model import (
     TextDelta,
 )
 from protocol.model.overflow import stated_window
-from protocol.model.retry import wait_sentence
 from protocol.work import WorkerEvent
 
 log = logging.getLogger("specrun.chat")
@@ -162,8 +162,7 @@ class MainChat:
         self._accept_recorded = False
         self._context_key: tuple[int, int, int] | None = None  # of the cached status estimate
         self._context_tokens = 0
-        # The main chat's model request waits to retry: (the wait, when it ends, monotonic).
-        self._model_wait: tuple[RetryWait, float] | None = None
+        self.model_wait = ModelWait()  # its model request waiting to retry, for status
 
     # -- the loop -------------------------------------------------------------
 
@@ -331,10 +330,10 @@ class MainChat:
                 if isinstance(event, RetryWait):
                     # One line per wait, so the person knows why nothing comes; Ctrl-C
                     # cancels the turn and with it the wait.
-                    self._model_wait = (event, time.monotonic() + event.delay_s)
+                    self.model_wait.started(event)
                     await out.notice(event.text)
                     return
-                self._model_wait = None
+                self.model_wait.ended()
                 if isinstance(event, TextDelta):
                     await out.text(event.text)
 
@@ -351,7 +350,7 @@ class MainChat:
                 self.compactions += 1
                 continue
             finally:
-                self._model_wait = None
+                self.model_wait.ended()
             break
         if result.finish_reason in CUT_SHORT:
             await out.notice(CUT_SHORT[result.finish_reason])
@@ -372,21 +371,6 @@ class MainChat:
             self.compactions += 1
             self.save_snapshot(system, tools)
             return self.compactor.last
-
-    def model_wait(self) -> ModelWaitInfo | None:
-        """The main chat's wait to retry a model request, as ``specrun status`` shows it."""
-        if self._model_wait is None:
-            return None
-        wait, until = self._model_wait
-        left = max(0.0, until - time.monotonic())
-        return ModelWaitInfo(
-            text=wait_sentence(msgspec.structs.replace(wait, delay_s=left)),
-            reason=wait.reason,
-            seconds_left=round(left, 1),
-            attempt=wait.attempt,
-            attempts=wait.attempts,
-            status=wait.status,
-        )
 
     def pending_approval(self) -> ToolCall | None:
         """The call a running turn is waiting on a person's yes for, if any."""

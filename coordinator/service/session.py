@@ -21,6 +21,7 @@ from typing import Protocol
 
 from coordinator.service.chat import TurnResult
 from coordinator.service.emitter import Emitter
+from coordinator.service.model_wait import ModelWait
 from coordinator.service.speculation import (
     AbortCause,
     AcceptCancelled,
@@ -37,7 +38,6 @@ from protocol.control import (
     ContextInfo,
     DiffReply,
     ErrorReply,
-    ModelWaitInfo,
     StatsReply,
     SuggestionReply,
     TurnEnded,
@@ -89,7 +89,8 @@ class ChatControl(Protocol):
 
     def context_info(self) -> ContextInfo: ...
 
-    def model_wait(self) -> ModelWaitInfo | None: ...
+    @property
+    def model_wait(self) -> ModelWait: ...
 
 
 class SpeculationControl(Protocol):

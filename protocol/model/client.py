@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, Literal
@@ -30,6 +29,7 @@ from protocol.chat import Usage
 from protocol.model.assemble import StreamAssembler, parse_completion
 from protocol.model.endpoint_errors import EndpointErrors
 from protocol.model.errors import ModelError, one_line
+from protocol.model.rate_hold import RateLimitHold
 from protocol.model.request import (
     ChatRequest,
     ChatResult,
@@ -39,7 +39,7 @@ from protocol.model.request import (
     build_body,
     encode_body,
 )
-from protocol.model.retry import BACKGROUND_PURPOSES, RetrySchedule, duration_text
+from protocol.model.retry import BACKGROUND_PURPOSES, RetrySchedule
 from protocol.model.tls import ssl_context
 from protocol.secret_text import without_password
 
@@ -53,9 +53,6 @@ EventCallback = Callable[[StreamEvent], Awaitable[None] | None]
 UsageCallback = Callable[[str, Usage], Awaitable[None] | None]
 """Told the purpose and token usage of every request that produced an answer."""
 WaitCallback = Callable[[RetryWait], Awaitable[None] | None]
-
-RATE_LIMIT_PAUSE_S = 10.0
-"""How long background requests stay unsent after a 429 that named no wait."""
 
 
 class ModelClient:
@@ -101,9 +98,7 @@ class ModelClient:
         self._backoff_s = backoff_s
         self._backoff_max_s = backoff_max_s
         self._retry_after_cap_s = retry_after_cap_s
-        # After a 429, background requests are not sent until then (time.monotonic()):
-        # the main chat keeps its chance at the endpoint's capacity.
-        self._rate_limited_until = 0.0
+        self._hold = RateLimitHold(longest_s=10 * retry_after_cap_s)
         self.cache_sharing = cache_sharing
         host = (urlsplit(self._base_url).hostname or "").lower()
         self.dashscope = ("dashscope" in host) if dashscope is None else dashscope
@@ -196,26 +191,12 @@ class ModelClient:
 
     def _hold_background(self, purpose: str) -> None:
         """Refuse a background request while the endpoint is known to be rate limiting."""
-        left = self._rate_limited_until - time.monotonic()
-        if purpose in BACKGROUND_PURPOSES and left > 0:
-            raise self._errors.error(
-                "rate_limit",
-                f"The model endpoint {self._base_url} is rate limiting requests; this "
-                f"{purpose} request was not sent (it waits {duration_text(left)} more).",
-                retry_after=left,
-            )
-
-    def _observe(self, exc: ModelError | None) -> None:
-        """Remember a rate limit for ``_hold_background``; any answer ends it."""
-        if exc is None:
-            self._rate_limited_until = 0.0
-        elif exc.kind == "rate_limit" and exc.status is not None:
-            pause = exc.retry_after if exc.retry_after is not None else RATE_LIMIT_PAUSE_S
-            until = time.monotonic() + min(pause, 10 * self._retry_after_cap_s)
-            self._rate_limited_until = max(self._rate_limited_until, until)
+        refusal = self._hold.refusal(purpose, self._base_url)
+        if refusal is not None:
+            raise self._errors.error("rate_limit", refusal, retry_after=self._hold.left_s())
 
     def _next_wait(self, schedule: RetrySchedule, exc: ModelError) -> RetryWait:
-        self._observe(exc)
+        self._hold.observe(exc)
         wait = schedule.after(exc)  # raises when there is no next attempt
         log.warning(
             "model request failed (%s%s), attempt %d of %d in %.2f s",
@@ -276,7 +257,7 @@ class ModelClient:
                 self._hold_background(purpose)
                 async with asyncio.timeout_at(deadline):
                     response = await self._attempt(method, url, content, headers, False)
-                self._observe(None)
+                self._hold.observe(None)
                 return response
             except TimeoutError:
                 raise self._errors.total_timeout() from None
@@ -346,7 +327,7 @@ class ModelClient:
                 # read the one body it sent, as the non-streamed path does.
                 await response.aread()
                 result = self._parse_answer(response, streamed=True)
-                self._observe(None)
+                self._hold.observe(None)
                 if result.message.text:
                     yield TextDelta(result.message.text)
                 await self._report_usage(req.purpose, result.usage)
@@ -364,7 +345,7 @@ class ModelClient:
                     except TimeoutError:
                         raise self._errors.total_timeout() from None
                     except SSEError as exc:
-                        raise self._not_a_stream(response, exc) from exc
+                        raise self._errors.not_a_stream(response, str(exc)) from exc
                     except httpx.HTTPError as exc:
                         raise self._errors.transport(exc, started=started) from exc
                     started = True
@@ -377,7 +358,7 @@ class ModelClient:
                     chunk = self._decode_chunk(data, sse.event)
                     for event in assembler.feed(chunk):
                         yield event
-            self._observe(None)
+            self._hold.observe(None)
             for event in assembler.finish():
                 yield event
             if not assembler.complete:
@@ -397,21 +378,6 @@ class ModelClient:
             yield result
         finally:
             await response.aclose()
-
-    def _not_a_stream(self, response: httpx.Response, exc: SSEError) -> ModelError:
-        if "html" in response.headers.get("content-type", "").lower():
-            # A web page (a proxy's, a portal's, a site's front page): the URL is wrong.
-            return self._errors.error(
-                "protocol",
-                f"The model endpoint {self._base_url} answered with an HTML page, not an "
-                "event stream",
-                hint="is the base URL right (it usually ends in /v1)?",
-            )
-        return self._errors.error(
-            "protocol",
-            f"The model endpoint {self._base_url} did not answer with an event "
-            f"stream ({one_line(str(exc))}).",
-        )
 
     def _decode_chunk(self, data: str, event: str = "") -> dict[str, Any]:
         try:

@@ -286,6 +286,22 @@ class EndpointErrors:
             hint="check the base URL and the network (a VPN or a blocked region?).",
         )
 
+    def not_a_stream(self, response: httpx.Response, why: str) -> ModelError:
+        """A 200 answer to a stream request that is not an event stream."""
+        if "html" in response.headers.get("content-type", "").lower():
+            # A web page (a proxy's, a portal's, a site's front page): the URL is wrong.
+            return self.error(
+                "protocol",
+                f"The model endpoint {self.base_url} answered with an HTML page, not an "
+                "event stream",
+                hint="is the base URL right (it usually ends in /v1)?",
+            )
+        return self.error(
+            "protocol",
+            f"The model endpoint {self.base_url} did not answer with an event stream "
+            f"({one_line(why)}).",
+        )
+
     def total_timeout(self) -> ModelError:
         return self.error(
             "timeout",

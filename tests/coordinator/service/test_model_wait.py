@@ -40,7 +40,7 @@ def test_each_wait_is_one_notice_and_the_turn_goes_on(place: Place) -> None:
         chat, model = _chat(place, server.base_url, max_retries=3)
         try:
             result = await chat.run_turn(Emitter(replies, b"c", REQ), "hello")
-            return result, chat.model_wait()
+            return result, chat.model_wait.info()
         finally:
             await chat.shutdown()
             await model.aclose()
@@ -66,13 +66,13 @@ def test_status_shows_the_wait_while_it_lasts_and_ctrl_c_ends_it(place: Place) -
         try:
             turn = chat.run_turn(Emitter(replies, b"c", REQ), "hello")
             task = asyncio.ensure_future(turn)
-            await until(lambda: chat.model_wait() is not None)
-            waiting = chat.model_wait()
+            await until(lambda: chat.model_wait.info() is not None)
+            waiting = chat.model_wait.info()
             assert waiting is not None
             started = time.monotonic()
             assert chat.cancel(REQ)
             result = await task
-            return result, waiting, time.monotonic() - started, chat.model_wait()
+            return result, waiting, time.monotonic() - started, chat.model_wait.info()
         finally:
             await chat.shutdown()
             await model.aclose()
