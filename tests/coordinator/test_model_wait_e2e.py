@@ -1,6 +1,6 @@
 """A rate-limited endpoint through the real CLI and service: `specrun ask` shows the wait
-as it starts, `specrun status` shows it while it lasts, and Ctrl-C on `ask` ends the turn
-at once instead of after the wait."""
+as it starts, `specrun status` and the live view show it while it lasts, and Ctrl-C on
+`ask` ends the turn at once instead of after the wait."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from protocol.control import ControlReply, LiveEvent, LiveTurnEvent, Notice
+from tests.coordinator.test_live_e2e import Subscriber
 from tests.support import Specrun, local_http_server
 
 
@@ -49,11 +51,14 @@ def limited() -> Iterator[Any]:
         yield server
 
 
-def test_a_rate_limit_wait_is_shown_in_ask_and_status_and_ctrl_c_ends_it(
-    specrun: Specrun, limited: Any
+def test_a_rate_limit_wait_is_shown_in_ask_status_and_live_and_ctrl_c_ends_it(
+    specrun: Specrun, limited: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base = f"http://127.0.0.1:{limited.server_port}/v1"
     specrun.run("start", "--no-check", "--base-url", base, check=True)
+    monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))  # for the live view
+    live = Subscriber(specrun.project)
+    assert live.snapshot().status.model_wait is None  # subscribed before the turn
     proc = subprocess.Popen(
         [sys.executable, "-m", "coordinator", "--project", str(specrun.project), "ask",
          "hello", "--json"],
@@ -84,6 +89,16 @@ def test_a_rate_limit_wait_is_shown_in_ask_and_status_and_ctrl_c_ends_it(
         shown = specrun.run("status", check=True).stdout
         assert "rate-limiting requests (HTTP 429)" in shown and "retrying in" in shown
 
+        def noticed(got: list[ControlReply]) -> bool:
+            return any(
+                isinstance(g, LiveEvent) and isinstance(g.change, LiveTurnEvent)
+                and isinstance(g.change.event, Notice) for g in got
+            )
+
+        assert noticed(live.read(until=noticed))  # the web view's event stream has it
+        snapshot_wait = live.snapshot().status.model_wait
+        assert snapshot_wait is not None and snapshot_wait.reason == "rate_limit"
+
         started = time.monotonic()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 1
@@ -94,6 +109,7 @@ def test_a_rate_limit_wait_is_shown_in_ask_and_status_and_ctrl_c_ends_it(
         assert specrun.json("status")["model_wait"] is None
         assert limited.posts == 1, limited.purposes
     finally:
+        live.close()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
