@@ -3,13 +3,13 @@
 Creating an ``httpx.AsyncClient`` costs about 20 ms, so a process keeps one
 :class:`ModelClient` for its lifetime and closes it with :meth:`ModelClient.aclose`.
 
-Retries (429, 5xx, connection failures) follow ``retry.py``: the wait the server asks
-for, else exponential backoff with jitter, each wait announced (a :class:`RetryWait`
-event of the stream, or ``on_wait``) before it starts; background purposes never retry a
-rate limit. A streamed request is retried only while nothing of its answer has reached
-the caller: an error event before the first token is retried like an error status, one
-after it is reported. Every stream is read to its end, because a response abandoned
-half-way cannot go back to the connection pool.
+Retries (429, 5xx, connection failures) run in tenacity's loop with the policy of
+``retry.py``: the wait the server asks for, else exponential backoff with jitter, each wait
+announced (a :class:`RetryWait` event of the stream, or ``on_wait``) before it starts;
+background purposes never retry a rate limit. A streamed request is retried only while
+nothing of its answer has reached the caller: an error event before the first token is
+retried like an error status, one after it is reported. Every stream is read to its end,
+because a response abandoned half-way cannot go back to the connection pool.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from protocol.model.request import (
     build_body,
     encode_body,
 )
-from protocol.model.retry import BACKGROUND_PURPOSES, RetrySchedule
+from protocol.model.retry import BACKGROUND_PURPOSES, RetryPolicy
 from protocol.model.tls import ssl_context
 from protocol.secret_text import without_password
 
@@ -180,8 +180,8 @@ class ModelClient:
 
     # ------------------------------------------------------------------ sending
 
-    def _schedule(self, purpose: str) -> RetrySchedule:
-        return RetrySchedule(
+    def _retry_policy(self, purpose: str) -> RetryPolicy:
+        return RetryPolicy(
             max_retries=self._max_retries,
             backoff_s=self._backoff_s,
             backoff_max_s=self._backoff_max_s,
@@ -195,17 +195,19 @@ class ModelClient:
         if refusal is not None:
             raise self._errors.error("rate_limit", refusal, retry_after=self._hold.left_s())
 
-    def _next_wait(self, schedule: RetrySchedule, exc: ModelError) -> RetryWait:
-        self._hold.observe(exc)
-        wait = schedule.after(exc)  # raises when there is no next attempt
-        log.warning(
-            "model request failed (%s%s), attempt %d of %d in %.2f s",
-            exc.kind,
-            f", HTTP {exc.status}" if exc.status else "",
-            wait.attempt,
-            wait.attempts,
-            wait.delay_s,
-        )
+    @staticmethod
+    def _chosen_wait(policy: RetryPolicy) -> RetryWait | None:
+        """The wait tenacity chose before this attempt (None before the first), logged."""
+        wait = policy.take_wait()
+        if wait is not None:
+            log.warning(
+                "model request failed (%s%s), attempt %d of %d in %.2f s",
+                wait.reason,
+                f", HTTP {wait.status}" if wait.status else "",
+                wait.attempt,
+                wait.attempts,
+                wait.delay_s,
+            )
         return wait
 
     async def _pause(self, wait: RetryWait, deadline: float | None) -> None:
@@ -251,23 +253,29 @@ class ModelClient:
     ) -> httpx.Response:
         """``_attempt`` (not streamed) with retries, all given up at ``deadline`` (the
         optional limit on the whole request)."""
-        schedule = self._schedule(purpose)
-        while True:
+        policy = self._retry_policy(purpose)
+        async for attempt in policy.retrying():
+            wait = self._chosen_wait(policy)
+            if wait is not None:
+                if on_wait is not None:
+                    outcome = on_wait(wait)
+                    if outcome is not None:
+                        await outcome
+                await self._pause(wait, deadline)
             try:
                 self._hold_background(purpose)
                 async with asyncio.timeout_at(deadline):
                     response = await self._attempt(method, url, content, headers, False)
-                self._hold.observe(None)
-                return response
             except TimeoutError:
                 raise self._errors.total_timeout() from None
             except ModelError as exc:
-                wait = self._next_wait(schedule, exc)
-            if on_wait is not None:
-                outcome = on_wait(wait)
-                if outcome is not None:
-                    await outcome
-            await self._pause(wait, deadline)
+                self._hold.observe(exc)
+                with attempt:  # tenacity decides: a wait and a next attempt, or the end
+                    raise
+            else:
+                self._hold.observe(None)
+                return response
+        raise AssertionError("tenacity ends the attempts by raising the last error")
 
     def _deadline(self) -> float | None:
         if self._total_timeout_s is None:
@@ -288,9 +296,13 @@ class ModelClient:
         content = encode_body(self.build_body(req, stream=True))
         headers = self._headers(req.purpose, stream=True)
         deadline = self._deadline()
-        schedule = self._schedule(req.purpose)
+        policy = self._retry_policy(req.purpose)
         log.debug("model request purpose=%s model=%s stream=true", req.purpose, req.model)
-        while True:
+        async for attempt in policy.retrying():
+            wait = self._chosen_wait(policy)
+            if wait is not None:
+                yield wait
+                await self._pause(wait, deadline)
             answered = False  # something of the answer reached the caller: no retry
             try:
                 self._hold_background(req.purpose)
@@ -302,10 +314,11 @@ class ModelClient:
                 return
             except ModelError as exc:
                 if answered:
-                    raise exc.with_attempts(schedule.attempt) from exc.__cause__
-                wait = self._next_wait(schedule, exc)
-            yield wait
-            await self._pause(wait, deadline)
+                    number = attempt.retry_state.attempt_number
+                    raise exc.with_attempts(number) from exc.__cause__
+                self._hold.observe(exc)
+                with attempt:  # tenacity decides: a wait and a next attempt, or the end
+                    raise
 
     async def _stream_once(
         self,
