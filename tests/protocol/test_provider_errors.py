@@ -317,6 +317,39 @@ def test_a_background_request_does_not_retry_a_rate_limit_and_holds_the_next(
     assert provider.hits["limited"] == 1  # the second never reached the endpoint
 
 
+def test_without_an_asked_wait_the_backoff_doubles_with_up_to_one_base_of_jitter(
+    provider: Any,
+) -> None:
+    provider.answers["failing"] = (503, {}, b"{}")
+    base = f"http://127.0.0.1:{provider.server_port}/failing/v1"
+    error, events = _outcome(base, backoff_s=0.01, backoff_max_s=0.03, max_retries=3)
+    assert isinstance(error, ModelError) and error.kind == "server" and error.attempts == 4
+    assert [(w.reason, w.status, w.attempt, w.attempts) for w in events] == [
+        ("server", 503, n, 4) for n in (2, 3, 4)
+    ]
+    for wait, least in zip(events, (0.01, 0.02, 0.03), strict=True):
+        assert least <= wait.delay_s <= least + 0.01
+    assert provider.hits["failing"] == 4
+
+
+def test_a_background_request_waits_for_a_failing_server_at_most_the_backoff(
+    provider: Any,
+) -> None:
+    base = f"http://127.0.0.1:{provider.server_port}/failing/v1"
+    speculation = ChatRequest(system="s", history=(Message.user("go"),), model="m",
+                              purpose="speculation")
+    provider.answers["failing"] = (503, {}, b"{}")
+    error, events = _outcome(base, speculation)
+    assert isinstance(error, ModelError) and error.kind == "server" and error.attempts == 3
+    assert len(events) == 2 and all(w.delay_s <= 0.03 for w in events)
+    # Asked for longer than that: no wait at all, and the error says why.
+    provider.answers["failing"] = (503, {"retry-after": "30"}, b"{}")
+    error, events = _outcome(base, speculation)
+    assert isinstance(error, ModelError) and error.attempts == 1 and not error.retryable
+    assert "it asks to wait 30 s, longer than specrun waits" in str(error)
+    assert events == [] and provider.hits["failing"] == 4
+
+
 def test_a_gzip_encoded_error_body_is_read(provider: Any) -> None:
     body = gzip.compress(_openai("insufficient_quota", "insufficient_quota",
                                  "You exceeded your current quota."))
