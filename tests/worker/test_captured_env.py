@@ -71,6 +71,12 @@ def _result(code: int, out: str = "", err: str = "", timed_out: bool = False) ->
         (_result(1, err="PermissionError: [Errno 13] Permission denied: 'out.txt'"), True, ()),
         (_result(0, out="mentions getaddrinfo but passed"), True, ()),
         (_result(1, err="AssertionError: 1 != 2"), True, ()),
+        # a failing suite's own FileNotFoundError is no network error
+        (_result(1, err="FileNotFoundError: [Errno 2] No such file or directory: 'x'"), True,
+         ()),
+        (_result(1, err="Error: getaddrinfo ENOTFOUND registry.npmjs.org"), True,
+         (NO_NETWORK_NOTE,)),
+        (_result(1, err="connect ECONNREFUSED 127.0.0.1:8080"), True, (NO_NETWORK_NOTE,)),
         (_result(1, err="mv: Invalid cross-device link"), True, (CROSS_DEVICE_NOTE,)),
         (_result(1, err="mv: Invalid cross-device link"), False, ()),
     ],
