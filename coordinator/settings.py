@@ -197,6 +197,13 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
             "stops at a boundary instead of showing it flagged at Tab"
         ),
     ] = False
+    apply_ignored_output: Annotated[
+        bool,
+        _about(
+            "Tab also applies the files git ignores that a speculation's commands wrote "
+            "(build output, caches), which it otherwise holds back"
+        ),
+    ] = False
     overlay_quota_mb: Annotated[
         int, _about("bytes a speculation may write into its overlay (MiB)", ge=1)
     ] = 256

@@ -505,6 +505,10 @@ class Transcript(msgspec.Struct, frozen=True, tag="transcript"):
     time_saved_s: float
     changes: tuple[FileChange, ...] = ()
     ignored_skipped: int = 0
+    # files git ignores that its commands wrote (build output, caches), not applied: how
+    # many, and where (first path components, ``target/``)
+    ignored_held: int = 0
+    ignored_held_in: tuple[str, ...] = ()
 
 
 class FileDiff(msgspec.Struct, frozen=True):

@@ -46,6 +46,19 @@ def ignored_line(changes: Sequence[FileChange], skipped: int, *, applied: bool) 
     return f"…and {count} {noun} ignored by git{tail}"
 
 
+def held_line(count: int, where: Sequence[str]) -> str:
+    """``…and 335 files git ignores that its commands wrote were not applied (build/)``;
+    '' if none."""
+    if not count:
+        return ""
+    noun = "file" if count == 1 else "files"
+    places = ", ".join(quote_name(w) for w in where)
+    return (
+        f"…and {count} {noun} git ignores that its commands wrote were not applied "
+        f"(build output and caches: {places}; applyIgnoredOutput applies them)"
+    )
+
+
 def runs_later_line(changes: Sequence[FileChange]) -> str:
     """The warning for files that run later without a key press; '' if none."""
     later = [c for c in changes if c.runs_later]
@@ -62,6 +75,8 @@ def append_listing(
     *,
     applied: bool,
     one_line: bool = False,
+    held: int = 0,
+    held_in: Sequence[str] = (),
 ) -> None:
     """Append the listing to ``line``: one indented line per listed file (none with
     ``one_line``: the caller named the only one already), then the runs-later warning, then
@@ -73,9 +88,12 @@ def append_listing(
     warning = runs_later_line(changes)
     if warning:
         line.append(f"\n  {warning}", style="bold yellow")
-    summary = ignored_line(ignored, ignored_skipped, applied=applied)
-    if summary:
-        line.append(f"\n  {summary}", style="bright_black")
+    for summary in (
+        ignored_line(ignored, ignored_skipped, applied=applied),
+        held_line(held, held_in),
+    ):
+        if summary:
+            line.append(f"\n  {summary}", style="bright_black")
 
 
 _STATE = {

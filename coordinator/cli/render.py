@@ -343,6 +343,8 @@ def accept_summary(end: TurnEnded, transcript: Transcript | None) -> Text:
             transcript.ignored_skipped,
             applied=True,
             one_line=len(listed) == 1,
+            held=transcript.ignored_held,
+            held_in=transcript.ignored_held_in,
         )
     elif end.message:
         line.append(f" · {inert(end.message)}")
