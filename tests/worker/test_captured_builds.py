@@ -31,7 +31,7 @@ from protocol.work import (
 from tests.support import needs_containment, shared_sandbox_helper
 from tests.toolchain_projects import Builder, Project, available, run_directly
 from tests.worker.conftest import PIPELINED_RULE, Collector, Harness, call, rule
-from worker.contain.captured_env import CROSS_DEVICE_NOTE, NO_NETWORK_NOTE
+from worker.contain.captured_env import CROSS_DEVICE_NOTE, NO_NETWORK_NOTE, UNIX_SOCKET_NOTE
 
 ECOSYSTEMS = available()
 
@@ -158,6 +158,29 @@ def test_new_directories_rename_project_directories_delete_existing_ones_say_exd
     assert (root / "pkg" / "sub" / "m.txt").exists()  # the real tree is untouched
     written = out.of(Completed)[0].outcome.written_files
     assert ".pytest_cache/x" in written
+    assert written[".pytest_cache/x"].by_command  # build output: held back at Tab
+
+
+def test_multiprocessing_needing_a_unix_socket_says_so(
+    speculate: Speculate, tmp_path: Path
+) -> None:
+    """A unix socket is refused by design; the pipes of a plain Pool are not."""
+    root = tmp_path / "project"
+    root.mkdir()
+    program = (
+        "import multiprocessing as mp\n"
+        "if __name__ == '__main__':\n"
+        "    with mp.get_context('fork').Pool(2) as pool:\n"
+        "        print('pool', pool.map(abs, [-1, -2]))\n"
+        "    with mp.get_context('forkserver').Pool(2) as pool:\n"
+        "        print(pool.map(abs, [-3]))\n"
+    )
+    (root / "mp.py").write_text(program)
+    out = speculate(root, [call("run_shell_command", command="python3 mp.py")])
+    (output,) = _outputs(out)
+    assert "pool [1, 2]" in output, output
+    assert "Permission denied" in output and UNIX_SOCKET_NOTE in output, output
+    assert NO_NETWORK_NOTE not in output
 
 
 def test_a_command_that_times_out_is_a_result_and_the_speculation_goes_on(

@@ -11,6 +11,7 @@ import pytest
 from worker.contain.captured_env import (
     CROSS_DEVICE_NOTE,
     NO_NETWORK_NOTE,
+    UNIX_SOCKET_NOTE,
     captured_setup,
     git_identity,
     sandbox_notes,
@@ -53,6 +54,13 @@ def test_odd_values_are_left_out(tmp_path: Path, written: str) -> None:
     assert "GIT_AUTHOR_NAME" not in git_identity(_environ(tmp_path))
 
 
+_MANAGER_REFUSED = """Process SyncManager-1:
+  File "/usr/lib/python3.11/multiprocessing/connection.py", line 600, in __init__
+    self._socket = socket.socket(getattr(socket, family))
+PermissionError: [Errno 13] Permission denied
+EOFError"""
+
+
 def _result(code: int, out: str = "", err: str = "", timed_out: bool = False) -> ShellResult:
     return ShellResult(code, out, err, timed_out, False, 0.1)
 
@@ -77,6 +85,9 @@ def _result(code: int, out: str = "", err: str = "", timed_out: bool = False) ->
         (_result(1, err="Error: getaddrinfo ENOTFOUND registry.npmjs.org"), True,
          (NO_NETWORK_NOTE,)),
         (_result(1, err="connect ECONNREFUSED 127.0.0.1:8080"), True, (NO_NETWORK_NOTE,)),
+        # a refused unix socket is said as such, not as a missing network
+        (_result(1, err=_MANAGER_REFUSED), True, (UNIX_SOCKET_NOTE,)),
+        (_result(0, err=_MANAGER_REFUSED), True, ()),
         (_result(1, err="mv: Invalid cross-device link"), True, (CROSS_DEVICE_NOTE,)),
         (_result(1, err="mv: Invalid cross-device link"), False, ()),
     ],
