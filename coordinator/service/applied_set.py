@@ -17,13 +17,15 @@ still what the speculation saw; when the real one changed meanwhile (the person 
 tests in another terminal) it is skipped, the real file wins, and the listing counts it
 instead of refusing.
 
-Build output: a file git ignores whose content a sandboxed command wrote (``by_command``: a
-``target/``, ``build/``, ``node_modules/.cache``, ``.pytest_cache``) is held back, not applied,
-unless ``applyIgnoredOutput`` is on. No diff shows it, it is often what the person runs next
-(a test binary, a transpiled module, a compiled extension), and a hostile command writes it
-as easily as the build does; half a build directory laid over the person's own is no build
-either. A file the model wrote with a file tool is applied like any other, ignored or not
-(a ``.env`` it was asked for). Deletions are applied: they plant nothing.
+Build output: what sandboxed commands did to files git ignores is held back, not applied,
+unless ``applyIgnoredOutput`` is on: the files they wrote (``by_command``: a ``target/``,
+``build/``, ``node_modules/.cache``, ``.pytest_cache``) and the ones they deleted (only
+commands delete). No diff shows such a file, it is often what the person runs next (a test
+binary, a transpiled module, a compiled extension), and a hostile command writes it as
+easily as the build does; and half of a change laid over the person's own is no build
+either (tox in a speculation deleted its previous run's package and logs and wrote new
+ones: the deletions alone leave ``.tox/`` as neither run left it). A file the model wrote
+with a file tool is applied like any other, ignored or not (a ``.env`` it was asked for).
 """
 
 from __future__ import annotations
@@ -148,13 +150,13 @@ class SpeculationFiles:
 def held_output(
     written: Mapping[str, WrittenFile], ignored: frozenset[str], settings: Settings
 ) -> tuple[str, ...]:
-    """The files Tab holds back: git ignores them and a sandboxed command wrote them (see
-    the module's note). A worker that claims a command's file as its tool's only gets it
-    applied and listed like any other write."""
+    """The files Tab holds back: git ignores them and a sandboxed command wrote or deleted
+    them (see the module's note). A worker that claims a command's file as its tool's only
+    gets it applied and summed up like any other write."""
     if settings.apply_ignored_output:
         return ()
     return tuple(
-        rel for rel, e in written.items() if e.by_command and not e.deleted and rel in ignored
+        rel for rel, e in written.items() if (e.by_command or e.deleted) and rel in ignored
     )
 
 

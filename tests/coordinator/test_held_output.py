@@ -27,6 +27,8 @@ def _project(root: Path) -> Path:
     root.mkdir()
     (root / ".gitignore").write_text("build/\ntarget/\n.env\n")
     (root / "app.c").write_text("int main(void) { return 0; }\n")
+    (root / "build").mkdir()
+    (root / "build/old.o").write_text("the person's build\n")
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
     return root
@@ -56,6 +58,7 @@ def speculation(tmp_path: Path) -> tuple[Path, Overlay]:
         },
     )
     import_capture(upper, ov)
+    ov.record_deletion("build/old.o")  # as a command's whiteout is recorded
     # then the model writes .env with its file tool: its own edit, applied
     Path(ov.redirect_write(".env")).write_text("FROM=tool\n")
     return root, ov
@@ -67,10 +70,10 @@ def test_ignored_command_output_is_held_back(speculation: tuple[Path, Overlay]) 
     applied = files.apply(durable=False)
     assert (root / "NOTES.txt").read_text() == "ran\n"
     assert (root / ".env").read_text() == "FROM=tool\n"
-    assert not (root / "build").exists()
+    assert os.listdir(root / "build") == ["old.o"]  # neither written nor deleted
     assert not (root / "target").exists()
     assert sorted(applied.held) == [
-        "build/CMakeCache.txt", "build/app", "target/debug/.fingerprint/x"
+        "build/CMakeCache.txt", "build/app", "build/old.o", "target/debug/.fingerprint/x"
     ]
     assert held_summary(applied.held) == ("build/", "target/")
     assert sorted(c.path for c in applied.changes) == [".env", "NOTES.txt"]
@@ -81,7 +84,7 @@ def test_the_preview_shows_what_tab_applies(speculation: tuple[Path, Overlay]) -
     files = SpeculationFiles(root, str(ov.overlay_dir), written_files(ov), Settings())
     preview = files.preview()
     assert sorted(c.path for c in preview.changes) == [".env", "NOTES.txt"]
-    assert len(preview.held) == 3
+    assert len(preview.held) == 4
 
 
 def test_apply_ignored_output_applies_them(speculation: tuple[Path, Overlay]) -> None:
@@ -92,6 +95,7 @@ def test_apply_ignored_output_applies_them(speculation: tuple[Path, Overlay]) ->
     )
     assert (root / "build/app").read_text() == "#!/bin/sh\necho planted\n"
     assert (root / "target/debug/.fingerprint/x").read_text() == "fp\n"
+    assert not (root / "build/old.o").exists()
     assert applied.held == ()
 
 
