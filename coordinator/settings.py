@@ -217,7 +217,7 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
         int,
         _about(
             "memory of a speculation's commands together where a control group can be "
-            "made (see specrun sandbox), and address space per process (MiB)",
+            "made (see specrun sandbox), else address space per process (MiB)",
             ge=64,
         ),
     ] = 4096

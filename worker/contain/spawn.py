@@ -75,6 +75,8 @@ class Profile:
     group_fds: tuple[int, ...] = ()
     # its pids.max bounds the live tasks; without one, a pid_max per PID namespace does
     pids_by_group: bool = False
+    # its memory limit bounds what the commands use; without one, RLIMIT_AS does
+    memory_by_group: bool = False
 
 
 class ContainmentUnavailable(RuntimeError):
@@ -149,7 +151,7 @@ def _enter_command(profile: Profile, report: int) -> None:
         stage = "limits"
         _check_broken(stage)
         if layers.limits:
-            limits.apply_rlimits(profile.limits)
+            limits.apply_rlimits(profile.limits, address_space=not profile.memory_by_group)
             if layers.pid and not profile.pids_by_group:
                 limits.cap_pid_namespace(profile.limits.processes)
         stage = "privileges"
