@@ -88,6 +88,9 @@ def _result(code: int, out: str = "", err: str = "", timed_out: bool = False) ->
         # a refused unix socket is said as such, not as a missing network
         (_result(1, err=_MANAGER_REFUSED), True, (UNIX_SOCKET_NOTE,)),
         (_result(0, err=_MANAGER_REFUSED), True, ()),
+        (_result(2, err="gpg: failed to start agent '/usr/bin/gpg-agent': General error\n"
+                        "gpg: can't connect to the agent: General error"), True,
+         (UNIX_SOCKET_NOTE,)),
         (_result(1, err="mv: Invalid cross-device link"), True, (CROSS_DEVICE_NOTE,)),
         (_result(1, err="mv: Invalid cross-device link"), False, ()),
     ],

@@ -49,8 +49,8 @@ CROSS_DEVICE_NOTE = (
 UNIX_SOCKET_NOTE = (
     "[sandboxed run: a speculation's commands cannot create unix sockets (\"Permission "
     "denied\"), so multiprocessing's Manager and its forkserver start method (Python 3.14's "
-    "default), and servers on a socket file, fail here although they work for you. A step "
-    "that needs one must run for real.]"
+    "default), gpg-agent (signing, key generation) and servers on a socket file fail here "
+    "although they work for you. A step that needs one must run for real.]"
 )
 # How tools say that the network is missing (lower case): resolver, socket and HTTP
 # client messages of curl, git, pip, npm, cargo and Python.
@@ -88,6 +88,8 @@ _UNIX_SOCKET_SIGNS = (
     "create_unix_connection",
     "open_unix_connection",
 )
+# A refused unix socket in other words: gpg-agent cannot make its socket and exits.
+_UNIX_SOCKET_WORDS = ("gpg: can't connect to the agent", "failed to start agent")
 _CROSS_DEVICE = re.compile(r"Invalid cross-device link|\bEXDEV\b")
 
 
@@ -146,6 +148,8 @@ def captured_setup(
 
 def _looks_like_unix_socket(result: ShellResult) -> bool:
     text = f"{result.stdout}\n{result.stderr}".lower()
+    if any(words in text for words in _UNIX_SOCKET_WORDS):
+        return True
     refused = "permission denied" in text or "eacces" in text
     return refused and any(sign in text for sign in _UNIX_SOCKET_SIGNS)
 
