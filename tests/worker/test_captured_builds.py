@@ -245,6 +245,31 @@ def test_git_fixtures_commit_as_the_user_and_clone_locally_but_no_further(
     assert "ran-an-alias" not in alias and "is not a git command" in alias, alias
 
 
+def test_the_maven_repository_is_there_read_only_and_its_settings_are_not(
+    speculate: Speculate, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An offline build finds what earlier builds downloaded (``mvn -o test`` could not
+    even create its local repository before), and cannot change it."""
+    home = _fake_home(tmp_path)
+    (home / ".m2/repository/junit").mkdir(parents=True)
+    (home / ".m2/repository/junit/junit.pom").write_text("<project/>\n")
+    (home / ".m2/settings.xml").write_text("<password>SECRET</password>\n")
+    monkeypatch.setenv("HOME", str(home))
+    root = tmp_path / "project"
+    root.mkdir()
+    m2 = home / ".m2"
+    command = (
+        f"cat {m2}/repository/junit/junit.pom; "
+        f"touch {m2}/repository/planted || echo refused; "
+        f"cat {m2}/settings.xml || echo no-settings"
+    )
+    out = speculate(root, [call("run_shell_command", command=command)])
+    (output,) = _outputs(out)
+    assert "<project/>" in output and "refused" in output, output
+    assert "no-settings" in output and "SECRET" not in output, output
+    assert not (m2 / "repository/planted").exists()
+
+
 def test_a_program_only_the_host_has_stops_at_toolchain_missing(
     speculate: Speculate, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -74,6 +74,7 @@ CAPTURED_ENV = frozenset(
         "PYENV_VERSION",
         "RUSTUP_HOME",
         "RUSTUP_TOOLCHAIN",
+        "CARGO_HOME",
         "VIRTUAL_ENV",
         "PYTHONDONTWRITEBYTECODE",
     }
