@@ -31,7 +31,12 @@ from protocol.work import (
 from tests.support import needs_containment, shared_sandbox_helper
 from tests.toolchain_projects import Builder, Project, available, run_directly
 from tests.worker.conftest import PIPELINED_RULE, Collector, Harness, call, rule
-from worker.contain.captured_env import CROSS_DEVICE_NOTE, NO_NETWORK_NOTE, UNIX_SOCKET_NOTE
+from worker.contain.captured_env import (
+    CROSS_DEVICE_NOTE,
+    NO_NETWORK_NOTE,
+    PTY_NOTE,
+    UNIX_SOCKET_NOTE,
+)
 
 ECOSYSTEMS = available()
 
@@ -243,6 +248,15 @@ def test_git_fixtures_commit_as_the_user_and_clone_locally_but_no_further(
     assert "Ada Lovelace <ada@example.org> / Ada Lovelace" in local
     assert "transport 'https' not allowed" in remote, remote
     assert "ran-an-alias" not in alias and "is not a git command" in alias, alias
+
+
+def test_a_pseudo_terminal_is_refused_and_said_so(speculate: Speculate, tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    command = "python3 -c 'import pty; pty.openpty()'"
+    out = speculate(root, [call("run_shell_command", command=command)])
+    (output,) = _outputs(out)
+    assert "out of pty devices" in output and PTY_NOTE in output, output
 
 
 def test_the_maven_repository_is_there_read_only_and_its_settings_are_not(

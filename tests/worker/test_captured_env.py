@@ -11,6 +11,7 @@ import pytest
 from worker.contain.captured_env import (
     CROSS_DEVICE_NOTE,
     NO_NETWORK_NOTE,
+    PTY_NOTE,
     UNIX_SOCKET_NOTE,
     captured_setup,
     git_identity,
@@ -88,6 +89,8 @@ def _result(code: int, out: str = "", err: str = "", timed_out: bool = False) ->
         # a refused unix socket is said as such, not as a missing network
         (_result(1, err=_MANAGER_REFUSED), True, (UNIX_SOCKET_NOTE,)),
         (_result(0, err=_MANAGER_REFUSED), True, ()),
+        (_result(1, err="    pid, fd = os.forkpty()\nOSError: out of pty devices"), True,
+         (PTY_NOTE,)),
         (_result(2, err="gpg: failed to start agent '/usr/bin/gpg-agent': General error\n"
                         "gpg: can't connect to the agent: General error"), True,
          (UNIX_SOCKET_NOTE,)),

@@ -52,6 +52,12 @@ UNIX_SOCKET_NOTE = (
     "default), gpg-agent (signing, key generation) and servers on a socket file fail here "
     "although they work for you. A step that needs one must run for real.]"
 )
+PTY_NOTE = (
+    "[sandboxed run: a speculation's commands get no pseudo-terminal (no /dev/pts), so a "
+    "test that drives a program through one "
+    "(pexpect, pty.fork, script) fails here although it works for you. A step that needs "
+    "one must run for real.]"
+)
 # How tools say that the network is missing (lower case): resolver, socket and HTTP
 # client messages of curl, git, pip, npm, cargo and Python.
 _NETWORK_SIGNS = (
@@ -88,6 +94,8 @@ _UNIX_SOCKET_SIGNS = (
     "create_unix_connection",
     "open_unix_connection",
 )
+# No pseudo-terminal: Python's os.openpty/forkpty, glibc's posix_openpt, node-pty.
+_PTY_SIGNS = ("out of pty devices", "/dev/ptmx", "posix_openpt", "forkpty(3) failed")
 # A refused unix socket in other words: gpg-agent cannot make its socket and exits.
 _UNIX_SOCKET_WORDS = ("gpg: can't connect to the agent", "failed to start agent")
 _CROSS_DEVICE = re.compile(r"Invalid cross-device link|\bEXDEV\b")
@@ -179,6 +187,9 @@ def sandbox_notes(result: ShellResult, *, captured: bool) -> tuple[str, ...]:
         notes.append(NO_NETWORK_NOTE)
     if unix:
         notes.append(UNIX_SOCKET_NOTE)
+    text = f"{result.stdout}\n{result.stderr}".lower()
+    if failed and any(sign in text for sign in _PTY_SIGNS):
+        notes.append(PTY_NOTE)
     if captured and _CROSS_DEVICE.search(f"{result.stdout}\n{result.stderr}"):
         notes.append(CROSS_DEVICE_NOTE)
     return tuple(notes)
