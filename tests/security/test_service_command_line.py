@@ -1,10 +1,12 @@
-"""What a contained command can read of the service's own command line.
+"""Where the password of a model endpoint URL could show: the service's command line
+and its log.
 
 The init of a command's PID namespace is forked from the service without an exec, so its
 ``/proc/1/cmdline`` was the service's: ``serve --base-url http://user:password@host/v1``
 for a service started with a password in the endpoint's URL. A hostile model ran
 ``cat /proc/1/cmdline`` in a speculation (a read-only command) and the password went to
-the provider in the next request. Here the service runs against a scripted model of the
+the provider in the next request. And the HTTP client's log lines held the whole URL.
+Here the service runs against a scripted model of the
 test's own, reached through such a URL.
 """
 
@@ -62,3 +64,15 @@ def test_a_speculation_cannot_read_the_service_command_line(
     assert "end" in sent and "/proc/1/environ" in sent  # the command ran and was answered
     assert PASSWORD not in sent
     assert "--base-url" not in sent and "serve" not in sent.replace("served", "")
+
+
+def test_the_service_log_never_holds_the_password(
+    served: tuple[Driver, ScriptedModelServer],
+) -> None:
+    """The HTTP client logs each request's URL, credentials included; the log shows
+    ``user:***@`` (``specrun logs`` prints that file)."""
+    driver, server = served
+    assert server.requests  # requests were made and logged
+    log = (driver.project / ".specrun" / "logs" / "service.log").read_text()
+    assert "HTTP Request" in log and "user:***@127.0.0.1" in log
+    assert PASSWORD not in log
