@@ -68,7 +68,7 @@ from typing import Any
 
 from overlay import _fs
 from overlay.beneath import open_beneath
-from overlay.changes import Classified, FileChange, OpenSource, classify
+from overlay.changes import APPLIED_BITS, Classified, FileChange, OpenSource, classify
 from overlay.errors import ApplyError, ConflictError, RecoveryError
 from overlay.fingerprint import Fingerprint
 from overlay.paths import JOURNAL_REL, real_root
@@ -682,7 +682,7 @@ def _stage(step: _Step, sync: _Sync, opener: OpenSource) -> None:
         dst = os.open(step.stage, _fs.CREATE_FLAGS, 0o600)
         try:
             _fs.copy_fd(src, dst)
-            os.fchmod(dst, stat.S_IMODE(st.st_mode))
+            os.fchmod(dst, stat.S_IMODE(st.st_mode) & APPLIED_BITS)
             sync.file(dst)
         finally:
             os.close(dst)
