@@ -17,13 +17,20 @@ from typing import Any
 
 import pytest
 
-from tests.coordinator.e2e import Driver, rules_scenario, stepped_scenario, turn_ended
+from tests.coordinator.e2e import (
+    Driver,
+    rules_scenario,
+    shell_call,
+    stepped_scenario,
+    turn_ended,
+)
 from tests.support import make_sample_project, running_service
 
 NAME = b"bad\xff\x1b[31mname.txt"
 DIRECTORY = b"dir\xfe"
 SHOWN = '"bad\\xff\\u001b[31mname.txt"'  # the name as the tools show it, quoted
 
+GIT_STEP = "show the diff"
 CALLS: list[dict[str, Any]] = [
     {"name": "list_directory", "arguments": {}},
     {"name": "glob", "arguments": {"pattern": "**/*.txt"}},
@@ -42,8 +49,10 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Driver, 
     Path(os.fsdecode(os.fsencode(project) + b"/" + DIRECTORY + b"/inner.txt")).write_text(
         "needle\n"
     )
-    scenario = stepped_scenario("undecodable", {"list the files": CALLS},
-                                lambda _text: {"text": "Listed."})
+    # A filter git would run, named in bytes that are not UTF-8: the boundary names it.
+    (project / ".gitattributes").write_bytes(b"*.py filter=ev\xffil\n")
+    steps = {"list the files": CALLS, GIT_STEP: [shell_call("git diff")]}
+    scenario = stepped_scenario("undecodable", steps, lambda _text: {"text": "Listed."})
     path = rules_scenario(tmp, scenario["rules"])
     log = tmp / "requests.jsonl"
     with running_service(project, "--approval-mode", "default", "--scenario", str(path),
@@ -86,3 +95,12 @@ def test_a_main_chat_turn_lists_them_too(service: tuple[Driver, Path]) -> None:
     ended = turn_ended(driver.ask("list the files now"))  # not the suggestion: a turn
     assert ended.reason == "completed", driver.log_tail()
     assert tool_results(log).count(SHOWN) >= 2 * len(CALLS)
+
+
+def test_a_boundary_naming_such_bytes_is_a_boundary(service: tuple[Driver, Path]) -> None:
+    driver, _log = service
+    driver.ask(f"go {GIT_STEP}")
+    reply = driver.wait_for_speculation(GIT_STEP, ("boundary", "failed"), timeout=60)
+    assert reply.speculation is not None and reply.speculation.boundary is not None
+    assert reply.speculation.boundary.code == "git_config", driver.log_tail()
+    assert "filter=ev\\xffil" in reply.speculation.boundary.detail
