@@ -107,7 +107,7 @@ class RetryPolicy:
         assert state.next_action is not None  # set before before_sleep is called
         asked = exc.retry_after
         too_long = asked is not None and asked > self._cap_s
-        self._cap_used = False
+        self._cap_used = self._cap_used or too_long
         reason = exc.kind if exc.kind in ("rate_limit", "server") else "connect"
         wait = RetryWait(
             reason=reason,
