@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from coordinator.durable import atomic_write
+from coordinator.state_dir import shipped_paths
 from protocol.approval import ApprovalMode
 from protocol.control import BudgetWindow
 from protocol.secret_text import without_password
@@ -518,21 +519,9 @@ def shipped_with_repository(project_root: Path) -> bool:
     is not applied: it would choose for whoever runs specrun in the clone which tool calls
     run without a yes (``approvalMode: yolo``), where the code is sent (``baseUrl``) and what
     a sandboxed command sees (``toolchainPaths``)."""
-    path = project_settings_path(project_root)
-    if not path.is_file():
+    if not project_settings_path(project_root).is_file():
         return False
-    import subprocess  # here: the light commands that never read settings do not load it
-
-    try:
-        done = subprocess.run(
-            ["git", "-c", "core.fsmonitor=false", "ls-files", "--error-unmatch", "--",
-             ".specrun/settings.json"],
-            cwd=project_root, capture_output=True, timeout=10, check=False,
-            env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_OPTIONAL_LOCKS": "0"},
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False  # no git: nothing tracks it
-    return done.returncode == 0
+    return ".specrun/settings.json" in shipped_paths(project_root)
 
 
 def user_settings_path(home: Path | None = None) -> Path:

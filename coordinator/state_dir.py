@@ -4,6 +4,11 @@ It never shows up in ``git status`` (neither the person's nor the agent's own): 
 first thing written into it is a ``.gitignore`` that ignores everything inside,
 itself included.
 
+Nothing in it that git tracks is used: specrun's own files ignore themselves, so a tracked
+one came with the repository (`git add -f` in someone else's clone) and says what its
+author chose, not the person running specrun (``shipped_paths``): a settings file, a
+session whose history the model would read as the person's own past turns.
+
 It holds no symbolic link. A repository can ship one (``.specrun/logs/service.log ->
 ~/.bashrc``, ``.specrun -> ~/somewhere``), and specrun would then append its log, write
 its sessions or read its journal wherever the link points: the directory is refused
@@ -45,6 +50,26 @@ def _first_link(path: Path) -> Path | None:
         if dirpath == str(path) and "memory" in dirnames:
             dirnames.remove("memory")
     return None
+
+
+def shipped_paths(project_root: Path) -> frozenset[str]:
+    """The paths below ``<project>/.specrun/`` that git tracks (relative to the project,
+    ``.specrun/settings.json``): they came with the repository. Empty where there is no git
+    or no repository. Neither the system's git configuration, fsmonitor nor optional locks
+    are used: the answer comes from the index alone."""
+    import subprocess  # here: the light commands that never look do not load it
+
+    try:
+        done = subprocess.run(
+            ["git", "-c", "core.fsmonitor=false", "ls-files", "-z", "--", ".specrun"],
+            cwd=project_root, capture_output=True, timeout=10, check=False,
+            env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()  # no git: nothing tracks it
+    if done.returncode != 0:
+        return frozenset()
+    return frozenset(p.decode("utf-8", "surrogateescape") for p in done.stdout.split(b"\0") if p)
 
 
 def state_dir(project_root: Path) -> Path:
