@@ -4,6 +4,7 @@ Chromium (Debian's, installed by scripts/_system_deps.sh) driven by Playwright."
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import select
 import shutil
@@ -44,9 +45,25 @@ class WebView:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @functools.cached_property
+    def _signed_in(self) -> tuple[str, str]:
+        """(the Cookie header, the key) the page gets for the token, as a browser gets them."""
+        import httpx
+
+        response = httpx.get(self.url, follow_redirects=False, timeout=30)
+        assert response.status_code == 303, response.text
+        name, value = response.headers["set-cookie"].split(";")[0].split("=", 1)
+        key = response.headers["location"].removeprefix("/#key=")
+        return f"{name}={value}", key
+
     @property
     def cookie(self) -> str:
-        return f"specrun_web_{self.port}={self.token}"
+        return self._signed_in[0]
+
+    @property
+    def key(self) -> str:
+        """What the page sends to /api/ (the ``X-Specrun-Key`` header or ``?key=``)."""
+        return self._signed_in[1]
 
 
 @contextmanager

@@ -6,6 +6,21 @@
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
+
+// The key every request to /api/ must carry (coordinator/web/guard.py). The first load
+// finds it in the fragment the server redirected to, keeps it in this origin's storage
+// (which, unlike a cookie, no other port of 127.0.0.1 can see) and takes it out of the
+// address bar; a reload or another tab reads it back from there.
+const KEY = (() => {
+  const given = /^#key=([A-Za-z0-9_-]+)$/.exec(location.hash);
+  if (given) {
+    history.replaceState(null, "", location.pathname);
+    try { localStorage.setItem("specrun_key", given[1]); } catch (error) { /* private mode */ }
+    return given[1];
+  }
+  try { return localStorage.getItem("specrun_key") || ""; } catch (error) { return ""; }
+})();
+const SIGNED_OUT = "signed out: open the URL `specrun web` printed";
 const state = {
   status: null, convo: [], turns: new Map(), suggestion: null,
   steps: {}, diffs: {}, workers: null, stats: null, seq: 0,
@@ -376,12 +391,18 @@ function setConnection(text, ok) {
 }
 
 function connect() {
-  const source = new EventSource("/api/events");
+  if (!KEY) { setConnection(SIGNED_OUT, false); return; }
+  const source = new EventSource("/api/events?key=" + encodeURIComponent(KEY));
   source.addEventListener("open", () => setConnection("live", true));
   source.addEventListener("snapshot", (e) => onSnapshot(JSON.parse(e.data)));
   source.addEventListener("change", (e) => onChange(JSON.parse(e.data)));
   source.addEventListener("closed", () => { setConnection("service stopped", false); source.close(); });
-  source.addEventListener("error", () => setConnection("reconnecting", false));
+  source.addEventListener("error", () => {
+    // A refusal (another view now serves this port, or the key is gone) ends the stream
+    // for good; a dropped connection is retried by the browser.
+    if (source.readyState === EventSource.CLOSED) setConnection(SIGNED_OUT, false);
+    else setConnection("reconnecting", false);
+  });
 }
 
 // -- actions: the same requests as `specrun ask`, `accept --index N`, `reject` ----------------
@@ -391,10 +412,12 @@ async function post(path, body) {
   result.textContent = "…";
   try {
     const response = await fetch(path, {
-      method: "POST", headers: {"Content-Type": "application/json"},
+      method: "POST", headers: {"Content-Type": "application/json", "X-Specrun-Key": KEY},
       body: JSON.stringify(body), credentials: "same-origin",
     });
-    const answer = await response.json();
+    const json = (response.headers.get("Content-Type") || "").startsWith("application/json");
+    // A refusal by the guard is one plain sentence, not JSON.
+    const answer = json ? await response.json() : {ok: false, message: await response.text()};
     result.textContent = visible(answer.message || answer.reason || (answer.ok ? "done" : "failed"));
     result.dataset.ok = String(Boolean(answer.ok));
   } catch (error) {
