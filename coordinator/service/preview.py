@@ -105,8 +105,8 @@ def file_diff(root: str, overlay_dir: str, change: FileChange, *, stat: bool) ->
         return FileDiff(change, too_large=True)
     if _binary(before) or _binary(after):
         return FileDiff(change, binary=True)
-    old = before.decode("utf-8").splitlines(keepends=True)
-    new = after.decode("utf-8").splitlines(keepends=True)
+    old = _lines(before.decode("utf-8"))
+    new = _lines(after.decode("utf-8"))
     a = "/dev/null" if change.status == "created" else f"a/{change.path}"
     b = "/dev/null" if change.status == "deleted" else f"b/{change.path}"
     lines = list(difflib.unified_diff(old, new, a, b))
@@ -114,6 +114,18 @@ def file_diff(root: str, overlay_dir: str, change: FileChange, *, stat: bool) ->
     removed = sum(1 for line in lines[2:] if line.startswith("-"))
     text = "" if stat else "".join(_ended(line) for line in lines)
     return FileDiff(change, text, added=added, removed=removed)
+
+
+def _lines(text: str) -> list[str]:
+    """``text``'s lines as git and the apply see them: cut at newlines only, each keeping
+    its newline. ``str.splitlines`` also cuts at a carriage return, a form feed, U+2028 and
+    other separators, which made one line of the file two of the diff, each but the last
+    wrongly marked "No newline at end of file"."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
 
 
 def _ended(line: str) -> str:
