@@ -29,16 +29,24 @@ const state = {
 // -- inert text ----------------------------------------------------------------------
 
 // The web process already sent every string through the terminal's rule
-// (protocol/inert_text.py); this is a second net for the same characters: C0/C1 controls
-// (but newline and tab), DEL, soft hyphen, zero-width and bidi marks, overrides and
-// isolates, line separators, BOM, shown as visible escapes.
-const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/g;
+// (protocol/inert_text.py); this is a second net for exactly the same characters (a test
+// compares the two sets): C0/C1 controls (but newline and tab), DEL, soft hyphen, bidi
+// marks, overrides and isolates, zero-width and other invisible format characters and
+// fillers, line separators, BOM, tag characters and lone surrogates, each shown as the
+// same visible escape the terminal shows.
+const HIDDEN = new RegExp("[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f\\u00ad\\u034f" +
+  "\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u0890\\u0891\\u08e2\\u115f\\u1160\\u17b4\\u17b5\\u180e" +
+  "\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u206f\\u3164\\ud800-\\udfff\\ufeff\\uffa0" +
+  "\\ufff0-\\ufffb\\u{110bd}\\u{110cd}\\u{13430}-\\u{1343f}\\u{1bca0}-\\u{1bca3}" +
+  "\\u{1d173}-\\u{1d17a}\\u{e0000}-\\u{e007f}]", "gu");
 
 function visible(text) {
   return String(text ?? "").replace(HIDDEN, (c) => {
-    const code = c.charCodeAt(0);
-    return code < 0x100 ? "\\x" + code.toString(16).padStart(2, "0")
-                        : "\\u" + code.toString(16).padStart(4, "0");
+    if (c === "\r") return "\\r";
+    const code = c.codePointAt(0);
+    if (code < 0x100) return "\\x" + code.toString(16).padStart(2, "0");
+    if (code < 0x10000) return "\\u" + code.toString(16).padStart(4, "0");
+    return "\\U" + code.toString(16).padStart(8, "0");
   });
 }
 

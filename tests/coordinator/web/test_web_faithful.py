@@ -1,0 +1,100 @@
+"""The web view shows exactly what Tab will do, in a real browser through a real service:
+every character Tab would write is seen, invisible ones as their escapes."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from protocol.inert_text import inert
+from tests.coordinator.e2e import done_unless_stalled, stepped_scenario, write_call
+from tests.support import Specrun, make_sample_project, running_service
+from tests.web_support import WebView, browser, need_chromium, web_view
+
+REWRITE = "rewrite the notes"
+# A removed SQL comment reads "--- old comment" in the diff and an added "++ x" line
+# "+++ x": removals and additions all the same, not file lines. A carriage return inside a
+# line keeps it one line (git's lines, not str.splitlines's).
+OLD = "-- old comment\nselect 1;\r\n"
+NEW = "++ added\nselect 1;\rmore\r\n"
+HIDE = "add the timeout option"
+# An invisible Hangul filler as a variable (the "invisible backdoor" trick), tag
+# characters spelling what no one sees, and an Arabic letter mark: Tab writes them all, so
+# the page must show each of them.
+BACKDOOR = "const { timeout,\u3164} = req.query;\nexec(\u3164);\u061c\U000e0041\U000e0042\n"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Specrun, WebView]]:
+    need_chromium()
+    tmp = tmp_path_factory.mktemp("faithful")
+    project = make_sample_project(tmp / "project")
+    (project / "notes.sql").write_text(OLD, newline="")
+    subprocess.run(["git", "add", "-A"], cwd=project, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm",
+                    "notes"], cwd=project, check=True)
+    steps = {REWRITE: [write_call("notes.sql", NEW)], HIDE: [write_call("server.js", BACKDOOR)]}
+    scenario = tmp / "scenario.yaml"
+    scenario.write_text(yaml.safe_dump(stepped_scenario("faithful", steps, done_unless_stalled)))
+    with running_service(project, "--approval-mode", "auto-edit", "--scenario",
+                         str(scenario)) as specrun, web_view(specrun) as web:
+        specrun.run("ask", "hello", check=True)  # no suggestion in a conversation's first turn
+        yield specrun, web
+
+
+def _completed_branch(page: Any, specrun: Specrun, step: str) -> Any:
+    assert specrun.run("ask", f"go {step}").returncode == 0
+    page.wait_for_selector('.branch[data-rank="0"] .badge.status-completed', timeout=30_000)
+    return page.locator('.branch[data-rank="0"]')
+
+
+
+def test_invisible_characters_tab_would_write_are_shown_in_the_page(
+    served: tuple[Specrun, WebView],
+) -> None:
+    specrun, web = served
+    with browser() as context:
+        page = context.new_page()
+        page.goto(web.url)
+        page.wait_for_selector("#connection.ok")
+        branch = _completed_branch(page, specrun, HIDE)
+        page.wait_for_selector(".file-head >> text=created: server.js")
+        added = branch.locator("pre.diff span.add").all_text_contents()
+        assert added == ["+const { timeout,\\u3164} = req.query;",
+                         "+exec(\\u3164);\\u061c\\U000e0041\\U000e0042"]
+        steps = branch.locator(".steps").text_content() or ""
+        assert "\u3164" not in steps and "\\u3164" in steps  # the write's arguments too
+        specrun.run("reject", check=True)
+
+
+def test_the_pages_own_net_escapes_exactly_what_the_terminal_escapes(
+    served: tuple[Specrun, WebView],
+) -> None:
+    """The page escapes again what the web process escaped: the same characters, the same
+    escapes, checked over every code point."""
+    _, web = served
+    with browser() as context:
+        page = context.new_page()
+        page.goto(web.url)
+        page.wait_for_selector("#connection.ok")
+        in_page = page.evaluate(
+            """() => {
+                const out = [];
+                for (let cp = 0; cp <= 0x10ffff; cp++) {
+                    const c = String.fromCodePoint(cp);
+                    const shown = visible(c);
+                    if (shown !== c) out.push([cp, shown]);
+                }
+                return out;
+            }"""
+        )
+    expected = []
+    for cp in range(0x110000):
+        shown = inert(chr(cp))
+        if shown != chr(cp):
+            expected.append([cp, shown])
+    assert in_page == expected
