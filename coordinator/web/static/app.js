@@ -190,13 +190,16 @@ function diffNode(diff) {
     else if (file.too_large) part.append(el("div", {class: "muted"}, "too large to show"));
     else if (file.diff) {
       const pre = el("pre", {class: "diff"});
+      // Only the lines before the first hunk are file lines: after it, a removed
+      // "-- comment" reads "--- comment" and must still show as a removal.
+      let inHunks = false;
       for (const line of file.diff.split("\n")) {
         if (line === "") continue;
         let kind = "";
-        if (line.startsWith("+++") || line.startsWith("---")) kind = "meta";
+        if (line.startsWith("@@")) { inHunks = true; kind = "hunk"; }
+        else if (!inHunks && (line.startsWith("+++") || line.startsWith("---"))) kind = "meta";
         else if (line.startsWith("+")) kind = "add";
         else if (line.startsWith("-")) kind = "del";
-        else if (line.startsWith("@@")) kind = "hunk";
         pre.append(el("span", {class: kind}, line));
       }
       part.append(pre);

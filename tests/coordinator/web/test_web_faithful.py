@@ -1,5 +1,7 @@
 """The web view shows exactly what Tab will do, in a real browser through a real service:
-every character Tab would write is seen, invisible ones as their escapes."""
+each line of the diff in the page is a line of `specrun diff`, coloured by what it is, and
+the files Tab then writes are the ones shown; every character Tab would write is seen,
+invisible ones as their escapes."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import yaml
 
 from protocol.inert_text import inert
 from tests.coordinator.e2e import done_unless_stalled, stepped_scenario, write_call
-from tests.support import Specrun, make_sample_project, running_service
+from tests.support import Specrun, make_sample_project, running_service, wait_until
 from tests.web_support import WebView, browser, need_chromium, web_view
 
 REWRITE = "rewrite the notes"
@@ -51,6 +53,44 @@ def _completed_branch(page: Any, specrun: Specrun, step: str) -> Any:
     page.wait_for_selector('.branch[data-rank="0"] .badge.status-completed', timeout=30_000)
     return page.locator('.branch[data-rank="0"]')
 
+
+def test_the_diff_in_the_page_is_specrun_diff_line_by_line_and_tab_writes_it(
+    served: tuple[Specrun, WebView],
+) -> None:
+    specrun, web = served
+    with browser() as context:
+        page = context.new_page()
+        page.goto(web.url)
+        page.wait_for_selector("#connection.ok")
+        branch = _completed_branch(page, specrun, REWRITE)
+        page.wait_for_selector(".file-head >> text=modified: notes.sql")
+        shown = branch.locator("pre.diff span").evaluate_all(
+            "spans => spans.map(s => [s.className, s.textContent])"
+        )
+        (file,) = specrun.json("diff")["files"]
+        lines = file["diff"].split("\n")[:-1]
+        assert [text for _, text in shown] == [inert(line) for line in lines]
+        assert shown == [
+            ["meta", "--- a/notes.sql"], ["meta", "+++ b/notes.sql"],
+            ["hunk", "@@ -1,2 +1,2 @@"],
+            ["del", "--- old comment"], ["del", "-select 1;\\r"],
+            ["add", "+++ added"], ["add", "+select 1;\\rmore\\r"],
+        ]
+        head = branch.locator(".file-head").text_content()
+        assert head == "modified: notes.sql +2 -2"
+
+        branch.locator("button.accept").click()
+        assert wait_until(lambda: (specrun.project / "notes.sql").read_bytes() == NEW.encode(),
+                          timeout=20)
+
+
+def test_a_line_that_only_looks_like_a_file_line_is_coloured_by_what_it_is() -> None:
+    from coordinator.cli.changes_view import classified_lines
+
+    diff = ("--- a/n.sql\n+++ b/n.sql\n@@ -1,2 +1,2 @@\n--- old\n+++ new\n ctx\n"
+            "@@ -9 +9 @@\n---x\n")
+    assert [kind for _, kind in classified_lines(diff)] == [
+        "file", "file", "hunk", "removed", "added", "context", "hunk", "removed"]
 
 
 def test_invisible_characters_tab_would_write_are_shown_in_the_page(
