@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +40,7 @@ class WebView:
     port: int
     token: str
     proc: subprocess.Popen[bytes]
+    said: Callable[[], str]  # what it wrote to stderr so far
 
     @property
     def base(self) -> str:
@@ -67,9 +68,12 @@ class WebView:
 
 
 @contextmanager
-def web_view(specrun: Specrun, *args: str, timeout: float = 60) -> Iterator[WebView]:
+def web_view(
+    specrun: Specrun, *args: str, timeout: float = 60, ends_itself: bool = False
+) -> Iterator[WebView]:
     """`specrun web` for the project's running service, stopped (SIGINT) afterwards; one
-    that ended by itself meanwhile fails the test with what it wrote."""
+    that ended by itself meanwhile fails the test with what it wrote (unless
+    ``ends_itself``: the test stops the service, and the view with it)."""
     with tempfile.TemporaryFile(mode="w+") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "coordinator", "--project", str(specrun.project), "web",
@@ -90,12 +94,12 @@ def web_view(specrun: Specrun, *args: str, timeout: float = 60) -> Iterator[WebV
             parts = urlsplit(url)
             token = parse_qs(parts.query)["token"][0]
             try:
-                yield WebView(url, int(parts.port or 0), token, proc)
+                yield WebView(url, int(parts.port or 0), token, proc, said)
             except BaseException as exc:
                 if proc.poll() is not None:
                     exc.add_note(f"`specrun web` had ended ({proc.returncode}): {said()}")
                 raise
-            if proc.poll() is not None:
+            if proc.poll() is not None and not ends_itself:
                 raise AssertionError(f"`specrun web` ended early ({proc.returncode}): {said()}")
         finally:
             if proc.poll() is None:

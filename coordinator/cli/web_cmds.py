@@ -93,5 +93,20 @@ def start_background_view(project_root: Path, port: int, timeout_s: float = 20.0
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        raise CliError(f"The web view did not start; see {log}.")
+        why = _last_error(log)
+        raise CliError(
+            "The service is running, but its web view did not start"
+            + (f": {why}" if why else "")
+            + f" (log: {log}). `specrun web` starts one on a free port."
+        )
     return line
+
+
+def _last_error(log: Path) -> str:
+    """The web view's own one-sentence error, the last ``error:`` line of its log."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()[-20:]
+    except OSError:
+        return ""
+    errors = [line.removeprefix("error: ") for line in lines if line.startswith("error: ")]
+    return errors[-1] if errors else ""

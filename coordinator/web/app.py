@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from coordinator.web.fanout import RESYNC, Fanout, Viewer
+from coordinator.web.fanout import CLOSED, RESYNC, Fanout, Viewer
 from coordinator.web.link import NoService, ServiceLink
 from coordinator.web.shown import shown_json
 from protocol.control import (
@@ -111,24 +111,25 @@ class _SharedSnapshot:
         return reply
 
 
-async def _next_write(viewer: Viewer, seq: int) -> tuple[bytes, bool]:
+async def _next_write(viewer: Viewer, seq: int) -> tuple[bytes, tuple[int, bytes] | None]:
     """What to write to ``viewer`` next: a keepalive after ``KEEPALIVE_S`` of quiet, else
-    the changes after ``seq`` queued by now (one write); and whether a resync came."""
+    the changes after ``seq`` queued by now (one write); and the marker that came after
+    them (``RESYNC`` or ``CLOSED``), if any."""
     try:
         first = await asyncio.wait_for(viewer.queue.get(), KEEPALIVE_S)
     except TimeoutError:
-        return b": keepalive\n\n", False
+        return b": keepalive\n\n", None
     batch = [first]
     while len(batch) < MAX_BATCH and not viewer.queue.empty():
         batch.append(viewer.queue.get_nowait())
     out: list[bytes] = []
     for item in batch:
-        if item == RESYNC:
-            return b"".join(out), True
+        if item in (RESYNC, CLOSED):
+            return b"".join(out), item
         item_seq, data = item
         if item_seq > seq:
             out.append(_sse("change", data))
-    return b"".join(out), False
+    return b"".join(out), None
 
 
 class _Views:
@@ -158,11 +159,14 @@ class _Views:
             while not self.link.closed.is_set():
                 snap = await self.snapshots.get()
                 yield _sse("snapshot", shown_json(snap))
-                resync = False
-                while not resync:
-                    chunk, resync = await _next_write(viewer, snap.seq)
+                marker = None
+                while marker is None:
+                    chunk, marker = await _next_write(viewer, snap.seq)
                     if chunk:
                         yield chunk
+                if marker == CLOSED:
+                    break
+            yield _sse("closed", b'"the service stopped"')
         except NoService:
             yield _sse("closed", b'"the service stopped"')
         finally:

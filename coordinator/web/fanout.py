@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 QUEUE_LIMIT = 256
 RESYNC = (-1, b"")  # the marker in a viewer's queue: take a new snapshot
+CLOSED = (-2, b"")  # the marker in a viewer's queue: the service stopped, end the stream
 
 
 @dataclass(eq=False)
@@ -25,16 +26,21 @@ class Viewer:
 class Fanout:
     def __init__(self) -> None:
         self.viewers: set[Viewer] = set()
+        self.closed = False
 
     def add(self) -> Viewer:
         viewer = Viewer()
         self.viewers.add(viewer)
+        if self.closed:
+            viewer.queue.put_nowait(CLOSED)
         return viewer
 
     def remove(self, viewer: Viewer) -> None:
         self.viewers.discard(viewer)
 
     def publish(self, seq: int, data: bytes) -> None:
+        if self.closed:
+            return
         for viewer in self.viewers:
             try:
                 viewer.queue.put_nowait((seq, data))
@@ -43,8 +49,19 @@ class Fanout:
 
     def resync_all(self) -> None:
         """The service dropped events for this process: every viewer resyncs."""
+        if self.closed:
+            return
         for viewer in self.viewers:
             self._resync(viewer)
+
+    def close_all(self) -> None:
+        """The service stopped: every stream says so and ends (before the server stops,
+        so a page learns it instead of retrying a port nobody serves any more)."""
+        self.closed = True
+        for viewer in self.viewers:
+            while not viewer.queue.empty():
+                viewer.queue.get_nowait()
+            viewer.queue.put_nowait(CLOSED)
 
     @staticmethod
     def _resync(viewer: Viewer) -> None:

@@ -31,6 +31,7 @@ from protocol.control import LiveEvent, LiveResync
 
 log = logging.getLogger("specrun.web")
 HOST = "127.0.0.1"
+CLOSE_WAIT_S = 1.0  # for the open pages to be told the service stopped
 
 
 class PortInUse(RuntimeError):
@@ -47,9 +48,15 @@ def bind(port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise PortInUse(f"Cannot listen on {HOST}:{port} ({exc.strerror}); pick another "
-                        "--port, or leave it out for a free one.") from None
+                        "port, or leave it out for a free one.") from None
     sock.set_inheritable(False)
     return sock
+
+
+async def _streams_ended(fanout: Fanout, timeout_s: float) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while fanout.viewers and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.02)
 
 
 def view_url(port: int, token: str) -> str:
@@ -85,6 +92,10 @@ async def serve(project_root: Path, port: int, announce: Callable[[str], None]) 
 
         async def stop_with_service() -> None:
             await link.closed.wait()
+            # The open pages are told first and their streams end by themselves; then
+            # the server stops with nothing left to cut off.
+            fanout.close_all()
+            await _streams_ended(fanout, CLOSE_WAIT_S)
             server.should_exit = True
 
         watcher = asyncio.ensure_future(stop_with_service())

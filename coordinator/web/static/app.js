@@ -126,6 +126,10 @@ function renderConversation() {
     block.append(entryNode(entry));
   }
   for (const turn of state.turns.values()) nodes.push(turnNode(turn));
+  if (nodes.length === 0) {
+    nodes.push(el("div", {class: "muted"},
+      "Nothing yet: send a prompt below, or use `specrun ask` or `specrun chat`; it shows here as it streams."));
+  }
   target.replaceChildren(...nodes);
   if (atBottom) target.scrollTop = target.scrollHeight;
 }
@@ -407,7 +411,11 @@ function connect() {
   source.addEventListener("open", () => setConnection("live", true));
   source.addEventListener("snapshot", (e) => onSnapshot(JSON.parse(e.data)));
   source.addEventListener("change", (e) => onChange(JSON.parse(e.data)));
-  source.addEventListener("closed", () => { setConnection("service stopped", false); source.close(); });
+  source.addEventListener("closed", () => {
+    // This view ended with the service; a new one has a new address and token.
+    setConnection("service stopped: `specrun start --web` (or `specrun web`) prints a new URL", false);
+    source.close();
+  });
   source.addEventListener("error", () => {
     // A refusal (another view now serves this port, or the key is gone) ends the stream
     // for good; a dropped connection is retried by the browser.
