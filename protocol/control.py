@@ -518,6 +518,9 @@ class FileDiff(msgspec.Struct, frozen=True):
     added: int = 0
     removed: int = 0
     too_large: bool = False  # over the preview's size bound: counted, not shown
+    #: Lines of ``diff`` left out of a live view (the web page bounds what it is sent);
+    #: ``specrun diff`` always has every line (0).
+    cut_lines: int = 0
 
 
 class DiffReply(msgspec.Struct, frozen=True, tag="diff"):

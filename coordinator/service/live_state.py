@@ -37,6 +37,7 @@ from protocol.control import (
     AskRequest,
     ControlReply,
     ControlRequest,
+    FileDiff,
     LiveActivity,
     LiveChange,
     LiveDiff,
@@ -74,6 +75,11 @@ MAX_STEPS = 200  # per speculation
 MAX_TRACKED = 16  # speculations whose steps and diffs are kept
 MAX_CONVERSATION = 400  # entries in a snapshot (the newest)
 MAX_ENTRY_CHARS = 20_000
+# Of a speculation's diff, the view is sent at most this much per file and in all (the
+# rest is counted): a speculation may write hundreds of MiB, and each diff is kept here
+# for MAX_TRACKED speculations, sent after every tool call and drawn line by line.
+VIEW_FILE_CHARS = 64 * 1024
+VIEW_DIFF_CHARS = 512 * 1024
 TURN_EVENTS = (TextChunk, ToolShown, ApprovalNeeded, Notice, Transcript, TurnEnded)
 
 
@@ -89,6 +95,24 @@ def conversation_entries(history: list[Message]) -> tuple[TranscriptEntry, ...]:
     return tuple(
         msgspec.structs.replace(e, text=cut(e.text, MAX_ENTRY_CHARS)) for e in kept
     )
+
+
+def bounded_for_view(files: tuple[FileDiff, ...]) -> tuple[FileDiff, ...]:
+    """``files`` with each diff cut at a line end to ``VIEW_FILE_CHARS``, and to what is
+    left of ``VIEW_DIFF_CHARS`` for them all; ``cut_lines`` counts the lines left out."""
+    left = VIEW_DIFF_CHARS
+    out: list[FileDiff] = []
+    for item in files:
+        limit = min(VIEW_FILE_CHARS, left)
+        if len(item.diff) <= limit:
+            left -= len(item.diff)
+            out.append(item)
+            continue
+        end = item.diff.rfind("\n", 0, limit) + 1  # 0: not even one whole line fits
+        left -= end
+        cut = item.diff.count("\n", end)  # a preview's diff ends with a newline
+        out.append(msgspec.structs.replace(item, diff=item.diff[:end], cut_lines=cut))
+    return tuple(out)
 
 
 class LiveState:
@@ -280,7 +304,7 @@ class LiveState:
             preview_files, str(self.project_root), spec.overlay_dir, written,
             self.speculation.settings, False,
         )
-        return LiveDiff(spec.id, files, refused)
+        return LiveDiff(spec.id, bounded_for_view(files), refused)
 
     async def _diff(self, spec_id: str) -> None:
         diff: LiveDiff | None = None

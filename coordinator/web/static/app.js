@@ -208,6 +208,10 @@ function diffNode(diff) {
       }
       part.append(pre);
     }
+    if (file.cut_lines) {
+      part.append(el("div", {class: "muted"},
+        `… and ${file.cut_lines} more line(s) of this diff, not sent to the page: \`specrun diff\` shows them all`));
+    }
     box.append(part);
   }
   return box;

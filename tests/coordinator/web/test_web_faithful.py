@@ -27,6 +27,8 @@ HIDE = "add the timeout option"
 # An invisible Hangul filler as a variable (the "invisible backdoor" trick), tag
 # characters spelling what no one sees, and an Arabic letter mark: Tab writes them all, so
 # the page must show each of them.
+BIG = "write the long log"
+BIG_LINES = 20_000  # about 230 KB: more than a page is sent of one file
 BACKDOOR = "const { timeout,\u3164} = req.query;\nexec(\u3164);\u061c\U000e0041\U000e0042\n"
 
 
@@ -39,7 +41,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Specrun, 
     subprocess.run(["git", "add", "-A"], cwd=project, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm",
                     "notes"], cwd=project, check=True)
-    steps = {REWRITE: [write_call("notes.sql", NEW)], HIDE: [write_call("server.js", BACKDOOR)]}
+    steps = {REWRITE: [write_call("notes.sql", NEW)], HIDE: [write_call("server.js", BACKDOOR)],
+             BIG: [write_call("long.log", "".join(f"line {n}\n" for n in range(BIG_LINES)))]}
     scenario = tmp / "scenario.yaml"
     scenario.write_text(yaml.safe_dump(stepped_scenario("faithful", steps, done_unless_stalled)))
     with running_service(project, "--approval-mode", "auto-edit", "--scenario",
@@ -138,3 +141,42 @@ def test_the_pages_own_net_escapes_exactly_what_the_terminal_escapes(
         if shown != chr(cp):
             expected.append([cp, shown])
     assert in_page == expected
+
+
+def test_a_huge_diff_reaches_the_page_bounded_and_says_how_much_is_left_out(
+    served: tuple[Specrun, WebView],
+) -> None:
+    specrun, web = served
+    with browser() as context:
+        page = context.new_page()
+        page.goto(web.url)
+        page.wait_for_selector("#connection.ok")
+        branch = _completed_branch(page, specrun, BIG)
+        page.wait_for_selector(f".file-head >> text=created: long.log +{BIG_LINES} -0")
+        shown = branch.locator("pre.diff span").count()
+        note = branch.locator(".file .muted").last.text_content() or ""
+        left_out = int(note.split("… and ")[1].split(" ")[0])
+        (file,) = specrun.json("diff")["files"]
+        assert file["diff"].count("\n") == BIG_LINES + 3  # the terminal has every line
+        assert shown + left_out == BIG_LINES + 3
+        assert shown < 10_000 and "`specrun diff` shows them all" in note
+        specrun.run("reject", check=True)
+
+
+def test_the_view_is_sent_a_bounded_diff() -> None:
+    from coordinator.service.live_state import VIEW_DIFF_CHARS, VIEW_FILE_CHARS, bounded_for_view
+    from protocol.control import FileChange, FileDiff
+
+    line = "+" + "x" * 99 + "\n"
+    files = tuple(FileDiff(FileChange(f"f{n}", "created"), line * 2000, added=2000)
+                  for n in range(12))
+    bounded = bounded_for_view(files)
+    assert sum(len(f.diff) for f in bounded) <= VIEW_DIFF_CHARS
+    assert all(len(f.diff) <= VIEW_FILE_CHARS and f.diff.endswith("\n") for f in bounded[:7])
+    for before, after in zip(files, bounded, strict=True):
+        assert before.diff.startswith(after.diff)
+        assert after.diff.count("\n") + after.cut_lines == 2000
+        assert after.added == 2000  # the counts are the whole file's
+    assert bounded[-1].diff == "" and bounded[-1].cut_lines == 2000
+    small = (FileDiff(FileChange("s", "created"), line),)
+    assert bounded_for_view(small) == small
