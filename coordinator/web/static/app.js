@@ -22,7 +22,7 @@ const KEY = (() => {
 })();
 const SIGNED_OUT = "signed out: open the URL `specrun web` printed";
 const state = {
-  status: null, convo: [], turns: new Map(), suggestion: null,
+  status: null, convo: [], turns: new Map(), turnNodes: new Map(), suggestion: null,
   steps: {}, diffs: {}, workers: null, stats: null, seq: 0,
 };
 
@@ -113,9 +113,21 @@ function turnNode(turn) {
   return box;
 }
 
+// A long session must not make the page grow or slow down with it: the conversation keeps
+// its newest MAX_BLOCKS turns (the history has them all), an event redraws only its own
+// turn, and the steps and diffs of at most MAX_SPECS speculations are kept.
+const MAX_BLOCKS = 200;
+const MAX_SPECS = 16;
+const MAX_STEPS = 200;  // per speculation, as the service keeps them
+const EMPTY = "Nothing yet: send a prompt below, or use `specrun ask` or `specrun chat`; it shows here as it streams.";
+
+function atBottom(target) {
+  return target.scrollTop + target.clientHeight >= target.scrollHeight - 20;
+}
+
 function renderConversation() {
   const target = document.getElementById("conversation");
-  const atBottom = target.scrollTop + target.clientHeight >= target.scrollHeight - 20;
+  const follow = atBottom(target);
   const nodes = [];
   let block = null;
   for (const entry of state.convo) {
@@ -125,13 +137,57 @@ function renderConversation() {
     }
     block.append(entryNode(entry));
   }
-  for (const turn of state.turns.values()) nodes.push(turnNode(turn));
-  if (nodes.length === 0) {
-    nodes.push(el("div", {class: "muted"},
-      "Nothing yet: send a prompt below, or use `specrun ask` or `specrun chat`; it shows here as it streams."));
+  state.turnNodes = new Map();
+  for (const [number, turn] of state.turns) {
+    const node = turnNode(turn);
+    state.turnNodes.set(number, node);
+    nodes.push(node);
   }
+  if (nodes.length === 0) nodes.push(el("div", {class: "muted empty"}, EMPTY));
   target.replaceChildren(...nodes);
-  if (atBottom) target.scrollTop = target.scrollHeight;
+  trimConversation(target);
+  if (follow) target.scrollTop = target.scrollHeight;
+}
+
+function renderTurn(number) {
+  const target = document.getElementById("conversation");
+  const follow = atBottom(target);
+  const fresh = turnNode(turnOf(number));
+  const old = state.turnNodes.get(number);
+  if (old && old.isConnected) old.replaceWith(fresh);
+  else {
+    for (const empty of target.querySelectorAll(":scope > .empty")) empty.remove();
+    target.append(fresh);
+  }
+  state.turnNodes.set(number, fresh);
+  trimConversation(target);
+  if (follow) target.scrollTop = target.scrollHeight;
+}
+
+function trimConversation(target) {
+  while (target.children.length > MAX_BLOCKS) {
+    const first = target.firstElementChild;
+    first.remove();
+    for (const [number, node] of state.turnNodes) {
+      if (node === first) {
+        state.turnNodes.delete(number);
+        state.turns.delete(number);
+        break;
+      }
+    }
+  }
+}
+
+function pruneSpeculations(byId) {
+  // Oldest first (insertion order); the branches shown now are always kept.
+  const shown = new Set(((state.suggestion && state.suggestion.branches) || [])
+    .map((b) => b.speculation && b.speculation.id).filter(Boolean));
+  const ids = Object.keys(byId);
+  let extra = ids.length - MAX_SPECS;
+  for (const id of ids) {
+    if (extra <= 0) break;
+    if (!shown.has(id)) { delete byId[id]; extra -= 1; }
+  }
 }
 
 function turnOf(number) {
@@ -217,6 +273,20 @@ function diffNode(diff) {
   return box;
 }
 
+// A diff is drawn once per version of it: a running speculation's every step redraws
+// its branch, and a diff may be thousands of lines.
+const drawnDiffs = new WeakMap();
+
+function cachedDiffNode(diff) {
+  if (!diff) return diffNode(diff);
+  let node = drawnDiffs.get(diff);
+  if (!node) {
+    node = diffNode(diff);
+    drawnDiffs.set(diff, node);
+  }
+  return node;
+}
+
 function stepsNode(steps) {
   const box = el("div", {class: "steps"});
   for (const step of steps || []) {
@@ -254,7 +324,7 @@ function renderSuggestion() {
       box.append(el("div", {class: "muted"}, facts));
       if (spec.boundary_reason) box.append(el("div", {class: "warn"}, `stopped at: ${spec.boundary_reason}`));
       box.append(el("h3", {}, "Steps"), stepsNode(state.steps[spec.id]));
-      box.append(el("h3", {}, "Diff"), diffNode(state.diffs[spec.id]));
+      box.append(el("h3", {}, "Diff"), cachedDiffNode(state.diffs[spec.id]));
     }
     nodes.push(box);
   }
@@ -382,21 +452,27 @@ function onChange(change) {
   switch (change.type) {
     case "prompt":
       turnOf(change.turn).items.push({k: "user", text: change.text});
-      renderConversation();
+      renderTurn(change.turn);
       break;
     case "turn_event":
       onTurnEvent(change.turn, change.event);
-      renderConversation();
+      renderTurn(change.turn);
       break;
     case "suggestion": state.suggestion = change.suggestion; renderSuggestion(); break;
     case "speculation_step": {
       const steps = state.steps[change.speculation_id] || (state.steps[change.speculation_id] = []);
       const at = change.step.kind === "tool" ? steps.findIndex((s) => s.call_id === change.step.call_id) : -1;
       if (at >= 0) steps[at] = change.step; else steps.push(change.step);
+      if (steps.length > MAX_STEPS) steps.splice(0, steps.length - MAX_STEPS);
+      pruneSpeculations(state.steps);
       renderSuggestion();
       break;
     }
-    case "diff": state.diffs[change.speculation_id] = change; renderSuggestion(); break;
+    case "diff":
+      state.diffs[change.speculation_id] = change;
+      pruneSpeculations(state.diffs);
+      renderSuggestion();
+      break;
     case "workers": state.workers = change; renderWorkers(); break;
     case "stats": state.stats = change; renderStats(); break;
     case "reset": state.convo = []; state.turns = new Map(); renderConversation(); break;
