@@ -237,6 +237,13 @@ function diffNode(diff) {
   const box = el("div", {class: "files"});
   if (diff.refused) box.append(el("div", {class: "conflict"}, `Tab would apply nothing: ${diff.refused}`));
   if (diff.files.length === 0 && !diff.refused) box.append(el("div", {class: "muted"}, "no files changed yet"));
+  // As the terminal says it: one file changed meanwhile makes Tab refuse all of it (a
+  // file git ignores is only left as the person has it).
+  const refusing = diff.files.filter((f) => f.change.conflict && !f.change.ignored).map((f) => f.change.path);
+  if (refusing.length) {
+    box.append(el("div", {class: "conflict refusing"},
+      `Tab would refuse all of it now: ${refusing.join(", ")} changed in the project since the speculation read it`));
+  }
   for (const file of diff.files) {
     const change = file.change;
     const mode = change.mode ? ` (${change.mode})` : "";
@@ -245,7 +252,11 @@ function diffNode(diff) {
     const part = el("div", {class: "file"}, head);
     if (change.runs_later) part.append(el("div", {class: "warn"}, "runs later: something runs this file later without a key press"));
     if (change.ignored) part.append(el("div", {class: "muted"}, "ignored by git (a cache or build output)"));
-    if (change.conflict) part.append(el("div", {class: "conflict"}, `conflict: ${change.conflict}; Tab would refuse it`));
+    if (change.conflict && change.ignored) {
+      part.append(el("div", {class: "muted"}, `changed in the project meanwhile (${change.conflict}): Tab leaves the real file as it is`));
+    } else if (change.conflict) {
+      part.append(el("div", {class: "conflict"}, `conflict: the real file was ${change.conflict} since; Tab would refuse the whole accept`));
+    }
     if (file.binary) part.append(el("div", {class: "muted"}, "binary file"));
     else if (file.too_large) part.append(el("div", {class: "muted"}, "too large to show"));
     else if (file.diff) {

@@ -27,6 +27,7 @@ HIDE = "add the timeout option"
 # An invisible Hangul filler as a variable (the "invisible backdoor" trick), tag
 # characters spelling what no one sees, and an Arabic letter mark: Tab writes them all, so
 # the page must show each of them.
+MEANWHILE = "update the readme and the build stamp"
 BIG = "write the long log"
 BIG_LINES = 20_000  # about 230 KB: more than a page is sent of one file
 BACKDOOR = "const { timeout,\u3164} = req.query;\nexec(\u3164);\u061c\U000e0041\U000e0042\n"
@@ -38,11 +39,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Specrun, 
     tmp = tmp_path_factory.mktemp("faithful")
     project = make_sample_project(tmp / "project")
     (project / "notes.sql").write_text(OLD, newline="")
+    (project / ".gitignore").write_text("build/\n")
+    (project / "build").mkdir()
+    (project / "build/stamp.txt").write_text("mine\n")
     subprocess.run(["git", "add", "-A"], cwd=project, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm",
                     "notes"], cwd=project, check=True)
     steps = {REWRITE: [write_call("notes.sql", NEW)], HIDE: [write_call("server.js", BACKDOOR)],
-             BIG: [write_call("long.log", "".join(f"line {n}\n" for n in range(BIG_LINES)))]}
+             BIG: [write_call("long.log", "".join(f"line {n}\n" for n in range(BIG_LINES)))],
+             MEANWHILE: [write_call("README.md", "# speculated\n"),
+                         write_call("build/stamp.txt", "speculated\n")]}
     scenario = tmp / "scenario.yaml"
     scenario.write_text(yaml.safe_dump(stepped_scenario("faithful", steps, done_unless_stalled)))
     with running_service(project, "--approval-mode", "auto-edit", "--scenario",
@@ -180,3 +186,33 @@ def test_the_view_is_sent_a_bounded_diff() -> None:
     assert bounded[-1].diff == "" and bounded[-1].cut_lines == 2000
     small = (FileDiff(FileChange("s", "created"), line),)
     assert bounded_for_view(small) == small
+
+
+def test_a_file_the_person_changes_meanwhile_turns_into_a_conflict_in_the_page(
+    served: tuple[Specrun, WebView],
+) -> None:
+    """Nothing of the speculation moves after it completed; the person edits two files it
+    wrote. The page follows by itself: the tracked one makes Tab refuse all of it (as
+    `specrun diff` says), the ignored one Tab would only leave as the person has it."""
+    specrun, web = served
+    with browser() as context:
+        page = context.new_page()
+        page.goto(web.url)
+        page.wait_for_selector("#connection.ok")
+        branch = _completed_branch(page, specrun, MEANWHILE)
+        page.wait_for_selector(".file-head >> text=modified: build/stamp.txt")
+        assert branch.locator(".conflict").count() == 0
+        (specrun.project / "README.md").write_text("# my own edit\n")
+        (specrun.project / "build/stamp.txt").write_text("mine, rebuilt\n")
+        page.wait_for_selector(".refusing", timeout=15_000)
+        assert branch.locator(".refusing").text_content() == (
+            "Tab would refuse all of it now: README.md changed in the project since the "
+            "speculation read it")
+        readme, stamp = branch.locator(".file").all()
+        assert "Tab would refuse the whole accept" in (readme.text_content() or "")
+        assert "Tab leaves the real file as it is" in (stamp.text_content() or "")
+        assert stamp.locator(".conflict").count() == 0
+        conflicts = {f["change"]["path"]: f["change"]["conflict"]
+                     for f in specrun.json("diff")["files"]}
+        assert conflicts == {"README.md": "modified", "build/stamp.txt": "modified"}
+        specrun.run("reject", check=True)
