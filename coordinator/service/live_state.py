@@ -207,7 +207,11 @@ class LiveState:
             text = request.text.strip()
         elif isinstance(request, AcceptRequest):
             current = self.speculation.current
-            if current is not None:
+            stale = request.shown_text is not None and (
+                current is None
+                or not current.shows(request.index, request.shown_text, request.shown_speculation)
+            )
+            if current is not None and not stale:  # a stale one is refused: no turn
                 index = request.index
                 branch = current.top if index is None else current.branch(index)
                 text = branch.text if branch is not None else None

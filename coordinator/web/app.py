@@ -48,6 +48,10 @@ class AskBody(msgspec.Struct, forbid_unknown_fields=True):
 
 class AcceptBody(msgspec.Struct, forbid_unknown_fields=True):
     index: int | None = None
+    # What the page showed of that branch (as sent to it): the service takes it only if
+    # it is still that one.
+    text: str | None = None
+    speculation: str = ""
 
 
 def _static() -> dict[str, tuple[bytes, str]]:
@@ -190,7 +194,10 @@ class _Views:
             body = msgspec.json.decode(await request.body() or b"{}", type=AcceptBody)
         except msgspec.DecodeError as exc:
             return JSONResponse({"ok": False, "message": f"bad request: {exc}"}, 400)
-        req = AcceptRequest(req_id=self.link.next_id(), method="web", index=body.index)
+        req = AcceptRequest(
+            req_id=self.link.next_id(), method="web", index=body.index,
+            shown_text=body.text, shown_speculation=body.speculation,
+        )
         return _answer(await self.link.request(req))
 
     async def reject(self, request: Request) -> Response:

@@ -322,7 +322,9 @@ function renderSuggestion() {
   for (const branch of s.branches) {
     const spec = branch.speculation;
     const status = spec ? spec.status : branch.skipped ? `skipped: ${branch.skipped}` : "not speculated";
-    const accept = el("button", {class: "accept", dataset: {index: String(branch.rank)}}, "Accept");
+    // The button names what it shows: the service takes it only if it is still that.
+    const accept = el("button", {class: "accept", dataset: {
+      index: String(branch.rank), text: branch.text, speculation: spec ? spec.id : ""}}, "Accept");
     const head = el("div", {class: "branch-head"},
       el("span", {class: "badge"}, `#${branch.rank}`),
       el("span", {class: "branch-text"}, branch.text),
@@ -547,7 +549,10 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("suggestion").addEventListener("click", (event) => {
     const target = event.target;
     if (!(target instanceof HTMLButtonElement)) return;
-    if (target.classList.contains("accept")) post("/api/accept", {index: Number(target.dataset.index)});
+    if (target.classList.contains("accept")) {
+      post("/api/accept", {index: Number(target.dataset.index), text: target.dataset.text,
+                           speculation: target.dataset.speculation});
+    }
     else if (target.id === "reject") post("/api/reject", {});
   });
   connect();

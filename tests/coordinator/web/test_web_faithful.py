@@ -28,6 +28,7 @@ HIDE = "add the timeout option"
 # characters spelling what no one sees, and an Arabic letter mark: Tab writes them all, so
 # the page must show each of them.
 MEANWHILE = "update the readme and the build stamp"
+TAKE = "write the taken file"
 BIG = "write the long log"
 BIG_LINES = 20_000  # about 230 KB: more than a page is sent of one file
 BACKDOOR = "const { timeout,\u3164} = req.query;\nexec(\u3164);\u061c\U000e0041\U000e0042\n"
@@ -45,10 +46,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Specrun, 
     subprocess.run(["git", "add", "-A"], cwd=project, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm",
                     "notes"], cwd=project, check=True)
+    # In the order the tests play them (stepped_scenario: the newest step's rule first).
     steps = {REWRITE: [write_call("notes.sql", NEW)], HIDE: [write_call("server.js", BACKDOOR)],
              BIG: [write_call("long.log", "".join(f"line {n}\n" for n in range(BIG_LINES)))],
              MEANWHILE: [write_call("README.md", "# speculated\n"),
-                         write_call("build/stamp.txt", "speculated\n")]}
+                         write_call("build/stamp.txt", "speculated\n")],
+             TAKE: [write_call("taken.txt", "taken\n")]}
     scenario = tmp / "scenario.yaml"
     scenario.write_text(yaml.safe_dump(stepped_scenario("faithful", steps, done_unless_stalled)))
     with running_service(project, "--approval-mode", "auto-edit", "--scenario",
@@ -216,3 +219,34 @@ def test_a_file_the_person_changes_meanwhile_turns_into_a_conflict_in_the_page(
                      for f in specrun.json("diff")["files"]}
         assert conflicts == {"README.md": "modified", "build/stamp.txt": "modified"}
         specrun.run("reject", check=True)
+
+
+def test_accept_takes_only_the_branch_the_page_showed(served: tuple[Specrun, WebView]) -> None:
+    """A page that fell behind (a new suggestion came, the speculation was replaced) must
+    not take what it never showed: it sends what it shows, the service checks."""
+    import httpx
+
+    specrun, web = served
+    assert specrun.run("ask", f"go {TAKE}").returncode == 0
+    assert wait_until(lambda: (specrun.json("suggestion").get("speculation") or {})
+                      .get("status") == "completed", timeout=30)
+    shown = specrun.json("suggestion")
+    assert shown["text"] == TAKE
+    spec_id = shown["speculation"]["id"]
+    headers = {"cookie": web.cookie, "x-specrun-key": web.key, "origin": web.base,
+               "content-type": "application/json"}
+
+    def accept(body: str) -> httpx.Response:
+        return httpx.post(web.base + "/api/accept", content=body, headers=headers, timeout=60)
+
+    for stale in (f'{{"index": 0, "text": "{TAKE}", "speculation": "an-older-one"}}',
+                  f'{{"index": 0, "text": "another suggestion", "speculation": "{spec_id}x"}}',
+                  f'{{"index": 1, "text": "{TAKE}", "speculation": "{spec_id}"}}'):
+        refused = accept(stale)
+        assert refused.status_code == 404, refused.text
+        assert "changed since it was shown: nothing was taken" in refused.json()["message"]
+    assert not (specrun.project / "taken.txt").exists()
+    assert specrun.json("suggestion")["speculation"]["id"] == spec_id  # still there
+    taken = accept(f'{{"index": 0, "text": "{TAKE}", "speculation": "{spec_id}"}}')
+    assert taken.status_code == 200 and taken.json()["ok"], taken.text
+    assert (specrun.project / "taken.txt").read_text() == "taken\n", taken.json()
