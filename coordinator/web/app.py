@@ -35,6 +35,7 @@ from protocol.inert_text import inert
 KEEPALIVE_S = 15.0
 MAX_BATCH = 512  # events written to a viewer at once
 MAX_PROMPT_CHARS = 20_000
+SERVICE_STOPPED = "service stopped: `specrun start --web` (or `specrun web`) prints a new URL"
 STATIC = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
@@ -170,11 +171,15 @@ class _Views:
                         yield chunk
                 if marker == CLOSED:
                     break
-            yield _sse("closed", b'"the service stopped"')
+            yield _sse("closed", self._closed_json())
         except NoService:
-            yield _sse("closed", b'"the service stopped"')
+            yield _sse("closed", self._closed_json())
         finally:
             self.fanout.remove(viewer)
+
+    def _closed_json(self) -> bytes:
+        because = self.fanout.closed_because or SERVICE_STOPPED
+        return msgspec.json.encode(because)
 
     async def ask(self, request: Request) -> Response:
         try:

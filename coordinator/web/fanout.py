@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 QUEUE_LIMIT = 256
 RESYNC = (-1, b"")  # the marker in a viewer's queue: take a new snapshot
-CLOSED = (-2, b"")  # the marker in a viewer's queue: the service stopped, end the stream
+CLOSED = (-2, b"")  # the marker in a viewer's queue: the view stops, end the stream
 
 
 @dataclass(eq=False)
@@ -27,6 +27,7 @@ class Fanout:
     def __init__(self) -> None:
         self.viewers: set[Viewer] = set()
         self.closed = False
+        self.closed_because = ""  # what the pages are told
 
     def add(self) -> Viewer:
         viewer = Viewer()
@@ -54,10 +55,14 @@ class Fanout:
         for viewer in self.viewers:
             self._resync(viewer)
 
-    def close_all(self) -> None:
-        """The service stopped: every stream says so and ends (before the server stops,
-        so a page learns it instead of retrying a port nobody serves any more)."""
+    def close_all(self, because: str) -> None:
+        """The view stops (the service stopped, or Ctrl-C): every stream says so and
+        ends, before the server stops, so a page learns it instead of retrying a port
+        nobody serves any more. The first reason given is the one told."""
+        if self.closed:
+            return
         self.closed = True
+        self.closed_because = because
         for viewer in self.viewers:
             while not viewer.queue.empty():
                 viewer.queue.get_nowait()

@@ -19,10 +19,11 @@ import signal
 import socket
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 
-from coordinator.web.app import build_app
+from coordinator.web.app import SERVICE_STOPPED, build_app
 from coordinator.web.fanout import Fanout
 from coordinator.web.guard import Guard
 from coordinator.web.link import ServiceLink
@@ -51,6 +52,23 @@ def bind(port: int) -> socket.socket:
                         "port, or leave it out for a free one.") from None
     sock.set_inheritable(False)
     return sock
+
+
+VIEW_STOPPED = "this web view was stopped: `specrun web` prints a new URL"
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the open pages before it stops on Ctrl-C or SIGTERM: their
+    streams then end by themselves instead of being cancelled (a traceback in the
+    terminal, and a page that keeps retrying)."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.on_exit()
+        super().handle_exit(sig, frame)
 
 
 async def _streams_ended(fanout: Fanout, timeout_s: float) -> None:
@@ -84,7 +102,7 @@ async def serve(project_root: Path, port: int, announce: Callable[[str], None]) 
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
     )
-    server = uvicorn.Server(config)
+    server = _Server(config, lambda: fanout.close_all(VIEW_STOPPED))
     reading = asyncio.ensure_future(link.run())
     try:
         await link.subscribe()
@@ -94,7 +112,7 @@ async def serve(project_root: Path, port: int, announce: Callable[[str], None]) 
             await link.closed.wait()
             # The open pages are told first and their streams end by themselves; then
             # the server stops with nothing left to cut off.
-            fanout.close_all()
+            fanout.close_all(SERVICE_STOPPED)
             await _streams_ended(fanout, CLOSE_WAIT_S)
             server.should_exit = True
 

@@ -504,9 +504,10 @@ function connect() {
   source.addEventListener("open", () => setConnection("live", true));
   source.addEventListener("snapshot", (e) => onSnapshot(JSON.parse(e.data)));
   source.addEventListener("change", (e) => onChange(JSON.parse(e.data)));
-  source.addEventListener("closed", () => {
-    // This view ended with the service; a new one has a new address and token.
-    setConnection("service stopped: `specrun start --web` (or `specrun web`) prints a new URL", false);
+  source.addEventListener("closed", (e) => {
+    // This view ended (with the service, or stopped itself); a new one has a new address
+    // and token. The web process says which, and what to run.
+    setConnection(visible(JSON.parse(e.data)), false);
     source.close();
   });
   source.addEventListener("error", () => {

@@ -1,10 +1,11 @@
 """The web view over a session's life, in a real browser: what a first page shows, a long
 session (the page stays bounded and each event redraws only its turn), and the page when
-the service stops (it says so and what to do; the view ends cleanly)."""
+the service or the view stops (it says so and what to do; the view ends cleanly)."""
 
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,6 +43,23 @@ def test_a_first_page_says_what_to_do_and_a_stopped_service_ends_it_cleanly(
         assert wait_until(lambda: web.proc.poll() is not None, timeout=20)
         assert web.proc.returncode == 0
         assert "Traceback" not in web.said() and "Error" not in web.said(), web.said()
+
+
+
+def test_ctrl_c_on_the_view_tells_the_open_page_and_prints_no_traceback(
+    started: Specrun,
+) -> None:
+    with web_view(started, ends_itself=True) as web, browser() as context:
+        page = context.new_page()
+        page.goto(web.url)
+        page.wait_for_selector("#connection.ok")
+        web.proc.send_signal(signal.SIGINT)
+        page.wait_for_selector("#connection.bad >> text=this web view was stopped",
+                               timeout=20_000)
+        assert wait_until(lambda: web.proc.poll() is not None, timeout=20)
+        assert web.proc.returncode == 0
+        assert "Traceback" not in web.said() and "Error" not in web.said(), web.said()
+    assert started.json("status")["pid"]  # the service goes on
 
 
 LONG_TURNS = 260
