@@ -24,6 +24,7 @@ from protocol.work import WrittenFile
 #: A file larger than this (either side) is counted, not diffed: a preview is for reading.
 MAX_DIFF_BYTES = 1 << 20
 _BINARY_PROBE = 8192
+_TEXT_CONTROLS = frozenset(b"\t\n\x0c\r")
 
 
 @dataclass
@@ -133,10 +134,15 @@ def _ended(line: str) -> str:
 
 
 def _binary(data: bytes) -> bool:
-    """Git's rule: a NUL byte near the start. A file that is merely not UTF-8 is text:
-    calling it binary showed no line of it, so one stray byte in a comment hid whatever a
-    script said (its other lines included)."""
-    return b"\0" in data[:_BINARY_PROBE]
+    """A NUL byte near the start (git's rule) among many other control bytes. Calling a
+    file binary shows no line of it, so it must really be one: a file merely not UTF-8,
+    or a script with one NUL planted after its first line (bash skips it and runs the
+    rest), is text, its odd bytes shown as escapes."""
+    probe = data[:_BINARY_PROBE]
+    if b"\0" not in probe:
+        return False
+    controls = sum(1 for byte in probe if byte < 0x20 and byte not in _TEXT_CONTROLS)
+    return controls * 10 > len(probe)
 
 
 def _text(data: bytes) -> str:

