@@ -121,12 +121,12 @@ async def _next_write(viewer: Viewer, seq: int) -> tuple[bytes, tuple[int, bytes
     the changes after ``seq`` queued by now (one write); and the marker that came after
     them (``RESYNC`` or ``CLOSED``), if any."""
     try:
-        first = await asyncio.wait_for(viewer.queue.get(), KEEPALIVE_S)
+        first = await asyncio.wait_for(viewer.get(), KEEPALIVE_S)
     except TimeoutError:
         return b": keepalive\n\n", None
     batch = [first]
     while len(batch) < MAX_BATCH and not viewer.queue.empty():
-        batch.append(viewer.queue.get_nowait())
+        batch.append(viewer.get_nowait())
     out: list[bytes] = []
     for item in batch:
         if item in (RESYNC, CLOSED):

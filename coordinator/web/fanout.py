@@ -11,6 +11,9 @@ import asyncio
 from dataclasses import dataclass, field
 
 QUEUE_LIMIT = 256
+# Events are counted in bytes too: a diff event may be half a MiB, and 256 of them queued
+# for one stalled tab would be 128 MiB.
+QUEUE_BYTES = 8 << 20
 RESYNC = (-1, b"")  # the marker in a viewer's queue: take a new snapshot
 CLOSED = (-2, b"")  # the marker in a viewer's queue: the view stops, end the stream
 
@@ -21,6 +24,17 @@ class Viewer:
         default_factory=lambda: asyncio.Queue(QUEUE_LIMIT)
     )
     resyncs: int = 0
+    queued_bytes: int = 0
+
+    async def get(self) -> tuple[int, bytes]:
+        item = await self.queue.get()
+        self.queued_bytes -= len(item[1])
+        return item
+
+    def get_nowait(self) -> tuple[int, bytes]:
+        item = self.queue.get_nowait()
+        self.queued_bytes -= len(item[1])
+        return item
 
 
 class Fanout:
@@ -43,10 +57,15 @@ class Fanout:
         if self.closed:
             return
         for viewer in self.viewers:
+            if viewer.queued_bytes + len(data) > QUEUE_BYTES:
+                self._resync(viewer)
+                continue
             try:
                 viewer.queue.put_nowait((seq, data))
             except asyncio.QueueFull:
                 self._resync(viewer)
+                continue
+            viewer.queued_bytes += len(data)
 
     def resync_all(self) -> None:
         """The service dropped events for this process: every viewer resyncs."""
@@ -65,12 +84,12 @@ class Fanout:
         self.closed_because = because
         for viewer in self.viewers:
             while not viewer.queue.empty():
-                viewer.queue.get_nowait()
+                viewer.get_nowait()
             viewer.queue.put_nowait(CLOSED)
 
     @staticmethod
     def _resync(viewer: Viewer) -> None:
         while not viewer.queue.empty():
-            viewer.queue.get_nowait()
+            viewer.get_nowait()
         viewer.queue.put_nowait(RESYNC)
         viewer.resyncs += 1
