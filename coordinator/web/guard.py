@@ -85,7 +85,7 @@ class Guard:
             status, text = refusal
             await _plain(send_with_headers, status, text)
             return
-        if scope["path"] == "/" and b"token=" in scope.get("query_string", b""):
+        if _is_trade(scope, _query(scope)):  # its token was checked by refusal()
             await self._trade_token(scope, send_with_headers)
             return
         await self.app(scope, receive, send_with_headers)
@@ -99,8 +99,8 @@ class Guard:
         method = scope["method"]
         if method not in ("GET", "HEAD", "POST"):
             return 405, "Method not allowed."
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        if scope["path"] == "/" and "token" in query and method == "GET":
+        query = _query(scope)
+        if _is_trade(scope, query):
             given = query["token"][0]
             if not secrets.compare_digest(given.encode(), self.token.encode()):
                 return 403, "That token is not this web view's: open the URL `specrun web` printed."
@@ -156,6 +156,17 @@ class Guard:
             }
         )
         await send({"type": "http.response.body", "body": b""})
+
+
+def _query(scope: Scope) -> dict[str, list[str]]:
+    return parse_qs(scope.get("query_string", b"").decode("latin-1"))
+
+
+def _is_trade(scope: Scope, query: dict[str, list[str]]) -> bool:
+    """The first load: ``GET /?token=…``. One test decides both that the token is checked
+    and that the answer hands out the cookie and the key, so no other request (a POST to
+    ``/?token=``, a ``?xtoken=``) gets the key with the cookie alone."""
+    return scope["method"] == "GET" and scope["path"] == "/" and "token" in query
 
 
 def _headers(scope: Scope) -> dict[bytes, bytes]:

@@ -166,6 +166,13 @@ def test_the_cookie_alone_opens_neither_the_data_nor_the_buttons(
         assert posted.status_code == 403, key
     twice = httpx.get(f"{web.base}/api/events?key={web.key}&key={web.key}", headers=only_cookie)
     assert twice.status_code == 403
+    # Nor can the cookie alone get the key handed out by the first load's answer.
+    for method, path in (("POST", "/?token=x"), ("GET", "/?xtoken=1"), ("HEAD", "/?token=x"),
+                         ("POST", f"/?token={'A' * len(web.token)}")):
+        answer = httpx.request(method, web.base + path, content="{}", headers={
+            **only_cookie, "origin": web.base, "content-type": "application/json"})
+        assert web.key not in answer.headers.get("location", ""), (method, path)
+        assert "set-cookie" not in answer.headers, (method, path)
     assert HistoryStore(specrun.project).load() == before
     # The page itself needs no key (it holds no data); the cookie still guards it.
     assert _get(web, "/").status_code == 200
