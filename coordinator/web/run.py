@@ -81,7 +81,8 @@ def view_url(port: int, token: str) -> str:
     return f"http://{HOST}:{port}/?token={token}"
 
 
-async def serve(project_root: Path, port: int, announce: Callable[[str], None]) -> None:
+async def serve(project_root: Path, port: int, announce: Callable[[str], None]) -> bool:
+    """Serve until the service stops (True) or the view is stopped (False)."""
     # A browser that hangs up mid-answer must be an EPIPE error on that connection, never
     # a signal that ends the view (the CLI restores SIGPIPE's default for `| head`).
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
@@ -121,6 +122,7 @@ async def serve(project_root: Path, port: int, announce: Callable[[str], None]) 
             await server.serve(sockets=[listener])
         finally:
             watcher.cancel()
+        return link.closed.is_set()
     finally:
         reading.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -43,6 +43,8 @@ def test_a_first_page_says_what_to_do_and_a_stopped_service_ends_it_cleanly(
         assert wait_until(lambda: web.proc.poll() is not None, timeout=20)
         assert web.proc.returncode == 0
         assert "Traceback" not in web.said() and "Error" not in web.said(), web.said()
+        # Its terminal says why it ended, and what serves a new one.
+        assert "The service stopped, and this web view with it" in web.said(), web.said()
 
 
 
