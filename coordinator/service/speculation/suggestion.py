@@ -98,11 +98,12 @@ class Suggestion:
 
     def shows(self, index: int | None, text: str, speculation_id: str) -> bool:
         """The branch ``index`` (None: the top one) is still the one a client showed: the
-        same speculation, or with none, the same text (as shown: made inert)."""
+        same speculation, or when it showed none (not started yet, or skipped), the same
+        text (as shown: made inert)."""
         branch = self.top if index is None else self.branch(index)
         if branch is None:
             return False
-        if branch.speculation is not None or speculation_id:
+        if speculation_id:
             return branch.speculation is not None and branch.speculation.id == speculation_id
         return text in (branch.text, inert(branch.text))
 
