@@ -100,8 +100,12 @@ async def serve(project_root: Path, port: int, announce: Callable[[str], None]) 
 
     link.on_live = on_live
     app = Guard(build_app(link, fanout), token, actual)
+    # Every client is 127.0.0.1, which uvicorn trusts by default to rewrite the scheme and
+    # the client address from X-Forwarded-* headers: no proxy stands here, so none is
+    # trusted. Nor does the answer name the server.
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
+        app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1,
+        proxy_headers=False, server_header=False,
     )
     server = _Server(config, lambda: fanout.close_all(VIEW_STOPPED))
     reading = asyncio.ensure_future(link.run())

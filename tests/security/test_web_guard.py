@@ -54,6 +54,7 @@ def _csp_ok(response: httpx.Response) -> None:
     assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
     assert response.headers["x-content-type-options"] == "nosniff"
     assert response.headers["referrer-policy"] == "no-referrer"
+    assert "server" not in response.headers  # nothing said of what serves it
 
 
 def test_the_view_listens_on_loopback_only(view: tuple[Specrun, WebView]) -> None:
