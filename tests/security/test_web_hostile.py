@@ -256,3 +256,19 @@ def test_the_cookie_a_browser_hands_to_another_port_opens_nothing(
         # its key from the origin's storage.
         page.goto(web.base + "/")
         page.wait_for_selector("#connection.ok")
+
+
+def test_a_link_with_another_key_does_not_sign_the_page_out(plain_service: Specrun) -> None:
+    """A page on another port of 127.0.0.1 may link to the view with a #key= of its own
+    (the cookie goes along: same site). The page keeps the key that works."""
+    with web_view(plain_service) as web, browser() as context:
+        page = context.new_page()
+        page.goto(web.url)
+        page.wait_for_selector("#connection.ok")
+        linked = context.new_page()  # a new document, as a link from elsewhere opens
+        linked.goto(f"{web.base}/#key=not-the-key")
+        linked.wait_for_selector("#connection.ok", timeout=20_000)
+        assert linked.url == web.base + "/"
+        assert linked.evaluate("localStorage.getItem('specrun_key')") == web.key
+        page.reload()
+        page.wait_for_selector("#connection.ok", timeout=20_000)

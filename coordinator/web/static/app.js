@@ -8,18 +8,27 @@
 const SVG = "http://www.w3.org/2000/svg";
 
 // The key every request to /api/ must carry (coordinator/web/guard.py). The first load
-// finds it in the fragment the server redirected to, keeps it in this origin's storage
-// (which, unlike a cookie, no other port of 127.0.0.1 can see) and takes it out of the
-// address bar; a reload or another tab reads it back from there.
-const KEY = (() => {
+// finds it in the fragment the server redirected to and takes it out of the address bar;
+// once the event stream accepted it, it is kept in this origin's storage (which, unlike a
+// cookie, no other port of 127.0.0.1 can see), where a reload or another tab finds it.
+// Only a key that worked is kept: a link to this page with some other #key= (from a page
+// on another port) must not replace the good one.
+const KEY_GIVEN = (() => {
   const given = /^#key=([A-Za-z0-9_-]+)$/.exec(location.hash);
-  if (given) {
-    history.replaceState(null, "", location.pathname);
-    try { localStorage.setItem("specrun_key", given[1]); } catch (error) { /* private mode */ }
-    return given[1];
-  }
+  if (!given) return "";
+  history.replaceState(null, "", location.pathname);
+  return given[1];
+})();
+const KEY_STORED = (() => {
   try { return localStorage.getItem("specrun_key") || ""; } catch (error) { return ""; }
 })();
+let KEY = KEY_GIVEN || KEY_STORED;
+
+function keepKey(key) {
+  KEY = key;
+  try { localStorage.setItem("specrun_key", key); } catch (error) { /* private mode */ }
+}
+
 const SIGNED_OUT = "signed out: open the URL `specrun web` printed";
 const state = {
   status: null, convo: [], turns: new Map(), turnNodes: new Map(), suggestion: null,
@@ -498,10 +507,10 @@ function setConnection(text, ok) {
   badge.className = "badge " + (ok ? "ok" : "bad");
 }
 
-function connect() {
-  if (!KEY) { setConnection(SIGNED_OUT, false); return; }
-  const source = new EventSource("/api/events?key=" + encodeURIComponent(KEY));
-  source.addEventListener("open", () => setConnection("live", true));
+function connect(key = KEY, fallback = KEY_GIVEN && KEY_STORED !== KEY_GIVEN ? KEY_STORED : "") {
+  if (!key) { setConnection(SIGNED_OUT, false); return; }
+  const source = new EventSource("/api/events?key=" + encodeURIComponent(key));
+  source.addEventListener("open", () => { keepKey(key); setConnection("live", true); });
   source.addEventListener("snapshot", (e) => onSnapshot(JSON.parse(e.data)));
   source.addEventListener("change", (e) => onChange(JSON.parse(e.data)));
   source.addEventListener("closed", (e) => {
@@ -511,10 +520,12 @@ function connect() {
     source.close();
   });
   source.addEventListener("error", () => {
-    // A refusal (another view now serves this port, or the key is gone) ends the stream
-    // for good; a dropped connection is retried by the browser.
-    if (source.readyState === EventSource.CLOSED) setConnection(SIGNED_OUT, false);
-    else setConnection("reconnecting", false);
+    // A refusal (another view now serves this port, or the key is not its key) ends the
+    // stream for good: the stored key is tried next, if there is another one; a dropped
+    // connection is retried by the browser.
+    if (source.readyState !== EventSource.CLOSED) setConnection("reconnecting", false);
+    else if (fallback) connect(fallback, "");
+    else setConnection(SIGNED_OUT, false);
   });
 }
 
