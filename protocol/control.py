@@ -140,6 +140,12 @@ class AcceptRequest(msgspec.Struct, frozen=True, tag="accept"):
     req_id: int
     method: AcceptMethod = "cli"
     index: int | None = None
+    #: What the client showed of the branch it takes (the web page sends it): its text and
+    #: its speculation's id ('' for none). When given and the branch at ``index`` is no
+    #: longer that one (a new suggestion came, its speculation was replaced), nothing is
+    #: taken: ``not_found``. A page that fell behind never takes what it did not show.
+    shown_text: str | None = None
+    shown_speculation: str = ""
 
 
 class TypedRequest(msgspec.Struct, frozen=True, tag="typed"):
@@ -543,6 +549,9 @@ class FileDiff(msgspec.Struct, frozen=True):
     added: int = 0
     removed: int = 0
     too_large: bool = False  # over the preview's size bound: counted, not shown
+    #: Lines of ``diff`` left out of a live view (the web page bounds what it is sent);
+    #: ``specrun diff`` always has every line (0).
+    cut_lines: int = 0
 
 
 class DiffReply(msgspec.Struct, frozen=True, tag="diff"):

@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 for entry in (str(ROOT), str(Path(__file__).resolve().parent)):
@@ -124,9 +124,11 @@ class OpenView:
             if not url and self.proc.poll() is not None:
                 raise SystemExit("`specrun web` did not start")
         parts = urlsplit(url)
-        port, token = parts.port or 0, parse_qs(parts.query)["token"][0]
-        self.cookie = f"specrun_web_{port}={token}"
+        port = parts.port or 0
         self.base = f"http://127.0.0.1:{port}"
+        signed_in = httpx.get(url, follow_redirects=False, timeout=30)
+        self.cookie = signed_in.headers["set-cookie"].split(";")[0]
+        self.key = signed_in.headers["location"].removeprefix("/#key=")
         self.events = 0
         self.stop = threading.Event()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -135,7 +137,7 @@ class OpenView:
         self.stalled = socket.create_connection(("127.0.0.1", port))
         self.stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         self.stalled.sendall(
-            f"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"GET /api/events?key={self.key} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
             f"Cookie: {self.cookie}\r\n\r\n".encode()
         )
         deadline = time.monotonic() + 10
@@ -143,7 +145,8 @@ class OpenView:
             time.sleep(0.01)
 
     def _read(self) -> None:
-        with httpx.stream("GET", self.base + "/api/events", headers={"cookie": self.cookie},
+        with httpx.stream("GET", f"{self.base}/api/events?key={self.key}",
+                          headers={"cookie": self.cookie},
                           timeout=None) as stream:
             for line in stream.iter_lines():
                 if line.startswith("event:"):

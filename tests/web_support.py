@@ -4,13 +4,14 @@ Chromium (Debian's, installed by scripts/_system_deps.sh) driven by Playwright."
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import select
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,20 +40,40 @@ class WebView:
     port: int
     token: str
     proc: subprocess.Popen[bytes]
+    said: Callable[[], str]  # what it wrote to stderr so far
 
     @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @functools.cached_property
+    def _signed_in(self) -> tuple[str, str]:
+        """(the Cookie header, the key) the page gets for the token, as a browser gets them."""
+        import httpx
+
+        response = httpx.get(self.url, follow_redirects=False, timeout=30)
+        assert response.status_code == 303, response.text
+        name, value = response.headers["set-cookie"].split(";")[0].split("=", 1)
+        key = response.headers["location"].removeprefix("/#key=")
+        return f"{name}={value}", key
+
     @property
     def cookie(self) -> str:
-        return f"specrun_web_{self.port}={self.token}"
+        return self._signed_in[0]
+
+    @property
+    def key(self) -> str:
+        """What the page sends to /api/ (the ``X-Specrun-Key`` header or ``?key=``)."""
+        return self._signed_in[1]
 
 
 @contextmanager
-def web_view(specrun: Specrun, *args: str, timeout: float = 60) -> Iterator[WebView]:
+def web_view(
+    specrun: Specrun, *args: str, timeout: float = 60, ends_itself: bool = False
+) -> Iterator[WebView]:
     """`specrun web` for the project's running service, stopped (SIGINT) afterwards; one
-    that ended by itself meanwhile fails the test with what it wrote."""
+    that ended by itself meanwhile fails the test with what it wrote (unless
+    ``ends_itself``: the test stops the service, and the view with it)."""
     with tempfile.TemporaryFile(mode="w+") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "coordinator", "--project", str(specrun.project), "web",
@@ -73,12 +94,12 @@ def web_view(specrun: Specrun, *args: str, timeout: float = 60) -> Iterator[WebV
             parts = urlsplit(url)
             token = parse_qs(parts.query)["token"][0]
             try:
-                yield WebView(url, int(parts.port or 0), token, proc)
+                yield WebView(url, int(parts.port or 0), token, proc, said)
             except BaseException as exc:
                 if proc.poll() is not None:
                     exc.add_note(f"`specrun web` had ended ({proc.returncode}): {said()}")
                 raise
-            if proc.poll() is not None:
+            if proc.poll() is not None and not ends_itself:
                 raise AssertionError(f"`specrun web` ended early ({proc.returncode}): {said()}")
         finally:
             if proc.poll() is None:

@@ -140,22 +140,34 @@ def state_phrase(reply: DiffReply) -> str:
 DiffLineKind = Literal["file", "hunk", "added", "removed", "context"]
 
 
-def diff_line_kind(line: str) -> DiffLineKind:
-    """What a unified diff line is, for its colour."""
-    return (
-        "file" if line.startswith(("---", "+++"))
-        else "hunk" if line.startswith("@@")
-        else "added" if line.startswith("+")
-        else "removed" if line.startswith("-")
-        else "context"
-    )
-
-
 def diff_lines(diff: str) -> list[str]:
     """A unified diff's lines, cut at newlines only: a carriage return or another line
     break inside a line stays in it (shown escaped), so a file's text can never pass for a
     line of its own."""
     return diff.split("\n")[:-1] if diff.endswith("\n") else diff.split("\n")
+
+
+def classified_lines(diff: str) -> list[tuple[str, DiffLineKind]]:
+    """One file's unified diff, each line with what it is, for its colour. Only the lines
+    before the first hunk are file lines: after it, the first character decides, so a
+    removed ``-- comment`` (``--- comment`` in the diff) is a removal and an added
+    ``++i`` an addition, not a file line shown in the file lines' style."""
+    out: list[tuple[str, DiffLineKind]] = []
+    in_hunks = False
+    for line in diff_lines(diff):
+        kind: DiffLineKind
+        if line.startswith("@@"):
+            in_hunks, kind = True, "hunk"
+        elif not in_hunks and line.startswith(("---", "+++")):
+            kind = "file"
+        elif line.startswith("+"):
+            kind = "added"
+        elif line.startswith("-"):
+            kind = "removed"
+        else:
+            kind = "context"
+        out.append((line, kind))
+    return out
 
 
 def diff_text(reply: DiffReply) -> Text:
@@ -200,6 +212,6 @@ def _diff_lines(diff: str) -> Text:
     from rich.text import Text
 
     text = Text()
-    for line in diff_lines(diff):
-        text.append(f"\n{inert(line, multiline=False)}", style=_DIFF_STYLE[diff_line_kind(line)])
+    for line, kind in classified_lines(diff):
+        text.append(f"\n{inert(line, multiline=False)}", style=_DIFF_STYLE[kind])
     return text

@@ -37,9 +37,8 @@ from prompt_toolkit.lexers import Lexer
 from prompt_toolkit.styles import Style
 
 from coordinator.cli.changes_view import (
+    classified_lines,
     conflicts_line,
-    diff_line_kind,
-    diff_lines,
     file_line,
     ignored_line,
     runs_later_line,
@@ -107,8 +106,7 @@ def preview_lines(reply: DiffReply | str) -> list[Line]:
         if not item.diff:
             continue
         lines.append([])
-        for text in diff_lines(item.diff):
-            kind = diff_line_kind(text)
+        for text, kind in classified_lines(item.diff):
             lines.append([(f"class:preview.{kind}", inert(text, multiline=False))])
     return lines
 

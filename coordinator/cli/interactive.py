@@ -79,6 +79,7 @@ class Accepted:
     method: AcceptMethod
     text: str
     rank: int = 0  # the alternative taken (AcceptRequest.index)
+    speculation: str = ""  # the id of its speculation as shown ('' for none yet)
 
 
 def ghost_rest(typed: str, suggestion: str) -> str | None:
@@ -356,7 +357,8 @@ def _bindings(state: SuggestionState, project: Path, enter_accepts: bool) -> Key
         line = inert(branch.text, multiline=False)  # the finished line shows what was taken
         event.current_buffer.text = line
         event.current_buffer.cursor_position = len(line)
-        event.app.exit(result=Accepted(method, branch.text, branch.rank))
+        spec_id = branch.speculation.id if branch.speculation else ""
+        event.app.exit(result=Accepted(method, branch.text, branch.rank, spec_id))
 
     @kb.add("tab", filter=has_ghost)
     def _tab(event: KeyPressEvent) -> None:
@@ -471,8 +473,11 @@ def run_chat(project: Path, enter_accepts: bool = False) -> int:
                     return EXIT_OK
                 request: AskRequest | AcceptRequest
                 if isinstance(answer, Accepted):
+                    # What was shown (grey, or in the Ctrl-O preview) is what is taken:
+                    # a suggestion that changed meanwhile is refused, nothing applied.
                     request = AcceptRequest(req_id=client.next_id(), method=answer.method,
-                                            index=answer.rank)
+                                            index=answer.rank, shown_text=answer.text,
+                                            shown_speculation=answer.speculation)
                 else:
                     text = str(answer).strip()
                     if not text:

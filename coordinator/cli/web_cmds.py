@@ -64,13 +64,18 @@ def web(obj: CommandContext, port: int, as_json: bool) -> None:
                                  highlight=False)
 
     try:
-        asyncio.run(serve(obj.project, port, announce))
+        service_stopped = asyncio.run(serve(obj.project, port, announce))
     except NoService as exc:
         raise CliError(str(exc), code=EXIT_NO_SERVICE) from None
     except PortInUse as exc:
         raise CliError(str(exc)) from None
     except KeyboardInterrupt:
-        pass
+        return
+    if service_stopped and not as_json:
+        # Else the view would just end, and its person would not know why.
+        render.err_console.print(
+            "The service stopped, and this web view with it: `specrun start --web` (or "
+            "`specrun start`, then `specrun web`) serves a new one.", highlight=False)
 
 
 def start_background_view(project_root: Path, port: int, timeout_s: float = 20.0) -> str:
@@ -93,5 +98,20 @@ def start_background_view(project_root: Path, port: int, timeout_s: float = 20.0
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        raise CliError(f"The web view did not start; see {log}.")
+        why = _last_error(log)
+        raise CliError(
+            "The service is running, but its web view did not start"
+            + (f": {why}" if why else "")
+            + f" (log: {log}). `specrun web` starts one on a free port."
+        )
     return line
+
+
+def _last_error(log: Path) -> str:
+    """The web view's own one-sentence error, the last ``error:`` line of its log."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()[-20:]
+    except OSError:
+        return ""
+    errors = [line.removeprefix("error: ") for line in lines if line.startswith("error: ")]
+    return errors[-1] if errors else ""

@@ -18,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ from protocol.control import (
     AskRequest,
     ControlReply,
     ControlRequest,
+    FileDiff,
     LiveActivity,
     LiveChange,
     LiveDiff,
@@ -58,7 +60,15 @@ from protocol.control import (
     TurnEnded,
 )
 from protocol.display import cut, format_args
-from protocol.work import Boundary, Completed, ModelText, ToolFinished, ToolStarted, WorkerEvent
+from protocol.work import (
+    Boundary,
+    Completed,
+    ModelText,
+    ToolFinished,
+    ToolStarted,
+    WorkerEvent,
+    WrittenFile,
+)
 
 if TYPE_CHECKING:
     from coordinator.service.chat import MainChat
@@ -74,6 +84,11 @@ MAX_STEPS = 200  # per speculation
 MAX_TRACKED = 16  # speculations whose steps and diffs are kept
 MAX_CONVERSATION = 400  # entries in a snapshot (the newest)
 MAX_ENTRY_CHARS = 20_000
+# Of a speculation's diff, the view is sent at most this much per file and in all (the
+# rest is counted): a speculation may write hundreds of MiB, and each diff is kept here
+# for MAX_TRACKED speculations, sent after every tool call and drawn line by line.
+VIEW_FILE_CHARS = 64 * 1024
+VIEW_DIFF_CHARS = 512 * 1024
 TURN_EVENTS = (TextChunk, ToolShown, ApprovalNeeded, Notice, Transcript, TurnEnded)
 
 
@@ -89,6 +104,46 @@ def conversation_entries(history: list[Message]) -> tuple[TranscriptEntry, ...]:
     return tuple(
         msgspec.structs.replace(e, text=cut(e.text, MAX_ENTRY_CHARS)) for e in kept
     )
+
+
+#: The project's side of a speculation's files, as lstat sees each (None: absent).
+RealFiles = tuple[tuple[int, int, int, int, int] | None, ...]
+
+
+def real_files(root: str, written: Mapping[str, WrittenFile]) -> RealFiles:
+    """What the real files at ``written``'s paths look like now: enough to see that the
+    person changed, replaced, created or removed one since."""
+    out: list[tuple[int, int, int, int, int] | None] = []
+    for rel in sorted(written):
+        try:
+            st = os.lstat(os.path.join(root, rel))
+        except OSError:
+            out.append(None)
+            continue
+        out.append((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    return tuple(out)
+
+
+def _written(spec: Speculation) -> dict[str, WrittenFile]:
+    return dict(spec.outcome.written_files) if spec.outcome else dict(spec.progress.written)
+
+
+def bounded_for_view(files: tuple[FileDiff, ...]) -> tuple[FileDiff, ...]:
+    """``files`` with each diff cut at a line end to ``VIEW_FILE_CHARS``, and to what is
+    left of ``VIEW_DIFF_CHARS`` for them all; ``cut_lines`` counts the lines left out."""
+    left = VIEW_DIFF_CHARS
+    out: list[FileDiff] = []
+    for item in files:
+        limit = min(VIEW_FILE_CHARS, left)
+        if len(item.diff) <= limit:
+            left -= len(item.diff)
+            out.append(item)
+            continue
+        end = item.diff.rfind("\n", 0, limit) + 1  # 0: not even one whole line fits
+        left -= end
+        cut = item.diff.count("\n", end)  # a preview's diff ends with a newline
+        out.append(msgspec.structs.replace(item, diff=item.diff[:end], cut_lines=cut))
+    return tuple(out)
 
 
 class LiveState:
@@ -111,6 +166,7 @@ class LiveState:
         self._turn_count = 0
         self._steps: OrderedDict[str, list[LiveActivity]] = OrderedDict()
         self._diffs: OrderedDict[str, LiveDiff] = OrderedDict()
+        self._real_seen: dict[str, RealFiles] = {}  # per speculation, as its diff saw them
         self._diffing: dict[str, asyncio.Task[object]] = {}
         self._dirty: set[str] = set()
         self._last: dict[str, bytes] = {}
@@ -151,7 +207,11 @@ class LiveState:
             text = request.text.strip()
         elif isinstance(request, AcceptRequest):
             current = self.speculation.current
-            if current is not None:
+            stale = request.shown_text is not None and (
+                current is None
+                or not current.shows(request.index, request.shown_text, request.shown_speculation)
+            )
+            if current is not None and not stale:  # a stale one is refused: no turn
                 index = request.index
                 branch = current.top if index is None else current.branch(index)
                 text = branch.text if branch is not None else None
@@ -275,12 +335,40 @@ class LiveState:
     async def _compute_diff(self, spec: Speculation) -> LiveDiff:
         """What Tab would do now with its files: ``specrun diff``'s computation, which is
         accept's (a running speculation: the files it wrote so far)."""
-        written = dict(spec.outcome.written_files) if spec.outcome else dict(spec.progress.written)
-        files, refused = await asyncio.to_thread(
-            preview_files, str(self.project_root), spec.overlay_dir, written,
-            self.speculation.settings, False,
+        written = _written(spec)
+        root = str(self.project_root)
+
+        def compute() -> tuple[RealFiles, tuple[FileDiff, ...], str]:
+            seen = real_files(root, written)  # first: a change during the diff is seen next
+            return (seen, *preview_files(root, spec.overlay_dir, written,
+                                         self.speculation.settings, False))
+
+        seen, files, refused = await asyncio.to_thread(compute)
+        self._real_seen[spec.id] = seen
+        return LiveDiff(spec.id, bounded_for_view(files), refused)
+
+    async def _recheck_real_files(self) -> None:
+        """A diff also goes stale when the person changes, in the project, a file a
+        speculation wrote: Tab would then refuse it (a conflict), or leave it (a file git
+        ignores). Each live speculation's real files are looked at (lstat only) and its
+        diff recomputed when one of them changed since."""
+        current = self.speculation.current
+        specs = [
+            spec for spec in (current.speculations() if current is not None else [])
+            if spec.overlay_dir and spec.id in self._real_seen and spec.id not in self._diffing
+        ]
+        for gone in set(self._real_seen) - {spec.id for spec in specs} - set(self._diffing):
+            del self._real_seen[gone]
+        if not specs:
+            return
+        root = str(self.project_root)
+        wanted = {spec.id: _written(spec) for spec in specs}
+        now = await asyncio.to_thread(
+            lambda: {spec_id: real_files(root, written) for spec_id, written in wanted.items()}
         )
-        return LiveDiff(spec.id, files, refused)
+        for spec_id, seen in now.items():
+            if spec_id in self._real_seen and seen != self._real_seen[spec_id]:
+                self._diff_soon(spec_id)
 
     async def _diff(self, spec_id: str) -> None:
         diff: LiveDiff | None = None
@@ -324,6 +412,7 @@ class LiveState:
                 if self._changed("workers", workers):
                     self._last_workers = workers
                     self._publish(workers)
+                await self._recheck_real_files()
             await asyncio.sleep(TICK_S)
 
     def _changed(self, key: str, value: object) -> bool:

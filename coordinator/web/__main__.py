@@ -32,7 +32,9 @@ def main() -> int:
             os.close(devnull)
 
     try:
-        asyncio.run(serve(args.project.resolve(), args.port, announce))
+        if asyncio.run(serve(args.project.resolve(), args.port, announce)):
+            log = logging.getLogger("specrun.web")
+            log.info("the service stopped; so did this web view")
     except (NoService, PortInUse) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, NoService) else 1

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from coordinator.web.fanout import RESYNC, Fanout, Viewer
+from coordinator.web.fanout import CLOSED, RESYNC, Fanout, Viewer
 from coordinator.web.link import NoService, ServiceLink
 from coordinator.web.shown import shown_json
 from protocol.control import (
@@ -35,6 +35,7 @@ from protocol.inert_text import inert
 KEEPALIVE_S = 15.0
 MAX_BATCH = 512  # events written to a viewer at once
 MAX_PROMPT_CHARS = 20_000
+SERVICE_STOPPED = "service stopped: `specrun start --web` (or `specrun web`) prints a new URL"
 STATIC = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
@@ -48,6 +49,10 @@ class AskBody(msgspec.Struct, forbid_unknown_fields=True):
 
 class AcceptBody(msgspec.Struct, forbid_unknown_fields=True):
     index: int | None = None
+    # What the page showed of that branch (as sent to it): the service takes it only if
+    # it is still that one.
+    text: str | None = None
+    speculation: str = ""
 
 
 def _static() -> dict[str, tuple[bytes, str]]:
@@ -111,24 +116,25 @@ class _SharedSnapshot:
         return reply
 
 
-async def _next_write(viewer: Viewer, seq: int) -> tuple[bytes, bool]:
+async def _next_write(viewer: Viewer, seq: int) -> tuple[bytes, tuple[int, bytes] | None]:
     """What to write to ``viewer`` next: a keepalive after ``KEEPALIVE_S`` of quiet, else
-    the changes after ``seq`` queued by now (one write); and whether a resync came."""
+    the changes after ``seq`` queued by now (one write); and the marker that came after
+    them (``RESYNC`` or ``CLOSED``), if any."""
     try:
-        first = await asyncio.wait_for(viewer.queue.get(), KEEPALIVE_S)
+        first = await asyncio.wait_for(viewer.get(), KEEPALIVE_S)
     except TimeoutError:
-        return b": keepalive\n\n", False
+        return b": keepalive\n\n", None
     batch = [first]
     while len(batch) < MAX_BATCH and not viewer.queue.empty():
-        batch.append(viewer.queue.get_nowait())
+        batch.append(viewer.get_nowait())
     out: list[bytes] = []
     for item in batch:
-        if item == RESYNC:
-            return b"".join(out), True
+        if item in (RESYNC, CLOSED):
+            return b"".join(out), item
         item_seq, data = item
         if item_seq > seq:
             out.append(_sse("change", data))
-    return b"".join(out), False
+    return b"".join(out), None
 
 
 class _Views:
@@ -158,15 +164,22 @@ class _Views:
             while not self.link.closed.is_set():
                 snap = await self.snapshots.get()
                 yield _sse("snapshot", shown_json(snap))
-                resync = False
-                while not resync:
-                    chunk, resync = await _next_write(viewer, snap.seq)
+                marker = None
+                while marker is None:
+                    chunk, marker = await _next_write(viewer, snap.seq)
                     if chunk:
                         yield chunk
+                if marker == CLOSED:
+                    break
+            yield _sse("closed", self._closed_json())
         except NoService:
-            yield _sse("closed", b'"the service stopped"')
+            yield _sse("closed", self._closed_json())
         finally:
             self.fanout.remove(viewer)
+
+    def _closed_json(self) -> bytes:
+        because = self.fanout.closed_because or SERVICE_STOPPED
+        return msgspec.json.encode(because)
 
     async def ask(self, request: Request) -> Response:
         try:
@@ -186,7 +199,10 @@ class _Views:
             body = msgspec.json.decode(await request.body() or b"{}", type=AcceptBody)
         except msgspec.DecodeError as exc:
             return JSONResponse({"ok": False, "message": f"bad request: {exc}"}, 400)
-        req = AcceptRequest(req_id=self.link.next_id(), method="web", index=body.index)
+        req = AcceptRequest(
+            req_id=self.link.next_id(), method="web", index=body.index,
+            shown_text=body.text, shown_speculation=body.speculation,
+        )
         return _answer(await self.link.request(req))
 
     async def reject(self, request: Request) -> Response:

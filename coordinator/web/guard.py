@@ -8,8 +8,15 @@ it is guarded like a door, not like a page:
    127.0.0.1 (DNS rebinding) sends its own name and is refused.
 2. **Token**: the printed URL carries a random token. The first load with it sets an
    HttpOnly, SameSite=Strict cookie and redirects to the bare URL (the token leaves the
-   address bar and the history); every request, the event stream included, must carry
-   that cookie. Tokens are compared in constant time.
+   address bar and the history); every request must carry that cookie. The redirect's
+   fragment also hands the page a *key*, which the page keeps in its origin's
+   ``localStorage`` and sends with every request to ``/api/`` (a header, or ``?key=`` on
+   the event stream). The key is what guards the data and the buttons, because the cookie
+   alone cannot: browsers send a host's cookies to *every* port of it, so any server on
+   127.0.0.1 the browser visits (another user's, on another port) receives the cookie.
+   Storage is per origin, port included, so the key reaches no other port. The cookie's
+   value, the key and the printed token are three separate secrets: the cookie gives
+   neither of the others. Secrets are compared in constant time.
 3. **Origin**: a request that changes something (POST) must come from the page itself:
    an ``Origin`` equal to its own ``http://host:port``, ``Sec-Fetch-Site`` (when sent)
    ``same-origin``, and a JSON body (which a cross-site form cannot send).
@@ -40,6 +47,8 @@ SECURITY_HEADERS = [
     (b"cross-origin-resource-policy", b"same-origin"),
 ]
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+KEY_HEADER = b"x-specrun-key"
+SIGNED_OUT = "Not signed in: open the URL `specrun web` printed (it holds a token)."
 CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -54,6 +63,8 @@ class Guard:
     def __init__(self, app: ASGIApp, token: str, port: int) -> None:
         self.app = app
         self.token = token
+        self.cookie_value = secrets.token_urlsafe(32)
+        self.key = secrets.token_urlsafe(32)
         self.port = port
         self.hosts = frozenset(f"{name}:{port}".encode() for name in LOOPBACK_NAMES)
         self.cookie = cookie_name(port)
@@ -74,7 +85,7 @@ class Guard:
             status, text = refusal
             await _plain(send_with_headers, status, text)
             return
-        if scope["path"] == "/" and b"token=" in scope.get("query_string", b""):
+        if _is_trade(scope, _query(scope)):  # its token was checked by refusal()
             await self._trade_token(scope, send_with_headers)
             return
         await self.app(scope, receive, send_with_headers)
@@ -88,14 +99,14 @@ class Guard:
         method = scope["method"]
         if method not in ("GET", "HEAD", "POST"):
             return 405, "Method not allowed."
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        if scope["path"] == "/" and "token" in query and method == "GET":
+        query = _query(scope)
+        if _is_trade(scope, query):
             given = query["token"][0]
             if not secrets.compare_digest(given.encode(), self.token.encode()):
                 return 403, "That token is not this web view's: open the URL `specrun web` printed."
             return None
         if not self._has_cookie(headers.get(b"cookie", b"")):
-            return 403, "Not signed in: open the URL `specrun web` printed (it holds a token)."
+            return 403, SIGNED_OUT
         if method in CHANGING_METHODS:
             origin = headers.get(b"origin")
             if origin != b"http://" + host:
@@ -106,6 +117,8 @@ class Guard:
             content_type = headers.get(b"content-type", b"").split(b";")[0].strip()
             if content_type != b"application/json":
                 return 415, "Requests must send JSON."
+        if scope["path"].startswith("/api/") and not self._has_key(headers, query):
+            return 403, SIGNED_OUT
         return None
 
     def _has_cookie(self, raw: bytes) -> bool:
@@ -115,18 +128,28 @@ class Guard:
             return False
         morsel = jar.get(self.cookie)
         return morsel is not None and secrets.compare_digest(
-            morsel.value.encode(), self.token.encode()
+            morsel.value.encode(), self.cookie_value.encode()
         )
 
+    def _has_key(self, headers: dict[bytes, bytes], query: dict[str, list[str]]) -> bool:
+        given = headers.get(KEY_HEADER)
+        if given is None:
+            values = query.get("key", [])
+            if len(values) != 1:
+                return False
+            given = values[0].encode()
+        return secrets.compare_digest(given, self.key.encode())
+
     async def _trade_token(self, scope: Scope, send: Send) -> None:
-        """The first load: the token becomes a cookie and leaves the URL."""
-        cookie = f"{self.cookie}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+        """The first load: the token becomes a cookie and leaves the URL; the page finds
+        its key in the fragment (never sent to a server), stores it and clears it."""
+        cookie = f"{self.cookie}={self.cookie_value}; HttpOnly; SameSite=Strict; Path=/"
         await send(
             {
                 "type": "http.response.start",
                 "status": 303,
                 "headers": [
-                    (b"location", b"/"),
+                    (b"location", f"/#key={self.key}".encode()),
                     (b"set-cookie", cookie.encode()),
                     (b"content-length", b"0"),
                 ],
@@ -135,13 +158,24 @@ class Guard:
         await send({"type": "http.response.body", "body": b""})
 
 
+def _query(scope: Scope) -> dict[str, list[str]]:
+    return parse_qs(scope.get("query_string", b"").decode("latin-1"))
+
+
+def _is_trade(scope: Scope, query: dict[str, list[str]]) -> bool:
+    """The first load: ``GET /?token=…``. One test decides both that the token is checked
+    and that the answer hands out the cookie and the key, so no other request (a POST to
+    ``/?token=``, a ``?xtoken=``) gets the key with the cookie alone."""
+    return scope["method"] == "GET" and scope["path"] == "/" and "token" in query
+
+
 def _headers(scope: Scope) -> dict[bytes, bytes]:
-    """Lower-cased header names to values. Host, Origin, Cookie and Sec-Fetch-Site sent
-    twice get a value no rule accepts; other headers keep their first value."""
+    """Lower-cased header names to values. Host, Origin, Cookie, Sec-Fetch-Site and the
+    key sent twice get a value no rule accepts; other headers keep their first value."""
     out: dict[bytes, bytes] = {}
     for name, value in scope.get("headers", []):
         key = name.lower()
-        if key in out and key in (b"host", b"origin", b"cookie", b"sec-fetch-site"):
+        if key in out and key in (b"host", b"origin", b"cookie", b"sec-fetch-site", KEY_HEADER):
             out[key] = b"\0duplicate"
             continue
         out.setdefault(key, value)

@@ -19,10 +19,11 @@ import signal
 import socket
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 
-from coordinator.web.app import build_app
+from coordinator.web.app import SERVICE_STOPPED, build_app
 from coordinator.web.fanout import Fanout
 from coordinator.web.guard import Guard
 from coordinator.web.link import ServiceLink
@@ -31,6 +32,7 @@ from protocol.control import LiveEvent, LiveResync
 
 log = logging.getLogger("specrun.web")
 HOST = "127.0.0.1"
+CLOSE_WAIT_S = 1.0  # for the open pages to be told the service stopped
 
 
 class PortInUse(RuntimeError):
@@ -47,16 +49,40 @@ def bind(port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise PortInUse(f"Cannot listen on {HOST}:{port} ({exc.strerror}); pick another "
-                        "--port, or leave it out for a free one.") from None
+                        "port, or leave it out for a free one.") from None
     sock.set_inheritable(False)
     return sock
+
+
+VIEW_STOPPED = "this web view was stopped: `specrun web` prints a new URL"
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the open pages before it stops on Ctrl-C or SIGTERM: their
+    streams then end by themselves instead of being cancelled (a traceback in the
+    terminal, and a page that keeps retrying)."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.on_exit()
+        super().handle_exit(sig, frame)
+
+
+async def _streams_ended(fanout: Fanout, timeout_s: float) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while fanout.viewers and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.02)
 
 
 def view_url(port: int, token: str) -> str:
     return f"http://{HOST}:{port}/?token={token}"
 
 
-async def serve(project_root: Path, port: int, announce: Callable[[str], None]) -> None:
+async def serve(project_root: Path, port: int, announce: Callable[[str], None]) -> bool:
+    """Serve until the service stops (True) or the view is stopped (False)."""
     # A browser that hangs up mid-answer must be an EPIPE error on that connection, never
     # a signal that ends the view (the CLI restores SIGPIPE's default for `| head`).
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
@@ -74,10 +100,14 @@ async def serve(project_root: Path, port: int, announce: Callable[[str], None]) 
 
     link.on_live = on_live
     app = Guard(build_app(link, fanout), token, actual)
+    # Every client is 127.0.0.1, which uvicorn trusts by default to rewrite the scheme and
+    # the client address from X-Forwarded-* headers: no proxy stands here, so none is
+    # trusted. Nor does the answer name the server.
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
+        app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1,
+        proxy_headers=False, server_header=False,
     )
-    server = uvicorn.Server(config)
+    server = _Server(config, lambda: fanout.close_all(VIEW_STOPPED))
     reading = asyncio.ensure_future(link.run())
     try:
         await link.subscribe()
@@ -85,6 +115,10 @@ async def serve(project_root: Path, port: int, announce: Callable[[str], None]) 
 
         async def stop_with_service() -> None:
             await link.closed.wait()
+            # The open pages are told first and their streams end by themselves; then
+            # the server stops with nothing left to cut off.
+            fanout.close_all(SERVICE_STOPPED)
+            await _streams_ended(fanout, CLOSE_WAIT_S)
             server.should_exit = True
 
         watcher = asyncio.ensure_future(stop_with_service())
@@ -92,6 +126,7 @@ async def serve(project_root: Path, port: int, announce: Callable[[str], None]) 
             await server.serve(sockets=[listener])
         finally:
             watcher.cancel()
+        return link.closed.is_set()
     finally:
         reading.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -15,7 +15,10 @@ from protocol.inert_text import inert
 def _inert_tree(value: Any) -> Any:
     if isinstance(value, str):
         return inert(value)  # newline and tab kept: diffs and model text span lines
-    if isinstance(value, list):
+    # msgspec.to_builtins keeps a struct's tuples as tuples: the files of a diff, the
+    # conversation, the steps and the branches are all tuples, and were once passed
+    # through untouched.
+    if isinstance(value, (list, tuple)):
         return [_inert_tree(item) for item in value]
     if isinstance(value, dict):
         return {_inert_tree(key): _inert_tree(item) for key, item in value.items()}

@@ -30,6 +30,12 @@ def test_a_port_in_use_is_one_sentence(specrun: Specrun) -> None:
         assert f"Cannot listen on 127.0.0.1:{port}" in proc.stderr
         assert "Traceback" not in proc.stderr
         assert specrun.run("web", "--port", "70000").returncode != 0
+        # `start --web` on it: the service runs, and the view's own reason is said.
+        started = specrun.run("start", "--web", "--web-port", str(port))
+        assert started.returncode == 1
+        assert f"Cannot listen on 127.0.0.1:{port} (Address already in use)" in started.stderr
+        assert "The service is running" in started.stderr and "Traceback" not in started.stderr
+        assert specrun.json("status")["pid"]
     finally:
         taken.close()
         specrun.run("stop")

@@ -32,13 +32,15 @@ def _get(web: WebView, path: str, *, host: str | None = None, cookie: bool = Tru
     sent = {"host": host or f"127.0.0.1:{web.port}", **headers}
     if cookie:
         sent["cookie"] = web.cookie
+        if path.startswith("/api/"):
+            sent["x-specrun-key"] = web.key
     return httpx.get(web.base + path, headers=sent, follow_redirects=False, timeout=30)
 
 
 def _post(web: WebView, path: str, body: str = "{}", *, origin: str | None = "same",
           content_type: str = "application/json", **headers: str) -> httpx.Response:
     sent = {"host": f"127.0.0.1:{web.port}", "cookie": web.cookie, "content-type": content_type,
-            **headers}
+            "x-specrun-key": web.key, **headers}
     if origin == "same":
         sent["origin"] = web.base
     elif origin is not None:
@@ -52,6 +54,7 @@ def _csp_ok(response: httpx.Response) -> None:
     assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
     assert response.headers["x-content-type-options"] == "nosniff"
     assert response.headers["referrer-policy"] == "no-referrer"
+    assert "server" not in response.headers  # nothing said of what serves it
 
 
 def test_the_view_listens_on_loopback_only(view: tuple[Specrun, WebView]) -> None:
@@ -88,9 +91,12 @@ def test_the_token_becomes_an_httponly_strict_cookie_and_leaves_the_url(
     _, web = view
     response = httpx.get(web.url, follow_redirects=False)
     assert response.status_code == 303
-    assert response.headers["location"] == "/"
+    # To the bare URL; the fragment (which no request carries) hands the page its key.
+    assert response.headers["location"] == f"/#key={web.key}"
     cookie = response.headers["set-cookie"]
-    assert cookie.startswith(f"specrun_web_{web.port}={web.token};")
+    assert cookie.startswith(f"specrun_web_{web.port}=")
+    value = cookie.split(";")[0].split("=", 1)[1]
+    assert len({value, web.key, web.token}) == 3  # three secrets: none gives another
     attributes = {a.strip().lower() for a in cookie.split(";")[1:]}
     assert {"httponly", "samesite=strict", "path=/"} <= attributes
     _csp_ok(response)
@@ -144,6 +150,35 @@ def test_a_post_from_another_origin_or_without_one_is_refused(
     assert "access-control-allow-origin" not in options.headers
 
 
+def test_the_cookie_alone_opens_neither_the_data_nor_the_buttons(
+    view: tuple[Specrun, WebView],
+) -> None:
+    """A browser sends 127.0.0.1's cookies to every port of it, so another user's server
+    there can learn the cookie: it must not be enough for the event stream or a POST."""
+    specrun, web = view
+    before = HistoryStore(specrun.project).load()
+    only_cookie = {"host": f"127.0.0.1:{web.port}", "cookie": web.cookie}
+    for key in (None, "", "A" * len(web.key), web.token):
+        sent = dict(only_cookie) if key is None else {**only_cookie, "x-specrun-key": key}
+        assert httpx.get(web.base + "/api/events", headers=sent).status_code == 403, key
+        posted = httpx.post(web.base + "/api/ask", content='{"text": "commit this"}',
+                            headers={**sent, "origin": web.base,
+                                     "content-type": "application/json"})
+        assert posted.status_code == 403, key
+    twice = httpx.get(f"{web.base}/api/events?key={web.key}&key={web.key}", headers=only_cookie)
+    assert twice.status_code == 403
+    # Nor can the cookie alone get the key handed out by the first load's answer.
+    for method, path in (("POST", "/?token=x"), ("GET", "/?xtoken=1"), ("HEAD", "/?token=x"),
+                         ("POST", f"/?token={'A' * len(web.token)}")):
+        answer = httpx.request(method, web.base + path, content="{}", headers={
+            **only_cookie, "origin": web.base, "content-type": "application/json"})
+        assert web.key not in answer.headers.get("location", ""), (method, path)
+        assert "set-cookie" not in answer.headers, (method, path)
+    assert HistoryStore(specrun.project).load() == before
+    # The page itself needs no key (it holds no data); the cookie still guards it.
+    assert _get(web, "/").status_code == 200
+
+
 def test_the_event_stream_needs_the_cookie_and_starts_with_a_snapshot(
     view: tuple[Specrun, WebView],
 ) -> None:
@@ -151,7 +186,8 @@ def test_the_event_stream_needs_the_cookie_and_starts_with_a_snapshot(
     refused = _get(web, "/api/events", cookie=False)
     assert refused.status_code == 403
     headers = {"cookie": web.cookie}
-    with httpx.stream("GET", web.base + "/api/events", headers=headers, timeout=30) as stream:
+    url = f"{web.base}/api/events?key={web.key}"  # as the page's EventSource asks
+    with httpx.stream("GET", url, headers=headers, timeout=30) as stream:
         assert stream.status_code == 200
         assert stream.headers["content-type"].startswith("text/event-stream")
         _csp_ok(stream)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import http.server
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -203,3 +203,72 @@ def test_in_the_browser_no_token_a_rebinding_host_and_a_cross_origin_post_are_re
         assert "did not come from the web view's own page" in page.locator("body").text_content()
         assert HistoryStore(specrun.project).load() == before
         assert specrun.json("suggestion")["text"] is None
+
+
+class _CookieCatcher(http.server.BaseHTTPRequestHandler):
+    """Another user's server on another port of 127.0.0.1: it keeps the cookies it is sent."""
+
+    caught: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.caught.append(self.headers.get("cookie") or "")
+        body = b"<!doctype html><title>other</title><p>another server"
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_the_cookie_a_browser_hands_to_another_port_opens_nothing(
+    plain_service: Specrun,
+) -> None:
+    """Browsers send a host's cookies to every port of it: a server on another port of
+    127.0.0.1 that the person opens learns the view's cookie. Replayed with every header a
+    browser would send, it must get neither the event stream nor a button."""
+    import httpx
+
+    specrun = plain_service
+    catcher: type[_CookieCatcher] = type("Catcher", (_CookieCatcher,), {"caught": []})
+    with web_view(specrun) as web, local_http_server(catcher) as other, browser() as context:
+        page = context.new_page()
+        page.goto(web.url)
+        page.wait_for_selector("#connection.ok")
+        assert page.url == web.base + "/"  # the key left the address bar too
+        page.goto(f"http://127.0.0.1:{other.server_port}/")
+        assert wait_until(lambda: catcher.caught, timeout=10)
+        stolen = catcher.caught[0]
+        assert stolen.startswith(f"specrun_web_{web.port}="), catcher.caught
+        assert web.token not in stolen and web.key not in stolen
+        before = HistoryStore(specrun.project).load()
+        forged = {"host": f"127.0.0.1:{web.port}", "cookie": stolen, "origin": web.base,
+                  "sec-fetch-site": "same-origin"}
+        events = httpx.get(web.base + "/api/events", headers=forged, timeout=30)
+        assert events.status_code == 403
+        asked = httpx.post(web.base + "/api/ask", content='{"text": "commit this"}',
+                           headers={**forged, "content-type": "application/json"}, timeout=30)
+        assert asked.status_code == 403
+        assert HistoryStore(specrun.project).load() == before
+        # The person's own page still works, back from the other site: a reload reads
+        # its key from the origin's storage.
+        page.goto(web.base + "/")
+        page.wait_for_selector("#connection.ok")
+
+
+def test_a_link_with_another_key_does_not_sign_the_page_out(plain_service: Specrun) -> None:
+    """A page on another port of 127.0.0.1 may link to the view with a #key= of its own
+    (the cookie goes along: same site). The page keeps the key that works."""
+    with web_view(plain_service) as web, browser() as context:
+        page = context.new_page()
+        page.goto(web.url)
+        page.wait_for_selector("#connection.ok")
+        linked = context.new_page()  # a new document, as a link from elsewhere opens
+        linked.goto(f"{web.base}/#key=not-the-key")
+        linked.wait_for_selector("#connection.ok", timeout=20_000)
+        assert linked.url == web.base + "/"
+        assert linked.evaluate("localStorage.getItem('specrun_key')") == web.key
+        page.reload()
+        page.wait_for_selector("#connection.ok", timeout=20_000)

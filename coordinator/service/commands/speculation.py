@@ -45,8 +45,26 @@ async def diff(svc: HandlerDeps, identity: bytes, req: DiffRequest) -> None:
     await svc.send(identity, reply)
 
 
+SHOWN_CHANGED = (
+    "The suggestion changed since it was shown: nothing was taken. Look at the one shown "
+    "now and take it if you want it."
+)
+
+
+def shown_changed(svc: HandlerDeps, req: AcceptRequest) -> bool:
+    """The client said what it showed, and the branch it would take is another now."""
+    if req.shown_text is None:
+        return False
+    current = svc.speculation.current
+    return current is None or not current.shows(req.index, req.shown_text, req.shown_speculation)
+
+
 @handles(AcceptRequest)
 async def accept(svc: HandlerDeps, identity: bytes, req: AcceptRequest) -> None:
+    # Checked and taken with no wait in between: nothing can change the suggestion here.
+    if shown_changed(svc, req):
+        await svc.send(identity, ErrorReply(req.req_id, "not_found", SHOWN_CHANGED))
+        return
     taken = Accepted(req.method, req.index)
     outcome = await svc.session.submit(Emitter(svc, identity, req.req_id), taken)
     await svc.send(identity, outcome.reply(req.req_id))

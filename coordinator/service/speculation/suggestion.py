@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from coordinator.service.speculation.record import AbortCause, Speculation
 from protocol.control import Branch, SkipReason
+from protocol.inert_text import inert
 from protocol.suggestion import is_typed_prefix, matches_prompt
 
 SUGGESTION_DELAY_MS = 300
@@ -94,6 +95,17 @@ class Suggestion:
     def branch(self, rank: int) -> BranchRun | None:
         """The live branch of that rank, if any."""
         return next((b for b in self.branches if b.rank == rank), None)
+
+    def shows(self, index: int | None, text: str, speculation_id: str) -> bool:
+        """The branch ``index`` (None: the top one) is still the one a client showed: the
+        same speculation, or when it showed none (not started yet, or skipped), the same
+        text (as shown: made inert)."""
+        branch = self.top if index is None else self.branch(index)
+        if branch is None:
+            return False
+        if speculation_id:
+            return branch.speculation is not None and branch.speculation.id == speculation_id
+        return text in (branch.text, inert(branch.text))
 
     def speculations(self) -> list[Speculation]:
         return [b.speculation for b in self.branches if b.speculation is not None]

@@ -6,24 +6,56 @@
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
+
+// The key every request to /api/ must carry (coordinator/web/guard.py). The first load
+// finds it in the fragment the server redirected to and takes it out of the address bar;
+// once the event stream accepted it, it is kept in this origin's storage (which, unlike a
+// cookie, no other port of 127.0.0.1 can see), where a reload or another tab finds it.
+// Only a key that worked is kept: a link to this page with some other #key= (from a page
+// on another port) must not replace the good one.
+const KEY_GIVEN = (() => {
+  const given = /^#key=([A-Za-z0-9_-]+)$/.exec(location.hash);
+  if (!given) return "";
+  history.replaceState(null, "", location.pathname);
+  return given[1];
+})();
+const KEY_STORED = (() => {
+  try { return localStorage.getItem("specrun_key") || ""; } catch (error) { return ""; }
+})();
+let KEY = KEY_GIVEN || KEY_STORED;
+
+function keepKey(key) {
+  KEY = key;
+  try { localStorage.setItem("specrun_key", key); } catch (error) { /* private mode */ }
+}
+
+const SIGNED_OUT = "signed out: open the URL `specrun web` printed";
 const state = {
-  status: null, convo: [], turns: new Map(), suggestion: null,
+  status: null, convo: [], turns: new Map(), turnNodes: new Map(), suggestion: null,
   steps: {}, diffs: {}, workers: null, stats: null, seq: 0,
 };
 
 // -- inert text ----------------------------------------------------------------------
 
 // The web process already sent every string through the terminal's rule
-// (protocol/inert_text.py); this is a second net for the same characters: C0/C1 controls
-// (but newline and tab), DEL, soft hyphen, zero-width and bidi marks, overrides and
-// isolates, line separators, BOM, shown as visible escapes.
-const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/g;
+// (protocol/inert_text.py); this is a second net for exactly the same characters (a test
+// compares the two sets): C0/C1 controls (but newline and tab), DEL, soft hyphen, bidi
+// marks, overrides and isolates, zero-width and other invisible format characters and
+// fillers, line separators, BOM, tag characters and lone surrogates, each shown as the
+// same visible escape the terminal shows.
+const HIDDEN = new RegExp("[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f\\u00ad\\u034f" +
+  "\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u0890\\u0891\\u08e2\\u115f\\u1160\\u17b4\\u17b5\\u180e" +
+  "\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u206f\\u3164\\ud800-\\udfff\\ufeff\\uffa0" +
+  "\\ufff0-\\ufffb\\u{110bd}\\u{110cd}\\u{13430}-\\u{1343f}\\u{1bca0}-\\u{1bca3}" +
+  "\\u{1d173}-\\u{1d17a}\\u{e0000}-\\u{e007f}]", "gu");
 
 function visible(text) {
   return String(text ?? "").replace(HIDDEN, (c) => {
-    const code = c.charCodeAt(0);
-    return code < 0x100 ? "\\x" + code.toString(16).padStart(2, "0")
-                        : "\\u" + code.toString(16).padStart(4, "0");
+    if (c === "\r") return "\\r";
+    const code = c.codePointAt(0);
+    if (code < 0x100) return "\\x" + code.toString(16).padStart(2, "0");
+    if (code < 0x10000) return "\\u" + code.toString(16).padStart(4, "0");
+    return "\\U" + code.toString(16).padStart(8, "0");
   });
 }
 
@@ -90,9 +122,21 @@ function turnNode(turn) {
   return box;
 }
 
+// A long session must not make the page grow or slow down with it: the conversation keeps
+// its newest MAX_BLOCKS turns (the history has them all), an event redraws only its own
+// turn, and the steps and diffs of at most MAX_SPECS speculations are kept.
+const MAX_BLOCKS = 200;
+const MAX_SPECS = 16;
+const MAX_STEPS = 200;  // per speculation, as the service keeps them
+const EMPTY = "Nothing yet: send a prompt below, or use `specrun ask` or `specrun chat`; it shows here as it streams.";
+
+function atBottom(target) {
+  return target.scrollTop + target.clientHeight >= target.scrollHeight - 20;
+}
+
 function renderConversation() {
   const target = document.getElementById("conversation");
-  const atBottom = target.scrollTop + target.clientHeight >= target.scrollHeight - 20;
+  const follow = atBottom(target);
   const nodes = [];
   let block = null;
   for (const entry of state.convo) {
@@ -102,9 +146,57 @@ function renderConversation() {
     }
     block.append(entryNode(entry));
   }
-  for (const turn of state.turns.values()) nodes.push(turnNode(turn));
+  state.turnNodes = new Map();
+  for (const [number, turn] of state.turns) {
+    const node = turnNode(turn);
+    state.turnNodes.set(number, node);
+    nodes.push(node);
+  }
+  if (nodes.length === 0) nodes.push(el("div", {class: "muted empty"}, EMPTY));
   target.replaceChildren(...nodes);
-  if (atBottom) target.scrollTop = target.scrollHeight;
+  trimConversation(target);
+  if (follow) target.scrollTop = target.scrollHeight;
+}
+
+function renderTurn(number) {
+  const target = document.getElementById("conversation");
+  const follow = atBottom(target);
+  const fresh = turnNode(turnOf(number));
+  const old = state.turnNodes.get(number);
+  if (old && old.isConnected) old.replaceWith(fresh);
+  else {
+    for (const empty of target.querySelectorAll(":scope > .empty")) empty.remove();
+    target.append(fresh);
+  }
+  state.turnNodes.set(number, fresh);
+  trimConversation(target);
+  if (follow) target.scrollTop = target.scrollHeight;
+}
+
+function trimConversation(target) {
+  while (target.children.length > MAX_BLOCKS) {
+    const first = target.firstElementChild;
+    first.remove();
+    for (const [number, node] of state.turnNodes) {
+      if (node === first) {
+        state.turnNodes.delete(number);
+        state.turns.delete(number);
+        break;
+      }
+    }
+  }
+}
+
+function pruneSpeculations(byId) {
+  // Oldest first (insertion order); the branches shown now are always kept.
+  const shown = new Set(((state.suggestion && state.suggestion.branches) || [])
+    .map((b) => b.speculation && b.speculation.id).filter(Boolean));
+  const ids = Object.keys(byId);
+  let extra = ids.length - MAX_SPECS;
+  for (const id of ids) {
+    if (extra <= 0) break;
+    if (!shown.has(id)) { delete byId[id]; extra -= 1; }
+  }
 }
 
 function turnOf(number) {
@@ -154,6 +246,13 @@ function diffNode(diff) {
   const box = el("div", {class: "files"});
   if (diff.refused) box.append(el("div", {class: "conflict"}, `Tab would apply nothing: ${diff.refused}`));
   if (diff.files.length === 0 && !diff.refused) box.append(el("div", {class: "muted"}, "no files changed yet"));
+  // As the terminal says it: one file changed meanwhile makes Tab refuse all of it (a
+  // file git ignores is only left as the person has it).
+  const refusing = diff.files.filter((f) => f.change.conflict && !f.change.ignored).map((f) => f.change.path);
+  if (refusing.length) {
+    box.append(el("div", {class: "conflict refusing"},
+      `Tab would refuse all of it now: ${refusing.join(", ")} changed in the project since the speculation read it`));
+  }
   for (const file of diff.files) {
     const change = file.change;
     const mode = change.mode ? ` (${change.mode})` : "";
@@ -162,25 +261,50 @@ function diffNode(diff) {
     const part = el("div", {class: "file"}, head);
     if (change.runs_later) part.append(el("div", {class: "warn"}, "runs later: something runs this file later without a key press"));
     if (change.ignored) part.append(el("div", {class: "muted"}, "ignored by git (a cache or build output)"));
-    if (change.conflict) part.append(el("div", {class: "conflict"}, `conflict: ${change.conflict}; Tab would refuse it`));
+    if (change.conflict && change.ignored) {
+      part.append(el("div", {class: "muted"}, `changed in the project meanwhile (${change.conflict}): Tab leaves the real file as it is`));
+    } else if (change.conflict) {
+      part.append(el("div", {class: "conflict"}, `conflict: the real file was ${change.conflict} since; Tab would refuse the whole accept`));
+    }
     if (file.binary) part.append(el("div", {class: "muted"}, "binary file"));
     else if (file.too_large) part.append(el("div", {class: "muted"}, "too large to show"));
     else if (file.diff) {
       const pre = el("pre", {class: "diff"});
+      // Only the lines before the first hunk are file lines: after it, a removed
+      // "-- comment" reads "--- comment" and must still show as a removal.
+      let inHunks = false;
       for (const line of file.diff.split("\n")) {
         if (line === "") continue;
         let kind = "";
-        if (line.startsWith("+++") || line.startsWith("---")) kind = "meta";
+        if (line.startsWith("@@")) { inHunks = true; kind = "hunk"; }
+        else if (!inHunks && (line.startsWith("+++") || line.startsWith("---"))) kind = "meta";
         else if (line.startsWith("+")) kind = "add";
         else if (line.startsWith("-")) kind = "del";
-        else if (line.startsWith("@@")) kind = "hunk";
         pre.append(el("span", {class: kind}, line));
       }
       part.append(pre);
     }
+    if (file.cut_lines) {
+      part.append(el("div", {class: "muted"},
+        `… and ${file.cut_lines} more line(s) of this diff, not sent to the page: \`specrun diff\` shows them all`));
+    }
     box.append(part);
   }
   return box;
+}
+
+// A diff is drawn once per version of it: a running speculation's every step redraws
+// its branch, and a diff may be thousands of lines.
+const drawnDiffs = new WeakMap();
+
+function cachedDiffNode(diff) {
+  if (!diff) return diffNode(diff);
+  let node = drawnDiffs.get(diff);
+  if (!node) {
+    node = diffNode(diff);
+    drawnDiffs.set(diff, node);
+  }
+  return node;
 }
 
 function stepsNode(steps) {
@@ -207,7 +331,9 @@ function renderSuggestion() {
   for (const branch of s.branches) {
     const spec = branch.speculation;
     const status = spec ? spec.status : branch.skipped ? `skipped: ${branch.skipped}` : "not speculated";
-    const accept = el("button", {class: "accept", dataset: {index: String(branch.rank)}}, "Accept");
+    // The button names what it shows: the service takes it only if it is still that.
+    const accept = el("button", {class: "accept", dataset: {
+      index: String(branch.rank), text: branch.text, speculation: spec ? spec.id : ""}}, "Accept");
     const head = el("div", {class: "branch-head"},
       el("span", {class: "badge"}, `#${branch.rank}`),
       el("span", {class: "branch-text"}, branch.text),
@@ -220,7 +346,7 @@ function renderSuggestion() {
       box.append(el("div", {class: "muted"}, facts));
       if (spec.boundary_reason) box.append(el("div", {class: "warn"}, `stopped at: ${spec.boundary_reason}`));
       box.append(el("h3", {}, "Steps"), stepsNode(state.steps[spec.id]));
-      box.append(el("h3", {}, "Diff"), diffNode(state.diffs[spec.id]));
+      box.append(el("h3", {}, "Diff"), cachedDiffNode(state.diffs[spec.id]));
     }
     nodes.push(box);
   }
@@ -348,21 +474,27 @@ function onChange(change) {
   switch (change.type) {
     case "prompt":
       turnOf(change.turn).items.push({k: "user", text: change.text});
-      renderConversation();
+      renderTurn(change.turn);
       break;
     case "turn_event":
       onTurnEvent(change.turn, change.event);
-      renderConversation();
+      renderTurn(change.turn);
       break;
     case "suggestion": state.suggestion = change.suggestion; renderSuggestion(); break;
     case "speculation_step": {
       const steps = state.steps[change.speculation_id] || (state.steps[change.speculation_id] = []);
       const at = change.step.kind === "tool" ? steps.findIndex((s) => s.call_id === change.step.call_id) : -1;
       if (at >= 0) steps[at] = change.step; else steps.push(change.step);
+      if (steps.length > MAX_STEPS) steps.splice(0, steps.length - MAX_STEPS);
+      pruneSpeculations(state.steps);
       renderSuggestion();
       break;
     }
-    case "diff": state.diffs[change.speculation_id] = change; renderSuggestion(); break;
+    case "diff":
+      state.diffs[change.speculation_id] = change;
+      pruneSpeculations(state.diffs);
+      renderSuggestion();
+      break;
     case "workers": state.workers = change; renderWorkers(); break;
     case "stats": state.stats = change; renderStats(); break;
     case "reset": state.convo = []; state.turns = new Map(); renderConversation(); break;
@@ -375,13 +507,26 @@ function setConnection(text, ok) {
   badge.className = "badge " + (ok ? "ok" : "bad");
 }
 
-function connect() {
-  const source = new EventSource("/api/events");
-  source.addEventListener("open", () => setConnection("live", true));
+function connect(key = KEY, fallback = KEY_GIVEN && KEY_STORED !== KEY_GIVEN ? KEY_STORED : "") {
+  if (!key) { setConnection(SIGNED_OUT, false); return; }
+  const source = new EventSource("/api/events?key=" + encodeURIComponent(key));
+  source.addEventListener("open", () => { keepKey(key); setConnection("live", true); });
   source.addEventListener("snapshot", (e) => onSnapshot(JSON.parse(e.data)));
   source.addEventListener("change", (e) => onChange(JSON.parse(e.data)));
-  source.addEventListener("closed", () => { setConnection("service stopped", false); source.close(); });
-  source.addEventListener("error", () => setConnection("reconnecting", false));
+  source.addEventListener("closed", (e) => {
+    // This view ended (with the service, or stopped itself); a new one has a new address
+    // and token. The web process says which, and what to run.
+    setConnection(visible(JSON.parse(e.data)), false);
+    source.close();
+  });
+  source.addEventListener("error", () => {
+    // A refusal (another view now serves this port, or the key is not its key) ends the
+    // stream for good: the stored key is tried next, if there is another one; a dropped
+    // connection is retried by the browser.
+    if (source.readyState !== EventSource.CLOSED) setConnection("reconnecting", false);
+    else if (fallback) connect(fallback, "");
+    else setConnection(SIGNED_OUT, false);
+  });
 }
 
 // -- actions: the same requests as `specrun ask`, `accept --index N`, `reject` ----------------
@@ -391,10 +536,12 @@ async function post(path, body) {
   result.textContent = "…";
   try {
     const response = await fetch(path, {
-      method: "POST", headers: {"Content-Type": "application/json"},
+      method: "POST", headers: {"Content-Type": "application/json", "X-Specrun-Key": KEY},
       body: JSON.stringify(body), credentials: "same-origin",
     });
-    const answer = await response.json();
+    const json = (response.headers.get("Content-Type") || "").startsWith("application/json");
+    // A refusal by the guard is one plain sentence, not JSON.
+    const answer = json ? await response.json() : {ok: false, message: await response.text()};
     result.textContent = visible(answer.message || answer.reason || (answer.ok ? "done" : "failed"));
     result.dataset.ok = String(Boolean(answer.ok));
   } catch (error) {
@@ -414,7 +561,10 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("suggestion").addEventListener("click", (event) => {
     const target = event.target;
     if (!(target instanceof HTMLButtonElement)) return;
-    if (target.classList.contains("accept")) post("/api/accept", {index: Number(target.dataset.index)});
+    if (target.classList.contains("accept")) {
+      post("/api/accept", {index: Number(target.dataset.index), text: target.dataset.text,
+                           speculation: target.dataset.speculation});
+    }
     else if (target.id === "reject") post("/api/reject", {});
   });
   connect();

@@ -401,6 +401,32 @@ def test_accept_of_a_rank_submits_that_branch() -> None:
     assert deps.log == ["cancel_generation", ("accept", "cli", 1)]
 
 
+def test_accept_of_what_a_client_showed_takes_it_only_while_it_is_still_that() -> None:
+    deps = Deps()
+    spec = Speculation("spec-a", "first")
+    deps.speculation.current = Suggestion(["first", "second"], speculation=spec)
+    stale = [
+        AcceptRequest(req_id=6, index=0, shown_text="first", shown_speculation="spec-old"),
+        AcceptRequest(req_id=7, index=1, shown_text="an older second"),
+        AcceptRequest(req_id=8, index=2, shown_text="second"),
+    ]
+    for request in stale:
+        run(speculation_commands.accept(deps, b"c", request))
+    replies = deps.replies.replies
+    assert all(isinstance(r, ErrorReply) and r.code == "not_found" for r in replies), replies
+    assert len(replies) == 3 and all("changed since it was shown" in r.message for r in replies)
+    assert deps.log == []
+    # The same speculation, or with none shown (not started yet), the same text: taken.
+    run(speculation_commands.accept(deps, b"c", AcceptRequest(
+        req_id=9, index=0, shown_text="first", shown_speculation="spec-a")))
+    run(speculation_commands.accept(deps, b"c", AcceptRequest(
+        req_id=10, index=0, shown_text="first")))
+    run(speculation_commands.accept(deps, b"c", AcceptRequest(
+        req_id=11, index=1, shown_text="second")))
+    assert [e for e in deps.log if e != "cancel_generation"] == [
+        ("accept", "cli", 0), ("accept", "cli", 0), ("accept", "cli", 1)]
+
+
 def test_typed_tells_the_manager_then_answers_with_the_suggestion() -> None:
     deps = Deps()
     deps.speculation.offer("add a test", "running")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from coordinator.web.fanout import QUEUE_LIMIT, RESYNC, Fanout
+from coordinator.web.fanout import QUEUE_BYTES, QUEUE_LIMIT, RESYNC, Fanout
 
 
 def test_a_stalled_viewer_resyncs_while_a_reading_one_gets_everything() -> None:
@@ -29,5 +29,25 @@ def test_a_stalled_viewer_resyncs_while_a_reading_one_gets_everything() -> None:
         fanout.remove(stalled)
         fanout.publish(1, b"{}")
         assert [stalled.queue.get_nowait()] == [RESYNC] and stalled.queue.empty()
+
+    asyncio.run(main())
+
+
+def test_a_stalled_viewer_is_bounded_in_bytes_too() -> None:
+    """Diff events are large: a stalled viewer resyncs before its queue holds more than
+    QUEUE_BYTES, long before it holds QUEUE_LIMIT of them."""
+
+    async def main() -> None:
+        fanout = Fanout()
+        stalled = fanout.add()
+        big = b"x" * (512 << 10)
+        for seq in range(1, 100):
+            fanout.publish(seq, big)
+            assert stalled.queued_bytes <= QUEUE_BYTES
+        assert stalled.resyncs >= 1 and stalled.queue.qsize() < QUEUE_LIMIT
+        taken = 0
+        while not stalled.queue.empty():
+            taken += len(stalled.get_nowait()[1])
+        assert taken <= QUEUE_BYTES and stalled.queued_bytes == 0
 
     asyncio.run(main())
