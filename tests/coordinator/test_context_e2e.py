@@ -241,6 +241,47 @@ def test_a_speculation_running_across_a_compaction_stays_valid_and_joins_the_com
         specrun.run("stop")
 
 
+HUGE = "".join("第" + str(i) + "行：" + "中文字符测试内容" * 12 + "\n" for i in range(280))
+# ~28,000 characters, each non-ASCII one a token: more than the whole window by itself
+
+
+def test_a_speculation_cuts_a_huge_tool_result_to_fit_the_window(
+    specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The suggestion reads a file of Chinese text that the worker's 30,000-character cap
+    leaves at about 28,000 tokens, more than the 12,000-token window: the speculation cuts
+    it to a quarter of the window as the main chat does, so its next request is not
+    refused and Tab brings the cut result, with its note, into the history."""
+    (specrun.project / "huge.txt").write_text(HUGE)
+    rules: list[dict[str, Any]] = [
+        {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
+        {"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": "read huge.txt"}}},
+        {"when": {"last_tool": "read_file"}, "reply": {"text": "Read it."}},
+        {"when": {"last_user": "read"},
+         "reply": {"tool_calls": [{"name": "read_file", "arguments": {"file_path": "huge.txt"}}]}},
+        {"default": {"text": "ok"}},
+    ]  # fmt: skip
+    body = {"name": "huge", "chunk_ms": 0, "context_window": 12_000, "rules": rules}
+    file = tmp_path / "huge.yaml"
+    file.write_text(yaml.safe_dump(body, sort_keys=False, allow_unicode=True))
+    with session(
+        specrun, monkeypatch, tmp_path, file, enableFollowupSuggestions=True
+    ) as (driver, log):
+        for text in ("hello", "hello again"):  # a suggestion comes from the second turn on
+            assert ended(driver.ask(text)).reason == "completed"
+        driver.wait_for_speculation("read huge.txt", ("completed",))
+        assert ended(driver.accept()).reason == "accepted"
+        requests = model_requests(log)
+    speculated = [r for r in requests if r["purpose"] == "speculation"]
+    assert len(speculated) == 2 and [r["status"] for r in speculated] == [200, 200]
+    assert max(request_tokens(r["body"], r["body"]["messages"]) for r in speculated) < 12_000
+    report = HistoryStore(specrun.project).load_report()
+    result = next(m for m in report.messages if m.role == "tool")
+    text = result.tool_results[0].output or ""
+    assert "Output cut to fit the model's context window" in text
+    assert "第0行" in text[:100] and len(text) < 4_000
+
+
 # -- an accepted speculation's turn ----------------------------------------------------------
 #
 # "go" ends with "NEXT: study the files.", which the suggestion rule makes the next prompt;
