@@ -164,12 +164,19 @@ def _repository(dotgit: str, scanned: tuple[str, ...]) -> str | None:
 
 
 def _config_files(gitdir: str) -> Iterator[str]:
+    """The repository's config files and those of its submodules and linked worktrees.
+    Below ``modules/`` a submodule's name may hold slashes, so every directory is looked
+    into, except, inside a repository directory (one with a ``HEAD``), anything but its own
+    ``modules/`` and ``worktrees/``: a branch named ``config`` is a file
+    ``refs/heads/config``, and the objects of every submodule are no config at all."""
     for name in ("config", "config.worktree"):
         yield os.path.join(gitdir, name)
     for sub in ("modules", "worktrees"):
         top = os.path.join(gitdir, sub)
         if os.path.isdir(top):
-            for dirpath, _dirs, files in os.walk(top):
+            for dirpath, dirs, files in os.walk(top):
+                if "HEAD" in files:
+                    dirs[:] = [d for d in dirs if d in ("modules", "worktrees")]
                 for name in ("config", "config.worktree"):
                     if name in files:
                         yield os.path.join(dirpath, name)
