@@ -60,7 +60,7 @@ Emit = Callable[[WorkerEvent], Awaitable[None]]
 Status = Literal["completed", "boundary"]
 WALL_CLOCK = BoundaryReason("limit", "wall_clock")
 CONTEXT_WINDOW = BoundaryReason("limit", "context_window")
-WINDOW_SHARE = 0.95  # of the window, the most a request may take (the main chat's mid-turn limit)
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,11 +208,13 @@ async def run_loop(
 
 def fits(job: RunSpeculation, spec: SpeculatedConversation) -> bool:
     """Whether the next request (the snapshot's, as the main chat estimated it, plus the
-    speculation's own messages) stays inside the window; unknown window: yes."""
-    if job.context_window <= 0:
+    speculation's own messages) stays inside the window; with a window that is only the
+    default guess (no estimate given): yes. The window itself, not the main chat's 95 %:
+    a speculation cannot compact, and the estimate is more often high than low, so only
+    a request the provider would surely refuse is not sent."""
+    if job.context_window <= 0 or job.context_tokens <= 0:
         return True
-    tokens = job.context_tokens + estimate_messages(spec.messages)
-    return tokens <= job.context_window * WINDOW_SHARE
+    return job.context_tokens + estimate_messages(spec.messages) <= job.context_window
 
 
 class ModelRefused(Exception):

@@ -175,6 +175,16 @@ def test_a_request_that_would_not_fit_the_window_ends_at_a_boundary(harness: Any
     assert end.outcome.tool_use_count == end.outcome.turns
 
 
+def test_a_window_that_is_only_the_default_guess_stops_nothing(harness: Any) -> None:
+    """No estimate comes with a default window (the real one may well be larger): the
+    speculation runs to its turn limit as before."""
+    h = harness([rule({"tool_calls": [call("read_file", file_path="README.md")]}), PIPELINED_RULE])
+    out = h.run(msgspec.structs.replace(h.job(), context_window=2_000, context_tokens=0))
+
+    assert only(out, Completed).outcome.turns == 20
+    assert not out.of(Boundary)
+
+
 # --- boundaries --------------------------------------------------------------------------------
 
 

@@ -174,7 +174,7 @@ class SpeculationRunner:
             alternatives=settings.speculation_branches,
             limits=settings.speculation_limits(),
             context_window=context.window,
-            context_tokens=context.tokens,
+            context_tokens=context.tokens if context.window_source != "default" else 0,
         )
 
     async def _wall_clock(self, spec: Speculation, limit_s: float) -> None:
