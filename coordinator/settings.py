@@ -309,10 +309,11 @@ class Key:
 
 def _keys() -> dict[str, Key]:
     keys: dict[str, Key] = {}
+    hints = get_type_hints(Settings, include_extras=True)  # once: it evaluates every field
     for field_info in msgspec.structs.fields(Settings):
         if field_info.name == "sources":
             continue
-        hint = get_type_hints(Settings, include_extras=True)[field_info.name]
+        hint = hints[field_info.name]
         base, *extras = get_args(hint)
         meta = next(m for m in extras if isinstance(m, msgspec.Meta))
         choices: tuple[str, ...] = ()

@@ -281,6 +281,18 @@ class ContextInfo(msgspec.Struct, frozen=True):
     compactions: int  # in this session
 
 
+class ModelWaitInfo(msgspec.Struct, frozen=True):
+    """The main chat is waiting to retry a model request (a rate limit, an overloaded
+    server, a dropped connection): ``text`` says why and how long, ``seconds_left``."""
+
+    text: str
+    reason: Literal["rate_limit", "server", "connect"]
+    seconds_left: float
+    attempt: int  # the attempt that comes after the wait
+    attempts: int
+    status: int | None = None
+
+
 class StatusReply(msgspec.Struct, frozen=True, tag="status"):
     req_id: int
     project: str
@@ -301,6 +313,7 @@ class StatusReply(msgspec.Struct, frozen=True, tag="status"):
     # layers of the containment profile, as the newest worker probed them
     containment: tuple[LayerStatus, ...] = ()
     context: ContextInfo | None = None
+    model_wait: ModelWaitInfo | None = None  # while the main chat waits to retry
 
 
 class SpeculationInfo(msgspec.Struct, frozen=True):

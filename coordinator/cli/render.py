@@ -380,6 +380,14 @@ def explain_model_error(message: str) -> tuple[str, str]:
     """The service's one-sentence model error, and what the person can do about it."""
     lower = message.lower()
     restart = "after changing settings restart the service: `specrun stop && specrun start`"
+    # the kinds whose sentence names an HTTP status that would read as a key problem
+    if "out of credit or quota" in lower:
+        return message, "Add credit or raise the quota in the provider's console, or use " \
+                        f"another key (`specrun config set apiKey <key>`); {restart}."
+    if "content filter" in lower:
+        return message, "Rephrase the request; the provider's moderation refused it."
+    if "with an html page" in lower or "tls certificate" in lower or "tls handshake" in lower:
+        return message, f"Check baseUrl and the network (`specrun config show`); {restart}."
     if "api key" in lower or "http 401" in lower or "http 403" in lower:
         return message, (
             "Set OPENAI_API_KEY (or DASHSCOPE_API_KEY for DashScope) or "
@@ -448,6 +456,8 @@ def show_status(s: StatusReply, out: Console | None = None) -> None:
         from coordinator.cli.context_fill import context_line
 
         out.print(Text(f"  {context_line(s.context)}"))
+    if s.model_wait is not None:
+        out.print(Text(f"  ⏳ {inert(s.model_wait.text, multiline=False)}", style="yellow"))
     out.print(Text(f"  {len(s.workers)} worker(s):"))
     out.print(workers_table(s.workers))
 

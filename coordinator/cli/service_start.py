@@ -33,7 +33,7 @@ def probe_endpoint(settings: Settings, timeout_s: float = 5.0) -> tuple[str, str
     try:
         offered = asyncio.run(ask())
     except ModelError as exc:
-        if exc.kind in ("auth", "connect", "timeout"):
+        if exc.kind in ("auth", "connect", "timeout", "tls", "quota"):
             return exc.kind, str(exc)
         return None
     missing = _missing_model(settings, offered)

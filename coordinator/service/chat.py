@@ -32,6 +32,7 @@ from coordinator.service.context_meter import DEFAULT_WINDOW, ContextMeter
 from coordinator.service.emitter import Emitter
 from coordinator.service.history import HistoryStore
 from coordinator.service.loop_detect import LoopDetector
+from coordinator.service.model_wait import ModelWait
 from coordinator.service.pool import WorkerHandle, WorkerStartError
 from coordinator.service.ports import ChatWorkers
 from coordinator.service.system_prompt import build_system_prompt
@@ -46,6 +47,7 @@ from protocol.model import (
     ChatResult,
     ModelClient,
     ModelError,
+    RetryWait,
     StreamEvent,
     TextDelta,
 )
@@ -78,6 +80,13 @@ class _Unheard:
     async def send(self, identity: bytes, reply: ControlReply) -> None:
         return None
 
+
+# What a finish reason other than a plain stop means for the answer the person just read.
+CUT_SHORT = {
+    "length": "The model's answer was cut off at its output token limit.",
+    "content_filter": "The provider's content filter stopped the model's answer part-way.",
+    "error": "The provider reported an error part-way through the answer; it may be incomplete.",
+}
 
 CONTEXT_FULL = (
     "The conversation does not fit the model's context window even after compacting it; "
@@ -153,6 +162,7 @@ class MainChat:
         self._accept_recorded = False
         self._context_key: tuple[int, int, int] | None = None  # of the cached status estimate
         self._context_tokens = 0
+        self.model_wait = ModelWait()  # its model request waiting to retry, for status
 
     # -- the loop -------------------------------------------------------------
 
@@ -317,6 +327,13 @@ class MainChat:
             )
 
             async def show(event: StreamEvent) -> None:
+                if isinstance(event, RetryWait):
+                    # One line per wait, so the person knows why nothing comes; Ctrl-C
+                    # cancels the turn and with it the wait.
+                    self.model_wait.started(event)
+                    await out.notice(event.text)
+                    return
+                self.model_wait.ended()
                 if isinstance(event, TextDelta):
                     await out.text(event.text)
 
@@ -332,7 +349,11 @@ class MainChat:
                     raise
                 self.compactions += 1
                 continue
+            finally:
+                self.model_wait.ended()
             break
+        if result.finish_reason in CUT_SHORT:
+            await out.notice(CUT_SHORT[result.finish_reason])
         self.session_tokens += result.usage.total_tokens
         self.context.reported(result.usage, len(self.history) + 1)  # + this answer
         return result

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from protocol.chat import Message
 from protocol.model import ChatRequest, ModelClient, ModelError
+from protocol.model.client import WaitCallback
 from protocol.model.tokens import cut_to_tokens, estimate_messages, estimate_tokens
 from protocol.tools import WRITE_TOOLS
 
@@ -212,11 +213,12 @@ async def summarize(
     old: Sequence[Message],
     input_tokens: int,
     kept_facts: str,
+    on_wait: WaitCallback | None = None,
 ) -> Summary:
     """The summary of ``old`` (the part of the view being replaced, maybe starting with
     the earlier summary), ending with ``kept_facts`` (``Summarized.text`` of everything it
     stands for). ``input_tokens`` bounds the transcript the fast model reads (its oldest part
-    is dropped first)."""
+    is dropped first). ``on_wait`` is told of each wait to retry the request."""
     text = transcript(old)
     if estimate_tokens(text) > input_tokens:
         kept = cut_to_tokens(text[::-1], input_tokens)[::-1]
@@ -230,7 +232,7 @@ async def summarize(
         max_tokens=MAX_SUMMARY_TOKENS,
     )
     try:
-        answer = await model.complete(request)
+        answer = await model.complete(request, on_wait)
         written = answer.message.text.strip()
         by = "model"
     except ModelError as exc:

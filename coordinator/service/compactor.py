@@ -92,6 +92,7 @@ class Compactor:
             old,
             input_tokens=context.window // 2,
             kept_facts=summarized.text(),
+            on_wait=lambda wait: out.notice(wait.text),  # the person waits for it too
         )
         message = compaction.summary_message(summary.text)
         compacted = [message, *kept]

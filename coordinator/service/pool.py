@@ -49,13 +49,12 @@ from protocol.work import (
 
 log = logging.getLogger("specrun.pool")
 
-PRELOAD = [
+WORKER_MODULES = (
     "protocol.model.without_httpx_cli",  # before anything loads httpx
     "worker.process",
     "worker.jobs",
     "overlay",
     "worker.contain.helper",
-    "worker.contain.preflight",  # importing it probes the sandbox, once per fork server
     "protocol.codec",
     "zmq.asyncio",
     "httpx",
@@ -68,6 +67,17 @@ PRELOAD = [
     "worker.gate",
     "worker.shell",
     "bashlex",
+)
+"""What a worker runs. The service imports them before it forks its fork server
+(``coordinator.service.service``), so that the fork server, every worker and every sandbox
+helper share one copy of them with it: imported in the fork server instead, the import
+itself writes to thousands of the service's pages (each module it binds a name of, each
+type and function it references, has its reference count changed), and each page written
+after a fork is a copy (3.3 MB of an idle service, ``scripts/bench.py --only idle``)."""
+
+PRELOAD = [
+    *WORKER_MODULES,  # imported already when the fork server is a fork of the service
+    "worker.contain.preflight",  # importing it probes the sandbox, once per fork server
     "worker.preloaded",  # last: the project listed for git, the freed heap given back
 ]
 

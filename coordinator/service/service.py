@@ -29,7 +29,7 @@ import zmq.asyncio
 import overlay
 from coordinator.pidfile import PidFile
 from coordinator.service.live_hub import LiveHub
-from coordinator.service.pool import WorkerPool
+from coordinator.service.pool import WORKER_MODULES, WorkerPool
 from coordinator.settings import Settings
 from coordinator.state_dir import state_dir
 from overlay import libc
@@ -67,10 +67,12 @@ SHARED_WITH_FORK_SERVER = (
     "h11",
     "anyio._backends._asyncio",
     "multiprocess.popen_forkserver",  # the pool's first worker start
+    # what the workers run (the fork server's preload, but for its sandbox probe)
+    *WORKER_MODULES,
 )
 """Modules this process imports before it forks the fork server (``fork_server``): their
-pages are then shared by it, the fork server and every worker (the fork server's own
-preload would otherwise import a second copy of the ones workers use)."""
+pages are then shared by it, the fork server and every worker and sandbox helper, instead
+of each importing (or, importing in the fork server, writing to) a copy of its own."""
 
 
 def _log_tasks() -> None:

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from coordinator.service.chat import TurnResult
 from coordinator.service.emitter import Emitter
+from coordinator.service.model_wait import ModelWait
 from coordinator.service.speculation import (
     AbortCause,
     AcceptCancelled,
@@ -87,6 +88,9 @@ class ChatControl(Protocol):
     async def compact_on_request(self, out: Emitter) -> str | None: ...
 
     def context_info(self) -> ContextInfo: ...
+
+    @property
+    def model_wait(self) -> ModelWait: ...
 
 
 class SpeculationControl(Protocol):

@@ -144,11 +144,18 @@ class StreamAssembler:
         self._request_id: str | None = None
         self.done = False  # ``data: [DONE]`` seen
         self.chunks = 0
+        self._choice_seen = False
 
     @property
     def complete(self) -> bool:
         """Whether the stream said it was finished (``[DONE]`` or a finish reason)."""
         return self.done or self._finish_reason is not None
+
+    @property
+    def answered(self) -> bool:
+        """Whether any chunk carried a choice (a stream of only ``[DONE]`` and usage did
+        not answer at all)."""
+        return self._choice_seen
 
     def feed(self, chunk: dict[str, Any]) -> Iterator[StreamEvent]:
         """Events for one decoded chunk (``data:`` JSON object)."""
@@ -164,6 +171,7 @@ class StreamAssembler:
         for choice in choices:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
+            self._choice_seen = True
             delta = choice.get("delta") or choice.get("message") or {}
             if isinstance(delta, dict):
                 yield from self._feed_delta(delta)

@@ -3,18 +3,19 @@
 Creating an ``httpx.AsyncClient`` costs about 20 ms, so a process keeps one
 :class:`ModelClient` for its lifetime and closes it with :meth:`ModelClient.aclose`.
 
-Retries (429, 5xx, connection failures) use exponential backoff with jitter and
-honour ``Retry-After`` up to a cap. A streamed request is retried only while
-nothing of its body has reached the caller: once the server answered 200, the
-events flow and a failure is reported, not retried. Every stream is read to its
-end, because a response abandoned half-way cannot go back to the connection pool.
+Retries (429, 5xx, connection failures) follow ``retry.py``: the wait the server asks
+for, else exponential backoff with jitter, each wait announced (a :class:`RetryWait`
+event of the stream, or ``on_wait``) before it starts; background purposes never retry a
+rate limit. A streamed request is retried only while nothing of its answer has reached
+the caller: an error event before the first token is retried like an error status, one
+after it is reported. Every stream is read to its end, because a response abandoned
+half-way cannot go back to the connection pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, Literal
@@ -23,19 +24,22 @@ from urllib.parse import urlsplit
 import httpx
 import msgspec
 from httpx_sse import EventSource, SSEError
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from protocol.chat import Usage
 from protocol.model.assemble import StreamAssembler, parse_completion
 from protocol.model.endpoint_errors import EndpointErrors
 from protocol.model.errors import ModelError, one_line
+from protocol.model.rate_hold import RateLimitHold
 from protocol.model.request import (
     ChatRequest,
     ChatResult,
+    RetryWait,
     StreamEvent,
+    TextDelta,
     build_body,
     encode_body,
 )
+from protocol.model.retry import BACKGROUND_PURPOSES, RetrySchedule
 from protocol.model.tls import ssl_context
 from protocol.secret_text import without_password
 
@@ -48,10 +52,7 @@ USER_AGENT = "specrun/0.1"
 EventCallback = Callable[[StreamEvent], Awaitable[None] | None]
 UsageCallback = Callable[[str, Usage], Awaitable[None] | None]
 """Told the purpose and token usage of every request that produced an answer."""
-
-
-def _is_retryable(exc: BaseException) -> bool:
-    return isinstance(exc, ModelError) and exc.retryable
+WaitCallback = Callable[[RetryWait], Awaitable[None] | None]
 
 
 class ModelClient:
@@ -97,6 +98,7 @@ class ModelClient:
         self._backoff_s = backoff_s
         self._backoff_max_s = backoff_max_s
         self._retry_after_cap_s = retry_after_cap_s
+        self._hold = RateLimitHold(longest_s=10 * retry_after_cap_s)
         self.cache_sharing = cache_sharing
         host = (urlsplit(self._base_url).hostname or "").lower()
         self.dashscope = ("dashscope" in host) if dashscope is None else dashscope
@@ -178,27 +180,40 @@ class ModelClient:
 
     # ------------------------------------------------------------------ sending
 
-    def _backoff(self, state: RetryCallState) -> float:
-        """Exponential backoff with jitter: base·2^(n-1) capped, plus up to one base."""
-        exponential = self._backoff_s * 2 ** (state.attempt_number - 1)
-        return float(min(self._backoff_max_s, exponential) + random.uniform(0, self._backoff_s))
-
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(exc, ModelError) and exc.retry_after is not None:
-            return min(exc.retry_after, self._retry_after_cap_s)
-        return self._backoff(state)
-
-    def _before_sleep(self, state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        delay = state.next_action.sleep if state.next_action is not None else 0.0
-        log.warning(
-            "model request failed (%s), retry %d of %d in %.2f s",
-            exc.kind if isinstance(exc, ModelError) else type(exc).__name__,
-            state.attempt_number,
-            self._max_retries,
-            delay,
+    def _schedule(self, purpose: str) -> RetrySchedule:
+        return RetrySchedule(
+            max_retries=self._max_retries,
+            backoff_s=self._backoff_s,
+            backoff_max_s=self._backoff_max_s,
+            wait_cap_s=self._retry_after_cap_s,
+            background=purpose in BACKGROUND_PURPOSES,
         )
+
+    def _hold_background(self, purpose: str) -> None:
+        """Refuse a background request while the endpoint is known to be rate limiting."""
+        refusal = self._hold.refusal(purpose, self._base_url)
+        if refusal is not None:
+            raise self._errors.error("rate_limit", refusal, retry_after=self._hold.left_s())
+
+    def _next_wait(self, schedule: RetrySchedule, exc: ModelError) -> RetryWait:
+        self._hold.observe(exc)
+        wait = schedule.after(exc)  # raises when there is no next attempt
+        log.warning(
+            "model request failed (%s%s), attempt %d of %d in %.2f s",
+            exc.kind,
+            f", HTTP {exc.status}" if exc.status else "",
+            wait.attempt,
+            wait.attempts,
+            wait.delay_s,
+        )
+        return wait
+
+    async def _pause(self, wait: RetryWait, deadline: float | None) -> None:
+        """Sleep before the next attempt; a wait that would pass the total limit is not
+        started. Cancellation (Ctrl-C) ends the sleep at once."""
+        if deadline is not None and asyncio.get_running_loop().time() + wait.delay_s > deadline:
+            raise self._errors.total_timeout()
+        await asyncio.sleep(wait.delay_s)
 
     async def _attempt(
         self, method: str, url: str, content: bytes | None, headers: dict[str, str], stream: bool
@@ -230,32 +245,29 @@ class ModelClient:
         content: bytes | None,
         headers: dict[str, str],
         *,
-        stream: bool,
+        purpose: str,
         deadline: float | None,
+        on_wait: WaitCallback | None,
     ) -> httpx.Response:
-        """``_attempt`` with retries (429, 5xx, connection failures), all given up at
-        ``deadline`` (the optional limit on the whole request)."""
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._max_retries + 1),
-            wait=self._wait,
-            retry=retry_if_exception(_is_retryable),
-            before_sleep=self._before_sleep,
-            reraise=True,
-        )
-        response: httpx.Response | None = None
-        attempts = 0
-        try:
-            async with asyncio.timeout_at(deadline):
-                async for attempt in retrying:
-                    with attempt:
-                        attempts = attempt.retry_state.attempt_number
-                        response = await self._attempt(method, url, content, headers, stream)
-        except TimeoutError:
-            raise self._errors.total_timeout() from None
-        except ModelError as exc:
-            raise exc.with_attempts(attempts) from exc.__cause__
-        assert response is not None
-        return response
+        """``_attempt`` (not streamed) with retries, all given up at ``deadline`` (the
+        optional limit on the whole request)."""
+        schedule = self._schedule(purpose)
+        while True:
+            try:
+                self._hold_background(purpose)
+                async with asyncio.timeout_at(deadline):
+                    response = await self._attempt(method, url, content, headers, False)
+                self._hold.observe(None)
+                return response
+            except TimeoutError:
+                raise self._errors.total_timeout() from None
+            except ModelError as exc:
+                wait = self._next_wait(schedule, exc)
+            if on_wait is not None:
+                outcome = on_wait(wait)
+                if outcome is not None:
+                    await outcome
+            await self._pause(wait, deadline)
 
     def _deadline(self) -> float | None:
         if self._total_timeout_s is None:
@@ -266,18 +278,61 @@ class ModelClient:
 
     async def stream(self, req: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
         """Stream one request: text, thinking and tool-call events, then the
-        :class:`ChatResult` as the last event.
+        :class:`ChatResult` as the last event; a :class:`RetryWait` before each wait for
+        a retry.
 
         Close the iterator if you stop early (``contextlib.aclosing``); cancelling the
-        consuming task closes the response.
+        consuming task closes the response (and ends a wait for a retry).
         """
         url = f"{self._base_url}/chat/completions"
         content = encode_body(self.build_body(req, stream=True))
         headers = self._headers(req.purpose, stream=True)
         deadline = self._deadline()
+        schedule = self._schedule(req.purpose)
         log.debug("model request purpose=%s model=%s stream=true", req.purpose, req.model)
-        response = await self._send("POST", url, content, headers, stream=True, deadline=deadline)
+        while True:
+            answered = False  # something of the answer reached the caller: no retry
+            try:
+                self._hold_background(req.purpose)
+                once = self._stream_once(req, url, content, headers, deadline)
+                async with aclosing(once):
+                    async for event in once:
+                        answered = True
+                        yield event
+                return
+            except ModelError as exc:
+                if answered:
+                    raise exc.with_attempts(schedule.attempt) from exc.__cause__
+                wait = self._next_wait(schedule, exc)
+            yield wait
+            await self._pause(wait, deadline)
+
+    async def _stream_once(
+        self,
+        req: ChatRequest,
+        url: str,
+        content: bytes,
+        headers: dict[str, str],
+        deadline: float | None,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """One attempt of ``stream``."""
         try:
+            async with asyncio.timeout_at(deadline):
+                response = await self._attempt("POST", url, content, headers, True)
+        except TimeoutError:
+            raise self._errors.total_timeout() from None
+        try:
+            if not _is_event_stream(response):
+                # A server that ignored ``stream`` (or a gateway's JSON error with 200):
+                # read the one body it sent, as the non-streamed path does.
+                await response.aread()
+                result = self._parse_answer(response, streamed=True)
+                self._hold.observe(None)
+                if result.message.text:
+                    yield TextDelta(result.message.text)
+                await self._report_usage(req.purpose, result.usage)
+                yield result
+                return
             assembler = StreamAssembler()
             started = False
             async with aclosing(EventSource(response).aiter_sse()) as events:
@@ -290,11 +345,7 @@ class ModelClient:
                     except TimeoutError:
                         raise self._errors.total_timeout() from None
                     except SSEError as exc:
-                        raise self._errors.error(
-                            "protocol",
-                            f"The model endpoint {self._base_url} did not answer with an event "
-                            f"stream ({one_line(str(exc))}).",
-                        ) from exc
+                        raise self._errors.not_a_stream(response, str(exc)) from exc
                     except httpx.HTTPError as exc:
                         raise self._errors.transport(exc, started=started) from exc
                     started = True
@@ -304,9 +355,10 @@ class ModelClient:
                     if data == "[DONE]":
                         assembler.done = True  # keep reading: the stream ends by itself
                         continue
-                    chunk = self._decode_chunk(data)
+                    chunk = self._decode_chunk(data, sse.event)
                     for event in assembler.feed(chunk):
                         yield event
+            self._hold.observe(None)
             for event in assembler.finish():
                 yield event
             if not assembler.complete:
@@ -315,13 +367,19 @@ class ModelClient:
                     f"The model endpoint {self._base_url} ended the stream before the "
                     "answer was complete.",
                 )
+            if not assembler.answered:
+                raise self._errors.error(
+                    "protocol",
+                    f"The model endpoint {self._base_url} ended the stream without an "
+                    "answer (no choices).",
+                )
             result = assembler.result(response.headers.get("x-request-id"))
             await self._report_usage(req.purpose, result.usage)
             yield result
         finally:
             await response.aclose()
 
-    def _decode_chunk(self, data: str) -> dict[str, Any]:
+    def _decode_chunk(self, data: str, event: str = "") -> dict[str, Any]:
         try:
             chunk = msgspec.json.decode(data)
         except msgspec.DecodeError:
@@ -336,18 +394,47 @@ class ModelClient:
                 f"The model endpoint {self._base_url} sent a stream event that is not "
                 "a JSON object.",
             )
-        error = chunk.get("error")
-        if error:
-            text = error.get("message") if isinstance(error, dict) else error
-            raise self._errors.error(
-                "server",
-                f"The model endpoint {self._base_url} reported an error mid-stream: "
-                f"{one_line(str(text))}.",
-            )
+        # OpenRouter, Ollama: {"error": …}; Anthropic-style: event: error, "type": "error";
+        # vLLM: {"object": "error", "message": …, "code": 400}.
+        if (
+            chunk.get("error")
+            or event == "error"
+            or chunk.get("type") == "error"
+            or chunk.get("object") == "error"
+        ):
+            raise self._errors.reported(chunk, in_stream=True)
         return chunk
 
+    def _parse_answer(self, response: httpx.Response, *, streamed: bool = False) -> ChatResult:
+        """The result of a non-streamed answer (``streamed``: to a request for a stream);
+        an error it carries is raised."""
+        try:
+            payload = msgspec.json.decode(response.content)
+        except msgspec.DecodeError:
+            payload = None
+        if payload is None and streamed:
+            kind = one_line(response.headers.get("content-type", ""), 60)
+            raise self._errors.error(
+                "protocol",
+                f"The model endpoint {self._base_url} did not answer with an event stream "
+                f"(it sent {kind} that is not JSON).",
+            )
+        if isinstance(payload, dict) and (payload.get("error") or payload.get("type") == "error"):
+            raise self._errors.reported(payload, in_stream=False)
+        try:
+            if payload is None:
+                raise ValueError("it is not JSON")
+            return parse_completion(payload, response.headers.get("x-request-id"))
+        except ValueError as exc:
+            raise self._errors.error(
+                "protocol",
+                f"The model endpoint {self._base_url} sent an answer that could not be "
+                f"read ({one_line(str(exc), 80)}).",
+            ) from None
+
     async def chat(self, req: ChatRequest, on_event: EventCallback | None = None) -> ChatResult:
-        """Stream ``req`` to its end, passing each delta to ``on_event``; the result."""
+        """Stream ``req`` to its end, passing each delta (and each :class:`RetryWait`) to
+        ``on_event``; the result."""
         result: ChatResult | None = None
         async with aclosing(self.stream(req)) as events:
             async for event in events:
@@ -360,24 +447,17 @@ class ModelClient:
         assert result is not None  # stream() always ends with the result or raises
         return result
 
-    async def complete(self, req: ChatRequest) -> ChatResult:
-        """One non-streamed request."""
+    async def complete(self, req: ChatRequest, on_wait: WaitCallback | None = None) -> ChatResult:
+        """One non-streamed request; ``on_wait`` is told of each wait for a retry."""
         url = f"{self._base_url}/chat/completions"
         content = encode_body(self.build_body(req, stream=False))
         headers = self._headers(req.purpose, stream=False)
         log.debug("model request purpose=%s model=%s stream=false", req.purpose, req.model)
         deadline = self._deadline()
-        response = await self._send("POST", url, content, headers, stream=False, deadline=deadline)
-        try:
-            result = parse_completion(
-                msgspec.json.decode(response.content), response.headers.get("x-request-id")
-            )
-        except (msgspec.DecodeError, ValueError) as exc:
-            raise self._errors.error(
-                "protocol",
-                f"The model endpoint {self._base_url} sent an answer that could not be "
-                f"read ({one_line(str(exc), 80)}).",
-            ) from None
+        response = await self._send(
+            "POST", url, content, headers, purpose=req.purpose, deadline=deadline, on_wait=on_wait
+        )
+        result = self._parse_answer(response)
         await self._report_usage(req.purpose, result.usage)
         return result
 
@@ -387,7 +467,9 @@ class ModelClient:
         headers.pop(DASHSCOPE_CACHE_HEADER, None)
         url = f"{self._base_url}/models"
         deadline = self._deadline()
-        response = await self._send("GET", url, None, headers, stream=False, deadline=deadline)
+        response = await self._send(
+            "GET", url, None, headers, purpose="main", deadline=deadline, on_wait=None
+        )
         try:
             payload = msgspec.json.decode(response.content)
         except msgspec.DecodeError:
@@ -435,6 +517,12 @@ class ModelClient:
             if window is not None:
                 return window
         return None
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    kind = response.headers.get("content-type", "").lower()
+    # No content type at all is read as a stream, as before: some servers send none.
+    return not kind or "text/event-stream" in kind or "json" not in kind
 
 
 def _positive_int(value: Any) -> int | None:

@@ -19,6 +19,9 @@ ErrorKind = Literal[
     "protocol",
     "bad_request",
     "context_length",
+    "quota",
+    "content_filter",
+    "tls",
 ]
 
 RETRYABLE_KINDS: frozenset[str] = frozenset({"rate_limit", "server", "connect"})
@@ -31,10 +34,15 @@ class ModelError(Exception):
     event in a stream), ``connect`` (refused, unreachable, dropped connection),
     ``timeout`` (connect or read timeout, or the optional total cap), ``protocol``
     (an answer the client cannot parse), ``context_length`` (the request does not fit the
-    model's context window: a 400 whose body says so, see ``overflow.py``) or
-    ``bad_request`` (any other 4xx).
-    ``status`` is the HTTP status when there was one, ``retry_after`` the server's
-    Retry-After in seconds, ``attempts`` how many requests were made in total.
+    model's context window: a 400 whose body says so, see ``overflow.py``), ``quota``
+    (the account is out of credit or quota: 402, OpenAI's ``insufficient_quota`` 429,
+    DashScope's ``Arrearage``; waiting does not help), ``content_filter`` (the provider's
+    moderation refused the prompt), ``tls`` (the endpoint's certificate could not be
+    verified) or ``bad_request`` (any other 4xx).
+    ``status`` is the HTTP status when there was one, ``retry_after`` how long the server
+    asked to wait in seconds, ``attempts`` how many requests were made in total.
+    ``permanent`` marks an error of a retryable kind that a new attempt cannot fix (a
+    host name that does not exist).
     """
 
     def __init__(
@@ -47,6 +55,7 @@ class ModelError(Exception):
         retry_after: float | None = None,
         attempts: int = 1,
         hint: str = "",
+        permanent: bool = False,
     ) -> None:
         self.summary = message.rstrip(".")
         self.hint = hint
@@ -62,11 +71,12 @@ class ModelError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.attempts = attempts
+        self.permanent = permanent
 
     @property
     def retryable(self) -> bool:
         """Whether a new attempt may succeed (rate limit, 5xx, connection failure)."""
-        return self.kind in RETRYABLE_KINDS
+        return self.kind in RETRYABLE_KINDS and not self.permanent
 
     def with_attempts(self, attempts: int) -> ModelError:
         """The same error, saying how many attempts were made before giving up."""
@@ -80,6 +90,7 @@ class ModelError(Exception):
             retry_after=self.retry_after,
             attempts=attempts,
             hint=self.hint,
+            permanent=self.permanent,
         )
 
     def __str__(self) -> str:
@@ -91,7 +102,9 @@ class ModelError(Exception):
     def __reduce__(self) -> tuple[Any, ...]:
         # Keyword-only arguments do not survive the default exception pickling; the
         # error may cross a process boundary (worker -> coordinator), so spell it out.
-        state = (self.endpoint, self.status, self.retry_after, self.attempts, self.hint)
+        state = (
+            self.endpoint, self.status, self.retry_after, self.attempts, self.hint, self.permanent
+        )
         return (_rebuild, (self.kind, self.summary, *state))
 
 
@@ -103,6 +116,7 @@ def _rebuild(
     retry_after: float | None,
     attempts: int,
     hint: str,
+    permanent: bool = False,
 ) -> ModelError:
     return ModelError(
         kind,
@@ -112,6 +126,7 @@ def _rebuild(
         retry_after=retry_after,
         attempts=attempts,
         hint=hint,
+        permanent=permanent,
     )
 
 

@@ -81,7 +81,22 @@ class ChatResult(msgspec.Struct, frozen=True, tag="chat_result"):
     refusal: str | None = None
 
 
-StreamEvent = TextDelta | ThinkingDelta | ToolCallDelta | ChatResult
+class RetryWait(msgspec.Struct, frozen=True, tag="retry_wait"):
+    """The request failed in a way that may pass (a rate limit, an overloaded or failing
+    server, a dropped connection) and the client waits ``delay_s`` before attempt
+    ``attempt`` of ``attempts``. ``text`` says so in one sentence for a person;
+    ``asked_s`` is what the server asked for when that was more than the client waits."""
+
+    reason: Literal["rate_limit", "server", "connect"]
+    delay_s: float
+    attempt: int
+    attempts: int
+    text: str
+    status: int | None = None
+    asked_s: float | None = None
+
+
+StreamEvent = TextDelta | ThinkingDelta | ToolCallDelta | RetryWait | ChatResult
 
 
 def _with_cache_marker(entry: dict[str, Any]) -> dict[str, Any]:

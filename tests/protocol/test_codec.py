@@ -84,6 +84,7 @@ REPLIES = [
         True,
         True,
         context=control.ContextInfo(32768, "endpoint", 1200, 0.8, 0),
+        model_wait=control.ModelWaitInfo("waiting", "rate_limit", 12.0, 2, 4, 429),
     ),
     control.SuggestionReply(5, "run the tests", True, None, SPEC_INFO),
     control.StatsReply(

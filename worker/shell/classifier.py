@@ -48,8 +48,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import bashlex
-
+from worker.shell.bashlex_tables import bashlex
 from worker.shell.commands import command_problem
 from worker.shell.lexer import (
     SAFE_SINKS,

@@ -42,6 +42,7 @@ def status_reply(svc: HandlerDeps, req_id: int) -> StatusReply:
         pool_warm=svc.pool.is_warm(),
         containment=svc.pool.containment,
         context=chat.context_info(),
+        model_wait=chat.model_wait.info(),
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from coordinator.scripted_model import ScriptedModelServer
 from coordinator.service.chat import TurnResult
 from coordinator.service.emitter import Emitter
+from coordinator.service.model_wait import ModelWait
 from coordinator.service.pool import WorkerHandle
 from coordinator.service.session import Session
 from coordinator.service.speculation import AbortCause, BranchRun, Speculation, Suggestion
@@ -332,6 +333,8 @@ class SessionChat:
 
     def context_info(self) -> ContextInfo:
         return self.context
+
+    model_wait = ModelWait()
 
 
 class SessionSpeculation:
