@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from coordinator.durable import atomic_write
+from coordinator.state_dir import shipped_paths
 from protocol.approval import ApprovalMode
 from protocol.control import BudgetWindow
 from protocol.secret_text import without_password
@@ -197,6 +198,13 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
             "stops at a boundary instead of showing it flagged at Tab"
         ),
     ] = False
+    apply_ignored_output: Annotated[
+        bool,
+        _about(
+            "Tab also applies the files git ignores that a speculation's commands wrote "
+            "(build output, caches), which it otherwise holds back"
+        ),
+    ] = False
     overlay_quota_mb: Annotated[
         int, _about("bytes a speculation may write into its overlay (MiB)", ge=1)
     ] = 256
@@ -210,7 +218,7 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
         int,
         _about(
             "memory of a speculation's commands together where a control group can be "
-            "made (see specrun sandbox), and address space per process (MiB)",
+            "made (see specrun sandbox), else address space per process (MiB)",
             ge=64,
         ),
     ] = 4096
@@ -237,6 +245,9 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
         ),
     ] = 600
     sources: dict[str, str] = msgspec.field(default_factory=dict)
+    shipped_file: str = ""
+    """The project settings file, when it was not applied because git tracks it (it came
+    with the repository: see :func:`shipped_with_repository`); '' otherwise."""
 
     @property
     def suggestion_model(self) -> str:
@@ -311,7 +322,7 @@ def _keys() -> dict[str, Key]:
     keys: dict[str, Key] = {}
     hints = get_type_hints(Settings, include_extras=True)  # once: it evaluates every field
     for field_info in msgspec.structs.fields(Settings):
-        if field_info.name == "sources":
+        if field_info.name in ("sources", "shipped_file"):
             continue
         hint = hints[field_info.name]
         base, *extras = get_args(hint)
@@ -501,6 +512,18 @@ def project_settings_path(project_root: Path) -> Path:
     return project_root / ".specrun" / "settings.json"
 
 
+def shipped_with_repository(project_root: Path) -> bool:
+    """Whether the project settings file came with the repository: it exists and git
+    tracks it. specrun's own ``.specrun/`` ignores itself, so a file you wrote with
+    ``config set`` is never tracked unless forced in; a cloned repository's is. Such a file
+    is not applied: it would choose for whoever runs specrun in the clone which tool calls
+    run without a yes (``approvalMode: yolo``), where the code is sent (``baseUrl``) and what
+    a sandboxed command sees (``toolchainPaths``)."""
+    if not project_settings_path(project_root).is_file():
+        return False
+    return ".specrun/settings.json" in shipped_paths(project_root)
+
+
 def user_settings_path(home: Path | None = None) -> Path:
     return (home or Path.home()) / ".specrun" / "settings.json"
 
@@ -525,13 +548,16 @@ def load_settings(
     """Merge defaults, project file, user file, environment and flags (later wins).
 
     Precedence follows design §8 literally: project file < user file < environment <
-    flags. A user-wide setting therefore overrides a project's file (a person's own
-    choice of endpoint or model beats what a repository ships). When both
+    flags. A project file that git tracks came with the repository and is not applied
+    (``Settings.shipped_file`` names it). A user-wide setting overrides a project's file
+    (a person's own choice of endpoint or model beats what is written there). When both
     ``OPENAI_API_KEY`` and ``DASHSCOPE_API_KEY`` are set, the one matching the base URL
     (DashScope's host or not) is used."""
     layers = _Layers()
+    shipped = shipped_with_repository(project_root)
     for path in (project_settings_path(project_root), user_settings_path(home)):
-        layers.apply(read_settings_file(path), str(path))
+        if not (shipped and path == project_settings_path(project_root)):
+            layers.apply(read_settings_file(path), str(path))
     environ = os.environ if env is None else env
     for var, name in ENV_KEYS.items():
         if environ.get(var) and name != "apiKey":
@@ -551,7 +577,10 @@ def load_settings(
     if layers.values["maxTurnsPerQuery"] > 100:
         where = layers.sources["maxTurnsPerQuery"]
         raise SettingsError(f"{where}: maxTurnsPerQuery must be between 1 and 100.")
-    return layers.settings()
+    settings = layers.settings()
+    if shipped:
+        settings.shipped_file = str(project_settings_path(project_root))
+    return settings
 
 
 def is_dashscope(base_url: str) -> bool:

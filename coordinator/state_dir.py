@@ -3,18 +3,73 @@
 It never shows up in ``git status`` (neither the person's nor the agent's own): the
 first thing written into it is a ``.gitignore`` that ignores everything inside,
 itself included.
+
+Nothing in it that git tracks is used: specrun's own files ignore themselves, so a tracked
+one came with the repository (`git add -f` in someone else's clone) and says what its
+author chose, not the person running specrun (``shipped_paths``): a settings file, a
+session whose history the model would read as the person's own past turns.
+
+It holds no symbolic link. A repository can ship one (``.specrun/logs/service.log ->
+~/.bashrc``, ``.specrun -> ~/somewhere``), and specrun would then append its log, write
+its sessions or read its journal wherever the link points: the directory is refused
+(one sentence naming the link) until it is removed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
 from pathlib import Path
 
 GITIGNORE = "# specrun's own state; written by specrun\n*\n"
 
 
 class StateDirError(RuntimeError):
-    """The project's ``.specrun/`` cannot be created (a read-only project, a full disk)."""
+    """The project's ``.specrun/`` cannot be created (a read-only project, a full disk) or
+    holds a symbolic link. ``hint``: what to do."""
+
+    def __init__(self, message: str, hint: str = "Run specrun in a project directory you "
+                 "can write to.") -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def _first_link(path: Path) -> Path | None:
+    """``path`` itself or the first entry below it that is a symbolic link (or anything
+    but a directory at ``path``), or None. The memory directory's files are the memory
+    store's to judge (it reads them and skips what it cannot use); the directory itself is
+    checked like the rest."""
+    if not stat.S_ISDIR(os.lstat(path).st_mode):
+        return path
+    for dirpath, dirnames, filenames in os.walk(path):  # never follows a link
+        for name in dirnames + filenames:
+            entry = Path(dirpath, name)
+            if entry.is_symlink():
+                return entry
+        if dirpath == str(path) and "memory" in dirnames:
+            dirnames.remove("memory")
+    return None
+
+
+def shipped_paths(project_root: Path) -> frozenset[str]:
+    """The paths below ``<project>/.specrun/`` that git tracks (relative to the project,
+    ``.specrun/settings.json``): they came with the repository. Empty where there is no git
+    or no repository. Neither the system's git configuration, fsmonitor nor optional locks
+    are used: the answer comes from the index alone."""
+    import subprocess  # here: the light commands that never look do not load it
+
+    try:
+        done = subprocess.run(
+            ["git", "-c", "core.fsmonitor=false", "ls-files", "-z", "--", ".specrun"],
+            cwd=project_root, capture_output=True, timeout=10, check=False,
+            env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()  # no git: nothing tracks it
+    if done.returncode != 0:
+        return frozenset()
+    return frozenset(p.decode("utf-8", "surrogateescape") for p in done.stdout.split(b"\0") if p)
 
 
 def state_dir(project_root: Path) -> Path:
@@ -28,6 +83,14 @@ def state_dir(project_root: Path) -> Path:
             f"Cannot create {path} ({reason}): specrun keeps this project's settings, logs "
             "and history there."
         ) from None
+    link = _first_link(path)
+    if link is not None:
+        raise StateDirError(
+            f"{link} is a symbolic link (or not a directory): specrun keeps its settings, "
+            "logs and history only in real files below the project, and a repository may "
+            "ship such a link to make it write elsewhere.",
+            f"Remove it (`rm {link}`), then run the command again.",
+        )
     ignore = path / ".gitignore"
     if not ignore.exists():
         # A read-only or vanished project is not worth failing a command for.

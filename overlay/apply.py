@@ -68,7 +68,7 @@ from typing import Any
 
 from overlay import _fs
 from overlay.beneath import open_beneath
-from overlay.changes import Classified, FileChange, OpenSource, classify
+from overlay.changes import APPLIED_BITS, Classified, FileChange, OpenSource, classify
 from overlay.errors import ApplyError, ConflictError, RecoveryError
 from overlay.fingerprint import Fingerprint
 from overlay.paths import JOURNAL_REL, real_root
@@ -214,6 +214,7 @@ class _Journal:
         steps = []
         for item in data["steps"]:
             rel = _checked_rel(item["rel"])
+            _no_link_on_the_way(root, rel)
             target = os.path.join(root, rel)
             deleted = item.get("deleted") is True
             if deleted and not item.get("backup"):
@@ -233,8 +234,29 @@ class _Journal:
                 _Step(rel=rel, target=target, stage=stage, backup=backup_path, deleted=deleted)
             )
         dirs = [os.path.join(root, _checked_rel(d)) for d in data["dirs"]]
+        for directory in dirs:
+            _no_link_on_the_way(root, os.path.relpath(directory, root) + "/.")
         apply_id = str(data["id"])
         return cls(apply_id=apply_id, root=root, steps=steps, dirs=dirs, state=state)
+
+
+def _no_link_on_the_way(root: str, rel: str) -> None:
+    """Refuse a journal path whose directories below ``root`` are not all real directories.
+
+    A journal is a file in the project, so a repository can ship one, with a symlink
+    beside it (``lnk -> $HOME``): recovery at the next start deleted ``lnk/.bashrc``. Every
+    directory an apply's paths went through was a real one (accept checks that first), so
+    a link there means the journal is not ours. A directory that does not exist is no way
+    out (nothing below it exists either)."""
+    path = root
+    for part in rel.split("/")[:-1]:
+        path = os.path.join(path, part)
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(info.st_mode):
+            raise ValueError(f"the journal goes through {rel.split('/')[0]!r}, not a directory")
 
 
 def _checked_rel(value: Any) -> str:
@@ -682,7 +704,7 @@ def _stage(step: _Step, sync: _Sync, opener: OpenSource) -> None:
         dst = os.open(step.stage, _fs.CREATE_FLAGS, 0o600)
         try:
             _fs.copy_fd(src, dst)
-            os.fchmod(dst, stat.S_IMODE(st.st_mode))
+            os.fchmod(dst, stat.S_IMODE(st.st_mode) & APPLIED_BITS)
             sync.file(dst)
         finally:
             os.close(dst)

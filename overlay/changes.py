@@ -23,6 +23,12 @@ ChangeKind = Literal["created", "modified", "deleted", "mode"]
 #: returns a read-only fd, never following a symlink.
 OpenSource = Callable[[str, str], int]
 
+APPLIED_BITS = 0o777
+"""The permission bits Tab applies: read, write and execute. A set-uid, set-gid or sticky
+bit on an overlay file is never carried into the real tree: no tool sets one, a captured
+command's are dropped, and only a forged or damaged overlay could hold one (a set-uid
+root program in the project, for a service run as root)."""
+
 _CLASSES = (("u", 6), ("g", 3), ("o", 0))
 _BITS = (("r", 4), ("w", 2), ("x", 1))
 
@@ -116,7 +122,7 @@ def classify(
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(f"the overlay copy {source} is not a regular file")
-        new_mode = stat.S_IMODE(st.st_mode)
+        new_mode = stat.S_IMODE(st.st_mode) & APPLIED_BITS
         same_content = False
         if fingerprint is not None and st.st_size == fingerprint.size:
             same_content = hash_fd(fd)[1] == fingerprint.sha256

@@ -65,6 +65,9 @@ class Overlay:
         self._entries: dict[str, _Entry] = {}
         self._made_dirs: set[str] = set()  # overlay directories known to exist
         self._used_as_dir: set[str] = set()  # relative dirs that hold registered entries
+        # files whose content a sandboxed command wrote last (not a file tool): what git
+        # ignores of them is build output and caches, held back at Tab
+        self._command_output: set[str] = set()
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ properties
@@ -96,8 +99,9 @@ class Overlay:
 
     # ------------------------------------------------------------------ writes and reads
 
-    def redirect_write(self, path: StrPath) -> Path:
+    def redirect_write(self, path: StrPath, *, by_command: bool = False) -> Path:
         """Overlay path to write instead of ``path``; copies the original up on first use.
+        ``by_command``: a sandboxed command writes it, not a file tool (:meth:`command_output`).
 
         Raises OverlayEscapeError if ``path`` resolves outside the root, InvalidTargetError if
         it cannot be a file, OverlayError if the copy-up fails. An overlay path this method
@@ -108,8 +112,11 @@ class Overlay:
             return own
         real, rel = resolve_target(self._root, path)
         with self._lock:
+            self._command_output.discard(rel)
             entry = self._entries.get(rel)
             if entry is not None:
+                if by_command:
+                    self._command_output.add(rel)
                 return Path(entry.overlay_path)
             self._check_shape(rel, path)
             target = os.path.join(self._dir, rel)
@@ -121,6 +128,8 @@ class Overlay:
                     f"Could not copy {rel} into the overlay {self._dir}: {describe_cause(exc)}."
                 ) from exc
             self._register(rel, _Entry(target, fingerprint))
+            if by_command:
+                self._command_output.add(rel)
             return Path(target)
 
     def resolve_read(self, path: StrPath) -> Path:
@@ -139,6 +148,11 @@ class Overlay:
         the speculation deleted are not among them (see :meth:`deleted_files`)."""
         with self._lock:
             return {rel: Path(e.overlay_path) for rel, e in self._entries.items() if not e.deleted}
+
+    def command_output(self) -> frozenset[str]:
+        """Files a sandboxed command wrote last (``redirect_write(by_command=True)``)."""
+        with self._lock:
+            return frozenset(self._command_output)
 
     def fingerprints(self) -> dict[str, Fingerprint | None]:
         """Relative path -> copy-up fingerprint (None: the file did not exist then)."""

@@ -12,6 +12,8 @@ from typing import Literal, get_args
 
 import msgspec
 
+from protocol.inert_text import encodable
+
 BoundaryCode = Literal[
     "shell",  # a shell command not proven read-only: the command
     "git_config",  # the repository's git configuration names a program git could run
@@ -37,6 +39,12 @@ BOUNDARY_CODES: tuple[BoundaryCode, ...] = get_args(BoundaryCode)
 class BoundaryReason(msgspec.Struct, frozen=True):
     code: BoundaryCode
     detail: str = ""
+
+    def __post_init__(self) -> None:
+        # The detail quotes the repository (a path, a .gitattributes line), whose bytes
+        # need not be UTF-8: such a reason could not be sent, and the speculation failed.
+        if self.detail:
+            msgspec.structs.force_setattr(self, "detail", encodable(self.detail))
 
     def text(self) -> str:
         """``code:detail`` (the code alone without a detail), the form ``--json`` and the

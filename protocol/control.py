@@ -504,6 +504,14 @@ class FileChange(msgspec.Struct, frozen=True):
     ignored: bool = False
     conflict: str = ""
 
+    @property
+    def summarized(self) -> bool:
+        """Counted on the ignored-files line instead of listed with its diff: a file git
+        ignores, unless it runs later. A repository's ``.gitignore`` names ``.env``,
+        ``.envrc``, ``.vscode/`` or ``.idea/`` as often as caches, and what such a file
+        will run is what a person must be able to read before Tab."""
+        return self.ignored and not self.runs_later
+
 
 class Transcript(msgspec.Struct, frozen=True, tag="transcript"):
     """An accepted speculation, rendered: user text, model text and tool groups.
@@ -518,6 +526,10 @@ class Transcript(msgspec.Struct, frozen=True, tag="transcript"):
     time_saved_s: float
     changes: tuple[FileChange, ...] = ()
     ignored_skipped: int = 0
+    # files git ignores that its commands wrote (build output, caches), not applied: how
+    # many, and where (first path components, ``target/``)
+    ignored_held: int = 0
+    ignored_held_in: tuple[str, ...] = ()
 
 
 class FileDiff(msgspec.Struct, frozen=True):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["find_hidden", "inert", "inert_json", "quote_name"]
+__all__ = ["encodable", "find_hidden", "inert", "inert_json", "quote_name"]
 
 # Every code point made visible, as a regex class body (see the module docstring).
 _HIDDEN_BODY: Final = (
@@ -119,3 +119,22 @@ def quote_name(name: str) -> str:
         body = name.replace("\\", "\\\\").replace("'", "\\'")
         return "$'" + inert(body, multiline=False) + "'"
     return f"'{name}'"
+
+
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, as ``surrogateescape`` keeps it
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\u{code:04x}"
+
+
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate written as an escape, so that it encodes as UTF-8
+    (for the wire, the model provider, a JSON file). A file name or a file's bytes that
+    are not UTF-8 reach Python with each undecodable byte as a lone surrogate
+    (U+DC80-U+DCFF), shown here as ``\\xff``, the way :func:`inert` shows it; one of them
+    in a tool result or a boundary used to fail the whole speculation or turn."""
+    return _LONE_SURROGATE.sub(_surrogate_escape, text)

@@ -8,6 +8,12 @@ Protected wherever they appear: ``.git`` (hooks and config run programs), ``.git
 (filters), ``.gitmodules`` and ``.specrun`` (specrun's own settings, journal, sessions and
 memory), plus the ``protectedPaths`` setting (gitignore-style patterns) and the memory
 directory when it is inside the project.
+
+The names are matched as a case-insensitive file system would open them: a project on a
+Windows drive under WSL, an SMB share, a FAT stick or a case-folded ext4 directory opens
+``.GIT/hooks/pre-commit`` as ``.git/hooks/pre-commit``, and Windows drops a name's trailing
+dots and spaces (``.git.``) and knows ``.git`` by its short name ``GIT~1`` too (the
+spellings git itself refuses in a tree, CVE-2014-9390).
 """
 
 from __future__ import annotations
@@ -22,6 +28,16 @@ from protocol.boundary import BoundaryReason
 from protocol.inert_text import find_hidden
 
 PROTECTED_NAMES = frozenset({".git", ".gitattributes", ".gitmodules", ".specrun"})
+_SHORT_NAMES = frozenset(
+    f"{stem}~{n}" for stem in ("git", "gitatt", "gitmod", "specru") for n in range(1, 5)
+)
+
+
+def is_protected_name(part: str) -> bool:
+    """Whether one path component names a protected entry on some file system that
+    could hold the project (any case, trailing dots or spaces, a Windows short name)."""
+    folded = part.casefold()
+    return folded.rstrip(". ") in PROTECTED_NAMES or folded in _SHORT_NAMES
 
 
 def protected_reason(rel: str, extra: Sequence[str] = ()) -> BoundaryReason | None:
@@ -31,7 +47,7 @@ def protected_reason(rel: str, extra: Sequence[str] = ()) -> BoundaryReason | No
     parts = PurePosixPath(rel).parts
     if not parts:
         return None
-    if any(part in PROTECTED_NAMES for part in parts):
+    if any(is_protected_name(part) for part in parts):
         return BoundaryReason("protected_path", rel)
     if extra and _spec(tuple(extra)).match_file(rel):
         return BoundaryReason("protected_path", rel)

@@ -144,11 +144,14 @@ class OriginalFile(msgspec.Struct, frozen=True):
 class WrittenFile(msgspec.Struct, frozen=True):
     """One file a speculation wrote: where its new content is, and what the real file
     looked like at copy-up (``None``: it did not exist). ``deleted``: the speculation removed
-    it (a tool or a captured command); ``overlay_path`` then holds nothing."""
+    it (a tool or a captured command); ``overlay_path`` then holds nothing. ``by_command``:
+    a sandboxed command wrote it last, not a file tool (the coordinator holds back such
+    files when git ignores them: build output and caches)."""
 
     overlay_path: str
     original: OriginalFile | None = None
     deleted: bool = False
+    by_command: bool = False
 
 
 # --- coordinator -> worker ---------------------------------------------------

@@ -34,5 +34,5 @@ export PATH="$root/.venv/bin:$PATH"
 # and its idle memory 1.3 MB of the compiler's leftovers (docs/benchmarks.md). Only what
 # changed since the last run is compiled; the demo's sample project is data, not ours.
 .venv/bin/python -m compileall -q -j 0 -x 'sample_project' coordinator worker protocol overlay \
-  >/dev/null || true
+  >/dev/null 2>&1 || true
 source "$(dirname "${BASH_SOURCE[0]}")/_system_deps.sh"

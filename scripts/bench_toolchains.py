@@ -107,7 +107,7 @@ class Row:
     direct_passed: list[int | None] = field(default_factory=list)
     speculated_passed: list[int | None] = field(default_factory=list)
     expected: int = 0
-    files_applied: int = 0
+    files_written: int = 0
     problem: str = ""
 
     def summary(self) -> dict[str, Any]:
@@ -126,7 +126,7 @@ class Row:
             "direct_passed": self.direct_passed,
             "speculated_passed": self.speculated_passed,
             "same_as_direct": same,
-            "files_applied": self.files_applied,
+            "files_written": self.files_written,
             "problem": self.problem,
         }
 
@@ -145,7 +145,7 @@ class Service:
         self.client = ServiceClient(project.root, timeout_s=60)
 
     def speculate(self) -> tuple[float, int | None, str, int]:
-        """(speculation's elapsed s, tests passed, the tool output, files applied)."""
+        """(speculation's elapsed s, tests passed, the tool output, files written)."""
         self.client.request(ResetRequest(req_id=self.client.next_id()))
         self._turn(AskRequest(req_id=self.client.next_id(), text="prepare"))
         deadline = time.monotonic() + 1800
@@ -211,7 +211,7 @@ def measure(name: str, project: Project, rounds: int, base: Path) -> Row:
                 spec_s, passed, spec_output, files = service.speculate()
                 row.speculated_s.append(spec_s)
                 row.speculated_passed.append(passed)
-                row.files_applied = files
+                row.files_written = files
                 if passed != project.expected and not row.problem:
                     row.problem = spec_output[-1500:]
             reset(project)
@@ -279,13 +279,13 @@ def main() -> None:
     )
     print(
         f"{'ecosystem':18} {'tests':>5} {'direct s':>9} {'speculated s':>13} {'ratio':>6} "
-        f"{'same as direct':>15} {'files applied':>14}"
+        f"{'same as direct':>15} {'files written':>14}"
     )
     for r in rows:
         print(
             f"{r['ecosystem']:18} {r['tests']:5d} {_fmt(r['direct_s'], '9.2f')} "
             f"{_fmt(r['speculated_s'], '13.2f')} {_fmt(r['ratio'], '5.2f')}x "
-            f"{'yes' if r['same_as_direct'] else 'NO':>15} {r['files_applied']:14d}"
+            f"{'yes' if r['same_as_direct'] else 'NO':>15} {r['files_written']:14d}"
         )
     for r in rows:
         if r["problem"]:

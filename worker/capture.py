@@ -244,7 +244,7 @@ def import_capture(
             report.skipped.append(f"{rel} (deleted; {exc})")
     for rel, source, info in files:
         try:
-            target = overlay.redirect_write(rel)
+            target = overlay.redirect_write(rel, by_command=True)
         except (OverlayError, ValueError, OSError) as exc:
             report.skipped.append(f"{rel} ({exc})")
             continue

@@ -308,6 +308,7 @@ def written_files(overlay: Overlay) -> dict[str, WrittenFile]:
     real file's fingerprint at copy-up) and every file deleted."""
     fingerprints = overlay.fingerprints()
     deleted = set(overlay.deleted_files())
+    by_command = overlay.command_output()
     written: dict[str, WrittenFile] = {}
     paths = {**overlay.written_files(), **{rel: None for rel in deleted}}
     for rel, path in paths.items():
@@ -316,7 +317,10 @@ def written_files(overlay: Overlay) -> dict[str, WrittenFile]:
         fp = fingerprints.get(rel)
         original = OriginalFile(fp.size, fp.mtime_ns, fp.sha256) if fp is not None else None
         written[rel] = WrittenFile(
-            overlay_path=str(path), original=original, deleted=rel in deleted
+            overlay_path=str(path),
+            original=original,
+            deleted=rel in deleted,
+            by_command=rel in by_command and rel not in deleted,
         )
     return written
 

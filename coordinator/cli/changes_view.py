@@ -2,7 +2,8 @@
 (``specrun diff``). Both come from the coordinator's applied-set computation, never from a
 worker's claim: one line per created, modified, deleted or mode-changed file; files that run
 later without a key press on a warning line of their own; files git ignores summed up on one
-line; conflicts said plainly. Names are shown through ``protocol.inert_text.quote_name``.
+line (unless they run later: those are listed, with their diff); conflicts said plainly.
+Names are shown through ``protocol.inert_text.quote_name``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,19 @@ def ignored_line(changes: Sequence[FileChange], skipped: int, *, applied: bool) 
     return f"…and {count} {noun} ignored by git{tail}"
 
 
+def held_line(count: int, where: Sequence[str]) -> str:
+    """``…and 335 files git ignores that its commands wrote were not applied (build/)``;
+    '' if none."""
+    if not count:
+        return ""
+    noun = "file" if count == 1 else "files"
+    places = ", ".join(quote_name(w) for w in where)
+    return (
+        f"…and {count} {noun} git ignores that its commands wrote were not applied "
+        f"(build output and caches: {places}; applyIgnoredOutput applies them)"
+    )
+
+
 def runs_later_line(changes: Sequence[FileChange]) -> str:
     """The warning for files that run later without a key press; '' if none."""
     later = [c for c in changes if c.runs_later]
@@ -62,20 +76,25 @@ def append_listing(
     *,
     applied: bool,
     one_line: bool = False,
+    held: int = 0,
+    held_in: Sequence[str] = (),
 ) -> None:
     """Append the listing to ``line``: one indented line per listed file (none with
     ``one_line``: the caller named the only one already), then the runs-later warning, then
     the ignored-files summary."""
-    listed = [c for c in changes if not c.ignored]
-    ignored = [c for c in changes if c.ignored]
+    listed = [c for c in changes if not c.summarized]
+    ignored = [c for c in changes if c.summarized]
     for change in [] if one_line else listed:
         line.append(f"\n  {change_line(change)}", style=_STYLE[change.status])
     warning = runs_later_line(changes)
     if warning:
         line.append(f"\n  {warning}", style="bold yellow")
-    summary = ignored_line(ignored, ignored_skipped, applied=applied)
-    if summary:
-        line.append(f"\n  {summary}", style="bright_black")
+    for summary in (
+        ignored_line(ignored, ignored_skipped, applied=applied),
+        held_line(held, held_in),
+    ):
+        if summary:
+            line.append(f"\n  {summary}", style="bright_black")
 
 
 _STATE = {
@@ -152,7 +171,7 @@ def diff_text(reply: DiffReply) -> Text:
         out.append(f"\n  {inert(reply.refused)}", style="bold red")
         return out
     changes = [f.change for f in reply.files]
-    listed = [f for f in reply.files if not f.change.ignored]
+    listed = [f for f in reply.files if not f.change.summarized]
     if not changes:
         out.append("\n  no file changes", style="bright_black")
     for item in listed:
@@ -164,7 +183,7 @@ def diff_text(reply: DiffReply) -> Text:
     warning = runs_later_line(changes)
     if warning:
         out.append(f"\n  {warning}", style="bold yellow")
-    summary = ignored_line([c for c in changes if c.ignored], 0, applied=False)
+    summary = ignored_line([c for c in changes if c.summarized], 0, applied=False)
     if summary:
         out.append(f"\n  {summary}", style="bright_black")
     refuse = conflicts_line(changes)

@@ -89,7 +89,7 @@ def preview_lines(reply: DiffReply | str) -> list[Line]:
         lines.append([("class:preview.refused", f"  {inert(reply.refused, multiline=False)}")])
         return lines
     changes = [f.change for f in reply.files]
-    listed = [f for f in reply.files if not f.change.ignored]
+    listed = [f for f in reply.files if not f.change.summarized]
     if not changes:
         lines.append([("class:preview.muted", "  no file changes")])
     for item in listed:
@@ -97,7 +97,7 @@ def preview_lines(reply: DiffReply | str) -> list[Line]:
     warning = runs_later_line(changes)
     if warning:
         lines.append([("class:preview.warning", f"  {warning}")])
-    summary = ignored_line([c for c in changes if c.ignored], 0, applied=False)
+    summary = ignored_line([c for c in changes if c.summarized], 0, applied=False)
     if summary:
         lines.append([("class:preview.muted", f"  {summary}")])
     refuse = conflicts_line(changes)

@@ -77,7 +77,7 @@ def call_friendly(debug: bool, fn: Callable[..., Any], *args: Any, **kwargs: Any
             render.error(str(exc))
             sys.exit(EXIT_ERROR)
         if _raised_by("coordinator.state_dir", "StateDirError", exc):
-            render.error(str(exc), "Run specrun in a project directory you can write to.")
+            render.error(str(exc), str(getattr(exc, "hint", "")))
             sys.exit(EXIT_ERROR)
         if debug:
             raise

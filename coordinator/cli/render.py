@@ -329,7 +329,7 @@ def accept_summary(end: TurnEnded, transcript: Transcript | None) -> Text:
         for name in files if len(files) > 1 else ():
             line.append(f"\n  wrote {quote_name(name)}")
     elif transcript is not None:
-        listed = [c for c in transcript.changes if not c.ignored]
+        listed = [c for c in transcript.changes if not c.summarized]
         if len(listed) == 1:
             line.append(f" · 1 file applied ({change_line(listed[0])})")
         elif listed:
@@ -343,6 +343,8 @@ def accept_summary(end: TurnEnded, transcript: Transcript | None) -> Text:
             transcript.ignored_skipped,
             applied=True,
             one_line=len(listed) == 1,
+            held=transcript.ignored_held,
+            held_in=transcript.ignored_held_in,
         )
     elif end.message:
         line.append(f" · {inert(end.message)}")

@@ -27,6 +27,7 @@ def serve(obj: CommandContext, /, **flags: Any) -> None:
     import asyncio
     import logging
 
+    from coordinator.log_filter import PasswordLogFilter
     from coordinator.pidfile import AlreadyRunning
     from coordinator.service.service import Service
     from coordinator.settings import endpoint_problem
@@ -36,6 +37,8 @@ def serve(obj: CommandContext, /, **flags: Any) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     settings = obj.settings(flags_dict(**flags))
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(PasswordLogFilter(settings.base_url))
     problem = endpoint_problem(settings)
     if problem:
         raise CliError(problem)

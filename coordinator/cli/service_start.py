@@ -9,6 +9,7 @@ from coordinator.cli import render
 from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import CliError
 from coordinator.cli.options import flags_argv
+from protocol.inert_text import quote_name
 from protocol.secret_text import without_password
 
 if TYPE_CHECKING:
@@ -84,6 +85,12 @@ def ensure_service(obj: CommandContext, flags: dict[str, Any],
     from coordinator.cli.daemon import StartError, is_running, log_path, start_daemon
 
     settings = obj.settings(flags)  # bad settings are reported before forking
+    if settings.shipped_file:
+        render.warning(
+            f"{quote_name(settings.shipped_file)} came with the repository (git tracks it), so "
+            "specrun does not apply it: which tool calls run without a yes and where your code "
+            "is sent are yours to set (`git rm --cached .specrun/settings.json` makes it yours)."
+        )
     if is_running(obj.project):
         with obj.client() as client:
             return client.pid or 0, False

@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
+import stat
 from pathlib import Path
 
 import msgspec
@@ -22,6 +24,7 @@ import msgspec
 from coordinator.durable import atomic_write
 from coordinator.service.history import HistoryStore
 from protocol.chat import Message
+from protocol.protected import path_problem
 
 log = logging.getLogger("specrun.accept")
 
@@ -54,6 +57,32 @@ def clear_pending(project_root: Path) -> None:
         record_path(project_root).unlink()
 
 
+def _applied_file(project_root: Path, rel: str) -> Path | None:
+    """``rel`` below the root if it is a plain relative path reached through real
+    directories, else None."""
+    if path_problem(rel) is not None:
+        return None
+    root = os.path.realpath(project_root)
+    parent = os.path.dirname(os.path.join(root, rel))
+    if os.path.realpath(parent) != parent:
+        return None
+    return Path(root, rel)
+
+
+def _regular_digest(path: Path) -> str:
+    """The digest of a regular file, opened without following a last link."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        sha = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            sha.update(chunk)
+        return sha.hexdigest()
+    finally:
+        os.close(fd)
+
+
 def settle_pending(project_root: Path, history: HistoryStore) -> str | None:
     """Finish an accept a crash interrupted; returns what was done, or None."""
     path = record_path(project_root)
@@ -65,15 +94,22 @@ def settle_pending(project_root: Path, history: HistoryStore) -> str | None:
         log.warning("ignoring an unreadable pending-accept record (%s)", exc)
         clear_pending(project_root)
         return None
+    # The record is a file in the project, so a cloned repository can ship one: only a
+    # record naming plain files that an apply could have written counts (no absolute path,
+    # no `..`, no link on the way, a regular file: "/dev/zero" made the start read without
+    # end).
     applied = True
     for rel, sha in record.files.items():
-        if sha == GONE:
-            applied = applied and not (project_root / rel).exists()
-            continue
-        try:
-            applied = applied and digest(project_root / rel) == sha
-        except OSError:
+        target = _applied_file(project_root, rel)
+        if target is None:
             applied = False
+        elif sha == GONE:
+            applied = applied and not os.path.lexists(target)
+        else:
+            try:
+                applied = applied and _regular_digest(target) == sha
+            except OSError:
+                applied = False
     outcome = "files were not applied; nothing to add"
     if applied:
         loaded = history.load()

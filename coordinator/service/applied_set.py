@@ -13,9 +13,19 @@ files whose content and mode did not change are left out. Flags: ``runs_later`` 
 accept, except for ignored files).
 
 Caches: a file git ignores never makes an accept fail. It is applied when the real file is
-still what the speculation saw (a build directory the speculation made is kept); when the real
-one changed meanwhile (the person ran the same tests in another terminal) it is skipped, the
-real file wins, and the listing counts it instead of refusing.
+still what the speculation saw; when the real one changed meanwhile (the person ran the same
+tests in another terminal) it is skipped, the real file wins, and the listing counts it
+instead of refusing.
+
+Build output: what sandboxed commands did to files git ignores is held back, not applied,
+unless ``applyIgnoredOutput`` is on: the files they wrote (``by_command``: a ``target/``,
+``build/``, ``node_modules/.cache``, ``.pytest_cache``) and the ones they deleted (only
+commands delete). No diff shows such a file, it is often what the person runs next (a test
+binary, a transpiled module, a compiled extension), and a hostile command writes it as
+easily as the build does; and half of a change laid over the person's own is no build
+either (tox in a speculation deleted its previous run's package and logs and wrote new
+ones: the deletions alone leave ``.tox/`` as neither run left it). A file the model wrote
+with a file tool is applied like any other, ignored or not (a ``.env`` it was asked for).
 """
 
 from __future__ import annotations
@@ -53,6 +63,8 @@ class AppliedSet:
 
     changes: tuple[FileChange, ...]
     ignored_skipped: int = 0
+    # files git ignores that commands wrote, held back (``applyIgnoredOutput`` off)
+    held: tuple[str, ...] = ()
 
     @property
     def listed(self) -> tuple[FileChange, ...]:
@@ -114,22 +126,49 @@ class SpeculationFiles:
         refused = check_report(self.root, overlay_dir, written, settings)
         if refused:
             raise RefusedReport(refused)
+        self.ignored = git_ignored(self.root, written)
+        self.held = held_output(written, self.ignored, settings)
+        kept = {rel: entry for rel, entry in written.items() if rel not in self.held}
         try:
-            self.overlay = overlay.Overlay.from_record(self.root, overlay_dir, record_of(written))
+            self.overlay = overlay.Overlay.from_record(self.root, overlay_dir, record_of(kept))
         except overlay.OverlayError as exc:
             raise RefusedReport({"(report)": str(exc)}) from None
-        self.ignored = git_ignored(self.root, written)
 
     def preview(self) -> AppliedSet:
         """What Tab would do now (conflicts flagged, nothing changed)."""
-        return AppliedSet(describe(self.overlay.preview(), self.ignored, self.settings))
+        changes = describe(self.overlay.preview(), self.ignored, self.settings)
+        return AppliedSet(changes, held=self.held)
 
     def apply(self, *, durable: bool = True) -> AppliedSet:
         """Apply (all-or-nothing; ignored files that conflict are skipped) and say what was
         done. Raises ``overlay.ConflictError`` / ``overlay.ApplyError`` as the overlay does."""
         result = self.overlay.apply_to_real(durable=durable, yielding=self.ignored)
         changes = describe(result.changes, self.ignored, self.settings)
-        return AppliedSet(changes, ignored_skipped=len(result.yielded))
+        return AppliedSet(changes, ignored_skipped=len(result.yielded), held=self.held)
+
+
+def held_output(
+    written: Mapping[str, WrittenFile], ignored: frozenset[str], settings: Settings
+) -> tuple[str, ...]:
+    """The files Tab holds back: git ignores them and a sandboxed command wrote or deleted
+    them (see the module's note). A worker that claims a command's file as its tool's only
+    gets it applied and summed up like any other write."""
+    if settings.apply_ignored_output:
+        return ()
+    return tuple(
+        rel for rel, e in written.items() if (e.by_command or e.deleted) and rel in ignored
+    )
+
+
+def held_summary(held: tuple[str, ...], limit: int = 4) -> tuple[str, ...]:
+    """Where the held-back files are, by their first path component (``target/``,
+    ``Cargo.lock``), most files first, at most ``limit`` names."""
+    counts: dict[str, int] = {}
+    for rel in held:
+        head, sep, _ = rel.partition("/")
+        name = head + ("/" if sep else "")
+        counts[name] = counts.get(name, 0) + 1
+    return tuple(sorted(counts, key=lambda n: (-counts[n], n))[:limit])
 
 
 def describe(

@@ -43,6 +43,7 @@ from pathlib import Path
 import msgspec
 
 from coordinator.durable import atomic_write
+from coordinator.state_dir import shipped_paths
 from protocol.chat import Message
 
 log = logging.getLogger(__name__)
@@ -252,6 +253,12 @@ class HistoryStore:
             if sessions_dir is not None
             else self.project_root / ".specrun" / "sessions"
         )
+        # Session files git tracks came with the repository: their history is somebody
+        # else's, which the model would take for the person's own past turns.
+        self._shipped = {
+            self.project_root / path
+            for path in (shipped_paths(self.project_root) if sessions_dir is None else ())
+        }
         self._lock = threading.Lock()
         self._session: Session | None = None
         self._fd: int | None = None
@@ -277,18 +284,27 @@ class HistoryStore:
     def list_sessions(self) -> list[Session]:
         out = []
         for path in sorted(self.sessions_dir.glob("*.jsonl")):
+            if self._came_with_repository(path):
+                continue
             header = self._read_header(path)
             if header is not None:
                 out.append(Session(header.session_id, path, header.created))
         return out
 
+    def _came_with_repository(self, path: Path) -> bool:
+        if path not in self._shipped:
+            return False
+        log.warning("%s came with the repository (git tracks it): not loaded", path)
+        return True
+
     def _find_current(self) -> Session | None:
         pointer = self.sessions_dir / CURRENT_FILE
         with contextlib.suppress(OSError, UnicodeDecodeError):
-            sid = pointer.read_text("utf-8").strip()
+            shipped = self._came_with_repository(pointer)
+            sid = "" if shipped else pointer.read_text("utf-8").strip()
             if sid and "/" not in sid and sid not in (".", ".."):
                 path = self.sessions_dir / f"{sid}.jsonl"
-                header = self._read_header(path)
+                header = None if self._came_with_repository(path) else self._read_header(path)
                 if header is not None:
                     return Session(header.session_id, path, header.created)
         sessions = self.list_sessions()

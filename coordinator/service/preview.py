@@ -91,7 +91,7 @@ def preview_files(
     applied = files.preview()
     real_root = files.root
     return tuple(
-        file_diff(real_root, overlay_dir, change, stat=stat or change.ignored)
+        file_diff(real_root, overlay_dir, change, stat=stat or change.summarized)
         for change in applied.changes
     ), ""
 

@@ -1,18 +1,21 @@
-"""Caches never make an accept fail, and deletions are applied (a real service, real
-sandboxed commands).
+"""Caches and build output never make an accept fail, and deletions are applied (a real
+service, real sandboxed commands).
 
 A speculation with ``speculateShell`` runs a command that writes ``.pytest_cache`` and
-``__pycache__`` files (ignored by the project's git) and one tracked-style file; meanwhile
-the person writes the same cache files in the real tree (the tests ran in another terminal).
-Tab applies the speculation anyway: the person's cache files win, the ones only the
-speculation wrote are applied, bytecode never (a captured command's ``.pyc`` is dropped: it
-would be code the person's next ``python`` runs, shown in no diff), and the listing sums the
-ignored files up on one line.
+``__pycache__`` files (ignored by the project's git) and one tracked-style file, and writes
+an ignored ``.env`` with the file tool; meanwhile the person writes the same cache files in
+the real tree (the tests ran in another terminal). Tab applies the speculation anyway.
+What the command wrote of the ignored files is held back (build output and caches, no diff
+shows them, and the person may run them next) and summed up on one line; the ``.env`` the
+model wrote with its tool is applied and listed like any other file. Bytecode is never kept.
+With ``applyIgnoredOutput`` on, the command's ignored files are applied where the real ones
+did not change meanwhile (the person's win).
 A command that deletes a file has the deletion applied at Tab and listed.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,7 +66,9 @@ def scenario() -> dict[str, Any]:
         rules.append({"when": {"last_user": f"go {text}"}, "reply": {"text": f"NEXT: {text}."}})
     for text, command in STEPS.items():
         call = {"name": "run_shell_command", "arguments": {"command": command}}
-        rules.append({"when": {"last_user": text}, "reply": {"tool_calls": [call]}})
+        env = {"name": "write_file", "arguments": {"file_path": ".env", "content": "A=1\n"}}
+        calls = [call, env] if text == SUGGESTION else [call]
+        rules.append({"when": {"last_user": text}, "reply": {"tool_calls": calls}})
         rules.append({"when": {"turn_user": text}, "reply": {"text": "Done."}})
     return {
         "name": "caches",
@@ -74,16 +79,22 @@ def scenario() -> dict[str, Any]:
     }
 
 
+@pytest.fixture(params=[False, True], ids=["held", "applyIgnoredOutput"])
+def apply_output(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
 @pytest.fixture()
-def service(tmp_path: Path) -> Iterator[tuple[Specrun, Driver, Path]]:
+def service(tmp_path: Path, apply_output: bool) -> Iterator[tuple[Specrun, Driver, Path]]:
     project = make_sample_project(tmp_path / "project")
-    (project / ".gitignore").write_text("__pycache__/\n.pytest_cache/\n")
+    (project / ".gitignore").write_text("__pycache__/\n.pytest_cache/\n.env\n")
     # A cache the person already had: the speculation rewrites it, and so does the person.
     (project / ".pytest_cache/v/cache").mkdir(parents=True)
     (project / ".pytest_cache/v/cache/lastfailed").write_text("{}\n")
     subprocess.run(["git", "add", ".gitignore"], cwd=project, check=True)
     (project / ".specrun").mkdir(exist_ok=True)
-    (project / ".specrun/settings.json").write_text('{"speculateShell": true}\n')
+    settings = {"speculateShell": True, "applyIgnoredOutput": apply_output}
+    (project / ".specrun/settings.json").write_text(json.dumps(settings))
     scenario_file = tmp_path / "caches.yaml"
     scenario_file.write_text(yaml.safe_dump(scenario()))
     with running_service(
@@ -98,7 +109,7 @@ def service(tmp_path: Path) -> Iterator[tuple[Specrun, Driver, Path]]:
 
 
 def test_caches_changed_meanwhile_do_not_stop_the_accept(
-    service: tuple[Specrun, Driver, Path],
+    service: tuple[Specrun, Driver, Path], apply_output: bool
 ) -> None:
     runner, driver, project = service
     driver.ask(f"go {SUGGESTION}")
@@ -113,20 +124,37 @@ def test_caches_changed_meanwhile_do_not_stop_the_accept(
     done = driver.accept()
     [transcript] = [r for r in done if isinstance(r, Transcript)]
     assert (project / "NOTES.txt").read_text() == "ran the tests\n"
+    assert (project / ".env").read_text() == "A=1\n"  # the model's own write, ignored or not
     assert (project / "__pycache__/calc.cpython-311.pyc").read_text() == "the person's\n"
     assert (project / ".pytest_cache/v/cache/lastfailed").read_text() == '{"t": true}\n'
-    assert (project / ".pytest_cache/v/cache/nodeids").read_text() == "speculated\n"
     assert not (project / "__pycache__/only_here.pyc").exists()  # bytecode is never carried
-    assert transcript.ignored_skipped == 1
-    listed = [c.path for c in transcript.changes if not c.ignored]
-    assert listed == ["NOTES.txt"]
-    assert [c.path for c in transcript.changes if c.ignored] == [".pytest_cache/v/cache/nodeids"]
-    # The CLI's listing of that accept: one summary line for the ignored files.
     shown = accept_summary(TurnEnded(1, "accepted", elapsed_s=0.01), transcript).plain
-    assert "1 file applied (created NOTES.txt)" in shown
-    assert shown.splitlines()[-1] == (
-        "  …and 2 files ignored by git (1 skipped: changed meanwhile)"
+    # .env is ignored, but a file that runs later is listed with the others, not summed up
+    assert "2 files applied" in shown
+    assert "  created NOTES.txt\n  created .env\n" in shown
+    assert "runs later without a key press (check before you commit, build or open): .env" in (
+        shown
     )
+    applied_ignored = [c.path for c in transcript.changes if c.ignored]
+    if apply_output:
+        assert (project / ".pytest_cache/v/cache/nodeids").read_text() == "speculated\n"
+        assert transcript.ignored_skipped == 1
+        assert transcript.ignored_held == 0
+        assert applied_ignored == [".pytest_cache/v/cache/nodeids", ".env"]
+        assert shown.splitlines()[-1] == (
+            "  …and 2 files ignored by git (1 skipped: changed meanwhile)"
+        )
+    else:
+        assert not (project / ".pytest_cache/v/cache/nodeids").exists()
+        assert transcript.ignored_skipped == 0
+        assert transcript.ignored_held == 2
+        assert transcript.ignored_held_in == (".pytest_cache/",)
+        assert applied_ignored == [".env"]
+        assert shown.splitlines()[-2].startswith("  ⚠ runs later without a key press")
+        assert shown.splitlines()[-1] == (
+            "  …and 2 files git ignores that its commands wrote were not applied (build "
+            "output and caches: .pytest_cache/; applyIgnoredOutput applies them)"
+        )
     assert runner.service_pid() is not None
 
 

@@ -70,3 +70,21 @@ def test_a_deletion_counts_as_applied_when_the_file_is_gone(tmp_path: Path) -> N
     write_pending(tmp_path, record)
     (tmp_path / "old.py").unlink()  # the apply deleted it, then a crash
     assert "added the 2" in (settle_pending(tmp_path, HistoryStore(tmp_path)) or "")
+
+
+def test_a_shipped_record_reads_nothing_outside_the_project(tmp_path: Path) -> None:
+    """The record is a file in the project, so a cloned repository can ship one: a path
+    out of the project, through a link, or to a device is never read (``/dev/zero`` made
+    the start read without end), and the record counts as not applied."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "zero").symlink_to("/dev/zero")
+    (root / "out").symlink_to(tmp_path)
+    (tmp_path / "secret.txt").write_bytes(NEW)
+    sha = hashlib.sha256(NEW).hexdigest()
+    for rel in ("out/secret.txt", "../secret.txt", "/proc/self/environ", "zero", "/dev/zero"):
+        HistoryStore(root).append([Message.user("fix it")])
+        write_pending(root, PendingAccept(ACCEPTED, {rel: sha}))
+        assert "not applied" in (settle_pending(root, HistoryStore(root)) or ""), rel
+        assert ACCEPTED[1] not in HistoryStore(root).load()
+        assert not record_path(root).exists()

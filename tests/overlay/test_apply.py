@@ -64,6 +64,25 @@ def test_apply_keeps_mode_bits(root: Path, ovdir: Path) -> None:
     assert stat.S_IMODE((root / "bin" / "tool").stat().st_mode) == 0o755
 
 
+def test_apply_never_carries_a_set_uid_set_gid_or_sticky_bit(root: Path, ovdir: Path) -> None:
+    """Only a forged overlay holds one (no tool sets it, a captured command's are dropped);
+    the listing says what is applied: the exec bits, nothing more."""
+    ov = Overlay(root, ovdir)
+    planted = ov.redirect_write("bin/su-helper")
+    planted.write_text("#!/bin/sh\n")
+    planted.chmod(0o6755)
+    sticky = ov.redirect_write("src/app.py")
+    sticky.write_text("changed\n")
+    sticky.chmod(0o1644)
+    result = ov.apply_to_real()
+    assert stat.S_IMODE((root / "bin" / "su-helper").stat().st_mode) == 0o755
+    assert stat.S_IMODE((root / "src" / "app.py").stat().st_mode) == 0o644
+    modes = {c.rel: c.mode_after for c in result.changes}
+    assert modes == {"bin/su-helper": 0o755, "src/app.py": 0o644}
+    assert all("setuid" not in c.mode_change and "sticky" not in c.mode_change
+               for c in result.changes)
+
+
 def test_apply_with_zero_files(root: Path, ovdir: Path) -> None:
     before = snapshot(root)
     result = Overlay(root, ovdir).apply_to_real()

@@ -286,6 +286,32 @@ def test_journal_cannot_make_recovery_touch_other_files(root: Path, tmp_path: Pa
     assert (root / "README.md").read_text() == "# demo\n"
 
 
+@pytest.mark.parametrize("deleted", [True, False])
+def test_a_journal_through_a_symlinked_directory_touches_nothing(
+    root: Path, tmp_path: Path, deleted: bool
+) -> None:
+    """A repository can ship ``.specrun/journal/*.json`` and a link out beside it: recovery
+    at start deleted (or replaced) a file of the user's through the link."""
+    victim = tmp_path / "home"
+    victim.mkdir()
+    (victim / ".bashrc").write_text("precious")
+    (victim / ".bashrc.specrun-stage-1").write_text("planted")
+    (root / "lnk").symlink_to(victim)
+    jdir = root / ".specrun" / "journal"
+    jdir.mkdir(parents=True)
+    step = (
+        {"rel": "lnk/.bashrc", "stage": None, "backup": "lnk/x.specrun-backup-1", "deleted": True}
+        if deleted
+        else {"rel": "lnk/.bashrc", "stage": "lnk/.bashrc.specrun-stage-1", "backup": None}
+    )
+    journal = {"version": 1, "id": "1-abc", "state": "commit", "pid": 1, "steps": [step],
+               "dirs": []}
+    (jdir / "1-abc.json").write_text(json.dumps(journal))
+    with pytest.raises(RecoveryError, match="lnk"):
+        recover(root)
+    assert (victim / ".bashrc").read_text() == "precious"
+
+
 def test_recover_waits_for_a_live_apply(tmp_path: Path) -> None:
     """recover() from another process never undoes an apply that is still running."""
     sc = make_scenario(tmp_path)

@@ -268,7 +268,8 @@ def test_memory_is_limited(helper: SandboxHelper, world: dict[str, Path]) -> Non
         limits,
     )
     assert "ALLOCATED" not in result.stdout
-    assert "MemoryError" in result.stderr
+    # the speculation's group where one is made (the process is killed), else RLIMIT_AS
+    assert "MemoryError" in result.stderr or result.limit == "memory", result
 
 
 def test_process_count_is_limited(helper: SandboxHelper, world: dict[str, Path]) -> None:

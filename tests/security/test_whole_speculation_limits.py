@@ -49,6 +49,29 @@ def test_children_together_cannot_exceed_the_speculation_memory(
     assert limit_reached(result) == "memory"  # the speculation stops at limit:memory
 
 
+# 8 GiB of address space reserved (prot 0: PROT_NONE, as V8 does for a WebAssembly
+# instance), then 1 GiB of it used: the reservation is no memory, the use is.
+RESERVE_THEN_USE = (
+    "python3 -c '"
+    "import mmap; flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS\n"
+    "r = mmap.mmap(-1, 8 << 30, flags=flags, prot=0); print(\"RESERVED\", flush=True)\n"
+    "b = bytearray(1 << 30); print(\"USED\")'"
+)
+
+
+def test_a_reservation_is_not_memory_where_the_group_bounds_it(
+    bypassed_helper: SandboxHelper, tmp_path: Path
+) -> None:
+    """Under the old per-process address-space cap the reservation failed (vitest 4 could
+    not start: "WebAssembly.instantiate(): Out of memory"); the group still ends the use."""
+    needs_group("memory")
+    limits = CommandLimits(memory_bytes=512 << 20)
+    result = run_in(bypassed_helper, tmp_path, RESERVE_THEN_USE, limits=limits)
+    assert "RESERVED" in result.stdout, result
+    assert "USED" not in result.stdout, result
+    assert result.limit == "memory", result
+
+
 def test_control_each_child_alone_is_within_the_per_process_limit(
     bypassed_helper: SandboxHelper, tmp_path: Path
 ) -> None:

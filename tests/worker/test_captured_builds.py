@@ -31,7 +31,12 @@ from protocol.work import (
 from tests.support import needs_containment, shared_sandbox_helper
 from tests.toolchain_projects import Builder, Project, available, run_directly
 from tests.worker.conftest import PIPELINED_RULE, Collector, Harness, call, rule
-from worker.contain.captured_env import CROSS_DEVICE_NOTE, NO_NETWORK_NOTE
+from worker.contain.captured_env import (
+    CROSS_DEVICE_NOTE,
+    NO_NETWORK_NOTE,
+    PTY_NOTE,
+    UNIX_SOCKET_NOTE,
+)
 
 ECOSYSTEMS = available()
 
@@ -158,6 +163,29 @@ def test_new_directories_rename_project_directories_delete_existing_ones_say_exd
     assert (root / "pkg" / "sub" / "m.txt").exists()  # the real tree is untouched
     written = out.of(Completed)[0].outcome.written_files
     assert ".pytest_cache/x" in written
+    assert written[".pytest_cache/x"].by_command  # build output: held back at Tab
+
+
+def test_multiprocessing_needing_a_unix_socket_says_so(
+    speculate: Speculate, tmp_path: Path
+) -> None:
+    """A unix socket is refused by design; the pipes of a plain Pool are not."""
+    root = tmp_path / "project"
+    root.mkdir()
+    program = (
+        "import multiprocessing as mp\n"
+        "if __name__ == '__main__':\n"
+        "    with mp.get_context('fork').Pool(2) as pool:\n"
+        "        print('pool', pool.map(abs, [-1, -2]))\n"
+        "    with mp.get_context('forkserver').Pool(2) as pool:\n"
+        "        print(pool.map(abs, [-3]))\n"
+    )
+    (root / "mp.py").write_text(program)
+    out = speculate(root, [call("run_shell_command", command="python3 mp.py")])
+    (output,) = _outputs(out)
+    assert "pool [1, 2]" in output, output
+    assert "Permission denied" in output and UNIX_SOCKET_NOTE in output, output
+    assert NO_NETWORK_NOTE not in output
 
 
 def test_a_command_that_times_out_is_a_result_and_the_speculation_goes_on(
@@ -220,6 +248,40 @@ def test_git_fixtures_commit_as_the_user_and_clone_locally_but_no_further(
     assert "Ada Lovelace <ada@example.org> / Ada Lovelace" in local
     assert "transport 'https' not allowed" in remote, remote
     assert "ran-an-alias" not in alias and "is not a git command" in alias, alias
+
+
+def test_a_pseudo_terminal_is_refused_and_said_so(speculate: Speculate, tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    command = "python3 -c 'import pty; pty.openpty()'"
+    out = speculate(root, [call("run_shell_command", command=command)])
+    (output,) = _outputs(out)
+    assert "out of pty devices" in output and PTY_NOTE in output, output
+
+
+def test_the_maven_repository_is_there_read_only_and_its_settings_are_not(
+    speculate: Speculate, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An offline build finds what earlier builds downloaded (``mvn -o test`` could not
+    even create its local repository before), and cannot change it."""
+    home = _fake_home(tmp_path)
+    (home / ".m2/repository/junit").mkdir(parents=True)
+    (home / ".m2/repository/junit/junit.pom").write_text("<project/>\n")
+    (home / ".m2/settings.xml").write_text("<password>SECRET</password>\n")
+    monkeypatch.setenv("HOME", str(home))
+    root = tmp_path / "project"
+    root.mkdir()
+    m2 = home / ".m2"
+    command = (
+        f"cat {m2}/repository/junit/junit.pom; "
+        f"touch {m2}/repository/planted || echo refused; "
+        f"cat {m2}/settings.xml || echo no-settings"
+    )
+    out = speculate(root, [call("run_shell_command", command=command)])
+    (output,) = _outputs(out)
+    assert "<project/>" in output and "refused" in output, output
+    assert "no-settings" in output and "SECRET" not in output, output
+    assert not (m2 / "repository/planted").exists()
 
 
 def test_a_program_only_the_host_has_stops_at_toolchain_missing(

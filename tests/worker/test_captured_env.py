@@ -11,6 +11,8 @@ import pytest
 from worker.contain.captured_env import (
     CROSS_DEVICE_NOTE,
     NO_NETWORK_NOTE,
+    PTY_NOTE,
+    UNIX_SOCKET_NOTE,
     captured_setup,
     git_identity,
     sandbox_notes,
@@ -53,6 +55,13 @@ def test_odd_values_are_left_out(tmp_path: Path, written: str) -> None:
     assert "GIT_AUTHOR_NAME" not in git_identity(_environ(tmp_path))
 
 
+_MANAGER_REFUSED = """Process SyncManager-1:
+  File "/usr/lib/python3.11/multiprocessing/connection.py", line 600, in __init__
+    self._socket = socket.socket(getattr(socket, family))
+PermissionError: [Errno 13] Permission denied
+EOFError"""
+
+
 def _result(code: int, out: str = "", err: str = "", timed_out: bool = False) -> ShellResult:
     return ShellResult(code, out, err, timed_out, False, 0.1)
 
@@ -71,6 +80,20 @@ def _result(code: int, out: str = "", err: str = "", timed_out: bool = False) ->
         (_result(1, err="PermissionError: [Errno 13] Permission denied: 'out.txt'"), True, ()),
         (_result(0, out="mentions getaddrinfo but passed"), True, ()),
         (_result(1, err="AssertionError: 1 != 2"), True, ()),
+        # a failing suite's own FileNotFoundError is no network error
+        (_result(1, err="FileNotFoundError: [Errno 2] No such file or directory: 'x'"), True,
+         ()),
+        (_result(1, err="Error: getaddrinfo ENOTFOUND registry.npmjs.org"), True,
+         (NO_NETWORK_NOTE,)),
+        (_result(1, err="connect ECONNREFUSED 127.0.0.1:8080"), True, (NO_NETWORK_NOTE,)),
+        # a refused unix socket is said as such, not as a missing network
+        (_result(1, err=_MANAGER_REFUSED), True, (UNIX_SOCKET_NOTE,)),
+        (_result(0, err=_MANAGER_REFUSED), True, ()),
+        (_result(1, err="    pid, fd = os.forkpty()\nOSError: out of pty devices"), True,
+         (PTY_NOTE,)),
+        (_result(2, err="gpg: failed to start agent '/usr/bin/gpg-agent': General error\n"
+                        "gpg: can't connect to the agent: General error"), True,
+         (UNIX_SOCKET_NOTE,)),
         (_result(1, err="mv: Invalid cross-device link"), True, (CROSS_DEVICE_NOTE,)),
         (_result(1, err="mv: Invalid cross-device link"), False, ()),
     ],

@@ -363,7 +363,11 @@ def test_a_filter_in_the_speculations_own_gitattributes_is_seen(
 @pytest.mark.parametrize(
     "path",
     [".git/config", ".git/hooks/pre-commit", ".gitattributes", "sub/.gitattributes",
-     ".gitmodules", ".specrun/settings.json", "vendor/lib/.git/config"],
+     ".gitmodules", ".specrun/settings.json", "vendor/lib/.git/config",
+     # as a case-insensitive file system (WSL's Windows drives, SMB, FAT) opens them, and
+     # Windows' trailing-dot and short-name spellings of the same entries
+     ".GIT/hooks/pre-commit", ".Git/config", "sub/.GITATTRIBUTES", ".git./config",
+     ".git /config", "GIT~1/config", ".SpecRun/settings.json", "SPECRU~1/settings.json"],
 )
 def test_protected_paths_are_boundaries(overlay: Overlay, path: str) -> None:
     decision = evaluate("write_file", {"file_path": path, "content": "x"}, "yolo", overlay)

@@ -205,10 +205,26 @@ def test_no_stdin(tmp_path: Path) -> None:
 def test_output_cap(tmp_path: Path) -> None:
     result = run_read_only("head -c 100000 /dev/zero | tr '\\0' a", tmp_path, 10, 1000)
     assert result.truncated
-    body, note = result.stdout[:1000], result.stdout[1000:]
-    assert body == "a" * 1000
-    assert note == "\n[output truncated: 99000 bytes omitted]"
+    head, note, tail = result.stdout.split("\n")
+    assert head == "a" * 500 and tail == "a" * 500  # no line break to start the end at
+    assert note == "[output truncated: 99000 bytes omitted]"
     assert result.exit_code == 0
+
+
+def test_a_long_output_keeps_its_end(tmp_path: Path) -> None:
+    """A suite's summary and failures come last: the cut is in the middle."""
+    command = "seq 1 100000; echo '== 3 failed, 99997 passed =='"
+    result = run_shell(command, tmp_path, 10, 1000)
+    assert result.truncated
+    assert result.stdout.startswith("1\n2\n3\n")
+    assert result.stdout.endswith("99999\n100000\n== 3 failed, 99997 passed ==\n")
+    lines = result.stdout.splitlines()
+    [note] = [line for line in lines if "truncated" in line]
+    total = len("".join(f"{i}\n" for i in range(1, 100001))) + 29
+    assert total - 1000 <= int(note.split()[2]) < total - 500
+    # the end part starts at a whole line
+    after = lines[lines.index(note) + 1]
+    assert after.isdigit() and f"\n{int(after) - 1}\n" not in result.stdout
 
 
 def test_stderr_cap_is_separate(tmp_path: Path) -> None:

@@ -240,3 +240,30 @@ def test_a_program_the_host_has_is_recognised(
 def test_a_path_missing_on_the_host_too_is_the_commands_own_error(tmp_path: Path) -> None:
     stderr = f"{SHELL}: line 1: ./build/app: No such file or directory\n"
     assert missing_program(stderr, SHELL, str(tmp_path), "/usr/bin") is None
+
+
+def test_dependency_stores_are_shown_but_not_their_configuration(
+    home: Path, project: Path
+) -> None:
+    """What earlier builds downloaded (Maven's local repository, cargo's registry and git
+    checkouts): an offline build in the sandbox needs it, there is no network to fetch it
+    again. Without it ``mvn -o test`` failed: "Could not create local repository"."""
+    (home / ".m2/repository/junit").mkdir(parents=True)
+    (home / ".m2/settings.xml").write_text("<password>SECRET</password>\n")
+    (home / ".cargo/registry/index").mkdir(parents=True)
+    (home / ".cargo/git/db").mkdir(parents=True)
+    environ = {"HOME": str(home), "PATH": _path(home, ".cargo/bin")}
+    view = toolchain_view(str(project), environ)
+    for store in (".m2/repository", ".cargo/registry", ".cargo/git"):
+        assert str(home / store) in view.binds, store
+    assert dict(view.env)["CARGO_HOME"] == str(home / ".cargo")
+    shown = [Path(p) for p in view.binds]
+    for secret in (".m2/settings.xml", ".cargo/credentials.toml", ".cargo/config.toml"):
+        assert not any((home / secret).is_relative_to(p) for p in shown), secret
+
+
+def test_cargo_stores_only_with_cargo(home: Path, project: Path) -> None:
+    (home / ".cargo/registry/index").mkdir(parents=True)
+    view = toolchain_view(str(project), {"HOME": str(home), "PATH": _path(home)})
+    assert not any(".cargo" in p for p in view.binds)
+    assert "CARGO_HOME" not in dict(view.env)

@@ -231,6 +231,25 @@ def test_the_gate_stops_private_reads(tmp_path: Path) -> None:
     assert fine.action == "allow"
 
 
+@pytest.mark.parametrize(
+    "spelling", [".SPECRUN/settings.json", ".Specrun/sessions", ".specrun./settings.json",
+                 "SPECRU~1/settings.json", "src/../.SpecRun"],
+)
+def test_the_state_directory_is_private_in_the_spellings_a_file_system_may_fold(
+    tmp_path: Path, spelling: str
+) -> None:
+    """On a case-insensitive file system (a Windows drive under WSL, an SMB share)
+    ``.SPECRUN/settings.json`` opens specrun's settings and their API key."""
+    root, private = hostile_tree(tmp_path)
+    overlay = Overlay(root, tmp_path / "ovl" / "1" / "spec")
+    for tool, args in (("read_file", {"file_path": spelling}),
+                       ("list_directory", {"path": spelling}),
+                       ("grep_search", {"pattern": "x", "path": spelling})):
+        decision = evaluate(tool, args, "default", overlay, private_paths=private)
+        assert (decision.action, decision.reason) == ("boundary", _private(tool))
+    assert Reach(root).is_private(os.path.normpath(root / spelling))
+
+
 def test_a_link_swapped_in_after_the_check_is_not_followed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -46,6 +46,18 @@ CROSS_DEVICE_NOTE = (
     "speculation's writable view with EXDEV (Invalid cross-device link); `mv` copies "
     "instead, new directories rename fine. A step that needs the rename must run for real.]"
 )
+UNIX_SOCKET_NOTE = (
+    "[sandboxed run: a speculation's commands cannot create unix sockets (\"Permission "
+    "denied\"), so multiprocessing's Manager and its forkserver start method (Python 3.14's "
+    "default), gpg-agent (signing, key generation) and servers on a socket file fail here "
+    "although they work for you. A step that needs one must run for real.]"
+)
+PTY_NOTE = (
+    "[sandboxed run: a speculation's commands get no pseudo-terminal (no /dev/pts), so a "
+    "test that drives a program through one "
+    "(pexpect, pty.fork, script) fails here although it works for you. A step that needs "
+    "one must run for real.]"
+)
 # How tools say that the network is missing (lower case): resolver, socket and HTTP
 # client messages of curl, git, pip, npm, cargo and Python.
 _NETWORK_SIGNS = (
@@ -55,10 +67,6 @@ _NETWORK_SIGNS = (
     "could not resolve host",
     "failed to resolve",
     "getaddrinfo",
-    "enotfound",
-    "eai_again",
-    "enetunreach",
-    "econnrefused",
     "connection refused",
     "failed to establish a new connection",
     "no route to host",
@@ -68,9 +76,28 @@ _NETWORK_SIGNS = (
     "network unreachable",
     "cannot assign requested address",
 )
+# The error codes of Node, libuv and libc, as words: "enotfound" is also inside Python's
+# "FileNotFoundError", which a failing suite prints for reasons of its own.
+_NETWORK_CODES = re.compile(r"\b(?:ENOTFOUND|EAI_AGAIN|ENETUNREACH|ECONNREFUSED|EHOSTUNREACH)\b")
 # Landlock refuses a TCP bind or connect with EACCES, which reads like a file's permission
 # error: counted only beside the words of a socket call.
 _SOCKET_WORDS = ("socket", ".bind(", ".connect(", "create_connection", "listen(")
+# Where a refused unix socket shows (lower case): Python's multiprocessing and asyncio.
+_UNIX_SOCKET_SIGNS = (
+    "multiprocessing/connection.py",
+    "multiprocessing/managers.py",
+    "multiprocessing/forkserver.py",
+    "multiprocessing/resource_sharer.py",
+    "af_unix",
+    "create_unix_server",
+    "start_unix_server",
+    "create_unix_connection",
+    "open_unix_connection",
+)
+# No pseudo-terminal: Python's os.openpty/forkpty, glibc's posix_openpt, node-pty.
+_PTY_SIGNS = ("out of pty devices", "/dev/ptmx", "posix_openpt", "forkpty(3) failed")
+# A refused unix socket in other words: gpg-agent cannot make its socket and exits.
+_UNIX_SOCKET_WORDS = ("gpg: can't connect to the agent", "failed to start agent")
 _CROSS_DEVICE = re.compile(r"Invalid cross-device link|\bEXDEV\b")
 
 
@@ -127,19 +154,42 @@ def captured_setup(
     return CapturedSetup(view, env, environ.get("PATH", ""))
 
 
-def _looks_like_network(result: ShellResult) -> bool:
+def _looks_like_unix_socket(result: ShellResult) -> bool:
     text = f"{result.stdout}\n{result.stderr}".lower()
+    if any(words in text for words in _UNIX_SOCKET_WORDS):
+        return True
+    refused = "permission denied" in text or "eacces" in text
+    return refused and any(sign in text for sign in _UNIX_SOCKET_SIGNS)
+
+
+def _looks_like_network(result: ShellResult, *, socket_refusals: bool = True) -> bool:
+    """``socket_refusals``: count a "Permission denied" beside a socket call (off when a
+    refused unix socket explains it)."""
+    text = f"{result.stdout}\n{result.stderr}"
+    if _NETWORK_CODES.search(text):
+        return True
+    text = text.lower()
     if any(sign in text for sign in _NETWORK_SIGNS):
         return True
+    if not socket_refusals:
+        return False
     return "permission denied" in text and any(word in text for word in _SOCKET_WORDS)
 
 
 def sandbox_notes(result: ShellResult, *, captured: bool) -> tuple[str, ...]:
     """Lines for the tool result: no network (a command that timed out, or failed with
-    the words of a missing network), the writable view's rename gap (captured only)."""
+    the words of a missing network), no unix sockets (a command that failed where one was
+    refused), the writable view's rename gap (captured only)."""
     notes: list[str] = []
-    if result.timed_out or (result.exit_code != 0 and _looks_like_network(result)):
+    failed = result.exit_code != 0
+    unix = failed and _looks_like_unix_socket(result)
+    if result.timed_out or (failed and _looks_like_network(result, socket_refusals=not unix)):
         notes.append(NO_NETWORK_NOTE)
+    if unix:
+        notes.append(UNIX_SOCKET_NOTE)
+    text = f"{result.stdout}\n{result.stderr}".lower()
+    if failed and any(sign in text for sign in _PTY_SIGNS):
+        notes.append(PTY_NOTE)
     if captured and _CROSS_DEVICE.search(f"{result.stdout}\n{result.stderr}"):
         notes.append(CROSS_DEVICE_NOTE)
     return tuple(notes)

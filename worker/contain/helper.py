@@ -74,6 +74,7 @@ CAPTURED_ENV = frozenset(
         "PYENV_VERSION",
         "RUSTUP_HOME",
         "RUSTUP_TOOLCHAIN",
+        "CARGO_HOME",
         "VIRTUAL_ENV",
         "PYTHONDONTWRITEBYTECODE",
     }
@@ -383,6 +384,7 @@ class _Server:
             self.network,
             group_fds=self.group_fds if group is not None else (),
             pids_by_group=group is not None and cgroup.covers("pids"),
+            memory_by_group=group is not None and cgroup.covers("memory"),
         )
         tmp = "/tmp" if request.layers.filesystem else str(scratch)
         env = {**read_only_environment(), "HOME": tmp, "TMPDIR": tmp}

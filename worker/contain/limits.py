@@ -1,8 +1,9 @@
 """Resource limits and privilege for one contained command.
 
-Limits are plain rlimits (CPU seconds, address space, file size, open files, processes)
-per process; the whole speculation's commands together are bounded by its control group
-where one can be made (``worker.contain.cgroup``: memory, live tasks, CPU weight).
+Limits are plain rlimits (CPU seconds, address space unless a group bounds memory, file
+size, open files, processes) per process; the whole speculation's commands together are
+bounded by its control group where one can be made (``worker.contain.cgroup``: memory,
+live tasks, CPU weight).
 Without a group, live tasks are bounded by RLIMIT_NPROC (not enforced for the real root
 user) and, where the kernel allows it (Linux >= 6.14), a ``pid_max`` of the command's own
 PID namespace, which holds for root too. That cap is a pid *number*: the kernel hands out
@@ -44,11 +45,18 @@ def _set(kind: int, value: int) -> None:
     resource.setrlimit(kind, (value, value))
 
 
-def apply_rlimits(limits: CommandLimits) -> None:
+def apply_rlimits(limits: CommandLimits, *, address_space: bool = True) -> None:
+    """``address_space``: bound each process's address space by ``memory_bytes``, the only
+    memory bound where no control group is. Where the speculation's group bounds memory
+    it is left off: the group counts what is used, by every process together, while an
+    address-space cap refuses mere reservations, which are not memory: V8 reserves 8 GiB
+    or more for each WebAssembly instance (vitest 4 failed to start under the 4 GiB cap:
+    "WebAssembly.instantiate(): Out of memory"), sanitizers and some runtimes more."""
     try:
         # CPU: the soft limit sends SIGXCPU, the hard one a second later SIGKILL.
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
-        _set(resource.RLIMIT_AS, limits.memory_bytes)
+        if address_space:
+            _set(resource.RLIMIT_AS, limits.memory_bytes)
         _set(resource.RLIMIT_FSIZE, limits.file_size_bytes)
         _set(resource.RLIMIT_NOFILE, limits.open_files)
         _set(resource.RLIMIT_NPROC, limits.processes)

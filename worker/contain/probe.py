@@ -56,6 +56,8 @@ def report(
         "per-process limits only: no control group could be made"
     )
     writable = _writable_view(userxattr)
+    # where the group bounds memory, an address-space cap is left off (limits.apply_rlimits)
+    space = "" if group and cgroup.covers("memory") else "address space, "
     layers = [
         status(
             "filesystem",
@@ -76,7 +78,7 @@ def report(
         ),
         status(
             "limits",
-            f"per process: CPU, address space, file size, open files; {whole}; {pids}",
+            f"per process: CPU, {space}file size, open files; {whole}; {pids}",
         ),
         status("privileges", "no capabilities, no_new_privs, nosuid mounts"),
         status("landlock", f"ABI {abi}: read/write/execute only beneath allowed paths")

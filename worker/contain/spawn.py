@@ -23,6 +23,7 @@ status pipe (closed by a successful exec) and the command does not run
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import sys
@@ -75,6 +76,8 @@ class Profile:
     group_fds: tuple[int, ...] = ()
     # its pids.max bounds the live tasks; without one, a pid_max per PID namespace does
     pids_by_group: bool = False
+    # its memory limit bounds what the commands use; without one, RLIMIT_AS does
+    memory_by_group: bool = False
 
 
 class ContainmentUnavailable(RuntimeError):
@@ -149,7 +152,7 @@ def _enter_command(profile: Profile, report: int) -> None:
         stage = "limits"
         _check_broken(stage)
         if layers.limits:
-            limits.apply_rlimits(profile.limits)
+            limits.apply_rlimits(profile.limits, address_space=not profile.memory_by_group)
             if layers.pid and not profile.pids_by_group:
                 limits.cap_pid_namespace(profile.limits.processes)
         stage = "privileges"
@@ -197,6 +200,7 @@ def _child(
     try:
         os.setsid()
         _die_with_parent()
+        _forget_command_line()
         if profile.layers.limits and profile.group_fds:
             try:  # first, so everything it does and starts counts against the group
                 cgroup.join(list(profile.group_fds))
@@ -223,6 +227,22 @@ def _child(
         os.execve(argv[0], argv, dict(env))
     except BaseException as exc:  # exec failed, or a bug: say so, never run uncontained
         _fail(report, "exec", exc)
+
+
+def _forget_command_line() -> None:
+    """Blank the memory that ``/proc/<pid>/cmdline`` (and ``environ``) read for this
+    process. It was forked from the service without an exec, so it still holds the
+    service's command line (``serve --base-url https://user:password@host/v1``...), and as
+    the namespace's init it is the one process outside its own tree that a command can
+    read there. The command itself execs and gets its own."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/self/stat", "rb") as status:
+            fields = status.read().rpartition(b")")[2].split()
+        # fields[0] is the stat file's field 3: arg_start..env_end are its fields 48-51.
+        arg_start, arg_end, env_start, env_end = (int(fields[n - 3]) for n in (48, 49, 50, 51))
+        for low, high in ((arg_start, arg_end), (env_start, env_end)):
+            if 0 < low < high:
+                ctypes.memset(low, 0, high - low)
 
 
 def _become_init(report: int) -> None:

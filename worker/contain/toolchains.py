@@ -25,8 +25,9 @@ What is shown for a directory (never more):
   (``versions/X``) when the path is inside it, else the whole root (its shims run
   ``libexec/pyenv``, which reads ``version`` and ``versions/``);
 * cargo's ``bin`` (``$CARGO_HOME/bin`` or ``~/.cargo/bin``): that directory, plus rustup's
-  ``toolchains/`` and ``settings.toml``, never the rest of ``~/.cargo`` (its
-  ``credentials.toml``, ``config.toml`` and registry) or of ``~/.rustup``;
+  ``toolchains/`` and ``settings.toml``, and cargo's downloaded ``registry/`` and ``git/``
+  (:func:`_add_dependency_stores`, which shows Maven's ``~/.m2/repository`` too), never the
+  rest of ``~/.cargo`` (its ``credentials.toml``, ``config.toml``) or of ``~/.rustup``;
 * any other ``<prefix>/bin``: it and ``<prefix>/lib`` (``lib64``) beside it, where an
   interpreter keeps its standard library and packages (nvm's ``versions/node/X``, uv's
   Pythons, ``~/.local``), unless ``<prefix>`` is ``$HOME`` itself; any other directory
@@ -86,6 +87,12 @@ HOME_SECRETS = (
     ".specrun",
 )
 NEVER_SHOWN = ("/proc", "/sys", "/dev", "/run")
+# Stores of downloaded dependencies a build reads, relative to $HOME: what the user's
+# earlier builds fetched, so that an offline build in the sandbox finds them (the sandbox
+# has no network to fetch them again). Never the tool's configuration or credentials
+# beside them (``~/.m2/settings.xml``, ``~/.cargo/credentials.toml``).
+MAVEN_REPOSITORY = ".m2/repository"
+CARGO_STORES = ("registry", "git")  # below $CARGO_HOME
 MAX_EXPOSED = 64
 _MAX_LINKS_SCANNED = 2000
 _MAX_HOPS = 40
@@ -272,6 +279,24 @@ def _link_targets(directory: str) -> list[str]:
     return out
 
 
+def _add_dependency_stores(finder: _Finder) -> None:
+    """Maven's local repository (Java finds it through the passwd home directory, which
+    is the user's, so it is shown at its own place), and, when cargo is shown, cargo's
+    registry and git checkouts, with ``CARGO_HOME`` naming where they are (``$HOME`` is
+    the command's private ``/tmp``)."""
+    maven = os.path.join(finder.home, MAVEN_REPOSITORY)
+    if os.path.isdir(maven):
+        finder.add(maven)
+    if not any(_inside(os.path.join(finder.cargo, "bin"), e) for e in finder.exposed):
+        return
+    stores = [os.path.join(finder.cargo, name) for name in CARGO_STORES]
+    for store in stores:
+        if os.path.isdir(store):
+            finder.add(store)
+    if any(finder.shows(os.path.realpath(store)) for store in stores):
+        finder.env["CARGO_HOME"] = finder.cargo
+
+
 def toolchain_view(
     project: str,
     environ: Mapping[str, str],
@@ -300,6 +325,7 @@ def toolchain_view(
         for shown in finder.add(work.pop(0)):
             if os.path.isdir(shown) and os.path.basename(shown) == "bin":
                 work.extend(_link_targets(shown))
+    _add_dependency_stores(finder)
     path: list[str] = []
     for entry in [*entries, *READ_ONLY_PATH.split(":")]:
         real = os.path.realpath(entry)

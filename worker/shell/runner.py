@@ -163,27 +163,50 @@ def run_shell(
 
 
 class _Capture:
+    """A stream's output within ``cap`` bytes: its beginning and, when it is longer, its
+    end, the middle dropped. A test run prints its summary and its failures last (pytest's
+    short summary, ``cargo test``'s result line, ``ctest``'s percentage), so keeping only
+    the beginning showed the model a suite's first tests and never whether it passed."""
+
     def __init__(self, cap: int) -> None:
         self.cap = cap
-        self.chunks: list[bytes] = []
-        self.kept = 0
+        self.head_cap = cap // 2
+        self.head = bytearray()
+        self.tail = bytearray()  # the last ``cap - head_cap`` bytes after the head
         self.dropped = 0
 
     def feed(self, data: bytes) -> None:
-        room = self.cap - self.kept
+        room = self.head_cap - len(self.head)
         if room > 0:
-            taken = data[:room]
-            self.chunks.append(taken)
-            self.kept += len(taken)
-            self.dropped += len(data) - len(taken)
-        else:
-            self.dropped += len(data)
+            self.head += data[:room]
+            data = data[room:]
+        if not data:
+            return
+        self.tail += data
+        excess = len(self.tail) - (self.cap - self.head_cap)
+        if excess > 0:
+            del self.tail[:excess]  # bytearray drops a prefix without copying the rest
+            self.dropped += excess
 
     def text(self) -> str:
-        out = b"".join(self.chunks).decode("utf-8", errors="replace")
-        if self.dropped:
-            out += f"\n[output truncated: {self.dropped} bytes omitted]"
-        return out
+        if not self.dropped:
+            return (self.head + self.tail).decode("utf-8", errors="replace")
+        tail = bytes(self.tail)
+        cut = tail.find(b"\n", 0, _TAIL_LINE_SEARCH)
+        dropped = self.dropped
+        if cut >= 0:  # start the end part at a whole line
+            dropped += cut + 1
+            tail = tail[cut + 1 :]
+        head = self.head.decode("utf-8", errors="replace")
+        note = f"[output truncated: {dropped} bytes omitted]"
+        if head and not head.endswith("\n"):
+            head += "\n"
+        if not tail:
+            return f"{head}{note}"
+        return f"{head}{note}\n{tail.decode('utf-8', errors='replace')}"
+
+
+_TAIL_LINE_SEARCH = 512
 
 
 def _kill_group(pgid: int) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from protocol.chat import ToolCall, ToolResult, ToolSpec
+from protocol.inert_text import encodable
 from worker.tools import (
     edit,
     glob,
@@ -78,7 +79,8 @@ def declared_paths(name: str) -> Mapping[str, PathArg]:
 async def execute(call: ToolCall, ctx: ToolContext) -> ToolResult:
     """Run one tool call: ``output`` on success; ``error`` for an unknown tool, bad arguments
     or a failure (the exception's message). Output is capped at ``ctx.output_cap`` characters
-    with a note. Cancellation propagates."""
+    with a note, and an undecodable byte of a file name in it is escaped (``encodable``).
+    Cancellation propagates."""
     tool = _BY_NAME.get(call.name)
     if tool is None:
         return ToolResult(call.id, call.name, error=f"Tool '{call.name}' not found")
@@ -87,5 +89,6 @@ async def execute(call: ToolCall, ctx: ToolContext) -> ToolResult:
     except (asyncio.CancelledError, ToolStop):
         raise
     except Exception as exc:
-        return ToolResult(call.id, call.name, error=cap_text(describe_error(exc), ctx.output_cap))
-    return ToolResult(call.id, call.name, output=cap_text(output, ctx.output_cap))
+        error = encodable(describe_error(exc))
+        return ToolResult(call.id, call.name, error=cap_text(error, ctx.output_cap))
+    return ToolResult(call.id, call.name, output=cap_text(encodable(output), ctx.output_cap))

@@ -172,13 +172,15 @@ def show_path(root: Path, path: Path) -> str:
 
 
 def quote_path(text: str) -> str:
-    """``text`` as tool output shows a path: JSON-quoted when it holds control characters."""
+    """``text`` as tool output shows a path: JSON-quoted when it holds control characters
+    or an undecodable byte (whose escape, ``protocol.inert_text.encodable``, must not read
+    as a name with a backslash in it)."""
     if _CONTROL.search(text) is not None:
         return json.dumps(text, ensure_ascii=False)
     return text
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f]")
+_CONTROL = re.compile("[\x00-\x1f\x7f\udc80-\udcff]")
 
 
 def describe_error(exc: BaseException) -> str:

@@ -48,6 +48,15 @@ __all__ = [
 
 PRIVATE_TOP = ".specrun"
 """specrun's state directory at the project root: never read by a tool on the model's behalf."""
+_PRIVATE_SHORT = frozenset(f"specru~{n}" for n in range(1, 5))
+
+
+def _names_state_dir(name: str) -> bool:
+    """Whether a top-level entry called ``name`` may be specrun's state directory: a
+    case-insensitive file system (a Windows drive under WSL, an SMB share) opens
+    ``.SPECRUN`` or ``.specrun.`` or the short name ``SPECRU~1`` as ``.specrun``."""
+    folded = name.casefold()
+    return folded.rstrip(". ") == PRIVATE_TOP or folded in _PRIVATE_SHORT
 
 Place = Literal["inside", "outside", "private"]
 
@@ -124,7 +133,11 @@ class Reach:
     def is_private(self, path: str | os.PathLike[str]) -> bool:
         """Whether ``path`` (absolute, as spelled: no symlink resolved) is in private state."""
         text = os.fspath(path)
-        return text in self._private_set or text.startswith(self._private_below)
+        if text in self._private_set or text.startswith(self._private_below):
+            return True
+        if text.startswith(self._root_below):
+            return _names_state_dir(text[len(self._root_below) :].partition("/")[0])
+        return False
 
     def place(self, path: str | os.PathLike[str]) -> Place:
         """Where ``path`` (absolute) leads once every symlink in it is resolved."""

@@ -21,7 +21,12 @@ from coordinator.service.accept_record import (
     digest,
     write_pending,
 )
-from coordinator.service.applied_set import AppliedSet, RefusedReport, SpeculationFiles
+from coordinator.service.applied_set import (
+    AppliedSet,
+    RefusedReport,
+    SpeculationFiles,
+    held_summary,
+)
 from coordinator.service.emitter import Emitter
 from coordinator.service.ports import ForkSource
 from coordinator.service.speculation.background import Background
@@ -204,6 +209,8 @@ class Acceptor:
                 saved,
                 changes=applied.changes,
                 ignored_skipped=applied.ignored_skipped,
+                ignored_held=len(applied.held),
+                ignored_held_in=held_summary(applied.held),
             )
         )
         # The accepted suggestion is used up (taken when the accept began); its worker may

@@ -1,0 +1,44 @@
+"""A repository that ships symbolic links inside specrun's state directory.
+
+``.specrun/`` is in the project, so a cloned repository can hold it: with
+``.specrun/logs/service.log -> ~/.bashrc`` the service appended its log (which quotes
+model and repository text) to the user's shell start-up file, with ``.specrun ->`` or
+``.specrun/sessions ->`` a directory elsewhere it wrote its sessions there. Now
+``specrun start`` refuses such a state directory in one sentence that names the link, and
+writes nothing through it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.coordinator.e2e import rules_scenario
+from tests.support import Specrun, isolated_env, make_sample_project
+
+
+@pytest.mark.parametrize("link", [".specrun", ".specrun/logs", ".specrun/logs/service.log",
+                                  ".specrun/sessions", ".specrun/memory"])
+def test_start_writes_nothing_through_a_link_in_the_state_directory(
+    tmp_path: Path, link: str
+) -> None:
+    project = make_sample_project(tmp_path / "project", git=False)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / ".bashrc").write_text("mine\n")
+    planted = project / link
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.symlink_to(victim / ".bashrc" if link.endswith(".log") else victim)
+    scenario = rules_scenario(tmp_path, [{"default": {"text": "Hi."}}])
+    with isolated_env() as env:
+        specrun = Specrun(project, env)
+        try:
+            started = specrun.run("start", "--scenario", str(scenario))
+        finally:
+            specrun.run("stop")
+    assert started.returncode == 1, started.stderr
+    assert f"{planted} is a symbolic link" in started.stderr
+    assert "Traceback" not in started.stderr
+    assert sorted(p.name for p in victim.iterdir()) == [".bashrc"]
+    assert (victim / ".bashrc").read_text() == "mine\n"
