@@ -41,6 +41,13 @@ def cut_words(text: str, limit: int) -> str:
     return head.rstrip() + " …"
 
 
+def _limit_text(detail: str) -> str:
+    if detail == "context_window":  # the speculation's own, not a command's
+        return "stopped: its next request would not fit the model's context window"
+    what = _LIMITS.get(detail.lower(), detail.replace("_", " "))
+    return f"stopped: a command hit its {what} limit"
+
+
 def _split(detail: str) -> tuple[str, str]:
     """``tool: message`` -> (tool, message)."""
     tool, _, message = detail.partition(":")
@@ -109,8 +116,7 @@ def describe_boundary(reason: BoundaryReason | None) -> str:
         why = f" ({cut_words(message, SHOWN_COMMAND_CHARS)})" if message else ""
         return f"stopped before {tool}: the safety check could not decide{why}"
     if code == "limit":
-        what = _LIMITS.get(detail.lower(), detail.replace("_", " "))
-        return f"stopped: a command hit its {what} limit"
+        return _limit_text(detail)
     if code == "quota":
         what = detail.replace("_", " ")
         return f"stopped: the speculation's overlay reached its {what} quota"

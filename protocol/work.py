@@ -177,6 +177,13 @@ class RunSpeculation(msgspec.Struct, frozen=True, tag="run_speculation"):
     # without network instead of stopping at a boundary; their writes join the overlay.
     speculate_shell: bool = False
     containment: Containment = Containment()
+    # The main chat's context window (0: none) and its estimate of a request over the
+    # snapshot: each tool result is cut to a quarter of the window, as the main chat's are;
+    # and, when the window is known (0 tokens while it is only the default guess, which a
+    # larger real window would make a needless stop), a request that would not fit ends
+    # the speculation at limit:context_window.
+    context_window: int = 0
+    context_tokens: int = 0
 
 
 class RunTool(msgspec.Struct, frozen=True, tag="run_tool"):

@@ -17,7 +17,9 @@ scripted model, against the main chat's in the same run), ``bench_branches`` (ac
 non-first speculation branch against the first, and three branches speculated to
 completion against one: wall time and the service's process-tree CPU), ``bench_large_repo``
 (a speculation's start, read-only git, grep/glob and accept in a generated 200k-file
-repository against a 2k-file one and bare git/rg; 20k files with ``--quick``). Measured
+repository against a 2k-file one and bare git/rg; 20k files with ``--quick``),
+``bench_context`` (a 200-turn session with 10 KB tool results against a 32k window: turn
+200 against turn 10, and the coordinator's CPU per turn; 60 turns with ``--quick``). Measured
 here: the idle service's memory (with the pool warm: the anonymous PSS of its processes
 plus each file page once, so that other processes on the machine do not lower it, against
 the 60 MB goal), the service's
@@ -458,6 +460,40 @@ def bench_large_repo(large: ModuleType, quick: bool, rows: list[Row]) -> None:
             "bench_large_repo",
         )
     )
+
+
+# --------------------------------------------------------------------------- long session
+
+
+@_area("bench_context")
+def bench_long_session(context: ModuleType, quick: bool, rows: list[Row]) -> None:
+    turns, rounds = (60, 1) if quick else (200, 3)
+    base = Path(tempfile.mkdtemp(prefix="sr-bench-context-"))
+    restore = use_runtime_dir(base / "run")
+    try:
+        results = [context.run_round(base / f"round{n}", turns, 32_768) for n in range(rounds)]
+    finally:
+        restore()
+        shutil.rmtree(base, ignore_errors=True)
+    early = slice(context.FIRST - 1, context.FIRST - 1 + context.WINDOW)
+    fresh10 = [t for r in results for t in r.fresh_latencies_ms[early]]
+    last = [t for r in results for t in r.latencies_ms[-context.WINDOW :]]
+    refused = sum(r.refused_requests for r in results)
+    completed = sum(r.completed_turns for r in results)
+    note = (
+        f"pooled medians of {rounds} round(s), the fresh session's turns 6-25 beside the "
+        f"long one's last 20 (goal <= 1.2x); {completed}/{rounds * turns} turns completed, "
+        f"{refused} requests refused as too long, largest request "
+        f"{max(r.largest_request_tokens for r in results):,} of 32,768 tokens"
+    )
+    rows.append(Row(f"turn {turns} of a long session (10 KB tool results)",
+                    statistics.median(last), "ms", "turn 10", statistics.median(fresh10),
+                    "bench_context", note))  # fmt: skip
+    rows.append(Row(f"coordinator CPU per turn, turn {turns}",
+                    statistics.median(r.last_cpu_ms for r in results), "ms", "turn 10",
+                    statistics.median(r.turn10_cpu_ms for r in results), "bench_context",
+                    f"{statistics.median(r.compactions for r in results)} compactions a "
+                    "session"))  # fmt: skip
 
 
 # --------------------------------------------------------------------------- accept / abort
@@ -1096,7 +1132,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="",
         help="comma-separated: start,workers,accept,branches,apply,recall,shell,tools,"
-        "speculation,protocol,search,cli,cost,idle,large,web",
+        "speculation,protocol,search,cli,cost,idle,large,context,web",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
@@ -1118,6 +1154,7 @@ def main(argv: list[str] | None = None) -> int:
         ("cli", lambda rows: bench_cli(7 if q else 21, rows)),
         ("idle", lambda rows: bench_idle(3 if q else 5, rows)),
         ("large", lambda rows: bench_large_repo(q, rows)),
+        ("context", lambda rows: bench_long_session(q, rows)),
         ("web", lambda rows: bench_web(2 if q else 4, 5_000 if q else 20_000, rows)),
     ]
     rows: list[Row] = []
@@ -1136,6 +1173,7 @@ def main(argv: list[str] | None = None) -> int:
             "bench_cli",
             "bench_cost",
             "bench_large_repo",
+            "bench_context",
             "bench_web",
         )
         if _module(name) is None

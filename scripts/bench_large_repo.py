@@ -3,19 +3,24 @@
 and against bare git and rg on the same tree.
 
     .venv/bin/python scripts/bench_large_repo.py [--rounds 3] [--files 200000] [--keep] [--json]
+        [--repo PATH --word WORD --glob GLOB]
 
 Both repositories are generated (16 small Python files a directory, three levels deep, one
 tracked file modified so ``git status`` and ``git diff`` have something to say), committed,
 and kept under ``$TMPDIR/specrun-bench-large-repo/`` while the run lasts; ``--keep`` keeps
 them for the next run (the 200k one takes about half a minute to make), otherwise they are
-removed at the end.
+removed at the end. ``--repo`` puts a real repository's work tree (a clone of linux,
+cpython, ...) in the place of the generated large one: ``--word`` is a word that occurs
+in a few of its files and ``--glob`` a glob for one directory's files; the bench appends
+a line to its first tracked file for the run and puts the file back at the end.
 
 A real service (``specrun serve``) on a scripted model served by this process (its request
 log gives the arrival time of every model request), approval mode auto-edit. Each round:
 a main turn, its suggestion, and the speculation of that suggestion, whose model calls
-``git status --short`` and ``git diff --stat`` (read-only shell, in the sandbox, after the
-repository hazard check), ``grep_search`` for a rare word, ``glob`` for one directory's
-files and ``write_file``; then Tab. Measured (medians over ``--rounds``):
+``git status --short``, ``git diff --stat``, ``git grep`` for the edited line and
+``git log -p -1`` (read-only shell, in the sandbox, after the repository hazard check),
+``grep_search`` for a rare word, ``glob`` for one directory's files and ``write_file``;
+then Tab. Measured (medians over ``--rounds``):
 
   - speculation start: the suggestion request's arrival to the speculation's first model
     request, less the scripted latency (suggestion parsing, overlay, worker hand-off);
@@ -24,8 +29,8 @@ files and ``write_file``; then Tab. Measured (medians over ``--rounds``):
   - accept: Tab to ``TurnEnded`` (the file on disk), from the client;
   - memory: PSS of the service's whole process tree once the pool is warm again after the
     rounds, with the project open;
-  - bare: ``git status --short`` / ``git diff --stat`` run directly, ``rg`` for the same
-    word, ``rg --files`` with the same glob, in the same tree;
+  - bare: the same git commands run directly, ``rg`` for the same word, ``rg --files``
+    with the same glob, in the same tree;
   - the hazard check alone in this process: a first (cold) scan and a repeat one.
 """
 
@@ -82,7 +87,10 @@ GIT_ENV = {
     "GIT_COMMITTER_NAME": "bench",
     "GIT_COMMITTER_EMAIL": "bench@invalid",
 }
-TOOLS = ("git status", "grep_search", "glob", "git diff", "write_file")  # in the order asked
+EDIT = "# edited"  # the line appended to one tracked file; ``git grep`` looks for it
+GIT_GREP = f"git grep -n -F '{EDIT}'"
+GIT_LOG = "git log -p -1 --format=LOGMARK%n"  # the marker says the log's result is in
+TOOLS = ("git status", "grep_search", "glob", "git diff", "git grep", "git log", "write_file")
 
 
 # --- the repository -------------------------------------------------------------------------
@@ -128,7 +136,7 @@ def generate(root: Path, files: int) -> Path:
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "generated")
     first = root / "pkg00" / "mod00" / "sub00" / "file00.py"
-    first.write_text(first.read_text() + "# edited\n")
+    first.write_text(first.read_text() + f"{EDIT}\n")
     for d in sorted(dirs | {p.parent for p in dirs} | {root}, reverse=True):
         os.utime(d, (old, old))
     return root
@@ -151,7 +159,7 @@ def repository(files: int) -> Path:
 # --- the service ----------------------------------------------------------------------------
 
 
-def scenario() -> dict[str, Any]:
+def scenario(word: str = RARE, pattern: str = GLOB) -> dict[str, Any]:
     def call(name: str, **arguments: Any) -> dict[str, Any]:
         return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
@@ -174,11 +182,16 @@ def scenario() -> dict[str, Any]:
             {"when": {**step, "last_tool": "write_file"}, "reply": {"text": "Done."}},
             {"when": {**step, "last_tool": "glob"},
              "reply": call("run_shell_command", command="git diff --stat")},
-            {"when": {**step, "last_tool": "run_shell_command", "prompt_contains": "insertion(+)"},
+            # Each shell step is told by what its output holds, the latest step first.
+            {"when": {**step, "last_tool": "run_shell_command", "prompt_contains": "LOGMARK"},
              "reply": call("write_file", file_path="NOTES.md", content="# Notes\n")},
+            {"when": {**step, "last_tool": "run_shell_command", "prompt_contains": EDIT},
+             "reply": call("run_shell_command", command=GIT_LOG)},
+            {"when": {**step, "last_tool": "run_shell_command", "prompt_contains": "insertion(+)"},
+             "reply": call("run_shell_command", command=GIT_GREP)},
             {"when": {**step, "last_tool": "run_shell_command"},
-             "reply": call("grep_search", pattern=RARE)},
-            {"when": {**step, "last_tool": "grep_search"}, "reply": call("glob", pattern=GLOB)},
+             "reply": call("grep_search", pattern=word)},
+            {"when": {**step, "last_tool": "grep_search"}, "reply": call("glob", pattern=pattern)},
             {"default": {"text": "ok"}},
         ],
     }  # fmt: skip
@@ -279,7 +292,7 @@ def _median_s(fn: Callable[[], object], runs: int) -> float:
     return statistics.median(times)
 
 
-def bare(root: Path, runs: int) -> dict[str, float]:
+def bare(root: Path, runs: int, word: str = RARE, pattern: str = GLOB) -> dict[str, float]:
     rg = rg_binary()
     assert rg is not None
     env = {**os.environ, **GIT_ENV, "GIT_OPTIONAL_LOCKS": "0"}
@@ -301,8 +314,10 @@ def bare(root: Path, runs: int) -> dict[str, float]:
     return {
         "git status": _median_s(run("git", "status", "--short"), runs),
         "git diff": _median_s(run("git", "diff", "--stat"), runs),
-        "grep_search": _median_s(run(rg, RARE), runs),
-        "glob": _median_s(run(rg, "--files", "--glob", GLOB), runs),
+        "git grep": _median_s(run("git", "grep", "-n", "-F", EDIT), runs),
+        "git log": _median_s(run("git", "log", "-p", "-1", "--format=LOGMARK%n"), runs),
+        "grep_search": _median_s(run(rg, word), runs),
+        "glob": _median_s(run(rg, "--files", "--glob", pattern), runs),
         "hazard check, first scan": _median_s(hazard_cold, runs),
         "hazard check, repeated": _median_s(hazard_warm, runs),
     }
@@ -312,8 +327,27 @@ def bare(root: Path, runs: int) -> dict[str, float]:
 
 
 def measure_tree(files: int, rounds: int) -> dict[str, Any]:
-    root = repository(files)
-    with ScriptedModelServer(scenario()) as server:
+    return measure_root(repository(files), files, rounds)
+
+
+def measure_real(root: Path, rounds: int, word: str, pattern: str) -> dict[str, Any]:
+    """A real repository's work tree, one tracked file edited for the run."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    first = root / os.fsdecode(listed[0])
+    before = first.read_bytes()
+    first.write_bytes(before.rstrip(b"\n") + f"\n{EDIT}\n".encode())
+    try:
+        return measure_root(root, len(listed) - 1, rounds, word, pattern)
+    finally:
+        first.write_bytes(before)
+
+
+def measure_root(
+    root: Path, files: int, rounds: int, word: str = RARE, pattern: str = GLOB
+) -> dict[str, Any]:
+    with ScriptedModelServer(scenario(word, pattern)) as server:
         svc = Service(root, server)
         try:
             results = [one_round(svc, server) for _ in range(rounds + 1)][1:]  # 1 warm-up
@@ -323,7 +357,7 @@ def measure_tree(files: int, rounds: int) -> dict[str, Any]:
             svc.close()
             shutil.rmtree(root / ".specrun", ignore_errors=True)
     medians = {k: statistics.median(r[k] for r in results) * 1000 for k in results[0]}
-    baseline = {k: v * 1000 for k, v in bare(root, max(3, rounds)).items()}
+    baseline = {k: v * 1000 for k, v in bare(root, max(3, rounds), word, pattern).items()}
     return {
         "files": files,
         "service_ms": medians,
@@ -334,12 +368,20 @@ def measure_tree(files: int, rounds: int) -> dict[str, Any]:
 
 
 def measure(
-    files: int = 200_000, small: int = 2_000, rounds: int = 3, keep: bool = False
+    files: int = 200_000,
+    small: int = 2_000,
+    rounds: int = 3,
+    keep: bool = False,
+    real: tuple[Path, str, str] | None = None,
 ) -> dict[str, Any]:
+    """``real``: a repository's work tree, a word and a glob to use instead of the
+    generated large tree."""
     try:
         return {
             "small": measure_tree(small, rounds),
-            "large": measure_tree(files, rounds),
+            "large": measure_real(real[0], rounds, real[1], real[2])
+            if real
+            else measure_tree(files, rounds),
         }
     finally:
         if not keep:
@@ -366,8 +408,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", type=int, default=2_000)
     parser.add_argument("--keep", action="store_true", help="keep the generated repositories")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--repo", type=Path, help="a real repository's work tree instead")
+    parser.add_argument("--word", default=RARE, help="with --repo: a word in a few files")
+    parser.add_argument("--glob", default=GLOB, help="with --repo: one directory's files")
     args = parser.parse_args(argv)
-    report = measure(args.files, args.small, args.rounds, args.keep)
+    real = (args.repo.resolve(), args.word, args.glob) if args.repo else None
+    report = measure(args.files, args.small, args.rounds, args.keep, real)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -381,8 +427,8 @@ def main(argv: list[str] | None = None) -> int:
           f" {report['small']['pss_mb']:11.1f} MB"
           f" {report['large']['pss_mb'] / report['small']['pss_mb']:6.2f}x")  # fmt: skip
     print(f"processes: {report['large']['processes']} / {report['small']['processes']}")
-    print("bare: git status --short / git diff --stat / rg WORD / rg --files --glob, run "
-          "directly in the large tree; for the hazard check: bare git status")
+    print("bare: the same git commands / rg WORD / rg --files --glob, run directly in the "
+          "large tree; for the hazard check: bare git status")
     return 0
 
 

@@ -30,6 +30,8 @@ from protocol.approval import ApprovalMode
 from protocol.boundary import BoundaryReason
 from protocol.chat import Message, ToolCall, ToolResult
 from protocol.model import ChatRequest, ModelClient
+from protocol.model.tokens import estimate_messages
+from protocol.model.tool_result_fit import fit_tool_result, tool_result_tokens
 from protocol.tools import SHELL_TOOL
 from protocol.work import (
     Boundary,
@@ -57,6 +59,8 @@ log = logging.getLogger("specrun.worker.speculation")
 Emit = Callable[[WorkerEvent], Awaitable[None]]
 Status = Literal["completed", "boundary"]
 WALL_CLOCK = BoundaryReason("limit", "wall_clock")
+CONTEXT_WINDOW = BoundaryReason("limit", "context_window")
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +179,10 @@ async def run_loop(
         left = deadline - time.monotonic()
         if left <= 0:
             return LoopEnd("boundary", WALL_CLOCK, spec)
+        if not fits(job, spec):
+            # A request the provider would refuse: stop here, keeping what was done; the
+            # main chat, which can compact, takes the turn on from this point at Tab.
+            return LoopEnd("boundary", CONTEXT_WINDOW, spec)
         try:
             request = chat.request(spec.messages, "speculation")
             reply = await asyncio.wait_for(ask(client, request, job, turn, emit), left)
@@ -196,6 +204,17 @@ async def run_loop(
             return LoopEnd("boundary", boundary, spec)
         spec.add(reply, Message.tool(tuple(responses)))
     return LoopEnd("completed", "max_turns", spec)
+
+
+def fits(job: RunSpeculation, spec: SpeculatedConversation) -> bool:
+    """Whether the next request (the snapshot's, as the main chat estimated it, plus the
+    speculation's own messages) stays inside the window; with a window that is only the
+    default guess (no estimate given): yes. The window itself, not the main chat's 95 %:
+    a speculation cannot compact, and the estimate is more often high than low, so only
+    a request the provider would surely refuse is not sent."""
+    if job.context_window <= 0 or job.context_tokens <= 0:
+        return True
+    return job.context_tokens + estimate_messages(spec.messages) <= job.context_window
 
 
 class ModelRefused(Exception):
@@ -248,6 +267,8 @@ async def run_calls(
             result = await run_one(tools, rewritten(call, decision), decision.action)
         except ToolStop as stop:
             return responses, stop.reason
+        if job.context_window > 0:
+            result = fit_tool_result(result, tool_result_tokens(job.context_window))
         responses.append(result)
         files = tools.files_if_changed()
         finished = ToolFinished(job.job_id, job.epoch, turn, result, written=files)

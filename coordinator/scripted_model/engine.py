@@ -8,6 +8,7 @@ see the rules in a consistent order.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -85,6 +86,22 @@ def overflow_failure(style: OverflowStyle, window: int, requested: int) -> Failu
                 "n_prompt_tokens": requested, "n_ctx": window,
             }
         }  # fmt: skip
+    elif style == "ollama":  # it names no window
+        text = "the input length exceeds the context length"
+        body = {"error": text}
+    elif style == "anthropic":  # Anthropic's own words, as LiteLLM's proxy passes them on
+        inner = {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": f"prompt is too long: {requested} tokens > {window} maximum",
+            },
+        }
+        text = (
+            "litellm.BadRequestError: litellm.ContextWindowExceededError: "
+            f"AnthropicException - {json.dumps(inner)}"
+        )
+        body = {"error": {"message": text, "type": None, "param": None, "code": "400"}}
     else:
         text = (
             f"This model's maximum context length is {window} tokens. However, your messages "

@@ -131,7 +131,7 @@ class Rule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return answer
 
 
-OverflowStyle = Literal["openai", "vllm", "dashscope", "llamacpp"]
+OverflowStyle = Literal["openai", "vllm", "dashscope", "llamacpp", "ollama", "anthropic"]
 
 
 class Scenario(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

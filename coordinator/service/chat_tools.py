@@ -15,7 +15,7 @@ from coordinator.service.tool_exec import (
 )
 from protocol.approval import ApprovalMode
 from protocol.chat import ToolCall, ToolResult
-from protocol.model.tokens import cut_to_tokens, estimate_tokens
+from protocol.model.tool_result_fit import fit_tool_result
 from protocol.tools import SHELL_TOOL, WRITE_TOOLS
 
 
@@ -110,15 +110,4 @@ class ChatToolCalls:
 
     def _fit(self, result: ToolResult) -> ToolResult:
         """One tool result may take at most a quarter of the window: cut with a note."""
-        limit = self.context.tool_result_tokens
-        body = result.error if result.error is not None else result.output or ""
-        if estimate_tokens(body) <= limit:
-            return result
-        cut = cut_to_tokens(body, limit - 60)
-        note = (
-            f"\n[Output cut to fit the model's context window: showing {len(cut):,} of "
-            f"{len(body):,} characters; ask for a narrower part to see more.]"
-        )
-        if result.error is not None:
-            return ToolResult(result.call_id, result.name, error=cut + note)
-        return ToolResult(result.call_id, result.name, output=cut + note)
+        return fit_tool_result(result, self.context.tool_result_tokens)

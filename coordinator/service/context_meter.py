@@ -20,10 +20,10 @@ from typing import Literal
 
 from protocol.chat import Message, ToolSpec, Usage
 from protocol.model.tokens import estimate_messages, estimate_request
+from protocol.model.tool_result_fit import tool_result_tokens
 
 DEFAULT_WINDOW = 32_768
 MID_TURN_LIMIT = 0.95  # inside a turn, compact only before the window itself is reached
-TOOL_RESULT_SHARE = 0.25  # of the window, the most one tool result may take
 
 WindowSource = Literal["setting", "endpoint", "default", "provider"]
 
@@ -76,7 +76,7 @@ class ContextMeter:
 
     @property
     def tool_result_tokens(self) -> int:
-        return max(256, int(self.window * TOOL_RESULT_SHARE))
+        return tool_result_tokens(self.window)
 
     def learn_limit(self, stated: int | None, refused_estimate: int) -> None:
         """A provider refused a request as too long: take the window it names, or else

@@ -2,9 +2,15 @@
 
 Git's own answer is the truth (nested ``.gitignore`` files, ``info/exclude``, the user's
 ``core.excludesFile``, negations, and files that are tracked although a pattern matches them),
-so one ``git check-ignore --stdin -z`` runs in the real tree for all the paths at once: 25 to
+so ``git check-ignore --stdin -z`` runs in the real tree for all the paths at once: 25 to
 40 ms for 705 paths on a loaded 2-core machine (``scripts/bench_applied_set.py``). No git,
 or no repository, means nothing counts as ignored.
+
+It runs first with ``--no-index``: the patterns alone, without reading the index, which is
+a fifth of a second in a 200,000-file repository (a 20 MB index) against a few ms. Git's
+answer with the index is that answer less the tracked files, so only when some path matches
+a pattern (a cache, build output; not the source files a speculation usually writes) does
+a second run, with the index, get those paths alone.
 
 The repository may be hostile, so git runs without the system configuration, with no
 fsmonitor, hooks, pager or prompts; its output is only ever compared with the paths given.
@@ -41,10 +47,19 @@ def git_ignored(root: str | os.PathLike[str], paths: Iterable[str]) -> frozenset
         return frozenset()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(_HARDENED_ENV)
-    payload = b"".join(os.fsencode(p) + b"\0" for p in wanted)
+    matched = _check_ignore(git, root, wanted, env, "--no-index")
+    if not matched:
+        return frozenset()
+    return _check_ignore(git, root, sorted(matched), env)
+
+
+def _check_ignore(
+    git: str, root: str | os.PathLike[str], paths: list[str], env: dict[str, str], *extra: str
+) -> frozenset[str]:
+    payload = b"".join(os.fsencode(p) + b"\0" for p in paths)
     try:
         done = subprocess.run(
-            [git, *_HARDENED_OPTIONS, "check-ignore", "--stdin", "-z"],
+            [git, *_HARDENED_OPTIONS, "check-ignore", *extra, "--stdin", "-z"],
             cwd=Path(root),
             input=payload,
             capture_output=True,
@@ -56,6 +71,6 @@ def git_ignored(root: str | os.PathLike[str], paths: Iterable[str]) -> frozenset
         return frozenset()
     if done.returncode not in (0, 1):  # 1: none ignored; 128: not a repository
         return frozenset()
-    given = set(wanted)
+    given = set(paths)
     found = (os.fsdecode(p) for p in done.stdout.split(b"\0") if p)
     return frozenset(p for p in found if p in given)

@@ -28,7 +28,7 @@ from typing import Protocol
 from coordinator.service.pool import WorkerHandle
 from protocol.approval import ApprovalMode
 from protocol.chat import CacheSafeSnapshot, Message, ToolSpec
-from protocol.control import ControlReply, JobKind, WorkerInfo, WorkerSandbox
+from protocol.control import ContextInfo, ControlReply, JobKind, WorkerInfo, WorkerSandbox
 from protocol.work import LayerStatus, WorkerEvent, WorkerJob
 
 
@@ -99,6 +99,10 @@ class ForkSource(Protocol):
     def approval_mode(self) -> ApprovalMode: ...
 
     def model_turns(self) -> int: ...
+
+    def context_info(self) -> ContextInfo:
+        """The window and the estimate of a request over the snapshot's history."""
+        ...
 
     @property
     def busy(self) -> bool:

@@ -23,7 +23,7 @@ import httpx
 import msgspec
 
 from protocol.model.errors import ErrorKind, ModelError, one_line, redact
-from protocol.model.overflow import is_context_overflow, window_in_body
+from protocol.model.overflow import is_context_overflow, stated_window, window_in_body
 from protocol.model.server_wait import server_wait
 from protocol.secret_text import url_password, without_password
 
@@ -323,7 +323,9 @@ def _overflow(response: httpx.Response) -> tuple[bool, int | None]:
     text = raw[:4096].decode("utf-8", "replace")
     if not is_context_overflow(response.status_code, payload, text):
         return False, None
-    return True, window_in_body(payload)
+    # From the whole body: the detail shown is cut to one short line, and a gateway's
+    # wrapping (LiteLLM's) can push the provider's "N tokens > M maximum" past the cut.
+    return True, window_in_body(payload) or stated_window(text)
 
 
 def _json_body(response: httpx.Response) -> Any:
@@ -377,6 +379,8 @@ def _error_detail(response: httpx.Response) -> str:
         text = raw.decode("utf-8", "replace")
         return "" if text.lstrip().startswith("<") else one_line(text)
     message: Any = payload
+    if isinstance(message, list) and message:  # Gemini's OpenAI endpoint: [{"error": …}]
+        message = message[0]
     if isinstance(message, dict) and "error" in message:
         message = message["error"]
     if isinstance(message, dict):

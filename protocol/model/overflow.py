@@ -8,6 +8,14 @@ Providers say it in their own words, all as HTTP 400 (a few as 413):
 * DashScope: "Range of input length should be [1, 30720]";
 * llama.cpp's server: ``"type": "exceed_context_size_error"``, "the request exceeds the
   available context size, try increasing it";
+* Ollama (``truncate: false``): "the input length exceeds the context length";
+* Anthropic: "prompt is too long: 208310 tokens > 200000 maximum", as gateways (LiteLLM,
+  OpenRouter, Bedrock's "Input is too long for requested model") pass it on, LiteLLM
+  naming its ``ContextWindowExceededError``;
+* Gemini: "The input token count (N) exceeds the maximum number of tokens allowed (M)";
+  Mistral: "... too large for model with N maximum context length"; SGLang: "... is longer
+  than the model's context length (N tokens)"; xAI: "maximum prompt length is N"; TGI:
+  "`inputs` tokens + `max_new_tokens` must be <= N"; Moonshot: "exceeded model token limit";
 * others phrase it as "context length exceeded", "prompt is too long" or "too many tokens".
 
 Telling it apart from any other bad request matters: it is the one 400 that compacting
@@ -25,6 +33,15 @@ _OVERFLOW_TEXT = re.compile(
     r"maximum context length is \d+"
     r"|range of input length should be"
     r"|exceeds? the available context size"
+    r"|input length exceeds (?:the )?(?:maximum )?context length"
+    r"|contextwindowexceeded"
+    r"|input is too long for (?:the )?requested model"
+    r"|input token count.{0,40}exceeds the maximum number of tokens"
+    r"|too large for model with \d+ maximum context length"
+    r"|longer than the model's context length"
+    r"|maximum prompt length is \d+"
+    r"|`inputs` tokens \+ `max_new_tokens` must be <="
+    r"|exceeded model token limit"
     r"|context[ _]length[ _]exceeded"
     r"|context window (?:is )?(?:full|exceeded)"
     r"|prompt is too long"
@@ -52,6 +69,13 @@ _STATED = (
     re.compile(r"maximum context length is (\d+)", re.IGNORECASE),
     re.compile(r"range of input length should be \[\d+,\s*(\d+)\]", re.IGNORECASE),
     re.compile(r"context (?:window|size|length) (?:is|of) (\d+)", re.IGNORECASE),
+    re.compile(r"\d+ tokens > (\d+) maximum", re.IGNORECASE),
+    re.compile(r"maximum number of tokens allowed \((\d+)\)", re.IGNORECASE),
+    re.compile(r"too large for model with (\d+) maximum context length", re.IGNORECASE),
+    re.compile(r"model's context length \((\d+) tokens\)", re.IGNORECASE),
+    re.compile(r"maximum prompt length is (\d+)", re.IGNORECASE),
+    re.compile(r"`max_new_tokens` must be <= (\d+)", re.IGNORECASE),
+    re.compile(r"exceeded model token limit: (\d+)", re.IGNORECASE),
 )
 
 

@@ -45,6 +45,8 @@ from protocol.boundary import BOUNDARY_CODES, BoundaryReason
          "stopped before glob: the safety check could not decide (boom)"),
         (BoundaryReason("limit", "memory"), "stopped: a command hit its memory limit"),
         (BoundaryReason("limit", "cpu"), "stopped: a command hit its CPU time limit"),
+        (BoundaryReason("limit", "context_window"),
+         "stopped: its next request would not fit the model's context window"),
         (BoundaryReason("quota", "overlay_bytes"),
          "stopped: the speculation's overlay reached its overlay bytes quota"),
         (BoundaryReason("sandbox_unavailable", "landlock"),

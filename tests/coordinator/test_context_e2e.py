@@ -122,13 +122,15 @@ def test_a_200_turn_session_compacts_by_itself_and_every_turn_completes(
     assert len(report.messages) < len(report.full_messages)
 
 
+@pytest.mark.parametrize("style", ["vllm", "ollama", "anthropic"])
 def test_a_provider_overflow_mid_session_is_recovered_from(
-    specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, style: str
 ) -> None:
-    """The setting claims a window far larger than the provider's: its 400 (vLLM's words)
-    is the first sign; the turn compacts, retries and completes, and the window learnt
-    from the error keeps later requests below it."""
-    file = scenario(tmp_path, 9_000, style="vllm")
+    """The setting claims a window far larger than the provider's: its 400 (vLLM's words;
+    Ollama's, which name no window; Anthropic's through LiteLLM's proxy) is the first
+    sign; the turn compacts, retries and completes, and the window learnt from the error
+    keeps later requests below it."""
+    file = scenario(tmp_path, 9_000, style=style)
     with session(specrun, monkeypatch, tmp_path, file, contextWindow=1_000_000) as (driver, log):
         for n in range(10):
             end = ended(driver.ask(f"read big.txt ({n})"))
@@ -137,7 +139,10 @@ def test_a_provider_overflow_mid_session_is_recovered_from(
         requests = model_requests(log)
     refused = [r for r in requests if r.get("outcome") == "context_overflow"]
     assert len(refused) == 1  # once learnt, the window is respected
-    assert status["context"]["window"] == 9_000
+    if style == "ollama":  # it names no window: 90 % of what the refused request was
+        assert status["context"]["window"] < refused[0]["prompt_tokens"]
+    else:
+        assert status["context"]["window"] == 9_000
     assert status["context"]["window_source"] == "provider"
 
 
@@ -234,6 +239,47 @@ def test_a_speculation_running_across_a_compaction_stays_valid_and_joins_the_com
     finally:
         driver.close()
         specrun.run("stop")
+
+
+HUGE = "".join("第" + str(i) + "行：" + "中文字符测试内容" * 12 + "\n" for i in range(280))
+# ~28,000 characters, each non-ASCII one a token: more than the whole window by itself
+
+
+def test_a_speculation_cuts_a_huge_tool_result_to_fit_the_window(
+    specrun: Specrun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The suggestion reads a file of Chinese text that the worker's 30,000-character cap
+    leaves at about 28,000 tokens, more than the 12,000-token window: the speculation cuts
+    it to a quarter of the window as the main chat does, so its next request is not
+    refused and Tab brings the cut result, with its note, into the history."""
+    (specrun.project / "huge.txt").write_text(HUGE)
+    rules: list[dict[str, Any]] = [
+        {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
+        {"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": "read huge.txt"}}},
+        {"when": {"last_tool": "read_file"}, "reply": {"text": "Read it."}},
+        {"when": {"last_user": "read"},
+         "reply": {"tool_calls": [{"name": "read_file", "arguments": {"file_path": "huge.txt"}}]}},
+        {"default": {"text": "ok"}},
+    ]  # fmt: skip
+    body = {"name": "huge", "chunk_ms": 0, "context_window": 12_000, "rules": rules}
+    file = tmp_path / "huge.yaml"
+    file.write_text(yaml.safe_dump(body, sort_keys=False, allow_unicode=True))
+    with session(
+        specrun, monkeypatch, tmp_path, file, enableFollowupSuggestions=True
+    ) as (driver, log):
+        for text in ("hello", "hello again"):  # a suggestion comes from the second turn on
+            assert ended(driver.ask(text)).reason == "completed"
+        driver.wait_for_speculation("read huge.txt", ("completed",))
+        assert ended(driver.accept()).reason == "accepted"
+        requests = model_requests(log)
+    speculated = [r for r in requests if r["purpose"] == "speculation"]
+    assert len(speculated) == 2 and [r["status"] for r in speculated] == [200, 200]
+    assert max(request_tokens(r["body"], r["body"]["messages"]) for r in speculated) < 12_000
+    report = HistoryStore(specrun.project).load_report()
+    result = next(m for m in report.messages if m.role == "tool")
+    text = result.tool_results[0].output or ""
+    assert "Output cut to fit the model's context window" in text
+    assert "第0行" in text[:100] and len(text) < 4_000
 
 
 # -- an accepted speculation's turn ----------------------------------------------------------

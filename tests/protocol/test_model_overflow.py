@@ -56,6 +56,76 @@ LLAMA_CPP = {
         "n_ctx": 8192,
     }
 }
+OLLAMA = {"error": "the input length exceeds the context length"}
+ANTHROPIC_VIA_LITELLM = {
+    "error": {
+        "message": "litellm.BadRequestError: litellm.ContextWindowExceededError: "
+        'AnthropicException - {"type":"error","error":{"type":"invalid_request_error",'
+        '"message":"prompt is too long: 208310 tokens > 200000 maximum"}}',
+        "type": None,
+        "param": None,
+        "code": "400",
+    }
+}
+BEDROCK_VIA_LITELLM = {
+    "error": {
+        "message": "litellm.ContextWindowExceededError: BedrockException: Context Window "
+        'Error - {"message":"Input is too long for requested model."}',
+        "type": None,
+        "param": None,
+        "code": "400",
+    }
+}
+OPENROUTER = {
+    "error": {
+        "message": "This endpoint's maximum context length is 200000 tokens. However, you "
+        "requested about 230311 tokens (230311 of text input). Please reduce the length of "
+        "either one, or use the \"middle-out\" transform to compress your prompt "
+        "automatically.",
+        "code": 400,
+        "metadata": {"provider_name": None},
+    }
+}
+GEMINI = [{
+    "error": {
+        "code": 400,
+        "message": "The input token count (1200345) exceeds the maximum number of tokens "
+        "allowed (1048576).",
+        "status": "INVALID_ARGUMENT",
+    }
+}]
+MISTRAL = {
+    "object": "error",
+    "message": "Prompt contains 40213 tokens and 0 draft tokens, too large for model with "
+    "32768 maximum context length",
+    "type": "invalid_request_prompt",
+    "param": None,
+    "code": "3051",
+}
+SGLANG = {
+    "object": "error",
+    "message": "The input (40213 tokens) is longer than the model's context length (32768 "
+    "tokens).",
+    "type": "BadRequestError",
+    "param": None,
+    "code": 400,
+}
+XAI = {
+    "code": "Client specified an invalid argument",
+    "error": "This model's maximum prompt length is 131072 but the request contains 140213 "
+    "tokens.",
+}
+TGI = {
+    "error": "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 8192. "
+    "Given: 9000 `inputs` tokens and 100 `max_new_tokens`",
+    "error_type": "validation",
+}
+MOONSHOT = {
+    "error": {
+        "message": "Invalid request: Your request exceeded model token limit: 131072",
+        "type": "invalid_request_error",
+    }
+}
 OTHER_400 = {
     "error": {
         "message": "Invalid value for 'temperature': must be between 0 and 2.",
@@ -68,10 +138,21 @@ OTHER_400 = {
 
 @pytest.mark.parametrize(
     ("body", "window"),
-    [(OPENAI, 128000), (VLLM, 32768), (DASHSCOPE, 129024), (LLAMA_CPP, 8192)],
-    ids=["openai", "vllm", "dashscope", "llamacpp"],
-)
-def test_each_providers_overflow_body_is_a_context_length_error(body: Any, window: int) -> None:
+    [
+        (OPENAI, 128000), (VLLM, 32768), (DASHSCOPE, 129024), (LLAMA_CPP, 8192),
+        (OLLAMA, None), (ANTHROPIC_VIA_LITELLM, 200000), (BEDROCK_VIA_LITELLM, None),
+        (OPENROUTER, 200000), (GEMINI, 1048576), (MISTRAL, 32768), (SGLANG, 32768),
+        (XAI, 131072), (TGI, 8192), (MOONSHOT, 131072),
+    ],
+    ids=[
+        "openai", "vllm", "dashscope", "llamacpp", "ollama", "anthropic-litellm",
+        "bedrock-litellm", "openrouter", "gemini", "mistral", "sglang", "xai", "tgi",
+        "moonshot",
+    ],
+)  # fmt: skip
+def test_each_providers_overflow_body_is_a_context_length_error(
+    body: Any, window: int | None
+) -> None:
     rule = {"fail": {"status": 400, "body": body, "times": 5}, "default": {"text": "never"}}
     with ScriptedModelServer({"rules": [rule]}) as server:
         client = fast_client(server.base_url)

@@ -23,6 +23,26 @@ def test_words_digits_symbols_and_non_ascii_are_counted_by_class() -> None:
     assert estimate_tokens("部署服务") == 4  # one per CJK character
 
 
+RUSSIAN = (
+    "Сервис сжимает историю разговора, когда следующий запрос не помещается в окно модели.\n"
+    "Быстрая модель пишет краткое изложение старых сообщений, а последние ходы остаются "
+    "целыми.\nЕсли поставщик отвечает, что запрос слишком длинный, история сжимается и "
+    "запрос повторяется один раз.\nРезультат одного инструмента никогда не занимает больше "
+    "четверти окна.\n"
+)
+RUSSIAN_CL100K, RUSSIAN_O200K = 145, 78  # counted with gpt-tokenizer (npm), 2026-12-02
+
+
+def test_cyrillic_is_counted_by_runs_of_letters_not_one_a_letter() -> None:
+    """One token a letter put Russian at twice cl100k's count (305 here) and four times
+    o200k's, so a Russian session compacted at half its real window; by runs it stays
+    above both counts, as the estimate means to, but far less."""
+    assert estimate_tokens("мир") == 2  # 3 letters / 1.5
+    estimate = estimate_tokens(RUSSIAN)
+    assert RUSSIAN_CL100K <= estimate <= 1.5 * RUSSIAN_CL100K
+    assert estimate > RUSSIAN_O200K
+
+
 def test_more_text_never_costs_fewer_tokens() -> None:
     text = "def add(a, b):\n    return a + b  # 部署\n" * 20
     counts = [estimate_tokens(text[:n]) for n in range(0, len(text), 7)]

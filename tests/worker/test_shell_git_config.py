@@ -151,6 +151,41 @@ def test_nested_submodule_worktree_and_parent_repositories(tmp_path: Path) -> No
     assert git_config_hazard(str(tree), None) is None
 
 
+@needs_git
+def test_a_real_submodule_is_no_hazard_unless_its_work_tree_leads_out(tmp_path: Path) -> None:
+    """``git submodule add`` writes ``core.worktree`` into the submodule's config under
+    ``.git/modules``, pointing at its directory in the project: read-only git must still
+    run in any project with a submodule, also one with a branch named ``config``. The same
+    key leading out of the project is a hazard (git would read attributes from a tree
+    nobody checked)."""
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@invalid"}  # fmt: skip
+
+    def git(cwd: Path, *argv: str) -> None:
+        subprocess.run(["git", "-c", "init.defaultBranch=main", "-c",
+                        "protocol.file.allow=always", *argv],
+                       cwd=cwd, env=env, check=True, capture_output=True)  # fmt: skip
+
+    for name in ("lib", "project"):
+        (tmp_path / name).mkdir()
+        git(tmp_path / name, "init", "-q")
+        (tmp_path / name / "a.txt").write_text("a\n")
+        git(tmp_path / name, "add", "-A")
+        git(tmp_path / name, "commit", "-qm", "first")
+    project = tmp_path / "project"
+    git(project, "submodule", "add", "-q", "../lib", "vendor/lib")
+    config = project / ".git" / "modules" / "vendor" / "lib" / "config"
+    assert "worktree = ../../../../vendor/lib" in config.read_text()
+    git_tree_scan.forget()
+    assert git_config_hazard(str(project), None) is None
+    # A branch named "config" is a file .git/modules/vendor/lib/refs/heads/config: no config.
+    git(project / "vendor" / "lib", "branch", "config")
+    assert git_config_hazard(str(project), None) is None
+    git(project, "config", "-f", str(config), "core.worktree", str(tmp_path / "lib"))
+    assert "core.worktree" in (git_config_hazard(str(project), None) or "")
+
+
 def test_parse_git_config() -> None:
     entries = list(parse_git_config('[a "B c"]\n\tK = v ; x\n[d.E]\nflag\n# c\n'))
     assert entries == [("a", "B c", "k", "v ; x"), ("d", "e", "flag", None)]

@@ -160,6 +160,31 @@ def test_message_limit_ends_as_completed(harness: Any) -> None:
     assert only(out, PipelinedSuggestion).text == "commit this"
 
 
+def test_a_request_that_would_not_fit_the_window_ends_at_a_boundary(harness: Any) -> None:
+    """Each turn reads the README again: once the snapshot's estimate plus the speculation's
+    own messages would pass the window, the speculation stops with what it did instead of
+    sending a request the provider would refuse."""
+    h = harness([rule({"tool_calls": [call("read_file", file_path="README.md")]}), PIPELINED_RULE])
+    job = msgspec.structs.replace(h.job(), context_window=2_000, context_tokens=1_800)
+    out = h.run(job)
+
+    end = only(out, Boundary)
+    assert end.reason == BoundaryReason("limit", "context_window")
+    assert 1 <= end.outcome.turns < 20
+    assert len(h.bodies()) == end.outcome.turns  # no request was sent past the window
+    assert end.outcome.tool_use_count == end.outcome.turns
+
+
+def test_a_window_that_is_only_the_default_guess_stops_nothing(harness: Any) -> None:
+    """No estimate comes with a default window (the real one may well be larger): the
+    speculation runs to its turn limit as before."""
+    h = harness([rule({"tool_calls": [call("read_file", file_path="README.md")]}), PIPELINED_RULE])
+    out = h.run(msgspec.structs.replace(h.job(), context_window=2_000, context_tokens=0))
+
+    assert only(out, Completed).outcome.turns == 20
+    assert not out.of(Boundary)
+
+
 # --- boundaries --------------------------------------------------------------------------------
 
 

@@ -106,6 +106,7 @@ def git_config_hazard(project_root: str, overlay_dir: str | None = None) -> str 
 
 def _hazard(root: str, overlay: str | None) -> str | None:
     roots = [root] + ([os.path.abspath(overlay)] if overlay else [])
+    scanned = tuple(os.path.realpath(r) for r in roots)
     # Repository above the project (git searches upwards), with its attributes on the way.
     parent = root
     while not os.path.lexists(os.path.join(root, ".git")):
@@ -117,14 +118,14 @@ def _hazard(root: str, overlay: str | None) -> str | None:
         if problem:
             return problem
         if os.path.lexists(os.path.join(parent, ".git")):
-            problem = _repository(os.path.join(parent, ".git"))
+            problem = _repository(os.path.join(parent, ".git"), scanned)
             if problem:
                 return problem
             break
     for base in roots:
         found = git_entries(base)
         for dotgit in found.repositories:
-            problem = _repository(dotgit)
+            problem = _repository(dotgit, scanned)
             if problem:
                 return problem
         for path in found.attributes:
@@ -134,8 +135,9 @@ def _hazard(root: str, overlay: str | None) -> str | None:
     return None
 
 
-def _repository(dotgit: str) -> str | None:
-    """Check a ``.git`` directory (or ``gitdir:`` file) and everything it points to."""
+def _repository(dotgit: str, scanned: tuple[str, ...]) -> str | None:
+    """Check a ``.git`` directory (or ``gitdir:`` file) and everything it points to.
+    ``scanned``: the trees whose attributes files are all read (real paths)."""
     gitdir = dotgit
     if os.path.isfile(dotgit):
         with open(dotgit, encoding="utf-8", errors="strict") as fh:
@@ -152,7 +154,7 @@ def _repository(dotgit: str) -> str | None:
             dirs.append(os.path.join(gitdir, fh.read().strip()))
     for d in dirs:
         for name in _config_files(d):
-            problem = _config_file(name)
+            problem = _config_file(name, scanned)
             if problem:
                 return problem
         problem = _attributes_file(os.path.join(d, "info", "attributes"))
@@ -162,27 +164,50 @@ def _repository(dotgit: str) -> str | None:
 
 
 def _config_files(gitdir: str) -> Iterator[str]:
+    """The repository's config files and those of its submodules and linked worktrees.
+    Below ``modules/`` a submodule's name may hold slashes, so every directory is looked
+    into, except, inside a repository directory (one with a ``HEAD``), anything but its own
+    ``modules/`` and ``worktrees/``: a branch named ``config`` is a file
+    ``refs/heads/config``, and the objects of every submodule are no config at all."""
     for name in ("config", "config.worktree"):
         yield os.path.join(gitdir, name)
     for sub in ("modules", "worktrees"):
         top = os.path.join(gitdir, sub)
         if os.path.isdir(top):
-            for dirpath, _dirs, files in os.walk(top):
+            for dirpath, dirs, files in os.walk(top):
+                if "HEAD" in files:
+                    dirs[:] = [d for d in dirs if d in ("modules", "worktrees")]
                 for name in ("config", "config.worktree"):
                     if name in files:
                         yield os.path.join(dirpath, name)
 
 
-def _config_file(path: str) -> str | None:
+def _config_file(path: str, scanned: tuple[str, ...]) -> str | None:
     if not os.path.lexists(path):
         return None
     with open(path, encoding="utf-8", errors="surrogateescape") as fh:
         text = fh.read()
     for section, subsection, key, value in parse_git_config(text):
+        if section == "core" and key == "worktree" and subsection is None and _inside(
+            os.path.dirname(path), value, scanned
+        ):
+            continue
         problem = config_entry_hazard(section, subsection, key, value)
         if problem:
             return problem
     return None
+
+
+def _inside(gitdir: str, value: str | None, scanned: tuple[str, ...]) -> bool:
+    """Whether ``core.worktree`` (relative to the repository holding it) names a directory
+    in a tree whose attributes files are all read. Git writes one into every submodule's
+    ``.git/modules/<name>/config``, pointing at the submodule's directory in the project:
+    that work tree is checked like the rest of the project. One that leads anywhere else
+    would make git read attributes nobody checked."""
+    if not value or not value.strip().strip('"'):
+        return False
+    target = os.path.realpath(os.path.join(gitdir, value.strip().strip('"')))
+    return any(target == root or target.startswith(root + os.sep) for root in scanned)
 
 
 def parse_git_config(text: str) -> Iterator[tuple[str, str | None, str, str | None]]:

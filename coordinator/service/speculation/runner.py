@@ -152,6 +152,7 @@ class SpeculationRunner:
     def _job(self, spec: Speculation) -> RunSpeculation:
         chat, settings = self.chat, self.settings
         assert chat.snapshot is not None  # checked by start
+        context = chat.context_info()
         return RunSpeculation(
             job_id=spec.id,
             epoch=self.workers.epoch,
@@ -172,6 +173,8 @@ class SpeculationRunner:
             ),
             alternatives=settings.speculation_branches,
             limits=settings.speculation_limits(),
+            context_window=context.window,
+            context_tokens=context.tokens if context.window_source != "default" else 0,
         )
 
     async def _wall_clock(self, spec: Speculation, limit_s: float) -> None:

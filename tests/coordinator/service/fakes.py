@@ -249,6 +249,10 @@ class Chat:
     def model_turns(self) -> int:
         return self.turns
 
+    def context_info(self) -> ContextInfo:
+        return ContextInfo(window=32_768, window_source="default", tokens=500, compact_at=0.8,
+                           compactions=0)
+
     def turn_slot(self) -> asyncio.Lock:
         return self.slot
 
