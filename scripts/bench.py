@@ -286,7 +286,8 @@ IDLE_GOAL_MB = 60.0
 
 IDLE_ROLES = {
     "coordinator": "the service: control socket, chat, model client, the pool",
-    "fork server": "forked from the coordinator, the worker modules preloaded: a worker in ms",
+    "fork server": "forked from the coordinator after its and the worker modules were imported: "
+    "a worker in ms",
     "worker": "one per warm pool slot (workerPool), so a speculation starts at once",
     "sandbox helper": "forked by its worker while single-threaded: runs its shell commands "
     "contained",
@@ -417,17 +418,30 @@ def bench_idle(runs: int, rows: list[Row]) -> None:
     )
     rows.append(
         Row(
-            f"idle service memory, pool warm ({len(middle)} processes)",
+            f"idle service PSS in total, pool warm ({len(middle)} processes)",
+            statistics.median_low([sum(p.pss for p in sample) for sample in samples]),
+            "MB",
+            "goal",
+            IDLE_GOAL_MB,
+            "bench",
+            "each process's PSS as the kernel counts it, summed: what the goal names; a file "
+            "page's share is lower the more other processes on the machine map the same "
+            "library, so a quiet machine gives the highest total; per process PSS (MB): "
+            f"{parts}",
+        )
+    )
+    rows.append(
+        Row(
+            f"idle service memory as if alone, file pages once ({len(middle)} processes)",
             statistics.median_low(alone),
             "MB",
             "goal",
             IDLE_GOAL_MB,
             "bench",
-            "anonymous PSS of every process + each file page once (as if alone on the "
-            f"machine); PSS as measured here {sum(p.pss for p in middle):.1f} "
-            f"(anon {sum(p.pss_anon for p in middle):.1f}, file "
-            f"{sum(p.pss_file for p in middle):.1f}, the file share lower the more other "
-            f"processes map the same libraries); per process PSS (MB): {parts}",
+            "anonymous PSS of every process + each file page of the family counted whole, "
+            "as if nothing else on the machine mapped its libraries: the PSS total's upper "
+            f"bound on any machine (anon {sum(p.pss_anon for p in middle):.1f}, file pages "
+            f"{statistics.median_low(alone) - sum(p.pss_anon for p in middle):.1f})",
         )
     )
 
