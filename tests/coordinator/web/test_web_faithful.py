@@ -15,7 +15,7 @@ import yaml
 from protocol.inert_text import inert
 from tests.coordinator.e2e import done_unless_stalled, stepped_scenario, write_call
 from tests.support import Specrun, make_sample_project, running_service, wait_until
-from tests.web_support import WebView, browser, need_chromium, web_view
+from tests.web_support import WebView, browser, need_chromium, open_page, web_view
 
 REWRITE = "rewrite the notes"
 # A removed SQL comment reads "--- old comment" in the diff and an added "++ x" line
@@ -71,9 +71,7 @@ def test_the_diff_in_the_page_is_specrun_diff_line_by_line_and_tab_writes_it(
 ) -> None:
     specrun, web = served
     with browser() as context:
-        page = context.new_page()
-        page.goto(web.url)
-        page.wait_for_selector("#connection.ok")
+        page = open_page(context, web)
         branch = _completed_branch(page, specrun, REWRITE)
         page.wait_for_selector(".file-head >> text=modified: notes.sql")
         shown = branch.locator("pre.diff span").evaluate_all(
@@ -110,9 +108,7 @@ def test_invisible_characters_tab_would_write_are_shown_in_the_page(
 ) -> None:
     specrun, web = served
     with browser() as context:
-        page = context.new_page()
-        page.goto(web.url)
-        page.wait_for_selector("#connection.ok")
+        page = open_page(context, web)
         branch = _completed_branch(page, specrun, HIDE)
         page.wait_for_selector(".file-head >> text=created: server.js")
         added = branch.locator("pre.diff span.add").all_text_contents()
@@ -130,9 +126,7 @@ def test_the_pages_own_net_escapes_exactly_what_the_terminal_escapes(
     escapes, checked over every code point."""
     _, web = served
     with browser() as context:
-        page = context.new_page()
-        page.goto(web.url)
-        page.wait_for_selector("#connection.ok")
+        page = open_page(context, web)
         in_page = page.evaluate(
             """() => {
                 const out = [];
@@ -157,9 +151,7 @@ def test_a_huge_diff_reaches_the_page_bounded_and_says_how_much_is_left_out(
 ) -> None:
     specrun, web = served
     with browser() as context:
-        page = context.new_page()
-        page.goto(web.url)
-        page.wait_for_selector("#connection.ok")
+        page = open_page(context, web)
         branch = _completed_branch(page, specrun, BIG)
         page.wait_for_selector(f".file-head >> text=created: long.log +{BIG_LINES} -0")
         shown = branch.locator("pre.diff span").count()
@@ -199,9 +191,7 @@ def test_a_file_the_person_changes_meanwhile_turns_into_a_conflict_in_the_page(
     `specrun diff` says), the ignored one Tab would only leave as the person has it."""
     specrun, web = served
     with browser() as context:
-        page = context.new_page()
-        page.goto(web.url)
-        page.wait_for_selector("#connection.ok")
+        page = open_page(context, web)
         branch = _completed_branch(page, specrun, MEANWHILE)
         page.wait_for_selector(".file-head >> text=modified: build/stamp.txt")
         assert branch.locator(".conflict").count() == 0
