@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from tests.support import (
     processes_with_env,
     wait_until,
 )
+from tests.web_support import need_chromium
 
 # A suite started in the background by a non-interactive shell (`scripts/test &`, nohup,
 # some CI runners) inherits SIGINT ignored, and an ignored signal stays ignored across
@@ -94,15 +96,30 @@ def specrun(project: Path, env: Env) -> Iterator[Specrun]:
         wait_until(lambda: not processes_with_env(env.runtime), timeout=10)
 
 
-@pytest.fixture
-def service(specrun: Specrun) -> Iterator[Specrun]:
-    """A running service (auto-edit mode, scripted model) stopped at teardown."""
+@contextmanager
+def _started(specrun: Specrun) -> Iterator[None]:
     specrun.run("start", "--approval-mode", "auto-edit", check=True)
     try:
-        yield specrun
+        yield
     finally:
         specrun.run("stop")
         wait_until(lambda: not processes_with_env(specrun.env.runtime), timeout=10)
+
+
+@pytest.fixture
+def service(specrun: Specrun) -> Iterator[Specrun]:
+    """A running service (auto-edit mode, scripted model) stopped at teardown."""
+    with _started(specrun):
+        yield specrun
+
+
+@pytest.fixture
+def web_service(specrun: Specrun) -> Iterator[Specrun]:
+    """``service`` for the browser tests: skipped, before anything starts, where Chromium
+    is missing."""
+    need_chromium()
+    with _started(specrun):
+        yield specrun
 
 
 def _bound_unix_socket_paths() -> set[str]:

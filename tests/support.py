@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -98,6 +99,15 @@ def isolated_env(**extra: str) -> Iterator[Env]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+@dataclass
+class Followed:
+    """A `specrun` command left running (``Specrun.follow``)."""
+
+    proc: subprocess.Popen[str]
+    lines: queue.Queue[str]  # what it printed so far, line by line
+    reader: threading.Thread  # ends at the end of its output
+
+
 class Specrun:
     """Runs `specrun --project P ...` as a real subprocess."""
 
@@ -130,6 +140,32 @@ class Specrun:
     def json_lines(self, *args: str, timeout: float = 60) -> list[Any]:
         proc = self.run(*args, "--json", timeout=timeout)
         return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+    @contextmanager
+    def follow(self, *args: str) -> Iterator[Followed]:
+        """`specrun --project P ...` left running, each line it prints put on a queue as it
+        comes (a test waits on a line with a deadline, never on the pipe itself); killed at
+        the end if it still runs."""
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "coordinator", "--project", str(self.project), *args],
+            env=self.env.vars, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        lines: queue.Queue[str] = queue.Queue()
+        try:
+            assert proc.stdout is not None
+            out = proc.stdout
+
+            def pump() -> None:
+                for line in out:
+                    lines.put(line)
+
+            reader = threading.Thread(target=pump, daemon=True)
+            reader.start()
+            yield Followed(proc, lines, reader)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
     def service_pid(self) -> int:
         return int(self.json("status")["pid"])
@@ -254,6 +290,17 @@ def running_service(
                 os.environ.pop("SPECRUN_RUNTIME_DIR", None)
             else:
                 os.environ["SPECRUN_RUNTIME_DIR"] = saved
+
+
+def start_once(project: Path, *start_args: str) -> subprocess.CompletedProcess[str]:
+    """`specrun start` for ``project`` in an isolated environment, stopped again whatever it
+    did: for a test of what start itself says (a start that is refused, most often)."""
+    with isolated_env() as env:
+        specrun = Specrun(project, env)
+        try:
+            return specrun.run("start", *start_args)
+        finally:
+            specrun.run("stop")
 
 
 _HELPER: list[Any] = []

@@ -167,6 +167,15 @@ def browser(*extra_args: str) -> Iterator[Any]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
+def open_page(context: Any, web: WebView) -> Any:
+    """A new page of ``context`` signed in with the view's printed URL, once its event
+    stream is connected (what a test can then watch follows the service)."""
+    page = context.new_page()
+    page.goto(web.url)
+    page.wait_for_selector("#connection.ok")
+    return page
+
+
 def save_screenshot(page: Any, name: str, tmp_path: Path) -> Path:
     """Always into ``tmp_path``; also to docs/``name`` when SPECRUN_WEB_SCREENSHOT=1 (how
     docs/web.png is made: from a real run of the browser test)."""

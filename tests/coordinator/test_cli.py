@@ -8,7 +8,6 @@ import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -234,21 +233,8 @@ def test_logs_follow_stops_cleanly_on_ctrl_c(shared: Specrun) -> None:
         return bool(status["pool_warm"] and idle)
 
     assert wait_until(warm_with_an_idle_worker, timeout=30), "the pool never had an idle worker"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "coordinator", "--project", str(service.project), "logs", "-f",
-         "-n", "1"],
-        env=service.env.vars, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    try:
-        assert proc.stdout is not None
-        out = proc.stdout
-
-        def pump() -> None:
-            for line in out:
-                lines.put(line)
-
-        threading.Thread(target=pump, daemon=True).start()
+    with service.follow("logs", "-f", "-n", "1") as logs:
+        lines = logs.lines
         assert lines.get(timeout=30).strip()  # the tail is printed first
         service.run("debug", "kill-worker", str(idle[0]), check=True)
         deadline = time.monotonic() + 30
@@ -261,12 +247,8 @@ def test_logs_follow_stops_cleanly_on_ctrl_c(shared: Specrun) -> None:
             followed.append(line)
             if f"worker {idle[0]}" in line:
                 break
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=10) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        logs.proc.send_signal(signal.SIGINT)
+        assert logs.proc.wait(timeout=10) == 0
 
 
 def test_logs_without_a_log_is_a_clear_error(specrun: Specrun) -> None:

@@ -5,11 +5,7 @@ as it starts, `specrun status` and the live view show it while it lasts, and Ctr
 from __future__ import annotations
 
 import json
-import queue
 import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -59,58 +55,42 @@ def test_a_rate_limit_wait_is_shown_in_ask_status_and_live_and_ctrl_c_ends_it(
     monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))  # for the live view
     live = Subscriber(specrun.project)
     assert live.snapshot().status.model_wait is None  # subscribed before the turn
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "coordinator", "--project", str(specrun.project), "ask",
-         "hello", "--json"],
-        env=specrun.env.vars, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
     try:
-        assert proc.stdout is not None
-        out = proc.stdout
-
-        def pump() -> None:
-            for line in out:
-                lines.put(line)
-
-        pumping = threading.Thread(target=pump, daemon=True)
-        pumping.start()
-        notice = json.loads(lines.get(timeout=60))
-        assert notice["type"] == "notice"
-        assert notice["text"] == (
-            "The model endpoint is rate-limiting requests (HTTP 429) and asks to wait 40 s, "
-            "more than specrun waits; retrying in 30 s (attempt 2 of 4)."
-        )
-        status = specrun.json("status")
-        wait = status["model_wait"]
-        assert wait["reason"] == "rate_limit" and wait["status"] == 429
-        assert (wait["attempt"], wait["attempts"]) == (2, 4)
-        assert 0 < wait["seconds_left"] <= 30
-        shown = specrun.run("status", check=True).stdout
-        assert "rate-limiting requests (HTTP 429)" in shown and "retrying in" in shown
-
-        def noticed(got: list[ControlReply]) -> bool:
-            return any(
-                isinstance(g, LiveEvent) and isinstance(g.change, LiveTurnEvent)
-                and isinstance(g.change.event, Notice) for g in got
+        with specrun.follow("ask", "hello", "--json") as asked:
+            proc, lines = asked.proc, asked.lines
+            notice = json.loads(lines.get(timeout=60))
+            assert notice["type"] == "notice"
+            assert notice["text"] == (
+                "The model endpoint is rate-limiting requests (HTTP 429) and asks to wait 40 s, "
+                "more than specrun waits; retrying in 30 s (attempt 2 of 4)."
             )
+            status = specrun.json("status")
+            wait = status["model_wait"]
+            assert wait["reason"] == "rate_limit" and wait["status"] == 429
+            assert (wait["attempt"], wait["attempts"]) == (2, 4)
+            assert 0 < wait["seconds_left"] <= 30
+            shown = specrun.run("status", check=True).stdout
+            assert "rate-limiting requests (HTTP 429)" in shown and "retrying in" in shown
 
-        assert noticed(live.read(until=noticed))  # the web view's event stream has it
-        snapshot_wait = live.snapshot().status.model_wait
-        assert snapshot_wait is not None and snapshot_wait.reason == "rate_limit"
+            def noticed(got: list[ControlReply]) -> bool:
+                return any(
+                    isinstance(g, LiveEvent) and isinstance(g.change, LiveTurnEvent)
+                    and isinstance(g.change.event, Notice) for g in got
+                )
 
-        started = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=20) == 1
-        assert time.monotonic() - started < 15  # not after the 30 s wait
-        pumping.join(timeout=10)
-        rest = [json.loads(line) for line in list(lines.queue) if line.strip()]
-        assert (rest[-1]["type"], rest[-1]["reason"]) == ("turn_ended", "aborted")
-        assert specrun.json("status")["model_wait"] is None
-        assert limited.posts == 1, limited.purposes
+            assert noticed(live.read(until=noticed))  # the web view's event stream has it
+            snapshot_wait = live.snapshot().status.model_wait
+            assert snapshot_wait is not None and snapshot_wait.reason == "rate_limit"
+
+            started = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=20) == 1
+            assert time.monotonic() - started < 15  # not after the 30 s wait
+            asked.reader.join(timeout=10)
+            rest = [json.loads(line) for line in list(lines.queue) if line.strip()]
+            assert (rest[-1]["type"], rest[-1]["reason"]) == ("turn_ended", "aborted")
+            assert specrun.json("status")["model_wait"] is None
+            assert limited.posts == 1, limited.purposes
     finally:
         live.close()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
         specrun.run("stop")

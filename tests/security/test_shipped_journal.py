@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from tests.coordinator.e2e import rules_scenario
-from tests.support import Specrun, isolated_env, make_sample_project
+from tests.support import make_sample_project, start_once
 
 
 def test_start_deletes_nothing_a_shipped_journal_names_through_a_link(tmp_path: Path) -> None:
@@ -31,12 +31,7 @@ def test_start_deletes_nothing_a_shipped_journal_names_through_a_link(tmp_path: 
         {"version": 1, "id": "evil", "state": "commit", "pid": 1, "steps": [step], "dirs": []}
     ))
     scenario = rules_scenario(tmp_path, [{"default": {"text": "Hi."}}])
-    with isolated_env() as env:
-        specrun = Specrun(project, env)
-        try:
-            started = specrun.run("start", "--scenario", str(scenario))
-        finally:
-            specrun.run("stop")
+    started = start_once(project, "--scenario", str(scenario))
     assert (victim / "precious.txt").read_text() == "mine\n"
     assert started.returncode == 1
     assert "Could not recover the interrupted apply" in started.stderr

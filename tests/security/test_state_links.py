@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.coordinator.e2e import rules_scenario
-from tests.support import Specrun, isolated_env, make_sample_project
+from tests.support import make_sample_project, start_once
 
 
 @pytest.mark.parametrize("link", [".specrun", ".specrun/logs", ".specrun/logs/service.log",
@@ -31,12 +31,7 @@ def test_start_writes_nothing_through_a_link_in_the_state_directory(
     planted.parent.mkdir(parents=True, exist_ok=True)
     planted.symlink_to(victim / ".bashrc" if link.endswith(".log") else victim)
     scenario = rules_scenario(tmp_path, [{"default": {"text": "Hi."}}])
-    with isolated_env() as env:
-        specrun = Specrun(project, env)
-        try:
-            started = specrun.run("start", "--scenario", str(scenario))
-        finally:
-            specrun.run("stop")
+    started = start_once(project, "--scenario", str(scenario))
     assert started.returncode == 1, started.stderr
     assert f"{planted} is a symbolic link" in started.stderr
     assert "Traceback" not in started.stderr

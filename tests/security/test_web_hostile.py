@@ -21,7 +21,7 @@ from coordinator.service.history import HistoryStore
 from protocol.inert_text import inert
 from tests.coordinator.e2e import FIX, scenario_variant, start_playing
 from tests.support import Specrun, local_http_server, wait_until
-from tests.web_support import WebView, browser, need_chromium, web_view
+from tests.web_support import WebView, browser, need_chromium, open_page, web_view
 
 # The service refuses a suggestion with control or bidi characters outright
 # (hidden_characters); markup in one is plain text and must stay so.
@@ -128,14 +128,12 @@ def test_hostile_suggestion_file_names_and_diff_lines_show_as_text_and_run_nothi
         assert dialogs == [] and errors == []
 
 
-@pytest.fixture
-def plain_service(specrun: Specrun) -> Iterator[Specrun]:
-    need_chromium()
-    specrun.run("start", "--approval-mode", "auto-edit", check=True)
-    try:
-        yield specrun
-    finally:
-        specrun.run("stop")
+def _send_html(handler: http.server.BaseHTTPRequestHandler, body: bytes) -> None:
+    handler.send_response(200)
+    handler.send_header("content-type", "text/html")
+    handler.send_header("content-length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 class _EvilPage(http.server.BaseHTTPRequestHandler):
@@ -153,22 +151,18 @@ fetch("{self.target}/api/ask", {{method: "POST", mode: "no-cors", credentials: "
   headers: {{"Content-Type": "text/plain"}}, body: JSON.stringify({{text: "commit this"}})}})
   .finally(() => document.forms[0].submit());
 </script>""".encode()
-        self.send_response(200)
-        self.send_header("content-type", "text/html")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        _send_html(self, body)
 
     def log_message(self, *args: Any) -> None:
         pass
 
 
 @pytest.fixture
-def evil_site(plain_service: Specrun) -> Iterator[tuple[Specrun, WebView, str]]:
-    with web_view(plain_service) as web:
+def evil_site(web_service: Specrun) -> Iterator[tuple[Specrun, WebView, str]]:
+    with web_view(web_service) as web:
         handler = type("Evil", (_EvilPage,), {"target": web.base})
         with local_http_server(handler) as server:
-            yield plain_service, web, f"http://127.0.0.1:{server.server_port}/"
+            yield web_service, web, f"http://127.0.0.1:{server.server_port}/"
 
 
 def test_in_the_browser_no_token_a_rebinding_host_and_a_cross_origin_post_are_refused(
@@ -213,30 +207,24 @@ class _CookieCatcher(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.caught.append(self.headers.get("cookie") or "")
         body = b"<!doctype html><title>other</title><p>another server"
-        self.send_response(200)
-        self.send_header("content-type", "text/html")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        _send_html(self, body)
 
     def log_message(self, *args: Any) -> None:
         pass
 
 
 def test_the_cookie_a_browser_hands_to_another_port_opens_nothing(
-    plain_service: Specrun,
+    web_service: Specrun,
 ) -> None:
     """Browsers send a host's cookies to every port of it: a server on another port of
     127.0.0.1 that the person opens learns the view's cookie. Replayed with every header a
     browser would send, it must get neither the event stream nor a button."""
     import httpx
 
-    specrun = plain_service
+    specrun = web_service
     catcher: type[_CookieCatcher] = type("Catcher", (_CookieCatcher,), {"caught": []})
     with web_view(specrun) as web, local_http_server(catcher) as other, browser() as context:
-        page = context.new_page()
-        page.goto(web.url)
-        page.wait_for_selector("#connection.ok")
+        page = open_page(context, web)
         assert page.url == web.base + "/"  # the key left the address bar too
         page.goto(f"http://127.0.0.1:{other.server_port}/")
         assert wait_until(lambda: catcher.caught, timeout=10)
@@ -258,13 +246,11 @@ def test_the_cookie_a_browser_hands_to_another_port_opens_nothing(
         page.wait_for_selector("#connection.ok")
 
 
-def test_a_link_with_another_key_does_not_sign_the_page_out(plain_service: Specrun) -> None:
+def test_a_link_with_another_key_does_not_sign_the_page_out(web_service: Specrun) -> None:
     """A page on another port of 127.0.0.1 may link to the view with a #key= of its own
     (the cookie goes along: same site). The page keeps the key that works."""
-    with web_view(plain_service) as web, browser() as context:
-        page = context.new_page()
-        page.goto(web.url)
-        page.wait_for_selector("#connection.ok")
+    with web_view(web_service) as web, browser() as context:
+        page = open_page(context, web)
         linked = context.new_page()  # a new document, as a link from elsewhere opens
         linked.goto(f"{web.base}/#key=not-the-key")
         linked.wait_for_selector("#connection.ok", timeout=20_000)

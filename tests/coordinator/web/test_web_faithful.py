@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ import yaml
 from protocol.inert_text import inert
 from tests.coordinator.e2e import done_unless_stalled, stepped_scenario, write_call
 from tests.support import Specrun, make_sample_project, running_service, wait_until
-from tests.web_support import WebView, browser, need_chromium, web_view
+from tests.web_support import WebView, browser, need_chromium, open_page, web_view
 
 REWRITE = "rewrite the notes"
 # A removed SQL comment reads "--- old comment" in the diff and an added "++ x" line
@@ -60,22 +61,26 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Specrun, 
         yield specrun, web
 
 
-def _completed_branch(page: Any, specrun: Specrun, step: str) -> Any:
-    assert specrun.run("ask", f"go {step}").returncode == 0
-    page.wait_for_selector('.branch[data-rank="0"] .badge.status-completed', timeout=30_000)
-    return page.locator('.branch[data-rank="0"]')
+@contextmanager
+def _completed_in_page(
+    served: tuple[Specrun, WebView], step: str, file_head: str
+) -> Iterator[tuple[Any, Any]]:
+    """A fresh page, and in it the branch of ``step``'s speculation once it completed and
+    the page drew a file head reading ``file_head``."""
+    specrun, web = served
+    with browser() as context:
+        page = open_page(context, web)
+        assert specrun.run("ask", f"go {step}").returncode == 0
+        page.wait_for_selector('.branch[data-rank="0"] .badge.status-completed', timeout=30_000)
+        page.wait_for_selector(f".file-head >> text={file_head}")
+        yield page, page.locator('.branch[data-rank="0"]')
 
 
 def test_the_diff_in_the_page_is_specrun_diff_line_by_line_and_tab_writes_it(
     served: tuple[Specrun, WebView],
 ) -> None:
-    specrun, web = served
-    with browser() as context:
-        page = context.new_page()
-        page.goto(web.url)
-        page.wait_for_selector("#connection.ok")
-        branch = _completed_branch(page, specrun, REWRITE)
-        page.wait_for_selector(".file-head >> text=modified: notes.sql")
+    specrun, _ = served
+    with _completed_in_page(served, REWRITE, "modified: notes.sql") as (_, branch):
         shown = branch.locator("pre.diff span").evaluate_all(
             "spans => spans.map(s => [s.className, s.textContent])"
         )
@@ -108,13 +113,8 @@ def test_a_line_that_only_looks_like_a_file_line_is_coloured_by_what_it_is() -> 
 def test_invisible_characters_tab_would_write_are_shown_in_the_page(
     served: tuple[Specrun, WebView],
 ) -> None:
-    specrun, web = served
-    with browser() as context:
-        page = context.new_page()
-        page.goto(web.url)
-        page.wait_for_selector("#connection.ok")
-        branch = _completed_branch(page, specrun, HIDE)
-        page.wait_for_selector(".file-head >> text=created: server.js")
+    specrun, _ = served
+    with _completed_in_page(served, HIDE, "created: server.js") as (_, branch):
         added = branch.locator("pre.diff span.add").all_text_contents()
         assert added == ["+const { timeout,\\u3164} = req.query;",
                          "+exec(\\u3164);\\u061c\\U000e0041\\U000e0042"]
@@ -130,9 +130,7 @@ def test_the_pages_own_net_escapes_exactly_what_the_terminal_escapes(
     escapes, checked over every code point."""
     _, web = served
     with browser() as context:
-        page = context.new_page()
-        page.goto(web.url)
-        page.wait_for_selector("#connection.ok")
+        page = open_page(context, web)
         in_page = page.evaluate(
             """() => {
                 const out = [];
@@ -155,13 +153,9 @@ def test_the_pages_own_net_escapes_exactly_what_the_terminal_escapes(
 def test_a_huge_diff_reaches_the_page_bounded_and_says_how_much_is_left_out(
     served: tuple[Specrun, WebView],
 ) -> None:
-    specrun, web = served
-    with browser() as context:
-        page = context.new_page()
-        page.goto(web.url)
-        page.wait_for_selector("#connection.ok")
-        branch = _completed_branch(page, specrun, BIG)
-        page.wait_for_selector(f".file-head >> text=created: long.log +{BIG_LINES} -0")
+    specrun, _ = served
+    head = f"created: long.log +{BIG_LINES} -0"
+    with _completed_in_page(served, BIG, head) as (_, branch):
         shown = branch.locator("pre.diff span").count()
         note = branch.locator(".file .muted").last.text_content() or ""
         left_out = int(note.split("… and ")[1].split(" ")[0])
@@ -197,13 +191,8 @@ def test_a_file_the_person_changes_meanwhile_turns_into_a_conflict_in_the_page(
     """Nothing of the speculation moves after it completed; the person edits two files it
     wrote. The page follows by itself: the tracked one makes Tab refuse all of it (as
     `specrun diff` says), the ignored one Tab would only leave as the person has it."""
-    specrun, web = served
-    with browser() as context:
-        page = context.new_page()
-        page.goto(web.url)
-        page.wait_for_selector("#connection.ok")
-        branch = _completed_branch(page, specrun, MEANWHILE)
-        page.wait_for_selector(".file-head >> text=modified: build/stamp.txt")
+    specrun, _ = served
+    with _completed_in_page(served, MEANWHILE, "modified: build/stamp.txt") as (page, branch):
         assert branch.locator(".conflict").count() == 0
         (specrun.project / "README.md").write_text("# my own edit\n")
         (specrun.project / "build/stamp.txt").write_text("mine, rebuilt\n")

@@ -6,38 +6,23 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.coordinator.e2e import Driver
 from tests.support import Specrun, make_sample_project, running_service, wait_until
-from tests.web_support import browser, need_chromium, web_view
-
-
-@pytest.fixture
-def started(specrun: Specrun) -> Iterator[Specrun]:
-    need_chromium()
-    specrun.run("start", "--approval-mode", "auto-edit", check=True)
-    try:
-        yield specrun
-    finally:
-        specrun.run("stop")
+from tests.web_support import browser, need_chromium, open_page, web_view
 
 
 def test_a_first_page_says_what_to_do_and_a_stopped_service_ends_it_cleanly(
-    started: Specrun,
+    web_service: Specrun,
 ) -> None:
-    with web_view(started, ends_itself=True) as web, browser() as context:
-        page = context.new_page()
-        page.goto(web.url)
-        page.wait_for_selector("#connection.ok")
+    with web_view(web_service, ends_itself=True) as web, browser() as context:
+        page = open_page(context, web)
         empty = page.locator("#conversation").text_content() or ""
         assert "Nothing yet: send a prompt below" in empty
         assert page.locator("#suggestion").text_content() == "no suggestion"
 
-        started.run("stop", check=True)
+        web_service.run("stop", check=True)
         page.wait_for_selector("#connection.bad >> text=service stopped", timeout=20_000)
         assert "prints a new URL" in (page.locator("#connection").text_content() or "")
         assert wait_until(lambda: web.proc.poll() is not None, timeout=20)
@@ -49,19 +34,17 @@ def test_a_first_page_says_what_to_do_and_a_stopped_service_ends_it_cleanly(
 
 
 def test_ctrl_c_on_the_view_tells_the_open_page_and_prints_no_traceback(
-    started: Specrun,
+    web_service: Specrun,
 ) -> None:
-    with web_view(started, ends_itself=True) as web, browser() as context:
-        page = context.new_page()
-        page.goto(web.url)
-        page.wait_for_selector("#connection.ok")
+    with web_view(web_service, ends_itself=True) as web, browser() as context:
+        page = open_page(context, web)
         web.proc.send_signal(signal.SIGINT)
         page.wait_for_selector("#connection.bad >> text=this web view was stopped",
                                timeout=20_000)
         assert wait_until(lambda: web.proc.poll() is not None, timeout=20)
         assert web.proc.returncode == 0
         assert "Traceback" not in web.said() and "Error" not in web.said(), web.said()
-    assert started.json("status")["pid"]  # the service goes on
+    assert web_service.json("status")["pid"]  # the service goes on
 
 
 LONG_TURNS = 260
@@ -84,9 +67,7 @@ def test_a_long_session_keeps_the_page_bounded_and_redraws_only_the_turn_that_ch
         ]}))
     with running_service(project, "--scenario", str(scenario)) as specrun, \
             web_view(specrun) as web, browser() as context:
-        page = context.new_page()
-        page.goto(web.url)
-        page.wait_for_selector("#connection.ok")
+        page = open_page(context, web)
         page.evaluate("""() => {
             window.drawn = 0;
             new MutationObserver((records) => {
