@@ -254,11 +254,9 @@ class HistoryStore:
             else self.project_root / ".specrun" / "sessions"
         )
         # Session files git tracks came with the repository: their history is somebody
-        # else's, which the model would take for the person's own past turns.
-        self._shipped = {
-            self.project_root / path
-            for path in (shipped_paths(self.project_root) if sessions_dir is None else ())
-        }
+        # else's, which the model would take for the person's own past turns. Asked of git
+        # once, when there is a session to resume.
+        self._shipped: set[Path] | None = None if sessions_dir is None else set()
         self._lock = threading.Lock()
         self._session: Session | None = None
         self._fd: int | None = None
@@ -292,6 +290,10 @@ class HistoryStore:
         return out
 
     def _came_with_repository(self, path: Path) -> bool:
+        if not path.exists():
+            return False
+        if self._shipped is None:
+            self._shipped = {self.project_root / p for p in shipped_paths(self.project_root)}
         if path not in self._shipped:
             return False
         log.warning("%s came with the repository (git tracks it): not loaded", path)
