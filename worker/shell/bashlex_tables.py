@@ -78,6 +78,12 @@ def grammar_digest(yacc: ModuleType, parser_globals: dict[str, Any]) -> str:
     return hashlib.sha256(reflect.signature().encode()).hexdigest()
 
 
+def installed_grammar_digest() -> str:
+    """``grammar_digest`` of the bashlex installed now."""
+    yacc = importlib.import_module("bashlex.yacc")
+    return grammar_digest(yacc, vars(importlib.import_module("bashlex.parser")))
+
+
 def _read_tables() -> Tables | None:
     try:
         return msgspec.json.decode(TABLES_FILE.read_bytes(), type=Tables)
@@ -124,16 +130,14 @@ def _import_bashlex() -> ModuleType:
 
 
 def built_tables() -> Tables:
-    """The tables bashlex builds for the grammar installed now (what ``--write`` saves)."""
+    """The tables bashlex builds for the grammar installed now (what ``write_tables``
+    saves)."""
     yacc = importlib.import_module("bashlex.yacc")
     parser_module = importlib.import_module("bashlex.parser")
-    pdict = vars(parser_module)
-    reflect = yacc.ParserReflect(dict(pdict), log=yacc.NullLogger())
-    reflect.get_all()
     # A fresh build: the module's own parser has had bashlex's state corrections applied.
     fresh = yacc.yacc(module=parser_module, debug=False, write_tables=False)
     return Tables(
-        grammar_digest=grammar_digest(yacc, pdict),
+        grammar_digest=installed_grammar_digest(),
         productions=[Production(p.name, p.len, p.func, p.str) for p in fresh.productions],
         action={state: dict(acts) for state, acts in fresh.action.items()},
         goto={state: dict(gotos) for state, gotos in fresh.goto.items()},
