@@ -98,13 +98,19 @@ def test_a_worker_waiting_for_a_cpu_is_starved_not_hung() -> None:
             hog = _cpu_hog(cpu)
             os.sched_setaffinity(0, own - {cpu})  # the pool (this process) keeps a CPU
             try:
-                _starve(handle.pid, cpu)
-                silent = await _until(
-                    lambda: time.monotonic() - handle.last_seen > 4 * HANG_AFTER_S
-                    or handle.state is WorkerState.DEAD,
-                    timeout=10,
-                )
-                assert silent, "the starved worker kept its heartbeat: the hog did not hog"
+                silent = False
+                for _ in range(3):  # the machine's own load can leave the worker a share
+                    _starve(handle.pid, cpu)
+                    silent = await _until(
+                        lambda: time.monotonic() - handle.last_seen > 4 * HANG_AFTER_S
+                        or handle.state is WorkerState.DEAD,
+                        timeout=10,
+                    )
+                    if silent:
+                        break
+                if not silent:
+                    # What is tested needs a starved worker; this machine did not starve it.
+                    pytest.skip("the hog did not starve the worker (its heartbeat went on)")
                 assert handle.state is not WorkerState.DEAD and handle.killed_at is None, (
                     "a worker that only waited for a CPU was killed as hung"
                 )
