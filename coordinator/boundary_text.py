@@ -9,7 +9,7 @@ word.
 
 from __future__ import annotations
 
-from protocol.boundary import BoundaryReason
+from protocol.wire.boundary import BoundaryReason
 
 SHOWN_COMMAND_CHARS = 120
 

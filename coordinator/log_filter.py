@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from protocol.secret_text import url_password
+from protocol.text.secret_text import url_password
 
 
 class PasswordLogFilter(logging.Filter):

@@ -19,10 +19,10 @@ import msgspec
 
 from coordinator.durable import atomic_write
 from coordinator.state_dir import shipped_paths
-from protocol.approval import ApprovalMode
-from protocol.control import BudgetWindow
-from protocol.secret_text import without_password
-from protocol.work import CommandLimits, Containment, SpeculationLimits
+from protocol.text.secret_text import without_password
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.control import BudgetWindow
+from protocol.wire.work import CommandLimits, Containment, SpeculationLimits
 
 
 class SettingsError(ValueError):

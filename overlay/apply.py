@@ -8,7 +8,7 @@ Protocol (one apply, under an exclusive ``flock`` on the project root directory)
    parent directories against symlink swaps). Any mismatch raises ConflictError before anything
    is touched, except for entries that may yield (files git ignores): those are left out.
    With a source root, overlay files are opened below it with no symlink followed anywhere
-   (``overlay.beneath``).
+   (``overlay.kernel.beneath``).
 2. Write the journal ``<root>/.specrun/journal/<id>.json`` in state ``intent`` (tmp file +
    rename, so it is never seen half-written). It names every stage file, backup name and
    directory the apply may create, so a crash during staging can be cleaned up.
@@ -66,11 +66,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from overlay import _fs
-from overlay.beneath import open_beneath
 from overlay.changes import APPLIED_BITS, Classified, FileChange, OpenSource, classify
 from overlay.errors import ApplyError, ConflictError, RecoveryError
 from overlay.fingerprint import Fingerprint
+from overlay.kernel import fs
+from overlay.kernel.beneath import open_beneath
 from overlay.paths import JOURNAL_REL, real_root
 
 JOURNAL_VERSION = 1
@@ -175,7 +175,7 @@ class _Journal:
 
     def remove(self) -> None:
         for path in (self.path + ".tmp", self.rollback_path, self.path):
-            _fs.unlink_quiet(path)
+            fs.unlink_quiet(path)
 
     def to_json(self) -> bytes:
         def rel(path: str) -> str:
@@ -326,7 +326,7 @@ class _Sync:
 
     def __init__(self, durable: bool) -> None:
         self.durable = durable
-        self.batch = durable and _fs.has_syncfs()
+        self.batch = durable and fs.has_syncfs()
 
     def file(self, fd: int) -> None:
         """A staged file was written (its content must reach the disk before the commit)."""
@@ -339,9 +339,9 @@ class _Sync:
             return
         existing = [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
         if self.batch:
-            _fs.syncfs_dirs(existing)
+            fs.syncfs_dirs(existing)
         else:
-            _fs.fsync_dirs(existing)
+            fs.fsync_dirs(existing)
 
 
 # --------------------------------------------------------------------------- names
@@ -377,7 +377,7 @@ def _ensure_journal_dir(root: str, sync: _Sync, hook: Hook | None) -> bool:
                 hook("mkdir")
         made_parent = os.path.dirname(jdir) in created
         if sync.durable and not sync.batch:  # else the first syncfs barrier covers it
-            _fs.fsync_dirs(os.path.dirname(p) for p in reversed(created))
+            fs.fsync_dirs(os.path.dirname(p) for p in reversed(created))
     if os.path.realpath(jdir) != jdir:
         raise OSError(f"{jdir} is not a plain directory inside the project")
     return made_parent
@@ -391,11 +391,11 @@ def _remove_journal_dir(root: str, parent_too: bool, hook: Hook | None = None) -
     journal mentions. (So recovery also removes an empty ``.specrun`` made by someone else.)
     """
     jdir = _journal_dir(root)
-    _fs.rmdir_quiet(jdir)
+    fs.rmdir_quiet(jdir)
     if parent_too:
         if hook is not None:
             hook("rmdir")
-        _fs.rmdir_quiet(os.path.dirname(jdir))
+        fs.rmdir_quiet(os.path.dirname(jdir))
 
 
 def _write_journal(journal: _Journal, durable: bool) -> None:
@@ -405,14 +405,14 @@ def _write_journal(journal: _Journal, durable: bool) -> None:
     tmp = final + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
-        _fs.write_all(fd, journal.to_json())
+        fs.write_all(fd, journal.to_json())
         if durable:
             os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, final)
     if durable:
-        _fs.fsync_dir(os.path.dirname(final))
+        fs.fsync_dir(os.path.dirname(final))
 
 
 # --------------------------------------------------------------------------- planning
@@ -433,7 +433,7 @@ def source_opener(source_root: str | int | None) -> OpenSource:
     symlink followed in any component (``open_beneath``), or, without a source root, by
     path with only the last component kept from being a symlink."""
     if source_root is None:
-        return lambda _rel, path: os.open(path, _fs.READ_FLAGS)
+        return lambda _rel, path: os.open(path, fs.READ_FLAGS)
     return lambda rel, _path: open_beneath(source_root, rel)
 
 
@@ -665,7 +665,7 @@ def _run(
                 if hook is not None:
                     hook("backup")
             if step.deleted:
-                _fs.unlink_quiet(step.target)  # the backup keeps it until the apply is done
+                fs.unlink_quiet(step.target)  # the backup keeps it until the apply is done
             else:
                 os.replace(step.stage, step.target)
             if hook is not None:
@@ -701,9 +701,9 @@ def _stage(step: _Step, sync: _Sync, opener: OpenSource) -> None:
         st = os.fstat(src)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(f"the overlay copy {step.source} is not a regular file")
-        dst = os.open(step.stage, _fs.CREATE_FLAGS, 0o600)
+        dst = os.open(step.stage, fs.CREATE_FLAGS, 0o600)
         try:
-            _fs.copy_fd(src, dst)
+            fs.copy_fd(src, dst)
             os.fchmod(dst, stat.S_IMODE(st.st_mode) & APPLIED_BITS)
             sync.file(dst)
         finally:
@@ -728,7 +728,7 @@ def _finish(journal: _Journal, sync: _Sync, hook: Hook | None) -> None:
     """Drop the backups and then the journal of an apply whose renames are all done."""
     for step in journal.steps:
         if step.backup is not None:
-            _fs.unlink_quiet(step.backup)
+            fs.unlink_quiet(step.backup)
             if hook is not None:
                 hook("drop-backup")
     # Barrier 3: the renames (and backup removals) before the journal disappears; until then a
@@ -749,7 +749,7 @@ def _mark_rollback(journal: _Journal, durable: bool) -> None:
     """
     os.replace(journal.path, journal.rollback_path)
     if durable:
-        _fs.fsync_dir(os.path.dirname(journal.path))
+        fs.fsync_dir(os.path.dirname(journal.path))
 
 
 def _rollback(journal: _Journal, sync: _Sync, hook: Hook | None) -> None:
@@ -764,27 +764,27 @@ def _rollback(journal: _Journal, sync: _Sync, hook: Hook | None) -> None:
                 if os.path.lexists(step.backup):
                     os.replace(step.backup, step.target)
             else:
-                _fs.unlink_quiet(step.target)
+                fs.unlink_quiet(step.target)
         else:
             if staged:
-                _fs.unlink_quiet(step.stage)
+                fs.unlink_quiet(step.stage)
             if step.backup is not None and os.path.lexists(step.backup):
                 if os.path.lexists(step.target):
-                    _fs.unlink_quiet(step.backup)  # a hard link of the untouched target
+                    fs.unlink_quiet(step.backup)  # a hard link of the untouched target
                 else:
                     os.replace(step.backup, step.target)  # renamed away, not yet replaced
         touched.append(os.path.dirname(step.target))
         if hook is not None:
             hook("undo")
     for d in reversed(journal.dirs):
-        _fs.rmdir_quiet(d)
+        fs.rmdir_quiet(d)
     sync.barrier((*touched, *(os.path.dirname(d) for d in journal.dirs)))
 
 
 def _roll_forward(journal: _Journal, sync: _Sync, hook: Hook | None) -> None:
     for step in journal.steps:
         if step.deleted:
-            _fs.unlink_quiet(step.target)
+            fs.unlink_quiet(step.target)
         elif os.path.lexists(step.stage):
             os.replace(step.stage, step.target)
         if hook is not None:
@@ -854,7 +854,7 @@ def recover(root: str | os.PathLike[str], *, durable: bool = True) -> RecoveryRe
         for name in names:
             # A journal write that never completed: nothing was staged under it.
             orphan = name.endswith(".json.tmp") and name[: -len(".json.tmp")] not in known
-            if orphan and _fs.unlink_quiet(os.path.join(jdir, name)):
+            if orphan and fs.unlink_quiet(os.path.join(jdir, name)):
                 removed.append(os.path.join(JOURNAL_REL, name))
         _remove_journal_dir(rroot, parent_too=True)
     if not (ids or removed):

@@ -14,10 +14,10 @@ from types import TracebackType
 from typing import Any, NotRequired, TypedDict
 
 from overlay.apply import ApplyItem, ApplyResult, apply_items, preview
-from overlay.beneath import open_beneath
 from overlay.changes import FileChange
 from overlay.errors import InvalidTargetError, OverlayError, describe_cause
 from overlay.fingerprint import Fingerprint, copy_with_fingerprint, hash_regular_file
+from overlay.kernel.beneath import open_beneath
 from overlay.paths import (
     StrPath,
     check_private_dir,

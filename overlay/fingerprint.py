@@ -8,7 +8,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
-from overlay import _fs
+from overlay.kernel import fs
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,15 +50,15 @@ def copy_with_fingerprint(src_path: str, dst_path: str) -> Fingerprint:
     The source is read once: the digest is of the very bytes written to ``dst_path``.
     Raises IsADirectoryError / OSError for anything that is not a regular file.
     """
-    src = os.open(src_path, _fs.READ_FLAGS)
+    src = os.open(src_path, fs.READ_FLAGS)
     try:
         st = os.fstat(src)
         if not stat.S_ISREG(st.st_mode):
             raise IsADirectoryError(f"{src_path} is not a regular file")
         digest = hashlib.sha256()
-        dst = os.open(dst_path, _fs.TRUNC_FLAGS, 0o600)
+        dst = os.open(dst_path, fs.TRUNC_FLAGS, 0o600)
         try:
-            size = _fs.copy_fd(src, dst, digest.update)
+            size = fs.copy_fd(src, dst, digest.update)
             os.fchmod(dst, stat.S_IMODE(st.st_mode))
         finally:
             os.close(dst)
@@ -73,7 +73,7 @@ def hash_regular_file(path: str) -> tuple[int, str, int] | None:
     Symlinks are not followed, so a file replaced by a symlink does not match.
     """
     try:
-        fd = os.open(path, _fs.READ_FLAGS)
+        fd = os.open(path, fs.READ_FLAGS)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError:
@@ -94,7 +94,7 @@ def hash_fd(fd: int) -> tuple[int, str]:
     """(size, sha256 hex) of what ``fd`` reads from its current offset to the end."""
     digest = hashlib.sha256()
     size = 0
-    while chunk := os.read(fd, _fs.CHUNK):
+    while chunk := os.read(fd, fs.CHUNK):
         digest.update(chunk)
         size += len(chunk)
     return size, digest.hexdigest()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.cli.client import ServiceClient
-from protocol.control import SpeculationInfo, SuggestionReply, SuggestionRequest, TurnEnded
+from protocol.wire.control import SpeculationInfo, SuggestionReply, SuggestionRequest, TurnEnded
 
 RUNTIME_DIR = "SPECRUN_RUNTIME_DIR"
 

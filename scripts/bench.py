@@ -72,9 +72,9 @@ from _sample_project import copy_sample_project  # noqa: E402
 
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
-from protocol import codec  # noqa: E402
-from protocol.chat import ToolCall, ToolResult  # noqa: E402
-from protocol.control import (  # noqa: E402
+from protocol.wire import codec  # noqa: E402
+from protocol.wire.chat import ToolCall, ToolResult  # noqa: E402
+from protocol.wire.control import (  # noqa: E402
     AcceptRequest,
     AskRequest,
     RejectRequest,
@@ -83,8 +83,8 @@ from protocol.control import (  # noqa: E402
     StatusRequest,
     TurnEnded,
 )
-from protocol.endpoints import make_dealer, make_router  # noqa: E402
-from protocol.work import RunTool, ToolDone, ToolFinished  # noqa: E402
+from protocol.wire.endpoints import make_dealer, make_router  # noqa: E402
+from protocol.wire.work import RunTool, ToolDone, ToolFinished  # noqa: E402
 
 P = ParamSpec("P")
 
@@ -148,8 +148,8 @@ def fresh_interpreter_ms(runs: int) -> float:
     """What a worker costs without the preloaded fork server: a new interpreter importing
     the worker's modules (the `spawn` start method's floor)."""
     code = (
-        "import worker.process, worker.jobs, worker.contain.helper, protocol.codec, zmq.asyncio, "
-        "httpx, bashlex"
+        "import worker.process, worker.jobs, worker.contain.helper, protocol.wire.codec, "
+        "zmq.asyncio, httpx, bashlex"
     )
     times = []
     for _ in range(runs):

@@ -35,7 +35,7 @@ import overlay  # noqa: E402
 from coordinator.service.applied_set import SpeculationFiles  # noqa: E402
 from coordinator.service.git_ignored import git_ignored  # noqa: E402
 from coordinator.settings import Settings  # noqa: E402
-from protocol.work import OriginalFile, WrittenFile  # noqa: E402
+from protocol.wire.work import OriginalFile, WrittenFile  # noqa: E402
 
 
 def make_case(base: Path, files: int) -> tuple[Path, Path, dict[str, WrittenFile]]:

@@ -52,14 +52,14 @@ from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from coordinator.scripted_model.engine import request_tokens  # noqa: E402
 from coordinator.service.history import HistoryStore  # noqa: E402
-from protocol.control import (  # noqa: E402
+from protocol.model.tokens import estimate_messages  # noqa: E402
+from protocol.wire.control import (  # noqa: E402
     AskRequest,
     Notice,
     StatusReply,
     StatusRequest,
     TurnEnded,
 )
-from protocol.model.tokens import estimate_messages  # noqa: E402
 
 BIG = "".join(
     f"line {i:04d}: the quick brown fox jumps over the lazy dog 0123456789\n" for i in range(150)

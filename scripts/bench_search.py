@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from overlay import Overlay  # noqa: E402
-from protocol.chat import ToolCall  # noqa: E402
+from protocol.wire.chat import ToolCall  # noqa: E402
 from worker.tools import DirectAccess, OverlayAccess, ToolContext, execute  # noqa: E402
 from worker.tools.rg import (  # noqa: E402
     _find_argv,

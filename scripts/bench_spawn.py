@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import psutil
 
 from coordinator.service.pool import WorkerHandle, WorkerPool
-from protocol.chat import ToolCall
-from protocol.work import RunTool, ToolDone, WorkerEvent
+from protocol.wire.chat import ToolCall
+from protocol.wire.work import RunTool, ToolDone, WorkerEvent
 
 
 def p99(values: list[float]) -> float:

@@ -37,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from coordinator.scripted_model import ScriptedModelServer
 from coordinator.service.pool import WorkerHandle, WorkerPool
 from overlay import Overlay, overlay_dir_for
-from protocol.approval import ApprovalMode
-from protocol.chat import CacheSafeSnapshot, Message
-from protocol.work import (
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.chat import CacheSafeSnapshot, Message
+from protocol.wire.work import (
     Completed,
     ModelEndpoint,
     RunSpeculation,

@@ -47,15 +47,15 @@ from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from coordinator.service.live_hub import LiveHub  # noqa: E402
 from coordinator.web.shown import shown_json  # noqa: E402
-from protocol import codec  # noqa: E402
-from protocol.control import (  # noqa: E402
+from protocol.wire import codec  # noqa: E402
+from protocol.wire.control import (  # noqa: E402
     AskRequest,
     LiveTurnEvent,
     ResetRequest,
     TextChunk,
     TurnEnded,
 )
-from protocol.endpoints import make_router  # noqa: E402
+from protocol.wire.endpoints import make_router  # noqa: E402
 
 CHUNKS = 400
 
@@ -258,7 +258,7 @@ async def _fanout(subscribers: int, events: int) -> tuple[float, float]:
 def web_side_us(events: int) -> float:
     """The web process's work per event: decode the frame, inert every string, JSON."""
     replies = codec.coordinator_to_client()
-    from protocol.control import LiveEvent
+    from protocol.wire.control import LiveEvent
 
     frame = msgspec.msgpack.encode(LiveEvent(1, 1, LiveTurnEvent(3, TextChunk(7, "word "))))
     t0 = time.perf_counter()

@@ -83,9 +83,9 @@ import zmq
 
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
 from coordinator.service.history import HistoryStore
-from protocol import codec
-from protocol.chat import Message
-from protocol.control import (
+from protocol.wire import codec
+from protocol.wire.chat import Message
+from protocol.wire.control import (
     AcceptRequest,
     AskRequest,
     ControlReply,
@@ -105,8 +105,8 @@ from protocol.control import (
     WorkersReply,
     WorkersRequest,
 )
-from protocol.endpoints import Endpoints
-from protocol.work import (
+from protocol.wire.endpoints import Endpoints
+from protocol.wire.work import (
     Completed,
     Heartbeat,
     Hello,

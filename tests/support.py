@@ -209,9 +209,9 @@ def worker_frames_handled(project: Path, epoch: int, timeout: float = 30.0) -> N
 
     import zmq
 
-    from protocol import codec
-    from protocol.endpoints import Endpoints
-    from protocol.work import Heartbeat
+    from protocol.wire import codec
+    from protocol.wire.endpoints import Endpoints
+    from protocol.wire.work import Heartbeat
 
     identity = f"marker-{uuid.uuid4().hex}".encode()
     frame = codec.worker_to_coordinator().encode(Heartbeat(pid=0, epoch=epoch, job_id="x"))

@@ -22,7 +22,7 @@ import yaml
 
 from coordinator.cli.client import ServiceClient
 from coordinator.service.history import HistoryStore
-from protocol.control import (
+from protocol.wire.control import (
     AskRequest,
     ErrorReply,
     StatusReply,

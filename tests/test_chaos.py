@@ -19,14 +19,14 @@ import pytest
 
 from coordinator.scripted_model.engine import Engine
 from coordinator.scripted_model.scenario import scenario_from_obj
-from protocol import codec
-from protocol.suggestion import (
+from protocol.prompts.suggestion import (
     filter_alternatives,
     filter_suggestion,
     is_typed_prefix,
     matches_prompt,
     suggestion_prompt,
 )
+from protocol.wire import codec
 from tests.support import REPO
 
 SCRIPT = REPO / "scripts" / "chaos.py"

@@ -123,7 +123,7 @@ def _edges_between(source_prefix: str, target_prefix: str) -> list[str]:
 def test_the_graph_sees_the_packages() -> None:
     # A parser that found nothing would pass every check below.
     assert len(MODULES) > 100
-    assert "protocol.codec" in GRAPH["coordinator.service.service"]
+    assert "protocol.wire.codec" in GRAPH["coordinator.service.service"]
 
 
 def test_no_import_cycles() -> None:
@@ -144,11 +144,11 @@ def test_protocol_and_overlay_import_no_project_package() -> None:
 
 def test_the_one_c_library_handle_is_overlays_and_used_from_every_layer_above() -> None:
     # overlay is the lowest package the worker and the coordinator both import, so the C
-    # library handle lives there (overlay.libc), and nowhere else loads the library.
-    assert "overlay.libc" in GRAPH["overlay.beneath"]
+    # library handle lives there (overlay.kernel.libc), and nowhere else loads the library.
+    assert "overlay.kernel.libc" in GRAPH["overlay.kernel.beneath"]
     for user in ("worker", "coordinator"):
         edges = _edges_between(user, "overlay")
-        assert any(edge.endswith("-> overlay.libc") for edge in edges), user
+        assert any(edge.endswith("-> overlay.kernel.libc") for edge in edges), user
 
 
 def test_nothing_imports_coordinator() -> None:
@@ -175,3 +175,45 @@ def test_the_web_view_is_a_client_of_the_service_never_a_part_of_it() -> None:
     assert _edges_between("coordinator.web", "coordinator.service") == []
     assert _edges_between("coordinator.web", "coordinator.cli") == []
     assert _edges_between("coordinator.service", "coordinator.web") == []
+
+
+# Inside a package, its sub-packages stand in layers: a module may import its own layer
+# and the layers below it, never one above. Each table is bottom first.
+LAYERS: dict[str, tuple[str, ...]] = {
+    "protocol": ("text", "wire", "rules", "model", "prompts"),
+    "overlay": ("kernel", "errors", "paths", "fingerprint", "changes", "sweep", "apply", "cow"),
+}
+
+
+def _layer_of(package: str, module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != package or len(parts) < 2:
+        return None  # the package's own __init__ re-exports; it is above every layer
+    return LAYERS[package].index(parts[1])
+
+
+def test_every_module_of_a_layered_package_is_in_a_layer() -> None:
+    for package, layers in LAYERS.items():
+        for module in MODULES:
+            parts = module.split(".")
+            if parts[0] == package and len(parts) > 1:
+                assert parts[1] in layers, f"{module} is in no layer of {package}"
+
+
+def test_sub_packages_import_only_downwards() -> None:
+    upward = []
+    for package in LAYERS:
+        for module, targets in GRAPH.items():
+            here = _layer_of(package, module)
+            if here is None:
+                continue
+            for target in targets:
+                there = _layer_of(package, target)
+                if there is not None and there > here:
+                    upward.append(f"{module} -> {target}")
+    assert upward == []
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    assert _layer_of("protocol", "protocol.text.inert_text") == 0
+    assert _layer_of("protocol", "protocol.prompts.suggestion") == 4

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from protocol.chat import Message, ToolResult
+from protocol.wire.chat import Message, ToolResult
 
 
 def cut_turn(reply: Message, responses: Sequence[ToolResult]) -> list[Message]:

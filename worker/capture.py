@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from overlay import Overlay, OverlayError
-from protocol.boundary import BoundaryReason
-from protocol.protected import protected_reason
-from protocol.runs_later import runs_later_reason
-from protocol.work import Containment
+from protocol.rules.protected import protected_reason
+from protocol.rules.runs_later import runs_later_reason
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.work import Containment
 from worker.gate import bad_path_reason
 from worker.tools.errors import ToolStop
 

@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast, get_args
 
-from protocol.chat import CacheSafeSnapshot, Message, ToolSpec
 from protocol.model import ChatRequest, ModelClient, ModelError, Purpose
-from protocol.suggestion import (
+from protocol.prompts.suggestion import (
     ALTERNATIVES_SCHEMA_NAME,
     SUGGESTION_SCHEMA,
     filter_alternatives,
@@ -26,7 +25,8 @@ from protocol.suggestion import (
     pipelined_prompt,
     suggestion_schema,
 )
-from protocol.work import PipelinedSkipReason
+from protocol.wire.chat import CacheSafeSnapshot, Message, ToolSpec
+from protocol.wire.work import PipelinedSkipReason
 
 log = logging.getLogger("specrun.worker.fork")
 

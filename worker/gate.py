@@ -17,9 +17,9 @@ at to the model provider), so is one aimed at specrun's own state (``read_privat
 ``.specrun/`` and the memory directories; see ``worker.tools.reach``), and so is any write
 to a protected path (``protected_path:<path>``: ``.git/**``, ``.gitattributes``,
 ``.gitmodules``, ``.specrun/**`` at any depth, plus the ``protectedPaths`` setting; the rule
-lives in ``protocol.protected``), which could make the user's next ``git status`` run a
+lives in ``protocol.rules.protected``), which could make the user's next ``git status`` run a
 program or switch specrun's own settings. A write whose path holds a control, bidi or
-invisible character (``protocol.inert_text.find_hidden``) is a boundary too
+invisible character (``protocol.text.inert_text.find_hidden``) is a boundary too
 (``bad_path:<the name, quoted>``): such a name would show as something else in every
 listing, so no speculation creates one.
 """
@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from overlay.paths import real_root, resolve_relative
-from protocol.approval import ApprovalMode
-from protocol.boundary import BoundaryReason
-from protocol.inert_text import find_hidden, quote_name
-from protocol.protected import protected_reason
-from protocol.runs_later import runs_later_reason
-from protocol.tools import READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
-from protocol.work import ToolDecision
+from protocol.rules.protected import protected_reason
+from protocol.rules.runs_later import runs_later_reason
+from protocol.rules.tools import READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
+from protocol.text.inert_text import find_hidden, quote_name
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.work import ToolDecision
 from worker.contain.helper import classifier_bypassed
 from worker.shell.classifier import ShellVerdict, classify
 from worker.shell.git_config import git_config_hazard

@@ -42,12 +42,12 @@ from overlay import (
     mark_owner,
     speculation_base_dir,
 )
-from protocol.boundary import BoundaryReason
-from protocol.chat import ToolCall, ToolResult, Usage
-from protocol.endpoints import runtime_base
 from protocol.model import ModelClient, ModelError
-from protocol.tools import READ_TOOLS, SHELL_TOOL
-from protocol.work import (
+from protocol.rules.tools import READ_TOOLS, SHELL_TOOL
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.chat import ToolCall, ToolResult, Usage
+from protocol.wire.endpoints import runtime_base
+from protocol.wire.work import (
     Boundary,
     CommandLimits,
     Completed,

@@ -13,7 +13,7 @@ import contextlib
 import os
 import signal
 
-from overlay import libc
+from overlay.kernel import libc
 
 
 def detach_session() -> None:

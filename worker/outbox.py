@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import zmq.asyncio
 
-from protocol import codec
-from protocol.work import WorkerEvent
+from protocol.wire import codec
+from protocol.wire.work import WorkerEvent
 
 __all__ = ["Outbox"]
 

@@ -23,9 +23,9 @@ import os
 
 import msgspec
 
-from overlay import libc
-from protocol import codec
-from protocol.work import PROJECT_ROOT_ENV
+from overlay.kernel import libc
+from protocol.wire import codec
+from protocol.wire.work import PROJECT_ROOT_ENV
 from worker.contain.helper import Reply, Request
 from worker.shell.git_tree_scan import git_entries
 

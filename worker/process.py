@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 import zmq
 import zmq.asyncio
 
-from overlay import libc
-from protocol import codec
-from protocol.endpoints import make_dealer
-from protocol.work import (
+from overlay.kernel import libc
+from protocol.wire import codec
+from protocol.wire.endpoints import make_dealer
+from protocol.wire.work import (
     Failed,
     Heartbeat,
     Hello,

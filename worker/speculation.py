@@ -26,14 +26,14 @@ from typing import Literal, cast
 import msgspec
 
 from overlay import Overlay
-from protocol.approval import ApprovalMode
-from protocol.boundary import BoundaryReason
-from protocol.chat import Message, ToolCall, ToolResult
 from protocol.model import ChatRequest, ModelClient
 from protocol.model.tokens import estimate_messages
 from protocol.model.tool_result_fit import fit_tool_result, tool_result_tokens
-from protocol.tools import SHELL_TOOL
-from protocol.work import (
+from protocol.rules.tools import SHELL_TOOL
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.chat import Message, ToolCall, ToolResult
+from protocol.wire.work import (
     Boundary,
     Completed,
     Containment,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import click
 
-from protocol.control import ApprovalNeeded
-from protocol.display import format_args
-from protocol.inert_text import inert
+from protocol.text.inert_text import inert
+from protocol.wire.control import ApprovalNeeded
+from protocol.wire.display import format_args
 
 
 def question(reply: ApprovalNeeded) -> str:

@@ -3,7 +3,7 @@
 worker's claim: one line per created, modified, deleted or mode-changed file; files that run
 later without a key press on a warning line of their own; files git ignores summed up on one
 line (unless they run later: those are listed, with their diff); conflicts said plainly.
-Names are shown through ``protocol.inert_text.quote_name``.
+Names are shown through ``protocol.text.inert_text.quote_name``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from protocol.control import DiffReply, FileChange, FileDiff
-from protocol.inert_text import inert, quote_name
+from protocol.text.inert_text import inert, quote_name
+from protocol.wire.control import DiffReply, FileChange, FileDiff
 
 if TYPE_CHECKING:
     from rich.text import Text

@@ -35,8 +35,8 @@ def ask(obj: CommandContext, text: str, approval_mode: str | None, as_json: bool
     """
     from coordinator.cli.approval import ask_person
     from coordinator.cli.turns import stream_turn, view_for
-    from protocol.approval import ApprovalMode
-    from protocol.control import AskRequest
+    from protocol.wire.approval import ApprovalMode
+    from protocol.wire.control import AskRequest
 
     interactive = sys.stdin.isatty() and not as_json
     with obj.client() as client:

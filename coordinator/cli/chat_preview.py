@@ -7,7 +7,7 @@ warning naming files that run later without a key press, and the sentence saying
 refuse it when a real file changed since the speculation read it; then the unified diff of
 each file. A running speculation shows what it wrote so far; each opening (and ``r``) asks
 again. Every file name, diff line and the suggestion's text pass through the display rule
-(``protocol.inert_text``) before they reach the screen.
+(``protocol.text.inert_text``) before they reach the screen.
 
 It is a full-screen pager run inside the chat (``in_terminal``): the prompt and what is typed
 in it stay as they were, and Esc (or q) returns to them.
@@ -45,8 +45,8 @@ from coordinator.cli.changes_view import (
     state_phrase,
 )
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
-from protocol.control import DiffReply, DiffRequest, ErrorReply
-from protocol.inert_text import inert
+from protocol.text.inert_text import inert
+from protocol.wire.control import DiffReply, DiffRequest, ErrorReply
 
 PREVIEW_KEY = "c-o"
 PREVIEW_KEY_NAME = "Ctrl-O"

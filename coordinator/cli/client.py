@@ -13,9 +13,9 @@ import msgspec
 import zmq
 
 from coordinator.pidfile import is_locked, read_pid
-from protocol import codec
-from protocol.control import ControlReply, ControlRequest, is_final
-from protocol.endpoints import Endpoints, make_dealer
+from protocol.wire import codec
+from protocol.wire.control import ControlReply, ControlRequest, is_final
+from protocol.wire.endpoints import Endpoints, make_dealer
 
 FOREVER = math.inf
 

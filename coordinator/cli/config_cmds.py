@@ -12,8 +12,8 @@ from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import CliError, friendly
 from coordinator.cli.options import json_option
 from coordinator.state_dir import state_dir
-from protocol.inert_text import inert
-from protocol.secret_text import without_password
+from protocol.text.inert_text import inert
+from protocol.text.secret_text import without_password
 
 
 @click.group()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.control import ContextInfo
+from protocol.wire.control import ContextInfo
 
 SOURCES = {
     "setting": "contextWindow setting",

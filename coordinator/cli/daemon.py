@@ -16,10 +16,10 @@ import psutil
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
 from coordinator.pidfile import is_locked, read_pid
 from coordinator.state_dir import state_dir
-from overlay import libc
-from protocol.control import StatusReply, StatusRequest, StopRequest
-from protocol.endpoints import Endpoints
-from protocol.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
+from overlay.kernel import libc
+from protocol.wire.control import StatusReply, StatusRequest, StopRequest
+from protocol.wire.endpoints import Endpoints
+from protocol.wire.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
 
 
 class StartError(RuntimeError):

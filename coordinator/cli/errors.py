@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from coordinator.cli import render
 
 if TYPE_CHECKING:
-    from protocol.control import ControlReply
+    from protocol.wire.control import ControlReply
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -110,7 +110,7 @@ def friendly(fn: F) -> F:
 def fail_on_error(reply: ControlReply, as_json: bool = False) -> None:
     """An error reply from the service: its sentence on stderr (and, for scripts, the
     reply itself on stdout), exit 1."""
-    from protocol.control import ErrorReply
+    from protocol.wire.control import ErrorReply
 
     if isinstance(reply, ErrorReply):
         if as_json:

@@ -13,7 +13,7 @@ from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import CliError, friendly
 from coordinator.cli.options import json_option
 from coordinator.state_dir import state_dir
-from protocol.inert_text import inert, quote_name
+from protocol.text.inert_text import inert, quote_name
 
 
 @click.group()

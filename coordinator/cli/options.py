@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from protocol.approval import ApprovalMode
+from protocol.wire.approval import ApprovalMode
 
 F = TypeVar("F", bound=Callable[..., Any])
 

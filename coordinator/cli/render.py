@@ -7,7 +7,7 @@ tool calls grouped in a box, then one summary line with the time it saved.
 
 Every string that specrun did not write itself (model text, suggestions, tool names,
 arguments and results, file names, boundary details, the service's messages that quote
-them) passes ``protocol.inert_text`` here and goes into a ``rich.text.Text``, never into
+them) passes ``protocol.text.inert_text`` here and goes into a ``rich.text.Text``, never into
 a markup string: controls become visible escapes and ``[bold]`` stays text. The consoles
 also escape whatever text reaches them unescaped (``InertConsole``), and never turn
 ``:name:`` into an emoji.
@@ -24,7 +24,8 @@ import msgspec
 
 from coordinator.boundary_text import describe_boundary
 from coordinator.cli.changes_view import append_listing, change_line
-from protocol.control import (
+from protocol.text.inert_text import find_hidden, inert, inert_json, quote_name
+from protocol.wire.control import (
     ApprovalNeeded,
     Branch,
     BranchSpend,
@@ -42,7 +43,6 @@ from protocol.control import (
     TurnEnded,
     WorkerInfo,
 )
-from protocol.inert_text import find_hidden, inert, inert_json, quote_name
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -71,7 +71,7 @@ def __getattr__(name: str) -> Any:
 
 
 def inert_console_class() -> type[Console]:
-    """A rich ``Console`` that escapes (``protocol.inert_text.inert``) the text of every
+    """A rich ``Console`` that escapes (``protocol.text.inert_text.inert``) the text of every
     segment it writes, leaving only the escape codes rich makes itself (colours, cursor
     moves of a spinner: styles and control segments) raw. The renderers below escape
     untrusted text before layout (so widths are right); this is the net under them for a

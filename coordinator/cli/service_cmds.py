@@ -15,8 +15,8 @@ from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import CliError, friendly
 from coordinator.cli.options import flags_dict, json_option, serve_flags
 from coordinator.cli.service_start import ensure_service
-from protocol.control import KillWorkerRequest
-from protocol.inert_text import inert
+from protocol.text.inert_text import inert
+from protocol.wire.control import KillWorkerRequest
 
 
 @click.command()

@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 from coordinator.cli import render
 from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import fail_on_error
-from protocol.control import (
+from protocol.text.inert_text import inert
+from protocol.wire.control import (
     AcceptRequest,
     CompactRequest,
     ControlReply,
@@ -35,7 +36,6 @@ from protocol.control import (
     WorkersReply,
     WorkersRequest,
 )
-from protocol.inert_text import inert
 
 R = TypeVar("R")
 

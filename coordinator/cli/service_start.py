@@ -9,8 +9,8 @@ from coordinator.cli import render
 from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import CliError
 from coordinator.cli.options import flags_argv
-from protocol.inert_text import quote_name
-from protocol.secret_text import without_password
+from protocol.text.inert_text import quote_name
+from protocol.text.secret_text import without_password
 
 if TYPE_CHECKING:
     from coordinator.settings import Settings

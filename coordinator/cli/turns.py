@@ -15,7 +15,7 @@ from typing import TypeAlias
 from coordinator.cli import render
 from coordinator.cli.client import FOREVER, ServiceClient
 from coordinator.cli.errors import EXIT_ERROR, EXIT_OK
-from protocol.control import (
+from protocol.wire.control import (
     AcceptRequest,
     ApprovalAnswer,
     ApprovalNeeded,

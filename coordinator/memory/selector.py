@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 import msgspec
 
-from protocol.chat import Message
 from protocol.model.request import ChatRequest, ChatResult
+from protocol.wire.chat import Message
 
 from .store import MemoryDoc
 

@@ -22,7 +22,11 @@ import msgspec
 
 from coordinator.scripted_model.scenario import OverflowStyle, Reply, Rule, Scenario
 from protocol.model.tokens import estimate_json_tokens
-from protocol.suggestion import ALTERNATIVES_KEY, parse_suggestion_reply, requested_alternatives
+from protocol.prompts.suggestion import (
+    ALTERNATIVES_KEY,
+    parse_suggestion_reply,
+    requested_alternatives,
+)
 
 PURPOSE_HEADER = "x-specrun-purpose"
 NO_MATCH_TEXT = "[scripted model: no rule matched this request]"

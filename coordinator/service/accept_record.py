@@ -23,8 +23,8 @@ import msgspec
 
 from coordinator.durable import atomic_write
 from coordinator.service.history import HistoryStore
-from protocol.chat import Message
-from protocol.protected import path_problem
+from protocol.rules.protected import path_problem
+from protocol.wire.chat import Message
 
 log = logging.getLogger("specrun.accept")
 

@@ -8,7 +8,7 @@ itself (``overlay.changes``), never from what the worker said.
 
 Per file: ``created`` / ``modified`` / ``deleted`` / ``mode`` (with the bits that change);
 files whose content and mode did not change are left out. Flags: ``runs_later`` (see
-``protocol.runs_later``), ``ignored`` (the project's git ignores it: see "caches" below) and
+``protocol.rules.runs_later``), ``ignored`` (the project's git ignores it: see "caches" below) and
 ``conflict`` (the real file changed since the speculation copied it: Tab refuses the whole
 accept, except for ignored files).
 
@@ -41,15 +41,15 @@ import overlay
 from coordinator.memory.store import project_memory_dir
 from coordinator.service.git_ignored import git_ignored
 from coordinator.settings import Settings
-from overlay.beneath import open_beneath
 from overlay.changes import FileChange as OverlayChange
 from overlay.errors import describe_paths
+from overlay.kernel.beneath import open_beneath
 from overlay.paths import is_inside, real_root
-from protocol.control import FileChange
-from protocol.inert_text import quote_name
-from protocol.protected import path_problem, protected_reason
-from protocol.runs_later import runs_later
-from protocol.work import WrittenFile
+from protocol.rules.protected import path_problem, protected_reason
+from protocol.rules.runs_later import runs_later
+from protocol.text.inert_text import quote_name
+from protocol.wire.control import FileChange
+from protocol.wire.work import WrittenFile
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class SpeculationFiles:
     and the files git ignores looked up once.
 
     Checked for every entry: a plain relative path with no control character in it; not a
-    protected path (``protocol.protected``, the ``protectedPaths`` setting, the memory
+    protected path (``protocol.rules.protected``, the ``protectedPaths`` setting, the memory
     directory); its real target reached through real directories only (a symlinked directory
     in the real tree would redirect the write); its overlay file, if any, a regular file
     below the overlay directory reached without any symlink (no file copied from elsewhere).

@@ -10,8 +10,8 @@ import os
 from dataclasses import dataclass
 
 from coordinator.service.emitter import Emitter
-from protocol.chat import ToolCall
-from protocol.tools import SHELL_TOOL
+from protocol.rules.tools import SHELL_TOOL
+from protocol.wire.chat import ToolCall
 
 
 class ApprovalLost(Exception):

@@ -39,9 +39,6 @@ from coordinator.service.system_prompt import build_system_prompt
 from coordinator.service.tool_exec import ToolExecutor
 from coordinator.service.turn_slot import FollowUp, TurnSlot
 from coordinator.settings import Settings
-from protocol.approval import ApprovalMode
-from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
-from protocol.control import ContextInfo, ControlReply, TurnEndReason
 from protocol.model import (
     ChatRequest,
     ChatResult,
@@ -52,7 +49,10 @@ from protocol.model import (
     TextDelta,
 )
 from protocol.model.overflow import stated_window
-from protocol.work import WorkerEvent
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
+from protocol.wire.control import ContextInfo, ControlReply, TurnEndReason
+from protocol.wire.work import WorkerEvent
 
 log = logging.getLogger("specrun.chat")
 

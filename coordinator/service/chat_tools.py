@@ -13,10 +13,10 @@ from coordinator.service.tool_exec import (
     shell_mode,
     write_policy,
 )
-from protocol.approval import ApprovalMode
-from protocol.chat import ToolCall, ToolResult
 from protocol.model.tool_result_fit import fit_tool_result
-from protocol.tools import SHELL_TOOL, WRITE_TOOLS
+from protocol.rules.tools import SHELL_TOOL, WRITE_TOOLS
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.chat import ToolCall, ToolResult
 
 
 class ChatToolCalls:

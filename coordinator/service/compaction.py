@@ -23,11 +23,11 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from protocol.chat import Message
 from protocol.model import ChatRequest, ModelClient, ModelError
 from protocol.model.client import WaitCallback
 from protocol.model.tokens import cut_to_tokens, estimate_messages, estimate_tokens
-from protocol.tools import WRITE_TOOLS
+from protocol.rules.tools import WRITE_TOOLS
+from protocol.wire.chat import Message
 
 log = logging.getLogger("specrun.compaction")
 

@@ -11,9 +11,9 @@ from coordinator.service import compaction
 from coordinator.service.context_meter import ContextMeter
 from coordinator.service.emitter import Emitter
 from coordinator.service.history import CompactionRecord, HistoryStore
-from protocol.chat import Message, ToolSpec
 from protocol.model import ModelClient
 from protocol.model.tokens import estimate_request
+from protocol.wire.chat import Message, ToolSpec
 
 log = logging.getLogger("specrun.chat")
 

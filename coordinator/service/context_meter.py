@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from protocol.chat import Message, ToolSpec, Usage
 from protocol.model.tokens import estimate_messages, estimate_request
 from protocol.model.tool_result_fit import tool_result_tokens
+from protocol.wire.chat import Message, ToolSpec, Usage
 
 DEFAULT_WINDOW = 32_768
 MID_TURN_LIMIT = 0.95  # inside a turn, compact only before the window itself is reached

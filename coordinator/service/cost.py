@@ -14,9 +14,9 @@ from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from protocol.chat import Usage
-from protocol.control import BudgetInfo, BudgetWindow, SpeculationTokens, TokenCount
 from protocol.model import PURPOSES
+from protocol.wire.chat import Usage
+from protocol.wire.control import BudgetInfo, BudgetWindow, SpeculationTokens, TokenCount
 
 HOUR_S = 3600.0
 # Tokens counted for each ended speculation stay here so the accepted/discarded split can

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Literal
 
 from coordinator.service.ports import ReplySink
-from protocol.chat import ToolCall
-from protocol.control import ApprovalNeeded, ControlReply, Notice, TextChunk, ToolShown
-from protocol.display import cut, format_args
+from protocol.wire.chat import ToolCall
+from protocol.wire.control import ApprovalNeeded, ControlReply, Notice, TextChunk, ToolShown
+from protocol.wire.display import cut, format_args
 
 
 class Emitter:

@@ -44,7 +44,7 @@ import msgspec
 
 from coordinator.durable import atomic_write
 from coordinator.state_dir import shipped_paths
-from protocol.chat import Message
+from protocol.wire.chat import Message
 
 log = logging.getLogger(__name__)
 

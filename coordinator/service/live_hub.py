@@ -23,7 +23,7 @@ from typing import cast
 import msgspec
 import zmq
 
-from protocol.control import LiveChange, LiveEvent, LiveResync
+from protocol.wire.control import LiveChange, LiveEvent, LiveResync
 
 log = logging.getLogger("specrun.live")
 

@@ -31,8 +31,8 @@ from coordinator.service.live_hub import LiveHub
 from coordinator.service.live_workers import WorkerSampler
 from coordinator.service.preview import preview_files
 from coordinator.service.transcript import render_transcript
-from protocol.chat import Message
-from protocol.control import (
+from protocol.wire.chat import Message
+from protocol.wire.control import (
     AcceptRequest,
     ApprovalNeeded,
     AskRequest,
@@ -59,8 +59,8 @@ from protocol.control import (
     TranscriptEntry,
     TurnEnded,
 )
-from protocol.display import cut, format_args
-from protocol.work import (
+from protocol.wire.display import cut, format_args
+from protocol.wire.work import (
     Boundary,
     Completed,
     ModelText,

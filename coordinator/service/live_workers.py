@@ -9,7 +9,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from protocol.control import LiveWorker, LiveWorkers
+from protocol.wire.control import LiveWorker, LiveWorkers
 
 if TYPE_CHECKING:
     from coordinator.service.pool import WorkerHandle, WorkerPool

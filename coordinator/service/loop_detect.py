@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.chat import Message
+from protocol.wire.chat import Message
 
 LOOP_REPEATS = 4  # reading a file twice is normal; four identical turns in a row is not
 

@@ -7,9 +7,9 @@ import time
 
 import msgspec
 
-from protocol.control import ModelWaitInfo
 from protocol.model import RetryWait
 from protocol.model.retry import wait_sentence
+from protocol.wire.control import ModelWaitInfo
 
 
 class ModelWait:

@@ -33,12 +33,12 @@ import zmq.asyncio
 import overlay
 from coordinator.service import fork_server, run_queue
 from coordinator.service.kill import kill_tree
-from overlay import libc
-from protocol import codec
-from protocol.chat import ToolSpec
-from protocol.control import JobKind, WorkerInfo, WorkerSandbox, WorkerState
-from protocol.endpoints import make_router
-from protocol.work import (
+from overlay.kernel import libc
+from protocol.wire import codec
+from protocol.wire.chat import ToolSpec
+from protocol.wire.control import JobKind, WorkerInfo, WorkerSandbox, WorkerState
+from protocol.wire.endpoints import make_router
+from protocol.wire.work import (
     PROJECT_ROOT_ENV,
     Heartbeat,
     Hello,
@@ -55,7 +55,7 @@ WORKER_MODULES = (
     "worker.jobs",
     "overlay",
     "worker.contain.helper",
-    "protocol.codec",
+    "protocol.wire.codec",
     "zmq.asyncio",
     "httpx",
     "httpcore",

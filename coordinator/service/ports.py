@@ -26,10 +26,10 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from coordinator.service.pool import WorkerHandle
-from protocol.approval import ApprovalMode
-from protocol.chat import CacheSafeSnapshot, Message, ToolSpec
-from protocol.control import ContextInfo, ControlReply, JobKind, WorkerInfo, WorkerSandbox
-from protocol.work import LayerStatus, WorkerEvent, WorkerJob
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.chat import CacheSafeSnapshot, Message, ToolSpec
+from protocol.wire.control import ContextInfo, ControlReply, JobKind, WorkerInfo, WorkerSandbox
+from protocol.wire.work import LayerStatus, WorkerEvent, WorkerJob
 
 
 class ReplySink(Protocol):

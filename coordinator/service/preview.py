@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from coordinator.service.applied_set import RefusedReport, SpeculationFiles
 from coordinator.service.transcript import render_transcript
 from coordinator.settings import Settings
-from overlay.beneath import open_beneath
-from protocol.chat import Message, ToolCall, ToolResult
-from protocol.control import FileChange, FileDiff, TranscriptEntry
-from protocol.work import WrittenFile
+from overlay.kernel.beneath import open_beneath
+from protocol.wire.chat import Message, ToolCall, ToolResult
+from protocol.wire.control import FileChange, FileDiff, TranscriptEntry
+from protocol.wire.work import WrittenFile
 
 #: A file larger than this (either side) is counted, not diffed: a preview is for reading.
 MAX_DIFF_BYTES = 1 << 20

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 
 from coordinator.service.pool import WorkerHandle
 from coordinator.service.ports import WorkerEventSink
-from protocol.control import JobKind
-from protocol.work import WorkerEvent
+from protocol.wire.control import JobKind
+from protocol.wire.work import WorkerEvent
 
 log = logging.getLogger("specrun.routing")
 

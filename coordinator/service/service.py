@@ -32,11 +32,11 @@ from coordinator.service.live_hub import LiveHub
 from coordinator.service.pool import WORKER_MODULES, WorkerPool
 from coordinator.settings import Settings
 from coordinator.state_dir import state_dir
-from overlay import libc
-from protocol import codec
-from protocol.control import ControlReply, ControlRequest, ErrorReply
-from protocol.endpoints import Endpoints, make_router
-from protocol.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
+from overlay.kernel import libc
+from protocol.wire import codec
+from protocol.wire.control import ControlReply, ControlRequest, ErrorReply
+from protocol.wire.endpoints import Endpoints, make_router
+from protocol.wire.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
 
 if TYPE_CHECKING:
     # Imported for real before the fork server is launched (``SHARED_WITH_FORK_SERVER``).
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from coordinator.service.pool import WorkerHandle
     from coordinator.service.session import Session
     from coordinator.service.speculation import SpeculationManager
-    from protocol.work import WorkerEvent
+    from protocol.wire.work import WorkerEvent
 
 log = logging.getLogger("specrun.service")
 

@@ -31,9 +31,9 @@ from coordinator.service.speculation import (
     Suggestion,
 )
 from coordinator.settings import Settings
-from protocol.approval import ApprovalMode
-from protocol.chat import ToolCall
-from protocol.control import (
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.chat import ToolCall
+from protocol.wire.control import (
     AcceptMethod,
     ContextInfo,
     DiffReply,
@@ -43,7 +43,7 @@ from protocol.control import (
     TurnEnded,
     TurnEndReason,
 )
-from protocol.display import format_args
+from protocol.wire.display import format_args
 
 # -- what the session drives ---------------------------------------------------------
 

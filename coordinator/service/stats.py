@@ -8,7 +8,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from coordinator.service.cost import MAX_TRACKED_SPECULATIONS, CostLedger
-from protocol.control import (
+from protocol.wire.control import (
     AcceptMethod,
     BranchCost,
     BranchSpend,

@@ -12,10 +12,8 @@ from typing import get_args
 
 import msgspec
 
-from protocol.chat import CacheSafeSnapshot, Message
-from protocol.control import SuppressReason
 from protocol.model import ChatRequest, ChatResult, ModelClient, ModelError
-from protocol.suggestion import (
+from protocol.prompts.suggestion import (
     ALTERNATIVES_SCHEMA_NAME,
     filter_alternatives,
     filter_suggestion,
@@ -24,6 +22,8 @@ from protocol.suggestion import (
     suggestion_prompt,
     suggestion_schema,
 )
+from protocol.wire.chat import CacheSafeSnapshot, Message
+from protocol.wire.control import SuppressReason
 
 log = logging.getLogger("specrun.suggestions")
 

@@ -15,11 +15,18 @@ from dataclasses import dataclass
 
 from coordinator.service.pool import WorkerHandle, WorkerStartError
 from coordinator.service.ports import WorkerJobs
-from protocol.approval import ApprovalMode
-from protocol.chat import ToolCall, ToolResult
-from protocol.inert_text import find_hidden
-from protocol.tools import WRITE_PATH_ARGUMENTS, WRITE_TOOLS
-from protocol.work import CommandLimits, Failed, RunTool, ShellPermission, ToolDone, WorkerEvent
+from protocol.rules.tools import WRITE_PATH_ARGUMENTS, WRITE_TOOLS
+from protocol.text.inert_text import find_hidden
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.chat import ToolCall, ToolResult
+from protocol.wire.work import (
+    CommandLimits,
+    Failed,
+    RunTool,
+    ShellPermission,
+    ToolDone,
+    WorkerEvent,
+)
 
 log = logging.getLogger("specrun.tools")
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from protocol.chat import Message
-from protocol.control import ToolStatus, TranscriptEntry
-from protocol.display import cut, format_args
+from protocol.wire.chat import Message
+from protocol.wire.control import ToolStatus, TranscriptEntry
+from protocol.wire.display import cut, format_args
 
 
 def ensure_tool_result_pairing(messages: list[Message]) -> list[Message]:

@@ -19,7 +19,8 @@ from starlette.routing import Route
 from coordinator.web.fanout import CLOSED, RESYNC, Fanout, Viewer
 from coordinator.web.link import NoService, ServiceLink
 from coordinator.web.shown import shown_json
-from protocol.control import (
+from protocol.text.inert_text import inert
+from protocol.wire.control import (
     AcceptRequest,
     AskRequest,
     ControlReply,
@@ -30,7 +31,6 @@ from protocol.control import (
     RejectRequest,
     TurnEnded,
 )
-from protocol.inert_text import inert
 
 KEEPALIVE_S = 15.0
 MAX_BATCH = 512  # events written to a viewer at once

@@ -24,8 +24,8 @@ import zmq
 import zmq.asyncio
 
 from coordinator.pidfile import is_locked
-from protocol import codec
-from protocol.control import (
+from protocol.wire import codec
+from protocol.wire.control import (
     ControlReply,
     ControlRequest,
     LiveEvent,
@@ -33,7 +33,7 @@ from protocol.control import (
     SubscribeRequest,
     is_final,
 )
-from protocol.endpoints import Endpoints, make_dealer
+from protocol.wire.endpoints import Endpoints, make_dealer
 
 log = logging.getLogger("specrun.web")
 

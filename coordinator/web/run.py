@@ -28,7 +28,7 @@ from coordinator.web.fanout import Fanout
 from coordinator.web.guard import Guard
 from coordinator.web.link import ServiceLink
 from coordinator.web.shown import shown_json
-from protocol.control import LiveEvent, LiveResync
+from protocol.wire.control import LiveEvent, LiveResync
 
 log = logging.getLogger("specrun.web")
 HOST = "127.0.0.1"

@@ -1,5 +1,5 @@
 """What the page is sent: the service's structures as JSON values with every string made
-inert by the rule the terminal uses (``protocol.inert_text.inert``: controls, bidi and
+inert by the rule the terminal uses (``protocol.text.inert_text.inert``: controls, bidi and
 invisible characters as visible escapes). The page then shows them as text nodes only,
 so a hostile name or line is seen exactly as `specrun` prints it, and never obeyed."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from protocol.inert_text import inert
+from protocol.text.inert_text import inert
 
 
 def _inert_tree(value: Any) -> Any:

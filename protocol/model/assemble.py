@@ -20,8 +20,8 @@ from typing import Any
 
 import msgspec
 
-from protocol.chat import Message, ToolCall, Usage
 from protocol.model.request import ChatResult, StreamEvent, TextDelta, ThinkingDelta, ToolCallDelta
+from protocol.wire.chat import Message, ToolCall, Usage
 
 _OPEN = "<think>"
 _CLOSE = "</think>"

@@ -25,7 +25,6 @@ import httpx
 import msgspec
 from httpx_sse import EventSource, SSEError
 
-from protocol.chat import Usage
 from protocol.model.assemble import StreamAssembler, parse_completion
 from protocol.model.endpoint_errors import EndpointErrors
 from protocol.model.errors import ModelError, one_line
@@ -41,7 +40,8 @@ from protocol.model.request import (
 )
 from protocol.model.retry import BACKGROUND_PURPOSES, RetryPolicy
 from protocol.model.tls import ssl_context
-from protocol.secret_text import without_password
+from protocol.text.secret_text import without_password
+from protocol.wire.chat import Usage
 
 log = logging.getLogger("specrun.model")
 

@@ -25,7 +25,7 @@ import msgspec
 from protocol.model.errors import ErrorKind, ModelError, one_line, redact
 from protocol.model.overflow import is_context_overflow, stated_window, window_in_body
 from protocol.model.server_wait import server_wait
-from protocol.secret_text import url_password, without_password
+from protocol.text.secret_text import url_password, without_password
 
 # error.code / error.type values (lower case) that name the kind whatever the status.
 _QUOTA_CODES = frozenset({

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from protocol.chat import Message, ToolSpec, Usage, to_openai
+from protocol.wire.chat import Message, ToolSpec, Usage, to_openai
 
 Purpose = Literal["main", "suggestion", "speculation", "pipelined", "recall", "compaction"]
 PURPOSES: tuple[Purpose, ...] = (

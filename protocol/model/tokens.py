@@ -39,7 +39,7 @@ from typing import Any
 
 import msgspec
 
-from protocol.chat import Message, ToolSpec, message_to_openai
+from protocol.wire.chat import Message, ToolSpec, message_to_openai
 
 WORD_CHARS = 5.0
 SYMBOL_CHARS = 1.6

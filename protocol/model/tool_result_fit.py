@@ -9,8 +9,8 @@ reads, so the request that carries it still fits beside the history.
 
 from __future__ import annotations
 
-from protocol.chat import ToolResult
 from protocol.model.tokens import cut_to_tokens, estimate_tokens
+from protocol.wire.chat import ToolResult
 
 TOOL_RESULT_SHARE = 0.25  # of the window, the most one tool result may take
 NOTE_TOKENS = 60  # room kept for the note

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from coordinator.cli.client import ServiceClient
-from protocol.control import (
+from protocol.wire.control import (
     AcceptRequest,
     AskRequest,
     ControlReply,

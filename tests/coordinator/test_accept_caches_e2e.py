@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from coordinator.cli.render import accept_summary
-from protocol.control import Transcript, TurnEnded
+from protocol.wire.control import Transcript, TurnEnded
 from tests.coordinator.e2e import Driver
 from tests.support import Specrun, make_sample_project, needs_containment, running_service
 from worker.contain.landlock import abi

@@ -14,7 +14,7 @@ from coordinator.service.accept_record import (
     write_pending,
 )
 from coordinator.service.history import HistoryStore
-from protocol.chat import Message
+from protocol.wire.chat import Message
 
 ACCEPTED = (Message.user("add a test"), Message.assistant("Added tests/test_new.py."))
 NEW = b"def test_new():\n    assert True\n"

@@ -17,7 +17,7 @@ import pexpect
 import pytest
 
 from coordinator.service.history import HistoryStore
-from protocol.control import ApprovalNeeded, AskRequest, ErrorReply, TurnEnded
+from protocol.wire.control import ApprovalNeeded, AskRequest, ErrorReply, TurnEnded
 from tests.coordinator.e2e import Driver, rules_scenario
 from tests.support import Specrun
 

@@ -6,7 +6,7 @@ import msgspec
 import pytest
 
 from coordinator.boundary_text import cut_words, describe_boundary
-from protocol.boundary import BOUNDARY_CODES, BoundaryReason
+from protocol.wire.boundary import BOUNDARY_CODES, BoundaryReason
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 import overlay
-from protocol.control import (
+from protocol.wire.control import (
     AcceptRequest,
     ControlReply,
     ErrorReply,

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from coordinator.service.history import HistoryStore
-from protocol.control import (
+from protocol.wire.control import (
     ApprovalAnswer,
     ApprovalNeeded,
     AskRequest,

@@ -24,8 +24,8 @@ import yaml
 
 from coordinator.cli.changes_view import diff_lines, file_line
 from coordinator.cli.chat_preview import preview_lines
-from protocol.control import DiffReply, DiffRequest, FileChange, FileDiff, SuggestionRequest
-from protocol.inert_text import find_hidden, inert
+from protocol.text.inert_text import find_hidden, inert
+from protocol.wire.control import DiffReply, DiffRequest, FileChange, FileDiff, SuggestionRequest
 from tests.coordinator.e2e import (
     STALL,
     TIDY,

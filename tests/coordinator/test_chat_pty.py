@@ -16,7 +16,7 @@ import psutil
 import pytest
 import yaml
 
-from protocol.control import SuggestionRequest
+from protocol.wire.control import SuggestionRequest
 from tests.support import REPO, Specrun, wait_until
 
 FIX = "fix the failing test in tests/test_calc.py"

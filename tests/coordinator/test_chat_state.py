@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.cli.interactive import SuggestionState, ghost_rest
-from protocol.control import Branch, SpeculationInfo, SpeculationStatus, SuggestionReply
+from protocol.wire.control import Branch, SpeculationInfo, SpeculationStatus, SuggestionReply
 
 RUN = "run the tests"
 NEG = "add a test for negative numbers"

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator.cli.app import cli
-from protocol.control import StatusRequest, SuggestionRequest, WorkersRequest
+from protocol.wire.control import StatusRequest, SuggestionRequest, WorkersRequest
 from tests.support import Env, Specrun, make_sample_project, running_service, wait_until
 
 FIX = "fix the failing test in tests/test_calc.py"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from protocol.control import SuggestionRequest
+from protocol.wire.control import SuggestionRequest
 from tests.support import Specrun, make_sample_project, running_service, wait_until
 
 FIX = "fix the failing test in tests/test_calc.py"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from coordinator.cli.context_fill import context_line, worth_showing
-from protocol.control import ContextInfo
+from protocol.wire.control import ContextInfo
 
 
 def test_the_line_says_how_full_where_the_window_comes_from_and_the_compactions() -> None:

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from coordinator.cli.app import COMMAND_FAMILIES
-from protocol.control import SuggestionRequest
+from protocol.wire.control import SuggestionRequest
 from tests.support import REPO, Specrun, wait_until
 
 FIX = "fix the failing test in tests/test_calc.py"

@@ -27,9 +27,9 @@ from coordinator.cli.client import ServiceClient
 from coordinator.cli.render import TurnPrinter
 from coordinator.cli.turns import JsonLines, TurnOutcome, stream_turn
 from coordinator.pidfile import PidFile
-from protocol import codec
-from protocol.chat import ToolCall
-from protocol.control import (
+from protocol.wire import codec
+from protocol.wire.chat import ToolCall
+from protocol.wire.control import (
     ApprovalAnswer,
     ApprovalNeeded,
     AskRequest,
@@ -40,7 +40,7 @@ from protocol.control import (
     TextChunk,
     TurnEnded,
 )
-from protocol.endpoints import Endpoints, make_router
+from protocol.wire.endpoints import Endpoints, make_router
 
 T = TypeVar("T")
 CALL = ToolCall(id="call-1", name="write_file",

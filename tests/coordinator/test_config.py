@@ -14,7 +14,7 @@ from coordinator.settings import (
     load_settings,
     set_setting,
 )
-from protocol.approval import ApprovalMode
+from protocol.wire.approval import ApprovalMode
 from tests.support import Specrun
 
 

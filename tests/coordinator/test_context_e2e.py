@@ -18,7 +18,7 @@ import yaml
 
 from coordinator.scripted_model.engine import request_tokens
 from coordinator.service.history import HistoryStore
-from protocol.control import CompactRequest, Notice
+from protocol.wire.control import CompactRequest, Notice
 from tests.coordinator.e2e import Driver
 from tests.coordinator.e2e import turn_ended as ended
 from tests.support import Specrun, ended_or_killed, wait_until

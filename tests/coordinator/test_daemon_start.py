@@ -13,8 +13,8 @@ import pytest
 
 from coordinator.cli.client import ServiceClient
 from coordinator.cli.daemon import StartError, start_daemon, stop_daemon
-from protocol.control import StatusReply, StatusRequest
-from protocol.start_notes import READY_FD_ENV
+from protocol.wire.control import StatusReply, StatusRequest
+from protocol.wire.start_notes import READY_FD_ENV
 from tests.support import isolated_env, processes_with_env, service_processes, wait_until
 
 

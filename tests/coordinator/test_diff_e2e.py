@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from protocol.control import DiffRequest, Transcript
+from protocol.wire.control import DiffRequest, Transcript
 from tests.coordinator.e2e import (
     STALL,
     TIDY,

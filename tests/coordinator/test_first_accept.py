@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.control import TurnEnded
+from protocol.wire.control import TurnEnded
 from tests.coordinator.e2e import DIFF, FIX, NEG, Driver
 from tests.support import Specrun
 

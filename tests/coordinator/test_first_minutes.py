@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from protocol.control import SuggestionRequest
+from protocol.wire.control import SuggestionRequest
 from tests.coordinator.e2e import COMMIT, DIFF, FIX, NEG, scenario_variant
 from tests.support import Env, Specrun, snapshot_tree, wait_until
 

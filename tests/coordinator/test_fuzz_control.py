@@ -23,9 +23,9 @@ import zmq
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from protocol import codec
-from protocol.approval import ApprovalMode
-from protocol.control import (
+from protocol.wire import codec
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.control import (
     AcceptRequest,
     ApprovalAnswer,
     AskRequest,
@@ -46,7 +46,7 @@ from protocol.control import (
     WorkersReply,
     WorkersRequest,
 )
-from protocol.endpoints import Endpoints
+from protocol.wire.endpoints import Endpoints
 from tests.coordinator.e2e import FIX, NEG, Driver
 from tests.support import (
     Specrun,

@@ -23,12 +23,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator.cli.client import ServiceClient
-from protocol import codec
-from protocol.boundary import BoundaryReason
-from protocol.chat import Message, ToolCall, ToolResult, ToolSpec
-from protocol.control import StatusReply, StatusRequest, Transcript, TurnEnded
-from protocol.endpoints import Endpoints
-from protocol.work import (
+from protocol.wire import codec
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.chat import Message, ToolCall, ToolResult, ToolSpec
+from protocol.wire.control import StatusReply, StatusRequest, Transcript, TurnEnded
+from protocol.wire.endpoints import Endpoints
+from protocol.wire.work import (
     Boundary,
     Completed,
     Failed,

@@ -15,7 +15,7 @@ import pytest
 
 from coordinator.service import history as history_mod
 from coordinator.service.history import CURRENT_FILE, HistoryStore, parse_session_bytes
-from protocol.chat import Message, ToolCall, ToolResult
+from protocol.wire.chat import Message, ToolCall, ToolResult
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -193,7 +193,7 @@ _CHILD = textwrap.dedent(
     import os, sys
     sys.path.insert(0, sys.argv[3])
     from coordinator.service.history import HistoryStore
-    from protocol.chat import Message
+    from protocol.wire.chat import Message
     store = HistoryStore(sys.argv[1])
     i = int(sys.argv[2])
     os.write(1, b"ready\\n")

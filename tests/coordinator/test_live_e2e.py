@@ -15,8 +15,8 @@ import msgspec
 import pytest
 import zmq
 
-from protocol import codec
-from protocol.control import (
+from protocol.wire import codec
+from protocol.wire.control import (
     AskRequest,
     ControlReply,
     LiveDiff,
@@ -34,7 +34,7 @@ from protocol.control import (
     TextChunk,
     TurnEnded,
 )
-from protocol.endpoints import Endpoints, make_dealer
+from protocol.wire.endpoints import Endpoints, make_dealer
 from tests.coordinator.e2e import FIX, NEG, scenario_variant, start_playing
 from tests.support import Specrun
 

@@ -19,8 +19,8 @@ import yaml
 
 from coordinator.memory import AbortLike, MemoryPrefetcher, Recaller
 from coordinator.scripted_model import ScriptedModelServer
-from protocol.chat import Message, ToolResult
 from protocol.model import ChatRequest, ChatResult, ModelClient
+from protocol.wire.chat import Message, ToolResult
 
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from protocol.control import ControlReply, LiveEvent, LiveTurnEvent, Notice
+from protocol.wire.control import ControlReply, LiveEvent, LiveTurnEvent, Notice
 from tests.coordinator.test_live_e2e import Subscriber
 from tests.support import Specrun, local_http_server
 

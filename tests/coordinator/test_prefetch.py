@@ -21,8 +21,8 @@ from coordinator.memory import (
     RecallResult,
 )
 from coordinator.memory.abort import AbortLike
-from protocol.chat import message_to_openai
 from protocol.model import ModelClient
+from protocol.wire.chat import message_to_openai
 
 from .test_memory_support import (
     Project,

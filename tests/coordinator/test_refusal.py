@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.control import SuggestionRequest, TextChunk, TurnEnded
+from protocol.wire.control import SuggestionRequest, TextChunk, TurnEnded
 from tests.coordinator.e2e import Driver, rules_scenario
 from tests.support import Specrun, wait_until
 

@@ -11,10 +11,10 @@ from rich.console import Console
 from rich.text import Text
 
 from coordinator.cli import approval, render
-from protocol.approval import ApprovalMode
-from protocol.boundary import BoundaryReason
-from protocol.chat import ToolCall
-from protocol.control import (
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.chat import ToolCall
+from protocol.wire.control import (
     ApprovalNeeded,
     Notice,
     SpeculationInfo,

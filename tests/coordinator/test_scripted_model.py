@@ -27,9 +27,8 @@ from coordinator.scripted_model import (
     parse_scenario,
     scenario_from_obj,
 )
-from protocol.chat import Message, ToolCall, ToolResult, to_openai
 from protocol.model import ChatRequest, ModelClient
-from protocol.suggestion import (
+from protocol.prompts.suggestion import (
     SUGGESTION_PROMPT,
     filter_alternatives,
     parse_alternatives_reply,
@@ -39,6 +38,7 @@ from protocol.suggestion import (
     suggestion_response_format,
     suggestion_schema,
 )
+from protocol.wire.chat import Message, ToolCall, ToolResult, to_openai
 from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,13 +12,13 @@ import pytest
 
 from coordinator.scripted_model import DEMO_SCENARIO, ScriptedModelServer, load_scenario
 from coordinator.scripted_model.scenario import Scenario
-from protocol.chat import Message, ToolCall, ToolResult, to_openai
-from protocol.suggestion import (
+from protocol.prompts.suggestion import (
     SUGGESTION_PROMPT,
     filter_suggestion,
     parse_suggestion_reply,
     pipelined_prompt,
 )
+from protocol.wire.chat import Message, ToolCall, ToolResult, to_openai
 
 SYSTEM = "You are specrun's coding agent. Approval mode: auto-edit."
 QUERY = "fix the failing test in tests/test_calc.py"

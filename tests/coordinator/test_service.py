@@ -15,8 +15,8 @@ import psutil
 import pytest
 import zmq
 
-from protocol.control import WorkersRequest
-from protocol.endpoints import MAX_FRAME_BYTES, Endpoints
+from protocol.wire.control import WorkersRequest
+from protocol.wire.endpoints import MAX_FRAME_BYTES, Endpoints
 from tests.support import (
     Specrun,
     make_sample_project,

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from protocol.endpoints import Endpoints
+from protocol.wire.endpoints import Endpoints
 from tests.support import Specrun, processes_with_env, service_processes, wait_until
 
 

@@ -1,6 +1,6 @@
 """The docs name every setting and every error code the code has, and no other: the
 settings table of docs/configuration.md is generated from ``Settings`` and checked here;
-docs/cli.md's error codes are read off ``protocol.control.ErrorCode``."""
+docs/cli.md's error codes are read off ``protocol.wire.control.ErrorCode``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import get_args
 
 from coordinator.settings import KEYS
 from coordinator.settings_table import DOC, settings_table, with_table
-from protocol.control import ErrorCode
+from protocol.wire.control import ErrorCode
 
 
 def test_the_settings_table_in_the_docs_is_the_one_the_code_makes() -> None:

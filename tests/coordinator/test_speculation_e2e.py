@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from coordinator.service.history import HistoryStore
-from protocol.control import AskRequest, CancelRequest, Notice, OkReply, Transcript
+from protocol.wire.control import AskRequest, CancelRequest, Notice, OkReply, Transcript
 from tests.coordinator.e2e import COMMIT, DIFF, FIX, NEG, Driver, scenario_variant
 from tests.coordinator.e2e import turn_ended as _end
 from tests.support import Specrun, snapshot_tree, wait_until

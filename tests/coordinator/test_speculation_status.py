@@ -19,7 +19,7 @@ from coordinator.service.speculation import (
     Suggestion,
 )
 from coordinator.service.speculation.record import MOVES, TERMINAL
-from protocol.control import SpeculationStatus, WorkerState
+from protocol.wire.control import SpeculationStatus, WorkerState
 
 STATUSES: tuple[SpeculationStatus, ...] = typing.get_args(SpeculationStatus)
 

@@ -60,8 +60,8 @@ def make_tree(root: Path, files: dict[str, bytes | str], mode: int | None = None
 
 def worker_report(ov: Overlay) -> bytes:
     """The ``Completed`` frame a worker sends for a speculation that wrote through ``ov``."""
-    from protocol import codec
-    from protocol.work import Completed
+    from protocol.wire import codec
+    from protocol.wire.work import Completed
     from worker.boundary import SpeculatedConversation
     from worker.speculation import LoopEnd, outcome
 
@@ -72,8 +72,8 @@ def worker_report(ov: Overlay) -> bytes:
 def record_from_report(frame: bytes) -> dict[str, RecordEntry]:
     """The coordinator's side: the record of the overlay a worker's frame reports."""
     from coordinator.service.applied_set import record_of
-    from protocol import codec
-    from protocol.work import Completed
+    from protocol.wire import codec
+    from protocol.wire.work import Completed
 
     event = codec.worker_to_coordinator().decode(frame)
     assert isinstance(event, Completed)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import overlay._fs
+import overlay.kernel.fs
 from overlay import ApplyError, ConflictError, Overlay
 from tests.overlay.helpers import snapshot, strays
 
@@ -256,7 +256,8 @@ def test_disk_full_while_staging_rolls_back(
     ov = _speculate(root, ovdir)
     before = snapshot(root)
     full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    monkeypatch.setattr(overlay._fs, "copy_fd", _fail_on_call(overlay._fs.copy_fd, 3, full))
+    kernel_fs = overlay.kernel.fs
+    monkeypatch.setattr(kernel_fs, "copy_fd", _fail_on_call(kernel_fs.copy_fd, 3, full))
     with pytest.raises(ApplyError) as info:
         ov.apply_to_real()
     message = str(info.value)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from overlay import beneath
+from overlay.kernel import beneath
 
 
 @pytest.fixture(params=["openat2", "walk"])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from overlay import libc
+from overlay.kernel import libc
 
 OVERLAYFS_MAGIC = 0x794C7630
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from protocol import codec
-from protocol.boundary import BOUNDARY_CODES, BoundaryReason
-from protocol.work import Boundary, SpeculationOutcome
+from protocol.wire import codec
+from protocol.wire.boundary import BOUNDARY_CODES, BoundaryReason
+from protocol.wire.work import Boundary, SpeculationOutcome
 
 OUTCOME = SpeculationOutcome(messages=(), written_files={}, tool_use_count=0, turns=1)
 

@@ -9,10 +9,10 @@ import msgspec
 import msgspec.inspect as mi
 import pytest
 
-from protocol import codec, control, work
-from protocol.approval import ApprovalMode
-from protocol.boundary import BoundaryReason
-from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec, Usage
+from protocol.wire import codec, control, work
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec, Usage
 
 CALL = ToolCall("c1", "read_file", '{"file_path": "a.py"}')
 RESULT = ToolResult("c1", "read_file", output="1\tx")

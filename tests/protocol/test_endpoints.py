@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from protocol.endpoints import (
+from protocol.wire.endpoints import (
     _SUN_PATH_MAX,
     Endpoints,
     RuntimeDirError,

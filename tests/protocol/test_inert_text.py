@@ -1,4 +1,4 @@
-"""protocol.inert_text: every class of character a terminal would obey or hide comes out as
+"""protocol.text.inert_text: every class of character a terminal would obey or hide comes out as
 a visible escape, one character at a time, so a stream's chunking cannot matter."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.inert_text import find_hidden, inert, inert_json, quote_name
+from protocol.text.inert_text import find_hidden, inert, inert_json, quote_name
 
 ERASE_LINE = "\x1b[2K\x1b[1A"
 OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"

@@ -8,10 +8,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.chat import Message, ToolSpec
 from protocol.model import ChatRequest, ChatResult, TextDelta, ThinkingDelta, ToolCallDelta
 from protocol.model.assemble import StreamAssembler, ThinkSplitter, parse_completion, parse_usage
 from protocol.model.request import build_body
+from protocol.wire.chat import Message, ToolSpec
 
 
 def feed_all(chunks: list[dict[str, Any]]) -> tuple[list[Any], ChatResult]:
@@ -225,7 +225,7 @@ def test_build_body_key_order_and_options() -> None:
 
 
 def test_cache_markers_skip_a_message_without_content() -> None:
-    from protocol.chat import ToolCall
+    from protocol.wire.chat import ToolCall
 
     req = ChatRequest(
         system="S",

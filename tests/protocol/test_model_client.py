@@ -19,7 +19,6 @@ import msgspec
 import pytest
 
 from coordinator.scripted_model import ScriptedModelServer
-from protocol.chat import Message, ToolCall, ToolResult, ToolSpec
 from protocol.model import (
     ChatRequest,
     ChatResult,
@@ -30,6 +29,7 @@ from protocol.model import (
     ThinkingDelta,
     ToolCallDelta,
 )
+from protocol.wire.chat import Message, ToolCall, ToolResult, ToolSpec
 from tests.support import REPO, local_http_server
 
 T = TypeVar("T")

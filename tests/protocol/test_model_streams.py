@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from protocol.chat import Message
 from protocol.model import ChatRequest, ChatResult, ModelClient, TextDelta, ThinkingDelta
+from protocol.wire.chat import Message
 from tests.support import local_http_server
 
 STREAMS = Path(__file__).parent / "streams"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from protocol.chat import Message, ToolResult, ToolSpec
 from protocol.model import tokens
 from protocol.model.tokens import (
     cut_to_tokens,
@@ -11,6 +10,7 @@ from protocol.model.tokens import (
     estimate_request,
     estimate_tokens,
 )
+from protocol.wire.chat import Message, ToolResult, ToolSpec
 
 
 def test_words_digits_symbols_and_non_ascii_are_counted_by_class() -> None:

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from protocol.chat import Message
-from protocol.inert_text import inert
 from protocol.model import ChatRequest, ChatResult, ModelClient, ModelError, RetryWait
+from protocol.text.inert_text import inert
+from protocol.wire.chat import Message
 from tests.support import local_http_server
 
 KEY = "sk-test-9f8e7d6c5b4a"

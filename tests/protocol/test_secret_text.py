@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.secret_text import without_password
+from protocol.text.secret_text import without_password
 
 
 @pytest.mark.parametrize(

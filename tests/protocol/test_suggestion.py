@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.chat import Message
 from protocol.model import ChatRequest, build_body
-from protocol.suggestion import (
+from protocol.prompts.suggestion import (
     ALTERNATIVES_KEY,
     ALTERNATIVES_SCHEMA_NAME,
     DUPLICATE_REASON,
@@ -33,6 +32,7 @@ from protocol.suggestion import (
     suggestion_response_format,
     suggestion_schema,
 )
+from protocol.wire.chat import Message
 
 # --- the prompt ---------------------------------------------------------------------------------
 

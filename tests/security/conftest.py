@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.work import CommandLimits
+from protocol.wire.work import CommandLimits
 from tests.coordinator.service.conftest import place
 from tests.support import containment_unavailable
 from worker.contain.helper import BYPASS_CLASSIFIER_ENV, Request, SandboxHelper

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import pexpect
 
-from protocol.inert_text import find_hidden
+from protocol.text.inert_text import find_hidden
 from tests.support import REPO, Specrun
 
 # What specrun's own renderers write: rich's colours, cursor hide/show and the spinner's

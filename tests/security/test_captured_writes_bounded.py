@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from overlay import speculation_base_dir
-from protocol.work import Boundary, Containment
+from protocol.wire.work import Boundary, Containment
 from tests.worker.conftest import Harness, call, harness, rule, spec_project
 
 __all__ = ["harness", "spec_project"]  # the worker tests' fixtures, used here

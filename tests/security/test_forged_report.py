@@ -23,8 +23,8 @@ import pytest
 
 from coordinator.service.emitter import Emitter
 from coordinator.service.speculation import AcceptFallback
-from protocol.chat import Message
-from protocol.work import (
+from protocol.wire.chat import Message
+from protocol.wire.work import (
     Completed,
     OriginalFile,
     RunSpeculation,

@@ -25,8 +25,8 @@ import pexpect
 import pytest
 import yaml
 
-from protocol.control import SuggestionRequest
-from protocol.inert_text import inert
+from protocol.text.inert_text import inert
+from protocol.wire.control import SuggestionRequest
 from tests.coordinator.e2e import Driver
 from tests.security.terminal_bytes import (
     PROMPT_TOOLKIT_OWN,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.inert_text import inert
+from protocol.text.inert_text import inert
 from tests.security.terminal_bytes import assert_only_own_sequences, in_terminal
 from tests.support import Specrun
 

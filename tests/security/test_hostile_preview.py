@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from protocol.control import SuggestionRequest
-from protocol.inert_text import inert
+from protocol.text.inert_text import inert
+from protocol.wire.control import SuggestionRequest
 from tests.coordinator.pty_screen import ScreenTerminal
 from tests.security.terminal_bytes import PROMPT_TOOLKIT_OWN, assert_only_own_sequences
 from tests.support import Specrun, make_sample_project, running_service, wait_until

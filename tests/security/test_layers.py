@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 import pytest
 
-from protocol.work import CommandLimits
+from protocol.wire.work import CommandLimits
 from tests.security.conftest import layers_for, run_in, start_bypassed_helper
 from tests.support import containment_unavailable, needs_containment
 from worker.contain.helper import SandboxHelper

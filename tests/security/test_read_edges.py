@@ -25,8 +25,8 @@ import pytest
 import yaml
 
 from coordinator.service.history import HistoryStore
-from protocol.chat import Message
-from protocol.control import ApprovalAnswer, ApprovalNeeded, AskRequest, ToolShown
+from protocol.wire.chat import Message
+from protocol.wire.control import ApprovalAnswer, ApprovalNeeded, AskRequest, ToolShown
 from tests.coordinator.e2e import Driver
 from tests.support import Env, make_sample_project, needs_containment, running_service
 from worker.contain.landlock import abi

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from coordinator.service.history import HistoryStore
-from protocol.chat import Message
+from protocol.wire.chat import Message
 from tests.coordinator.e2e import rules_scenario
 from tests.support import Specrun, isolated_env, make_sample_project
 

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from protocol.work import Boundary, SpeculationLimits, ToolFinished
+from protocol.wire.work import Boundary, SpeculationLimits, ToolFinished
 from tests.worker.conftest import Harness, call, harness, rule, spec_project
 
 __all__ = ["harness", "spec_project"]  # the worker tests' fixtures, used here

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol.work import CommandLimits
+from protocol.wire.work import CommandLimits
 from tests.security.conftest import run_in
 from tests.support import containment_unavailable
 from worker.contain import cgroup

@@ -20,9 +20,9 @@ import pytest
 
 from coordinator.scripted_model import ScriptedModelServer
 from overlay import Overlay, overlay_dir_for, speculation_base_dir
-from protocol.approval import ApprovalMode
-from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult
-from protocol.work import (
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult
+from protocol.wire.work import (
     ModelEndpoint,
     ModelUsage,
     RunSpeculation,

@@ -23,10 +23,10 @@ import pytest
 import zmq
 
 from overlay import speculation_base_dir
-from protocol import codec
-from protocol.boundary import BoundaryReason
-from protocol.endpoints import make_router
-from protocol.work import (
+from protocol.wire import codec
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.endpoints import make_router
+from protocol.wire.work import (
     Boundary,
     Completed,
     Hello,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from overlay import Overlay
-from protocol.boundary import BoundaryReason
-from protocol.work import Containment
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.work import Containment
 from worker.capture import import_capture
 from worker.tools import ToolStop
 

@@ -20,8 +20,8 @@ import pytest
 
 from coordinator.scripted_model import ScriptedModelServer
 from overlay import speculation_base_dir
-from protocol.boundary import BoundaryReason
-from protocol.work import (
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.work import (
     Boundary,
     Completed,
     Containment,
@@ -395,7 +395,7 @@ def test_in_a_confined_pool_worker_the_toolchain_and_identity_are_there(
         async def main() -> None:
             async with pool_of() as (pool, events):
                 await send_sandboxed_job(pool, h, speculate_shell=True)
-                from protocol.work import PipelinedSuggestion
+                from protocol.wire.work import PipelinedSuggestion
 
                 seen = await events.until(PipelinedSuggestion, timeout=60)
                 (output,) = [

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from overlay import speculation_base_dir
-from protocol.work import CommandLimits
+from protocol.wire.work import CommandLimits
 from tests.support import containment_unavailable
 from worker.contain import cgroup
 from worker.contain.helper import Request, SandboxHelper

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import pytest
 
 from overlay import Overlay
-from protocol.approval import ApprovalMode
-from protocol.boundary import BoundaryReason
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.boundary import BoundaryReason
 from worker.gate import (
     DENIED_TOOLS,
     READ_TOOLS,

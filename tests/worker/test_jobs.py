@@ -10,8 +10,8 @@ from typing import Any, Literal
 import pytest
 
 import worker.jobs
-from protocol.chat import ToolCall, ToolResult
-from protocol.work import Failed, RunTool, ToolDone
+from protocol.wire.chat import ToolCall, ToolResult
+from protocol.wire.work import Failed, RunTool, ToolDone
 from tests.support import shared_sandbox_helper
 from tests.worker.conftest import Collector
 from worker.jobs import run_tool

@@ -21,7 +21,7 @@ import pytest
 
 from coordinator.service import run_queue
 from coordinator.service.pool import WorkerHandle, WorkerPool
-from protocol.control import WorkerState
+from protocol.wire.control import WorkerState
 from tests.support import wait_until
 
 pytestmark = pytest.mark.usefixtures("stop_multiprocess_helpers")

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from protocol.work import PROJECT_ROOT_ENV
+from protocol.wire.work import PROJECT_ROOT_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from overlay import Overlay
-from protocol.boundary import BoundaryReason
+from protocol.wire.boundary import BoundaryReason
 from worker.gate import evaluate
 from worker.shell import git_tree_scan
 from worker.shell.git_config import (

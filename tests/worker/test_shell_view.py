@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from protocol.boundary import BoundaryReason
-from protocol.work import Completed, PipelinedSuggestion, ToolFinished
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.work import Completed, PipelinedSuggestion, ToolFinished
 from tests.support import containment_unavailable
 from tests.worker.conftest import PIPELINED_RULE, Harness, call, rule, tree_state
 from tests.worker.test_speculation_worker import pool_of, run, send_sandboxed_job
@@ -136,7 +136,7 @@ def test_without_the_opt_in_a_write_command_is_still_a_boundary(harness: Any) ->
         [rule({"tool_calls": [call("run_shell_command", command="echo x > f.txt")]})]
     )
     out = h.run(h.job())
-    from protocol.work import Boundary
+    from protocol.wire.work import Boundary
 
     ends = out.of(Boundary)
     assert ends and ends[0].reason == BoundaryReason("shell", "echo x > f.txt")

@@ -10,11 +10,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from protocol.approval import ApprovalMode
-from protocol.boundary import BoundaryReason
-from protocol.chat import Message, ToolCall, ToolResult
 from protocol.model import ChatRequest, ModelClient
-from protocol.work import (
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.chat import Message, ToolCall, ToolResult
+from protocol.wire.work import (
     Boundary,
     Completed,
     Failed,
@@ -90,7 +90,7 @@ def test_the_pipelined_step_asks_for_ranked_guesses_with_branches(harness: Any) 
 
 def test_the_single_guess_pipelined_request_is_unchanged(harness: Any) -> None:
     """One branch: the request is the single-suggestion one, byte for byte as before."""
-    from protocol.suggestion import pipelined_prompt
+    from protocol.prompts.suggestion import pipelined_prompt
 
     h = harness([rule({"text": "All 3 tests pass."}), PIPELINED_RULE])
     event = only(h.run(h.job()), PipelinedSuggestion)
@@ -527,7 +527,7 @@ def test_forked_request_shares_the_main_prefix_byte_for_byte(harness: Any) -> No
 
 
 def test_forked_history_is_cut_to_the_last_40_entries(harness: Any) -> None:
-    from protocol.chat import CacheSafeSnapshot
+    from protocol.wire.chat import CacheSafeSnapshot
 
     history = tuple(
         Message.user(f"u{i}") if i % 2 == 0 else Message.assistant(f"a{i}") for i in range(50)

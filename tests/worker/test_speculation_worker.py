@@ -17,9 +17,9 @@ import pytest
 
 from coordinator.service.pool import WorkerHandle, WorkerPool
 from overlay import speculation_base_dir, sweep
-from protocol.boundary import BoundaryReason
-from protocol.chat import ToolCall
-from protocol.work import (
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.chat import ToolCall
+from protocol.wire.work import (
     Boundary,
     Completed,
     PipelinedSuggestion,

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.chat import ToolCall
-from protocol.tools import READ_TOOLS, WRITE_PATH_ARGUMENTS, WRITE_TOOLS
+from protocol.rules.tools import READ_TOOLS, WRITE_PATH_ARGUMENTS, WRITE_TOOLS
+from protocol.wire.chat import ToolCall
 from worker.tools import TOOLS, ToolError
 from worker.tools.args import PathArg, ToolArgs, decode_arguments, path_fields
 from worker.tools.edit import EditArgs

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from overlay import Overlay
-from protocol.boundary import BoundaryReason
-from protocol.chat import ToolCall
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.chat import ToolCall
 from tests.worker.tool_calls import body, err, ok
 from worker.tools import DirectAccess, OverlayAccess, ToolContext, ToolStop, execute
 

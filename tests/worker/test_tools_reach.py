@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from overlay import Overlay, beneath
-from protocol.boundary import BoundaryReason
-from protocol.tools import READ_TOOLS
+from protocol.rules.tools import READ_TOOLS
+from protocol.wire.boundary import BoundaryReason
 from tests.worker.tool_calls import call, err, ok
 from worker.gate import evaluate
 from worker.tools import (

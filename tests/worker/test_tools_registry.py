@@ -11,8 +11,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from protocol.chat import ToolCall, ToolSpec
-from protocol.tools import READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
+from protocol.rules.tools import READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
+from protocol.wire.chat import ToolCall, ToolSpec
 from worker.tools import (
     TOOL_SPECS,
     TOOLS,
@@ -249,7 +249,7 @@ def test_overlay_access_satisfies_the_protocol(tmp_path: Path) -> None:
 
 def test_every_registered_tool_is_in_exactly_one_protocol_category() -> None:
     """The categories the gate, the worker's jobs and the service's approval policy share
-    (protocol.tools) name the registry's tools: a tool in none would stop every speculation
+    (protocol.rules.tools) name the registry's tools: a tool in none would stop every speculation
     as unknown, a category name with no tool would be dead policy."""
     categories = [READ_TOOLS, WRITE_TOOLS, frozenset({SHELL_TOOL})]
     for tool in TOOLS:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from protocol.chat import ToolCall, ToolResult
+from protocol.wire.chat import ToolCall, ToolResult
 from worker.tools import DirectAccess, ShellMode, ToolContext, execute
 from worker.tools.run_shell_command import format_shell_output
 

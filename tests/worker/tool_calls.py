@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from protocol.chat import ToolCall, ToolResult
+from protocol.wire.chat import ToolCall, ToolResult
 from worker.tools import ToolContext, execute
 
 

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.work import CommandLimits
+from protocol.wire.work import CommandLimits
 
 CONTROLLERS = ("memory", "pids", "cpu")
 _V2_WEIGHT = 50  # of 100, the default

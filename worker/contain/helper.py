@@ -35,7 +35,7 @@ import msgspec
 
 from overlay.paths import ensure_private_base, ensure_private_dir, make_private_dir
 from overlay.sweep import release_pid_dir
-from protocol.work import CommandLimits, LayerStatus
+from protocol.wire.work import CommandLimits, LayerStatus
 from worker.contain import cgroup, mounts, probe, spawn
 from worker.contain.limits import pid_namespace_cap
 from worker.contain.spawn import (

@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import libc
-from protocol.work import Sandbox
+from overlay.kernel import libc
+from protocol.wire.work import Sandbox
 
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1

@@ -24,8 +24,8 @@ import resource
 import signal
 from pathlib import Path
 
-from overlay import libc
-from protocol.work import CommandLimits
+from overlay.kernel import libc
+from protocol.wire.work import CommandLimits
 from worker.shell.runner import ShellResult
 
 # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS and NO_CAP_AMBIENT_RAISE, each with its lock bit.

@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from overlay import libc
+from overlay.kernel import libc
 
 _MS_RDONLY = 1
 _MS_NOSUID = 2

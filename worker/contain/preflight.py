@@ -12,7 +12,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 
-from protocol.work import LayerStatus
+from protocol.wire.work import LayerStatus
 from worker.contain import cgroup
 from worker.contain.helper import SandboxHelper
 

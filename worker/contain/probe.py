@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import platform
 
-from protocol.work import LayerName, LayerStatus
+from protocol.wire.work import LayerName, LayerStatus
 from worker.contain import cgroup, landlock, seccomp
 
 LAYER_OF_STAGE: dict[str, LayerName] = {

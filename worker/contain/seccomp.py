@@ -33,7 +33,7 @@ import functools
 import platform
 import struct
 
-from overlay import libc
+from overlay.kernel import libc
 
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-from overlay import libc
-from protocol.work import CommandLimits
+from overlay.kernel import libc
+from protocol.wire.work import CommandLimits
 from worker.contain import cgroup, landlock, limits, mounts, seccomp
 from worker.contain.mounts import View
 from worker.shell.runner import ShellResult, check_run_arguments, collect

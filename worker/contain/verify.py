@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.work import CommandLimits
+from protocol.wire.work import CommandLimits
 from worker.contain import cgroup
 from worker.contain.helper import Request, SandboxHelper
 from worker.contain.limits import pid_namespace_cap
@@ -364,7 +364,7 @@ def main(argv: list[str]) -> int:
     per check (or the layer report only), exit 1 when anything leaked or is missing."""
     import json
 
-    from protocol.endpoints import runtime_base
+    from protocol.wire.endpoints import runtime_base
 
     as_json = "--json" in argv
     if "--layers" in argv:

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 
 import msgspec
 
-from protocol.inert_text import inert, inert_json
+from protocol.text.inert_text import inert, inert_json
 from worker.shell.classifier import ShellVerdict, classify
 
 _encoder = msgspec.json.Encoder()

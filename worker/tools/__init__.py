@@ -13,8 +13,8 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from protocol.chat import ToolCall, ToolResult, ToolSpec
-from protocol.inert_text import encodable
+from protocol.text.inert_text import encodable
+from protocol.wire.chat import ToolCall, ToolResult, ToolSpec
 from worker.tools import (
     edit,
     glob,

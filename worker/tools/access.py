@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from protocol.boundary import BoundaryReason
+from protocol.wire.boundary import BoundaryReason
 from worker.tools.errors import ToolError, ToolStop
 from worker.tools.reach import Reach
 

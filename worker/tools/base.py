@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, Literal
 
-from protocol.chat import ToolSpec
-from protocol.work import ShellPermission
+from protocol.wire.chat import ToolSpec
+from protocol.wire.work import ShellPermission
 from worker.tools.args import Args, PathArg, decode_arguments, path_fields
 from worker.tools.schema import parameters_schema
 
@@ -173,7 +173,7 @@ def show_path(root: Path, path: Path) -> str:
 
 def quote_path(text: str) -> str:
     """``text`` as tool output shows a path: JSON-quoted when it holds control characters
-    or an undecodable byte (whose escape, ``protocol.inert_text.encodable``, must not read
+    or an undecodable byte (whose escape, ``protocol.text.inert_text.encodable``, must not read
     as a name with a backslash in it)."""
     if _CONTROL.search(text) is not None:
         return json.dumps(text, ensure_ascii=False)

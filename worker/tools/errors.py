@@ -3,7 +3,7 @@ layer and the tools can both raise them without importing each other)."""
 
 from __future__ import annotations
 
-from protocol.boundary import BoundaryReason
+from protocol.wire.boundary import BoundaryReason
 
 __all__ = ["ToolError", "ToolStop"]
 

@@ -15,7 +15,7 @@ project: ``.specrun/`` at the root and the memory directories (wherever they are
   state, skipped and recorded (:class:`Skipped`) so the result can name it; the private
   directories themselves are left out silently.
 * Content is only ever read through :meth:`Reach.open`: the resolved path is opened below
-  the root by ``overlay.beneath.open_beneath`` (``openat2(RESOLVE_BENEATH |
+  the root by ``overlay.kernel.beneath.open_beneath`` (``openat2(RESOLVE_BENEATH |
   RESOLVE_NO_SYMLINKS)``, or a walk opening one component at a time with ``O_NOFOLLOW``
   where ``openat2`` is missing), so a link swapped in after the check fails the open
   instead of leading out.
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from overlay.beneath import open_beneath
-from protocol.boundary import BoundaryReason
+from overlay.kernel.beneath import open_beneath
+from protocol.wire.boundary import BoundaryReason
 from worker.tools.args import PathArg
 from worker.tools.errors import ToolStop
 

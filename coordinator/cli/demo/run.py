@@ -57,8 +57,10 @@ from coordinator.cli.daemon import is_running, service_family, start_daemon, sto
 from coordinator.cli.turns import stream_turn
 from coordinator.pidfile import read_pid
 from coordinator.settings import is_dashscope, load_settings
-from overlay import libc
-from protocol.control import (
+from overlay.kernel import libc
+from protocol.text.inert_text import inert
+from protocol.text.secret_text import without_password
+from protocol.wire.control import (
     AcceptRequest,
     ApprovalNeeded,
     AskRequest,
@@ -75,9 +77,7 @@ from protocol.control import (
     WorkersReply,
     WorkersRequest,
 )
-from protocol.endpoints import Endpoints
-from protocol.inert_text import inert
-from protocol.secret_text import without_password
+from protocol.wire.endpoints import Endpoints
 
 SAMPLE_PROJECT = Path(__file__).resolve().parent / "sample_project"
 SHIPPED_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "demo.yaml"

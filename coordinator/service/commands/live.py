@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from coordinator.service.commands.deps import HandlerDeps
 from coordinator.service.commands.registry import handles
-from protocol.control import ErrorReply, LiveSnapshotRequest, SubscribeRequest
+from protocol.wire.control import ErrorReply, LiveSnapshotRequest, SubscribeRequest
 
 
 @handles(SubscribeRequest)

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from coordinator.service.commands.deps import HandlerDeps
-from protocol.control import ControlRequest
+from protocol.wire.control import ControlRequest
 
 # What the registry keeps. The request is ``Any`` here only because each handler takes
 # its own request type; ``handles`` checks that it is the type it is registered for.

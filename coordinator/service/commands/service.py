@@ -7,7 +7,8 @@ import random
 
 from coordinator.service.commands.deps import HandlerDeps
 from coordinator.service.commands.registry import handles
-from protocol.control import (
+from protocol.text.secret_text import without_password
+from protocol.wire.control import (
     ErrorReply,
     KillWorkerRequest,
     OkReply,
@@ -18,7 +19,6 @@ from protocol.control import (
     WorkersRequest,
     WorkerState,
 )
-from protocol.secret_text import without_password
 
 
 def status_reply(svc: HandlerDeps, req_id: int) -> StatusReply:

@@ -6,7 +6,7 @@ from coordinator.service.commands.deps import HandlerDeps
 from coordinator.service.commands.registry import handles
 from coordinator.service.emitter import Emitter
 from coordinator.service.session import Accepted
-from protocol.control import (
+from protocol.wire.control import (
     AcceptRequest,
     DiffRequest,
     ErrorReply,

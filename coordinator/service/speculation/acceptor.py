@@ -38,9 +38,9 @@ from coordinator.service.stats import Stats
 from coordinator.service.transcript import ensure_tool_result_pairing, render_transcript
 from coordinator.settings import Settings
 from overlay.errors import describe_paths
-from protocol.chat import Message
-from protocol.control import AcceptMethod, Transcript
-from protocol.inert_text import quote_name
+from protocol.text.inert_text import quote_name
+from protocol.wire.chat import Message
+from protocol.wire.control import AcceptMethod, Transcript
 
 log = logging.getLogger("specrun.speculation")
 

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from coordinator.service.speculation.suggestion import Suggestion
-from protocol.control import SuppressReason
+from protocol.wire.control import SuppressReason
 
 # Make these texts the shown suggestion (several: its ranked branches), visible after delay_s.
 Offer = Callable[[str | Sequence[str], float], Awaitable[None]]

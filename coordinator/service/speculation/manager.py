@@ -33,16 +33,16 @@ from coordinator.service.speculation.suggester import SuggestionGenerator
 from coordinator.service.speculation.suggestion import BranchRun, Suggestion
 from coordinator.service.stats import Stats
 from coordinator.settings import Settings
-from protocol.approval import ApprovalMode
-from protocol.control import (
+from protocol.model import ModelClient
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.control import (
     AcceptMethod,
     DiffReply,
     StatsReply,
     SuggestionReply,
     TurnEndReason,
 )
-from protocol.model import ModelClient
-from protocol.work import ModelUsage, WorkerEvent
+from protocol.wire.work import ModelUsage, WorkerEvent
 
 log = logging.getLogger("specrun.speculation")
 

@@ -15,9 +15,9 @@ from typing import Final, Literal, get_args
 from coordinator.boundary_text import describe_boundary
 from coordinator.service.pool import WorkerHandle
 from coordinator.service.preview import Progress
-from protocol.boundary import BoundaryReason
-from protocol.control import SpeculationInfo, SpeculationStatus
-from protocol.work import SpeculationOutcome
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.control import SpeculationInfo, SpeculationStatus
+from protocol.wire.work import SpeculationOutcome
 
 log = logging.getLogger("specrun.speculation")
 

@@ -11,7 +11,7 @@ from coordinator.service.speculation.board import Board
 from coordinator.service.speculation.suggestion import Suggestion
 from coordinator.service.stats import Stats
 from coordinator.settings import Settings
-from protocol.control import DiffReply, StatsReply, SuggestionReply, TranscriptEntry
+from protocol.wire.control import DiffReply, StatsReply, SuggestionReply, TranscriptEntry
 
 
 def suggestion_reply(

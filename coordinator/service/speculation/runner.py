@@ -29,8 +29,8 @@ from coordinator.service.speculation.record import AbortCause, Speculation
 from coordinator.service.speculation.suggestion import BranchRun
 from coordinator.service.stats import Stats
 from coordinator.settings import Settings
-from protocol.control import WorkerState
-from protocol.work import (
+from protocol.wire.control import WorkerState
+from protocol.wire.work import (
     Boundary,
     Completed,
     Failed,

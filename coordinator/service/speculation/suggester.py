@@ -13,9 +13,9 @@ from coordinator.service.speculation.suggestion import SUGGESTION_DELAY_MS
 from coordinator.service.stats import Stats
 from coordinator.service.suggestions import generate_suggestion
 from coordinator.settings import Settings
-from protocol.approval import ApprovalMode
-from protocol.control import SuppressReason, TurnEndReason
 from protocol.model import ModelClient
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.control import SuppressReason, TurnEndReason
 
 
 class SuggestionGenerator:

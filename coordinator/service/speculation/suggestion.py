@@ -1,6 +1,6 @@
 """The suggestion the person sees: one predicted next prompt, or with
 ``speculationBranches`` N > 1 up to N ranked ones, each a ``BranchRun`` with its own
-speculation. ``protocol.control.Branch`` is what the wire says of a ``BranchRun``."""
+speculation. ``protocol.wire.control.Branch`` is what the wire says of a ``BranchRun``."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from coordinator.service.speculation.record import AbortCause, Speculation
-from protocol.control import Branch, SkipReason
-from protocol.inert_text import inert
-from protocol.suggestion import is_typed_prefix, matches_prompt
+from protocol.prompts.suggestion import is_typed_prefix, matches_prompt
+from protocol.text.inert_text import inert
+from protocol.wire.control import Branch, SkipReason
 
 SUGGESTION_DELAY_MS = 300
 

@@ -28,9 +28,10 @@ from coordinator.service.session import Session
 from coordinator.service.speculation import AbortCause, BranchRun, Speculation, Suggestion
 from coordinator.service.stats import Stats
 from coordinator.settings import Settings
-from protocol.approval import ApprovalMode
-from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
-from protocol.control import (
+from protocol.model import ModelClient
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
+from protocol.wire.control import (
     AcceptMethod,
     ContextInfo,
     ControlReply,
@@ -44,8 +45,7 @@ from protocol.control import (
     WorkerInfo,
     WorkerState,
 )
-from protocol.model import ModelClient
-from protocol.work import LayerStatus, RunTool, ToolDone, WorkerEvent, WorkerJob
+from protocol.wire.work import LayerStatus, RunTool, ToolDone, WorkerEvent, WorkerJob
 
 T = TypeVar("T")
 

@@ -14,9 +14,9 @@ import overlay
 from coordinator.cli.render import accept_summary
 from coordinator.service.emitter import Emitter
 from coordinator.service.speculation import AcceptFallback
-from protocol.chat import Message
-from protocol.control import FileChange, Transcript, TurnEnded
-from protocol.work import Completed, RunSpeculation
+from protocol.wire.chat import Message
+from protocol.wire.control import FileChange, Transcript, TurnEnded
+from protocol.wire.work import Completed, RunSpeculation
 from worker.boundary import SpeculatedConversation
 from worker.speculation import LoopEnd, outcome
 

@@ -10,8 +10,8 @@ import pytest
 
 from coordinator.service.approvals import ApprovalLost, Approvals
 from coordinator.service.emitter import Emitter
-from protocol.chat import ToolCall
-from protocol.control import ApprovalNeeded, ToolShown
+from protocol.wire.chat import ToolCall
+from protocol.wire.control import ApprovalNeeded, ToolShown
 
 from .fakes import Replies, run, until
 

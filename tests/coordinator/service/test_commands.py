@@ -32,10 +32,10 @@ from coordinator.service.speculation import (
     Speculation,
     Suggestion,
 )
-from protocol import control
-from protocol.approval import ApprovalMode
-from protocol.chat import ToolCall
-from protocol.control import (
+from protocol.wire import control
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.chat import ToolCall
+from protocol.wire.control import (
     AcceptRequest,
     ApprovalAnswer,
     AskRequest,

@@ -23,10 +23,10 @@ from coordinator.service.compaction import (
 from coordinator.service.emitter import Emitter
 from coordinator.service.history import HistoryStore
 from coordinator.settings import Settings
-from protocol.chat import Message, ToolCall, ToolResult
-from protocol.control import Notice
 from protocol.model.tokens import estimate_request
-from protocol.work import RunTool, ToolDone
+from protocol.wire.chat import Message, ToolCall, ToolResult
+from protocol.wire.control import Notice
+from protocol.wire.work import RunTool, ToolDone
 
 from .conftest import Place
 from .fakes import Replies, Workers, client, run, scripted

@@ -16,9 +16,9 @@ import zmq
 import zmq.asyncio
 
 from coordinator.service.live_hub import LiveHub
-from protocol import codec
-from protocol.control import LiveEvent, LivePrompt, LiveResync
-from protocol.endpoints import make_router
+from protocol.wire import codec
+from protocol.wire.control import LiveEvent, LivePrompt, LiveResync
+from protocol.wire.endpoints import make_router
 
 
 class Sockets:

@@ -18,10 +18,10 @@ from coordinator.service.emitter import Emitter
 from coordinator.service.history import HistoryStore
 from coordinator.service.routing import WorkerEventRouter
 from coordinator.settings import Settings
-from protocol.approval import ApprovalMode
-from protocol.chat import Message, ToolResult
-from protocol.control import ApprovalNeeded, TextChunk, ToolShown
-from protocol.work import RunTool, ToolDone
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.chat import Message, ToolResult
+from protocol.wire.control import ApprovalNeeded, TextChunk, ToolShown
+from protocol.wire.work import RunTool, ToolDone
 
 from .conftest import Place
 from .fakes import TOOLS, Replies, Workers, client, requests_of, run, scripted, until

@@ -13,8 +13,8 @@ import pytest
 from coordinator.service.chat import MainChat, TurnResult
 from coordinator.service.emitter import Emitter
 from coordinator.settings import Settings
-from protocol.control import ModelWaitInfo, Notice, TextChunk
 from protocol.model import ModelClient
+from protocol.wire.control import ModelWaitInfo, Notice, TextChunk
 
 from .conftest import Place
 from .fakes import Replies, Workers, requests_of, run, scripted, until

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from coordinator.service.preview import MAX_DIFF_BYTES, file_diff
-from protocol.control import FileChange
+from protocol.wire.control import FileChange
 
 
 def test_text_binary_large_and_symlinked_files(tmp_path: Path) -> None:

@@ -7,9 +7,9 @@ import time
 
 from coordinator.service.pool import WorkerHandle
 from coordinator.service.routing import WorkerEventRouter
-from protocol.chat import ToolResult
-from protocol.control import JobKind
-from protocol.work import ModelText, ToolDone, WorkerEvent
+from protocol.wire.chat import ToolResult
+from protocol.wire.control import JobKind
+from protocol.wire.work import ModelText, ToolDone, WorkerEvent
 
 from .fakes import run
 

@@ -32,9 +32,9 @@ from coordinator.service.speculation import (
     Suggestion,
 )
 from coordinator.settings import Settings
-from protocol.approval import ApprovalMode
-from protocol.chat import ToolCall
-from protocol.control import ErrorReply, Notice, TurnEnded
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.chat import ToolCall
+from protocol.wire.control import ErrorReply, Notice, TurnEnded
 
 from .conftest import Place
 from .fakes import Chat, FakeSession, Workers, run, scripted, until

@@ -22,13 +22,13 @@ from coordinator.service.speculation.scheduler import (
 )
 from coordinator.service.stats import Stats
 from coordinator.service.suggestions import generate_suggestion
-from protocol.chat import Message, Usage
-from protocol.suggestion import (
+from protocol.prompts.suggestion import (
     ALTERNATIVES_SCHEMA_NAME,
     SUGGESTION_PROMPT,
     SUGGESTION_SCHEMA,
 )
-from protocol.work import Completed, PipelinedSuggestion, RunSpeculation
+from protocol.wire.chat import Message, Usage
+from protocol.wire.work import Completed, PipelinedSuggestion, RunSpeculation
 from worker.boundary import SpeculatedConversation
 from worker.speculation import LoopEnd, outcome
 

@@ -26,10 +26,10 @@ from coordinator.service.speculation import (
     SpeculationManager,
 )
 from coordinator.settings import Settings
-from protocol.approval import ApprovalMode
-from protocol.chat import Message, ToolCall, ToolResult, Usage
-from protocol.control import Transcript, WorkerState
-from protocol.work import (
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.chat import Message, ToolCall, ToolResult, Usage
+from protocol.wire.control import Transcript, WorkerState
+from protocol.wire.work import (
     Completed,
     ModelUsage,
     PipelinedSuggestion,

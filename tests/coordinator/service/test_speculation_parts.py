@@ -17,9 +17,9 @@ from coordinator.service.speculation.scheduler import BranchScheduler
 from coordinator.service.speculation.suggestion import Suggestion
 from coordinator.service.stats import Stats
 from coordinator.settings import Settings
-from protocol.boundary import BoundaryReason
-from protocol.control import JobKind, WorkerState
-from protocol.work import Boundary, Failed, RunSpeculation, SpeculationOutcome
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.control import JobKind, WorkerState
+from protocol.wire.work import Boundary, Failed, RunSpeculation, SpeculationOutcome
 
 from .conftest import Place
 from .fakes import Chat, Workers, run, until

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from coordinator.service.tool_exec import HIDDEN_NAME_REASON, hidden_name_reason, write_policy
-from protocol.approval import ApprovalMode
-from protocol.chat import ToolCall
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.chat import ToolCall
 
 
 def write(path: str, tool: str = "write_file") -> ToolCall:

@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from coordinator.web.shown import shown_json
-from protocol.control import FileChange, FileDiff, LiveActivity, LiveDiff, LiveSpeculationStep
-from protocol.inert_text import find_hidden
+from protocol.text.inert_text import find_hidden
+from protocol.wire.control import FileChange, FileDiff, LiveActivity, LiveDiff, LiveSpeculationStep
 
 # An invisible Hangul filler as an identifier (the "invisible backdoor" trick), tag
 # characters spelling text no one sees, an Arabic letter mark and a carriage return.

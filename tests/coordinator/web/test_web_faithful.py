@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from protocol.inert_text import inert
+from protocol.text.inert_text import inert
 from tests.coordinator.e2e import done_unless_stalled, stepped_scenario, write_call
 from tests.support import Specrun, make_sample_project, running_service, wait_until
 from tests.web_support import WebView, browser, need_chromium, open_page, web_view
@@ -168,7 +168,7 @@ def test_a_huge_diff_reaches_the_page_bounded_and_says_how_much_is_left_out(
 
 def test_the_view_is_sent_a_bounded_diff() -> None:
     from coordinator.service.live_state import VIEW_DIFF_CHARS, VIEW_FILE_CHARS, bounded_for_view
-    from protocol.control import FileChange, FileDiff
+    from protocol.wire.control import FileChange, FileDiff
 
     line = "+" + "x" * 99 + "\n"
     files = tuple(FileDiff(FileChange(f"f{n}", "created"), line * 2000, added=2000)

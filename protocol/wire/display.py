@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from protocol.chat import ToolCall
-from protocol.inert_text import inert
+from protocol.text.inert_text import inert
+from protocol.wire.chat import ToolCall
 
 __all__ = ["cut", "format_args"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno
 import os
 
-from overlay import libc
+from overlay.kernel import libc
 
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -14,8 +14,8 @@ from typing import Any, Final, get_args
 
 import msgspec
 
-from protocol.inert_text import find_hidden
-from protocol.work import FilterReason
+from protocol.text.inert_text import find_hidden
+from protocol.wire.work import FilterReason
 
 __all__ = [
     "ALTERNATIVES_KEY",

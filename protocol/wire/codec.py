@@ -11,8 +11,8 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from protocol.control import ControlReply, ControlRequest
-from protocol.work import WorkerEvent, WorkerJob
+from protocol.wire.control import ControlReply, ControlRequest
+from protocol.wire.work import WorkerEvent, WorkerJob
 
 T = TypeVar("T")
 

@@ -24,8 +24,8 @@ from pathlib import PurePosixPath
 
 import pathspec
 
-from protocol.boundary import BoundaryReason
-from protocol.inert_text import find_hidden
+from protocol.text.inert_text import find_hidden
+from protocol.wire.boundary import BoundaryReason
 
 PROTECTED_NAMES = frozenset({".git", ".gitattributes", ".gitmodules", ".specrun"})
 _SHORT_NAMES = frozenset(

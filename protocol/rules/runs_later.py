@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import pathspec
 
-from protocol.boundary import BoundaryReason
+from protocol.wire.boundary import BoundaryReason
 
 #: Gitignore-style patterns (a pattern without ``/`` matches at any depth).
 DEFAULT_RUNS_LATER: tuple[str, ...] = (

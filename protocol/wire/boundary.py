@@ -12,7 +12,7 @@ from typing import Literal, get_args
 
 import msgspec
 
-from protocol.inert_text import encodable
+from protocol.text.inert_text import encodable
 
 BoundaryCode = Literal[
     "shell",  # a shell command not proven read-only: the command

@@ -13,10 +13,10 @@ from typing import Literal
 
 import msgspec
 
-from protocol.approval import ApprovalMode
-from protocol.boundary import BoundaryReason
-from protocol.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec, Usage
-from protocol.secret_text import without_password
+from protocol.text.secret_text import without_password
+from protocol.wire.approval import ApprovalMode
+from protocol.wire.boundary import BoundaryReason
+from protocol.wire.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec, Usage
 
 PROJECT_ROOT_ENV = "SPECRUN_FORK_SERVER_PROJECT"
 """Set by the pool for its fork server: the project its workers will serve. The fork server
@@ -54,7 +54,7 @@ FilterReason = Literal[
     "evaluative",
     "ai_voice",
 ]
-"""Why ``protocol.suggestion.filter_suggestion`` suppresses a guess, in the order its checks
+"""Why ``protocol.prompts.suggestion.filter_suggestion`` suppresses a guess, in the order its checks
 run. Here rather than there so the wire does not import the filter's patterns."""
 
 PipelinedSkipReason = Literal[FilterReason, "disabled", "error", "refusal"]
@@ -113,7 +113,7 @@ class Containment(msgspec.Struct, frozen=True):
     private_paths: tuple[str, ...] = ()
     # more host paths a captured command sees read-only (the toolchainPaths setting)
     toolchain_paths: tuple[str, ...] = ()
-    # Files that run later without a key press (``protocol.runs_later``): extra patterns, and
+    # Files that run later without a key press (``protocol.rules.runs_later``): extra patterns, and
     # whether writing one is a boundary (``runs_later:<path>``) instead of a flagged change.
     runs_later_paths: tuple[str, ...] = ()
     runs_later_boundary: bool = False

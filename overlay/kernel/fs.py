@@ -6,7 +6,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable
 
-from overlay import libc
+from overlay.kernel import libc
 
 CHUNK = 1 << 20
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

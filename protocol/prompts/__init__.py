@@ -1,0 +1,1 @@
+"""Prompts the service sends the model, with their output schemas and parsers."""

@@ -1,0 +1,1 @@
+"""Shared policies: protected and runs-later paths, tool categories."""

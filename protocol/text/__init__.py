@@ -1,0 +1,1 @@
+"""Untrusted text made safe to show: control bytes made inert, passwords left out."""

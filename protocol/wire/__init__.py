@@ -1,0 +1,1 @@
+"""The wire: every message that crosses a process boundary, and how it is encoded."""
