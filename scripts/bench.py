@@ -203,7 +203,7 @@ def bench_workers(spawn: ModuleType, rounds: int, rows: list[Row]) -> None:
 # with its memory recall, the speculation manager, the embedded scripted model).
 SERVICE_MODULES = (
     "coordinator.cli, coordinator.service.service, coordinator.service.commands, "
-    "coordinator.service.chat, coordinator.service.speculation, "
+    "coordinator.service.chat.main_chat, coordinator.service.speculation, "
     "coordinator.service.model_endpoint, coordinator.scripted_model"
 )
 

@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 import pathspec  # noqa: E402
 
 import overlay  # noqa: E402
-from coordinator.service.applied_set import SpeculationFiles  # noqa: E402
-from coordinator.service.git_ignored import git_ignored  # noqa: E402
+from coordinator.service.speculation.applied_set import SpeculationFiles  # noqa: E402
+from coordinator.service.speculation.git_ignored import git_ignored  # noqa: E402
 from coordinator.settings import Settings  # noqa: E402
 from protocol.wire.work import OriginalFile, WrittenFile  # noqa: E402
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil
 
-from coordinator.service.pool import WorkerHandle, WorkerPool
+from coordinator.service.pool.workers import WorkerHandle, WorkerPool
 from protocol.wire.chat import ToolCall
 from protocol.wire.work import RunTool, ToolDone, WorkerEvent
 

@@ -35,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from coordinator.scripted_model import ScriptedModelServer
-from coordinator.service.pool import WorkerHandle, WorkerPool
+from coordinator.service.pool.workers import WorkerHandle, WorkerPool
 from overlay import Overlay, overlay_dir_for
 from protocol.wire.approval import ApprovalMode
 from protocol.wire.chat import CacheSafeSnapshot, Message

@@ -45,7 +45,7 @@ from _sample_project import copy_sample_project  # noqa: E402
 
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
-from coordinator.service.live_hub import LiveHub  # noqa: E402
+from coordinator.service.live.hub import LiveHub  # noqa: E402
 from coordinator.web.shown import shown_json  # noqa: E402
 from protocol.wire import codec  # noqa: E402
 from protocol.wire.control import (  # noqa: E402

@@ -82,7 +82,7 @@ import psutil
 import zmq
 
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
-from coordinator.service.history import HistoryStore
+from coordinator.service.chat.history import HistoryStore
 from protocol.wire import codec
 from protocol.wire.chat import Message
 from protocol.wire.control import (
@@ -482,7 +482,7 @@ def lasting_problems(
 def is_fork_server(coordinator: psutil.Process, child: psutil.Process) -> bool:
     """Is ``child`` (of the coordinator) the pool's fork server: a fork of the coordinator
     (its command line), or ``multiprocess``'s fresh interpreter when it could not fork
-    (``coordinator.service.fork_server``)?"""
+    (``coordinator.service.pool.fork_server``)?"""
     command = child.cmdline()
     return command == coordinator.cmdline() or "forkserver" in " ".join(command)
 

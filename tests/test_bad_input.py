@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from coordinator.cli.client import ServiceClient
-from coordinator.service.history import HistoryStore
+from coordinator.service.chat.history import HistoryStore
 from protocol.wire.control import (
     AskRequest,
     ErrorReply,

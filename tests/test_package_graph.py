@@ -157,7 +157,7 @@ def test_nothing_imports_coordinator() -> None:
 
 def test_coordinator_uses_the_worker_only_to_start_it() -> None:
     assert _edges_between("coordinator", "worker") == [
-        "coordinator.service.pool -> worker.process"
+        "coordinator.service.pool.workers -> worker.process"
     ]
 
 

@@ -1,4 +1,4 @@
-"""A worker handle's ``state`` has one writer: the pool (``coordinator/service/pool.py``).
+"""A worker handle's ``state`` has one writer: the pool (``coordinator/service/pool/workers.py``).
 Any other part that needs a worker's state to change asks the pool (``release``,
 ``mark_stopping``, ``kill``), so the pool's state machine is read in one file.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("protocol", "overlay", "worker", "coordinator", "scripts")
-OWNER = Path("coordinator/service/pool.py")
+OWNER = Path("coordinator/service/pool/workers.py")
 HANDLE_WORDS = ("handle", "worker", "idle")
 
 
@@ -70,7 +70,7 @@ def test_only_the_pool_writes_a_worker_state() -> None:
             if rel == OWNER:
                 continue
             found += [f"{rel}:{line}" for line in state_writes(path.read_text(), str(rel))]
-    assert found == [], "only coordinator/service/pool.py may change a worker's state"
+    assert found == [], "only coordinator/service/pool/workers.py may change a worker's state"
 
 
 def test_the_pool_is_where_the_states_are_written() -> None:

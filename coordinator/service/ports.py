@@ -25,7 +25,7 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from coordinator.service.pool import WorkerHandle
+from coordinator.service.pool.workers import WorkerHandle
 from protocol.wire.approval import ApprovalMode
 from protocol.wire.chat import CacheSafeSnapshot, Message, ToolSpec
 from protocol.wire.control import ContextInfo, ControlReply, JobKind, WorkerInfo, WorkerSandbox

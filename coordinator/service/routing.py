@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from coordinator.service.pool import WorkerHandle
+from coordinator.service.pool.workers import WorkerHandle
 from coordinator.service.ports import WorkerEventSink
 from protocol.wire.control import JobKind
 from protocol.wire.work import WorkerEvent

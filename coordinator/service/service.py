@@ -28,8 +28,8 @@ import zmq.asyncio
 
 import overlay
 from coordinator.pidfile import PidFile
-from coordinator.service.live_hub import LiveHub
-from coordinator.service.pool import WORKER_MODULES, WorkerPool
+from coordinator.service.live.hub import LiveHub
+from coordinator.service.pool.workers import WORKER_MODULES, WorkerPool
 from coordinator.settings import Settings
 from coordinator.state_dir import state_dir
 from overlay.kernel import libc
@@ -41,9 +41,9 @@ from protocol.wire.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
 if TYPE_CHECKING:
     # Imported for real before the fork server is launched (``SHARED_WITH_FORK_SERVER``).
     from coordinator.scripted_model import ScriptedModelServer
-    from coordinator.service.chat import MainChat
-    from coordinator.service.live_state import LiveState
-    from coordinator.service.pool import WorkerHandle
+    from coordinator.service.chat.main_chat import MainChat
+    from coordinator.service.live.state import LiveState
+    from coordinator.service.pool.workers import WorkerHandle
     from coordinator.service.session import Session
     from coordinator.service.speculation import SpeculationManager
     from protocol.wire.work import WorkerEvent
@@ -55,8 +55,8 @@ DEFAULT_SCENARIO = Path(__file__).parent.parent / "scenarios" / "demo.yaml"
 SHARED_WITH_FORK_SERVER = (
     # what ``_start`` uses: the chat, its memory recall, the model client
     "coordinator.service.commands",
-    "coordinator.service.chat",
-    "coordinator.service.live_state",
+    "coordinator.service.chat.main_chat",
+    "coordinator.service.live.state",
     "coordinator.service.model_endpoint",
     "coordinator.service.routing",
     "coordinator.service.session",
@@ -198,9 +198,9 @@ class Service:
         service's memory, measured)."""
         # Imported already (``SHARED_WITH_FORK_SERVER``): named here for their use.
         from coordinator.service import commands  # noqa: F401  (registers the handlers)
-        from coordinator.service.chat import MainChat
+        from coordinator.service.chat.main_chat import MainChat
         from coordinator.service.commands.service import status_reply
-        from coordinator.service.live_state import LiveState
+        from coordinator.service.live.state import LiveState
         from coordinator.service.model_endpoint import prepare_model_endpoint
         from coordinator.service.routing import WorkerEventRouter
         from coordinator.service.session import Session

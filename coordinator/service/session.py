@@ -19,9 +19,9 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from coordinator.service.chat import TurnResult
+from coordinator.service.chat.main_chat import TurnResult
+from coordinator.service.chat.model_wait import ModelWait
 from coordinator.service.emitter import Emitter
-from coordinator.service.model_wait import ModelWait
 from coordinator.service.speculation import (
     AbortCause,
     AcceptCancelled,

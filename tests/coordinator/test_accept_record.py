@@ -6,14 +6,14 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from coordinator.service.accept_record import (
+from coordinator.service.chat.history import HistoryStore
+from coordinator.service.speculation.accept_record import (
     GONE,
     PendingAccept,
     record_path,
     settle_pending,
     write_pending,
 )
-from coordinator.service.history import HistoryStore
 from protocol.wire.chat import Message
 
 ACCEPTED = (Message.user("add a test"), Message.assistant("Added tests/test_new.py."))

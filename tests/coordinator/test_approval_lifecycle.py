@@ -16,7 +16,7 @@ from typing import Any
 import pexpect
 import pytest
 
-from coordinator.service.history import HistoryStore
+from coordinator.service.chat.history import HistoryStore
 from protocol.wire.control import ApprovalNeeded, AskRequest, ErrorReply, TurnEnded
 from tests.coordinator.e2e import Driver, rules_scenario
 from tests.support import Specrun

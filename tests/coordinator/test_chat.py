@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 import pytest
 
-from coordinator.service.history import HistoryStore
+from coordinator.service.chat.history import HistoryStore
 from protocol.wire.control import (
     ApprovalAnswer,
     ApprovalNeeded,

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from coordinator.scripted_model.engine import request_tokens
-from coordinator.service.history import HistoryStore
+from coordinator.service.chat.history import HistoryStore
 from protocol.wire.control import CompactRequest, Notice
 from tests.coordinator.e2e import Driver
 from tests.coordinator.e2e import turn_ended as ended

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.service.applied_set import SpeculationFiles, held_summary
+from coordinator.service.speculation.applied_set import SpeculationFiles, held_summary
 from coordinator.settings import Settings
 from overlay import Overlay
 from worker.capture import import_capture

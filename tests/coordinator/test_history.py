@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.service import history as history_mod
-from coordinator.service.history import CURRENT_FILE, HistoryStore, parse_session_bytes
+from coordinator.service.chat import history as history_mod
+from coordinator.service.chat.history import CURRENT_FILE, HistoryStore, parse_session_bytes
 from protocol.wire.chat import Message, ToolCall, ToolResult
 
 REPO = Path(__file__).resolve().parents[2]
@@ -192,7 +192,7 @@ _CHILD = textwrap.dedent(
     """
     import os, sys
     sys.path.insert(0, sys.argv[3])
-    from coordinator.service.history import HistoryStore
+    from coordinator.service.chat.history import HistoryStore
     from protocol.wire.chat import Message
     store = HistoryStore(sys.argv[1])
     i = int(sys.argv[2])

@@ -147,7 +147,7 @@ def test_the_service_starts_without_numpy() -> None:
     """rank_bm25 (and with it numpy, ~50 ms) loads only when the lexical fallback runs."""
     code = (
         "import sys\n"
-        "import coordinator.service.service, coordinator.service.chat\n"
+        "import coordinator.service.service, coordinator.service.chat.main_chat\n"
         "import coordinator.service.speculation, coordinator.memory.recall\n"
         "import coordinator.memory.lexical\n"
         "assert 'numpy' not in sys.modules and 'rank_bm25' not in sys.modules\n"

@@ -13,7 +13,7 @@ import msgspec
 import psutil
 import pytest
 
-from coordinator.service.history import HistoryStore
+from coordinator.service.chat.history import HistoryStore
 from protocol.wire.control import AskRequest, CancelRequest, Notice, OkReply, Transcript
 from tests.coordinator.e2e import COMMIT, DIFF, FIX, NEG, Driver, scenario_variant
 from tests.coordinator.e2e import turn_ended as _end

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from coordinator.service.pool import WorkerHandle
+from coordinator.service.pool.workers import WorkerHandle
 from coordinator.service.speculation import (
     AcceptFallback,
     Debounced,

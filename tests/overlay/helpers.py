@@ -54,7 +54,7 @@ def make_tree(root: Path, files: dict[str, bytes | str], mode: int | None = None
 # A record of an overlay is made the way production makes it: the speculation's worker
 # reports its written files in its ``Completed`` event (worker.speculation.outcome), and
 # the coordinator turns that report into the record ``Overlay.from_record`` takes
-# (coordinator.service.applied_set.record_of). Imported where used: most overlay
+# (coordinator.service.speculation.applied_set.record_of). Imported where used: most overlay
 # tests need neither side.
 
 
@@ -71,7 +71,7 @@ def worker_report(ov: Overlay) -> bytes:
 
 def record_from_report(frame: bytes) -> dict[str, RecordEntry]:
     """The coordinator's side: the record of the overlay a worker's frame reports."""
-    from coordinator.service.applied_set import record_of
+    from coordinator.service.speculation.applied_set import record_of
     from protocol.wire import codec
     from protocol.wire.work import Completed
 

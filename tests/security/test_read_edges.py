@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from coordinator.service.history import HistoryStore
+from coordinator.service.chat.history import HistoryStore
 from protocol.wire.chat import Message
 from protocol.wire.control import ApprovalAnswer, ApprovalNeeded, AskRequest, ToolShown
 from tests.coordinator.e2e import Driver

@@ -13,7 +13,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from coordinator.service.history import HistoryStore
+from coordinator.service.chat.history import HistoryStore
 from protocol.wire.chat import Message
 from tests.coordinator.e2e import rules_scenario
 from tests.support import Specrun, isolated_env, make_sample_project

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from coordinator.service.history import HistoryStore
+from coordinator.service.chat.history import HistoryStore
 from tests.support import REPO, Specrun, make_sample_project, running_service
 from tests.web_support import WebView, web_view
 

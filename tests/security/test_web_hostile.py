@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from coordinator.service.history import HistoryStore
+from coordinator.service.chat.history import HistoryStore
 from protocol.text.inert_text import inert
 from tests.coordinator.e2e import FIX, scenario_variant, start_playing
 from tests.support import Specrun, local_http_server, wait_until

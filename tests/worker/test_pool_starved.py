@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.service import run_queue
-from coordinator.service.pool import WorkerHandle, WorkerPool
+from coordinator.service.pool import run_queue
+from coordinator.service.pool.workers import WorkerHandle, WorkerPool
 from protocol.wire.control import WorkerState
 from tests.support import wait_until
 

@@ -15,7 +15,7 @@ import msgspec
 import psutil
 import pytest
 
-from coordinator.service.pool import WorkerHandle, WorkerPool
+from coordinator.service.pool.workers import WorkerHandle, WorkerPool
 from overlay import speculation_base_dir, sweep
 from protocol.wire.boundary import BoundaryReason
 from protocol.wire.chat import ToolCall

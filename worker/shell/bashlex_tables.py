@@ -3,7 +3,7 @@
 bashlex builds the LALR tables of its grammar every time it is imported (the yacc it bundles
 never reads the ``parsetab`` it ships): a tenth to a fifth of a second of CPU, paid by the
 service before it answers its first request, since the service imports what workers run
-before it forks its fork server (``coordinator.service.pool.WORKER_MODULES``). The tables
+before it forks its fork server (``coordinator.service.pool.workers.WORKER_MODULES``). The tables
 depend only on the grammar, so they are built once, by
 ``scripts/write_bashlex_tables.py``, into ``bashlex_tables.json`` beside this
 file, together with a digest of the grammar they were built from. At import the digest of

@@ -13,8 +13,8 @@ import asyncio
 from pathlib import Path
 from typing import Protocol
 
-from coordinator.service.live_hub import LiveHub
-from coordinator.service.live_state import LiveState
+from coordinator.service.live.hub import LiveHub
+from coordinator.service.live.state import LiveState
 from coordinator.service.ports import PoolView, ReplySink
 from coordinator.service.session import ChatControl, Session, SpeculationControl
 from coordinator.settings import Settings

@@ -14,28 +14,28 @@ import time
 from pathlib import Path
 
 import overlay
-from coordinator.service.accept_record import (
+from coordinator.service.emitter import Emitter
+from coordinator.service.ports import ForkSource
+from coordinator.service.speculation.accept_record import (
     GONE,
     PendingAccept,
     clear_pending,
     digest,
     write_pending,
 )
-from coordinator.service.applied_set import (
+from coordinator.service.speculation.applied_set import (
     AppliedSet,
     RefusedReport,
     SpeculationFiles,
     held_summary,
 )
-from coordinator.service.emitter import Emitter
-from coordinator.service.ports import ForkSource
 from coordinator.service.speculation.background import Background
 from coordinator.service.speculation.board import Board, Offer
 from coordinator.service.speculation.record import Speculation
 from coordinator.service.speculation.runner import SpeculationRunner
+from coordinator.service.speculation.stats import Stats
 from coordinator.service.speculation.suggestion import BranchRun, Suggestion
-from coordinator.service.stats import Stats
-from coordinator.service.transcript import ensure_tool_result_pairing, render_transcript
+from coordinator.service.speculation.transcript import ensure_tool_result_pairing, render_transcript
 from coordinator.settings import Settings
 from overlay.errors import describe_paths
 from protocol.text.inert_text import quote_name

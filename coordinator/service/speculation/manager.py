@@ -19,7 +19,7 @@ from pathlib import Path
 
 from coordinator.service.cost import Budget
 from coordinator.service.emitter import Emitter
-from coordinator.service.pool import WorkerHandle
+from coordinator.service.pool.workers import WorkerHandle
 from coordinator.service.ports import ForkSource
 from coordinator.service.speculation import replies
 from coordinator.service.speculation.acceptor import Acceptor
@@ -29,9 +29,9 @@ from coordinator.service.speculation.cpu import usable_cpus
 from coordinator.service.speculation.record import AbortCause, Speculation
 from coordinator.service.speculation.runner import SpeculationRunner, SpeculationWorkers
 from coordinator.service.speculation.scheduler import BranchScheduler
+from coordinator.service.speculation.stats import Stats
 from coordinator.service.speculation.suggester import SuggestionGenerator
 from coordinator.service.speculation.suggestion import BranchRun, Suggestion
-from coordinator.service.stats import Stats
 from coordinator.settings import Settings
 from protocol.model import ModelClient
 from protocol.wire.approval import ApprovalMode

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from coordinator.service.preview import preview_files, transcript_of
 from coordinator.service.speculation.board import Board
+from coordinator.service.speculation.preview import preview_files, transcript_of
+from coordinator.service.speculation.stats import Stats
 from coordinator.service.speculation.suggestion import Suggestion
-from coordinator.service.stats import Stats
 from coordinator.settings import Settings
 from protocol.wire.control import DiffReply, StatsReply, SuggestionReply, TranscriptEntry
 

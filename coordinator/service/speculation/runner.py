@@ -19,15 +19,15 @@ from typing import Literal, Protocol
 
 import overlay
 from coordinator.memory import memory_dirs
-from coordinator.service.pool import WorkerHandle, WorkerStartError
+from coordinator.service.pool.workers import WorkerHandle, WorkerStartError
 from coordinator.service.ports import ForkSource, WorkerJobs
 from coordinator.service.speculation.background import Background
 from coordinator.service.speculation.board import Board
 from coordinator.service.speculation.cpu import lower_priority, tree_cpu_seconds
 from coordinator.service.speculation.preflush import Preflush
 from coordinator.service.speculation.record import AbortCause, Speculation
+from coordinator.service.speculation.stats import Stats
 from coordinator.service.speculation.suggestion import BranchRun
-from coordinator.service.stats import Stats
 from coordinator.settings import Settings
 from protocol.wire.control import WorkerState
 from protocol.wire.work import (

@@ -28,8 +28,8 @@ from coordinator.service.ports import ForkSource
 from coordinator.service.speculation.background import Background
 from coordinator.service.speculation.board import Board
 from coordinator.service.speculation.runner import SpeculationRunner
+from coordinator.service.speculation.stats import Stats
 from coordinator.service.speculation.suggestion import BranchRun, Suggestion
-from coordinator.service.stats import Stats
 from coordinator.settings import Settings
 
 BranchDecision = Literal["start", "wait", "budget"]

@@ -9,9 +9,9 @@ import time
 from coordinator.service.ports import ForkSource
 from coordinator.service.speculation.background import Background
 from coordinator.service.speculation.board import Board, Offer
+from coordinator.service.speculation.predict import generate_suggestion
+from coordinator.service.speculation.stats import Stats
 from coordinator.service.speculation.suggestion import SUGGESTION_DELAY_MS
-from coordinator.service.stats import Stats
-from coordinator.service.suggestions import generate_suggestion
 from coordinator.settings import Settings
 from protocol.model import ModelClient
 from protocol.wire.approval import ApprovalMode

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from coordinator.scripted_model import ScriptedModelServer
-from coordinator.service.chat import TurnResult
+from coordinator.service.chat.main_chat import TurnResult
+from coordinator.service.chat.model_wait import ModelWait
 from coordinator.service.emitter import Emitter
-from coordinator.service.model_wait import ModelWait
-from coordinator.service.pool import WorkerHandle
+from coordinator.service.pool.workers import WorkerHandle
 from coordinator.service.session import Session
 from coordinator.service.speculation import AbortCause, BranchRun, Speculation, Suggestion
-from coordinator.service.stats import Stats
+from coordinator.service.speculation.stats import Stats
 from coordinator.settings import Settings
 from protocol.model import ModelClient
 from protocol.wire.approval import ApprovalMode

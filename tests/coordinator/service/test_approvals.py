@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from coordinator.service.approvals import ApprovalLost, Approvals
+from coordinator.service.chat.approvals import ApprovalLost, Approvals
 from coordinator.service.emitter import Emitter
 from protocol.wire.chat import ToolCall
 from protocol.wire.control import ApprovalNeeded, ToolShown

@@ -23,7 +23,7 @@ from coordinator.service.commands import live as live_commands
 from coordinator.service.commands import service as service_commands
 from coordinator.service.commands import speculation as speculation_commands
 from coordinator.service.commands.deps import HandlerDeps
-from coordinator.service.pool import WorkerHandle
+from coordinator.service.pool.workers import WorkerHandle
 from coordinator.service.speculation import (
     AcceptCancelled,
     AcceptFallback,

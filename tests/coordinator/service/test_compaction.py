@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.service.chat import CONTEXT_FULL, MainChat
-from coordinator.service.compaction import (
+from coordinator.service.chat.compaction import (
     MAX_PROMPTS,
     SUMMARY_HEADING,
     Summarized,
@@ -20,8 +19,9 @@ from coordinator.service.compaction import (
     split_point,
     summary_message,
 )
+from coordinator.service.chat.history import HistoryStore
+from coordinator.service.chat.main_chat import CONTEXT_FULL, MainChat
 from coordinator.service.emitter import Emitter
-from coordinator.service.history import HistoryStore
 from coordinator.settings import Settings
 from protocol.model.tokens import estimate_request
 from protocol.wire.chat import Message, ToolCall, ToolResult

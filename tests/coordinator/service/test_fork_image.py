@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from coordinator.service.pool import PRELOAD, WORKER_MODULES
+from coordinator.service.pool.workers import PRELOAD, WORKER_MODULES
 from coordinator.service.service import SHARED_WITH_FORK_SERVER
 
 ROOT = Path(__file__).parents[3]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.service.git_ignored import git_ignored
+from coordinator.service.speculation.git_ignored import git_ignored
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

@@ -15,7 +15,7 @@ import pytest
 import zmq
 import zmq.asyncio
 
-from coordinator.service.live_hub import LiveHub
+from coordinator.service.live.hub import LiveHub
 from protocol.wire import codec
 from protocol.wire.control import LiveEvent, LivePrompt, LiveResync
 from protocol.wire.endpoints import make_router

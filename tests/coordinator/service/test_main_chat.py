@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from coordinator.scripted_model import ScriptedModelServer
-from coordinator.service.chat import MainChat, TurnResult
+from coordinator.service.chat.history import HistoryStore
+from coordinator.service.chat.main_chat import MainChat, TurnResult
 from coordinator.service.emitter import Emitter
-from coordinator.service.history import HistoryStore
 from coordinator.service.routing import WorkerEventRouter
 from coordinator.settings import Settings
 from protocol.wire.approval import ApprovalMode

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.service.chat import MainChat, TurnResult
+from coordinator.service.chat.main_chat import MainChat, TurnResult
 from coordinator.service.emitter import Emitter
 from coordinator.settings import Settings
 from protocol.model import ModelClient

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from coordinator.service.preview import MAX_DIFF_BYTES, file_diff
+from coordinator.service.speculation.preview import MAX_DIFF_BYTES, file_diff
 from protocol.wire.control import FileChange
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from coordinator.service.pool import WorkerHandle
+from coordinator.service.pool.workers import WorkerHandle
 from coordinator.service.routing import WorkerEventRouter
 from protocol.wire.chat import ToolResult
 from protocol.wire.control import JobKind

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.service.chat import TurnResult
+from coordinator.service.chat.main_chat import TurnResult
 from coordinator.service.emitter import Emitter
 from coordinator.service.session import (
     Accepted,

@@ -13,15 +13,15 @@ import pytest
 
 from coordinator.scripted_model import ScriptedModelServer
 from coordinator.service.emitter import Emitter
-from coordinator.service.pool import WorkerHandle
+from coordinator.service.pool.workers import WorkerHandle
 from coordinator.service.speculation import SpeculationManager
+from coordinator.service.speculation.predict import generate_suggestion
 from coordinator.service.speculation.scheduler import (
     BranchRoom,
     branch_decision,
     max_running_branches,
 )
-from coordinator.service.stats import Stats
-from coordinator.service.suggestions import generate_suggestion
+from coordinator.service.speculation.stats import Stats
 from protocol.prompts.suggestion import (
     ALTERNATIVES_SCHEMA_NAME,
     SUGGESTION_PROMPT,

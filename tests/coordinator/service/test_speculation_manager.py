@@ -15,9 +15,8 @@ import pytest
 
 import overlay
 from coordinator.scripted_model import ScriptedModelServer
-from coordinator.service.accept_record import record_path
 from coordinator.service.emitter import Emitter
-from coordinator.service.pool import WorkerHandle
+from coordinator.service.pool.workers import WorkerHandle
 from coordinator.service.routing import WorkerEventRouter
 from coordinator.service.speculation import (
     AcceptCancelled,
@@ -25,6 +24,7 @@ from coordinator.service.speculation import (
     Speculation,
     SpeculationManager,
 )
+from coordinator.service.speculation.accept_record import record_path
 from coordinator.settings import Settings
 from protocol.wire.approval import ApprovalMode
 from protocol.wire.chat import Message, ToolCall, ToolResult, Usage
@@ -441,7 +441,7 @@ def test_dismissing_kills_the_worker_and_its_tokens_still_count(place: Place) ->
 
 
 def test_no_worker_means_a_failed_speculation_not_an_error(place: Place) -> None:
-    from coordinator.service.pool import WorkerStartError
+    from coordinator.service.pool.workers import WorkerStartError
 
     workers = Workers()
     workers.fail_acquire = WorkerStartError("no worker process started")

@@ -8,14 +8,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from coordinator.service.pool import WorkerHandle
+from coordinator.service.pool.workers import WorkerHandle
 from coordinator.service.speculation.background import Background
 from coordinator.service.speculation.board import Board
 from coordinator.service.speculation.record import Speculation
 from coordinator.service.speculation.runner import SpeculationRunner
 from coordinator.service.speculation.scheduler import BranchScheduler
+from coordinator.service.speculation.stats import Stats
 from coordinator.service.speculation.suggestion import Suggestion
-from coordinator.service.stats import Stats
 from coordinator.settings import Settings
 from protocol.wire.boundary import BoundaryReason
 from protocol.wire.control import JobKind, WorkerState

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from coordinator.service.tool_exec import HIDDEN_NAME_REASON, hidden_name_reason, write_policy
+from coordinator.service.chat.tool_exec import HIDDEN_NAME_REASON, hidden_name_reason, write_policy
 from protocol.wire.approval import ApprovalMode
 from protocol.wire.chat import ToolCall
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from coordinator.service.turn_slot import TurnSlot
+from coordinator.service.chat.turn_slot import TurnSlot
 from tests.coordinator.service.fakes import until
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.service.history import HistoryStore
+from coordinator.service.chat.history import HistoryStore
 from tests.coordinator.e2e import FIX, NEG
 from tests.support import Specrun, wait_until
 from tests.web_support import browser, need_chromium, save_screenshot, web_view

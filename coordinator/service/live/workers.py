@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.wire.control import LiveWorker, LiveWorkers
 
 if TYPE_CHECKING:
-    from coordinator.service.pool import WorkerHandle, WorkerPool
+    from coordinator.service.pool.workers import WorkerHandle, WorkerPool
 
 
 def _dir_bytes(path: str | None) -> int | None:

@@ -23,21 +23,21 @@ from coordinator.memory import (
     Recaller,
     memory_dirs,
 )
-from coordinator.service.accept_record import settle_pending
-from coordinator.service.approvals import Approvals
-from coordinator.service.chat_tools import ChatToolCalls
-from coordinator.service.compaction import Summarized
-from coordinator.service.compactor import Compactor
-from coordinator.service.context_meter import DEFAULT_WINDOW, ContextMeter
+from coordinator.service.chat.approvals import Approvals
+from coordinator.service.chat.compaction import Summarized
+from coordinator.service.chat.compactor import Compactor
+from coordinator.service.chat.context_meter import DEFAULT_WINDOW, ContextMeter
+from coordinator.service.chat.history import HistoryStore
+from coordinator.service.chat.loop_detect import LoopDetector
+from coordinator.service.chat.model_wait import ModelWait
+from coordinator.service.chat.system_prompt import build_system_prompt
+from coordinator.service.chat.tool_exec import ToolExecutor
+from coordinator.service.chat.tools import ChatToolCalls
+from coordinator.service.chat.turn_slot import FollowUp, TurnSlot
 from coordinator.service.emitter import Emitter
-from coordinator.service.history import HistoryStore
-from coordinator.service.loop_detect import LoopDetector
-from coordinator.service.model_wait import ModelWait
-from coordinator.service.pool import WorkerHandle, WorkerStartError
+from coordinator.service.pool.workers import WorkerHandle, WorkerStartError
 from coordinator.service.ports import ChatWorkers
-from coordinator.service.system_prompt import build_system_prompt
-from coordinator.service.tool_exec import ToolExecutor
-from coordinator.service.turn_slot import FollowUp, TurnSlot
+from coordinator.service.speculation.accept_record import settle_pending
 from coordinator.settings import Settings
 from protocol.model import (
     ChatRequest,

@@ -3,16 +3,16 @@ about, or run on a pool worker, each result cut to fit the context window."""
 
 from __future__ import annotations
 
-from coordinator.service.approvals import ApprovalLost, Approvals
-from coordinator.service.context_meter import ContextMeter
-from coordinator.service.emitter import Emitter
-from coordinator.service.tool_exec import (
+from coordinator.service.chat.approvals import ApprovalLost, Approvals
+from coordinator.service.chat.context_meter import ContextMeter
+from coordinator.service.chat.tool_exec import (
     HIDDEN_NAME_REASON,
     ToolExecutor,
     hidden_name_reason,
     shell_mode,
     write_policy,
 )
+from coordinator.service.emitter import Emitter
 from protocol.model.tool_result_fit import fit_tool_result
 from protocol.rules.tools import SHELL_TOOL, WRITE_TOOLS
 from protocol.wire.approval import ApprovalMode

@@ -13,8 +13,8 @@ import difflib
 import os
 from dataclasses import dataclass, field
 
-from coordinator.service.applied_set import RefusedReport, SpeculationFiles
-from coordinator.service.transcript import render_transcript
+from coordinator.service.speculation.applied_set import RefusedReport, SpeculationFiles
+from coordinator.service.speculation.transcript import render_transcript
 from coordinator.settings import Settings
 from overlay.kernel.beneath import open_beneath
 from protocol.wire.chat import Message, ToolCall, ToolResult

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from coordinator.service.live_hub import LiveHub
-from coordinator.service.live_workers import WorkerSampler
-from coordinator.service.preview import preview_files
-from coordinator.service.transcript import render_transcript
+from coordinator.service.live.hub import LiveHub
+from coordinator.service.live.workers import WorkerSampler
+from coordinator.service.speculation.preview import preview_files
+from coordinator.service.speculation.transcript import render_transcript
 from protocol.wire.chat import Message
 from protocol.wire.control import (
     AcceptRequest,
@@ -71,8 +71,8 @@ from protocol.wire.work import (
 )
 
 if TYPE_CHECKING:
-    from coordinator.service.chat import MainChat
-    from coordinator.service.pool import WorkerHandle, WorkerPool
+    from coordinator.service.chat.main_chat import MainChat
+    from coordinator.service.pool.workers import WorkerHandle, WorkerPool
     from coordinator.service.speculation import Speculation, SpeculationManager
 
 log = logging.getLogger("specrun.live")

@@ -7,10 +7,10 @@ import asyncio
 import logging
 import time
 
-from coordinator.service import compaction
-from coordinator.service.context_meter import ContextMeter
+from coordinator.service.chat import compaction
+from coordinator.service.chat.context_meter import ContextMeter
+from coordinator.service.chat.history import CompactionRecord, HistoryStore
 from coordinator.service.emitter import Emitter
-from coordinator.service.history import CompactionRecord, HistoryStore
 from protocol.model import ModelClient
 from protocol.model.tokens import estimate_request
 from protocol.wire.chat import Message, ToolSpec

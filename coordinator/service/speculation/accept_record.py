@@ -22,7 +22,7 @@ from pathlib import Path
 import msgspec
 
 from coordinator.durable import atomic_write
-from coordinator.service.history import HistoryStore
+from coordinator.service.chat.history import HistoryStore
 from protocol.rules.protected import path_problem
 from protocol.wire.chat import Message
 

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import overlay
 from coordinator.memory.store import project_memory_dir
-from coordinator.service.git_ignored import git_ignored
+from coordinator.service.speculation.git_ignored import git_ignored
 from coordinator.settings import Settings
 from overlay.changes import FileChange as OverlayChange
 from overlay.errors import describe_paths

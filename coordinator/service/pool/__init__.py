@@ -1,0 +1,1 @@
+"""The warm pool of worker processes: the fork server, starting, routing and killing workers."""
