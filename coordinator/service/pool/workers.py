@@ -31,8 +31,8 @@ import zmq
 import zmq.asyncio
 
 import overlay
-from coordinator.service.pool.kill import kill_tree
 from coordinator.service.pool import fork_server, run_queue
+from coordinator.service.pool.kill import kill_tree
 from overlay.kernel import libc
 from protocol.wire import codec
 from protocol.wire.chat import ToolSpec
