@@ -117,6 +117,9 @@ class SuggestionState:
         self.selected: int | None = None  # a rank picked with Down/Up
         self.accepting = False  # Tab & co. put the whole text in the line: not typing
         self.filled: str | None = None  # the line Enter filled with the suggestion
+        # one sentence answering a key that had nothing to act on (Ctrl-O with no
+        # suggestion); shown in the toolbar until the line changes
+        self.flash: str | None = None
         self._told: tuple[str, frozenset[str]] = ("", frozenset())
 
     def update(self, generation: int, reply: SuggestionReply | None, error: str | None) -> bool:
@@ -142,6 +145,7 @@ class SuggestionState:
         """Note what the line holds now; False when it is not the person typing (an
         accept, or the line Enter filled: the person chose the suggestion, typed nothing)."""
         with self._lock:
+            self.flash = None
             if self.accepting or text == self.filled:
                 return False
             self.typed = text
@@ -294,6 +298,8 @@ def keys_text(enter_accepts: bool) -> str:
 
 def toolbar_text(state: SuggestionState, enter_accepts: bool = False) -> FormattedText:
     keys = keys_text(enter_accepts)
+    if state.flash:
+        return FormattedText([("class:bottom-toolbar", f" {state.flash}")])
     if state.error:
         return FormattedText([("class:bottom-toolbar.failed", f" {state.error}")])
     matching = state.matching()
@@ -389,6 +395,12 @@ def _bindings(state: SuggestionState, project: Path, enter_accepts: bool) -> Key
         if branch is not None:
             await show_preview(project, branch.rank)
 
+    # Without a suggestion Ctrl-O previews nothing, and must not fall through to the
+    # prompt library's own Ctrl-O (which sends the half-typed line as a prompt).
+    @kb.add(PREVIEW_KEY, filter=~has_ghost)
+    def _nothing_to_preview(event: KeyPressEvent) -> None:
+        state.flash = f"{PREVIEW_KEY_NAME}: there is no suggestion to preview right now"
+
     @kb.add("down", filter=has_alternatives)
     def _next(event: KeyPressEvent) -> None:
         state.cycle(1)
@@ -477,7 +489,8 @@ def run_chat(project: Path, enter_accepts: bool = False) -> int:
                     # a suggestion that changed meanwhile is refused, nothing applied.
                     request = AcceptRequest(req_id=client.next_id(), method=answer.method,
                                             index=answer.rank, shown_text=answer.text,
-                                            shown_speculation=answer.speculation)
+                                            shown_speculation=answer.speculation,
+                                            can_confirm=True, client_pid=os.getpid())
                 else:
                     text = str(answer).strip()
                     if not text:

@@ -178,8 +178,10 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def tool_line(name: str, args: str, status: str, result: str = "", excerpt: bool = True) -> Text:
-    """``✓ name(args)`` and, under it, an excerpt of the result."""
+def tool_line(name: str, args: str, status: str, result: str = "", excerpt: bool = True,
+              exit_code: int | None = None) -> Text:
+    """``✓ name(args)`` and, under it, an excerpt of the result; a failed command says
+    ``failed, exit N``."""
     from rich.text import Text
 
     style = _STATUS_STYLE.get(status, "white")
@@ -188,7 +190,10 @@ def tool_line(name: str, args: str, status: str, result: str = "", excerpt: bool
     if args:
         line.append(f"({inert(args, multiline=False)})", style="bright_black")
     if status not in ("success", "running"):
-        line.append(f"  {status}", style=style)
+        word = "failed" if status == "error" else status
+        if exit_code is not None and exit_code != 0:
+            word += f", exit {exit_code}"
+        line.append(f"  {word}", style=style)
     if excerpt and result and status != "running":
         lines = EXCERPT_LINES if status != "success" else _FEW_LINES.get(name, EXCERPT_LINES)
         for i, text in enumerate(result_excerpt(result, lines)):
@@ -202,7 +207,8 @@ def tool_group(entries: Sequence[TranscriptEntry]) -> Panel:
     from rich.console import Group
     from rich.panel import Panel
 
-    body = Group(*(tool_line(e.tool, e.args, e.status, e.text) for e in entries))
+    body = Group(*(tool_line(e.tool, e.args, e.status, e.text, exit_code=e.exit_code)
+                   for e in entries))
     ok = sum(e.status == "success" for e in entries)
     title = f"{len(entries)} tool call{'s' if len(entries) != 1 else ''}"
     if ok != len(entries):
@@ -267,7 +273,8 @@ class TurnPrinter:
                 self.waiting(running)
             else:
                 self.tool_calls += 1
-                self.out.print(tool_line(reply.name, reply.args, reply.status, reply.result))
+                self.out.print(tool_line(reply.name, reply.args, reply.status, reply.result,
+                                         exit_code=reply.exit_code))
                 self.waiting("[bright_black]thinking…[/]")
         elif isinstance(reply, Notice):
             self._end_text()

@@ -30,9 +30,11 @@ class Emitter:
         call: ToolCall,
         status: Literal["running", "success", "error", "refused", "cancelled"],
         result: str = "",
+        exit_code: int | None = None,
     ) -> None:
         await self.send(
-            ToolShown(self.req_id, call.id, call.name, format_args(call), status, cut(result, 500))
+            ToolShown(self.req_id, call.id, call.name, format_args(call), status,
+                      cut(result, 500), exit_code)
         )
 
     async def approval(self, call: ToolCall, reason: str) -> None:

@@ -146,6 +146,11 @@ class AcceptRequest(msgspec.Struct, frozen=True, tag="accept"):
     #: taken: ``not_found``. A page that fell behind never takes what it did not show.
     shown_text: str | None = None
     shown_speculation: str = ""
+    #: As ``AskRequest``'s: the client can answer ``ApprovalNeeded`` (a terminal, the
+    #: chat), so a speculation that stopped at a boundary runs as a turn that asks, the
+    #: same as sending its text with Enter; and the process to watch while it waits.
+    can_confirm: bool = False
+    client_pid: int | None = None
 
 
 class TypedRequest(msgspec.Struct, frozen=True, tag="typed"):
@@ -467,6 +472,9 @@ class ToolShown(msgspec.Struct, frozen=True, tag="tool"):
     args: str  # `key: value` pairs, each cut to 80 chars
     status: ToolStatus
     result: str = ""  # cut to 500 chars
+    # a shell command's exit status (``status`` is ``error`` when it is not 0); None for
+    # other tools and for a command with none (timed out)
+    exit_code: int | None = None
 
 
 class ApprovalNeeded(msgspec.Struct, frozen=True, tag="approval_needed"):
@@ -486,6 +494,7 @@ class TranscriptEntry(msgspec.Struct, frozen=True):
     tool: str = ""
     args: str = ""
     status: Literal[ToolStatus, ""] = ""  # a tool entry's; "" for the others
+    exit_code: int | None = None  # a shell command's exit status (see ``ToolShown``)
 
 
 ChangeStatus = Literal["created", "modified", "deleted", "mode"]
@@ -590,6 +599,7 @@ class LiveActivity(msgspec.Struct, frozen=True):
     tool: str = ""
     args: str = ""
     status: Literal[ToolStatus, ""] = ""
+    exit_code: int | None = None  # a shell command's exit status (see ``ToolShown``)
 
 
 class LiveWorker(msgspec.Struct, frozen=True):

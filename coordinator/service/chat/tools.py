@@ -75,8 +75,10 @@ class ChatToolCalls:
         result = self._fit(
             ToolResult(call.id, call.name, outcome.result.output, outcome.result.error)
         )
+        # a command that ran and exited non-zero is a failure to show, not a success
         await out.tool(
-            call, "success" if result.ok else "error", result.error or result.output or ""
+            call, "error" if result.failed else "success", result.error or result.output or "",
+            result.exit_code,
         )
         return result
 

@@ -65,7 +65,8 @@ async def accept(svc: HandlerDeps, identity: bytes, req: AcceptRequest) -> None:
     if shown_changed(svc, req):
         await svc.send(identity, ErrorReply(req.req_id, "not_found", SHOWN_CHANGED))
         return
-    taken = Accepted(req.method, req.index)
+    taken = Accepted(req.method, req.index, can_confirm=req.can_confirm,
+                     client_pid=req.client_pid)
     outcome = await svc.session.submit(Emitter(svc, identity, req.req_id), taken)
     await svc.send(identity, outcome.reply(req.req_id))
 

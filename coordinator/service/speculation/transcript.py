@@ -36,7 +36,8 @@ def render_transcript(user_text: str, messages: list[Message]) -> list[Transcrip
             if result is None:
                 status, text = "cancelled", ""
             elif result.ok:
-                status, text = "success", result.output or ""
+                status = "error" if result.failed else "success"
+                text = result.output or ""
             else:
                 status, text = "error", result.error or ""
             entries.append(
@@ -46,6 +47,7 @@ def render_transcript(user_text: str, messages: list[Message]) -> list[Transcrip
                     args=format_args(call),
                     text=cut(text, 500),
                     status=status,
+                    exit_code=result.exit_code if result is not None else None,
                 )
             )
     return entries

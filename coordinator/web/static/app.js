@@ -97,11 +97,24 @@ function bytes(n) {
 
 // -- conversation ----------------------------------------------------------------------
 
+// A tool call's outcome in words, with a mark that does not rely on colour alone: a
+// command that exited non-zero is a failure (its exit code said), never a success.
+const TOOL_MARKS = {running: "…", success: "✓", error: "✗", refused: "⊘", cancelled: "−"};
+const TOOL_WORDS = {running: "running", success: "success", error: "failed", refused: "refused",
+                    cancelled: "cancelled"};
+
+function toolNode(name, args, status, exitCode, resultText) {
+  const mark = TOOL_MARKS[status] || "•";
+  let word = TOOL_WORDS[status] || status;
+  if (exitCode !== null && exitCode !== undefined && exitCode !== 0) word += `, exit ${exitCode}`;
+  const result = resultText ? "\n  → " + resultText : "";
+  return el("div", {class: `tool tool-${status}`}, `${mark} ${name}(${args}) [${word}]${result}`);
+}
+
 function entryNode(entry) {
   if (entry.kind === "user") return el("div", {class: "user"}, entry.text);
   if (entry.kind === "model") return el("div", {class: "model"}, entry.text);
-  const result = entry.text ? "\n  → " + entry.text : "";
-  return el("div", {class: "tool"}, `${entry.tool}(${entry.args}) [${entry.status}]${result}`);
+  return toolNode(entry.tool, entry.args, entry.status, entry.exit_code, entry.text);
 }
 
 function turnNode(turn) {
@@ -110,8 +123,7 @@ function turnNode(turn) {
     if (item.k === "user") box.append(el("div", {class: "user"}, item.text));
     else if (item.k === "text") box.append(el("div", {class: "text"}, item.text));
     else if (item.k === "tool") {
-      const result = item.result ? "\n  → " + item.result : "";
-      box.append(el("div", {class: "tool"}, `${item.name}(${item.args}) [${item.status}]${result}`));
+      box.append(toolNode(item.name, item.args, item.status, item.exit_code, item.result));
     } else if (item.k === "entry") box.append(entryNode(item.entry));
     else if (item.k === "notice") box.append(el("div", {class: "notice"}, item.text));
     else if (item.k === "end") {
@@ -219,7 +231,7 @@ function onTurnEvent(number, event) {
     case "tool": {
       const item = turn.items.find((i) => i.k === "tool" && i.id === event.call_id);
       const fresh = {k: "tool", id: event.call_id, name: event.name, args: event.args,
-                     status: event.status, result: event.result};
+                     status: event.status, exit_code: event.exit_code, result: event.result};
       if (item) Object.assign(item, fresh); else turn.items.push(fresh);
       break;
     }
@@ -311,10 +323,7 @@ function stepsNode(steps) {
   const box = el("div", {class: "steps"});
   for (const step of steps || []) {
     if (step.kind === "text") box.append(el("div", {class: "model"}, step.text));
-    else {
-      const result = step.text ? "\n  → " + step.text : "";
-      box.append(el("div", {class: "tool"}, `${step.tool}(${step.args}) [${step.status}]${result}`));
-    }
+    else box.append(toolNode(step.tool, step.args, step.status, step.exit_code, step.text));
   }
   return box;
 }

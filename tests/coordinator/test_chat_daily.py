@@ -1,0 +1,100 @@
+"""`specrun chat` as a daily driver (issue 35), in a real pseudo-terminal against a real
+service on the scripted model: Tab on a suggestion whose speculation stopped at a
+boundary runs it as a turn that asks here, as Enter would; Ctrl-O with no suggestion
+sends nothing; a command that exits non-zero is shown failed with its exit code, on the
+terminal and in the JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.coordinator.pty_screen import ScreenTerminal
+from tests.support import REPO, Specrun
+
+FIX = "fix the failing test in tests/test_calc.py"
+NEG = "add a test for negative numbers"
+FAILING = "list the missing file"
+
+
+def _scenario(tmp: Path) -> Path:
+    """The demo scenario plus a query whose one read-only command exits 2."""
+    data: dict[str, Any] = yaml.safe_load((REPO / "coordinator/scenarios/demo.yaml").read_text())
+    data["rules"][-1:-1] = [
+        {"name": "failing command", "when": {"last_user": FAILING},
+         "reply": {"tool_calls": [{"name": "run_shell_command",
+                                   "arguments": {"command": "ls no-such-file"}}]}},
+        {"name": "failing command, explain",
+         "when": {"turn_user": FAILING, "last_tool": "run_shell_command"},
+         "reply": {"text": "It is not there."}},
+    ]
+    path = tmp / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def chat_in(specrun: Specrun, tmp_path: Path) -> Iterator[Any]:
+    """Starts `specrun chat` in the given approval mode on the scenario above."""
+    started: list[ScreenTerminal] = []
+
+    def start(mode: str = "default", *extra: str) -> ScreenTerminal:
+        term = ScreenTerminal(specrun, "chat", "--approval-mode", mode, "--scenario",
+                              str(_scenario(tmp_path)), *extra, rows=40, cols=120)
+        started.append(term)
+        term.wait_for("Ctrl-D quits")
+        return term
+
+    try:
+        yield start
+    finally:
+        for term in started:
+            term.close()
+        specrun.run("stop")
+
+
+def test_tab_on_a_boundary_suggestion_asks_in_the_chat_as_enter_would(
+    chat_in: Any, specrun: Specrun
+) -> None:
+    term: ScreenTerminal = chat_in("default")
+    term.send(FIX + "\r")
+    term.wait_for(r"Allow edit\(")
+    term.send("y\r")
+    term.wait_for("done in")
+    # default mode: the speculation of the next prompt stops before its write
+    term.wait_for(r"⏸ speculation stopped before write_file")
+    term.send("\t")
+    term.wait_for(r"Allow write_file\(file_path: tests/test_calc_negative\.py")
+    assert "no terminal can ask" not in term.text()
+    term.send("y\r")
+    term.wait_for(r"Added tests/test_calc_negative\.py")
+    assert (specrun.project / "tests/test_calc_negative.py").exists()
+
+
+def test_ctrl_o_without_a_suggestion_sends_nothing(chat_in: Any) -> None:
+    term: ScreenTerminal = chat_in("auto-edit")
+    term.send("half typed")
+    term.wait_for("❯ half typed")
+    term.send("\x0f")  # Ctrl-O
+    term.wait_for("there is no suggestion to preview")
+    assert "no answer scripted" not in term.text()
+    assert "❯ half typed" in term.text()  # still in the line, not sent
+
+
+def test_a_failed_command_is_shown_failed_with_its_exit_code(
+    chat_in: Any, specrun: Specrun
+) -> None:
+    term: ScreenTerminal = chat_in("auto-edit")
+    term.send(FAILING + "\r")
+    term.wait_for("done in")
+    line = next(row for row in term.rows() if "run_shell_command(" in row)
+    assert line.startswith("✗") and "failed, exit 2" in line, line
+
+    events = specrun.json_lines("ask", FAILING)
+    tools = [e for e in events if e.get("type") == "tool" and e["status"] != "running"]
+    assert [(t["status"], t["exit_code"]) for t in tools] == [("error", 2)], json.dumps(events)
