@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import click
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application.current import get_app
 from prompt_toolkit.buffer import Buffer
@@ -41,6 +42,13 @@ from coordinator.boundary_text import describe_boundary
 from coordinator.cli import render
 from coordinator.cli.approval import ask_person
 from coordinator.cli.chat_preview import PREVIEW_KEY, PREVIEW_KEY_NAME, show_preview
+from coordinator.cli.chat_slash import (
+    SlashCompleter,
+    SlashContext,
+    as_prompt,
+    is_command,
+    run_slash,
+)
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
 from coordinator.cli.errors import EXIT_NO_SERVICE, EXIT_OK
 from coordinator.cli.turns import stream_turn
@@ -148,7 +156,8 @@ class SuggestionState:
             self.flash = None
             if self.accepting or text == self.filled:
                 return False
-            self.typed = text
+            # a slash command is for the chat, not a prompt: the guesses stay as they are
+            self.typed = "" if is_command(text) else text
             return True
 
     def to_tell(self) -> tuple[int, str] | None:
@@ -448,7 +457,7 @@ def _show_context_fill(client: ServiceClient) -> None:
         render.console.print(Text(context_line(reply.context), style="bright_black"))
 
 
-def run_chat(project: Path, enter_accepts: bool = False) -> int:
+def run_chat(project: Path, cli: click.Group, enter_accepts: bool = False) -> int:
     """The interactive loop; returns the exit code. ``enter_accepts``: Enter on an empty
     line accepts the suggestion at once instead of filling the line with it."""
     state = SuggestionState()
@@ -459,6 +468,8 @@ def run_chat(project: Path, enter_accepts: bool = False) -> int:
         bottom_toolbar=lambda: toolbar_text(state, enter_accepts),
         style=STYLE,
         enable_history_search=False,
+        completer=SlashCompleter(),
+        complete_while_typing=True,
     )
     poller = Poller(project, state, on_change=lambda: session.app.invalidate())
 
@@ -473,6 +484,7 @@ def run_chat(project: Path, enter_accepts: bool = False) -> int:
         render.error(str(exc))
         return EXIT_NO_SERVICE
     poller.start()
+    slash = SlashContext(project, client, cli)
     try:
         with client:
             _banner(client, enter_accepts)
@@ -492,7 +504,11 @@ def run_chat(project: Path, enter_accepts: bool = False) -> int:
                                             shown_speculation=answer.speculation,
                                             can_confirm=True, client_pid=os.getpid())
                 else:
-                    text = str(answer).strip()
+                    if is_command(str(answer)):
+                        if run_slash(slash, str(answer)):
+                            return EXIT_OK
+                        continue
+                    text = as_prompt(str(answer))
                     if not text:
                         continue
                     # Equal to a speculated prompt, the service takes that speculation

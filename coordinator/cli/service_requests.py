@@ -133,18 +133,21 @@ def diff(obj: CommandContext, as_json: bool, index: int | None = None,
 def accept(obj: CommandContext, as_json: bool, index: int | None = None) -> None:
     """The accept streams like a turn: the transcript, then how it ended. ``index``:
     the rank of the alternative to take (by default the best-ranked one still live)."""
-    from coordinator.cli.approval import ask_person
     from coordinator.cli.turns import stream_turn, view_for
 
     # On a terminal a speculation stopped at a boundary runs as a turn that asks, as
     # `ask` does; from a script its calls that need a yes are refused.
     interactive = sys.stdin.isatty() and not as_json
+    approve = None
+    if interactive:
+        from coordinator.cli.approval import ask_person  # click: not for scripts
+
+        approve = ask_person
     with obj.client() as client:
         request = AcceptRequest(req_id=client.next_id(), method="cli", index=index,
                                 can_confirm=interactive,
                                 client_pid=os.getpid() if interactive else None)
-        outcome = stream_turn(client, request, view_for(as_json),
-                              ask_person if interactive else None)
+        outcome = stream_turn(client, request, view_for(as_json), approve)
     sys.exit(outcome.exit_code)
 
 

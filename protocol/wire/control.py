@@ -178,6 +178,14 @@ class CompactRequest(msgspec.Struct, frozen=True, tag="compact"):
     req_id: int
 
 
+class ApprovalModeRequest(msgspec.Struct, frozen=True, tag="approval_mode"):
+    """Change the chat's approval mode for the turns that start from now on (a running
+    turn keeps the mode it started with); ``OkReply`` says the old and the new one."""
+
+    req_id: int
+    mode: ApprovalMode
+
+
 class WorkersRequest(msgspec.Struct, frozen=True, tag="workers"):
     req_id: int
 
@@ -243,6 +251,7 @@ ControlRequest = (
     | SubscribeRequest
     | LiveSnapshotRequest
     | DiffRequest
+    | ApprovalModeRequest
 )
 
 # --- replies (coordinator -> client) ------------------------------------------

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import pytest
 import yaml
 
@@ -98,3 +99,46 @@ def test_a_failed_command_is_shown_failed_with_its_exit_code(
     events = specrun.json_lines("ask", FAILING)
     tools = [e for e in events if e.get("type") == "tool" and e["status"] != "running"]
     assert [(t["status"], t["exit_code"]) for t in tools] == [("error", 2)], json.dumps(events)
+
+
+def _user_texts(specrun: Specrun) -> list[str]:
+    from coordinator.service.chat.history import HistoryStore
+
+    return [m.text for m in HistoryStore(specrun.project).load() if m.role == "user"]
+
+
+def test_slash_commands_run_in_the_chat_complete_and_never_reach_the_model(
+    chat_in: Any, specrun: Specrun
+) -> None:
+    term: ScreenTerminal = chat_in("auto-edit")
+    term.send("/br")
+    term.wait_for(r"/branches +the ranked guesses")  # the completion menu
+    term.send("\t")
+    term.wait_for("❯ /branches")
+    term.send("\r")
+    term.wait_for("no suggestion")  # what `specrun suggestion` says with none
+    term.send("/help\r")
+    term.wait_for(r"/mode \[MODE\] +show or change the approval mode")
+    term.send("/mode plan\r")
+    term.wait_for("Approval mode plan from the next turn on, was auto-edit")
+    assert specrun.json("status")["approval_mode"] == "plan"
+    term.send("/nope\r")
+    term.wait_for("/nope is not a chat command")
+    term.send("/undo\r")  # `specrun undo`, or a sentence saying it is not there yet
+    term.send("/stats\r")
+    term.wait_for("suggestions shown")
+    assert _user_texts(specrun) == []  # nothing went to the model
+    term.send("/quit\r")
+    term.child.expect(pexpect.EOF, timeout=10)
+    term.child.close()
+    assert term.child.exitstatus == 0
+
+
+def test_chat_approval_mode_changes_the_running_service(
+    chat_in: Any, specrun: Specrun, tmp_path: Path
+) -> None:
+    specrun.run("start", "--approval-mode", "default", "--scenario", str(_scenario(tmp_path)),
+                check=True)
+    term: ScreenTerminal = chat_in("yolo")
+    term.wait_for("Approval mode yolo from the next turn on, was default")
+    assert specrun.json("status")["approval_mode"] == "yolo"

@@ -62,6 +62,7 @@ REQUESTS = [
     control.SuggestionRequest(15, transcript=0),
     control.SubscribeRequest(16, 4321),
     control.LiveSnapshotRequest(17),
+    control.ApprovalModeRequest(18, ApprovalMode.PLAN),
 ]
 REPLIES = [
     control.ErrorReply(1, "bad_request", "no."),

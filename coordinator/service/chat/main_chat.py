@@ -372,6 +372,11 @@ class MainChat:
             self.save_snapshot(system, tools)
             return self.compactor.last
 
+    def set_approval_mode(self, mode: ApprovalMode) -> None:
+        """The mode of the turns started from now on (and of the speculations after them);
+        a running turn keeps the one it started with."""
+        self.approval_mode = mode
+
     def pending_approval(self) -> ToolCall | None:
         """The call a running turn is waiting on a person's yes for, if any."""
         return self.approvals.pending()

@@ -8,6 +8,7 @@ from coordinator.service.emitter import Emitter
 from coordinator.service.session import Asked
 from protocol.wire.control import (
     ApprovalAnswer,
+    ApprovalModeRequest,
     AskRequest,
     CancelRequest,
     CompactRequest,
@@ -68,3 +69,15 @@ async def compact(svc: HandlerDeps, identity: bytes, req: CompactRequest) -> Non
 async def reset(svc: HandlerDeps, identity: bytes, req: ResetRequest) -> None:
     session_id = await svc.session.reset()
     await svc.send(identity, OkReply(req.req_id, f"new session {session_id}"))
+
+
+@handles(ApprovalModeRequest)
+async def approval_mode(svc: HandlerDeps, identity: bytes, req: ApprovalModeRequest) -> None:
+    before = svc.chat.approval_mode
+    svc.chat.set_approval_mode(req.mode)
+    if before is req.mode:
+        said = f"The approval mode is already {req.mode.value}."
+    else:
+        running = " (a turn running now keeps the mode it started with)" if svc.chat.busy else ""
+        said = f"Approval mode {req.mode.value} from the next turn on, was {before.value}{running}."
+    await svc.send(identity, OkReply(req.req_id, said))

@@ -288,6 +288,9 @@ class SessionChat:
     def pending_approval(self) -> ToolCall | None:
         return self.waiting
 
+    def set_approval_mode(self, mode: ApprovalMode) -> None:
+        self.approval_mode = mode
+
     async def run_turn(
         self,
         out: Emitter,
