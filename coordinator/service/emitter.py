@@ -37,7 +37,7 @@ class Emitter:
                       cut(result, 500), exit_code)
         )
 
-    async def approval(self, call: ToolCall, reason: str) -> None:
-        await self.send(ApprovalNeeded(self.req_id, call, reason))
+    async def approval(self, call: ToolCall, reason: str, rememberable: bool = False) -> None:
+        await self.send(ApprovalNeeded(self.req_id, call, reason, rememberable))
 
 

@@ -202,10 +202,17 @@ class KillWorkerRequest(msgspec.Struct, frozen=True, tag="kill_worker"):
 
 
 class ApprovalAnswer(msgspec.Struct, frozen=True, tag="approval_answer"):
+    """A person's answer to ``ApprovalNeeded``. ``remember`` (with a yes): allow this exact
+    shell command, or this file tool, without asking again for the rest of the chat
+    session (``ApprovalNeeded.rememberable`` says whether it may be). ``reason`` (with a
+    no): the person's words, which go to the model with the refusal."""
+
     req_id: int
     ask_req_id: int
     call_id: str
     approved: bool
+    remember: bool = False
+    reason: str = ""
 
 
 class CancelRequest(msgspec.Struct, frozen=True, tag="cancel"):
@@ -490,6 +497,9 @@ class ApprovalNeeded(msgspec.Struct, frozen=True, tag="approval_needed"):
     req_id: int
     call: ToolCall
     reason: str
+    #: a yes may be remembered for the session (``ApprovalAnswer.remember``): this exact
+    #: command, or this file tool; never a call that touches a hidden name
+    rememberable: bool = False
 
 
 class Notice(msgspec.Struct, frozen=True, tag="notice"):

@@ -142,3 +142,35 @@ def test_chat_approval_mode_changes_the_running_service(
     term: ScreenTerminal = chat_in("yolo")
     term.wait_for("Approval mode yolo from the next turn on, was default")
     assert specrun.json("status")["approval_mode"] == "yolo"
+
+
+def _tool_errors(specrun: Specrun) -> list[str]:
+    from coordinator.service.chat.history import HistoryStore
+
+    return [r.error or "" for m in HistoryStore(specrun.project).load() if m.role == "tool"
+            for r in m.tool_results if r.error]
+
+
+def test_approvals_offer_once_this_command_for_the_session_and_no_with_a_reason(
+    chat_in: Any, specrun: Specrun
+) -> None:
+    term: ScreenTerminal = chat_in("default")
+    term.send("run the tests\r")
+    term.wait_for(r"Allow run_shell_command\(command: python -m pytest -q\)\? \(python is not "
+                  r"one of the commands specrun knows to be read-only\)")
+    term.wait_for(r"a: yes, and allow this command for this session")
+    term.send("a\r")
+    term.wait_for("pytest: all tests passed")
+    term.wait_for("done in")
+    term.send("run the tests\r")  # the same command again: not asked
+    term.wait_for("Allowed without asking: you allowed this command for this session")
+    term.wait(lambda t: t.text().count("done in") >= 2, what="the second turn's end")
+    assert term.text().count("Allow run_shell_command") == 1
+
+    term.send("commit this\r")  # another command: asked
+    term.wait_for(r"Allow run_shell_command\(command: git add")
+    term.send("r\r")
+    term.wait_for("Why not")
+    term.send("the tests are not finished\r")
+    term.wait(lambda t: t.text().count("done in") >= 3, what="the third turn's end")
+    assert any("the tests are not finished" in e for e in _tool_errors(specrun))

@@ -47,7 +47,7 @@ def test_demo_plays_the_story(env: Env, tmp_path: Path) -> None:
         "❯ commit this",
         "speculation ⟳ running",
         "❯ run the tests",
-        "[y/N]: y",
+        "[y/a/n/r]: y",
         "passed",
         "the speculation of 'commit this' was aborted",
         "Time saved by speculation",

@@ -385,8 +385,9 @@ class MainChat:
     def busy(self) -> bool:
         return self.slot.busy
 
-    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool:
-        return self.approvals.answer(ask_req_id, call_id, approved)
+    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool,
+                        remember: bool = False, reason: str = "") -> bool:
+        return self.approvals.answer(ask_req_id, call_id, approved, remember, reason)
 
     def cancel(self, ask_req_id: int | None = None) -> bool:
         """Ctrl-C: abort the running turn (model request cancelled, tool worker killed), or
@@ -459,6 +460,7 @@ class MainChat:
 
     def reset(self) -> None:
         self.cancel()
+        self.approvals.forget()
         self.slot.cancel_follow_up()
         self.prefetcher.abort_and_clear(AbortReason.RESET)
         self.prefetcher.reset()

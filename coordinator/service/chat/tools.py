@@ -3,7 +3,7 @@ about, or run on a pool worker, each result cut to fit the context window."""
 
 from __future__ import annotations
 
-from coordinator.service.chat.approvals import ApprovalLost, Approvals
+from coordinator.service.chat.approvals import Answer, ApprovalLost, Approvals
 from coordinator.service.chat.context_meter import ContextMeter
 from coordinator.service.chat.tool_exec import (
     HIDDEN_NAME_REASON,
@@ -55,11 +55,14 @@ class ChatToolCalls:
         if policy == "refuse":
             return await self._refused(out, call, f"{call.name} is not allowed in plan mode.")
         hidden_name = hidden_name_reason(call)
-        if policy == "ask" and not await self._confirm(
-            out, call, hidden_name or f"{call.name} changes files", can_confirm
-        ):
-            return await self._refused(out, call, self._refusal_text(can_confirm, call,
-                                                                     hidden_name or ""))
+        if policy == "ask":
+            answer = await self._confirm(
+                out, call, hidden_name or f"{call.name} changes files", can_confirm,
+                rememberable=not hidden_name,
+            )
+            if not answer.approved:
+                return await self._refused(out, call, self._refusal_text(
+                    can_confirm, call, hidden_name or "", answer.reason))
         await out.tool(call, "running")
         outcome = await self.executor.run(call, shell_mode(call, mode))
         if outcome.needs_approval is not None:
@@ -67,9 +70,11 @@ class ChatToolCalls:
                 return await self._refused(
                     out, call, "Only read-only shell commands run in plan mode."
                 )
-            if not await self._confirm(out, call, outcome.needs_approval, can_confirm):
+            answer = await self._confirm(out, call, outcome.needs_approval, can_confirm)
+            if not answer.approved:
                 return await self._refused(
-                    out, call, self._refusal_text(can_confirm, call, outcome.needs_approval)
+                    out, call,
+                    self._refusal_text(can_confirm, call, outcome.needs_approval, answer.reason),
                 )
             outcome = await self.executor.run(call, "full")
         result = self._fit(
@@ -82,18 +87,24 @@ class ChatToolCalls:
         )
         return result
 
-    async def _confirm(self, out: Emitter, call: ToolCall, reason: str, can_confirm: bool) -> bool:
-        return can_confirm and await self.approvals.ask(out, call, reason)
+    async def _confirm(self, out: Emitter, call: ToolCall, reason: str, can_confirm: bool,
+                       rememberable: bool = True) -> Answer:
+        if not can_confirm:
+            return Answer(False)
+        return await self.approvals.ask(out, call, reason, rememberable)
 
     async def _refused(self, out: Emitter, call: ToolCall, why: str) -> ToolResult:
         await out.tool(call, "refused", why)
         return ToolResult(call.id, call.name, error=why)
 
-    def _refusal_text(self, can_confirm: bool, call: ToolCall, why: str = "") -> str:
+    def _refusal_text(self, can_confirm: bool, call: ToolCall, why: str = "",
+                      declined_because: str = "") -> str:
         """Why a call was not run, naming the one approval mode that allows exactly this
         call (file writes: auto-edit; shell, reads outside the project: yolo) and saying
-        where it can be given."""
+        where it can be given; a person's no with the reason they gave."""
         if can_confirm:
+            if declined_because:
+                return f"The user declined this tool call, saying: {declined_because}"
             return "The user declined this tool call."
         needed = "auto-edit" if call.name in WRITE_TOOLS else "yolo"
         if why == HIDDEN_NAME_REASON:  # no mode allows it: only a yes at a terminal

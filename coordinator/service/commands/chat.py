@@ -43,7 +43,8 @@ async def cancel(svc: HandlerDeps, identity: bytes, req: CancelRequest) -> None:
 
 @handles(ApprovalAnswer)
 async def approval_answer(svc: HandlerDeps, identity: bytes, req: ApprovalAnswer) -> None:
-    if not svc.chat.answer_approval(req.ask_req_id, req.call_id, req.approved):
+    if not svc.chat.answer_approval(req.ask_req_id, req.call_id, req.approved, req.remember,
+                                    req.reason):
         await svc.send(
             identity,
             ErrorReply(req.req_id, "not_found", "No tool call is waiting for that answer."),

@@ -111,6 +111,44 @@ function toolNode(name, args, status, exitCode, resultText) {
   return el("div", {class: `tool tool-${status}`}, `${mark} ${name}(${args}) [${word}]${result}`);
 }
 
+// An approval question of a turn: the call whole (the model wrote it), why it needs a
+// yes, and the answers the terminal offers. A question asked of a terminal is answered
+// there; the page then says so.
+function approvalNode(item) {
+  const box = el("div", {class: "approval", dataset: {call: item.id}},
+                 el("div", {class: "approval-question"}, `Allow ${item.name}? (${item.reason})`),
+                 el("pre", {class: "approval-call"}, item.args));
+  if (item.answered) {
+    box.append(el("div", {class: "muted"}, item.answered));
+    return box;
+  }
+  const what = item.name === "run_shell_command" ? "this command" : item.name;
+  box.append(el("button", {type: "button", class: "approve", dataset: {answer: "once"}}, "Yes, once"));
+  if (item.rememberable) {
+    box.append(el("button", {type: "button", class: "approve", dataset: {answer: "session"}},
+                  `Yes, and allow ${what} for this session`));
+  }
+  box.append(el("button", {type: "button", class: "approve deny", dataset: {answer: "no"}}, "No"),
+             el("input", {type: "text", class: "approval-reason", maxlength: "2000",
+                          placeholder: "why not (optional; the model reads it)"}));
+  return box;
+}
+
+async function answerApproval(button) {
+  const box = button.closest(".approval");
+  const callId = box.dataset.call;
+  const reason = box.querySelector(".approval-reason");
+  const answer = button.dataset.answer;
+  const said = await post("/api/approve", {call_id: callId, answer,
+                                           reason: reason ? reason.value : ""});
+  for (const [number, turn] of state.turns) {
+    const item = turn.items.find((i) => i.k === "approval" && i.id === callId);
+    if (!item) continue;
+    item.answered = said && said.ok ? `answered: ${said.message}` : (said && said.message) || "";
+    renderTurn(number);
+  }
+}
+
 function entryNode(entry) {
   if (entry.kind === "user") return el("div", {class: "user"}, entry.text);
   if (entry.kind === "model") return el("div", {class: "model"}, entry.text);
@@ -126,6 +164,7 @@ function turnNode(turn) {
       box.append(toolNode(item.name, item.args, item.status, item.exit_code, item.result));
     } else if (item.k === "entry") box.append(entryNode(item.entry));
     else if (item.k === "notice") box.append(el("div", {class: "notice"}, item.text));
+    else if (item.k === "approval") box.append(approvalNode(item));
     else if (item.k === "end") {
       const saved = item.speculated ? " (from the speculation)" : "";
       box.append(el("div", {class: "end"}, `turn ${item.reason}${saved} ${item.message}`));
@@ -237,7 +276,9 @@ function onTurnEvent(number, event) {
     }
     case "notice": turn.items.push({k: "notice", text: event.text}); break;
     case "approval_needed":
-      turn.items.push({k: "notice", text: `waits for approval: ${event.call.name} (${event.reason})`});
+      turn.items.push({k: "approval", id: event.call.id, name: event.call.name,
+                       args: event.call.arguments, reason: event.reason,
+                       rememberable: Boolean(event.rememberable), answered: ""});
       break;
     case "transcript":
       // Its first entry is the prompt, already shown.
@@ -553,9 +594,11 @@ async function post(path, body) {
     const answer = json ? await response.json() : {ok: false, message: await response.text()};
     result.textContent = visible(answer.message || answer.reason || (answer.ok ? "done" : "failed"));
     result.dataset.ok = String(Boolean(answer.ok));
+    return answer;
   } catch (error) {
     result.textContent = visible(`failed: ${error}`);
     result.dataset.ok = "false";
+    return {ok: false, message: `failed: ${error}`};
   }
 }
 
@@ -566,6 +609,12 @@ document.addEventListener("DOMContentLoaded", () => {
     const text = input.value;
     input.value = "";
     if (text.trim()) post("/api/ask", {text});
+  });
+  document.getElementById("conversation").addEventListener("click", (event) => {
+    const target = event.target;
+    if (target instanceof HTMLButtonElement && target.classList.contains("approve")) {
+      answerApproval(target);
+    }
   });
   document.getElementById("suggestion").addEventListener("click", (event) => {
     const target = event.target;

@@ -319,7 +319,8 @@ class SessionChat:
         self.cancels.append(ask_req_id)
         return ask_req_id == 7
 
-    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool:
+    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool,
+                        remember: bool = False, reason: str = "") -> bool:
         self.answers.append((ask_req_id, call_id, approved))
         return self.answer_found
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.coordinator.test_chat_daily import FAILING, _scenario
 from tests.support import Specrun
-from tests.web_support import browser, need_chromium, web_view
+from tests.web_support import browser, need_chromium, save_screenshot, web_view
 
 
 @pytest.fixture
@@ -37,3 +37,55 @@ def test_a_failed_command_shows_failed_with_its_exit_code(page: Any) -> None:
     assert any(s.startswith("✗ run_shell_command(") and "[failed, exit 2]" in s
                for s in shown), shown
     assert page.locator(".turn .tool.tool-error").count() == 1
+
+
+@pytest.fixture
+def default_page(specrun: Specrun, tmp_path: Path) -> Iterator[Any]:
+    need_chromium()
+    specrun.run("start", "--approval-mode", "default", "--scenario", str(_scenario(tmp_path)),
+                check=True)
+    try:
+        with web_view(specrun) as view, browser() as context:
+            page = context.new_page()
+            page.goto(view.url)
+            page.wait_for_selector("#connection.ok")
+            yield page
+    finally:
+        specrun.run("stop")
+
+
+def _send(page: Any, text: str) -> None:
+    page.fill("#prompt", text)
+    page.click("#ask button")
+
+
+def test_the_page_answers_approvals_once_for_the_session_or_no_with_a_reason(
+    default_page: Any, specrun: Specrun, tmp_path: Path
+) -> None:
+    from coordinator.service.chat.history import HistoryStore
+
+    page = default_page
+    _send(page, "run the tests")
+    question = page.wait_for_selector(".approval .approval-question", timeout=30_000)
+    assert "python is not one of the commands specrun knows to be read-only" in (
+        question.inner_text())
+    assert page.locator(".approval .approval-call").inner_text() == (
+        '{"command":"python -m pytest -q"}')  # the call exactly as the model wrote it
+    save_screenshot(page, "approval.png", tmp_path)
+    page.click("text=Yes, and allow this command for this session")
+    page.wait_for_selector(".turn .end >> text=turn completed")
+    page.wait_for_selector(".approval >> text=answered: Allowed for this session.")
+
+    _send(page, "run the tests")  # asked no more
+    page.wait_for_selector(".notice >> text=Allowed without asking")
+    page.wait_for_function("() => document.querySelectorAll('.turn .end').length >= 2")
+    assert page.locator(".approval").count() == 1
+
+    _send(page, "commit this")
+    page.wait_for_selector(".approval:not(:has(.muted)) .approval-reason")
+    page.fill(".approval:not(:has(.muted)) .approval-reason", "not before review")
+    page.click(".approval:not(:has(.muted)) button.deny")
+    page.wait_for_function("() => document.querySelectorAll('.turn .end').length >= 3")
+    errors = [r.error or "" for m in HistoryStore(specrun.project).load() if m.role == "tool"
+              for r in m.tool_results]
+    assert any("not before review" in e for e in errors), errors
