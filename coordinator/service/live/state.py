@@ -27,10 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from coordinator.service.live.hub import LiveHub
+from coordinator.service.live.hub import LiveHub, SendNowait
 from coordinator.service.live.workers import WorkerSampler
-from coordinator.service.speculation.preview import preview_files
-from coordinator.service.speculation.transcript import render_transcript
+from coordinator.service.speculation import preview_files, render_transcript
 from protocol.wire.chat import Message
 from protocol.wire.control import (
     AcceptRequest,
@@ -71,8 +70,8 @@ from protocol.wire.work import (
 )
 
 if TYPE_CHECKING:
-    from coordinator.service.chat.main_chat import MainChat
-    from coordinator.service.pool.workers import WorkerHandle, WorkerPool
+    from coordinator.service.chat import MainChat
+    from coordinator.service.pool import WorkerHandle, WorkerPool
     from coordinator.service.speculation import Speculation, SpeculationManager
 
 log = logging.getLogger("specrun.live")
@@ -147,16 +146,19 @@ def bounded_for_view(files: tuple[FileDiff, ...]) -> tuple[FileDiff, ...]:
 
 
 class LiveState:
+    """What the live view is told; its hub (``LiveHub``) sends it to the subscribers
+    through ``send_nowait``."""
+
     def __init__(
         self,
-        hub: LiveHub,
+        send_nowait: SendNowait,
         project_root: Path,
         chat: MainChat,
         speculation: SpeculationManager,
         pool: WorkerPool,
         status: Callable[[int], StatusReply],
     ) -> None:
-        self.hub = hub
+        self.hub = LiveHub(send_nowait, on_active=self._start_ticking)
         self.project_root = project_root
         self.chat = chat
         self.speculation = speculation
@@ -173,6 +175,7 @@ class LiveState:
         self._workers = WorkerSampler(pool)
         self._last_workers = LiveWorkers(())
         self._tick: asyncio.Task[object] | None = None
+        self._watch: asyncio.Task[object] | None = None
         self._poked = False
         self._session = chat.session_id
         self._tasks: set[asyncio.Task[object]] = set()
@@ -180,7 +183,6 @@ class LiveState:
         self._text_turn: tuple[int, int] | None = None
         self._text: list[str] = []
         self._text_timer: asyncio.TimerHandle | None = None
-        hub.on_active = self._start_ticking
 
     # -- what the service reports ----------------------------------------------------
 
@@ -399,6 +401,17 @@ class LiveState:
     def _start_ticking(self) -> None:
         if self._tick is None or self._tick.done():
             self._tick = self._spawn(self._ticking())
+        if self._watch is None or self._watch.done():
+            self._watch = self._spawn(self._watching_the_suggestion())
+
+    async def _watching_the_suggestion(self) -> None:
+        """Poke when the speculation core says the shown suggestion changed (it never
+        calls up into this layer: it sets ``ShownSuggestion.changed``)."""
+        changed = self.speculation.shown.changed
+        while self.hub.active:
+            await changed.wait()
+            changed.clear()
+            self.poke()
 
     async def _ticking(self) -> None:
         next_workers = 0.0
@@ -472,6 +485,7 @@ class LiveState:
         )
 
     def close(self) -> None:
+        self.hub.close()
         if self._text_timer is not None:
             self._text_timer.cancel()
         for task in list(self._tasks):
