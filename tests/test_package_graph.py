@@ -216,7 +216,7 @@ def test_sub_packages_import_only_downwards() -> None:
 
 def test_the_layer_check_sees_an_upward_import() -> None:
     assert _layer_of("protocol", "protocol.text.inert_text") == 0
-    assert _layer_of("protocol", "protocol.prompts.suggestion") == 4
+    assert _layer_of("protocol", "protocol.prompts.prediction") == 4
 
 
 # coordinator.service's parts, bottom first: its sub-packages (``pool``, ``speculation``,

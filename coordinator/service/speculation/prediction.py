@@ -21,7 +21,7 @@ import msgspec
 from coordinator.service.speculation.context import Offer, SpeculationContext
 from coordinator.service.speculation.suggestion import SUGGESTION_DELAY_MS
 from protocol.model import ChatRequest, ChatResult, ModelClient, ModelError
-from protocol.prompts.suggestion import (
+from protocol.prompts.prediction import (
     ALTERNATIVES_SCHEMA_NAME,
     filter_alternatives,
     filter_suggestion,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from coordinator.service.speculation.record import AbortCause, Speculation
-from protocol.prompts.suggestion import is_typed_prefix, matches_prompt
+from protocol.prompts.prediction import is_typed_prefix, matches_prompt
 from protocol.text.inert_text import inert
 from protocol.wire.control import Branch, SkipReason, SuppressReason
 

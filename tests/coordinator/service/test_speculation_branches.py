@@ -22,7 +22,7 @@ from coordinator.service.speculation.scheduler import (
     max_running_branches,
 )
 from coordinator.service.speculation.stats import Stats
-from protocol.prompts.suggestion import (
+from protocol.prompts.prediction import (
     ALTERNATIVES_SCHEMA_NAME,
     SUGGESTION_PROMPT,
     SUGGESTION_SCHEMA,
