@@ -44,10 +44,6 @@ ONE_CONCEPT: dict[str, str] = {
         "the table of worker processes: start, hand out, route, kill and reap all read "
         "and write that one table and its socket"
     ),
-    "coordinator/service/live/state.py::LiveState": (
-        "what the live view is told, from one set of last-sent values: every report "
-        "(turn event, worker event, poke) is compared against the same record"
-    ),
     "overlay/cow.py::Overlay": (
         "one overlay directory: every operation (write, read through, list, apply, "
         "clean up) is on the same upper and lower tree"
