@@ -42,6 +42,8 @@ from coordinator.boundary_text import describe_boundary
 from coordinator.cli import render
 from coordinator.cli.approval import ask_person
 from coordinator.cli.chat_preview import PREVIEW_KEY, PREVIEW_KEY_NAME, show_preview
+from coordinator.cli.chat_recap import show_recap
+from coordinator.cli.chat_service_watch import ServiceWatch, stopped_sentence
 from coordinator.cli.chat_slash import (
     SlashCompleter,
     SlashContext,
@@ -50,6 +52,7 @@ from coordinator.cli.chat_slash import (
     run_slash,
 )
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
+from coordinator.cli.daemon import is_running
 from coordinator.cli.errors import EXIT_NO_SERVICE, EXIT_OK
 from coordinator.cli.turns import stream_turn
 from protocol.prompts.prediction import is_typed_prefix, normalize_prompt
@@ -128,6 +131,8 @@ class SuggestionState:
         # one sentence answering a key that had nothing to act on (Ctrl-O with no
         # suggestion); shown in the toolbar until the line changes
         self.flash: str | None = None
+        # what the service watch said: the service stopped (until it is back)
+        self.service_note: str | None = None
         self._told: tuple[str, frozenset[str]] = ("", frozenset())
 
     def update(self, generation: int, reply: SuggestionReply | None, error: str | None) -> bool:
@@ -237,15 +242,25 @@ class Poller(threading.Thread):
         self.on_change = on_change
         self.stopping = threading.Event()
         self.wake = threading.Event()
+        self.reconnect = threading.Event()  # set when the service was replaced
 
     def run(self) -> None:
-        try:
-            client = ServiceClient(self.project, timeout_s=2.0)
-        except ServiceNotRunning:
-            self.state.update(self.state.generation, None, "the service is not running")
-            return
-        try:  # not `with client`: a reconnect below replaces it, and the last one is closed
+        client: ServiceClient | None = None
+        try:  # not `with client`: a reconnect replaces it, and the last one is closed
             while not self.stopping.is_set():
+                if self.reconnect.is_set() and client is not None:
+                    self.reconnect.clear()  # the service was replaced: a new socket
+                    client.close()
+                    client = None
+                if client is None:
+                    try:
+                        client = ServiceClient(self.project, timeout_s=2.0)
+                    except ServiceNotRunning:
+                        # the service watch says so; look again for one started meanwhile
+                        if self.state.update(self.state.generation, None, None):
+                            self._changed()
+                        self.stopping.wait(POLL_INTERVAL_S * 5)
+                        continue
                 generation = self.state.generation
                 tell = self.state.to_tell()
                 result: tuple[SuggestionReply | None, str | None]
@@ -261,19 +276,15 @@ class Poller(threading.Thread):
                     result = (reply if isinstance(reply, SuggestionReply) else None), None
                 except ServiceTimeout:
                     result = None, "the service is not answering"
-                    client.close()
-                    try:
-                        client = ServiceClient(self.project, timeout_s=2.0)
-                    except ServiceNotRunning:
-                        self.state.update(generation, None, "the service stopped")
-                        self._changed()
-                        return
+                    client.close()  # its late reply would be kept forever: a new socket
+                    client = None
                 if self.state.update(generation, *result):
                     self._changed()
                 self.wake.wait(POLL_INTERVAL_S)  # set by a keystroke
                 self.wake.clear()
         finally:
-            client.close()
+            if client is not None:
+                client.close()
 
     def _changed(self) -> None:
         callback = self.on_change
@@ -307,6 +318,8 @@ def keys_text(enter_accepts: bool) -> str:
 
 def toolbar_text(state: SuggestionState, enter_accepts: bool = False) -> FormattedText:
     keys = keys_text(enter_accepts)
+    if state.service_note:
+        return FormattedText([("class:bottom-toolbar.failed", f" {state.service_note}")])
     if state.flash:
         return FormattedText([("class:bottom-toolbar", f" {state.flash}")])
     if state.error:
@@ -483,52 +496,106 @@ def run_chat(project: Path, cli: click.Group, enter_accepts: bool = False) -> in
     except ServiceNotRunning as exc:
         render.error(str(exc))
         return EXIT_NO_SERVICE
+    renew = threading.Event()  # the service was replaced: the next request on a new socket
+
+    def service_changed(sentence: str | None, restarted: bool) -> None:
+        if restarted:
+            renew.set()
+            poller.reconnect.set()
+            state.service_note = None
+            state.flash = sentence  # until the next keystroke
+        else:
+            state.service_note = sentence
+        session.app.invalidate()
+
+    watch = ServiceWatch(project, client.pid, service_changed)
     poller.start()
+    watch.start()
     slash = SlashContext(project, client, cli)
+    line = ""  # put back in the line when it could not be sent
     try:
-        with client:
-            _banner(client, enter_accepts)
-            while True:
-                try:
-                    answer = session.prompt()
-                except KeyboardInterrupt:
-                    continue  # Ctrl-C at the prompt clears the line
-                except EOFError:
-                    return EXIT_OK
-                request: AskRequest | AcceptRequest
-                if isinstance(answer, Accepted):
-                    # What was shown (grey, or in the Ctrl-O preview) is what is taken:
-                    # a suggestion that changed meanwhile is refused, nothing applied.
-                    request = AcceptRequest(req_id=client.next_id(), method=answer.method,
-                                            index=answer.rank, shown_text=answer.text,
-                                            shown_speculation=answer.speculation,
-                                            can_confirm=True, client_pid=os.getpid())
-                else:
-                    if is_command(str(answer)):
-                        if run_slash(slash, str(answer)):
-                            return EXIT_OK
-                        continue
-                    text = as_prompt(str(answer))
-                    if not text:
-                        continue
-                    # Equal to a speculated prompt, the service takes that speculation
-                    # (acceptTypedPrompt) and says so in a notice: an `enter` accept when
-                    # it is the line Enter filled, sent unchanged; `typed` otherwise.
-                    filled = str(answer) == state.filled
-                    request = AskRequest(req_id=client.next_id(), text=text, can_confirm=True,
-                                         accept_method="enter" if filled else "typed",
-                                         filled=filled, client_pid=os.getpid())
-                state.clear()
-                try:
-                    stream_turn(client, request, render.TurnPrinter(show_user=False), ask_person)
-                    _show_context_fill(client)
-                except ServiceTimeout as exc:
-                    render.error(str(exc))
-                state.clear()
-    except ServiceNotRunning as exc:
+        _banner(client, enter_accepts)
+        show_recap(client)
+        while True:
+            try:
+                answer = session.prompt(default=line)
+            except KeyboardInterrupt:
+                line = ""
+                continue  # Ctrl-C at the prompt clears the line
+            except EOFError:
+                _say_what_keeps_running(state, watch)
+                return EXIT_OK
+            line = ""
+            if renew.is_set() and is_running(project):
+                renew.clear()
+                client.close()
+                client = ServiceClient(project, timeout_s=30.0)  # the new service's
+                slash.client = client
+            if renew.is_set() or not watch.alive or not is_running(project):
+                render.error(stopped_sentence(project))
+                line = answer.text if isinstance(answer, Accepted) else str(answer)
+                continue
+            request: AskRequest | AcceptRequest
+            if isinstance(answer, Accepted):
+                # What was shown (grey, or in the Ctrl-O preview) is what is taken:
+                # a suggestion that changed meanwhile is refused, nothing applied.
+                request = AcceptRequest(req_id=client.next_id(), method=answer.method,
+                                        index=answer.rank, shown_text=answer.text,
+                                        shown_speculation=answer.speculation,
+                                        can_confirm=True, client_pid=os.getpid())
+            else:
+                if is_command(str(answer)):
+                    if run_slash(slash, str(answer)):
+                        _say_what_keeps_running(state, watch)
+                        return EXIT_OK
+                    continue
+                text = as_prompt(str(answer))
+                if not text:
+                    continue
+                # Equal to a speculated prompt, the service takes that speculation
+                # (acceptTypedPrompt) and says so in a notice: an `enter` accept when
+                # it is the line Enter filled, sent unchanged; `typed` otherwise.
+                filled = str(answer) == state.filled
+                request = AskRequest(req_id=client.next_id(), text=text, can_confirm=True,
+                                     accept_method="enter" if filled else "typed",
+                                     filled=filled, client_pid=os.getpid())
+            state.clear()
+            try:
+                stream_turn(client, request, render.TurnPrinter(show_user=False), ask_person)
+                _show_context_fill(client)
+            except ServiceTimeout as exc:
+                render.error(str(exc))
+            except ServiceNotRunning:
+                # not the model's fault: say what happened to the service
+                render.error("The specrun service stopped during this turn (`specrun logs` "
+                             "says why); `specrun start` starts it again, and this chat "
+                             "goes on with it.")
+            state.clear()
+    except ServiceNotRunning as exc:  # gone between a look and a connect: said, left
         render.error(str(exc))
         return EXIT_NO_SERVICE
     finally:
+        watch.stopping.set()
         poller.stopping.set()
         poller.wake.set()
         poller.join(timeout=3)
+        watch.join(timeout=3)
+        client.close()
+
+
+def _say_what_keeps_running(state: SuggestionState, watch: ServiceWatch) -> None:
+    """Leaving the chat leaves the service (and any speculation) running: say so, and
+    how to stop it."""
+    if not watch.alive:
+        render.console.print("Left the chat; the service is not running.", highlight=False)
+        return
+    running = [b for b in state.branches(visible_only=False)
+               if b.speculation is not None and b.speculation.status == "running"]
+    also = ""
+    if running:
+        also = (f", with the speculation of “{inert(running[0].text, multiline=False)}” "
+                "still running")
+    render.console.print(
+        f"Left the chat. The specrun service keeps running in the background (pid "
+        f"{watch.pid}){also}; `specrun chat` comes back to this conversation, "
+        "`specrun stop` stops it.", highlight=False)

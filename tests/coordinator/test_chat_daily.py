@@ -174,3 +174,42 @@ def test_approvals_offer_once_this_command_for_the_session_and_no_with_a_reason(
     term.send("the tests are not finished\r")
     term.wait(lambda t: t.text().count("done in") >= 3, what="the third turn's end")
     assert any("the tests are not finished" in e for e in _tool_errors(specrun))
+
+
+def test_the_chat_follows_its_service_says_what_keeps_running_and_shows_the_last_turns(
+    chat_in: Any, specrun: Specrun, tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import time
+
+    term: ScreenTerminal = chat_in("auto-edit")
+    term.send(FAILING + "\r")
+    term.wait_for("done in")
+    pid = specrun.service_pid()
+    term.send("\x04")  # Ctrl-D: what keeps running, and how to stop it
+    term.child.expect(pexpect.EOF, timeout=10)
+    said = bytes(term.raw).decode(errors="replace") + (term.child.before or b"").decode(
+        errors="replace")
+    assert f"keeps running in the background (pid {pid})" in said, said[-400:]
+    assert "`specrun stop` stops it" in said
+
+    again: ScreenTerminal = chat_in("auto-edit")  # a reopened chat shows the last turns
+    again.wait_for("the last turns of this session")
+    again.wait_for(f"❯ {FAILING}")
+    again.wait_for(r"✗ run_shell_command\(command: ls no-such-file\)")
+
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    again.wait_for("The service stopped; `specrun start` starts it", timeout=10)
+    noticed_s = time.monotonic() - killed
+    assert noticed_s < 2.0, noticed_s  # within a second, with room for a loaded machine
+    again.send("what does multiply do?\r")  # not sent: said, and kept in the line
+    again.wait_for(r"error: The service stopped")
+    again.wait_for(r"❯ what does multiply do\?")
+
+    specrun.run("start", "--approval-mode", "auto-edit", "--scenario",
+                str(_scenario(tmp_path)), check=True)
+    again.wait_for(r"The service was restarted \(pid \d+ → \d+\)", timeout=10)
+    again.send("\r")  # the line put back is sent to the new service
+    again.wait_for("no answer scripted")
