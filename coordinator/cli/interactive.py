@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -133,6 +134,8 @@ class SuggestionState:
         self.flash: str | None = None
         # what the service watch said: the service stopped (until it is back)
         self.service_note: str | None = None
+        # when the service began predicting the next prompt (None: it is not)
+        self.predicting_since: float | None = None
         self._told: tuple[str, frozenset[str]] = ("", frozenset())
 
     def update(self, generation: int, reply: SuggestionReply | None, error: str | None) -> bool:
@@ -142,6 +145,11 @@ class SuggestionState:
                 return False
             before = self._key(self.reply), self.error
             self.reply, self.error = reply, error
+            pending = reply is not None and reply.pending and not reply.text
+            if not pending:
+                self.predicting_since = None
+            elif self.predicting_since is None:
+                self.predicting_since = time.monotonic()
             return (self._key(reply), error) != before
 
     def clear(self) -> None:
@@ -185,7 +193,7 @@ class SuggestionState:
         if reply is None:
             return None
         spec = reply.speculation
-        return (reply.text, reply.visible, spec.status if spec else None,
+        return (reply.text, reply.visible, reply.pending, spec.status if spec else None,
                 spec.tool_uses if spec else 0, len(spec.files_written) if spec else 0,
                 tuple((b.rank, b.text, b.speculation.status if b.speculation else None,
                        b.speculation.tool_uses if b.speculation else 0)
@@ -327,7 +335,13 @@ def toolbar_text(state: SuggestionState, enter_accepts: bool = False) -> Formatt
     matching = state.matching()
     branch = state.current()
     if branch is None:
-        return FormattedText([("class:bottom-toolbar", " no suggestion · Ctrl-D quits")])
+        since = state.predicting_since
+        if since is not None:
+            waited = int(time.monotonic() - since)
+            return FormattedText([("class:bottom-toolbar.running",
+                                   f" ⟳ predicting the next prompt… {waited} s"),
+                                  ("class:bottom-toolbar", " · /help · Ctrl-D quits")])
+        return FormattedText([("class:bottom-toolbar", " no suggestion · /help · Ctrl-D quits")])
     # With alternatives, which one is shown comes first: a long status line is cut at
     # the terminal's width.
     which: list[tuple[str, str]] = []
@@ -483,6 +497,7 @@ def run_chat(project: Path, cli: click.Group, enter_accepts: bool = False) -> in
         enable_history_search=False,
         completer=SlashCompleter(),
         complete_while_typing=True,
+        refresh_interval=0.5,  # the toolbar's seconds count up while it waits
     )
     poller = Poller(project, state, on_change=lambda: session.app.invalidate())
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -219,6 +220,24 @@ def tool_group(entries: Sequence[TranscriptEntry]) -> Panel:
 # -- a turn as it streams ----------------------------------------------------------------
 
 
+class Elapsed:
+    """``what`` followed by the whole seconds since it began (from 1 s on), drawn anew at
+    each refresh of the spinner."""
+
+    def __init__(self, what: str | Text) -> None:
+        self.what = what
+        self.started = time.monotonic()
+
+    def __rich__(self) -> Text:
+        from rich.text import Text
+
+        line = Text.from_markup(self.what) if isinstance(self.what, str) else self.what.copy()
+        seconds = int(time.monotonic() - self.started)
+        if seconds >= 1:
+            line.append(f" {seconds} s", style="bright_black")
+        return line
+
+
 class TurnPrinter:
     """Shows one turn's events as they arrive. ``close()`` stops any spinner."""
 
@@ -233,14 +252,16 @@ class TurnPrinter:
 
     # spinner (terminals only)
     def waiting(self, what: str | Text) -> None:
-        """A spinner line while nothing visible happens (model thinking, tool running)."""
+        """A spinner line while nothing visible happens (model thinking, tool running),
+        with the seconds it has been waiting: a wait that never ends must look like one."""
         if not self.out.is_terminal:
             return
+        shown = Elapsed(what)
         if self._status is None:
-            self._status = self.out.status(what, spinner="dots")
+            self._status = self.out.status(shown, spinner="dots")
             self._status.start()
         else:
-            self._status.update(what)
+            self._status.update(shown)
 
     def _stop_spinner(self) -> None:
         if self._status is not None:

@@ -21,6 +21,7 @@ from tests.support import REPO, Specrun
 FIX = "fix the failing test in tests/test_calc.py"
 NEG = "add a test for negative numbers"
 FAILING = "list the missing file"
+SLOW = "take a while"
 
 
 def _scenario(tmp: Path) -> Path:
@@ -33,6 +34,14 @@ def _scenario(tmp: Path) -> Path:
         {"name": "failing command, explain",
          "when": {"turn_user": FAILING, "last_tool": "run_shell_command"},
          "reply": {"text": "It is not there."}},
+    ]
+    # a slow answer and a slow prediction after it, to watch the waits counted in seconds
+    data["rules"][0:0] = [
+        {"name": "slow prediction", "when": {"purpose": "suggestion",
+                                             "prompt_contains": "Took a while to say this"},
+         "reply": {"json": {"suggestion": "say it faster"}, "latency_ms": 3500}},
+        {"name": "slow answer", "when": {"purpose": "main", "last_user": SLOW},
+         "reply": {"text": "Took a while to say this.", "latency_ms": 3500}},
     ]
     path = tmp / "scenario.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -213,3 +222,14 @@ def test_the_chat_follows_its_service_says_what_keeps_running_and_shows_the_last
     again.wait_for(r"The service was restarted \(pid \d+ → \d+\)", timeout=10)
     again.send("\r")  # the line put back is sent to the new service
     again.wait_for("no answer scripted")
+
+
+def test_waits_show_their_seconds_the_answer_and_the_prediction(chat_in: Any) -> None:
+    term: ScreenTerminal = chat_in("auto-edit")
+    term.send(FAILING + "\r")  # no prediction after a first turn alone (too early)
+    term.wait_for("done in")
+    term.send(SLOW + "\r")
+    term.wait_for(r"thinking… [12] s")  # the model request, counted while it runs
+    term.wait_for("Took a while to say this")
+    term.wait_for(r"⟳ predicting the next prompt… [12] s")  # then the prediction
+    term.wait_for("say it faster", timeout=20)
