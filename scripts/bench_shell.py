@@ -104,15 +104,16 @@ def profile_cost(repeat: int) -> dict[str, list[float]]:
     import os
     import tempfile
 
-    from worker.contain.helper import BYPASS_CLASSIFIER_ENV, Request, SandboxHelper
+    from protocol.wire.seams import WorkerSeams
+    from tests.seams import helper_entry
+    from worker.contain.helper import Request, SandboxHelper
     from worker.contain.spawn import ALL_LAYERS
     from worker.shell.runner import run_shell
 
     project = tempfile.mkdtemp(prefix="bench-profile-")
     scratch = tempfile.mkdtemp(prefix="bench-capture-")
-    os.environ[BYPASS_CLASSIFIER_ENV] = "1"  # the helper's classifier re-check is not measured
-    helper = SandboxHelper.start()
-    os.environ.pop(BYPASS_CLASSIFIER_ENV, None)
+    # the helper's classifier re-check is not measured: a helper built without it
+    helper = SandboxHelper.start(helper_entry(WorkerSeams(bypass_classifier=True)))
     samples: dict[str, list[float]] = {"bare": [], "view": [], "profile": [], "captured": []}
     try:
         variants = {"view": ALL_LAYERS.only("filesystem", "landlock"), "profile": ALL_LAYERS}
