@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import bashlex
 
 from worker.shell import classify
+from worker.shell.lexer import scan
 
 COMMANDS = [
     "ls -la",
@@ -152,6 +153,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=200, help="calls per command (default 200)")
     parser.add_argument("--each", action="store_true", help="also print every command's medians")
+    parser.add_argument(
+        "--no-profile", action="store_true", help="only the classification, not `bash -c true`"
+    )
     args = parser.parse_args()
 
     for text in COMMANDS:  # warm up imports and caches
@@ -160,12 +164,14 @@ def main() -> int:
 
     ours: list[float] = []
     base: list[float] = []
+    lexed: list[float] = []
     read_only = 0
     for text in COMMANDS:
         verdict = classify(text)
         read_only += verdict.read_only
         mine = _time(classify, text, args.repeat)
         theirs = _time(_bashlex, text, args.repeat)
+        lexed += _time(scan, text, args.repeat)
         ours += mine
         base += theirs
         if args.each:
@@ -180,6 +186,7 @@ def main() -> int:
         ("classify", statistics.median(ours), _p99(ours)),
         ("bashlex.parse", statistics.median(base), _p99(base)),
     ]
+    lexer = ("lexer scan", statistics.median(lexed), _p99(lexed))
     print(f"{len(COMMANDS)} commands ({read_only} read-only), {args.repeat} calls each\n")
     print(f"{'':<14} {'median':>10} {'p99':>10}")
     for name, median, p99 in rows:
@@ -187,6 +194,9 @@ def main() -> int:
     print(
         f"{'ratio':<14} {rows[0][1] / rows[1][1]:>9.2f}x {rows[0][2] / rows[1][2]:>9.2f}x"
     )
+    print(f"{lexer[0]:<14} {lexer[1] * 1e6:>8.1f}µs {lexer[2] * 1e6:>8.1f}µs  (part of classify)")
+    if args.no_profile:
+        return 0
     costs = profile_cost(max(20, args.repeat // 4))
     print("\nrunning `bash -c true`:")
     for name, values in costs.items():
