@@ -56,7 +56,7 @@ def worker_entry(
     if libc.pidfd_open(coordinator_pid) is None:
         os._exit(0)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    if seams.any:
+    if seams.any_set:
         log.warning("worker %d built by a test: %s", os.getpid(), seams.describe())
     # The sandbox helper first: forking is safe only while we are single-threaded (no
     # event loop, no ZeroMQ threads yet), and it must not inherit our later confinement.

@@ -40,7 +40,7 @@ class WorkerSeams:
             )
 
     @property
-    def any(self) -> bool:
+    def any_set(self) -> bool:
         """Is anything here different from production?"""
         return self != NO_SEAMS
 

@@ -444,7 +444,7 @@ def serve(
     sock: socket.socket, dir_name: str = SANDBOX_DIR, seams: WorkerSeams = NO_SEAMS
 ) -> None:
     """Answer requests until the other end closes. Single-threaded."""
-    if seams.any:
+    if seams.any_set:
         sys.stderr.write(f"specrun: a sandbox helper built by a test ({seams.describe()})\n")
     decoder = msgspec.msgpack.Decoder(Request)
     encoder = msgspec.msgpack.Encoder()
