@@ -28,6 +28,10 @@ PRIVATE = (
     ("multiprocess.util", "_run_finalizers", "called instead, to remove the pymp-* dir"),
     ("multiprocess.resource_tracker", "_resource_tracker", "its tracker, never started"),
     ("multiprocess.resource_tracker", "_resource_tracker._fd", "set to /dev/null"),
+    # the test suite's own (tests/worker/conftest.py stops both after a module)
+    ("multiprocess.forkserver", "_forkserver._stop", "the suite stops the fork server"),
+    ("multiprocess.resource_tracker", "_resource_tracker._pid", "the suite checks it"),
+    ("multiprocess.resource_tracker", "_resource_tracker._stop", "and stops one that ran"),
 )
 
 
@@ -48,7 +52,7 @@ def test_the_private_names_the_pool_uses_are_there(module: str, path: str, use: 
         if not hasattr(target, name):
             pytest.fail(
                 f"multiprocess {version('multiprocess')} has no {module}.{path} ({use}); "
-                f"coordinator/service/pool relies on it: adapt the pool to this version, "
+                f"coordinator/service/pool (or the suite) relies on it: adapt it to this version, "
                 f"then move the pin in pyproject.toml ({_pin()})."
             )
         target = getattr(target, name)
