@@ -39,7 +39,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.layout.processors import Processor, Transformation, TransformationInput
 from prompt_toolkit.styles import Style
 
-from coordinator.boundary_text import describe_boundary
+from coordinator.boundary_text import cut_words, describe_boundary
 from coordinator.cli import render
 from coordinator.cli.approval import ask_person
 from coordinator.cli.chat_preview import PREVIEW_KEY, PREVIEW_KEY_NAME, show_preview
@@ -324,7 +324,8 @@ def keys_text(enter_accepts: bool) -> str:
     return f"{enter} · {PREVIEW_KEY_NAME} preview · Ctrl-C aborts a turn · Ctrl-D quits"
 
 
-def toolbar_text(state: SuggestionState, enter_accepts: bool = False) -> FormattedText:
+def toolbar_text(state: SuggestionState, enter_accepts: bool = False,
+                 width: int | None = None) -> FormattedText:
     keys = keys_text(enter_accepts)
     if state.service_note:
         return FormattedText([("class:bottom-toolbar.failed", f" {state.service_note}")])
@@ -351,8 +352,10 @@ def toolbar_text(state: SuggestionState, enter_accepts: bool = False) -> Formatt
     spec = branch.speculation
     if spec is None:
         why = " (speculation budget spent)" if branch.skipped == "budget" else ""
-        return FormattedText([*which, ("class:bottom-toolbar",
-                                       f" suggestion not speculated{why} · {keys}")])
+        return fitted(width, [
+            [*which, ("class:bottom-toolbar", f" suggestion not speculated{why} · {keys}")],
+            [*which, ("class:bottom-toolbar", f" suggestion not speculated{why}")],
+        ])
     detail = f"{spec.tool_uses} tool use(s), {len(spec.files_written)} file(s)"
     stopped = inert(describe_boundary(spec.boundary), multiline=False)
     marks = {
@@ -364,9 +367,47 @@ def toolbar_text(state: SuggestionState, enter_accepts: bool = False) -> Formatt
         "failed": ("failed", "✗ speculation failed: accepting runs it as a normal turn"),
         "aborted": ("failed", "speculation aborted"),
     }
+    short = {
+        "running": f"⟳ speculating ({spec.tool_uses} tool use(s))",
+        "completed": "✓ ready: Tab applies it at once",
+        "boundary": f"⏸ {cut_words(stopped.split(': ', 1)[0], 50)}: Tab runs it, asking",
+        "failed": "✗ failed: Tab runs it as a turn",
+    }
     cls, label = marks.get(spec.status, ("", f"speculation {spec.status}"))
     style = f"class:bottom-toolbar.{cls}" if cls else "class:bottom-toolbar"
-    return FormattedText([*which, (style, f" {label}"), ("class:bottom-toolbar", f" · {keys}")])
+    plain = "class:bottom-toolbar"
+    brief = short.get(spec.status, label)
+    # the longest that fits the terminal's width: a hint cut at the edge says nothing
+    return fitted(width, [
+        [*which, (style, f" {label}"), (plain, f" · {keys}")],
+        [*which, (style, f" {label}"), (plain, f" · Tab accepts · {PREVIEW_KEY_NAME} preview")],
+        [*which, (style, f" {label}")],
+        [*which, (style, f" {brief}"), (plain, f" · {PREVIEW_KEY_NAME} preview")],
+        [*which, (style, f" {brief}")],
+    ])
+
+
+def terminal_width() -> int:
+    try:
+        return get_app().output.get_size().columns
+    except Exception:  # no application running (a test draws the toolbar alone)
+        return 80
+
+
+def fitted(width: int | None, candidates: list[list[tuple[str, str]]]) -> FormattedText:
+    """The first candidate that fits in ``width`` columns (the last one cut to fit)."""
+    from prompt_toolkit.utils import get_cwidth
+
+    room = (width if width is not None else terminal_width()) - 1
+    for fragments in candidates:
+        if sum(get_cwidth(text) for _, text in fragments) <= room:
+            return FormattedText(fragments)
+    kept: list[tuple[str, str]] = []
+    for style, text in candidates[-1]:
+        while len(text) > 1 and sum(get_cwidth(t) for _, t in kept) + get_cwidth(text) > room:
+            text = text[:-2] + "…"
+        kept.append((style, text))
+    return FormattedText(kept)
 
 
 def _bindings(state: SuggestionState, project: Path, enter_accepts: bool) -> KeyBindings:

@@ -160,7 +160,8 @@ def result_excerpt(text: str, max_lines: int = EXCERPT_LINES) -> list[str]:
 
     Shell results (``Exit code: N`` / ``Stdout:`` / ``Stderr:``) show the exit code only
     when it is not 0, then the output lines; other results their first lines."""
-    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
+    # a tab is spacing, not a control to show (``read_file`` numbers lines with one)
+    lines = [line.expandtabs(4).rstrip() for line in text.strip("\n").splitlines()]
     if lines and lines[0].startswith("Exit code: "):
         code = lines[0].removeprefix("Exit code: ")
         body = [line for line in lines[1:] if not _SHELL_SECTION.match(line) and line.strip()]
@@ -180,21 +181,31 @@ def _clip(text: str, width: int) -> str:
 
 
 def tool_line(name: str, args: str, status: str, result: str = "", excerpt: bool = True,
-              exit_code: int | None = None) -> Text:
+              exit_code: int | None = None, diff: str = "", path: str = "") -> Text:
     """``✓ name(args)`` and, under it, an excerpt of the result; a failed command says
-    ``failed, exit N``."""
+    ``failed, exit N``; a file edit or write shows its file and its change as a diff
+    instead of its arguments."""
     from rich.text import Text
 
     style = _STATUS_STYLE.get(status, "white")
     line = Text(f"{_STATUS_MARK.get(status, '•')} ", style=style)
     line.append(inert(name, multiline=False), style="bold")
-    if args:
+    if diff and path:
+        line.append(f" {inert(path, multiline=False)}", style="bright_black")
+    elif args:
         line.append(f"({inert(args, multiline=False)})", style="bright_black")
     if status not in ("success", "running"):
         word = "failed" if status == "error" else status
         if exit_code is not None and exit_code != 0:
             word += f", exit {exit_code}"
         line.append(f"  {word}", style=style)
+    if diff and path and status != "refused":
+        for text in diff.splitlines():
+            mark = text[:1]
+            diff_style = "green" if mark == "+" else "red" if mark == "-" else "bright_black"
+            line.append("\n    " + inert(text.expandtabs(4), multiline=False), style=diff_style)
+        if status == "success":
+            return line
     if excerpt and result and status != "running":
         lines = EXCERPT_LINES if status != "success" else _FEW_LINES.get(name, EXCERPT_LINES)
         for i, text in enumerate(result_excerpt(result, lines)):
@@ -208,7 +219,8 @@ def tool_group(entries: Sequence[TranscriptEntry]) -> Panel:
     from rich.console import Group
     from rich.panel import Panel
 
-    body = Group(*(tool_line(e.tool, e.args, e.status, e.text, exit_code=e.exit_code)
+    body = Group(*(tool_line(e.tool, e.args, e.status, e.text, exit_code=e.exit_code,
+                             diff=e.diff, path=e.path)
                    for e in entries))
     ok = sum(e.status == "success" for e in entries)
     title = f"{len(entries)} tool call{'s' if len(entries) != 1 else ''}"
@@ -295,7 +307,8 @@ class TurnPrinter:
             else:
                 self.tool_calls += 1
                 self.out.print(tool_line(reply.name, reply.args, reply.status, reply.result,
-                                         exit_code=reply.exit_code))
+                                         exit_code=reply.exit_code, diff=reply.diff,
+                                         path=reply.path))
                 self.waiting("[bright_black]thinking…[/]")
         elif isinstance(reply, Notice):
             self._end_text()
@@ -517,8 +530,7 @@ def speculation_line(s: SpeculationInfo, indent: str = "  ") -> Text:
         f": {s.turns} turn(s), {s.tool_uses} tool use(s), {files} file(s), {s.elapsed_s:.2f}s",
         style="bright_black",
     )
-    if s.worker_pid:
-        line.append(f", worker {s.worker_pid}", style="bright_black")
+    # the worker's pid is an internal: in --json and `specrun workers`, not here
     if s.boundary is not None:
         # The raw `code:detail` stays in --json; a person reads it in words.
         line.append(f"\n{indent}{inert(describe_boundary(s.boundary), multiline=False)}",

@@ -491,6 +491,10 @@ class ToolShown(msgspec.Struct, frozen=True, tag="tool"):
     # a shell command's exit status (``status`` is ``error`` when it is not 0); None for
     # other tools and for a command with none (timed out)
     exit_code: int | None = None
+    # an ``edit`` or ``write_file`` call's change as diff lines (``protocol.text.call_diff``)
+    # and the file it names; '' for other tools
+    diff: str = ""
+    path: str = ""
 
 
 class ApprovalNeeded(msgspec.Struct, frozen=True, tag="approval_needed"):
@@ -514,6 +518,8 @@ class TranscriptEntry(msgspec.Struct, frozen=True):
     args: str = ""
     status: Literal[ToolStatus, ""] = ""  # a tool entry's; "" for the others
     exit_code: int | None = None  # a shell command's exit status (see ``ToolShown``)
+    diff: str = ""  # a file tool call's change as diff lines (see ``ToolShown``)
+    path: str = ""
 
 
 ChangeStatus = Literal["created", "modified", "deleted", "mode"]

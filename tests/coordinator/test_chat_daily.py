@@ -53,9 +53,9 @@ def chat_in(specrun: Specrun, tmp_path: Path) -> Iterator[Any]:
     """Starts `specrun chat` in the given approval mode on the scenario above."""
     started: list[ScreenTerminal] = []
 
-    def start(mode: str = "default", *extra: str) -> ScreenTerminal:
+    def start(mode: str = "default", *extra: str, cols: int = 120) -> ScreenTerminal:
         term = ScreenTerminal(specrun, "chat", "--approval-mode", mode, "--scenario",
-                              str(_scenario(tmp_path)), *extra, rows=40, cols=120)
+                              str(_scenario(tmp_path)), *extra, rows=40, cols=cols)
         started.append(term)
         term.wait_for("Ctrl-D quits")
         return term
@@ -77,7 +77,7 @@ def test_tab_on_a_boundary_suggestion_asks_in_the_chat_as_enter_would(
     term.send("y\r")
     term.wait_for("done in")
     # default mode: the speculation of the next prompt stops before its write
-    term.wait_for(r"⏸ speculation stopped before write_file")
+    term.wait_for(r"⏸ (speculation )?stopped before write_file")
     term.send("\t")
     term.wait_for(r"Allow write_file\(file_path: tests/test_calc_negative\.py")
     assert "no terminal can ask" not in term.text()
@@ -233,3 +233,19 @@ def test_waits_show_their_seconds_the_answer_and_the_prediction(chat_in: Any) ->
     term.wait_for("Took a while to say this")
     term.wait_for(r"⟳ predicting the next prompt… [12] s")  # then the prediction
     term.wait_for("say it faster", timeout=20)
+
+
+def test_a_readable_transcript_in_80_columns(chat_in: Any) -> None:
+    term: ScreenTerminal = chat_in("auto-edit", cols=80)
+    term.send(FIX + "\r")
+    term.wait_for("done in")
+    rows = term.rows()
+    # an edit shows its file and its change as a diff, not its arguments
+    assert any(r.startswith("✓ edit src/calc.py") for r in rows), term.text()
+    assert "    -return a - b" in rows and "    +return a + b" in rows, term.text()
+    # tool output keeps its spacing: no visible \t from read_file's line numbers
+    assert not any("\\t" in r for r in rows), term.text()
+    # the toolbar's hint fits: the speculation's state and how to take it, not cut
+    term.wait_for(r"✓ speculation completed .*: Tab applies it at once")
+    bottom = term.rows()[-1]
+    assert "Tab" in bottom and not bottom.endswith("…") and len(bottom) <= 79, bottom

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from protocol.wire.chat import Message
 from protocol.wire.control import ToolStatus, TranscriptEntry
-from protocol.wire.display import cut, format_args
+from protocol.wire.display import call_diff, call_path, cut, format_args
 
 
 def ensure_tool_result_pairing(messages: list[Message]) -> list[Message]:
@@ -48,6 +48,8 @@ def render_transcript(user_text: str, messages: list[Message]) -> list[Transcrip
                     text=cut(text, 500),
                     status=status,
                     exit_code=result.exit_code if result is not None else None,
+                    diff=call_diff(call),
+                    path=call_path(call),
                 )
             )
     return entries
