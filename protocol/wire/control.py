@@ -56,7 +56,9 @@ WorkerSandbox = Literal[Sandbox, "unknown"]
 
 SpeculationStatus = Literal["running", "completed", "boundary", "aborted", "failed", "accepted"]
 
-SuppressReason = Literal[FilterReason, "early_conversation", "no_snapshot", "error", "refusal"]
+SuppressReason = Literal[
+    FilterReason, "early_conversation", "no_snapshot", "error", "refusal", "backoff", "cold_cache"
+]
 """Why no suggestion is shown after a turn: the filter's reason, too early in the chat, no
 cache-safe snapshot to fork from, a failed suggestion request, or a refusal."""
 

@@ -423,9 +423,11 @@ function renderWorkers() {
 
 // -- stats as charts (SVG drawn here, no library) -----------------------------------------
 
-function barChart(title, bars, unit) {
+// Every chart says what it shows in a caption under its title; a chart of rates is scaled
+// to 1 (all accepted), not to its largest bar.
+function barChart(title, caption, bars, scaleTo) {
   const width = 260, row = 18, left = 90, height = Math.max(1, bars.length) * row + 8;
-  const max = Math.max(1e-9, ...bars.map((b) => b.value));
+  const max = scaleTo || Math.max(1e-9, ...bars.map((b) => b.value));
   const chart = svg("svg", {viewBox: `0 0 ${width} ${height}`, role: "img"});
   chart.append(svg("title", {}, title));
   bars.forEach((bar, i) => {
@@ -433,18 +435,21 @@ function barChart(title, bars, unit) {
     const w = Math.max(0, (width - left - 50) * bar.value / max);
     chart.append(svg("text", {x: 2, y: y + 12}, bar.label));
     chart.append(svg("rect", {x: left, y: y + 2, width: w.toFixed(1), height: row - 6, class: "bar " + (bar.kind || "")}));
-    chart.append(svg("text", {x: left + w + 4, y: y + 12}, bar.text ?? `${bar.value}${unit || ""}`));
+    chart.append(svg("text", {x: left + w + 4, y: y + 12}, bar.text ?? `${bar.value}`));
   });
-  return el("div", {class: "chart"}, el("h3", {}, title), chart);
+  if (bars.length === 0) chart.append(svg("text", {x: 2, y: 14}, "nothing yet"));
+  return el("div", {class: "chart"}, el("h3", {}, title), el("p", {class: "caption"}, caption), chart);
 }
 
-function lineChart(title, values) {
+function lineChart(title, caption, values, accepted) {
   const width = 260, height = 90, pad = 14;
   const chart = svg("svg", {viewBox: `0 0 ${width} ${height}`, role: "img"});
   chart.append(svg("title", {}, title));
   chart.append(svg("line", {x1: pad, y1: height - pad, x2: width - 4, y2: height - pad, class: "axis"}));
   if (values.length === 0) {
-    chart.append(svg("text", {x: pad, y: height / 2}, "no accepts yet"));
+    // accepts that ran as normal turns (a boundary, a fallback) save no time to draw
+    chart.append(svg("text", {x: pad, y: height / 2},
+                     accepted ? `${accepted} accepted, none with time saved yet` : "no accepts yet"));
   } else {
     const max = Math.max(1e-9, ...values);
     const step = values.length > 1 ? (width - pad - 8) / (values.length - 1) : 0;
@@ -457,7 +462,7 @@ function lineChart(title, values) {
     });
     chart.append(svg("text", {x: pad, y: 10}, `max ${max.toFixed(2)} s`));
   }
-  return el("div", {class: "chart"}, el("h3", {}, title), chart);
+  return el("div", {class: "chart"}, el("h3", {}, title), el("p", {class: "caption"}, caption), chart);
 }
 
 function renderStats() {
@@ -467,17 +472,21 @@ function renderStats() {
   const total = s.suggestions_accepted;
   const tokens = Object.entries(s.tokens).map(([purpose, t]) =>
     ({label: purpose, value: t.prompt + t.completion}));
+  // counts and tokens on separate charts: one scale for both hid the counts
   const acceptedVsThrown = [
     {label: "accepted", value: s.suggestions_accepted},
     {label: "thrown away", value: s.suggestions_ignored + s.speculations_aborted + s.speculations_failed, kind: "bad"},
-    {label: "tokens kept", value: s.speculation_tokens.accepted},
-    {label: "tokens lost", value: s.speculation_tokens.discarded, kind: "bad"},
+  ];
+  const tokensKept = [
+    {label: "kept", value: s.speculation_tokens.accepted},
+    {label: "lost", value: s.speculation_tokens.discarded, kind: "bad"},
   ];
   const ranks = Object.keys(live.speculated_by_rank).sort();
   const byRank = ranks.map((rank) => {
     const tried = live.speculated_by_rank[rank], taken = s.accepted_by_rank[rank] || 0;
     const rate = tried ? taken / tried : 0;
-    return {label: `rank ${rank}`, value: rate, text: `${taken}/${tried}`};
+    // numbered as `specrun accept --index N` takes them
+    return {label: `--index ${rank}`, value: rate, text: `${taken}/${tried}`};
   });
   const typing = s.accepted_by_typing;
   const typed = (typing.prefix_kept || 0) + (typing.exact_match || 0);
@@ -489,11 +498,23 @@ function renderStats() {
   const summary = el("p", {class: "muted"},
     `${s.suggestions_shown} shown, ${total} accepted, ${s.time_saved_total_s.toFixed(2)} s saved in all`);
   fill("stats", summary, el("div", {class: "charts"},
-    lineChart("Time saved per accept (s)", s.time_saved_s),
-    barChart("Tokens by purpose", tokens),
-    barChart("Accepted vs thrown away", acceptedVsThrown),
-    barChart("Accept rate by rank", byRank),
-    barChart("Accepts by typing", byTyping)));
+    lineChart("Time saved per accept (s)",
+              "Seconds each accept saved over running its prompt then, oldest first.",
+              s.time_saved_s, total),
+    barChart("Tokens by purpose",
+             "Prompt + completion tokens, by what the requests were for.", tokens),
+    barChart("Suggestions: accepted vs thrown away",
+             "Suggestions taken; those ignored and speculations aborted or failed.",
+             acceptedVsThrown),
+    barChart("Speculation tokens: kept vs lost",
+             "Tokens of speculations that were accepted, and of those thrown away.",
+             tokensKept),
+    barChart("Accept rate by guess",
+             "Accepted / speculated, for each ranked guess (--index 0 is the top one); full bar: all.",
+             byRank, 1),
+    barChart("Accepts by typing",
+             "Share of accepts: after typing the beginning, typed out in full, or no typing.",
+             byTyping, 1)));
 }
 
 // -- applying what the service sends --------------------------------------------------------
