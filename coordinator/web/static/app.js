@@ -103,11 +103,17 @@ const TOOL_MARKS = {running: "…", success: "✓", error: "✗", refused: "⊘"
 const TOOL_WORDS = {running: "running", success: "success", error: "failed", refused: "refused",
                     cancelled: "cancelled"};
 
-function toolNode(name, args, status, exitCode, resultText) {
+function toolNode(name, args, status, exitCode, resultText, diff, path) {
   const mark = TOOL_MARKS[status] || "•";
   let word = TOOL_WORDS[status] || status;
   if (exitCode !== null && exitCode !== undefined && exitCode !== 0) word += `, exit ${exitCode}`;
   const result = resultText ? "\n  → " + resultText : "";
+  if (diff && path) {  // an edit or a write: its file and its change, not its arguments
+    const lines = diff.split("\n").map((line) => el("span", {
+      class: line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : ""}, line + "\n"));
+    return el("div", {class: `tool tool-${status}`}, `${mark} ${name} ${path} [${word}]\n`,
+              el("pre", {class: "diff"}, ...lines), status === "success" ? "" : result);
+  }
   return el("div", {class: `tool tool-${status}`}, `${mark} ${name}(${args}) [${word}]${result}`);
 }
 
@@ -152,7 +158,8 @@ async function answerApproval(button) {
 function entryNode(entry) {
   if (entry.kind === "user") return el("div", {class: "user"}, entry.text);
   if (entry.kind === "model") return el("div", {class: "model"}, entry.text);
-  return toolNode(entry.tool, entry.args, entry.status, entry.exit_code, entry.text);
+  return toolNode(entry.tool, entry.args, entry.status, entry.exit_code, entry.text,
+                  entry.diff, entry.path);
 }
 
 function turnNode(turn) {
@@ -161,7 +168,8 @@ function turnNode(turn) {
     if (item.k === "user") box.append(el("div", {class: "user"}, item.text));
     else if (item.k === "text") box.append(el("div", {class: "text"}, item.text));
     else if (item.k === "tool") {
-      box.append(toolNode(item.name, item.args, item.status, item.exit_code, item.result));
+      box.append(toolNode(item.name, item.args, item.status, item.exit_code, item.result,
+                          item.diff, item.path));
     } else if (item.k === "entry") box.append(entryNode(item.entry));
     else if (item.k === "notice") box.append(el("div", {class: "notice"}, item.text));
     else if (item.k === "approval") box.append(approvalNode(item));
@@ -270,7 +278,8 @@ function onTurnEvent(number, event) {
     case "tool": {
       const item = turn.items.find((i) => i.k === "tool" && i.id === event.call_id);
       const fresh = {k: "tool", id: event.call_id, name: event.name, args: event.args,
-                     status: event.status, exit_code: event.exit_code, result: event.result};
+                     status: event.status, exit_code: event.exit_code, result: event.result,
+                     diff: event.diff, path: event.path};
       if (item) Object.assign(item, fresh); else turn.items.push(fresh);
       break;
     }
@@ -385,14 +394,14 @@ function renderSuggestion() {
     const accept = el("button", {class: "accept", dataset: {
       index: String(branch.rank), text: branch.text, speculation: spec ? spec.id : ""}}, "Accept");
     const head = el("div", {class: "branch-head"},
-      el("span", {class: "badge"}, `#${branch.rank}`),
+      el("span", {class: "badge", title: "specrun accept --index N takes it"}, `--index ${branch.rank}`),
       el("span", {class: "branch-text"}, branch.text),
       el("span", {class: `badge status-${spec ? spec.status : "none"}`}, status),
       accept);
     const box = el("div", {class: "branch", dataset: {rank: String(branch.rank)}}, head);
     if (spec) {
       const facts = `${spec.turns} turn(s), ${spec.tool_uses} tool use(s), ${spec.elapsed_s.toFixed(2)} s` +
-        (spec.worker_pid ? `, worker ${spec.worker_pid}` : "");
+        "";  // the worker's pid is an internal: the Workers table has it
       box.append(el("div", {class: "muted"}, facts));
       if (spec.boundary_reason) box.append(el("div", {class: "warn"}, `stopped at: ${spec.boundary_reason}`));
       box.append(el("h3", {}, "Steps"), stepsNode(state.steps[spec.id]));

@@ -58,7 +58,7 @@ def test_a_prompt_sent_from_the_page_streams_and_its_speculation_shows_its_diff_
     page.click("#ask button")
     # The conversation streams: the prompt, the model's text, its tool calls.
     page.wait_for_selector(".turn .user >> text=" + FIX)
-    page.wait_for_selector(".turn .tool >> text=edit(")
+    page.wait_for_selector(".turn .tool >> text=edit src/calc.py")  # its file, then its diff
     page.wait_for_selector(".turn .end >> text=turn completed")
     assert "return a + b" in (started.project / "src/calc.py").read_text()
 

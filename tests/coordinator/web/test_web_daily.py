@@ -89,3 +89,21 @@ def test_the_page_answers_approvals_once_for_the_session_or_no_with_a_reason(
     errors = [r.error or "" for m in HistoryStore(specrun.project).load() if m.role == "tool"
               for r in m.tool_results]
     assert any("not before review" in e for e in errors), errors
+
+
+def test_the_charts_say_what_they_show_and_counts_and_tokens_are_apart(
+    page: Any, tmp_path: Path
+) -> None:
+    from tests.coordinator.e2e import FIX
+
+    _send(page, FIX)
+    page.wait_for_selector('.branch[data-rank="0"] .badge.status-completed', timeout=30_000)
+    page.locator('.branch[data-rank="0"] button.accept').click()
+    page.wait_for_selector(".turn .end >> text=turn accepted (from the speculation)")
+    page.wait_for_selector("#stats .chart h3 >> text=Speculation tokens: kept vs lost")
+    captions = page.locator("#stats .chart .caption").all_inner_texts()
+    assert len(captions) == 6 and all(captions), captions
+    assert any(c.startswith("Seconds each accept saved") for c in captions), captions
+    time_chart = page.locator("#stats .chart").first.inner_text()
+    assert "no accepts yet" not in time_chart  # one was accepted: its point is drawn
+    save_screenshot(page, "charts.png", tmp_path)
