@@ -267,7 +267,7 @@ class Chat:
 
 
 class SessionChat:
-    """The main chat as the session and the commands drive it (``ChatControl``): it
+    """The main chat (``MainChat``) as the session and the command port drive it: it
     notes what it is asked in ``log`` and answers as the test set it up."""
 
     model_name = "main-model"
@@ -338,9 +338,9 @@ class SessionChat:
 
 
 class SessionSpeculation:
-    """The speculation manager as the session and the commands drive it
-    (``SpeculationControl``): it notes what it is asked in ``log``, and ``accept``
-    returns ``accepting`` or raises it."""
+    """The speculation manager (``SpeculationManager``) as the session and the command
+    port drive it: it notes what it is asked in ``log``, and ``accept`` returns
+    ``accepting`` or raises it."""
 
     def __init__(self, log: list[Any], sent: Replies) -> None:
         self.log = log
