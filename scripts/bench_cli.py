@@ -7,7 +7,8 @@ script a shell runs), timed from spawn to exit: interpreter start, imports, conn
 the control socket, the request, printing the reply. Measured in the same run, interleaved
 with the commands so a busy machine slows every row alike:
   - the floor: ``python -c pass`` (the same interpreter, site and .pth files included);
-  - ``python -c "import zmq, msgspec"``: what any client of the control socket imports;
+  - ``python -c "import msgspec"``: what any client of the control socket imports (the
+    CLI's DEALER is ``protocol/wire/zmtp.py``, in the standard library);
   - ``python -c "import coordinator.cli.client"``: the socket client itself, with the
     protocol's message types, codec and endpoints: the floor of every light command;
   - the request alone: the same ``status`` round trip from this (already warm) process.
@@ -54,7 +55,7 @@ from protocol.wire.control import (  # noqa: E402
 
 PROMPT = "write the notes"
 COMMANDS = ("status", "suggestion", "workers", "reject", "accept")
-BASELINES = {"bare": "pass", "zmq_msgspec": "import zmq, msgspec",
+BASELINES = {"bare": "pass", "msgspec": "import msgspec",
              "client": "import coordinator.cli.client"}
 
 
@@ -217,7 +218,7 @@ def main() -> int:
     bare = med["bare"]
     print(f"wall time per process, median (min) of {r['runs']} runs; ratio to `python -c pass`")
     print(f"{'what':44} {'median ms':>10} {'min ms':>8} {'ratio':>7}")
-    rows = [("python -c pass", "bare"), ("python -c 'import zmq, msgspec'", "zmq_msgspec"),
+    rows = [("python -c pass", "bare"), ("python -c 'import msgspec'", "msgspec"),
             ("python -c 'import coordinator.cli.client'", "client")]
     rows += [(f"specrun {c} --json", c) for c in COMMANDS]
     for label, key in rows:

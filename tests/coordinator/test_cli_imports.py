@@ -20,8 +20,9 @@ FIX = "fix the failing test in tests/test_calc.py"
 NEG = "add a test for negative numbers"
 NEXT = "show me the diff"
 
-# Top-level packages that none of status, suggestion, workers, reject, accept --json needs.
-HEAVY = {"rich", "asyncio", "logging", "subprocess", "concurrent", "prompt_toolkit", "httpx",
+# Top-level packages that none of status, suggestion, workers, reject, accept --json needs
+# (pyzmq included: the CLI speaks to the service through protocol/wire/zmtp.py).
+HEAVY = {"rich", "asyncio", "logging", "subprocess", "concurrent", "prompt_toolkit", "httpx", "zmq",
          "psutil", "coordinator.settings", "coordinator.cli.daemon", "click",
          "coordinator.cli.app"}
 COMMAND_MODULES = ({f"coordinator.cli.local.{name.replace('-', '_')}" for name in local_names()}
