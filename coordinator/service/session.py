@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from coordinator.service.chat.main_chat import MainChat, TurnResult
+from coordinator.service.chat import MainChat, TurnResult
 from coordinator.service.emitter import Emitter
 from coordinator.service.speculation import (
     AcceptCancelled,

@@ -14,9 +14,8 @@ from coordinator.service.ports import PoolView, ReplySink
 from coordinator.settings import Settings
 
 if TYPE_CHECKING:
-    from coordinator.service.chat.main_chat import MainChat
-    from coordinator.service.live.hub import LiveHub
-    from coordinator.service.live.state import LiveState
+    from coordinator.service.chat import MainChat
+    from coordinator.service.live import LiveHub, LiveState
     from coordinator.service.session import Session
     from coordinator.service.speculation import SpeculationManager
 
