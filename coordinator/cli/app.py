@@ -26,7 +26,7 @@ def local_names() -> list[str]:
 
 def local_command(name: str) -> click.Command | None:
     module_name = name.replace("-", "_")
-    if not module_name.isidentifier():
+    if not module_name.isidentifier() or module_name.startswith("_"):
         return None
     full = f"{local.__name__}.{module_name}"
     if importlib.util.find_spec(full) is None:

@@ -32,7 +32,8 @@ def find(name: str) -> Command[Any] | None:
     import importlib.util
 
     module_name = name.replace("-", "_")
-    if (not module_name.isidentifier() or module_name in NOT_COMMANDS
+    if (not module_name.isidentifier() or module_name.startswith("_")
+            or module_name in NOT_COMMANDS
             or importlib.util.find_spec(f"{__name__}.{module_name}") is None):
         return None
     command: Command[Any] = importlib.import_module(f"{__name__}.{module_name}").COMMAND

@@ -129,6 +129,12 @@ def test_every_command_is_found_by_its_name() -> None:
     assert isinstance(light_call(["status"]), LightCall)
 
 
+@pytest.mark.parametrize("name", ["__init__", "_private", "declaration", "seam", "a.b", ""])
+def test_a_module_that_is_no_command_is_no_command(name: str) -> None:
+    assert cli.get_command(click.Context(cli), name) is None
+    assert find(name) is None
+
+
 def test_no_command_line_name_is_both_declared_and_the_cli_s_own() -> None:
     declared = {c.name for c in all_commands() if c.cli and c.group is None}
     assert declared.isdisjoint(local_names())

@@ -402,7 +402,13 @@ class SessionSpeculation:
         return SuggestionReply(req_id, text, text is not None, None, None)
 
     async def diff_reply(self, req_id: int, index: int | None, stat: bool) -> DiffReply | None:
-        return None
+        """The branch's diff while ``current`` has a speculation, else None."""
+        self.log.append(("diff_reply", index, stat))
+        spec = self.current.speculation if self.current is not None else None
+        if spec is None:
+            return None
+        return DiffReply(req_id, index or 0, self.current.text if self.current else "",
+                         spec.status)
 
     def stats_reply(self, req_id: int) -> StatsReply:
         return self.stats.reply(req_id, pending_speculation=None)
