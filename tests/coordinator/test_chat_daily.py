@@ -22,6 +22,7 @@ FIX = "fix the failing test in tests/test_calc.py"
 NEG = "add a test for negative numbers"
 FAILING = "list the missing file"
 SLOW = "take a while"
+MARKDOWN = "show me some markdown"
 
 
 def _scenario(tmp: Path) -> Path:
@@ -34,6 +35,11 @@ def _scenario(tmp: Path) -> Path:
         {"name": "failing command, explain",
          "when": {"turn_user": FAILING, "last_tool": "run_shell_command"},
          "reply": {"text": "It is not there."}},
+    ]
+    data["rules"][0:0] = [
+        {"name": "markdown", "when": {"purpose": "main", "last_user": MARKDOWN},
+         "reply": {"text": "**bold** and `code`\n\n- one\n- two\n\n"
+                           "<img src=x onerror=alert(1)> [link](javascript:alert(1))"}},
     ]
     # a slow answer and a slow prediction after it, to watch the waits counted in seconds
     data["rules"][0:0] = [

@@ -157,7 +157,14 @@ async function answerApproval(button) {
 
 function entryNode(entry) {
   if (entry.kind === "user") return el("div", {class: "user"}, entry.text);
-  if (entry.kind === "model") return el("div", {class: "model"}, entry.text);
+  if (entry.kind === "model") {
+    if (!entry.html) return el("div", {class: "model"}, entry.text);
+    // markdown rendered and sanitized by the service's web view (nh3: structure only,
+    // no attributes, so no link, image or script); the text itself was made inert first
+    const node = el("div", {class: "model markdown"});
+    node.innerHTML = entry.html;
+    return node;
+  }
   return toolNode(entry.tool, entry.args, entry.status, entry.exit_code, entry.text,
                   entry.diff, entry.path);
 }

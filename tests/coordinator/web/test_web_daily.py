@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.coordinator.test_chat_daily import FAILING, _scenario
+from tests.coordinator.test_chat_daily import FAILING, MARKDOWN, _scenario
 from tests.support import Specrun
 from tests.web_support import browser, need_chromium, save_screenshot, web_view
 
@@ -107,3 +107,16 @@ def test_the_charts_say_what_they_show_and_counts_and_tokens_are_apart(
     time_chart = page.locator("#stats .chart").first.inner_text()
     assert "no accepts yet" not in time_chart  # one was accepted: its point is drawn
     save_screenshot(page, "charts.png", tmp_path)
+
+
+def test_model_text_is_markdown_sanitized(page: Any, specrun: Specrun) -> None:
+    assert specrun.run("ask", MARKDOWN).returncode == 0
+    page.reload()  # the conversation as the snapshot has it
+    page.wait_for_selector("#connection.ok")
+    shown = page.wait_for_selector(".model.markdown")
+    assert shown.eval_on_selector("strong", "n => n.textContent") == "bold"
+    assert shown.eval_on_selector("code", "n => n.textContent") == "code"
+    assert [li.inner_text() for li in shown.query_selector_all("li")] == ["one", "two"]
+    # what the model wrote as HTML or a link is text, never an element
+    assert shown.query_selector("img") is None and shown.query_selector("a") is None
+    assert "<img src=x onerror=alert(1)>" in shown.inner_text()
