@@ -242,7 +242,11 @@ class Overlay:
     # ------------------------------------------------------------------ apply and cleanup
 
     def apply_to_real(
-        self, *, durable: bool = True, yielding: Collection[str] = ()
+        self,
+        *,
+        durable: bool = True,
+        yielding: Collection[str] = (),
+        journal_dir: str | None = None,
     ) -> ApplyResult:
         """Copy the overlay files onto the real tree (and remove the files the speculation
         deleted): all-or-nothing and conflict-checked. Every overlay file is opened below the
@@ -255,7 +259,10 @@ class Overlay:
         """
         with self._lock, self._source_root() as source_root:
             items = self._items(yielding)
-            return apply_items(self._root, items, durable=durable, source_root=source_root)
+            return apply_items(
+                self._root, items, durable=durable, source_root=source_root,
+                journal_dir=journal_dir,
+            )
 
     def preview(self) -> list[FileChange]:
         """What :meth:`apply_to_real` would do now, file by file, conflicts included (see

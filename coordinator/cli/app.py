@@ -35,6 +35,7 @@ COMMAND_FAMILIES: dict[str, str] = {
     "model": "model_cmds",
     "demo": "demo_cmd",
     "web": "web_cmds",
+    "trust": "trust_cmds",
 }
 
 
@@ -81,6 +82,10 @@ def import_family(family: str) -> ModuleType:
             from coordinator.cli import web_cmds
 
             return web_cmds
+        case "trust_cmds":
+            from coordinator.cli import trust_cmds
+
+            return trust_cmds
     raise LookupError(f"no command family {family!r}")
 
 

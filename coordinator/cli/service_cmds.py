@@ -128,7 +128,7 @@ def workers(obj: CommandContext, as_json: bool) -> None:
 @click.pass_obj
 @friendly
 def logs(obj: CommandContext, follow: bool, count: int, as_json: bool) -> None:
-    """Print the service log (.specrun/logs/service.log).
+    """Print the service log (in specrun's state directory, outside the project).
 
     \b
     Examples:

@@ -146,6 +146,7 @@ class MainChat:
             model=model,
             model_name=self.fast_model,
             memory_dir=settings.memory_dir or None,
+            include_project=settings.project_trusted,
         )
         self.prefetcher = MemoryPrefetcher(self.recaller, enabled=settings.enable_memory)
         self.snapshot: CacheSafeSnapshot | None = None
