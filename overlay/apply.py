@@ -626,7 +626,9 @@ def apply_items(
         except OSError as exc:  # e.g. a file vanished while being checked: nothing was changed
             raise ApplyError([i.rel for i in items], exc) from exc
         if plan.steps:
-            _run(root, apply_id, plan, durable, hook, opener, journal_dir)
+            journal = _Journal(apply_id=apply_id, root=root, steps=plan.steps,
+                               dirs=list(plan.dirs), journal_dir=journal_dir)
+            _run(journal, plan, durable, hook, opener)
     return ApplyResult(
         applied=[s.rel for s in plan.steps],
         skipped=plan.skipped,
@@ -638,20 +640,12 @@ def apply_items(
 
 
 def _run(
-    root: str,
-    apply_id: str,
-    plan: _Plan,
-    durable: bool,
-    hook: Hook | None,
-    opener: OpenSource,
-    journal_dir: str | None,
+    journal: _Journal, plan: _Plan, durable: bool, hook: Hook | None, opener: OpenSource
 ) -> None:
     sync = _Sync(durable)
+    root, journal_dir = journal.root, journal.journal_dir
     steps = plan.steps
     paths = [s.rel for s in steps]
-    journal = _Journal(
-        apply_id=apply_id, root=root, steps=steps, dirs=list(plan.dirs), journal_dir=journal_dir
-    )
     try:
         journal.owns_specrun_dir = _ensure_journal_dir(root, sync, hook, journal_dir)
         # With syncfs it is not flushed on its own: it only serves to find stage files after a

@@ -23,6 +23,7 @@ from coordinator.memory import (
     Recaller,
     memory_dirs,
 )
+from coordinator.service.chat import protected_writes
 from coordinator.service.chat.approvals import Approvals
 from coordinator.service.chat.compaction import Summarized
 from coordinator.service.chat.compactor import Compactor
@@ -140,7 +141,10 @@ class MainChat:
             private_paths=memory_dirs(self.project_root, settings.memory_dir or None),
         )
         self.approvals = Approvals(settings.approval_timeout_s)
-        self.tool_calls = ChatToolCalls(self.tools_exec, self.approvals, self.context)
+        self.tool_calls = ChatToolCalls(
+            self.tools_exec, self.approvals, self.context,
+            protected_writes.for_project(self.project_root, settings),
+        )
         self.recaller = Recaller(
             self.project_root,
             model=model,
