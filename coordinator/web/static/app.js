@@ -267,7 +267,9 @@ function diffNode(diff) {
       part.append(el("div", {class: "conflict"}, `conflict: the real file was ${change.conflict} since; Tab would refuse the whole accept`));
     }
     if (file.binary) part.append(el("div", {class: "muted"}, "binary file"));
-    else if (file.too_large) part.append(el("div", {class: "muted"}, "too large to show"));
+    else if (file.too_large) part.append(el("div", {class: "muted"}, file.size >= 0
+      ? `too large to diff in time: ${file.size} bytes, sha256 ${file.sha256}`
+      : "not a plain file"));
     else if (file.diff) {
       const pre = el("pre", {class: "diff"});
       // Only the lines before the first hunk are file lines: after it, a removed
