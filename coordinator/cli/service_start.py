@@ -89,7 +89,7 @@ def ensure_service(obj: CommandContext, flags: dict[str, Any],
         with obj.client() as client:
             return client.pid or 0, False
     if settings.trust_note:
-        from coordinator.cli.trust_cmds import ask_trust
+        from coordinator.cli.local.trust import ask_trust
 
         if ask_trust(obj):  # on a terminal, once
             settings = obj.settings(flags)
