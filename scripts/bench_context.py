@@ -52,7 +52,7 @@ from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from coordinator.scripted_model.engine import request_tokens  # noqa: E402
 from coordinator.service.chat.history import HistoryStore  # noqa: E402
-from coordinator.user_state import personal_settings_path, project_state_dir
+from coordinator.user_state import personal_settings_path, project_state_dir  # noqa: E402
 from protocol.model.tokens import estimate_messages  # noqa: E402
 from protocol.wire.control import (  # noqa: E402
     AskRequest,

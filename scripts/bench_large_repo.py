@@ -61,7 +61,7 @@ from _bench_service import timed_turn, use_runtime_dir, wait_completed  # noqa: 
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from coordinator.scripted_model import ScriptedModelServer  # noqa: E402
-from coordinator.user_state import project_state_path
+from coordinator.user_state import project_state_path  # noqa: E402
 from protocol.wire.control import (  # noqa: E402
     AcceptRequest,
     AskRequest,

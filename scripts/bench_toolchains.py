@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from coordinator.service.chat.history import HistoryStore  # noqa: E402
-from coordinator.user_state import personal_settings_path, project_state_dir
+from coordinator.user_state import personal_settings_path, project_state_dir  # noqa: E402
 from protocol.wire.control import (  # noqa: E402
     AcceptRequest,
     AskRequest,
