@@ -81,7 +81,7 @@ class Trust:
         why = {
             TrustState.NEVER: "is not trusted yet",
             TrustState.CHANGED: "changed its files for specrun since you trusted it",
-            TrustState.REVOKED: "is no longer trusted (`specrun trust --revoke`)",
+            TrustState.REVOKED: "is not trusted (you said no, or `specrun trust --revoke`)",
         }[self.state]
         return (
             f"This project {why}, so specrun applies nothing it ships ({shown}): default "
@@ -191,7 +191,9 @@ def trust_of(project_root: Path, memory_dir: str = "") -> Trust:
     except UserStateError:
         record = {}
     if record.get("trusted") is False:
-        return Trust(TrustState.REVOKED, digest, files)
+        # A no holds for the files it was said to; changed files are asked about again.
+        same = record.get("digest") == digest
+        return Trust(TrustState.REVOKED if same else TrustState.NEVER, digest, files)
     if record.get("trusted") is not True:
         return Trust(TrustState.NEVER, digest, files)
     if record.get("digest") != digest or digest.startswith(("too-many:", "too-large:")):

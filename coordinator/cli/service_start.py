@@ -91,8 +91,8 @@ def ensure_service(obj: CommandContext, flags: dict[str, Any],
     if settings.trust_note:
         from coordinator.cli.local.trust import ask_trust
 
-        if ask_trust(obj):  # on a terminal, once
-            settings = obj.settings(flags)
+        ask_trust(obj)  # on a terminal, once; the answer is recorded either way
+        settings = obj.settings(flags)
     if settings.trust_note:
         render.warning(settings.trust_note)
     from coordinator.legacy_state import adopt_legacy_state

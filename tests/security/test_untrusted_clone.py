@@ -157,3 +157,43 @@ def test_an_older_specruns_records_move_only_when_they_are_the_persons(tmp_path:
         kept = Specrun(theirs, env).run("trust", check=True).stdout
         assert "not yours" in kept
         assert (theirs / ".specrun" / "sessions" / "old.jsonl").exists()
+
+
+def test_start_on_a_terminal_asks_once_and_records_the_answer(tmp_path: Path) -> None:
+    """The one-time question: a no is kept (start does not ask again and applies nothing);
+    a yes applies the settings; `specrun trust` gives the same yes to a script."""
+    import sys
+
+    import pexpect
+
+    project = hostile_project(tmp_path, "clone")
+    scenario = rules_scenario(tmp_path, [{"default": {"text": "Hi."}}])
+    with isolated_env() as env:
+        specrun = Specrun(project, env)
+
+        def start_on_a_terminal(answer: str | None) -> str:
+            child = pexpect.spawn(
+                sys.executable,
+                ["-m", "coordinator", "--project", str(project), "start", "--scenario",
+                 str(scenario)],
+                env={**env.vars, "TERM": "dumb", "COLUMNS": "200"}, encoding="utf-8",
+                timeout=60,
+            )
+            if answer is not None:
+                child.expect(r"Trust this project\? \[y/N\]")
+                child.sendline(answer)
+            child.expect(pexpect.EOF)
+            child.close()
+            out = child.before or ""
+            specrun.run("stop")
+            return out
+
+        said = start_on_a_terminal("n")
+        assert "specrun trust" in said
+        assert specrun.json("config", "show")["trusted"] is False
+        said = start_on_a_terminal(None)  # asked once: a no is remembered
+        assert "Trust this project" not in said and "specrun trust" in said
+        (project / ".specrun" / "settings.json").write_text('{"approvalMode": "auto-edit"}')
+        said = start_on_a_terminal("y")  # the files changed: asked again
+        assert "specrun trust" not in said
+        assert specrun.json("config", "show")["settings"]["approvalMode"]["value"] == "auto-edit"
