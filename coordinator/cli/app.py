@@ -28,6 +28,7 @@ COMMAND_FAMILIES: dict[str, str] = {
     "reject": "speculation_cmds",
     "stats": "speculation_cmds",
     "diff": "speculation_cmds",
+    "undo": "undo_cmds",
     "memory": "memory_cmds",
     "config": "config_cmds",
     "explain-shell": "sandbox_cmds",
@@ -77,6 +78,10 @@ def import_family(family: str) -> ModuleType:
             from coordinator.cli import demo_cmd
 
             return demo_cmd
+        case "undo_cmds":
+            from coordinator.cli import undo_cmds
+
+            return undo_cmds
         case "web_cmds":
             from coordinator.cli import web_cmds
 

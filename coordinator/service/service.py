@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from coordinator.service.pool.workers import WorkerHandle
     from coordinator.service.session import Session
     from coordinator.service.speculation import SpeculationManager
+    from coordinator.service.undo.rewinder import Rewinder
     from protocol.wire.work import WorkerEvent
 
 log = logging.getLogger("specrun.service")
@@ -61,6 +62,7 @@ SHARED_WITH_FORK_SERVER = (
     "coordinator.service.routing",
     "coordinator.service.session",
     "coordinator.service.speculation",
+    "coordinator.service.undo.rewinder",
     "coordinator.scripted_model.server",
     # httpx's transport, imported when the first client is made; workers use it too
     "httpcore",
@@ -132,6 +134,7 @@ class Service:
         self._chat: MainChat | None = None
         self._speculation: SpeculationManager | None = None
         self._session: Session | None = None
+        self._undo: Rewinder | None = None
         self._ctx = zmq.asyncio.Context()
         self._control: zmq.asyncio.Socket | None = None
         self._replies = codec.coordinator_to_client()
@@ -205,6 +208,7 @@ class Service:
         from coordinator.service.routing import WorkerEventRouter
         from coordinator.service.session import Session
         from coordinator.service.speculation import SpeculationManager
+        from coordinator.service.undo.rewinder import Rewinder
 
         state_dir(self.project_root)  # with its .gitignore, before anything is written there
         self._project_id = _identity(self.project_root)
@@ -222,6 +226,8 @@ class Service:
             self.project_root, self.settings, self.pool, chat, model_client, base_url=self.base_url
         )
         self._session = Session(chat, speculation, self.settings)
+        speculation.acceptor.checkpoints = chat.checkpoints  # each accept is a checkpoint
+        self._undo = Rewinder(chat.checkpoints, chat, speculation)
         # A worker's events go to whoever gave it its job: the chat's tool calls to the
         # chat, speculations to the speculation manager.
         router = WorkerEventRouter({"tool": chat, "speculation": speculation})
@@ -338,6 +344,12 @@ class Service:
         if self._session is None:
             raise RuntimeError("the service has not started: there is no session yet")
         return self._session
+
+    @property
+    def undo(self) -> Rewinder:
+        if self._undo is None:
+            raise RuntimeError("the service has not started: there is no undo yet")
+        return self._undo
 
     @property
     def live(self) -> LiveState:

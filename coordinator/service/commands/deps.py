@@ -17,6 +17,7 @@ from coordinator.service.live.hub import LiveHub
 from coordinator.service.live.state import LiveState
 from coordinator.service.ports import PoolView, ReplySink
 from coordinator.service.session import ChatControl, Session, SpeculationControl
+from coordinator.service.undo.rewinder import Rewinder
 from coordinator.settings import Settings
 
 
@@ -61,3 +62,6 @@ class HandlerDeps(ReplySink, Protocol):
 
     @property
     def live(self) -> LiveState: ...
+
+    @property
+    def undo(self) -> Rewinder: ...

@@ -22,6 +22,7 @@ from coordinator.service.commands import chat as chat_commands
 from coordinator.service.commands import live as live_commands
 from coordinator.service.commands import service as service_commands
 from coordinator.service.commands import speculation as speculation_commands
+from coordinator.service.commands import undo as undo_commands
 from coordinator.service.commands.deps import HandlerDeps
 from coordinator.service.pool.workers import WorkerHandle
 from coordinator.service.speculation import (
@@ -96,7 +97,7 @@ def test_every_request_type_has_exactly_one_handler() -> None:
     assert set(HANDLERS) == requests
     # Registered where they are defined: a handler's module is one of the command modules.
     modules = {chat_commands.__name__, live_commands.__name__, service_commands.__name__,
-               speculation_commands.__name__}
+               speculation_commands.__name__, undo_commands.__name__}
     assert {handler.__module__ for handler in HANDLERS.values()} == modules
 
 
