@@ -7,6 +7,7 @@ import time
 
 import click
 
+from coordinator.cli.client import FOREVER
 from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import fail_on_error, friendly
 from coordinator.cli.options import json_option
@@ -70,7 +71,8 @@ def run_undo(obj: CommandContext, as_json: bool, *, turn: int | None = None,
     with obj.client() as client:
         request = UndoRequest(req_id=client.next_id(), turn=turn, list_only=list_only,
                               conversation=conversation, force=force)
-        reply = client.request(request, timeout_s=120.0)
+        # As long as the service lives: an undo waits for a running turn to end first.
+        reply = client.request(request, timeout_s=FOREVER)
     fail_on_error(reply, as_json)
     assert isinstance(reply, UndoReply), reply
     if as_json:
