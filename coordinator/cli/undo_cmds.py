@@ -103,8 +103,16 @@ def _listing(reply: UndoReply) -> str:
         lines += ["      " + _file_line(f, PREVIEW) for f in checkpoint.files]
     lines.append(f"`specrun undo` takes back turn {reply.checkpoints[-1].turn}; "
                  "`specrun undo N` every turn from N on. "
-                 f"Kept: {reply.store_bytes / 1024:,.0f} KiB of earlier contents.")
+                 f"Earlier contents kept: {_size(reply.store_bytes)}.")
     return "\n".join(lines)
+
+
+def _size(count: int) -> str:
+    if count < 1024:
+        return f"{count} bytes"
+    if count < 1024 * 1024:
+        return f"{count / 1024:,.1f} KiB"
+    return f"{count / (1024 * 1024):,.1f} MiB"
 
 
 def _checkpoint_line(checkpoint: CheckpointInfo) -> str:

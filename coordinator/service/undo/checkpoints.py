@@ -105,7 +105,9 @@ class Checkpoints:
 
         def take_all() -> None:
             for rel in rels:
-                store.take(checkpoint, str(self.root / rel), rel)
+                store.take(checkpoint, str(self.root / rel), rel, save=False)
+            if checkpoint.files:
+                store.save(checkpoint)  # one record write before the apply, not one a file
 
         await asyncio.to_thread(take_all)
         return checkpoint

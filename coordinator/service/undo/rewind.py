@@ -44,6 +44,7 @@ from protocol.rules.protected import path_problem
 log = logging.getLogger("specrun.undo")
 
 UNDOING = "undoing.json"
+CHANGED_SINCE = "you changed it since"
 
 
 class Undoing(msgspec.Struct, frozen=True):
@@ -116,8 +117,8 @@ def _plan_file(
     if same_state(now, before):
         return FileUndo(rel, "already")
     if not _content_equal(now, after):
-        return FileUndo(rel, "kept", "you changed it since")
-    if before is not None and not (kept and store.has_content(before)):
+        return FileUndo(rel, "kept", CHANGED_SINCE)
+    if before is not None and not (kept and store.has_content(before, verify=True)):
         return FileUndo(rel, "kept", "its earlier content was larger than the undo store")
     expected = None if after is None else overlay.Fingerprint(after.size, 0, after.sha256)
     if before is None:

@@ -26,6 +26,7 @@ from coordinator.service.chat.history import HistoryStore
 from coordinator.service.speculation import AbortCause
 from coordinator.service.undo.checkpoints import Checkpoints
 from coordinator.service.undo.rewind import (
+    CHANGED_SINCE,
     FileUndo,
     Undoing,
     apply_plan,
@@ -132,10 +133,13 @@ class Rewinder:
         )
         if plan.conflicts and not req.force:
             names = ", ".join(quote_name(f.path) for f in plan.conflicts)
+            changed = all(f.why == CHANGED_SINCE for f in plan.conflicts)
+            why = "you changed it since" if len(plan.conflicts) == 1 else "you changed them since"
             return UndoReply(
                 req.req_id, infos, _files(plan.files), False,
-                message=f"Nothing was undone: {names} changed since (or cannot be brought "
-                "back); `--force` undoes the rest and leaves them as they are.",
+                message=f"Nothing was undone: {names} "
+                f"{'— ' + why if changed else 'cannot be brought back'}; `--force` undoes "
+                "the rest and leaves what it names as it is.",
             )
         self.suggestions.cancel_generation()
         await self.suggestions.dismiss("undo")
@@ -174,7 +178,7 @@ def _summary(turn: int, chosen: Sequence[Checkpoint], files: Sequence[FileUndo],
     kept = [f for f in files if f.action == "kept"]
     what = (f"turn {chosen[0].turn}" if len(chosen) == 1
             else f"turns {chosen[0].turn} to {chosen[-1].turn}" if chosen else "no file")
-    parts = [f"Undid {what}: {len(done)} file{'s' if len(done) != 1 else ''} restored"]
+    parts = [f"Undid {what}: {len(done)} file{'s' if len(done) != 1 else ''} back as before"]
     if kept:
         parts.append(f"{len(kept)} left as you changed {'them' if len(kept) > 1 else 'it'}")
     if rewound:

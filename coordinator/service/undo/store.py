@@ -35,7 +35,7 @@ from typing import Literal
 
 import msgspec
 
-from coordinator.durable import atomic_write, fsync_dir
+from coordinator.durable import atomic_write
 
 log = logging.getLogger("specrun.undo")
 
@@ -139,6 +139,8 @@ class CheckpointStore:
         for sub in (self.records, self.objects):
             sub.mkdir(mode=0o700, exist_ok=True)
         self._lock = threading.RLock()
+        self._last_id: int | None = None  # the newest checkpoint's id, once read
+        self._bytes: int | None = None  # what the kept contents take, once counted
 
     # -- records ---------------------------------------------------------------
 
@@ -171,25 +173,37 @@ class CheckpointStore:
     def begin(self, kind: CheckpointKind, session_id: str, turn: int, prompt: str) -> Checkpoint:
         """A new open checkpoint with no file yet (written when its first file comes)."""
         with self._lock:
-            last = max((c.id for c in self.all()), default=0)
-            return Checkpoint(last + 1, session_id, turn, kind, prompt, time.time(), [])
+            if self._last_id is None:
+                names = (p.stem for p in self.records.glob("*.json"))
+                self._last_id = max((int(n) for n in names if n.isdigit()), default=0)
+            self._last_id += 1
+            return Checkpoint(self._last_id, session_id, turn, kind, prompt, time.time(), [])
 
     # -- contents --------------------------------------------------------------
 
     def object_path(self, sha256: str) -> Path:
         return self.objects / sha256[:2] / sha256
 
-    def has_content(self, state: FileState) -> bool:
+    def has_content(self, state: FileState, *, verify: bool = False) -> bool:
+        """The content of ``state`` is kept (``verify``: and reads back as its digest,
+        which a content cut short or lost to a power cut does not)."""
+        path = self.object_path(state.sha256)
+        if not verify:
+            try:
+                return path.stat().st_size == state.size
+            except OSError:
+                return False
         try:
-            return self.object_path(state.sha256).stat().st_size == state.size
-        except OSError:
+            found = read_state(path)
+        except NotAFile:
             return False
+        return found is not None and (found.sha256, found.size) == (state.sha256, state.size)
 
-    def take(self, checkpoint: Checkpoint, target: str, rel: str) -> bool:
+    def take(self, checkpoint: Checkpoint, target: str, rel: str, *, save: bool = True) -> bool:
         """Add ``rel`` (at ``target``) to the open ``checkpoint`` with its state now, its
-        content kept, and save the record, before anything writes it. A file already in
-        the checkpoint keeps its first state. False when ``target`` is not a regular file
-        (nothing taken)."""
+        content kept, and save the record (``save``; else the caller saves it once for
+        many files), before anything writes it. A file already in the checkpoint keeps
+        its first state. False when ``target`` is not a regular file (nothing taken)."""
         with self._lock:
             if checkpoint.file(rel) is not None:
                 return True
@@ -198,7 +212,8 @@ class CheckpointStore:
             except NotAFile:
                 return False
             checkpoint.files.append(CheckpointFile(rel, state, kept=kept))
-            self.save(checkpoint)
+            if save:
+                self.save(checkpoint)
             return True
 
     def _keep(self, target: str) -> tuple[FileState | None, bool]:
@@ -228,8 +243,6 @@ class CheckpointStore:
                         view = memoryview(chunk)
                         while view:
                             view = view[os.write(dst, view):]
-                if dst >= 0:
-                    os.fsync(dst)
             finally:
                 if dst >= 0:
                     os.close(dst)
@@ -240,8 +253,11 @@ class CheckpointStore:
                 if self.has_content(state):
                     tmp.unlink()
                 else:
+                    # No fsync: the record that names it is written after it, and a
+                    # content lost to a power cut is found short (``has_content``).
                     os.replace(tmp, final)
-                    fsync_dir(final.parent)
+                    if self._bytes is not None:
+                        self._bytes += size
                 return state, True
             return state, False
         finally:
@@ -292,9 +308,16 @@ class CheckpointStore:
                     with contextlib.suppress(OSError):
                         yield path, path.stat().st_size
 
+    def content_bytes(self) -> int:
+        """What the kept contents take (counted once, then kept up to date)."""
+        with self._lock:
+            if self._bytes is None:
+                self._bytes = sum(size for _p, size in self._contents())
+            return self._bytes
+
     def usage(self) -> Usage:
         with self._lock:
-            return Usage(len(self.all()), sum(size for _p, size in self._contents()))
+            return Usage(len(self.all()), self.content_bytes())
 
     def prune(self) -> list[int]:
         """Drop the oldest closed checkpoints until the kept contents fit the cap; the ids
@@ -302,7 +325,7 @@ class CheckpointStore:
         under the cap when taken)."""
         dropped: list[int] = []
         with self._lock:
-            total = sum(size for _p, size in self._contents())
+            total = self.content_bytes()
             if total <= self.cap_bytes:
                 return dropped
             closed = [c for c in self.all() if not c.open]
@@ -333,4 +356,5 @@ class CheckpointStore:
             else:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
+        self._bytes = total
         return total
