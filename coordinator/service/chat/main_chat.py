@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -463,37 +464,23 @@ class MainChat:
     def model_turns(self) -> int:
         return sum(1 for m in self.history if m.role == "assistant")
 
-    def reset(self) -> None:
+    def reset(self, keep: Sequence[Message] = ()) -> None:
+        """A new session (``specrun reset``). ``keep``: the messages it starts with
+        (``specrun undo --conversation``: the turns before the one rewound to)."""
         self.cancel()
         self.slot.cancel_follow_up()
         self.prefetcher.abort_and_clear(AbortReason.RESET)
         self.prefetcher.reset()
         self.history_store.new_session()
+        self.history_store.append(keep)
         self.session_id = self.history_store.current_session().session_id
-        self.history = []
+        self.history = list(keep)
         self.snapshot = None
         self._snapshot_key = None
-        self.session_turns = 0
+        self.session_turns = sum(1 for m in keep if m.role == "user")
         self.session_tokens = 0
         self.compactions = 0
         self.compactor.summarized = Summarized()
-        self.context.forget()
-
-    def held(self) -> AbstractAsyncContextManager[None]:
-        """The turn slot, held (after a running turn): ``specrun undo`` runs in it."""
-        return self.slot.held()
-
-    def reload_history(self) -> None:
-        """The history store's current session becomes the chat's (after ``specrun undo
-        --conversation`` started a new session holding the turns kept)."""
-        loaded = self.history_store.load_report()
-        self.history = loaded.messages
-        self.compactions = len(loaded.compactions)
-        self.session_id = self.history_store.current_session().session_id
-        self.session_turns = sum(1 for m in loaded.full_messages if m.role == "user")
-        self.snapshot = None
-        self._snapshot_key = None
-        self.compactor.summarized = Summarized.of_session(loaded.full_messages, loaded.messages)
         self.context.forget()
 
     def turn_slot(self) -> AbstractAsyncContextManager[None]:

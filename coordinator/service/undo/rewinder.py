@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Protocol
 
@@ -23,6 +22,7 @@ import msgspec
 
 import overlay
 from coordinator.service.chat.history import HistoryStore
+from coordinator.service.chat.turn_slot import TurnSlot
 from coordinator.service.speculation import AbortCause
 from coordinator.service.undo.checkpoints import Checkpoints
 from coordinator.service.undo.rewind import (
@@ -52,12 +52,13 @@ class RewindChat(Protocol):
     @property
     def history_store(self) -> HistoryStore: ...
 
-    def held(self) -> AbstractAsyncContextManager[None]:
-        """The turn slot, held: no turn or accept runs until it is left."""
+    @property
+    def slot(self) -> TurnSlot:
+        """One turn at a time: held, no turn or accept runs until it is left."""
         ...
 
-    def reload_history(self) -> None:
-        """Take the history store's current session as the chat's."""
+    def reset(self, keep: Sequence[Message] = ()) -> None:
+        """A new session that starts with ``keep``."""
         ...
 
 
@@ -108,7 +109,7 @@ class Rewinder:
             infos = await asyncio.to_thread(lambda: tuple(self._info(store, c) for c in found))
             usage = await asyncio.to_thread(store.usage)
             return UndoReply(req.req_id, infos, store_bytes=usage.content_bytes)
-        async with self.chat.held():
+        async with self.chat.slot.held():
             return await self._undo(store, req)
 
     async def _undo(self, store: CheckpointStore, req: UndoRequest) -> UndoReply | ErrorReply:
@@ -159,12 +160,13 @@ class Rewinder:
                               f"Nothing was undone: the files could not be restored ({exc}).")
         rewound = False
         if keep >= 0:
-            rewound = await asyncio.to_thread(
-                rewind_conversation, self.chat.history_store, self.chat.session_id, keep,
-                store,
-            )
-            self.chat.reload_history()
+            old = self.chat.session_id
+            full = await asyncio.to_thread(
+                lambda: self.chat.history_store.load_report(old).full_messages)
+            self.chat.reset(_before_prompt(full, keep))
+            await asyncio.to_thread(_move_checkpoints, store, old, self.chat.session_id, keep)
             self.suggestions.new_session()
+            rewound = True
         await asyncio.to_thread(finish_undo, store)
         return UndoReply(
             req.req_id, infos, _files(plan.files), True, rewound,
@@ -189,9 +191,10 @@ def _summary(turn: int, chosen: Sequence[Checkpoint], files: Sequence[FileUndo],
 def rewind_conversation(
     history: HistoryStore, session_id: str, keep_prompts: int, store: CheckpointStore
 ) -> bool:
-    """A new session holding the first ``keep_prompts`` prompts of ``session_id`` and what
-    followed each (every message on disk, compactions aside); the checkpoints of those
-    turns move to it. False when the session is no longer current (already rewound)."""
+    """At start (no chat yet): a new session holding the first ``keep_prompts`` prompts of
+    ``session_id`` and what followed each (every message on disk, compactions aside); the
+    checkpoints of those turns move to it. False when the session is no longer current
+    (already rewound). A running service does the same through ``MainChat.reset``."""
     if history.current_session().session_id != session_id:
         return False
     messages = _before_prompt(history.load_report(session_id).full_messages, keep_prompts)

@@ -35,8 +35,6 @@ from typing import Literal
 
 import msgspec
 
-from coordinator.durable import atomic_write
-
 log = logging.getLogger("specrun.undo")
 
 CheckpointKind = Literal["accept", "turn"]
@@ -148,8 +146,15 @@ class CheckpointStore:
         return self.records / f"{checkpoint_id:08d}.json"
 
     def save(self, checkpoint: Checkpoint) -> None:
+        """Write the record whole (a temp file renamed over it). Not fsynced: a killed
+        process loses nothing that way, and Tab waits for no disk flush of its own; the
+        apply's flush of the project (on the same disk, as a rule) takes it along. A
+        record lost to a power cut only means that accept or turn cannot be undone."""
+        path = self._record_path(checkpoint.id)
+        tmp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
         with self._lock:
-            atomic_write(self._record_path(checkpoint.id), msgspec.json.encode(checkpoint))
+            tmp.write_bytes(msgspec.json.encode(checkpoint))
+            os.replace(tmp, path)
 
     def drop(self, checkpoint_ids: Iterable[int]) -> None:
         """Forget checkpoints, then the contents no other one refers to."""
