@@ -21,10 +21,9 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from coordinator.service.undo.store import Checkpoint, CheckpointStore
+from coordinator.service.undo.store import Checkpoint, CheckpointStore, restorable
 from coordinator.settings import Settings
 from coordinator.user_state import UserStateError, project_state_dir
-from protocol.rules.protected import path_problem
 from protocol.rules.tools import WRITE_PATH_ARGUMENTS, WRITE_TOOLS
 from protocol.wire.chat import ToolCall
 
@@ -43,9 +42,14 @@ class Checkpoints:
         try:
             directory = project_state_dir(self.root, "undo")
             self.store = CheckpointStore(directory, settings.undo_store_mb * MIB)
-        except (UserStateError, OSError) as exc:
-            hint = exc.hint if isinstance(exc, UserStateError) else ""
-            self.unavailable = f"{exc} {hint}".strip()
+        except UserStateError as exc:
+            self.unavailable = f"{exc} {exc.hint}"
+        except OSError as exc:  # e.g. a file where a directory on the way should be
+            self.unavailable = (
+                f"specrun's state directory cannot be made ({exc.strerror or exc}: "
+                f"{exc.filename}). Set XDG_STATE_HOME to a directory you own."
+            )
+        if self.unavailable:
             log.warning("undo checkpoints are off: %s", self.unavailable)
         self._turn: Checkpoint | None = None
         #: The session and the number the next turn gets (the main chat sets it).
@@ -89,9 +93,7 @@ class Checkpoints:
             rel = Path(real).relative_to(self.root).as_posix()
         except ValueError:
             return None
-        if rel in ("", ".") or path_problem(rel) is not None:
-            return None
-        return rel
+        return rel if restorable(rel) else None
 
     # -- an accept -------------------------------------------------------------
 
@@ -105,7 +107,8 @@ class Checkpoints:
 
         def take_all() -> None:
             for rel in rels:
-                store.take(checkpoint, str(self.root / rel), rel, save=False)
+                if restorable(rel):
+                    store.take(checkpoint, str(self.root / rel), rel, save=False)
             if checkpoint.files:
                 store.save(checkpoint)  # one record write before the apply, not one a file
 

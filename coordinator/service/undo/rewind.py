@@ -36,10 +36,10 @@ from coordinator.service.undo.store import (
     FileState,
     NotAFile,
     read_state,
+    restorable,
     same_state,
 )
 from overlay.apply import ApplyItem, apply_items
-from protocol.rules.protected import path_problem
 
 log = logging.getLogger("specrun.undo")
 
@@ -108,7 +108,7 @@ def _plan_file(
     after: FileState | None,
     kept: bool,
 ) -> FileUndo:
-    if path_problem(rel) is not None or rel.split("/")[0] in (".git", ".specrun"):
+    if not restorable(rel):
         return FileUndo(rel, "kept", "not a path undo restores")
     try:
         now = read_state(os.path.join(root, rel))

@@ -35,6 +35,8 @@ from typing import Literal
 
 import msgspec
 
+from protocol.rules.protected import path_problem
+
 log = logging.getLogger("specrun.undo")
 
 CheckpointKind = Literal["accept", "turn"]
@@ -87,6 +89,17 @@ class Checkpoint(msgspec.Struct):
 
     def file(self, rel: str) -> CheckpointFile | None:
         return next((f for f in self.files if f.path == rel), None)
+
+
+#: Never checkpointed, never restored: git's own files (its index and objects are the
+#: person's, and an undo that wrote them would be the ghost commits' mistake again) and
+#: specrun's own state in the project.
+NEVER_TOUCHED = (".git", ".specrun")
+
+
+def restorable(rel: str) -> bool:
+    """``rel`` is a plain path in the project that undo may write."""
+    return path_problem(rel) is None and rel.split("/")[0] not in NEVER_TOUCHED
 
 
 class NotAFile(Exception):
