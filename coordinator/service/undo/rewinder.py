@@ -134,14 +134,16 @@ class Rewinder:
         )
         if plan.conflicts and not req.force:
             names = ", ".join(quote_name(f.path) for f in plan.conflicts)
-            changed = all(f.why == CHANGED_SINCE for f in plan.conflicts)
-            why = "you changed it since" if len(plan.conflicts) == 1 else "you changed them since"
-            return UndoReply(
-                req.req_id, infos, _files(plan.files), False,
-                message=f"Nothing was undone: {names} "
-                f"{'— ' + why if changed else 'cannot be brought back'}; `--force` undoes "
-                "the rest and leaves what it names as it is.",
-            )
+            one = len(plan.conflicts) == 1
+            if all(f.why == CHANGED_SINCE for f in plan.conflicts):
+                it = "it" if one else "them"
+                why = (f"you changed {names} since; `--force` undoes the rest and leaves {it} "
+                       f"as you made {it}")
+            else:
+                why = (f"{names} cannot be brought back (see why below); `--force` undoes "
+                       "the rest")
+            return UndoReply(req.req_id, infos, _files(plan.files), False,
+                             message=f"Nothing was undone: {why}.")
         self.suggestions.cancel_generation()
         await self.suggestions.dismiss("undo")
         keep = -1
