@@ -40,6 +40,7 @@ from coordinator.service.undo.store import (
     same_state,
 )
 from overlay.apply import ApplyItem, apply_items
+from protocol.wire.control import UndoAction
 
 log = logging.getLogger("specrun.undo")
 
@@ -65,7 +66,7 @@ class FileUndo:
     as it was before)."""
 
     path: str
-    action: str
+    action: UndoAction
     why: str = ""
 
 
@@ -118,18 +119,18 @@ def _plan_file(
         return FileUndo(rel, "already")
     if not _content_equal(now, after):
         return FileUndo(rel, "kept", CHANGED_SINCE)
-    if before is not None and not (kept and store.has_content(before, verify=True)):
+    if before is not None and not kept:
         return FileUndo(rel, "kept", "its earlier content was larger than the undo store")
+    if before is not None and not store.has_content(before, verify=True):
+        return FileUndo(rel, "kept", "its earlier content is no longer in the undo store")
     expected = None if after is None else overlay.Fingerprint(after.size, 0, after.sha256)
+    plan.targets[rel] = before
     if before is None:
         plan.items.append(ApplyItem(rel, "", expected, deleted=True))
-        action = "remove"
-    else:
-        source = str(store.object_path(before.sha256))
-        plan.items.append(ApplyItem(rel, source, expected, mode=before.mode))
-        action = "recreate" if now is None else "restore"
-    plan.targets[rel] = before
-    return FileUndo(rel, action)
+        return FileUndo(rel, "remove")
+    source = str(store.object_path(before.sha256))
+    plan.items.append(ApplyItem(rel, source, expected, mode=before.mode))
+    return FileUndo(rel, "recreate" if now is None else "restore")
 
 
 def _content_equal(now: FileState | None, after: FileState | None) -> bool:

@@ -73,7 +73,7 @@ class RewindSuggestions(Protocol):
 
 
 def _files(found: Sequence[FileUndo]) -> tuple[UndoFile, ...]:
-    return tuple(UndoFile(f.path, f.action, f.why) for f in found)  # type: ignore[arg-type]
+    return tuple(UndoFile(f.path, f.action, f.why) for f in found)
 
 
 class Rewinder:

@@ -194,3 +194,18 @@ def test_an_undo_killed_at_any_point_is_settled_whole_at_the_next_start(
     else:
         pytest.fail("the undo never ran to its end")
     assert seen == {"undone", "not undone"}
+
+
+def test_an_earlier_content_damaged_in_the_store_is_never_restored(
+    checkpoints: Checkpoints,
+) -> None:
+    root, store = checkpoints.root, _store(checkpoints)
+    _turn(checkpoints)
+    (entry,) = [f for f in store.all()[0].files if f.path == "src/calc.py"]
+    assert entry.before is not None
+    kept = store.object_path(entry.before.sha256)
+    kept.write_bytes(b"X" * entry.before.size)  # same size, other bytes (a torn write)
+    plan = plan_undo(store, root, store.all())
+    assert [(f.path, f.why) for f in plan.conflicts] == [
+        ("src/calc.py", "its earlier content is no longer in the undo store")]
+    assert "src/calc.py" not in {item.rel for item in plan.items}
