@@ -72,7 +72,10 @@ class Checkpoints:
             raw = args.get(key)
             rel = self._project_rel(raw) if isinstance(raw, str) else None
             if rel is not None:
-                await asyncio.to_thread(store.take, checkpoint, str(self.root / rel), rel)
+                try:
+                    await asyncio.to_thread(store.take, checkpoint, str(self.root / rel), rel)
+                except OSError as exc:  # the state directory's disk is full, say
+                    log.warning("undo: could not keep %s before its write (%s)", rel, exc)
 
     async def end_turn(self) -> Checkpoint | None:
         """The turn ended (however): close its checkpoint."""
@@ -80,7 +83,12 @@ class Checkpoints:
         self._turn = None
         if checkpoint is None or store is None or not checkpoint.files:
             return None
-        return await asyncio.to_thread(store.close, checkpoint, self.root)
+        try:
+            return await asyncio.to_thread(store.close, checkpoint, self.root)
+        except OSError as exc:  # left open: closed at the next start
+            log.warning("undo: could not close the checkpoint of turn %d (%s)",
+                        checkpoint.turn, exc)
+            return None
 
     def _project_rel(self, raw: str) -> str | None:
         """Where a write tool's path argument writes, as the worker resolves it (links
@@ -112,12 +120,19 @@ class Checkpoints:
             if checkpoint.files:
                 store.save(checkpoint)  # one record write before the apply, not one a file
 
-        await asyncio.to_thread(take_all)
+        try:
+            await asyncio.to_thread(take_all)
+        except OSError as exc:  # the accept goes on; only its undo is lost
+            log.warning("undo: no checkpoint for this accept (%s)", exc)
+            return None
         return checkpoint
 
     async def accept_ended(self, checkpoint: Checkpoint | None) -> None:
         if checkpoint is not None and self.store is not None and checkpoint.files:
-            await asyncio.to_thread(self.store.close, checkpoint, self.root)
+            try:
+                await asyncio.to_thread(self.store.close, checkpoint, self.root)
+            except OSError as exc:  # left open: closed at the next start
+                log.warning("undo: could not close an accept's checkpoint (%s)", exc)
 
     # -- at start --------------------------------------------------------------
 

@@ -228,12 +228,15 @@ def settle_undo(checkpoints: Checkpoints, history: HistoryStore) -> str | None:
     store = checkpoints.store
     if store is None:
         return None
-    record = read_undoing(store)
     outcome = None
-    if record is not None:
-        outcome = _settle(checkpoints.root, store, history, record)
-        log.warning("an interrupted undo was settled: %s", outcome)
-    checkpoints.close_left_open()
+    try:
+        record = read_undoing(store)
+        if record is not None:
+            outcome = _settle(checkpoints.root, store, history, record)
+            log.warning("an interrupted undo was settled: %s", outcome)
+        checkpoints.close_left_open()
+    except OSError as exc:  # the service starts anyway; the next start tries again
+        log.warning("undo: could not settle the checkpoints (%s)", exc)
     return outcome
 
 
