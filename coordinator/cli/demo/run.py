@@ -462,33 +462,9 @@ class Player:
                 break
             self.tab(text, spec, rank)
         if self.session.accepted:
-            self.undo()
+            self.session.undone = _undo_step(self)
         self.session.stats = self._stats()
         return self.session
-
-    def undo(self) -> None:
-        """The person changes their mind: the checkpoints listed, the last one taken back."""
-        from coordinator.cli.undo_cmds import undo_text
-
-        self.pause(0.8)
-        self.out.print(Text("$ specrun undo --list", style="bold"))
-        listed = self.client.request(UndoRequest(req_id=self.client.next_id(), list_only=True))
-        if not isinstance(listed, UndoReply):
-            return
-        self.out.print(Text(undo_text(listed)))
-        self.pause(0.8)
-        self.out.print(Text("$ specrun undo", style="bold"))
-        done = self.client.request(UndoRequest(req_id=self.client.next_id()), timeout_s=60.0)
-        if not isinstance(done, UndoReply):
-            return
-        self.out.print(Text(undo_text(done)))
-        changed = _git(self.project, "status", "--short").strip()
-        self.out.print(Text("  on disk now (git status --short):", style="bright_black"))
-        for line in (changed or "(nothing changed but the fix)").splitlines():
-            self.out.print(Text(f"    {inert(line)}", style="bright_black"))
-        self.session.undone = UndoneRow(
-            [(c.turn, c.kind, c.prompt) for c in listed.checkpoints],
-            [(f.path, f.action) for f in done.files], done.undone)
 
     def pick_branch(self, reply: SuggestionReply, branches: list[Branch]) -> Branch | None:
         """Several ranked guesses: show them all while their speculations run, then take
@@ -715,6 +691,32 @@ class Player:
     def _stats(self) -> StatsReply | None:
         reply: ControlReply = self.client.request(StatsRequest(req_id=self.client.next_id()))
         return reply if isinstance(reply, StatsReply) else None
+
+
+def _undo_step(player: Player) -> UndoneRow | None:
+    """The person changes their mind: the checkpoints listed, the last one taken back."""
+    from coordinator.cli.undo_cmds import undo_text
+
+    client, out = player.client, player.out
+    player.pause(0.8)
+    out.print(Text("$ specrun undo --list", style="bold"))
+    listed = client.request(UndoRequest(req_id=client.next_id(), list_only=True))
+    if not isinstance(listed, UndoReply):
+        return None
+    out.print(Text(undo_text(listed)))
+    player.pause(0.8)
+    out.print(Text("$ specrun undo", style="bold"))
+    done = client.request(UndoRequest(req_id=client.next_id()), timeout_s=60.0)
+    if not isinstance(done, UndoReply):
+        return None
+    out.print(Text(undo_text(done)))
+    changed = _git(player.project, "status", "--short").strip()
+    out.print(Text("  on disk now (git status --short):", style="bright_black"))
+    for line in (changed or "(nothing changed but the fix)").splitlines():
+        out.print(Text(f"    {inert(line)}", style="bright_black"))
+    return UndoneRow(
+        [(c.turn, c.kind, c.prompt) for c in listed.checkpoints],
+        [(f.path, f.action) for f in done.files], done.undone)
 
 
 def _branches(reply: SuggestionReply) -> list[Branch]:

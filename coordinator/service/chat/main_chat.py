@@ -36,11 +36,10 @@ from coordinator.service.chat.tool_exec import ToolExecutor
 from coordinator.service.chat.tools import ChatToolCalls
 from coordinator.service.chat.turn_slot import FollowUp, TurnSlot
 from coordinator.service.emitter import Emitter
-from coordinator.service.pool.workers import WorkerHandle, WorkerStartError
+from coordinator.service.pool import WorkerHandle, WorkerStartError
 from coordinator.service.ports import ChatWorkers
-from coordinator.service.speculation.accept_record import settle_pending
-from coordinator.service.undo.checkpoints import Checkpoints
-from coordinator.service.undo.rewinder import settle_undo
+from coordinator.service.speculation import settle_pending
+from coordinator.service.undo import Checkpoints, settle_undo
 from coordinator.settings import Settings
 from protocol.model import (
     ChatRequest,

@@ -17,7 +17,7 @@ from coordinator.service.live.hub import LiveHub
 from coordinator.service.live.state import LiveState
 from coordinator.service.ports import PoolView, ReplySink
 from coordinator.service.session import ChatControl, Session, SpeculationControl
-from coordinator.service.undo.rewinder import Rewinder
+from coordinator.service.undo import Rewinder
 from coordinator.settings import Settings
 
 

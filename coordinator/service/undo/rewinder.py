@@ -14,16 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 import msgspec
 
 import overlay
-from coordinator.service.chat.history import HistoryStore
-from coordinator.service.chat.turn_slot import TurnSlot
-from coordinator.service.speculation import AbortCause
 from coordinator.service.undo.checkpoints import Checkpoints
 from coordinator.service.undo.rewind import (
     CHANGED_SINCE,
@@ -43,6 +41,36 @@ from protocol.wire.control import CheckpointInfo, ErrorReply, UndoFile, UndoRepl
 log = logging.getLogger("specrun.undo")
 
 
+class SessionRecord(Protocol):
+    """What a session file read back holds (``chat.history.LoadReport``)."""
+
+    @property
+    def full_messages(self) -> list[Message]: ...
+
+
+class SessionId(Protocol):
+    @property
+    def session_id(self) -> str: ...
+
+
+class SessionHistory(Protocol):
+    """The main chat's sessions on disk (``chat.history.HistoryStore``)."""
+
+    def current_session(self) -> SessionId: ...
+
+    def new_session(self) -> SessionId: ...
+
+    def append(self, messages: Iterable[Message]) -> None: ...
+
+    def load_report(self, session_id: str | None = None) -> SessionRecord: ...
+
+
+class OneTurnAtATime(Protocol):
+    """The main chat's turn slot (``chat.turn_slot.TurnSlot``)."""
+
+    def held(self) -> AbstractAsyncContextManager[None]: ...
+
+
 class RewindChat(Protocol):
     """The main chat as an undo drives it."""
 
@@ -50,10 +78,10 @@ class RewindChat(Protocol):
     def session_id(self) -> str: ...
 
     @property
-    def history_store(self) -> HistoryStore: ...
+    def history_store(self) -> SessionHistory: ...
 
     @property
-    def slot(self) -> TurnSlot:
+    def slot(self) -> OneTurnAtATime:
         """One turn at a time: held, no turn or accept runs until it is left."""
         ...
 
@@ -67,7 +95,7 @@ class RewindSuggestions(Protocol):
 
     def cancel_generation(self) -> None: ...
 
-    async def dismiss(self, reason: AbortCause) -> None: ...
+    async def dismiss(self, reason: Literal["undo"]) -> None: ...
 
     def new_session(self) -> None: ...
 
@@ -191,7 +219,7 @@ def _summary(turn: int, chosen: Sequence[Checkpoint], files: Sequence[FileUndo],
 
 
 def rewind_conversation(
-    history: HistoryStore, session_id: str, keep_prompts: int, store: CheckpointStore
+    history: SessionHistory, session_id: str, keep_prompts: int, store: CheckpointStore
 ) -> bool:
     """At start (no chat yet): a new session holding the first ``keep_prompts`` prompts of
     ``session_id`` and what followed each (every message on disk, compactions aside); the
@@ -222,7 +250,7 @@ def _move_checkpoints(store: CheckpointStore, old: str, new: str, keep_prompts: 
             store.save(msgspec.structs.replace(checkpoint, session_id=new))
 
 
-def settle_undo(checkpoints: Checkpoints, history: HistoryStore) -> str | None:
+def settle_undo(checkpoints: Checkpoints, history: SessionHistory) -> str | None:
     """At start, after ``overlay.recover``: finish an undo a killed service left, and close
     the checkpoints it left open. What was done, or None."""
     store = checkpoints.store
@@ -240,7 +268,7 @@ def settle_undo(checkpoints: Checkpoints, history: HistoryStore) -> str | None:
     return outcome
 
 
-def _settle(root: Path, store: CheckpointStore, history: HistoryStore, record: Undoing) -> str:
+def _settle(root: Path, store: CheckpointStore, history: SessionHistory, record: Undoing) -> str:
     if not undo_happened(root, record):
         finish_undo(store, dropped=False)
         return "its files were not restored; the checkpoints stay"
