@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
+from coordinator.cli.daemon import start_daemon
 from coordinator.service.chat.history import HistoryStore
+from protocol.wire.seams import NO_SEAMS
 from tests.coordinator.e2e import (
     TIDY,
     Driver,
@@ -28,6 +30,7 @@ from tests.coordinator.e2e import (
     tidy_project,
     write_call,
 )
+from tests.seams import service_entry
 from tests.support import Specrun, make_sample_project, needs_containment, running_service
 
 EDIT = "edit the files"
@@ -205,13 +208,13 @@ def test_a_service_killed_mid_undo_is_settled_whole_at_its_next_start(
             driver.close()
         written = tree(project)
         runner.run("stop", check=True)
-        # The apply's test hook SIGKILLs the service at its kill_at-th step of the undo
+        # A service whose applies SIGKILL it at their kill_at-th step, here the undo's
         # (2: staging, before the commit record; 6: after the first rename).
-        runner.env.vars["SPECRUN_OVERLAY_TEST_HOOK"] = f"kill={kill_at}"
-        runner.run("start", check=True)
+        start_daemon(project, ["--approval-mode", "auto-edit", "--scenario", str(scenario_file)],
+                     env=runner.env.vars,
+                     entry=service_entry(NO_SEAMS, apply_checkpoint=f"kill={kill_at}"))
         died = runner.run("undo")
         assert died.returncode != 0
-        del runner.env.vars["SPECRUN_OVERLAY_TEST_HOOK"]
         runner.run("start", check=True)  # recovery, then the undo's own settling
         assert tree(project) == (before if undone else written)
         code, listed = undo_json(runner, "--list")

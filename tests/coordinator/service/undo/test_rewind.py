@@ -23,7 +23,8 @@ from coordinator.service.undo.rewind import apply_plan, finish_undo, plan_undo
 from coordinator.service.undo.rewinder import settle_undo
 from coordinator.service.undo.store import CheckpointStore
 from coordinator.settings import Settings
-from overlay.apply import TEST_HOOK_ENV
+from overlay.apply import set_process_checkpoint
+from tests.seams import checkpoint_hook
 
 Tree = dict[str, tuple[bytes, int]]
 
@@ -138,7 +139,7 @@ def test_a_chmod_since_is_no_edit_but_a_file_put_back_by_hand_is_already_done(
 
 def _undo_in_child(root: Path, state_home: str, hook: str) -> None:
     os.environ["XDG_STATE_HOME"] = state_home
-    os.environ[TEST_HOOK_ENV] = hook
+    set_process_checkpoint(checkpoint_hook(hook))  # this forked child's applies only
     checkpoints = Checkpoints(root, Settings())
     store = _store(checkpoints)
     apply_plan(store, root, plan_undo(store, root, store.all()))
