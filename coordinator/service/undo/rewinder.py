@@ -132,6 +132,9 @@ class Rewinder:
         if store is None:
             return ErrorReply(req.req_id, "internal",
                               f"Undo is off: {self.checkpoints.unavailable}")
+        if req.turn is not None and req.turn < 1:
+            return ErrorReply(req.req_id, "bad_request",
+                              f"There is no turn {req.turn}: turns are numbered from 1.")
         if req.list_only:
             found = await asyncio.to_thread(self.session_checkpoints, store)
             infos = await asyncio.to_thread(lambda: tuple(self._info(store, c) for c in found))
