@@ -19,7 +19,10 @@ import pytest
 import yaml
 
 from coordinator.cli.daemon import start_daemon
+from coordinator.pidfile import is_locked
 from coordinator.service.chat.history import HistoryStore
+from protocol.wire.control import AcceptRequest
+from protocol.wire.endpoints import Endpoints
 from protocol.wire.seams import NO_SEAMS
 from tests.coordinator.e2e import (
     TIDY,
@@ -31,7 +34,13 @@ from tests.coordinator.e2e import (
     write_call,
 )
 from tests.seams import service_entry
-from tests.support import Specrun, make_sample_project, needs_containment, running_service
+from tests.support import (
+    Specrun,
+    make_sample_project,
+    needs_containment,
+    running_service,
+    wait_until,
+)
 
 EDIT = "edit the files"
 ADD = "add the negative test"
@@ -248,4 +257,38 @@ def test_undo_of_an_accept_that_deleted_a_file_and_changed_a_mode(tmp_path: Path
         assert {(f["path"], f["action"]) for f in done["files"]} == {
             ("src/util.py", "remove"), ("tools/run.sh", "restore"),
             ("tests/old_test.py", "recreate")}
+        assert tree(project) == before
+
+
+@pytest.mark.parametrize(("kill_at", "applied"), [(3, False), (5, True)])
+def test_a_service_killed_mid_accept_keeps_a_checkpoint_exactly_when_the_files_went_in(
+    tmp_path: Path, scenario_file: Path, kill_at: int, applied: bool,
+) -> None:
+    project = project_for_undo(tmp_path / "project")
+    serve_args = ["--approval-mode", "auto-edit", "--scenario", str(scenario_file)]
+    with running_service(project, *serve_args) as runner:
+        runner.run("stop", check=True)
+        # Its applies SIGKILL it at their kill_at-th step, here the accept's (3: staging,
+        # before the commit record; 5: after the first rename).
+        start_daemon(project, serve_args, env=runner.env.vars,
+                     entry=service_entry(NO_SEAMS, apply_checkpoint=f"kill={kill_at}"))
+        before = tree(project)
+        driver = Driver(project)
+        try:
+            driver.ask("hello")
+            driver.ask(f"go {ADD}")
+            driver.wait_for_speculation(ADD, ("completed",), timeout=60)
+            driver.client.send(AcceptRequest(req_id=driver.client.next_id(), method="tab"))
+            # The service dies under the accept: its pidfile lock goes with it.
+            pidfile = Endpoints.for_project(project, create=False).pidfile
+            assert wait_until(lambda: not is_locked(pidfile), timeout=30)
+        finally:
+            driver.close()
+        runner.run("start", check=True)  # the apply's recovery, then the checkpoints'
+        assert (project / "tests/test_neg.py").exists() is applied
+        code, listed = undo_json(runner, "--list")
+        assert [c["kind"] for c in listed["checkpoints"]] == (["accept"] if applied else [])
+        if applied:
+            code, done = undo_json(runner)
+            assert code == 0 and done["undone"] is True
         assert tree(project) == before
