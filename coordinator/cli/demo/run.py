@@ -695,7 +695,7 @@ class Player:
 
 def _undo_step(player: Player) -> UndoneRow | None:
     """The person changes their mind: the checkpoints listed, the last one taken back."""
-    from coordinator.cli.undo_cmds import undo_text
+    from coordinator.cli.undo_view import undo_text
 
     client, out = player.client, player.out
     player.pause(0.8)
