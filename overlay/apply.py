@@ -93,6 +93,8 @@ class ApplyItem:
     ``deleted``: the speculation removed the file (``overlay_path`` is not read); the real
     file is removed at apply. ``yields``: a conflict on this entry skips it (the real file
     wins) instead of refusing the whole apply (files git ignores, such as caches).
+    ``mode``: the permission bits the applied file gets, when its source cannot carry them
+    (an undo's content-addressed copy, shared by files of any mode); None: the source's.
     """
 
     rel: str
@@ -100,6 +102,7 @@ class ApplyItem:
     fingerprint: Fingerprint | None
     deleted: bool = False
     yields: bool = False
+    mode: int | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,7 @@ class _Step:
     backup: str | None  # None: the target did not exist before the apply
     source: str = ""  # overlay file (not journaled: not needed for recovery)
     deleted: bool = False
+    mode: int | None = None  # the staged file's bits (None: the source's); not journaled
 
 
 @dataclass(slots=True)
@@ -460,6 +464,7 @@ def _classify(root: str, item: ApplyItem, opener: OpenSource) -> Classified:
         deleted=item.deleted,
         source=item.overlay_path,
         open_source=opener,
+        mode=item.mode,
     )
 
 
@@ -529,6 +534,7 @@ def _plan(
                 backup=backup,
                 source=item.overlay_path,
                 deleted=item.deleted,
+                mode=item.mode,
             )
         )
     return _Plan(
@@ -697,7 +703,8 @@ def _stage(step: _Step, sync: _Sync, opener: OpenSource) -> None:
         dst = os.open(step.stage, fs.CREATE_FLAGS, 0o600)
         try:
             fs.copy_fd(src, dst)
-            os.fchmod(dst, stat.S_IMODE(st.st_mode) & APPLIED_BITS)
+            bits = stat.S_IMODE(st.st_mode) if step.mode is None else step.mode
+            os.fchmod(dst, bits & APPLIED_BITS)
             sync.file(dst)
         finally:
             os.close(dst)

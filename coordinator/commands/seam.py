@@ -19,10 +19,13 @@ if TYPE_CHECKING:
         ControlReply,
         ControlRequest,
         DiffReply,
+        ErrorReply,
         LiveSnapshot,
         StatsReply,
         StatusReply,
         SuggestionReply,
+        UndoReply,
+        UndoRequest,
         WorkerInfo,
     )
 
@@ -88,6 +91,13 @@ class Service(Protocol):
         ...
 
     def stats_reply(self, req_id: int) -> StatsReply: ...
+
+    # -- undo
+
+    async def undo(self, request: UndoRequest) -> UndoReply | ErrorReply:
+        """List, or take back, the session's checkpoints (``specrun undo``); an undo
+        waits for a running turn to end first."""
+        ...
 
     # -- the service itself, its workers, its live view
 

@@ -3,6 +3,8 @@ about, or run on a pool worker, each result cut to fit the context window."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from coordinator.service.chat.approvals import ApprovalLost, Approvals
 from coordinator.service.chat.context_meter import ContextMeter
 from coordinator.service.chat.tool_exec import (
@@ -28,6 +30,8 @@ class ChatToolCalls:
         self.approvals = approvals
         self.context = context
         self.from_accept = False  # the running turn is an accept's fallback (no flags)
+        # Called before a write tool runs (undo keeps the file's state first).
+        self.before_write: Callable[[ToolCall], Awaitable[None]] | None = None
 
     async def run_all(
         self, out: Emitter, calls: tuple[ToolCall, ...], mode: ApprovalMode, can_confirm: bool
@@ -61,6 +65,8 @@ class ChatToolCalls:
             return await self._refused(out, call, self._refusal_text(can_confirm, call,
                                                                      hidden_name or ""))
         await out.tool(call, "running")
+        if self.before_write is not None and call.name in WRITE_TOOLS:
+            await self.before_write(call)
         outcome = await self.executor.run(call, shell_mode(call, mode))
         if outcome.needs_approval is not None:
             if mode is ApprovalMode.PLAN and call.name == SHELL_TOOL:

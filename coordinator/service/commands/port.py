@@ -18,10 +18,13 @@ from protocol.wire.control import (
     AskRequest,
     ControlReply,
     DiffReply,
+    ErrorReply,
     LiveSnapshot,
     StatsReply,
     StatusReply,
     SuggestionReply,
+    UndoReply,
+    UndoRequest,
     WorkerInfo,
 )
 
@@ -115,6 +118,9 @@ class CommandPort:
 
     def stats_reply(self, req_id: int) -> StatsReply:
         return self._svc.speculation.stats_reply(req_id)
+
+    async def undo(self, request: UndoRequest) -> UndoReply | ErrorReply:
+        return await self._svc.undo.handle(request)
 
     def status_reply(self, req_id: int) -> StatusReply:
         return status_reply(self._svc, req_id)

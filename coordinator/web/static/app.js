@@ -529,7 +529,7 @@ function connect(key = KEY, fallback = KEY_GIVEN && KEY_STORED !== KEY_GIVEN ? K
   });
 }
 
-// -- actions: the same requests as `specrun ask`, `accept --index N`, `reject` ----------------
+// -- actions: the same requests as `specrun ask`, `accept --index N`, `reject`, `undo` -------
 
 async function post(path, body) {
   const result = document.getElementById("action-result");
@@ -558,6 +558,7 @@ document.addEventListener("DOMContentLoaded", () => {
     input.value = "";
     if (text.trim()) post("/api/ask", {text});
   });
+  document.getElementById("undo").addEventListener("click", () => post("/api/undo", {}));
   document.getElementById("suggestion").addEventListener("click", (event) => {
     const target = event.target;
     if (!(target instanceof HTMLButtonElement)) return;

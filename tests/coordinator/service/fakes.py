@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -321,7 +321,7 @@ class SessionChat:
         self.answers.append((ask_req_id, call_id, approved))
         return self.answer_found
 
-    def reset(self) -> None:
+    def reset(self, keep: Sequence[Message] = ()) -> None:
         self.log.append("chat.reset")
         self.session_id = "session-2"
 
