@@ -170,6 +170,7 @@ def contained_runner(
     stop_on_limit: bool,
     private_paths: tuple[str, ...] = (),
     deadline: float | None = None,
+    session: str | None = None,
 ) -> Callable[[str, str | Path, float, int], ShellResult]:
     """A shell runner for the tools: every command goes through the sandbox helper.
 
@@ -192,6 +193,7 @@ def contained_runner(
             overlay_dir=overlay_dir,
             limits=limits,
             private_paths=private_paths,
+            session=session,
         )
         try:
             result = helper.run(request)
@@ -285,6 +287,7 @@ async def _speculate(
             stop_on_limit=True,
             private_paths=job.containment.private_paths,
             deadline=deadline,
+            session=job.job_id,
         )
         tools = Toolbox(
             overlay,
@@ -306,7 +309,9 @@ async def _speculate(
         return Failed(job_id=job.job_id, epoch=job.epoch, error=_sentence(exc)), None
     finally:
         # No tool runs after the loop: drop the scratch dir now, so the coordinator's
-        # overlay cleanup can also remove the then empty per-pid directory.
+        # overlay cleanup can also remove the then empty per-pid directory; and the
+        # speculation's /tmp, HOME and carry layer in the helper.
+        helper.end_session()
         _remove(scratch)
 
 
@@ -358,6 +363,8 @@ def _captured_runner(
             private_paths=job.containment.private_paths,
             toolchains=given.toolchains.binds,
             env=given.env,
+            session=job.job_id,
+            session_inodes=2 * job.containment.overlay_quota_files + 64,
         )
         try:
             with _run_captured(helper, request) as captured:
