@@ -82,11 +82,11 @@ def stats(obj: CommandContext, as_json: bool) -> None:
 
 def suggestion(obj: CommandContext, as_json: bool, wait: bool = False,
                settled: bool = False, typed: str | None = None,
-               transcript: bool = False, index: int = 0) -> None:
+               transcript: bool = False, index: int = 0, full: bool = False) -> None:
     """The suggestion; ``typed``: first tell the service that this much of a prompt is
     typed (the chat's keystrokes): branches it still leads to are kept, the others
     killed, and the answer shows what is left. ``transcript``: also show the speculation
-    so far of the branch of rank ``index``."""
+    so far of the branch of rank ``index`` (its tool results whole with ``full``)."""
     rank = index if transcript else None
     with obj.client() as client:
         reply: ControlReply | None = None
@@ -96,7 +96,7 @@ def suggestion(obj: CommandContext, as_json: bool, wait: bool = False,
         if reply is None or (isinstance(reply, SuggestionReply) and again):
             reply = client.request(
                 SuggestionRequest(req_id=client.next_id(), wait_visible=wait,
-                                  wait_settled=settled, transcript=rank),
+                                  wait_settled=settled, transcript=rank, full=full),
                 timeout_s=105.0 if settled else 45.0 if wait else None,
             )
     fail_on_error(reply, as_json)

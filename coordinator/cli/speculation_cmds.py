@@ -23,11 +23,15 @@ from coordinator.cli.options import json_option
                    "and their results (of the alternative --index N).")
 @click.option("--index", "index", type=click.IntRange(min=0), default=0, metavar="N",
               help="With --transcript: the alternative of this rank (default 0, the top).")
+@click.option("--full", is_flag=True,
+              help="The transcript (--transcript) with each tool result whole, as the "
+                   "model got it (within the command's output limit), not cut to 500 "
+                   "characters.")
 @json_option
 @click.pass_obj
 @friendly
 def suggestion(obj: CommandContext, wait: bool, settled: bool, typed: str | None,
-               transcript: bool, index: int, as_json: bool) -> None:
+               transcript: bool, index: int, full: bool, as_json: bool) -> None:
     """Show the predicted next prompt and its speculation's status.
 
     With `speculationBranches` above 1, the ranked alternatives follow the top one,
@@ -38,7 +42,7 @@ def suggestion(obj: CommandContext, wait: bool, settled: bool, typed: str | None
       specrun suggestion --wait --json
     """
     service_requests.suggestion(obj, as_json, wait=wait, settled=settled, typed=typed,
-                                transcript=transcript, index=index)
+                                transcript=transcript or full, index=index, full=full)
 
 
 @click.command()

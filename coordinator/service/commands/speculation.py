@@ -24,7 +24,7 @@ async def suggestion(svc: HandlerDeps, identity: bytes, req: SuggestionRequest) 
         await svc.speculation.wait_visible(timeout_s=30.0)
     if req.wait_settled:
         await svc.speculation.wait_settled(timeout_s=60.0)
-    await svc.send(identity, svc.speculation.suggestion_reply(req.req_id, req.transcript))
+    await svc.send(identity, svc.speculation.suggestion_reply(req.req_id, req.transcript, req.full))
 
 
 @handles(DiffRequest)
