@@ -125,7 +125,7 @@ class SpeculationControl(Protocol):
     async def wait_settled(self, timeout_s: float) -> None: ...
 
     def suggestion_reply(
-        self, req_id: int, transcript: int | None = None
+        self, req_id: int, transcript: int | None = None, full: bool = False
     ) -> SuggestionReply: ...
 
     async def diff_reply(
