@@ -94,6 +94,9 @@ class ApplyItem:
     ``deleted``: the speculation removed the file (``overlay_path`` is not read); the real
     file is removed at apply. ``yields``: a conflict on this entry skips it (the real file
     wins) instead of refusing the whole apply (files git ignores, such as caches).
+    ``keep_time``: the real file gets the overlay file's modification time, not the time
+    of the apply (what a sandboxed command wrote: make compares these times, so a build
+    output keeps its place relative to its sources and to the other outputs).
     """
 
     rel: str
@@ -101,6 +104,7 @@ class ApplyItem:
     fingerprint: Fingerprint | None
     deleted: bool = False
     yields: bool = False
+    keep_time: bool = False
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,7 @@ class _Step:
     backup: str | None  # None: the target did not exist before the apply
     source: str = ""  # overlay file (not journaled: not needed for recovery)
     deleted: bool = False
+    keep_time: bool = False  # the stage file gets the overlay file's times (not journaled)
 
 
 @dataclass(slots=True)
@@ -538,6 +543,7 @@ def _plan(
                 backup=backup,
                 source=item.overlay_path,
                 deleted=item.deleted,
+                keep_time=item.keep_time,
             )
         )
     return _Plan(
@@ -705,6 +711,8 @@ def _stage(step: _Step, sync: _Sync, opener: OpenSource) -> None:
         try:
             fs.copy_fd(src, dst)
             os.fchmod(dst, stat.S_IMODE(st.st_mode) & APPLIED_BITS)
+            if step.keep_time:
+                os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
             sync.file(dst)
         finally:
             os.close(dst)
