@@ -95,6 +95,8 @@ def main() -> None:
     }
     for name in LAYERS:
         variants[f"sandbox, {name} alone"] = ALL_LAYERS.only(name)
+    # the process cap: a pid_max in the PID namespace, or the cgroup's pids.max
+    variants["sandbox, limits and pid"] = ALL_LAYERS.only("limits", "pid")
     times: dict[str, list[float]] = {name: [] for name in variants}
     hazard: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-git-layers-") as tmp:

@@ -364,7 +364,9 @@ def _captured_runner(
             toolchains=given.toolchains.binds,
             env=given.env,
             session=job.job_id,
-            session_inodes=2 * job.containment.overlay_quota_files + 64,
+            # every directory and link of the speculation's commands: room beyond the
+            # quota's files, since a build's directories are not counted there
+            session_inodes=4 * job.containment.overlay_quota_files + 1024,
         )
         try:
             with _run_captured(helper, request) as captured:
