@@ -8,11 +8,14 @@ temporary directory, commits, tags, clones through ``file://``, asks ``describe`
 * directly, with ``TMPDIR`` on the disk (``/tmp`` here) and on a tmpfs (``/dev/shm``): a
   speculation's ``/tmp`` is a tmpfs, so the second is the fair baseline for its file
   system;
-* through a real sandbox helper as a captured command with every layer, with none, and
-  with each layer alone (overlay view and private /tmp, seccomp, Landlock, limits: the
-  cgroup and rlimits, the PID namespace with its process cap, network namespace,
-  privileges dropped). The layers are switched the way the containment tests switch
-  them (``worker.contain.spawn.Layers``); nothing a user can set reaches that;
+* through a real sandbox helper as a captured command with every layer, with none, with
+  each layer alone and with every layer but one (overlay view and private /tmp,
+  seccomp, Landlock, limits: the cgroup and rlimits, the PID namespace, with limits its
+  process cap, network namespace, privileges dropped). Without the file system layer a
+  command's ``TMPDIR`` is a directory on the disk, so "alone" compares with "no layer"
+  and the disk baseline, "all but" with "every layer" and the tmpfs baseline. The layers
+  are switched the way the containment tests switch them
+  (``worker.contain.spawn.Layers``); nothing a user can set reaches that;
 * the hazard check (``git_config_hazard``, which read-only git commands of a speculation
   pass before they run), timed alone per call.
 
@@ -97,6 +100,10 @@ def main() -> None:
         variants[f"sandbox, {name} alone"] = ALL_LAYERS.only(name)
     # the process cap: a pid_max in the PID namespace, or the cgroup's pids.max
     variants["sandbox, limits and pid"] = ALL_LAYERS.only("limits", "pid")
+    for name in LAYERS:  # each layer's own cost where everything else stays
+        variants[f"sandbox, all but {name}"] = Layers(
+            **{other: other != name for other in ALL_LAYERS.__dataclass_fields__}
+        )
     times: dict[str, list[float]] = {name: [] for name in variants}
     hazard: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-git-layers-") as tmp:
@@ -125,8 +132,10 @@ def main() -> None:
     load_after = Path("/proc/loadavg").read_text().split()[:3]
     medians = {name: statistics.median(values) for name, values in times.items()}
     base = medians["direct, TMPDIR on tmpfs"]
+    disk = medians["direct, TMPDIR on disk"]
     rows = [
-        {"variant": name, "median_s": m, "ratio": m / base, "runs": times[name]}
+        {"variant": name, "median_s": m, "ratio": m / base, "vs_disk": m / disk,
+         "runs": times[name]}
         for name, m in medians.items()
     ]
     hazard_ms = statistics.median(hazard) * 1000
@@ -136,9 +145,10 @@ def main() -> None:
         return
     print(f"git suite of {args.tests} tests; load average before {' '.join(load_before)},"
           f" after {' '.join(load_after)}; medians of {args.rounds} alternating rounds")
-    print(f"{'variant':<34} {'median':>9} {'vs tmpfs direct':>16}")
+    print(f"{'variant':<34} {'median':>9} {'vs tmpfs direct':>16} {'vs disk direct':>15}")
     for row in rows:
-        print(f"{row['variant']:<34} {row['median_s']:8.2f}s {row['ratio']:15.2f}x")
+        print(f"{row['variant']:<34} {row['median_s']:8.2f}s {row['ratio']:15.2f}x"
+              f" {row['vs_disk']:14.2f}x")
     print(f"hazard check (git_config_hazard), per call: {hazard_ms:.2f} ms")
 
 
