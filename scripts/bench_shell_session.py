@@ -8,7 +8,10 @@ to do as it has directly. For each project (``scripts/_shell_projects.py``; a to
 this machine lacks is skipped with one line) and each round, alternating:
 
 * directly: a fresh copy of the project, the two commands one after the other in the
-  user's environment;
+  user's environment; once with the copy on the disk (``/tmp`` here, as a user runs it)
+  and once with the copy and ``TMPDIR`` on a tmpfs (``/dev/shm``), the file system a
+  speculation's writes and ``/tmp`` are on: on a machine whose disk is busy, the disk
+  alone makes the direct run several times slower, which is no measure of the sandbox;
 * speculated: a real service (speculateShell on, the embedded scripted model) is asked a
   prompt, its suggestion is speculated, and the scripted model calls
   ``run_shell_command`` twice, build then test; the speculation is rejected afterwards, so
@@ -17,8 +20,9 @@ this machine lacks is skipped with one line) and each round, alternating:
 Each command is timed inside its own shell (bash's ``EPOCHREALTIME`` around it), the same
 way in both places, so the ratio is the command's own cost in the sandbox; the
 speculation's tool results are read whole (``suggestion --transcript --full``). The table
-shows medians and the ratio per command (goal: the second command within 1.3x; jest's
-direct baseline is a warm run, since its first direct run of round 2 on finds its cache).
+shows medians and the ratio per command to the tmpfs baseline (goal: the second command
+within 1.3x) and to the disk baseline; jest's direct baseline for its second run is a warm
+run (its first run in the same copy filled the cache).
 
 Usage: scripts/bench_shell_session.py [--rounds N] [--only NAME] [--json]
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import statistics
@@ -112,27 +117,40 @@ def scenario(project: PairProject) -> dict[str, Any]:
     }
 
 
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
 @dataclass
 class Row:
     name: str
-    direct: list[list[float]] = field(default_factory=lambda: [[], []])
+    direct: list[list[float]] = field(default_factory=lambda: [[], []])  # on the disk
+    tmpfs: list[list[float]] = field(default_factory=lambda: [[], []])
     speculated: list[list[float]] = field(default_factory=lambda: [[], []])
     problem: str = ""
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {"toolchain": self.name, "problem": self.problem}
         for i, which in enumerate(("build", "test")):
-            d = statistics.median(self.direct[i]) if self.direct[i] else None
-            s = statistics.median(self.speculated[i]) if self.speculated[i] else None
+            d, t, s = (_median(v[i]) for v in (self.direct, self.tmpfs, self.speculated))
             out[which] = {
-                "direct_s": d, "speculated_s": s, "ratio": s / d if d and s else None,
-                "direct_runs": self.direct[i], "speculated_runs": self.speculated[i],
+                "direct_s": d, "tmpfs_s": t, "speculated_s": s,
+                "ratio": s / t if t and s else None,
+                "ratio_disk": s / d if d and s else None,
+                "direct_runs": self.direct[i], "tmpfs_runs": self.tmpfs[i],
+                "speculated_runs": self.speculated[i],
             }
         return out
 
 
-def run_directly(template: Path, base: Path, project: PairProject) -> list[tuple[int, float]]:
-    copy = Path(tempfile.mkdtemp(prefix="direct-", dir=base))
+def run_directly(
+    template: Path, base: Path, project: PairProject, *, tmpfs: bool = False
+) -> list[tuple[int, float]]:
+    copy = Path(tempfile.mkdtemp(prefix="direct-", dir="/dev/shm" if tmpfs else base))
+    env = {**os.environ}
+    if tmpfs:
+        (copy / "tmp").mkdir()
+        env["TMPDIR"] = str(copy / "tmp")
     try:
         root = copy / template.name
         shutil.copytree(template, root, symlinks=True)
@@ -140,7 +158,7 @@ def run_directly(template: Path, base: Path, project: PairProject) -> list[tuple
         for command in (project.build, project.test):
             done = subprocess.run(
                 ["bash", "-c", timed(command)], cwd=root, capture_output=True, text=True,
-                timeout=1800,
+                timeout=1800, env=env,
             )
             found = parse(done.stdout)
             if found is None:
@@ -209,10 +227,13 @@ def measure(project: PairProject, rounds: int, base: Path) -> Row:
     service = Service(project, base)
     try:
         for _ in range(rounds):
-            for i, (rc, seconds) in enumerate(run_directly(template, base, project)):
-                row.direct[i].append(seconds)
-                if rc != 0:
-                    row.problem = f"direct command {i + 1} exited {rc}"
+            for times, tmpfs in ((row.direct, False), (row.tmpfs, True)):
+                for i, (rc, seconds) in enumerate(
+                    run_directly(template, base, project, tmpfs=tmpfs)
+                ):
+                    times[i].append(seconds)
+                    if rc != 0:
+                        row.problem = f"direct command {i + 1} exited {rc}"
             got = service.speculate()
             if isinstance(got, str):
                 row.problem = got
@@ -255,12 +276,14 @@ def main() -> None:
         return
     print(f"load average before {' '.join(load_before)}, after {' '.join(load_after)};"
           f" medians of {args.rounds} alternating rounds; times inside each command's shell")
-    print(f"{'toolchain':<10} {'command':<6} {'direct':>9} {'speculated':>11} {'ratio':>7}")
+    print(f"{'toolchain':<10} {'command':<6} {'on disk':>9} {'on tmpfs':>9} {'speculated':>11}"
+          f" {'ratio':>7} {'vs disk':>8}")
     for s in summaries:
         for which in ("build", "test"):
             m = s[which]
             print(f"{s['toolchain']:<10} {which:<6} {_fmt(m['direct_s'], '8.3f')}s "
-                  f"{_fmt(m['speculated_s'], '10.3f')}s {_fmt(m['ratio'], '6.2f')}x")
+                  f"{_fmt(m['tmpfs_s'], '8.3f')}s {_fmt(m['speculated_s'], '10.3f')}s "
+                  f"{_fmt(m['ratio'], '6.2f')}x {_fmt(m['ratio_disk'], '7.2f')}x")
         if s["problem"]:
             print(f"  {s['toolchain']}: {s['problem']}")
 
