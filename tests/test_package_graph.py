@@ -216,4 +216,93 @@ def test_sub_packages_import_only_downwards() -> None:
 
 def test_the_layer_check_sees_an_upward_import() -> None:
     assert _layer_of("protocol", "protocol.text.inert_text") == 0
-    assert _layer_of("protocol", "protocol.prompts.suggestion") == 4
+    assert _layer_of("protocol", "protocol.prompts.prediction") == 4
+
+
+# coordinator.service's parts, bottom first: its sub-packages (``pool``, ``speculation``,
+# ``chat``, ``live``, ``commands``) and its loose modules. The speculation core sees the
+# main chat only as its own ``ForkSource`` protocol, and the live view hears of a changed
+# suggestion by waiting on it, so nothing below calls up.
+SERVICE = "coordinator.service"
+SERVICE_LAYERS: tuple[str, ...] = (
+    "model_endpoint",
+    "pool",
+    "ports",
+    "emitter",
+    "speculation",
+    "chat",
+    "routing",
+    "session",
+    "live",
+    "commands",
+    "service",
+)
+SERVICE_PARTS = ("pool", "speculation", "chat", "live", "commands")
+
+# Imports of a part's inner module from outside the part, each with why. The commands are
+# being rebuilt as one declaration each (branch ``cmds``); their imports move with them.
+THROUGH_A_SIDE_DOOR: dict[str, str] = {
+    "coordinator.service.commands.deps -> coordinator.service.live.hub": "commands rework",
+    "coordinator.service.commands.deps -> coordinator.service.live.state": "commands rework",
+    "coordinator.service.service -> coordinator.service.commands.service": "commands rework",
+}
+
+
+def _service_part(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != SERVICE.split(".") or len(parts) < 3:
+        return None
+    return parts[2]
+
+
+def test_every_part_of_the_service_is_in_a_layer() -> None:
+    for module in MODULES:
+        part = _service_part(module)
+        if part is not None:
+            assert part in SERVICE_LAYERS, f"{module} is in no layer of {SERVICE}"
+    loose = [m for m in MODULES if _service_part(m) is not None and m.count(".") == 2]
+    loose = [m for m in loose if m.rpartition(".")[2] not in SERVICE_PARTS]
+    assert len(loose) <= 12, f"more than 12 loose modules at {SERVICE}'s top: {loose}"
+
+
+def test_the_service_parts_import_only_downwards() -> None:
+    upward = []
+    for module, targets in GRAPH.items():
+        here = _service_part(module)
+        if here is None:
+            continue
+        for target in targets:
+            there = _service_part(target)
+            if there is not None and SERVICE_LAYERS.index(there) > SERVICE_LAYERS.index(here):
+                upward.append(f"{module} -> {target}")
+    assert upward == []
+
+
+def _side_doors(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a part's inner module (``coordinator.service.chat.history``) from
+    outside that part: the rest of the service goes through the part's package."""
+    found = []
+    for module, targets in graph.items():
+        if not module.startswith(SERVICE + "."):
+            continue
+        for target in targets:
+            part = _service_part(target)
+            inner = target.count(".") > 2
+            if part in SERVICE_PARTS and inner and _service_part(module) != part:
+                found.append(f"{module} -> {target}")
+    return sorted(found)
+
+
+def test_other_parts_import_a_part_only_through_its_package() -> None:
+    assert _side_doors(GRAPH) == sorted(THROUGH_A_SIDE_DOOR)
+
+
+def test_the_seam_check_sees_a_side_door() -> None:
+    graph = {
+        "coordinator.service.live.state": {"coordinator.service.speculation.preview"},
+        "coordinator.service.chat.main_chat": {"coordinator.service.chat.history"},
+        "coordinator.service.session": {"coordinator.service.chat"},
+    }
+    assert _side_doors(graph) == [
+        "coordinator.service.live.state -> coordinator.service.speculation.preview"
+    ]

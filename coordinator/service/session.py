@@ -19,8 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from coordinator.service.chat.main_chat import TurnResult
-from coordinator.service.chat.model_wait import ModelWait
+from coordinator.service.chat import ModelWait, TurnResult
 from coordinator.service.emitter import Emitter
 from coordinator.service.speculation import (
     AbortCause,

@@ -209,6 +209,8 @@ class WorkerPool:
         hang_after_s: float = 5.0,
         start_timeout_s: float = 15.0,
         project_root: str | None = None,
+        on_event: EventHandler | None = None,
+        on_death: DeathHandler | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.project_root = project_root
@@ -217,8 +219,10 @@ class WorkerPool:
         self.heartbeat_s = heartbeat_s
         self.hang_after_s = hang_after_s
         self.start_timeout_s = start_timeout_s
-        self.on_event: EventHandler | None = None
-        self.on_death: DeathHandler | None = None
+        # Where a worker's events and its death go (the service routes them to the part
+        # whose job the worker runs); None: nowhere.
+        self.on_event = on_event
+        self.on_death = on_death
         self.sandbox: WorkerSandbox = "unknown"
         self.containment: tuple[LayerStatus, ...] = ()  # as the newest worker found it
         self.tool_specs: tuple[ToolSpec, ...] = ()  # from the first hello; fixed order

@@ -29,6 +29,7 @@ from coordinator.service.speculation import AbortCause, BranchRun, Speculation, 
 from coordinator.service.speculation.stats import Stats
 from coordinator.settings import Settings
 from protocol.model import ModelClient
+from protocol.model.client import UsageCallback
 from protocol.wire.approval import ApprovalMode
 from protocol.wire.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec
 from protocol.wire.control import (
@@ -217,8 +218,8 @@ def scripted(*rules: dict[str, Any], **scenario: Any) -> Iterator[ScriptedModelS
         yield server
 
 
-def client(server: ScriptedModelServer) -> ModelClient:
-    return ModelClient(server.base_url, max_retries=0, timeout_s=10.0)
+def client(server: ScriptedModelServer, on_usage: UsageCallback | None = None) -> ModelClient:
+    return ModelClient(server.base_url, max_retries=0, timeout_s=10.0, on_usage=on_usage)
 
 
 def requests_of(server: ScriptedModelServer, purpose: str) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""The CPU a speculation's worker may use and has used: the usable CPUs, the CPU seconds
+"""The CPU a worker may use and has used: the usable CPUs, the CPU seconds
 of a worker's process tree, and the lower priority of a branch beyond the top one."""
 
 from __future__ import annotations

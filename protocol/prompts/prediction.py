@@ -1,6 +1,6 @@
-"""Next-prompt suggestions: the prompt, the structured-output schema, reply parsing and filters.
+"""Predicting the next prompt: the prompt, the structured-output schema, reply parsing and filters.
 
-Shared by the coordinator's suggestion generator (after a main turn) and the worker's pipelined
+Shared by the coordinator's prediction (after a main turn) and the worker's pipelined
 suggestion (after a completed speculation), so both ask the model the same way and suppress the
 same bad guesses (design §5 "Pipelined suggestion", §6).
 """
