@@ -88,6 +88,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tests", type=int, default=15)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--only", action="append", default=[], metavar="TEXT",
+                        help="only the variants whose name holds TEXT (with both baselines)")
     args = parser.parse_args()
     load_before = Path("/proc/loadavg").read_text().split()[:3]
     variants: dict[str, Layers | str] = {
@@ -104,6 +106,11 @@ def main() -> None:
         variants[f"sandbox, all but {name}"] = Layers(
             **{other: other != name for other in ALL_LAYERS.__dataclass_fields__}
         )
+    if args.only:
+        variants = {
+            name: v for name, v in variants.items()
+            if name.startswith("direct") or any(text in name for text in args.only)
+        }
     times: dict[str, list[float]] = {name: [] for name in variants}
     hazard: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-git-layers-") as tmp:

@@ -91,18 +91,20 @@ def _on_host(name: str) -> list[str]:
     return found
 
 
-def _holders(name: str) -> list[int]:
+def _holders(name: str) -> dict[int, str]:
     """Processes whose mount namespace shows a speculation /tmp holding ``name`` (found
-    through /proc/<pid>/root, which enters that namespace's view)."""
-    holders: list[int] = []
+    through /proc/<pid>/root, which enters that namespace's view), with the host directory
+    the session is mounted on."""
+    holders: dict[int, str] = {}
     for proc in psutil.process_iter():
         try:
             with open(f"/proc/{proc.pid}/mountinfo") as info:
                 points = [line.split()[4] for line in info if "/session-" in line]
         except OSError:
             continue
-        if any(os.path.exists(f"/proc/{proc.pid}/root{p}/tmp/{name}") for p in points):
-            holders.append(proc.pid)
+        for point in points:
+            if os.path.exists(f"/proc/{proc.pid}/root{point}/tmp/{name}"):
+                holders[proc.pid] = os.path.dirname(point)
     return holders
 
 
@@ -139,7 +141,7 @@ def test_nothing_of_an_aborted_speculation_survives(
     assert _on_host(MARKER) == []
     driver.client.request(RejectRequest(req_id=driver.client.next_id()))
     deadline = time.monotonic() + 30
-    while _holders(MARKER):
+    while _holders(MARKER) or any(os.path.lexists(d) for d in holders.values()):
         assert time.monotonic() < deadline, f"{holders} still hold the speculation's /tmp"
         time.sleep(0.1)
     assert _on_host(MARKER) == []
