@@ -15,10 +15,12 @@ prepares a root there (``prepare_root``): an empty tmpfs with
 
 Each command then gets fresh mount, network, IPC, UTS and PID namespaces
 (``unshare_command``) and, as pid 1 of its PID namespace, adds its own mounts and pivots
-into the root (``enter_root``): a ``/proc`` of its PID namespace, a private tmpfs ``/tmp``,
+into the root (``enter_root``): a ``/proc`` of its PID namespace, a private tmpfs ``/tmp``
+(a speculation's commands share one, with their ``HOME``: ``worker.contain.session``),
 and the project at its own path — read-only always (contents and metadata), as an
-overlayfs with the speculation's writes on top when there are any, or writable into a
-capture directory (the opt-in ``speculateShell``, with ``.git`` bound read-only);
+overlayfs with the speculation's writes (and its carry layer) on top when there are any,
+or writable into a capture directory (the opt-in ``speculateShell``, with ``.git`` bound
+read-only);
 ``.specrun`` and a memory directory inside the project hidden under an empty tmpfs.
 
 The runtime directory of the service (its sockets and pid file), other speculations'
