@@ -35,6 +35,7 @@ from overlay.kernel import libc
 from protocol.wire import codec
 from protocol.wire.control import ControlReply, ControlRequest, ErrorReply
 from protocol.wire.endpoints import Endpoints, make_router
+from protocol.wire.seams import NO_SEAMS, WorkerSeams
 from protocol.wire.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
 
 if TYPE_CHECKING:
@@ -108,8 +109,15 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 class Service:
     def __init__(
-        self, project_root: Path, settings: Settings, *, heartbeat_s: float | None = None
+        self,
+        project_root: Path,
+        settings: Settings,
+        *,
+        heartbeat_s: float | None = None,
+        worker_seams: WorkerSeams = NO_SEAMS,
     ) -> None:
+        """``worker_seams``: what a test builds into every worker (``protocol.wire.seams``);
+        only code that constructs the service passes any, never a command or a setting."""
         if heartbeat_s is None:
             heartbeat_s = settings.heartbeat_ms / 1000
         self.project_root = project_root.resolve()
@@ -126,6 +134,7 @@ class Service:
             heartbeat_s=heartbeat_s,
             hang_after_s=max(settings.hang_after_ms / 1000, heartbeat_s * 3),
             project_root=str(self.project_root),
+            seams=worker_seams,
             on_event=self._worker_event,
             on_death=self._worker_death,
         )
