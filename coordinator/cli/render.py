@@ -287,6 +287,18 @@ class TurnPrinter:
             error(reply.message)
 
 
+def show_results_whole(entries: Sequence[TranscriptEntry], out: Console | None = None) -> None:
+    """Each tool call's result whole, below the transcript's excerpts (``--full``); made
+    inert like every text a model or a command wrote."""
+    from rich.text import Text
+
+    out = out or _console()
+    for entry in entries:
+        if entry.kind == "tool":
+            out.print(Text(f"── {entry.tool}({inert(entry.args)}) ──", style="bold"))
+            out.print(Text(inert(entry.text) or "(no output)"), soft_wrap=True)
+
+
 def show_transcript(t: Transcript, out: Console | None = None, show_user: bool = True) -> None:
     """User text, model text, and tool calls in groups, as if the turn had just run."""
     from rich.text import Text

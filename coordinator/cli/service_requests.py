@@ -108,6 +108,8 @@ def suggestion(obj: CommandContext, as_json: bool, wait: bool = False,
     if rank is not None:
         if reply.transcript:
             render.show_transcript(Transcript(reply.req_id, reply.transcript, (), 0.0))
+            if full:
+                render.show_results_whole(reply.transcript)
         else:
             from rich.text import Text
 

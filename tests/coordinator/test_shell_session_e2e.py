@@ -123,6 +123,8 @@ def test_the_next_command_sees_what_the_last_left(service: tuple[Specrun, Driver
     assert "tmp=kept" in report and "cache=warm" in report  # one /tmp, one HOME
     assert "home=/home/speculation" in report
     assert "mtime=" not in [e for e in cut["transcript"] if e["kind"] == "tool"][1]["text"]
+    shown = runner.run("suggestion", "--transcript", "--full", check=True).stdout
+    assert f"mtime={DATED}" in shown  # the terminal's view shows it whole too
     assert _on_host(MARKER) == []  # the speculation's /tmp is never the host's
     runner.run("reject", check=True)
     assert (project / "tests/old_test.py").exists() and not (project / "built.o").exists()
