@@ -95,6 +95,9 @@ class ApplyItem:
     wins) instead of refusing the whole apply (files git ignores, such as caches).
     ``mode``: the permission bits the applied file gets, when its source cannot carry them
     (an undo's content-addressed copy, shared by files of any mode); None: the source's.
+    ``keep_time``: the real file gets the overlay file's modification time, not the time
+    of the apply (what a sandboxed command wrote: make compares these times, so a build
+    output keeps its place relative to its sources and to the other outputs).
     """
 
     rel: str
@@ -103,6 +106,7 @@ class ApplyItem:
     deleted: bool = False
     yields: bool = False
     mode: int | None = None
+    keep_time: bool = False
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,7 @@ class _Step:
     source: str = ""  # overlay file (not journaled: not needed for recovery)
     deleted: bool = False
     mode: int | None = None  # the staged file's bits (None: the source's); not journaled
+    keep_time: bool = False  # the stage file gets the overlay file's times (not journaled)
 
 
 @dataclass(slots=True)
@@ -535,6 +540,7 @@ def _plan(
                 source=item.overlay_path,
                 deleted=item.deleted,
                 mode=item.mode,
+                keep_time=item.keep_time,
             )
         )
     return _Plan(
@@ -705,6 +711,8 @@ def _stage(step: _Step, sync: _Sync, opener: OpenSource) -> None:
             fs.copy_fd(src, dst)
             bits = stat.S_IMODE(st.st_mode) if step.mode is None else step.mode
             os.fchmod(dst, bits & APPLIED_BITS)
+            if step.keep_time:
+                os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
             sync.file(dst)
         finally:
             os.close(dst)

@@ -69,7 +69,11 @@ class Service(Protocol):
 
     async def wait_settled(self, timeout_s: float) -> None: ...
 
-    def suggestion_reply(self, req_id: int, transcript: int | None = None) -> SuggestionReply:
+    def suggestion_reply(
+        self, req_id: int, transcript: int | None = None, full: bool = False
+    ) -> SuggestionReply:
+        """``transcript``: the rank of the branch whose speculation so far the reply
+        carries; ``full``: its tool results whole."""
         ...
 
     def still_shown(self, index: int | None, text: str, speculation_id: str) -> bool:

@@ -120,6 +120,9 @@ class SuggestionRequest(msgspec.Struct, frozen=True, tag="suggestion"):
     # the rank of a branch whose speculation's transcript so far (its tool calls and
     # results) the reply carries (`--transcript`), or None
     transcript: int | None = None
+    # the transcript's tool results whole (`--full`; bounded by the capture limits), not
+    # cut to 500 characters
+    full: bool = False
 
 
 class DiffRequest(msgspec.Struct, frozen=True, tag="diff"):

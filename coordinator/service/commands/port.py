@@ -98,8 +98,10 @@ class CommandPort:
     async def wait_settled(self, timeout_s: float) -> None:
         await self._svc.speculation.wait_settled(timeout_s)
 
-    def suggestion_reply(self, req_id: int, transcript: int | None = None) -> SuggestionReply:
-        return self._svc.speculation.suggestion_reply(req_id, transcript)
+    def suggestion_reply(
+        self, req_id: int, transcript: int | None = None, full: bool = False
+    ) -> SuggestionReply:
+        return self._svc.speculation.suggestion_reply(req_id, transcript, full)
 
     def still_shown(self, index: int | None, text: str, speculation_id: str) -> bool:
         current = self._svc.speculation.current

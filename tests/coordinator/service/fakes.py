@@ -397,7 +397,9 @@ class SessionSpeculation:
     async def wait_settled(self, timeout_s: float) -> None:
         self.log.append(("wait_settled", timeout_s))
 
-    def suggestion_reply(self, req_id: int, transcript: int | None = None) -> SuggestionReply:
+    def suggestion_reply(
+        self, req_id: int, transcript: int | None = None, full: bool = False
+    ) -> SuggestionReply:
         text = self.current.text if self.current else None
         return SuggestionReply(req_id, text, text is not None, None, None)
 
