@@ -215,6 +215,14 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
     overlay_quota_files: Annotated[
         int, _about("files a speculation may write into its overlay", ge=1)
     ] = 2000
+    undo_store_mb: Annotated[
+        int,
+        _about(
+            "earlier file contents `specrun undo` keeps, in specrun's state directory "
+            "(MiB); the oldest checkpoints are pruned first",
+            ge=1,
+        ),
+    ] = 256
     command_cpu_seconds: Annotated[
         int, _about("CPU seconds per unapproved shell command", ge=1)
     ] = 60

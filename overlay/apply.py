@@ -93,6 +93,11 @@ class ApplyItem:
     ``deleted``: the speculation removed the file (``overlay_path`` is not read); the real
     file is removed at apply. ``yields``: a conflict on this entry skips it (the real file
     wins) instead of refusing the whole apply (files git ignores, such as caches).
+    ``mode``: the permission bits the applied file gets, when its source cannot carry them
+    (an undo's content-addressed copy, shared by files of any mode); None: the source's.
+    ``keep_time``: the real file gets the overlay file's modification time, not the time
+    of the apply (what a sandboxed command wrote: make compares these times, so a build
+    output keeps its place relative to its sources and to the other outputs).
     """
 
     rel: str
@@ -100,6 +105,8 @@ class ApplyItem:
     fingerprint: Fingerprint | None
     deleted: bool = False
     yields: bool = False
+    mode: int | None = None
+    keep_time: bool = False
 
 
 @dataclass(frozen=True)
@@ -152,6 +159,8 @@ class _Step:
     backup: str | None  # None: the target did not exist before the apply
     source: str = ""  # overlay file (not journaled: not needed for recovery)
     deleted: bool = False
+    mode: int | None = None  # the staged file's bits (None: the source's); not journaled
+    keep_time: bool = False  # the stage file gets the overlay file's times (not journaled)
 
 
 @dataclass(slots=True)
@@ -480,6 +489,7 @@ def _classify(root: str, item: ApplyItem, opener: OpenSource) -> Classified:
         deleted=item.deleted,
         source=item.overlay_path,
         open_source=opener,
+        mode=item.mode,
     )
 
 
@@ -549,6 +559,8 @@ def _plan(
                 backup=backup,
                 source=item.overlay_path,
                 deleted=item.deleted,
+                mode=item.mode,
+                keep_time=item.keep_time,
             )
         )
     return _Plan(
@@ -722,7 +734,10 @@ def _stage(step: _Step, sync: _Sync, opener: OpenSource) -> None:
         dst = os.open(step.stage, fs.CREATE_FLAGS, 0o600)
         try:
             fs.copy_fd(src, dst)
-            os.fchmod(dst, stat.S_IMODE(st.st_mode) & APPLIED_BITS)
+            bits = stat.S_IMODE(st.st_mode) if step.mode is None else step.mode
+            os.fchmod(dst, bits & APPLIED_BITS)
+            if step.keep_time:
+                os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
             sync.file(dst)
         finally:
             os.close(dst)

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from coordinator.service.routing import WorkerEventRouter
     from coordinator.service.session import Session
     from coordinator.service.speculation import SpeculationManager
+    from coordinator.service.undo import Rewinder
     from protocol.wire.work import WorkerEvent
 
 log = logging.getLogger("specrun.service")
@@ -62,6 +63,7 @@ SHARED_WITH_FORK_SERVER = (
     "coordinator.service.routing",
     "coordinator.service.session",
     "coordinator.service.speculation",
+    "coordinator.service.undo",
     "coordinator.scripted_model.server",
     # httpx's transport, imported when the first client is made; workers use it too
     "httpcore",
@@ -143,6 +145,7 @@ class Service:
         self._chat: MainChat | None = None
         self._speculation: SpeculationManager | None = None
         self._session: Session | None = None
+        self._undo: Rewinder | None = None
         self._ctx = zmq.asyncio.Context()
         self._control: zmq.asyncio.Socket | None = None
         self._replies = codec.coordinator_to_client()
@@ -214,6 +217,7 @@ class Service:
         from coordinator.service.routing import WorkerEventRouter
         from coordinator.service.session import Session
         from coordinator.service.speculation import Budget, CostLedger, SpeculationManager
+        from coordinator.service.undo import Rewinder
 
         self._project_id = _identity(self.project_root)
         # A crash mid-apply or a killed predecessor may have left state behind.
@@ -243,6 +247,8 @@ class Service:
             cost=cost,
         )
         self._session = Session(chat, speculation, settings)
+        speculation.acceptor.checkpoints = chat.checkpoints  # each accept is a checkpoint
+        self._undo = Rewinder(chat.checkpoints, chat, speculation)
         self._commands = CommandPort(self)
         # A worker's events go to whoever gave it its job: the chat's tool calls to the
         # chat, speculations to the speculation manager.
@@ -364,6 +370,12 @@ class Service:
         if self._session is None:
             raise RuntimeError("the service has not started: there is no session yet")
         return self._session
+
+    @property
+    def undo(self) -> Rewinder:
+        if self._undo is None:
+            raise RuntimeError("the service has not started: there is no undo yet")
+        return self._undo
 
     @property
     def live_hub(self) -> LiveHub:

@@ -4,6 +4,7 @@ about, or run on a pool worker, each result cut to fit the context window."""
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 
 from coordinator.service.chat.approvals import ApprovalLost, Approvals
 from coordinator.service.chat.context_meter import ContextMeter
@@ -38,6 +39,8 @@ class ChatToolCalls:
         self.context = context
         self.guard = guard or ProtectedWrites(os.path.realpath(executor.project_root))
         self.from_accept = False  # the running turn is an accept's fallback (no flags)
+        # Called before a write tool runs (undo keeps the file's state first).
+        self.before_write: Callable[[ToolCall], Awaitable[None]] | None = None
 
     async def run_all(
         self, out: Emitter, calls: tuple[ToolCall, ...], mode: ApprovalMode, can_confirm: bool
@@ -74,6 +77,8 @@ class ChatToolCalls:
                 out, call, self._refusal_text(can_confirm, call, always or "", bool(always))
             )
         await out.tool(call, "running")
+        if self.before_write is not None and call.name in WRITE_TOOLS:
+            await self.before_write(call)
         outcome = await self.executor.run(call, shell_mode(call, mode))
         if outcome.needs_approval is not None:
             if mode is ApprovalMode.PLAN and call.name == SHELL_TOOL:

@@ -268,5 +268,6 @@ def record_of(written_files: Mapping[str, WrittenFile]) -> dict[str, overlay.Rec
             mtime_ns=fp.mtime_ns if fp else None,
             sha256=fp.sha256 if fp else None,
             deleted=written.deleted,
+            by_command=written.by_command,
         )
     return record

@@ -59,7 +59,7 @@ class Progress:
     def result(self, turn: int, result: ToolResult) -> None:
         self.turns.setdefault(turn, _Turn()).results[result.call_id] = result
 
-    def entries(self, suggestion: str) -> list[TranscriptEntry]:
+    def entries(self, suggestion: str, *, full: bool = False) -> list[TranscriptEntry]:
         """As an accept would show it; a call still running says so."""
         messages: list[Message] = []
         for number in sorted(self.turns):
@@ -68,7 +68,7 @@ class Progress:
             done = [turn.results[c.id] for c in turn.calls if c.id in turn.results]
             if done:
                 messages.append(Message.tool(tuple(done)))
-        entries = render_transcript(suggestion, messages)
+        entries = render_transcript(suggestion, messages, full=full)
         finished = {r.call_id for t in self.turns.values() for r in t.results.values()}
         calls = [c for t in (self.turns[n] for n in sorted(self.turns)) for c in t.calls]
         tool_entries = [i for i, e in enumerate(entries) if e.kind == "tool"]
@@ -80,12 +80,14 @@ class Progress:
 
 
 def transcript_of(
-    suggestion: str, messages: tuple[Message, ...] | None, progress: Progress
+    suggestion: str, messages: tuple[Message, ...] | None, progress: Progress,
+    *, full: bool = False,
 ) -> list[TranscriptEntry]:
-    """The speculation's transcript: from its outcome when it ended, else from its events."""
+    """The speculation's transcript: from its outcome when it ended, else from its events;
+    ``full``: tool results whole."""
     if messages is not None:
-        return render_transcript(suggestion, list(messages))
-    return progress.entries(suggestion)
+        return render_transcript(suggestion, list(messages), full=full)
+    return progress.entries(suggestion, full=full)
 
 
 def preview_files(

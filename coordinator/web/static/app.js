@@ -528,7 +528,7 @@ function connect(key = KEY_GIVEN || KEY,
   });
 }
 
-// -- actions: the same requests as `specrun ask`, `accept --index N`, `reject` ----------------
+// -- actions: the same requests as `specrun ask`, `accept --index N`, `reject`, `undo` -------
 
 async function post(path, body) {
   const result = document.getElementById("action-result");
@@ -557,6 +557,7 @@ document.addEventListener("DOMContentLoaded", () => {
     input.value = "";
     if (text.trim()) post("/api/ask", {text});
   });
+  document.getElementById("undo").addEventListener("click", () => post("/api/undo", {}));
   document.getElementById("suggestion").addEventListener("click", (event) => {
     const target = event.target;
     if (!(target instanceof HTMLButtonElement)) return;
