@@ -24,9 +24,7 @@ def started(specrun: Specrun, request: pytest.FixtureRequest) -> Iterator[Specru
     need_chromium()
     settings: dict[str, Any] = getattr(request, "param", {})
     if settings:
-        path = specrun.project / ".specrun" / "settings.json"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(json.dumps(settings))
+        specrun.env.own_settings(specrun.project).write_text(json.dumps(settings))
     specrun.run("start", "--approval-mode", "auto-edit", check=True)
     try:
         yield specrun
