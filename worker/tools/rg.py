@@ -273,6 +273,14 @@ class _Proc:
         finally:
             self.close()
 
+    def paths(self) -> list[str] | None:
+        """The NUL-separated paths the process printed (``find``), or ``None`` when it failed
+        and printed none."""
+        code, out, _ = self.output()
+        if code != 0 and not out:
+            return None
+        return [os.fsdecode(raw) for raw in out.split(b"\0") if raw]
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -348,22 +356,86 @@ def _find_binary() -> str | None:
 _MAX_FIND_NAMES = 32
 
 
-def _find_names(name: str | None) -> list[str]:
-    """``find`` tests that keep only entries whose name matches ``name`` (a
-    :func:`name_glob`, whose braces ``find -name`` does not know: each alternative becomes
-    a ``-name`` of its own), or none when there is no name, or too many alternatives."""
+def _name_alternatives(name: str | None) -> list[str] | None:
+    """The plain patterns (``*`` their only wildcard) a :func:`name_glob` stands for, its
+    braces expanded, or ``None`` when there is no name or too many alternatives."""
     if name is None:
-        return []
+        return None
     names = [""]
     for literal, group in re.findall(r"([^{]*)(?:\{([^}]*)\})?", name):
         alternatives = group.split(",") if group else [""]
         names = [n + literal + alt for n in names for alt in alternatives]
         if len(names) > _MAX_FIND_NAMES:
-            return []
+            return None
+    return list(dict.fromkeys(names))
+
+
+def _find_names(name: str | None) -> list[str]:
+    """``find`` tests that keep only entries whose name matches ``name`` (a
+    :func:`name_glob`, whose braces ``find -name`` does not know: each alternative becomes
+    a ``-name`` of its own), or none when there is no name, or too many alternatives."""
+    names = _name_alternatives(name)
+    if names is None:
+        return []
     tests = ["("]
-    for i, one in enumerate(dict.fromkeys(names)):
+    for i, one in enumerate(names):
         tests += (["-o"] if i else []) + ["-name", one]
     return [*tests, ")"]
+
+
+def _name_regex(name: str | None) -> re.Pattern[str] | None:
+    """What :func:`_find_names` tests, as one regex for a whole file name (``*`` matches any
+    characters, a leading dot and a newline too, as ``find -name`` does), or ``None``: every
+    name."""
+    names = _name_alternatives(name)
+    if names is None:
+        return None
+    spelled = ("".join(".*" if ch == "*" else re.escape(ch) for ch in one) for one in names)
+    return re.compile("|".join(f"(?:{one})" for one in spelled), re.DOTALL)
+
+
+def _scan_symlinks(
+    top: str,
+    where: str,
+    max_depth: int | None,
+    names: re.Pattern[str] | None,
+    pruned: Collection[str],
+) -> list[str] | None:
+    """The symlinks below directory ``top`` (an absolute path), as ``find where`` (``where``
+    the same directory, relative) with the arguments of :func:`_find_argv` for a listing
+    prints them: no deeper than ``max_depth``, only those whose name ``names`` matches, not
+    inside a directory named ``.git`` or in ``pruned``, the start included. ``None`` when
+    nothing was found and a directory could not be read (``find`` failing: use the walk).
+
+    In-process instead of ``find`` because the scan reads each directory once and takes the
+    entry types the kernel gives with the names: ``find`` (fts) also stats and juggles
+    descriptors for each directory, which made it cost most of rg's own CPU time on a big
+    tree (docs/benchmarks.md). No link is followed and no file is stat-ed."""
+    skipped = {".git", *pruned}
+    if os.path.basename(where) in skipped or not os.path.isdir(top) or os.path.islink(top):
+        return []  # find prunes the start itself; or a link: find does not go below it
+    links: list[str] = []
+    failed = False
+    deepest = -1 if max_depth is None else max_depth
+    stack = [(top, 1)]
+    while stack:
+        directory, depth = stack.pop()
+        try:
+            entries = os.scandir(directory)
+        except OSError:
+            failed = True
+            continue
+        with entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if depth != deepest and entry.name not in skipped:
+                            stack.append((entry.path, depth + 1))
+                    elif entry.is_symlink() and (names is None or names.fullmatch(entry.name)):
+                        links.append(entry.path)
+                except OSError:  # gone since the directory was read
+                    continue
+    return None if failed and not links else links
 
 
 _PLAIN_DIR_RULE = re.compile(r"[\w.-]+/?")
@@ -430,6 +502,28 @@ def _find_argv(
     ]
 
 
+class _LinkScan:
+    """:func:`_scan_symlinks` standing in for ``find`` in a listing, run when its paths are
+    asked for: after rg's list was read, since in this process it would take turns with that
+    reader for the interpreter."""
+
+    def __init__(
+        self,
+        top: str,
+        where: str,
+        max_depth: int | None,
+        name: str | None,
+        pruned: Collection[str],
+    ) -> None:
+        self._args = (top, where, max_depth, _name_regex(name), pruned)
+
+    def paths(self) -> list[str] | None:
+        return _scan_symlinks(*self._args)
+
+    def close(self) -> None:
+        pass  # nothing runs
+
+
 class _Visibility:
     """Whether the walk from ``start`` reaches a file, by the same ignore rules (cached per
     directory, for the few files checked this way: overlay files, symlinks, big files; read
@@ -476,7 +570,7 @@ class FileSearch:
         start: Path,
         visibility: _Visibility,
         rg: _Proc | None,
-        find: _Proc | None,
+        find: _Proc | _LinkScan | None,
         where: str,
     ) -> None:
         self._view = view
@@ -569,17 +663,15 @@ class FileSearch:
         hits: list[Hit] = []
         start = self._start
         if self._find is not None:
-            find_code, found, _ = self._find.output()
+            found = self._find.paths()
             self._find = None
-            if find_code != 0 and not found:
+            if found is None:
                 return None
             root = self._view.root
             overlay = self._view.overlay_files()
             seen: set[str] | None = None
-            for raw in found.split(b"\0"):
-                if not raw:
-                    continue
-                path = Path(os.path.normpath(root / os.fsdecode(raw)))
+            for raw in found:
+                path = Path(os.path.normpath(root / raw))
                 if path == start or path in overlay or self._view.hides(path):
                     continue
                 is_dir = os.path.isdir(path)
@@ -604,9 +696,10 @@ class FileSearch:
         return hits
 
     def close(self) -> None:
-        for proc in (self._rg, self._find):
-            if proc is not None:
-                proc.close()
+        if self._rg is not None:
+            self._rg.close()
+        if self._find is not None:
+            self._find.close()
         self._rg = self._find = None
 
     def __enter__(self) -> FileSearch:
@@ -667,8 +760,11 @@ def start_search(
         rg = _Proc(argv, root, env, stream=True)
     except OSError:
         return None
+    pruned = () if no_ignore else _ignored_dir_names(root)
+    if max_filesize is None:  # a listing: only the symlinks are wanted, no size test
+        links = _LinkScan(str(start.path), where, max_depth, name, pruned)
+        return FileSearch(view, start.path, visibility, rg, links, where)
     try:
-        pruned = () if no_ignore else _ignored_dir_names(root)
         find = _Proc(_find_argv(finder, where, max_filesize, max_depth, name, pruned), root)
     except OSError:
         rg.close()
