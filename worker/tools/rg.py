@@ -412,30 +412,59 @@ def _scan_symlinks(
     descriptors for each directory, which made it cost most of rg's own CPU time on a big
     tree (docs/benchmarks.md). No link is followed and no file is stat-ed."""
     skipped = {".git", *pruned}
-    if os.path.basename(where) in skipped or not os.path.isdir(top) or os.path.islink(top):
+    if os.path.basename(where) in skipped or os.path.islink(top) or not os.path.isdir(top):
         return []  # find prunes the start itself; or a link: find does not go below it
     links: list[str] = []
     failed = False
     deepest = -1 if max_depth is None else max_depth
-    stack = [(top, 1)]
-    while stack:
-        directory, depth = stack.pop()
+    # Each directory is opened below its parent's descriptor with O_NOFOLLOW: a directory
+    # swapped for a link between its entry being read and its opening is not followed.
+    frames: list[tuple[int, Iterator[os.DirEntry[str]], str, int]] = []
+    try:
+        fd = os.open(top, _DIR_FLAGS)
         try:
-            entries = os.scandir(directory)
+            frames.append((fd, os.scandir(fd), top + "/", 1))
         except OSError:
-            failed = True
-            continue
-        with entries:
+            os.close(fd)
+            raise
+        while frames:
+            fd, entries, prefix, depth = frames[-1]
             for entry in entries:
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        if depth != deepest and entry.name not in skipped:
-                            stack.append((entry.path, depth + 1))
-                    elif entry.is_symlink() and (names is None or names.fullmatch(entry.name)):
-                        links.append(entry.path)
-                except OSError:  # gone since the directory was read
-                    continue
+                        if depth == deepest or entry.name in skipped:
+                            continue
+                        child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                        try:
+                            children = os.scandir(child)
+                        except OSError:
+                            os.close(child)
+                            raise
+                        frames.append((child, children, prefix + entry.name + "/", depth + 1))
+                        break  # its parent's entries go on once it is done
+                    if entry.is_symlink() and (names is None or names.fullmatch(entry.name)):
+                        links.append(prefix + entry.name)
+                except OSError:  # gone since its directory was read, or unreadable
+                    failed = True
+            else:
+                frames.pop()
+                _close_scan(fd, entries)
+    except OSError:
+        failed = True
+    finally:
+        for fd, entries, _, _ in frames:
+            _close_scan(fd, entries)
     return None if failed and not links else links
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _close_scan(fd: int, entries: Iterator[os.DirEntry[str]]) -> None:
+    close = getattr(entries, "close", None)
+    if close is not None:
+        close()
+    os.close(fd)
 
 
 _PLAIN_DIR_RULE = re.compile(r"[\w.-]+/?")
