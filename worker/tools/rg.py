@@ -10,7 +10,8 @@ name matches a glob). The caller then runs exactly the code it runs on the walk'
 lines, numbers, caps and notes come out the same.
 
 rg never follows a symlink (it runs without ``-L``/``--follow``, and lists regular files
-only); the links ``find`` reports beside it go through the read rule (``worker.tools.reach``)
+only); the links ``find`` reports beside it (a search), or a scan of the directories in this
+process (a listing: :func:`_scan_symlinks`), go through the read rule (``worker.tools.reach``)
 like the walk's: one that leads outside the project or into specrun's state is skipped and
 named, never read. specrun's state below the start directory is dropped from rg's list.
 
@@ -586,7 +587,8 @@ class _Visibility:
 
 
 class FileSearch:
-    """rg, with ``find`` beside it, running for one search (see :func:`start_search`).
+    """rg, with ``find`` beside it (or, for a listing, the symlink scan after it), running for
+    one search (see :func:`start_search`).
 
     :meth:`listed` gives what rg found as soon as rg has exited, while ``find`` may still
     be walking the tree: a caller does its per-file work (``glob`` stats every file) in that
