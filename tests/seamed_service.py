@@ -18,8 +18,8 @@ import click
 
 from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import friendly
+from coordinator.cli.local.serve import run_service
 from coordinator.cli.options import flags_dict, serve_flags
-from coordinator.cli.serve import run_service
 from overlay.apply import set_process_checkpoint
 from tests.seams import checkpoint_hook, decode
 

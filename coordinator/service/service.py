@@ -207,9 +207,8 @@ class Service:
         this process's own (``scripts/bench.py --only idle``: 4.6 MB of an idle
         service's memory, measured)."""
         # Imported already (``SHARED_WITH_FORK_SERVER``): named here for their use.
-        from coordinator.service import commands  # noqa: F401  (registers the handlers)
         from coordinator.service.chat import MainChat
-        from coordinator.service.commands.service import status_reply
+        from coordinator.service.commands import CommandPort, status_reply
         from coordinator.service.live import LiveState
         from coordinator.service.model_endpoint import prepare_model_endpoint
         from coordinator.service.routing import WorkerEventRouter
@@ -242,6 +241,7 @@ class Service:
             cost=cost,
         )
         self._session = Session(chat, speculation, settings)
+        self._commands = CommandPort(self)
         # A worker's events go to whoever gave it its job: the chat's tool calls to the
         # chat, speculations to the speculation manager.
         self._router = WorkerEventRouter({"tool": chat, "speculation": speculation})
@@ -403,12 +403,12 @@ class Service:
             self._spawn(self._handle(identity, request))
 
     async def _handle(self, identity: bytes, request: ControlRequest) -> None:
-        from coordinator.service.commands import dispatch  # loaded in _start
+        from coordinator.service.commands import dispatch  # loaded in _prepare
 
         if self._live is not None:
             self._live.request(identity, request)
         try:
-            await dispatch(self, identity, request)
+            await dispatch(self._commands, identity, request)
         except Exception as exc:  # one failed request must never take the service down
             log.exception("request %s failed", type(request).__name__)
             await self.send(
