@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         elif p:
             print(
                 f"{r['name']}: rg as the tool runs it {p['rg_as_tool_ms']:.1f} ms, the "
-                f"symlink scan after it {p['symlink_scan_ms']:.1f} ms"
+                f"symlink scan beside it (alone) {p['symlink_scan_ms']:.1f} ms"
             )
     return 0
 

@@ -43,6 +43,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -533,9 +534,9 @@ def _find_argv(
 
 
 class _LinkScan:
-    """:func:`_scan_symlinks` standing in for ``find`` in a listing, run when its paths are
-    asked for: after rg's list was read, since in this process it would take turns with that
-    reader for the interpreter."""
+    """:func:`_scan_symlinks` standing in for ``find`` in a listing, on a thread of its own
+    from the start, as ``find`` ran beside rg: the scan spends most of its time in the
+    kernel (directory reads), when the reader of rg's list can hold the interpreter."""
 
     def __init__(
         self,
@@ -546,12 +547,19 @@ class _LinkScan:
         pruned: Collection[str],
     ) -> None:
         self._args = (top, where, max_depth, _name_regex(name), pruned)
+        self._found: list[list[str] | None] = []
+        self._thread = threading.Thread(target=self._run, name="specrun-symlink-scan")
+        self._thread.start()
+
+    def _run(self) -> None:
+        self._found.append(_scan_symlinks(*self._args))
 
     def paths(self) -> list[str] | None:
-        return _scan_symlinks(*self._args)
+        self._thread.join()
+        return self._found[0] if self._found else None
 
     def close(self) -> None:
-        pass  # nothing runs
+        self._thread.join()  # a scan is not stopped half way; it holds descriptors until done
 
 
 class _Visibility:
@@ -587,7 +595,7 @@ class _Visibility:
 
 
 class FileSearch:
-    """rg, with ``find`` beside it (or, for a listing, the symlink scan after it), running for
+    """rg, with ``find`` beside it (or, for a listing, a symlink scan on a thread), running for
     one search (see :func:`start_search`).
 
     :meth:`listed` gives what rg found as soon as rg has exited, while ``find`` may still
