@@ -36,7 +36,9 @@ def test_the_readme_walkthrough_works_verbatim() -> None:
             assert "specrun stopped" in out
             calc = env.home / "calc"
             assert "return a + b" in (calc / "src" / "calc.py").read_text()
-            assert (calc / "tests" / "test_calc_negative.py").exists()
+            # `specrun undo` took the accepted file back; the fix's turn stays.
+            assert "Undid turn 2" in out and "removed tests/test_calc_negative.py" in out
+            assert not (calc / "tests" / "test_calc_negative.py").exists()
             log = subprocess.run(["git", "log", "--oneline"], cwd=calc, capture_output=True,
                                  text=True, check=True).stdout
             assert "the sample" in log  # the walkthrough's copy is a git repository

@@ -38,6 +38,8 @@ from protocol.wire.control import (
     OkReply,
     RejectRequest,
     TurnEnded,
+    UndoReply,
+    UndoRequest,
 )
 
 KEEPALIVE_S = 15.0
@@ -46,9 +48,15 @@ MAX_PROMPT_CHARS = 20_000
 SERVICE_STOPPED = "service stopped: `specrun start --web` (or `specrun web`) prints a new URL"
 STATIC = {
     "/": ("index.html", "text/html; charset=utf-8"),
+    "/first.js": ("first.js", "text/javascript; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
 }
+
+
+# What an undo did to each file, in the page's sentence.
+UNDONE = {"restore": "restored", "remove": "removed", "recreate": "recreated",
+          "kept": "kept", "already": "already as before"}
 
 
 class AskBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -93,6 +101,11 @@ def _answer(reply: ControlReply) -> JSONResponse:
         return JSONResponse({"ok": ok, "reason": reply.reason, "message": inert(reply.message)})
     if isinstance(reply, OkReply):
         return JSONResponse({"ok": True, "message": inert(reply.message)})
+    if isinstance(reply, UndoReply):
+        files = "; ".join(f"{UNDONE[f.action]} {f.path}" + (f" ({f.why})" if f.why else "")
+                          for f in reply.files)
+        text = reply.message + (f" ({files})" if files else "")
+        return JSONResponse({"ok": reply.undone, "message": inert(text)})
     return JSONResponse({"ok": False, "message": f"unexpected reply {type(reply).__name__}"}, 500)
 
 
@@ -105,6 +118,7 @@ def build_app(link: ServiceLink, fanout: Fanout) -> Starlette:
         Route("/api/accept", views.accept, methods=["POST"]),
         Route("/api/reject", views.reject, methods=["POST"]),
         Route("/api/approve", views.approve, methods=["POST"]),
+        Route("/api/undo", views.undo, methods=["POST"]),
     ]
     return Starlette(routes=routes)
 
@@ -264,3 +278,8 @@ class _Views:
                     "no": "Declined."}[body.answer]
             return JSONResponse({"ok": True, "message": said})
         return _answer(reply)
+
+    async def undo(self, request: Request) -> Response:
+        """`specrun undo`: the last accept or turn that wrote files, taken back (a file
+        changed since is named and nothing is undone; the page has no --force)."""
+        return _answer(await self.link.request(UndoRequest(req_id=self.link.next_id())))
