@@ -65,5 +65,11 @@ def prepare_model_endpoint(
     else:
         base_url = settings.base_url
         api_key = settings.api_key or None
-    client = ModelClient(base_url, api_key, cache_sharing=settings.enable_cache_sharing)
+    client = ModelClient(
+        base_url,
+        api_key,
+        cache_sharing=settings.enable_cache_sharing,
+        timeout_s=float(settings.model_timeout_s),
+        options=settings.model_options(),
+    )
     return server, base_url, client
