@@ -489,9 +489,10 @@ class ModelClient:
         )
 
     def _first_byte_error(self, waited_s: float, unread: int) -> ModelError:
+        waited = round(waited_s, 1)
         return self._errors.error(
             "timeout",
-            f"The model endpoint {self._base_url} sent nothing for {round(waited_s, 1):g} s after a "
+            f"The model endpoint {self._base_url} sent nothing for {waited:g} s after a "
             f"request with about {unread:,} prompt tokens it had not read yet, so the "
             "request was given up",
             hint="a slow local server may need a larger firstByteTimeoutS or "
