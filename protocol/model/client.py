@@ -26,6 +26,7 @@ import msgspec
 from httpx_sse import EventSource, SSEError
 
 from protocol.model.assemble import StreamAssembler, parse_completion
+from protocol.model.byte_clock import ByteClock
 from protocol.model.endpoint_errors import EndpointErrors
 from protocol.model.errors import ModelError, one_line
 from protocol.model.first_byte import PromptMemory, first_byte_s
@@ -409,19 +410,22 @@ class ModelClient:
                 yield result
                 return
             assembler = StreamAssembler()
-            started = False
+            clock = ByteClock(response, self._timeout_s, deadline)
+            answering = False
             async with aclosing(EventSource(response).aiter_sse()) as events:
                 while True:
-                    wait_until = first_by if not started else loop.time() + self._timeout_s
                     try:
-                        async with asyncio.timeout_at(_earlier(deadline, wait_until)):
+                        # Only the wait itself is timed (never across a ``yield``); every
+                        # byte, a keep-alive comment too, pushes the limit back.
+                        async with asyncio.timeout_at(clock.next_limit(first_by)) as waiting:
+                            clock.waiting = waiting
                             sse = await anext(events)
                     except StopAsyncIteration:
                         break
                     except TimeoutError:
                         if deadline is not None and loop.time() >= deadline:
                             raise self._errors.total_timeout() from None
-                        if not started:
+                        if clock.last is None:
                             raise self._first_byte_error(first_s, unread) from None
                         raise self._errors.transport(
                             httpx.ReadTimeout("between bytes"), started=True
@@ -429,10 +433,14 @@ class ModelClient:
                     except SSEError as exc:
                         raise self._errors.not_a_stream(response, str(exc)) from exc
                     except httpx.HTTPError as exc:
-                        raise self._errors.transport(exc, started=started) from exc
-                    if not started:
-                        self._prompts.answered(req)
-                    started = True
+                        raise self._errors.transport(
+                            exc, started=clock.last is not None
+                        ) from exc
+                    finally:
+                        clock.waiting = None
+                    if not answering:
+                        self._prompts.answered(req)  # the server has read this prompt
+                    answering = True
                     data = sse.data.strip()
                     if not data:
                         continue
