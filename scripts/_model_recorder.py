@@ -33,7 +33,8 @@ class Exchange:
     purpose: str
     request: dict[str, Any] | None
     started: float  # time.monotonic()
-    first_byte_s: float | None = None
+    first_byte_s: float | None = None  # any byte: llama-server's keep-alive comments count
+    first_data_s: float | None = None  # the first event: the prompt has been read
     total_s: float = 0.0
     status: int = 0
     body: bytes = b""
@@ -73,6 +74,7 @@ class Recorder:
             "path": exchange.path,
             "status": exchange.status,
             "first_byte_s": exchange.first_byte_s,
+            "first_data_s": exchange.first_data_s,
             "total_s": exchange.total_s,
             "request": exchange.request,
         }
@@ -124,6 +126,8 @@ class _Forward(BaseHTTPRequestHandler):
                 for chunk in answer.iter_raw():
                     if exchange.first_byte_s is None and chunk:
                         exchange.first_byte_s = time.monotonic() - exchange.started
+                    if exchange.first_data_s is None and b"data:" in chunk:
+                        exchange.first_data_s = time.monotonic() - exchange.started
                     body += chunk
                     self.wfile.write(chunk)
                     self.wfile.flush()

@@ -250,6 +250,37 @@ class Story:
         return rows
 
 
+def cold_prompt(proxy: str, tokens: int) -> dict[str, float]:
+    """One request of about ``tokens`` prompt tokens the server has not seen (the repository's
+    docs, after a fresh nonce): how long until its first byte and its first event."""
+    from protocol.model.tokens import cut_to_tokens
+
+    docs = "\n\n".join(p.read_text() for p in sorted((ROOT / "docs").glob("*.md")))
+    text = f"[{os.urandom(8).hex()}]\n" + cut_to_tokens(docs, tokens)
+    body = {
+        "model": MODEL_NAME,
+        "messages": [{"role": "user", "content": f"{text}\n\nSummarize this in one line."}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": 8,
+    }
+    started = time.monotonic()
+    first_byte = first_event = None
+    usage: dict[str, float] = {}
+    with httpx.stream("POST", f"{proxy}/chat/completions", json=body,
+                      headers={"X-Specrun-Purpose": "cold"},
+                      timeout=httpx.Timeout(3600.0, connect=10.0)) as answer:
+        for line in answer.iter_lines():
+            now = time.monotonic() - started
+            first_byte = now if first_byte is None else first_byte
+            if line.startswith("data:") and first_event is None:
+                first_event = now
+            if line.startswith("data:") and '"usage"' in line:
+                usage = json.loads(line[5:]).get("usage") or {}
+    return {"prompt_tokens": float(usage.get("prompt_tokens", 0)),
+            "first_byte_s": first_byte or 0.0, "first_event_s": first_event or 0.0}
+
+
 def table(rows: list[Row], model: str) -> Table:
     out = Table(title=f"specrun on {model} (llama.cpp, 1 slot, this machine)")
     for name in ("#", "prompt", "model s", "first byte s", "tool calls (main)", "suggestion",
@@ -314,6 +345,8 @@ def main() -> int:
     parser.add_argument("--speculation-timeout", type=float, default=600.0,
                         help="seconds to wait for a speculation to settle (600)")
     parser.add_argument("--record", type=Path, help="keep every model exchange in this directory")
+    parser.add_argument("--cold-prompt", type=int, default=0, metavar="TOKENS",
+                        help="then time one request of this many unseen prompt tokens")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _as_ctrl_c)
     out = Console(stderr=True)
@@ -335,8 +368,16 @@ def main() -> int:
                 service(project, proxy, base / "home") as client,
             ):
                 story = Story(client, project, recorder, out, args.speculation_timeout)
-                rows = story.play(args.rounds)
-        Console().print(table(rows, MODEL_NAME))
+                rows = story.play(args.rounds) if args.rounds >= 0 else []
+                cold = cold_prompt(proxy, args.cold_prompt) if args.cold_prompt else None
+        if rows:
+            Console().print(table(rows, MODEL_NAME))
+        if cold is not None:
+            Console().print(
+                f"cold prompt: {cold['prompt_tokens']:.0f} tokens; first byte after "
+                f"{cold['first_byte_s']:.1f} s (a keep-alive comment), first event after "
+                f"{cold['first_event_s']:.1f} s "
+                f"({cold['prompt_tokens'] / max(cold['first_event_s'], 0.001):.1f} tokens/s)")
         return 0
     except SetupError as exc:
         print(f"scripts/real_model: {exc}.", file=sys.stderr)
