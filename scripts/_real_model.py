@@ -32,6 +32,7 @@ from pathlib import Path
 import httpx
 import psutil
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,6 +159,7 @@ class Story:
         self.recorder = recorder
         self.out = out
         self.spec_timeout_s = spec_timeout_s
+        self.turn_ended = time.monotonic()
 
     def approve(self, reply: ApprovalNeeded) -> bool:
         """Yes to running the tests, as the demo's person says; no to anything else."""
@@ -173,10 +175,12 @@ class Story:
             raise KeyboardInterrupt
         ended = outcome.ended
         row.turn_end = ended.reason if ended is not None else "error"
+        self.turn_ended = time.monotonic()  # what the suggestion and speculation ask is after
         for exchange in self.recorder.since(started):
             if exchange.purpose == "main":
                 row.model_s += exchange.total_s
-                row.first_byte_s = max(row.first_byte_s, exchange.first_byte_s or 0.0)
+                # The first event, not llama-server's keep-alive: the prompt's reading time.
+                row.first_byte_s = max(row.first_byte_s, exchange.first_data_s or 0.0)
                 row.calls.add(calls_in(exchange))
 
     def suggestion(self, wait: bool = False) -> SuggestionReply:
@@ -217,8 +221,8 @@ class Story:
         row.speculation = f"{spec.status} in {spec.elapsed_s:.0f} s"
         if spec.status == "boundary" and spec.boundary_reason:
             row.speculation += f" ({spec.boundary_reason})"
-        for exchange in self.recorder.since(started - 600):
-            if exchange.purpose == "speculation" and exchange.started >= started - 600:
+        for exchange in self.recorder.since(self.turn_ended):
+            if exchange.purpose == "speculation":
                 row.spec_calls.add(calls_in(exchange))
         return spec
 
@@ -283,15 +287,17 @@ def cold_prompt(proxy: str, tokens: int) -> dict[str, float]:
 
 def table(rows: list[Row], model: str) -> Table:
     out = Table(title=f"specrun on {model} (llama.cpp, 1 slot, this machine)")
-    for name in ("#", "prompt", "model s", "first byte s", "tool calls (main)", "suggestion",
+    for name in ("#", "prompt", "model s", "longest read s", "tool calls (main)", "suggestion",
                  "speculation", "its calls", "Tab applied"):
         out.add_column(name, overflow="fold")
     for number, row in enumerate(rows, 1):
+        last = number == len(rows)
         out.add_row(
-            str(number), f"[{row.how}] {row.prompt}", f"{row.model_s:.0f}",
+            str(number), escape(f"[{row.how}] {row.prompt}"), f"{row.model_s:.0f}",
             f"{row.first_byte_s:.1f}", str(row.calls),
-            row.suggestion or f"none ({row.suggestion_note or 'the story ended'})",
-            row.speculation, str(row.spec_calls) if row.suggestion else "-", row.tab)
+            escape(row.suggestion or ("-" if last and not row.suggestion_note
+                                      else f"none ({row.suggestion_note})")),
+            row.speculation, str(row.spec_calls) if row.suggestion else "-", escape(row.tab))
     return out
 
 
@@ -345,6 +351,7 @@ def main() -> int:
     parser.add_argument("--speculation-timeout", type=float, default=600.0,
                         help="seconds to wait for a speculation to settle (600)")
     parser.add_argument("--record", type=Path, help="keep every model exchange in this directory")
+    parser.add_argument("--threads", type=int, default=2, help="llama-server's threads (2)")
     parser.add_argument("--cold-prompt", type=int, default=0, metavar="TOKENS",
                         help="then time one request of this many unseen prompt tokens")
     args = parser.parse_args()
@@ -359,7 +366,8 @@ def main() -> int:
         project = prepare_project(base)
         (base / "home").mkdir()
         out.print(f"serving {model.name} with {binary} (log: {cache / 'server.log'})")
-        with serve(binary, model, context=args.context, log=cache / "server.log") as served:
+        with serve(binary, model, context=args.context, log=cache / "server.log",
+                   threads=args.threads) as served:
             recorder = Recorder(served.root, args.record)
             if args.record is not None:
                 keep_metadata(served.root, args.record)
@@ -371,7 +379,8 @@ def main() -> int:
                 rows = story.play(args.rounds) if args.rounds >= 0 else []
                 cold = cold_prompt(proxy, args.cold_prompt) if args.cold_prompt else None
         if rows:
-            Console().print(table(rows, MODEL_NAME))
+            Console(width=max(160, shutil.get_terminal_size().columns)).print(
+                table(rows, MODEL_NAME))
         if cold is not None:
             Console().print(
                 f"cold prompt: {cold['prompt_tokens']:.0f} tokens; first byte after "
