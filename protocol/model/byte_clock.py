@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import TypeVar
 
 import httpx
+
+T = TypeVar("T")
 
 
 class ByteClock(httpx.AsyncByteStream):
@@ -37,6 +40,17 @@ class ByteClock(httpx.AsyncByteStream):
         else the between-bytes timeout after the last; never past the total deadline."""
         when = first_by if self.last is None else self.last + self._between_s
         return when if self._deadline is None else min(when, self._deadline)
+
+    async def next_event(self, events: AsyncIterator[T], first_by: float) -> T:
+        """The next of ``events``, waited for until ``next_limit`` (pushed back by every
+        chunk meanwhile); ``TimeoutError`` when it passes. Only the wait is timed, never
+        the caller's time between events."""
+        try:
+            async with asyncio.timeout_at(self.next_limit(first_by)) as waiting:
+                self.waiting = waiting
+                return await anext(events)
+        finally:
+            self.waiting = None
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self._inner:

@@ -43,10 +43,10 @@ from protocol.model.request import (
     encode_body,
 )
 from protocol.model.retry import BACKGROUND_PURPOSES, RetryPolicy
-from protocol.model.text_tool_calls import ArgumentsFit, recover_tool_calls
+from protocol.model.text_tool_calls import ArgumentsFit, TextCallReader
 from protocol.model.tls import ssl_context
 from protocol.text.secret_text import without_password
-from protocol.wire.chat import Message, Usage
+from protocol.wire.chat import Usage
 from protocol.wire.model_options import ModelOptions
 
 log = logging.getLogger("specrun.model")
@@ -103,10 +103,10 @@ class ModelClient:
         self._base_url = base_url.rstrip("/")
         self.options = options if options is not None else ModelOptions()
         self._timeout_s = timeout_s
-        self._arguments_fit = arguments_fit
         reading = self.options.text_tool_calls
-        self.reads_text_tool_calls = reading == "on" or (
-            reading == "auto" and is_local_endpoint(self._base_url)
+        self._text_calls = TextCallReader(
+            reading == "on" or (reading == "auto" and is_local_endpoint(self._base_url)),
+            arguments_fit,
         )
         self._prompts = PromptMemory()
         # Set (or replaced) by the owner of the client: what speculation costs is counted
@@ -266,7 +266,7 @@ class ModelClient:
             response = await self._http.send(request, stream=True)
         except httpx.ReadTimeout as exc:
             if first_byte is not None:
-                raise self._first_byte_error(*first_byte) from exc
+                raise self._errors.first_byte(*first_byte) from exc
             raise self._errors.transport(exc, started=False) from exc
         except httpx.HTTPError as exc:
             raise self._errors.transport(exc, started=False) from exc
@@ -276,7 +276,7 @@ class ModelClient:
         except httpx.ReadTimeout as exc:
             await response.aclose()
             if first_byte is not None and not stream and response.status_code < 400:
-                raise self._first_byte_error(*first_byte) from exc
+                raise self._errors.first_byte(*first_byte) from exc
             raise self._errors.transport(exc, started=False) from exc
         except httpx.HTTPError as exc:
             await response.aclose()
@@ -392,41 +392,28 @@ class ModelClient:
                     "POST", url, content, headers, True, (first_s, unread)
                 )
         except TimeoutError:
-            raise self._timed_out(deadline, first_s, unread) from None
+            if deadline is not None and loop.time() >= deadline:
+                raise self._errors.total_timeout() from None
+            raise self._errors.first_byte(first_s, unread) from None
         try:
             if not _is_event_stream(response):
-                # A server that ignored ``stream`` (or a gateway's JSON error with 200):
-                # read the one body it sent, as the non-streamed path does.
-                await response.aread()
-                result = self._parse_answer(response, streamed=True)
-                self._hold.observe(None)
-                self._prompts.answered(req)
-                result = self._with_text_calls(req, result)
-                if result.message.text:
-                    yield TextDelta(result.message.text)
-                for index, call in enumerate(result.message.tool_calls):
-                    yield ToolCallDelta(index=index, id=call.id, name=call.name)
-                await self._report_usage(req.purpose, result.usage)
-                yield result
+                async for event in self._whole_answer(req, response):
+                    yield event
                 return
             assembler = StreamAssembler()
             clock = ByteClock(response, self._timeout_s, deadline)
             answering = False
             async with aclosing(EventSource(response).aiter_sse()) as events:
                 while True:
-                    try:
-                        # Only the wait itself is timed (never across a ``yield``); every
-                        # byte, a keep-alive comment too, pushes the limit back.
-                        async with asyncio.timeout_at(clock.next_limit(first_by)) as waiting:
-                            clock.waiting = waiting
-                            sse = await anext(events)
+                    try:  # every byte, a keep-alive comment too, pushes the limit back
+                        sse = await clock.next_event(events, first_by)
                     except StopAsyncIteration:
                         break
                     except TimeoutError:
                         if deadline is not None and loop.time() >= deadline:
                             raise self._errors.total_timeout() from None
                         if clock.last is None:
-                            raise self._first_byte_error(first_s, unread) from None
+                            raise self._errors.first_byte(first_s, unread) from None
                         raise self._errors.transport(
                             httpx.ReadTimeout("between bytes"), started=True
                         ) from None
@@ -436,8 +423,6 @@ class ModelClient:
                         raise self._errors.transport(
                             exc, started=clock.last is not None
                         ) from exc
-                    finally:
-                        clock.waiting = None
                     if not answering:
                         self._prompts.answered(req)  # the server has read this prompt
                     answering = True
@@ -453,20 +438,9 @@ class ModelClient:
             self._hold.observe(None)
             for event in assembler.finish():
                 yield event
-            if not assembler.complete:
-                raise self._errors.error(
-                    "protocol",
-                    f"The model endpoint {self._base_url} ended the stream before the "
-                    "answer was complete.",
-                )
-            if not assembler.answered:
-                raise self._errors.error(
-                    "protocol",
-                    f"The model endpoint {self._base_url} ended the stream without an "
-                    "answer (no choices).",
-                )
+            _check_ended(assembler, self._errors)
             result = assembler.result(response.headers.get("x-request-id"))
-            found = self._with_text_calls(req, result)
+            found = self._text_calls.read(req, result)
             if found is not result:
                 for index, call in enumerate(found.message.tool_calls):
                     yield ToolCallDelta(index=index, id=call.id, name=call.name)
@@ -475,44 +449,22 @@ class ModelClient:
         finally:
             await response.aclose()
 
-    def _with_text_calls(self, req: ChatRequest, result: ChatResult) -> ChatResult:
-        """``result`` with the tool calls its text holds, when the endpoint returned none,
-        the request offered tools and this client reads such calls; else ``result``."""
-        if not self.reads_text_tool_calls or not req.tools or result.message.tool_calls:
-            return result
-        if result.refusal is not None:
-            return result
-        text, calls = recover_tool_calls(result.message.text, req.tools, self._arguments_fit)
-        if not calls:
-            return result
-        log.info(
-            "read %d tool call(s) written as text (%s)",
-            len(calls),
-            ", ".join(call.name for call in calls),
-        )
-        return msgspec.structs.replace(
-            result,
-            message=Message.assistant(text, calls),
-            finish_reason="tool_calls",
-        )
-
-    def _first_byte_error(self, waited_s: float, unread: int) -> ModelError:
-        waited = round(waited_s, 1)
-        return self._errors.error(
-            "timeout",
-            f"The model endpoint {self._base_url} sent nothing for {waited:g} s after a "
-            f"request with about {unread:,} prompt tokens it had not read yet, so the "
-            "request was given up",
-            hint="a slow local server may need a larger firstByteTimeoutS or "
-            "firstByteSecondsPer1kTokens.",
-        )
-
-    def _timed_out(self, deadline: float | None, first_s: float, unread: int) -> ModelError:
-        """The error of a wait for the first byte that ran out: the request's total limit,
-        or the first-byte deadline, whichever came first."""
-        if deadline is not None and asyncio.get_running_loop().time() >= deadline:
-            return self._errors.total_timeout()
-        return self._first_byte_error(first_s, unread)
+    async def _whole_answer(
+        self, req: ChatRequest, response: httpx.Response
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """A server that ignored ``stream`` (or a gateway's JSON error with 200): the one
+        body it sent, read as the non-streamed path reads it, as stream events."""
+        await response.aread()
+        result = self._parse_answer(response, streamed=True)
+        self._hold.observe(None)
+        self._prompts.answered(req)
+        result = self._text_calls.read(req, result)
+        if result.message.text:
+            yield TextDelta(result.message.text)
+        for index, call in enumerate(result.message.tool_calls):
+            yield ToolCallDelta(index=index, id=call.id, name=call.name)
+        await self._report_usage(req.purpose, result.usage)
+        yield result
 
     def _decode_chunk(self, data: str, event: str = "") -> dict[str, Any]:
         try:
@@ -603,7 +555,7 @@ class ModelClient:
             first_byte=(wait_s, unread),
         )
         self._prompts.answered(req)
-        result = self._with_text_calls(req, self._parse_answer(response))
+        result = self._text_calls.read(req, self._parse_answer(response))
         await self._report_usage(req.purpose, result.usage)
         return result
 
@@ -667,6 +619,22 @@ class ModelClient:
             if window is not None:
                 return window
         return None
+
+
+def _check_ended(assembler: StreamAssembler, errors: EndpointErrors) -> None:
+    """A stream that ended must have said it was finished, and have answered."""
+    if not assembler.complete:
+        raise errors.error(
+            "protocol",
+            f"The model endpoint {errors.base_url} ended the stream before the answer was "
+            "complete.",
+        )
+    if not assembler.answered:
+        raise errors.error(
+            "protocol",
+            f"The model endpoint {errors.base_url} ended the stream without an answer (no "
+            "choices).",
+        )
 
 
 def _earlier(first: float | None, second: float) -> float:

@@ -15,6 +15,7 @@ that merely looks like a call must not run anything.
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
 from collections.abc import Callable, Sequence
@@ -22,7 +23,10 @@ from typing import Any
 
 import msgspec
 
-from protocol.wire.chat import ToolCall, ToolSpec
+from protocol.model.request import ChatRequest, ChatResult
+from protocol.wire.chat import Message, ToolCall, ToolSpec
+
+log = logging.getLogger("specrun.model")
 
 ArgumentsFit = Callable[[str, str], bool]
 """``fits(tool_name, arguments_json)``: whether the tool's own argument struct accepts them."""
@@ -31,6 +35,29 @@ _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
 _FENCED = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)\n?[ \t]*```", re.DOTALL)
 _FENCE_LANGUAGES = frozenset({"", "json", "json5", "tool_call", "tool", "javascript", "js"})
 MAX_BLOCK_CHARS = 200_000  # a longer "call" is not one: no decoding of megabytes of text
+
+
+class TextCallReader:
+    """What one client does with answers: read the calls their text holds, or not."""
+
+    def __init__(self, enabled: bool, fits: ArgumentsFit | None) -> None:
+        self.enabled = enabled
+        self._fits = fits
+
+    def read(self, req: ChatRequest, result: ChatResult) -> ChatResult:
+        """``result`` with the tool calls its text holds, when the endpoint returned none,
+        the request offered tools and this client reads such calls; else ``result``."""
+        message = result.message
+        if not self.enabled or not req.tools or message.tool_calls or result.refusal:
+            return result
+        text, calls = recover_tool_calls(message.text, req.tools, self._fits)
+        if not calls:
+            return result
+        log.info("read %d tool call(s) written as text (%s)", len(calls),
+                 ", ".join(call.name for call in calls))
+        return msgspec.structs.replace(
+            result, message=Message.assistant(text, calls), finish_reason="tool_calls"
+        )
 
 
 def recover_tool_calls(
