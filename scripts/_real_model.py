@@ -72,9 +72,6 @@ TAB_TAKES = ("completed", "boundary")  # what Tab applies (a boundary: then the 
 PROJECT_SETTINGS = {
     "speculationBranches": 1,  # one slot: alternatives would only queue behind each other
     "enableMemory": False,  # no recall requests: they would queue in the one slot too
-    # Small caps: at ~15 tokens a second a looping answer must end within a minute.
-    "maxTokensMain": 768,
-    "maxTokensSpeculation": 768,
     "maxTokensSuggestion": 96,
 }
 
@@ -138,7 +135,7 @@ def _git(project: Path, *args: str) -> str:
     return done.stdout
 
 
-def prepare_project(base: Path) -> Path:
+def prepare_project(base: Path, max_tokens: int) -> Path:
     project = base / "calc"
     shutil.copytree(SAMPLE_PROJECT, project, ignore=shutil.ignore_patterns("__pycache__"))
     (project / ".gitignore").write_text(".specrun/\n__pycache__/\n.pytest_cache/\n")
@@ -147,7 +144,10 @@ def prepare_project(base: Path) -> Path:
     _git(project, "commit", "-qm", "calc: add and multiply")
     settings = project / ".specrun" / "settings.json"
     settings.parent.mkdir()
-    settings.write_text(json.dumps(PROJECT_SETTINGS, indent=2) + "\n")
+    # Small caps: a model that rambles (one wrote 700 tokens of prose here, at 0.35 tokens
+    # a second on a loaded machine) must end within minutes, not at the window's end.
+    caps = {"maxTokensMain": max_tokens, "maxTokensSpeculation": max_tokens}
+    settings.write_text(json.dumps({**PROJECT_SETTINGS, **caps}, indent=2) + "\n")
     return project
 
 
@@ -351,6 +351,8 @@ def main() -> int:
     parser.add_argument("--speculation-timeout", type=float, default=600.0,
                         help="seconds to wait for a speculation to settle (600)")
     parser.add_argument("--record", type=Path, help="keep every model exchange in this directory")
+    parser.add_argument("--max-tokens", type=int, default=256,
+                        help="maxTokensMain and maxTokensSpeculation of the project (256)")
     parser.add_argument("--threads", type=int, default=2, help="llama-server's threads (2)")
     parser.add_argument("--cold-prompt", type=int, default=0, metavar="TOKENS",
                         help="then time one request of this many unseen prompt tokens")
@@ -363,7 +365,7 @@ def main() -> int:
     try:
         model = ensure_model(cache)
         binary = ensure_server(cache)
-        project = prepare_project(base)
+        project = prepare_project(base, args.max_tokens)
         (base / "home").mkdir()
         out.print(f"serving {model.name} with {binary} (log: {cache / 'server.log'})")
         with serve(binary, model, context=args.context, log=cache / "server.log",
