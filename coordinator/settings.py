@@ -284,10 +284,10 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
         float,
         _about(
             "more seconds to wait for a first byte per 1,000 prompt tokens the server has "
-            "not read yet (a CPU server reads 20-50 a second)",
+            "not read yet (a CPU server reads 6-50 a second)",
             ge=0,
         ),
-    ] = 50.0
+    ] = 100.0
     text_tool_calls: Annotated[
         TextToolCalls,
         _about(

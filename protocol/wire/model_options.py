@@ -45,9 +45,10 @@ class ModelOptions(msgspec.Struct, frozen=True, kw_only=True):
     prompt tokens the server has not seen yet is how long a request may wait for its
     first byte: a CPU server sends nothing while it reads the prompt (1.5k tokens took
     30-40 s here), so a fixed limit fails exactly the long requests. After the first byte
-    the client's between-bytes timeout applies."""
+    the client's between-bytes timeout applies. 100 s per 1k waits for a server that reads
+    10 tokens a second: this machine's, loaded, read 6-14."""
 
     max_tokens: OutputCaps = msgspec.field(default_factory=OutputCaps)
     first_byte_timeout_s: float = 120.0
-    first_byte_s_per_1k_tokens: float = 50.0
+    first_byte_s_per_1k_tokens: float = 100.0
     text_tool_calls: TextToolCalls = "auto"

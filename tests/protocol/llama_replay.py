@@ -40,7 +40,9 @@ class Recording:
             if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]")
         ]
         meta = json.loads((REAL / f"{name}.json").read_text())
-        timings = next((e["timings"] for e in reversed(events) if e.get("timings")), {})
+        timings = next((e["timings"] for e in reversed(events) if e.get("timings")), None)
+        if timings is None:  # a recording cut short: the recorder's own measure
+            return cls(events, float(meta["first_data_s"]), int(meta["prompt_tokens"]), meta)
         return cls(events, timings["prompt_ms"] / 1000, int(timings["prompt_n"]), meta)
 
     def text(self) -> str:
