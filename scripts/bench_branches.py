@@ -44,7 +44,7 @@ from _sample_project import copy_sample_project  # noqa: E402
 
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
-from coordinator.service.speculation.cpu import tree_cpu_seconds  # noqa: E402
+from coordinator.service.pool.cpu import tree_cpu_seconds  # noqa: E402
 from protocol.wire.control import (  # noqa: E402
     AcceptRequest,
     AskRequest,

@@ -139,7 +139,6 @@ async def bench_worker(
     project: Path, server: ScriptedModelServer, runs: int, latency_s: float
 ) -> list[dict[str, float]]:
     runtime = Path(tempfile.mkdtemp(prefix="bs-"))
-    pool = WorkerPool(f"ipc://{runtime}/w.sock", EPOCH, size=1, heartbeat_s=1.0)
     current: dict[str, Run] = {}
 
     def on_event(handle: WorkerHandle, event: WorkerEvent) -> None:
@@ -147,7 +146,9 @@ async def bench_worker(
         if run is not None:
             run.on_event(event)
 
-    pool.on_event = on_event
+    pool = WorkerPool(
+        f"ipc://{runtime}/w.sock", EPOCH, size=1, heartbeat_s=1.0, on_event=on_event
+    )
     results = []
     try:
         await pool.start()

@@ -19,7 +19,7 @@ import pytest
 
 from coordinator.scripted_model.engine import Engine
 from coordinator.scripted_model.scenario import scenario_from_obj
-from protocol.prompts.suggestion import (
+from protocol.prompts.prediction import (
     filter_alternatives,
     filter_suggestion,
     is_typed_prefix,

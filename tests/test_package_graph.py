@@ -1,7 +1,8 @@
 """The import graph of the four packages (design §2): no cycles between modules, and
 dependencies pointing one way — protocol and overlay import no project package, worker
 never imports coordinator, coordinator's client side never imports
-its service side except to run a service in the foreground (`specrun serve`).
+its service side except to run a service in the foreground (`specrun serve`), and the
+control commands both sides are made from (``coordinator/commands``) import neither.
 
 Every import counts: module level, inside functions and under ``TYPE_CHECKING``. An
 import made only for a type still ties the two modules together for a reader.
@@ -167,7 +168,19 @@ def test_the_service_side_never_imports_the_client_side() -> None:
 
 def test_the_client_side_imports_the_service_only_to_serve() -> None:
     edges = _edges_between("coordinator.cli", "coordinator.service")
-    assert edges == ["coordinator.cli.serve -> coordinator.service.service"]
+    assert edges == ["coordinator.cli.local.serve -> coordinator.service.service"]
+
+
+def test_the_commands_import_neither_side() -> None:
+    # Each side reads the declarations (coordinator/commands): the CLI makes its commands
+    # of them, the service its registry. A declaration imported from the CLI must not pull
+    # the service in, nor one imported by the service the CLI.
+    for side in ("coordinator.cli", "coordinator.service", "coordinator.web"):
+        assert _edges_between("coordinator.commands", side) == []
+    assert any(e.endswith("-> coordinator.commands") for e in _edges_between(
+        "coordinator.cli", "coordinator.commands"))
+    assert any(e.endswith("-> coordinator.commands") for e in _edges_between(
+        "coordinator.service", "coordinator.commands"))
 
 
 def test_the_web_view_is_a_client_of_the_service_never_a_part_of_it() -> None:
@@ -216,4 +229,88 @@ def test_sub_packages_import_only_downwards() -> None:
 
 def test_the_layer_check_sees_an_upward_import() -> None:
     assert _layer_of("protocol", "protocol.text.inert_text") == 0
-    assert _layer_of("protocol", "protocol.prompts.suggestion") == 4
+    assert _layer_of("protocol", "protocol.prompts.prediction") == 4
+
+
+# coordinator.service's parts, bottom first: its sub-packages (``pool``, ``speculation``,
+# ``chat``, ``live``, ``commands``) and its loose modules. The speculation core sees the
+# main chat only as its own ``ForkSource`` protocol, and the live view hears of a changed
+# suggestion by waiting on it, so nothing below calls up.
+SERVICE = "coordinator.service"
+SERVICE_LAYERS: tuple[str, ...] = (
+    "model_endpoint",
+    "pool",
+    "ports",
+    "emitter",
+    "speculation",
+    "chat",
+    "routing",
+    "session",
+    "live",
+    "commands",
+    "service",
+)
+SERVICE_PARTS = ("pool", "speculation", "chat", "live", "commands")
+
+# Imports of a part's inner module from outside the part, each with why (none now).
+THROUGH_A_SIDE_DOOR: dict[str, str] = {}
+
+
+def _service_part(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != SERVICE.split(".") or len(parts) < 3:
+        return None
+    return parts[2]
+
+
+def test_every_part_of_the_service_is_in_a_layer() -> None:
+    for module in MODULES:
+        part = _service_part(module)
+        if part is not None:
+            assert part in SERVICE_LAYERS, f"{module} is in no layer of {SERVICE}"
+    loose = [m for m in MODULES if _service_part(m) is not None and m.count(".") == 2]
+    loose = [m for m in loose if m.rpartition(".")[2] not in SERVICE_PARTS]
+    assert len(loose) <= 12, f"more than 12 loose modules at {SERVICE}'s top: {loose}"
+
+
+def test_the_service_parts_import_only_downwards() -> None:
+    upward = []
+    for module, targets in GRAPH.items():
+        here = _service_part(module)
+        if here is None:
+            continue
+        for target in targets:
+            there = _service_part(target)
+            if there is not None and SERVICE_LAYERS.index(there) > SERVICE_LAYERS.index(here):
+                upward.append(f"{module} -> {target}")
+    assert upward == []
+
+
+def _side_doors(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a part's inner module (``coordinator.service.chat.history``) from
+    outside that part: the rest of the service goes through the part's package."""
+    found = []
+    for module, targets in graph.items():
+        if not module.startswith(SERVICE + "."):
+            continue
+        for target in targets:
+            part = _service_part(target)
+            inner = target.count(".") > 2
+            if part in SERVICE_PARTS and inner and _service_part(module) != part:
+                found.append(f"{module} -> {target}")
+    return sorted(found)
+
+
+def test_other_parts_import_a_part_only_through_its_package() -> None:
+    assert _side_doors(GRAPH) == sorted(THROUGH_A_SIDE_DOOR)
+
+
+def test_the_seam_check_sees_a_side_door() -> None:
+    graph = {
+        "coordinator.service.live.state": {"coordinator.service.speculation.preview"},
+        "coordinator.service.chat.main_chat": {"coordinator.service.chat.history"},
+        "coordinator.service.session": {"coordinator.service.chat"},
+    }
+    assert _side_doors(graph) == [
+        "coordinator.service.live.state -> coordinator.service.speculation.preview"
+    ]

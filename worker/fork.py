@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, cast, get_args
 
 from protocol.model import ChatRequest, ModelClient, ModelError, Purpose
-from protocol.prompts.suggestion import (
+from protocol.prompts.prediction import (
     ALTERNATIVES_SCHEMA_NAME,
     SUGGESTION_SCHEMA,
     filter_alternatives,

@@ -11,7 +11,7 @@ first Enter accept at once instead. Ctrl-O opens the preview of what Tab would a
 (``chat_preview``). Ctrl-C aborts a running turn, Ctrl-D leaves.
 
 Typing does not throw the speculation away while the typed text is the beginning of
-the suggestion (case and whitespace aside, ``protocol.prompts.suggestion.is_typed_prefix``):
+the suggestion (case and whitespace aside, ``protocol.prompts.prediction.is_typed_prefix``):
 the rest stays grey after the cursor, as a shell's autosuggestion does. The same
 thread tells the service what is typed (``TypedRequest``; one in flight at a time,
 always the latest text), and the service kills the speculations the text no longer
@@ -44,7 +44,7 @@ from coordinator.cli.chat_preview import PREVIEW_KEY, PREVIEW_KEY_NAME, show_pre
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
 from coordinator.cli.errors import EXIT_NO_SERVICE, EXIT_OK
 from coordinator.cli.turns import stream_turn
-from protocol.prompts.suggestion import is_typed_prefix, normalize_prompt
+from protocol.prompts.prediction import is_typed_prefix, normalize_prompt
 from protocol.text.inert_text import inert
 from protocol.wire.control import (
     AcceptRequest,

@@ -22,7 +22,7 @@ import msgspec
 
 from coordinator.scripted_model.scenario import OverflowStyle, Reply, Rule, Scenario
 from protocol.model.tokens import estimate_json_tokens
-from protocol.prompts.suggestion import (
+from protocol.prompts.prediction import (
     ALTERNATIVES_KEY,
     parse_suggestion_reply,
     requested_alternatives,

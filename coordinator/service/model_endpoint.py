@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from coordinator.settings import Settings
 from protocol.model import ModelClient
+from protocol.model.client import UsageCallback
 
 if TYPE_CHECKING:
     # Imported for real only when it is used: a configured endpoint never needs it.
@@ -31,9 +32,14 @@ def is_demo_project(project_root: Path) -> bool:
 
 
 def prepare_model_endpoint(
-    settings: Settings, project_root: Path, default_scenario: Path
+    settings: Settings,
+    project_root: Path,
+    default_scenario: Path,
+    *,
+    on_usage: UsageCallback | None = None,
 ) -> tuple[ScriptedModelServer | None, str, ModelClient]:
-    """(scripted server or None, base URL, client). The scripted model runs in this
+    """(scripted server or None, base URL, client; ``on_usage`` hears of every request's
+    tokens). The scripted model runs in this
     process on loopback when no endpoint is configured; ``SPECRUN_MODEL_LOG`` makes it
     log every request it receives. The scripted server is bound but not serving yet
     (its ``start`` does that, in a thread): this starts no thread, so the service does
@@ -69,6 +75,7 @@ def prepare_model_endpoint(
         base_url,
         api_key,
         cache_sharing=settings.enable_cache_sharing,
+        on_usage=on_usage,
         timeout_s=float(settings.model_timeout_s),
         options=settings.model_options(),
     )

@@ -11,10 +11,9 @@ Who depends on what:
 - ``Emitter`` (a running request's events) sends through a ``ReplySink``.
 - ``ToolExecutor`` runs tool jobs on ``WorkerJobs``.
 - ``MainChat`` runs tool jobs and waits for the tool registry: ``ChatWorkers``.
-- ``SpeculationManager`` runs speculation jobs on ``WorkerJobs`` and forks the main
-  chat through a ``ForkSource``.
-- The control commands see the pool as a ``PoolView`` (see ``commands.deps``).
-- The event router passes worker events to ``WorkerEventSink``s.
+- ``SpeculationManager`` runs speculation jobs on ``WorkerJobs`` (the main chat it forks
+  is its own ``speculation.ForkSource``).
+- The command port sees the pool as a ``PoolView`` (see ``commands.parts``).
 
 Each one is a seam a unit test fills with a stand-in (``tests/coordinator/service``);
 where no test needs one, a part takes the concrete type instead.
@@ -22,14 +21,12 @@ where no test needs one, a part takes the concrete type instead.
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from coordinator.service.pool.workers import WorkerHandle
-from protocol.wire.approval import ApprovalMode
-from protocol.wire.chat import CacheSafeSnapshot, Message, ToolSpec
-from protocol.wire.control import ContextInfo, ControlReply, JobKind, WorkerInfo, WorkerSandbox
-from protocol.wire.work import LayerStatus, WorkerEvent, WorkerJob
+from coordinator.service.pool import WorkerHandle
+from protocol.wire.chat import ToolSpec
+from protocol.wire.control import ControlReply, JobKind, WorkerInfo, WorkerSandbox
+from protocol.wire.work import LayerStatus, WorkerJob
 
 
 class ReplySink(Protocol):
@@ -82,50 +79,3 @@ class PoolView(Protocol):
     def handles(self) -> list[WorkerHandle]: ...
 
     def find(self, pid: int) -> WorkerHandle | None: ...
-
-
-class ForkSource(Protocol):
-    """The main chat as the speculation manager sees it: what a speculation forks from
-    (the cache-safe snapshot, the fast model, the approval mode) and where an accepted
-    speculation's messages go."""
-
-    @property
-    def snapshot(self) -> CacheSafeSnapshot | None: ...
-
-    @property
-    def fast_model(self) -> str: ...
-
-    @property
-    def approval_mode(self) -> ApprovalMode: ...
-
-    def model_turns(self) -> int: ...
-
-    def context_info(self) -> ContextInfo:
-        """The window and the estimate of a request over the snapshot's history."""
-        ...
-
-    @property
-    def busy(self) -> bool:
-        """A main turn is running (a speculation branch beyond the top one waits)."""
-        ...
-
-    def turn_slot(self) -> AbstractAsyncContextManager[object]:
-        """Held while a turn runs, one at a time: an accept holds it while it applies
-        files and records the messages, so a prompt sent meanwhile waits for it (and for
-        the compaction the accepted turn may make due, which keeps it after the accept)."""
-        ...
-
-    async def extend_from_speculation(self, messages: list[Message]) -> None: ...
-
-    async def forkable(self) -> None:
-        """Until ``snapshot`` is the one to fork from: after an accept, once the
-        compaction it made due is done (never the over-full history)."""
-        ...
-
-
-class WorkerEventSink(Protocol):
-    """One side of the pool's event routing (``routing.WorkerEventRouter``)."""
-
-    async def on_worker_event(self, handle: WorkerHandle, event: WorkerEvent) -> None: ...
-
-    async def on_worker_death(self, handle: WorkerHandle) -> None: ...

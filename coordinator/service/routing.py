@@ -11,18 +11,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Protocol
 
-from coordinator.service.pool.workers import WorkerHandle
-from coordinator.service.ports import WorkerEventSink
+from coordinator.service.pool import WorkerHandle
 from protocol.wire.control import JobKind
 from protocol.wire.work import WorkerEvent
 
 log = logging.getLogger("specrun.routing")
 
 
+class WorkerEventSink(Protocol):
+    """The part a worker's events and death go to while it runs that part's job."""
+
+    async def on_worker_event(self, handle: WorkerHandle, event: WorkerEvent) -> None: ...
+
+    async def on_worker_death(self, handle: WorkerHandle) -> None: ...
+
+
 class WorkerEventRouter:
-    """The pool's ``on_event`` and ``on_death``, sending each to the sink of the
-    worker's job kind."""
+    """What the pool's ``on_event`` and ``on_death`` come to (the service passes them to
+    the pool at its construction): each goes to the sink of the worker's job kind."""
 
     def __init__(self, sinks: Mapping[JobKind, WorkerEventSink]) -> None:
         self.sinks = dict(sinks)

@@ -28,22 +28,23 @@ import zmq.asyncio
 
 import overlay
 from coordinator.pidfile import PidFile
-from coordinator.service.live.hub import LiveHub
-from coordinator.service.pool.workers import WORKER_MODULES, WorkerPool
+from coordinator.service.pool import WORKER_MODULES, WorkerPool
 from coordinator.settings import Settings
 from coordinator.state_dir import state_dir
 from overlay.kernel import libc
 from protocol.wire import codec
 from protocol.wire.control import ControlReply, ControlRequest, ErrorReply
 from protocol.wire.endpoints import Endpoints, make_router
+from protocol.wire.seams import NO_SEAMS, WorkerSeams
 from protocol.wire.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
 
 if TYPE_CHECKING:
     # Imported for real before the fork server is launched (``SHARED_WITH_FORK_SERVER``).
     from coordinator.scripted_model import ScriptedModelServer
-    from coordinator.service.chat.main_chat import MainChat
-    from coordinator.service.live.state import LiveState
-    from coordinator.service.pool.workers import WorkerHandle
+    from coordinator.service.chat import MainChat
+    from coordinator.service.live import LiveHub, LiveState
+    from coordinator.service.pool import WorkerHandle
+    from coordinator.service.routing import WorkerEventRouter
     from coordinator.service.session import Session
     from coordinator.service.speculation import SpeculationManager
     from protocol.wire.work import WorkerEvent
@@ -55,8 +56,8 @@ DEFAULT_SCENARIO = Path(__file__).parent.parent / "scenarios" / "demo.yaml"
 SHARED_WITH_FORK_SERVER = (
     # what ``_start`` uses: the chat, its memory recall, the model client
     "coordinator.service.commands",
-    "coordinator.service.chat.main_chat",
-    "coordinator.service.live.state",
+    "coordinator.service.chat",
+    "coordinator.service.live",
     "coordinator.service.model_endpoint",
     "coordinator.service.routing",
     "coordinator.service.session",
@@ -108,8 +109,15 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 class Service:
     def __init__(
-        self, project_root: Path, settings: Settings, *, heartbeat_s: float | None = None
+        self,
+        project_root: Path,
+        settings: Settings,
+        *,
+        heartbeat_s: float | None = None,
+        worker_seams: WorkerSeams = NO_SEAMS,
     ) -> None:
+        """``worker_seams``: what a test builds into every worker (``protocol.wire.seams``);
+        only code that constructs the service passes any, never a command or a setting."""
         if heartbeat_s is None:
             heartbeat_s = settings.heartbeat_ms / 1000
         self.project_root = project_root.resolve()
@@ -126,6 +134,9 @@ class Service:
             heartbeat_s=heartbeat_s,
             hang_after_s=max(settings.hang_after_ms / 1000, heartbeat_s * 3),
             project_root=str(self.project_root),
+            seams=worker_seams,
+            on_event=self._worker_event,
+            on_death=self._worker_death,
         )
         self.model_server: ScriptedModelServer | None = None  # the embedded model, if used
         self.base_url = ""
@@ -139,8 +150,7 @@ class Service:
         self._pidfile = PidFile(self.endpoints.pidfile)
         self._tasks: set[asyncio.Task[object]] = set()
         self._project_id: tuple[int, int] | None = None
-        # The live view's subscribers (`specrun web`) and what they are told.
-        self.live_hub = LiveHub(self._send_nowait)
+        self._router: WorkerEventRouter | None = None
         self._live: LiveState | None = None
 
     # -- lifecycle -------------------------------------------------------------
@@ -197,14 +207,13 @@ class Service:
         this process's own (``scripts/bench.py --only idle``: 4.6 MB of an idle
         service's memory, measured)."""
         # Imported already (``SHARED_WITH_FORK_SERVER``): named here for their use.
-        from coordinator.service import commands  # noqa: F401  (registers the handlers)
-        from coordinator.service.chat.main_chat import MainChat
-        from coordinator.service.commands.service import status_reply
-        from coordinator.service.live.state import LiveState
+        from coordinator.service.chat import MainChat
+        from coordinator.service.commands import CommandPort, status_reply
+        from coordinator.service.live import LiveState
         from coordinator.service.model_endpoint import prepare_model_endpoint
         from coordinator.service.routing import WorkerEventRouter
         from coordinator.service.session import Session
-        from coordinator.service.speculation import SpeculationManager
+        from coordinator.service.speculation import Budget, CostLedger, SpeculationManager
 
         state_dir(self.project_root)  # with its .gitignore, before anything is written there
         self._project_id = _identity(self.project_root)
@@ -214,33 +223,49 @@ class Service:
             log.warning("finished an interrupted apply: %s", recovered)
         for removed in overlay.sweep(overlay.speculation_base_dir()):
             log.info("removed leftover overlay %s", removed)
+        # Every model request the service makes (main turns, suggestions, recall) is
+        # counted here by its client; the workers' requests by the speculation manager.
+        settings = self.settings
+        cost = CostLedger(Budget(settings.speculation_budget, settings.speculation_budget_window))
         self.model_server, self.base_url, model_client = prepare_model_endpoint(
-            self.settings, self.project_root, DEFAULT_SCENARIO
+            settings, self.project_root, DEFAULT_SCENARIO, on_usage=cost.count
         )
-        self._chat = chat = MainChat(self.project_root, self.settings, self.pool, model_client)
+        self._chat = chat = MainChat(self.project_root, settings, self.pool, model_client)
         self._speculation = speculation = SpeculationManager(
-            self.project_root, self.settings, self.pool, chat, model_client, base_url=self.base_url
+            self.project_root,
+            settings,
+            self.pool,
+            chat,
+            model_client,
+            base_url=self.base_url,
+            cost=cost,
         )
-        self._session = Session(chat, speculation, self.settings)
+        self._session = Session(chat, speculation, settings)
+        self._commands = CommandPort(self)
         # A worker's events go to whoever gave it its job: the chat's tool calls to the
         # chat, speculations to the speculation manager.
-        router = WorkerEventRouter({"tool": chat, "speculation": speculation})
-        self._live = live = LiveState(
-            self.live_hub,
+        self._router = WorkerEventRouter({"tool": chat, "speculation": speculation})
+        self._live = LiveState(
+            self._send_nowait,
             self.project_root,
             chat,
             speculation,
             self.pool,
             lambda req_id: status_reply(self, req_id),
         )
-        speculation.board.on_change = live.poke
 
-        async def on_event(handle: WorkerHandle, event: WorkerEvent) -> None:
-            await router.on_event(handle, event)
-            live.worker_event(handle, event)  # after: the manager has taken it in
+    # The pool's ``on_event`` and ``on_death`` (given at its construction): no worker
+    # starts before ``_prepare`` made the router and the live view (``_start`` starts them).
 
-        self.pool.on_event = on_event
-        self.pool.on_death = router.on_death
+    async def _worker_event(self, handle: WorkerHandle, event: WorkerEvent) -> None:
+        if self._router is not None:
+            await self._router.on_event(handle, event)
+        if self._live is not None:
+            self._live.worker_event(handle, event)  # after: the manager has taken it in
+
+    async def _worker_death(self, handle: WorkerHandle) -> None:
+        if self._router is not None:
+            await self._router.on_death(handle)
 
     async def _start(self) -> None:
         if self.model_server is not None:
@@ -267,7 +292,6 @@ class Service:
 
     async def _shutdown(self) -> None:
         log.info("stopping")
-        self.live_hub.close()
         if self._live is not None:
             self._live.close()
         for task in list(self._tasks):
@@ -344,6 +368,11 @@ class Service:
         return self._session
 
     @property
+    def live_hub(self) -> LiveHub:
+        """The live view's subscribers (`specrun web`) and what they are told."""
+        return self.live.hub
+
+    @property
     def live(self) -> LiveState:
         if self._live is None:
             raise RuntimeError("the service has not started: there is no live view yet")
@@ -378,12 +407,12 @@ class Service:
             self._spawn(self._handle(identity, request))
 
     async def _handle(self, identity: bytes, request: ControlRequest) -> None:
-        from coordinator.service.commands import dispatch  # loaded in _start
+        from coordinator.service.commands import dispatch  # loaded in _prepare
 
         if self._live is not None:
             self._live.request(identity, request)
         try:
-            await dispatch(self, identity, request)
+            await dispatch(self._commands, identity, request)
         except Exception as exc:  # one failed request must never take the service down
             log.exception("request %s failed", type(request).__name__)
             await self.send(

@@ -150,7 +150,7 @@ class AcceptRequest(msgspec.Struct, frozen=True, tag="accept"):
 
 class TypedRequest(msgspec.Struct, frozen=True, tag="typed"):
     """What the user has typed so far at the prompt. The service keeps the branches
-    whose text the typed text is a prefix of (``protocol.prompts.suggestion.is_typed_prefix``),
+    whose text the typed text is a prefix of (``protocol.prompts.prediction.is_typed_prefix``),
     kills the others at once and answers with a ``SuggestionReply``; empty text keeps
     all; when none is left the suggestion is dismissed. With
     ``keepSpeculationWhileTyping`` off, any non-empty text dismisses."""

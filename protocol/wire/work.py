@@ -55,7 +55,7 @@ FilterReason = Literal[
     "evaluative",
     "ai_voice",
 ]
-"""Why ``protocol.prompts.suggestion.filter_suggestion`` suppresses a guess, in the order its checks
+"""Why ``protocol.prompts.prediction.filter_suggestion`` suppresses a guess, in the order its checks
 run. Here rather than there so the wire does not import the filter's patterns."""
 
 PipelinedSkipReason = Literal[FilterReason, "disabled", "error", "refusal"]

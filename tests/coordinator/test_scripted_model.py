@@ -28,7 +28,7 @@ from coordinator.scripted_model import (
     scenario_from_obj,
 )
 from protocol.model import ChatRequest, ModelClient
-from protocol.prompts.suggestion import (
+from protocol.prompts.prediction import (
     SUGGESTION_PROMPT,
     filter_alternatives,
     parse_alternatives_reply,

@@ -12,7 +12,7 @@ import pytest
 
 from coordinator.scripted_model import DEMO_SCENARIO, ScriptedModelServer, load_scenario
 from coordinator.scripted_model.scenario import Scenario
-from protocol.prompts.suggestion import (
+from protocol.prompts.prediction import (
     SUGGESTION_PROMPT,
     filter_suggestion,
     parse_suggestion_reply,

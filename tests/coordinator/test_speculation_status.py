@@ -13,6 +13,7 @@ import pytest
 from coordinator.service.pool.workers import WorkerHandle
 from coordinator.service.speculation import (
     AcceptFallback,
+    CostLedger,
     Debounced,
     Speculation,
     SpeculationManager,
@@ -103,8 +104,9 @@ def _manager() -> tuple[SpeculationManager, _Pool]:
         settings,  # type: ignore[arg-type]
         pool,  # type: ignore[arg-type]
         SimpleNamespace(),  # type: ignore[arg-type]
-        SimpleNamespace(on_usage=None),  # type: ignore[arg-type]
+        SimpleNamespace(),  # type: ignore[arg-type]
         base_url="http://127.0.0.1:9/v1",
+        cost=CostLedger(),
     )
     return manager, pool
 

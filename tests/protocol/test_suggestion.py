@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from protocol.model import ChatRequest, build_body
-from protocol.prompts.suggestion import (
+from protocol.prompts.prediction import (
     ALTERNATIVES_KEY,
     ALTERNATIVES_SCHEMA_NAME,
     DUPLICATE_REASON,

@@ -90,7 +90,7 @@ def test_the_pipelined_step_asks_for_ranked_guesses_with_branches(harness: Any) 
 
 def test_the_single_guess_pipelined_request_is_unchanged(harness: Any) -> None:
     """One branch: the request is the single-suggestion one, byte for byte as before."""
-    from protocol.prompts.suggestion import pipelined_prompt
+    from protocol.prompts.prediction import pipelined_prompt
 
     h = harness([rule({"text": "All 3 tests pass."}), PIPELINED_RULE])
     event = only(h.run(h.job()), PipelinedSuggestion)

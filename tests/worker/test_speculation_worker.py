@@ -57,9 +57,10 @@ class Events:
 @asynccontextmanager
 async def pool_of(size: int = 1) -> AsyncIterator[tuple[WorkerPool, Events]]:
     runtime = Path(tempfile.mkdtemp(prefix="sw-"))  # short: ipc:// paths are length-limited
-    pool = WorkerPool(f"ipc://{runtime}/w.sock", EPOCH, size=size, heartbeat_s=0.2)
-    events = Events()
-    pool.on_event = events
+    events = Events()  # the stand-in of the service
+    pool = WorkerPool(
+        f"ipc://{runtime}/w.sock", EPOCH, size=size, heartbeat_s=0.2, on_event=events
+    )
     await pool.start()
     try:
         yield pool, events

@@ -35,9 +35,9 @@ from coordinator.service.chat.tool_exec import ToolExecutor
 from coordinator.service.chat.tools import ChatToolCalls
 from coordinator.service.chat.turn_slot import FollowUp, TurnSlot
 from coordinator.service.emitter import Emitter
-from coordinator.service.pool.workers import WorkerHandle, WorkerStartError
+from coordinator.service.pool import WorkerHandle, WorkerStartError
 from coordinator.service.ports import ChatWorkers
-from coordinator.service.speculation.accept_record import settle_pending
+from coordinator.service.speculation import settle_pending
 from coordinator.settings import Settings
 from protocol.model import (
     ChatRequest,

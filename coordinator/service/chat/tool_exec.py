@@ -13,7 +13,7 @@ import itertools
 import logging
 from dataclasses import dataclass
 
-from coordinator.service.pool.workers import WorkerHandle, WorkerStartError
+from coordinator.service.pool import WorkerHandle, WorkerStartError
 from coordinator.service.ports import WorkerJobs
 from protocol.rules.tools import WRITE_PATH_ARGUMENTS, WRITE_TOOLS
 from protocol.text.inert_text import find_hidden

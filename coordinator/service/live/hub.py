@@ -44,12 +44,14 @@ class Subscriber:
 
 
 class LiveHub:
-    def __init__(self, send_nowait: SendNowait) -> None:
+    def __init__(
+        self, send_nowait: SendNowait, on_active: Callable[[], None] = lambda: None
+    ) -> None:
         self._send = send_nowait
         self._subscribers: list[Subscriber] = []
         self._encoder = msgspec.msgpack.Encoder()
         self.seq = 0
-        self.on_active: Callable[[], None] = lambda: None  # the first subscriber came
+        self.on_active = on_active  # told when the first subscriber came
 
     @property
     def active(self) -> bool:

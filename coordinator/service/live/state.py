@@ -8,29 +8,27 @@ watches pays one attribute test per event.
 
 While someone watches, a tick compares the suggestion and the stats with what was last
 sent (every ``TICK_S``, and at once after a poke) and samples the workers' CPU, memory and
-overlay sizes once a second (``live_workers``); a diff is recomputed, in a thread, when a
-speculation wrote a file or ended. All of it goes out through the hub, which never waits
-for a subscriber.
+overlay sizes once a second (``workers``); each live speculation's steps and diff are
+kept and sent by ``speculations.SpeculationViews``. All of it goes out through the hub,
+which never waits for a subscriber.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from coordinator.service.live.hub import LiveHub
+from coordinator.service.live.hub import LiveHub, SendNowait
+from coordinator.service.live.speculations import MAX_ENTRY_CHARS, SpeculationViews
 from coordinator.service.live.workers import WorkerSampler
-from coordinator.service.speculation.preview import preview_files
-from coordinator.service.speculation.transcript import render_transcript
+from coordinator.service.speculation import render_transcript
 from protocol.wire.chat import Message
 from protocol.wire.control import (
     AcceptRequest,
@@ -38,14 +36,10 @@ from protocol.wire.control import (
     AskRequest,
     ControlReply,
     ControlRequest,
-    FileDiff,
-    LiveActivity,
     LiveChange,
-    LiveDiff,
     LivePrompt,
     LiveReset,
     LiveSnapshot,
-    LiveSpeculationStep,
     LiveStats,
     LiveSuggestion,
     LiveTurnEvent,
@@ -59,36 +53,22 @@ from protocol.wire.control import (
     TranscriptEntry,
     TurnEnded,
 )
-from protocol.wire.display import cut, format_args
+from protocol.wire.display import cut
 from protocol.wire.work import (
-    Boundary,
-    Completed,
-    ModelText,
-    ToolFinished,
-    ToolStarted,
     WorkerEvent,
-    WrittenFile,
 )
 
 if TYPE_CHECKING:
-    from coordinator.service.chat.main_chat import MainChat
-    from coordinator.service.pool.workers import WorkerHandle, WorkerPool
-    from coordinator.service.speculation import Speculation, SpeculationManager
+    from coordinator.service.chat import MainChat
+    from coordinator.service.pool import WorkerHandle, WorkerPool
+    from coordinator.service.speculation import SpeculationManager
 
 log = logging.getLogger("specrun.live")
 
 TICK_S = 0.25
 TEXT_FLUSH_S = 0.05  # streamed text reaches the view at most this late
 WORKERS_EVERY_S = 1.0
-MAX_STEPS = 200  # per speculation
-MAX_TRACKED = 16  # speculations whose steps and diffs are kept
 MAX_CONVERSATION = 400  # entries in a snapshot (the newest)
-MAX_ENTRY_CHARS = 20_000
-# Of a speculation's diff, the view is sent at most this much per file and in all (the
-# rest is counted): a speculation may write hundreds of MiB, and each diff is kept here
-# for MAX_TRACKED speculations, sent after every tool call and drawn line by line.
-VIEW_FILE_CHARS = 64 * 1024
-VIEW_DIFF_CHARS = 512 * 1024
 TURN_EVENTS = (TextChunk, ToolShown, ApprovalNeeded, Notice, Transcript, TurnEnded)
 
 
@@ -106,57 +86,20 @@ def conversation_entries(history: list[Message]) -> tuple[TranscriptEntry, ...]:
     )
 
 
-#: The project's side of a speculation's files, as lstat sees each (None: absent).
-RealFiles = tuple[tuple[int, int, int, int, int] | None, ...]
-
-
-def real_files(root: str, written: Mapping[str, WrittenFile]) -> RealFiles:
-    """What the real files at ``written``'s paths look like now: enough to see that the
-    person changed, replaced, created or removed one since."""
-    out: list[tuple[int, int, int, int, int] | None] = []
-    for rel in sorted(written):
-        try:
-            st = os.lstat(os.path.join(root, rel))
-        except OSError:
-            out.append(None)
-            continue
-        out.append((st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
-    return tuple(out)
-
-
-def _written(spec: Speculation) -> dict[str, WrittenFile]:
-    return dict(spec.outcome.written_files) if spec.outcome else dict(spec.progress.written)
-
-
-def bounded_for_view(files: tuple[FileDiff, ...]) -> tuple[FileDiff, ...]:
-    """``files`` with each diff cut at a line end to ``VIEW_FILE_CHARS``, and to what is
-    left of ``VIEW_DIFF_CHARS`` for them all; ``cut_lines`` counts the lines left out."""
-    left = VIEW_DIFF_CHARS
-    out: list[FileDiff] = []
-    for item in files:
-        limit = min(VIEW_FILE_CHARS, left)
-        if len(item.diff) <= limit:
-            left -= len(item.diff)
-            out.append(item)
-            continue
-        end = item.diff.rfind("\n", 0, limit) + 1  # 0: not even one whole line fits
-        left -= end
-        cut = item.diff.count("\n", end)  # a preview's diff ends with a newline
-        out.append(msgspec.structs.replace(item, diff=item.diff[:end], cut_lines=cut))
-    return tuple(out)
-
-
 class LiveState:
+    """What the live view is told; its hub (``LiveHub``) sends it to the subscribers
+    through ``send_nowait``."""
+
     def __init__(
         self,
-        hub: LiveHub,
+        send_nowait: SendNowait,
         project_root: Path,
         chat: MainChat,
         speculation: SpeculationManager,
         pool: WorkerPool,
         status: Callable[[int], StatusReply],
     ) -> None:
-        self.hub = hub
+        self.hub = LiveHub(send_nowait, on_active=self._start_ticking)
         self.project_root = project_root
         self.chat = chat
         self.speculation = speculation
@@ -164,15 +107,12 @@ class LiveState:
         self.status = status
         self._turns: OrderedDict[tuple[bytes, int], int] = OrderedDict()
         self._turn_count = 0
-        self._steps: OrderedDict[str, list[LiveActivity]] = OrderedDict()
-        self._diffs: OrderedDict[str, LiveDiff] = OrderedDict()
-        self._real_seen: dict[str, RealFiles] = {}  # per speculation, as its diff saw them
-        self._diffing: dict[str, asyncio.Task[object]] = {}
-        self._dirty: set[str] = set()
+        self.speculations = SpeculationViews(self.hub, project_root, speculation, self._spawn)
         self._last: dict[str, bytes] = {}
         self._workers = WorkerSampler(pool)
         self._last_workers = LiveWorkers(())
         self._tick: asyncio.Task[object] | None = None
+        self._watch: asyncio.Task[object] | None = None
         self._poked = False
         self._session = chat.session_id
         self._tasks: set[asyncio.Task[object]] = set()
@@ -180,7 +120,6 @@ class LiveState:
         self._text_turn: tuple[int, int] | None = None
         self._text: list[str] = []
         self._text_timer: asyncio.TimerHandle | None = None
-        hub.on_active = self._start_ticking
 
     # -- what the service reports ----------------------------------------------------
 
@@ -260,29 +199,7 @@ class LiveState:
         spec_id = getattr(event, "job_id", None)
         if not spec_id:
             return
-        step: LiveActivity | None = None
-        if isinstance(event, ModelText):
-            step = LiveActivity("text", cut(event.text, MAX_ENTRY_CHARS))
-        elif isinstance(event, ToolStarted):
-            call = event.call
-            step = LiveActivity("tool", "", call.id, call.name, format_args(call), "running")
-        elif isinstance(event, ToolFinished):
-            result = event.result
-            started = self._find_step(spec_id, result.call_id)
-            step = LiveActivity(
-                "tool",
-                cut((result.output if result.ok else result.error) or "", 500),
-                result.call_id,
-                result.name,
-                started.args if started else "",
-                "success" if result.ok else "error",
-            )
-            self._diff_soon(spec_id)
-        elif isinstance(event, (Completed, Boundary)):
-            self._diff_soon(spec_id)
-        if step is not None:
-            self._remember_step(spec_id, step)
-            self._publish(LiveSpeculationStep(spec_id, step))
+        self.speculations.event(spec_id, event)
         self.poke()
 
     def reset(self) -> None:
@@ -296,109 +213,22 @@ class LiveState:
         self._poked = True
         asyncio.get_running_loop().call_soon(self._check)
 
-    # -- steps and diffs -------------------------------------------------------------
-
-    def _find_step(self, spec_id: str, call_id: str) -> LiveActivity | None:
-        for step in self._steps.get(spec_id, []):
-            if step.call_id == call_id:
-                return step
-        return None
-
-    def _remember_step(self, spec_id: str, step: LiveActivity) -> None:
-        steps = self._steps.setdefault(spec_id, [])
-        self._steps.move_to_end(spec_id)
-        if step.kind == "tool":
-            for i, old in enumerate(steps):
-                if old.call_id == step.call_id:
-                    steps[i] = step
-                    return
-        steps.append(step)
-        del steps[:-MAX_STEPS]
-        while len(self._steps) > MAX_TRACKED:
-            self._steps.popitem(last=False)
-
-    def _live_speculation(self, spec_id: str) -> Speculation | None:
-        current = self.speculation.current
-        for spec in current.speculations() if current is not None else []:
-            if spec.id == spec_id:
-                return spec
-        return None
-
-    def _diff_soon(self, spec_id: str) -> None:
-        """Recompute a live speculation's diff in a thread; one at a time per speculation,
-        again after it if it was asked for meanwhile."""
-        if spec_id in self._diffing:
-            self._dirty.add(spec_id)
-            return
-        self._diffing[spec_id] = self._spawn(self._diff(spec_id))
-
-    async def _compute_diff(self, spec: Speculation) -> LiveDiff:
-        """What Tab would do now with its files: ``specrun diff``'s computation, which is
-        accept's (a running speculation: the files it wrote so far)."""
-        written = _written(spec)
-        root = str(self.project_root)
-
-        def compute() -> tuple[RealFiles, tuple[FileDiff, ...], str]:
-            seen = real_files(root, written)  # first: a change during the diff is seen next
-            return (seen, *preview_files(root, spec.overlay_dir, written,
-                                         self.speculation.settings, False))
-
-        seen, files, refused = await asyncio.to_thread(compute)
-        self._real_seen[spec.id] = seen
-        return LiveDiff(spec.id, bounded_for_view(files), refused)
-
-    async def _recheck_real_files(self) -> None:
-        """A diff also goes stale when the person changes, in the project, a file a
-        speculation wrote: Tab would then refuse it (a conflict), or leave it (a file git
-        ignores). Each live speculation's real files are looked at (lstat only) and its
-        diff recomputed when one of them changed since."""
-        current = self.speculation.current
-        specs = [
-            spec for spec in (current.speculations() if current is not None else [])
-            if spec.overlay_dir and spec.id in self._real_seen and spec.id not in self._diffing
-        ]
-        for gone in set(self._real_seen) - {spec.id for spec in specs} - set(self._diffing):
-            del self._real_seen[gone]
-        if not specs:
-            return
-        root = str(self.project_root)
-        wanted = {spec.id: _written(spec) for spec in specs}
-        now = await asyncio.to_thread(
-            lambda: {spec_id: real_files(root, written) for spec_id, written in wanted.items()}
-        )
-        for spec_id, seen in now.items():
-            if spec_id in self._real_seen and seen != self._real_seen[spec_id]:
-                self._diff_soon(spec_id)
-
-    async def _diff(self, spec_id: str) -> None:
-        diff: LiveDiff | None = None
-        try:
-            while True:
-                self._dirty.discard(spec_id)
-                spec = self._live_speculation(spec_id)
-                if spec is None or not spec.overlay_dir:
-                    return
-                diff = await self._compute_diff(spec)
-                if spec_id not in self._dirty:
-                    break
-        except OSError as exc:  # the overlay went away meanwhile (accepted, killed)
-            log.info("no diff for %s: %s", spec_id, exc)
-            return
-        finally:
-            self._diffing.pop(spec_id, None)
-        if diff is None or diff == self._diffs.get(spec_id):
-            return
-        self._diffs[spec_id] = diff
-        while len(self._diffs) > MAX_TRACKED:
-            self._diffs.popitem(last=False)
-        if self.hub.active:
-            self._publish(diff)
-
     # -- the periodic comparison -------------------------------------------------------
 
     def _start_ticking(self) -> None:
         if self._tick is None or self._tick.done():
             self._tick = self._spawn(self._ticking())
+        if self._watch is None or self._watch.done():
+            self._watch = self._spawn(self._watching_the_suggestion())
+
+    async def _watching_the_suggestion(self) -> None:
+        """Poke when the speculation core says the shown suggestion changed (it never
+        calls up into this layer: it sets ``ShownSuggestion.changed``)."""
+        changed = self.speculation.shown.changed
+        while self.hub.active:
+            await changed.wait()
+            changed.clear()
+            self.poke()
 
     async def _ticking(self) -> None:
         next_workers = 0.0
@@ -412,7 +242,7 @@ class LiveState:
                 if self._changed("workers", workers):
                     self._last_workers = workers
                     self._publish(workers)
-                await self._recheck_real_files()
+                await self.speculations.recheck_real_files()
             await asyncio.sleep(TICK_S)
 
     def _changed(self, key: str, value: object) -> bool:
@@ -449,11 +279,7 @@ class LiveState:
     # -- the snapshot ------------------------------------------------------------------
 
     async def snapshot(self, req_id: int) -> LiveSnapshot:
-        current = self.speculation.current
-        for spec in current.speculations() if current is not None else []:
-            if spec.id not in self._diffs and spec.overlay_dir:
-                with contextlib.suppress(OSError):
-                    self._diffs.setdefault(spec.id, await self._compute_diff(spec))
+        await self.speculations.fill_diffs()
         if not self._last_workers.workers:
             self._last_workers = await self._workers.sample()
         # Everything below is read without a wait in between: the state as of ``seq``.
@@ -465,13 +291,14 @@ class LiveState:
             status=self.status(req_id),
             conversation=conversation_entries(self.chat.history),
             suggestion=suggestion,
-            steps={i: tuple(self._steps.get(i, ())) for i in live_ids},
-            diffs={i: self._diffs[i] for i in live_ids if i in self._diffs},
+            steps=self.speculations.steps_of(live_ids),
+            diffs=self.speculations.diffs_of(live_ids),
             workers=self._last_workers,
             stats=self._stats(),
         )
 
     def close(self) -> None:
+        self.hub.close()
         if self._text_timer is not None:
             self._text_timer.cancel()
         for task in list(self._tasks):

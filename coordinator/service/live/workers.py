@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.wire.control import LiveWorker, LiveWorkers
 
 if TYPE_CHECKING:
-    from coordinator.service.pool.workers import WorkerHandle, WorkerPool
+    from coordinator.service.pool import WorkerHandle, WorkerPool
 
 
 def _dir_bytes(path: str | None) -> int | None:
@@ -40,7 +40,7 @@ class WorkerSampler:
         return await asyncio.to_thread(self._measure, handles, containment)
 
     def _measure(self, handles: list[WorkerHandle], containment: Any) -> LiveWorkers:
-        from coordinator.service.speculation.cpu import tree_cpu_seconds
+        from coordinator.service.pool import tree_cpu_seconds
 
         now = time.monotonic()
         out = []

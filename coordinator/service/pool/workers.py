@@ -38,6 +38,7 @@ from protocol.wire import codec
 from protocol.wire.chat import ToolSpec
 from protocol.wire.control import JobKind, WorkerInfo, WorkerSandbox, WorkerState
 from protocol.wire.endpoints import make_router
+from protocol.wire.seams import NO_SEAMS, WorkerSeams
 from protocol.wire.work import (
     PROJECT_ROOT_ENV,
     Heartbeat,
@@ -209,16 +210,23 @@ class WorkerPool:
         hang_after_s: float = 5.0,
         start_timeout_s: float = 15.0,
         project_root: str | None = None,
+        seams: WorkerSeams = NO_SEAMS,
+        on_event: EventHandler | None = None,
+        on_death: DeathHandler | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.project_root = project_root
+        # what a test built into every worker (``protocol.wire.seams``): a start argument
+        self.seams = seams
         self.epoch = epoch
         self.size = max(0, size)
         self.heartbeat_s = heartbeat_s
         self.hang_after_s = hang_after_s
         self.start_timeout_s = start_timeout_s
-        self.on_event: EventHandler | None = None
-        self.on_death: DeathHandler | None = None
+        # Where a worker's events and its death go (the service routes them to the part
+        # whose job the worker runs); None: nowhere.
+        self.on_event = on_event
+        self.on_death = on_death
         self.sandbox: WorkerSandbox = "unknown"
         self.containment: tuple[LayerStatus, ...] = ()  # as the newest worker found it
         self.tool_specs: tuple[ToolSpec, ...] = ()  # from the first hello; fixed order
@@ -338,7 +346,7 @@ class WorkerPool:
         loop = asyncio.get_running_loop()
         process = self._mp.Process(
             target=worker_entry,
-            args=(self.endpoint, self.epoch, os.getpid(), self.heartbeat_s),
+            args=(self.endpoint, self.epoch, os.getpid(), self.heartbeat_s, self.seams),
             daemon=False,
         )
         started = time.monotonic()

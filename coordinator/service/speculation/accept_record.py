@@ -17,12 +17,13 @@ import hashlib
 import logging
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Protocol
 
 import msgspec
 
 from coordinator.durable import atomic_write
-from coordinator.service.chat.history import HistoryStore
 from protocol.rules.protected import path_problem
 from protocol.wire.chat import Message
 
@@ -83,7 +84,16 @@ def _regular_digest(path: Path) -> str:
         os.close(fd)
 
 
-def settle_pending(project_root: Path, history: HistoryStore) -> str | None:
+class ChatHistory(Protocol):
+    """The main chat's history as the settling of an accept reads and extends it (the
+    chat's ``HistoryStore``; named here so this part never imports the chat, above it)."""
+
+    def load(self) -> list[Message]: ...
+
+    def append(self, messages: Iterable[Message]) -> None: ...
+
+
+def settle_pending(project_root: Path, history: ChatHistory) -> str | None:
     """Finish an accept a crash interrupted; returns what was done, or None."""
     path = record_path(project_root)
     try:

@@ -11,11 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from pathlib import Path
 
 import overlay
 from coordinator.service.emitter import Emitter
-from coordinator.service.ports import ForkSource
 from coordinator.service.speculation.accept_record import (
     GONE,
     PendingAccept,
@@ -29,14 +27,11 @@ from coordinator.service.speculation.applied_set import (
     SpeculationFiles,
     held_summary,
 )
-from coordinator.service.speculation.background import Background
-from coordinator.service.speculation.board import Board, Offer
+from coordinator.service.speculation.context import Offer, SpeculationContext
 from coordinator.service.speculation.record import Speculation
 from coordinator.service.speculation.runner import SpeculationRunner
-from coordinator.service.speculation.stats import Stats
 from coordinator.service.speculation.suggestion import BranchRun, Suggestion
 from coordinator.service.speculation.transcript import ensure_tool_result_pairing, render_transcript
-from coordinator.settings import Settings
 from overlay.errors import describe_paths
 from protocol.text.inert_text import quote_name
 from protocol.wire.chat import Message
@@ -65,23 +60,15 @@ class Acceptor:
     the main chat's turn, or raises why the prompt must run as a normal turn instead."""
 
     def __init__(
-        self,
-        project_root: Path,
-        settings: Settings,
-        chat: ForkSource,
-        stats: Stats,
-        runner: SpeculationRunner,
-        board: Board,
-        background: Background,
-        offer: Offer,
+        self, context: SpeculationContext, runner: SpeculationRunner, offer: Offer
     ) -> None:
-        self.project_root = project_root
-        self.settings = settings
-        self.chat = chat
-        self.stats = stats
+        self.context = context
+        self.project_root = context.project_root
+        self.settings = context.settings
+        self.chat = context.chat
+        self.stats = context.stats
+        self.shown = context.shown
         self.runner = runner
-        self.board = board
-        self.background = background
         self.offer = offer
         self.accepting: Speculation | None = None  # being accepted right now
         self.accepted: Speculation | None = None  # accepted, its pipelined text pending
@@ -111,7 +98,7 @@ class Acceptor:
         if (now - self._last_accept) * 1000 < ACCEPT_DEBOUNCE_MS:
             raise Debounced
         self._last_accept = now
-        suggestion = self.board.current
+        suggestion = self.shown.current
         if suggestion is None:
             raise AcceptFallback("there is no suggestion to accept")
         branch = suggestion.branch(index)
@@ -120,15 +107,14 @@ class Acceptor:
         # Taken at once: a reject, a typed key or another prompt arriving while this accept
         # applies files finds no suggestion to dismiss, instead of killing this speculation
         # and removing its overlay mid-apply.
-        self.board.current = None
+        self.shown.take()
         self._count(suggestion, branch, method)
         self.accepting = branch.speculation
-        self.board.on_change()
         try:
             return await self._accept_branch(suggestion, branch, method, out, now, wait)
         finally:
             self.accepting = None
-            self.board.on_change()
+            self.shown.notify()
 
     def _count(self, suggestion: Suggestion, branch: BranchRun, method: AcceptMethod) -> None:
         suggestion.settled = True
@@ -216,7 +202,7 @@ class Acceptor:
         # The accepted suggestion is used up (taken when the accept began); its worker may
         # still be writing the pipelined suggestion, which the next Tab will want.
         self.accepted = spec
-        self.background.spawn(self._continue_pipeline(spec, self.board.moves))
+        self.context.background.spawn(self._continue_pipeline(spec, self.shown.moves))
         return saved
 
     async def _apply_files(self, spec: Speculation, accepted: list[Message]) -> AppliedSet:
@@ -276,7 +262,7 @@ class Acceptor:
         await self.chat.forkable()
         if self.accepted is spec:
             self.accepted = None
-        if self.board.moves != moves or self.board.current is not None:
+        if self.shown.moves != moves or self.shown.current is not None:
             return  # the person moved on meanwhile
         if spec.pipelined and self.settings.enable_followup_suggestions:
             # Its ranked guesses become the next suggestion's branches (speculationBranches).

@@ -1,12 +1,14 @@
 """The speculation manager: the one object the service and its commands drive. It wires
 the parts of the speculation core and routes to them:
 
-- ``SuggestionGenerator`` (``suggester``): the predicted next prompt after a turn;
+- ``Predictor`` (``prediction``): the predicted next prompt after a turn;
 - ``BranchScheduler`` (``scheduler``): when each of the suggestion's branches starts;
 - ``SpeculationRunner`` (``runner``): one speculation's run on a worker, its status;
 - ``Acceptor`` (``acceptor``): accept, apply, the pending record, the Tab-Tab pipeline.
 
-The shown suggestion itself (``Board``) is what they share. Every worker event is fenced
+What they share is one frozen ``SpeculationContext`` (``context``): the project, the
+settings, the main chat to fork, the stats, the shown suggestion (``ShownSuggestion``,
+changed only through its methods) and the background tasks. Every worker event is fenced
 by speculation id (the pool already fenced the epoch), so a late message from a killed
 worker is dropped here.
 """
@@ -17,20 +19,17 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from coordinator.service.cost import Budget
 from coordinator.service.emitter import Emitter
-from coordinator.service.pool.workers import WorkerHandle
-from coordinator.service.ports import ForkSource
+from coordinator.service.pool import WorkerHandle, usable_cpus
 from coordinator.service.speculation import replies
 from coordinator.service.speculation.acceptor import Acceptor
-from coordinator.service.speculation.background import Background
-from coordinator.service.speculation.board import Board
-from coordinator.service.speculation.cpu import usable_cpus
+from coordinator.service.speculation.context import ForkSource, SpeculationContext
+from coordinator.service.speculation.cost import CostLedger
+from coordinator.service.speculation.prediction import Predictor
 from coordinator.service.speculation.record import AbortCause, Speculation
 from coordinator.service.speculation.runner import SpeculationRunner, SpeculationWorkers
 from coordinator.service.speculation.scheduler import BranchScheduler
 from coordinator.service.speculation.stats import Stats
-from coordinator.service.speculation.suggester import SuggestionGenerator
 from coordinator.service.speculation.suggestion import BranchRun, Suggestion
 from coordinator.settings import Settings
 from protocol.model import ModelClient
@@ -50,7 +49,9 @@ log = logging.getLogger("specrun.speculation")
 class SpeculationManager:
     """The suggestion after each turn and its speculations. It forks the main chat
     (``ForkSource``), runs speculations on pool workers (``SpeculationWorkers``), hands
-    them the model endpoint at ``base_url``; its own model requests go through ``model``."""
+    them the model endpoint at ``base_url``; its own model requests go through ``model``,
+    whose usage the service counts into ``cost`` (the ledger it made the client with),
+    as the workers' usage is counted here."""
 
     def __init__(
         self,
@@ -61,105 +62,80 @@ class SpeculationManager:
         model: ModelClient,
         *,
         base_url: str,
+        cost: CostLedger,
         cpus: int | None = None,
     ) -> None:
         self.project_root = project_root
         self.settings = settings
-        self.stats = Stats()
-        self.stats.cost.budget = Budget(
-            settings.speculation_budget, settings.speculation_budget_window
-        )
-        # The service's own requests (main turns, suggestions, recall) all go through
-        # this one client; the workers report theirs as ModelUsage events.
-        model.on_usage = self.stats.cost.count
-        # ``board.on_change`` is told when the suggestion may have changed (the live view
-        # compares and sends).
-        self.board = board = Board()
-        self.background = background = Background()
-        stats = self.stats
-        self.runner = runner = SpeculationRunner(
-            project_root,
-            settings,
-            workers,
-            chat,
-            stats,
-            base_url=base_url,
-            background=background,
-            board=board,
-        )
+        self.context = context = SpeculationContext(project_root, settings, chat, Stats(cost=cost))
+        self.stats = context.stats
+        self.shown = context.shown
+        self.runner = runner = SpeculationRunner(context, workers, base_url=base_url)
         cpus = cpus if cpus is not None else usable_cpus()
-        self.scheduler = BranchScheduler(settings, cpus, chat, stats, runner, board, background)
-        runner.on_stopped = self.scheduler.wake
-        self.acceptor = Acceptor(
-            project_root, settings, chat, stats, runner, board, background, self.offer
-        )
-        self.suggester = SuggestionGenerator(
-            settings, chat, model, stats, board, background, self.offer
-        )
+        self.scheduler = BranchScheduler(context, runner, cpus)
+        self.acceptor = Acceptor(context, runner, self.offer)
+        self.predictor = Predictor(context, model, self.offer)
 
     # -- the shown suggestion -------------------------------------------------------
 
     @property
     def current(self) -> Suggestion | None:
-        return self.board.current
+        return self.shown.current
 
     @current.setter
     def current(self, suggestion: Suggestion | None) -> None:
-        self.board.current = suggestion
+        self.shown.show(suggestion)
 
     @property
     def pending(self) -> bool:
         """A suggestion is on its way: being generated after a turn, or the pipelined one
         of an accepted speculation still being written."""
-        return self.suggester.generating or self.acceptor.pipelined_pending
+        return self.predictor.generating or self.acceptor.pipelined_pending
 
     def after_turn(self, reason: TurnEndReason, mode: ApprovalMode) -> None:
         """A main turn ended; predict the next prompt in the background."""
-        self.suggester.after_turn(reason, mode)
+        self.predictor.after_turn(reason, mode)
 
     def cancel_generation(self) -> None:
-        self.suggester.cancel()
+        self.predictor.cancel()
 
     async def wait_visible(self, timeout_s: float) -> None:
         """For `specrun suggestion --wait`: until a suggestion is visible or generation is over."""
-        await self.suggester.wait_visible(timeout_s)
+        await self.predictor.wait_visible(timeout_s)
 
     async def wait_settled(self, timeout_s: float) -> None:
         """For `specrun suggestion --settled`: until the shown suggestion's speculations
         are no longer running (a Tab then applies one instead of running a normal turn)
         and none of its branches waits to start."""
-        if self.board.current is not None:
-            await self.scheduler.settled(self.board.current, timeout_s)
+        if self.shown.current is not None:
+            await self.scheduler.settled(self.shown.current, timeout_s)
 
     async def offer(self, text: str | Sequence[str], delay_s: float) -> None:
         """Make ``text`` the shown suggestion (several texts: its ranked branches) and
         start speculating it right away."""
         await self.dismiss("replaced")
         suggestion = Suggestion(text, delay_s=delay_s)
-        self.board.current = suggestion
-        self.board.on_change()
-        self.board.last_suppressed = None
+        self.shown.show(suggestion)
         self.stats.shown += 1
         if self.settings.enable_speculation:
             await self.scheduler.launch(suggestion)
 
     async def dismiss(self, reason: AbortCause) -> None:
         """The person did something else: record `ignored`, abort, forget the suggestion."""
-        current = self.board.current
+        current = self.shown.current
         if current is None:
             return
         if not current.settled:
             current.settled = True
             self.stats.ignored += 1
         await self.abort(reason)
-        self.board.current = None
-        self.board.on_change()
+        self.shown.show(None)
 
     async def abort(self, cause: AbortCause) -> None:
         """Idempotent: kill + reap the workers of the shown suggestion's branches (all at
         once), remove their overlays, status `aborted` with its cause (logged, and named in
         the kill). Nothing to do for one that failed or was accepted."""
-        current = self.board.current
+        current = self.shown.current
         if current is not None:
             await self.runner.kill_branches(list(current.branches), cause)
 
@@ -168,7 +144,7 @@ class SpeculationManager:
         branches it is still a prefix of, kills the others at once; none left dismisses
         the suggestion. Blank text keeps all. With ``keepSpeculationWhileTyping`` off any
         typed text dismisses, as the first keystroke that is not Tab always did."""
-        current = self.board.current
+        current = self.shown.current
         if current is None:
             return
         current.typed = text
@@ -183,16 +159,16 @@ class SpeculationManager:
         current.branches = keep  # first: the diverged ones' late events are fenced off
         current.typed_prefix = True
         await self.runner.kill_branches(gone, "user typed something else")
-        self.board.on_change()
+        self.shown.notify()
 
     # -- accept ---------------------------------------------------------------------
 
     def matches(self, text: str) -> bool:
-        return self.board.current is not None and self.board.current.text == text.strip()
+        return self.shown.current is not None and self.shown.current.text == text.strip()
 
     def typed_match(self, text: str) -> BranchRun | None:
         """The live branch a submitted prompt equals, when ``acceptTypedPrompt`` is on."""
-        current = self.board.current
+        current = self.shown.current
         if current is None or not self.settings.accept_typed_prompt:
             return None
         return current.typed_match(text)
@@ -212,7 +188,7 @@ class SpeculationManager:
     def _live_speculations(self) -> list[Speculation]:
         """The speculations whose events still matter: the shown suggestion's branches',
         the one being accepted, and the accepted one whose pipelined text is pending."""
-        current = self.board.current
+        current = self.shown.current
         return [*(current.speculations() if current else []), *self.acceptor.live()]
 
     async def on_worker_event(self, handle: WorkerHandle, event: WorkerEvent) -> None:
@@ -236,21 +212,21 @@ class SpeculationManager:
     # -- replies and lifecycle ----------------------------------------------------------
 
     def suggestion_reply(self, req_id: int, transcript: int | None = None) -> SuggestionReply:
-        return replies.suggestion_reply(self.board, self.pending, req_id, transcript)
+        return replies.suggestion_reply(self.shown, self.pending, req_id, transcript)
 
     async def diff_reply(self, req_id: int, index: int | None, stat: bool) -> DiffReply | None:
-        current, root = self.board.current, self.project_root
+        current, root = self.shown.current, self.project_root
         return await replies.diff_reply(current, root, self.settings, req_id, index, stat)
 
     def stats_reply(self, req_id: int) -> StatsReply:
-        return replies.stats_reply(self.stats, self.board.current, req_id)
+        return replies.stats_reply(self.stats, self.shown.current, req_id)
 
     def new_session(self) -> None:
         """A new chat session: a per-session speculation budget starts again."""
         self.stats.cost.new_session()
 
     async def shutdown(self) -> None:
-        self.suggester.cancel()
-        await self.background.cancel_all()
+        self.predictor.cancel()
+        await self.context.background.cancel_all()
         await self.abort("shutdown")
         await self.runner.reaped()

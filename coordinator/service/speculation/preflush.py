@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from coordinator.service.speculation.background import Background
+from coordinator.service.speculation.context import Background
 
 
 class Preflush:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
 
 from coordinator.boundary_text import describe_boundary
-from coordinator.service.pool.workers import WorkerHandle
+from coordinator.service.pool import WorkerHandle
 from coordinator.service.speculation.preview import Progress
 from protocol.wire.boundary import BoundaryReason
 from protocol.wire.control import SpeculationInfo, SpeculationStatus

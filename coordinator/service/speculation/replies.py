@@ -6,22 +6,21 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from coordinator.service.speculation.board import Board
 from coordinator.service.speculation.preview import preview_files, transcript_of
 from coordinator.service.speculation.stats import Stats
-from coordinator.service.speculation.suggestion import Suggestion
+from coordinator.service.speculation.suggestion import ShownSuggestion, Suggestion
 from coordinator.settings import Settings
 from protocol.wire.control import DiffReply, StatsReply, SuggestionReply, TranscriptEntry
 
 
 def suggestion_reply(
-    board: Board, pending: bool, req_id: int, transcript: int | None = None
+    shown: ShownSuggestion, pending: bool, req_id: int, transcript: int | None = None
 ) -> SuggestionReply:
     """The shown suggestion; ``transcript``: the rank of a branch whose speculation so far
     (text, tool calls and results) the reply carries."""
-    current = board.current
+    current = shown.current
     if current is None:
-        return SuggestionReply(req_id, None, False, board.last_suppressed, None, pending=pending)
+        return SuggestionReply(req_id, None, False, shown.last_suppressed, None, pending=pending)
     branches = tuple(branch.info() for branch in current.branches)
     entries: tuple[TranscriptEntry, ...] = ()
     chosen = current.branch(transcript) if transcript is not None else None

@@ -13,22 +13,22 @@ import contextlib
 import itertools
 import logging
 import secrets
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Literal, Protocol
 
 import overlay
 from coordinator.memory import memory_dirs
-from coordinator.service.pool.workers import WorkerHandle, WorkerStartError
-from coordinator.service.ports import ForkSource, WorkerJobs
-from coordinator.service.speculation.background import Background
-from coordinator.service.speculation.board import Board
-from coordinator.service.speculation.cpu import lower_priority, tree_cpu_seconds
+from coordinator.service.pool import (
+    WorkerHandle,
+    WorkerStartError,
+    lower_priority,
+    tree_cpu_seconds,
+)
+from coordinator.service.ports import WorkerJobs
+from coordinator.service.speculation.context import SpeculationContext
 from coordinator.service.speculation.preflush import Preflush
 from coordinator.service.speculation.record import AbortCause, Speculation
-from coordinator.service.speculation.stats import Stats
 from coordinator.service.speculation.suggestion import BranchRun
-from coordinator.settings import Settings
 from protocol.wire.control import WorkerState
 from protocol.wire.work import (
     Boundary,
@@ -74,31 +74,20 @@ class SpeculationWorkers(WorkerJobs, Protocol):
 
 class SpeculationRunner:
     """Runs speculations on pool workers (``SpeculationWorkers``), forked from the main chat
-    (``ForkSource``), against the model endpoint at ``base_url``."""
+    (the context's ``ForkSource``), against the model endpoint at ``base_url``. A
+    speculation that stops running is seen by whoever waits on its ``finished``."""
 
     def __init__(
-        self,
-        project_root: Path,
-        settings: Settings,
-        workers: SpeculationWorkers,
-        chat: ForkSource,
-        stats: Stats,
-        *,
-        base_url: str,
-        background: Background,
-        board: Board,
+        self, context: SpeculationContext, workers: SpeculationWorkers, *, base_url: str
     ) -> None:
-        self.project_root = project_root
-        self.settings = settings
+        self.context = context
+        self.project_root = context.project_root
+        self.settings = context.settings
+        self.chat = context.chat
+        self.stats = context.stats
         self.workers = workers
-        self.chat = chat
-        self.stats = stats
         self.base_url = base_url
-        self.background = background
-        self.board = board
-        self.preflush = Preflush(background)
-        # Told when a speculation stops running (a waiting branch may start then).
-        self.on_stopped: Callable[[], None] = lambda: None
+        self.preflush = Preflush(context.background)
         self._recent: dict[str, Speculation] = {}
         self._ids = itertools.count(1)
         self._stopping: set[asyncio.Task[None]] = set()  # kills still being reaped
@@ -140,7 +129,8 @@ class SpeculationRunner:
             spec.error = str(exc)
             await self.end(spec, "failed")
             return spec
-        self.background.spawn(self._wall_clock(spec, job.limits.wall_clock_s + WALL_CLOCK_GRACE_S))
+        limit_s = job.limits.wall_clock_s + WALL_CLOCK_GRACE_S
+        self.context.background.spawn(self._wall_clock(spec, limit_s))
         return spec
 
     def _remember(self, spec: Speculation) -> None:
@@ -233,7 +223,6 @@ class SpeculationRunner:
             spec.pipelined_done.set()
             self.stats.boundary[event.reason.code] += 1
         self._read_cpu(spec)
-        self.on_stopped()
 
     def count_usage(self, handle: WorkerHandle, event: ModelUsage) -> None:
         """Tokens are spent whether or not the speculation is still wanted, so a recent
@@ -290,9 +279,7 @@ class SpeculationRunner:
                 "removed once it is",
                 spec.id,
             )
-        if was_running:
-            self.on_stopped()
-        self.board.on_change()
+        self.context.shown.notify()
 
     async def _stop_worker_and_overlay(self, spec: Speculation) -> None:
         """Kill and reap the speculation's worker, then remove its overlay (only then: a

@@ -14,7 +14,8 @@ A branch beyond it starts, in rank order, only when ``branch_decision`` says ``s
    branch waits for a slot); with it off the setting's own cap (at most 4) holds.
    Either way a branch beyond the top one runs at a lower priority (``cpu.lower_priority``).
 
-A waiting branch starts when a running one ends or is killed (``wake``).
+A waiting branch starts when a running one ends or is killed (``wake``): the scheduler
+waits on the ``finished`` of each branch it starts.
 """
 
 from __future__ import annotations
@@ -24,13 +25,10 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from coordinator.service.ports import ForkSource
-from coordinator.service.speculation.background import Background
-from coordinator.service.speculation.board import Board
+from coordinator.service.speculation.context import SpeculationContext
+from coordinator.service.speculation.record import Speculation
 from coordinator.service.speculation.runner import SpeculationRunner
-from coordinator.service.speculation.stats import Stats
 from coordinator.service.speculation.suggestion import BranchRun, Suggestion
-from coordinator.settings import Settings
 
 BranchDecision = Literal["start", "wait", "budget"]
 
@@ -73,23 +71,13 @@ def branch_decision(room: BranchRoom, branches: int) -> BranchDecision:
 class BranchScheduler:
     """Starts the shown suggestion's branches on the ``runner`` as the rules above allow."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        cpus: int,
-        chat: ForkSource,
-        stats: Stats,
-        runner: SpeculationRunner,
-        board: Board,
-        background: Background,
-    ) -> None:
-        self.settings = settings
-        self.cpus = cpus
-        self.chat = chat
-        self.stats = stats
+    def __init__(self, context: SpeculationContext, runner: SpeculationRunner, cpus: int) -> None:
+        self.context = context
+        self.settings = context.settings
+        self.stats = context.stats
+        self.shown = context.shown
         self.runner = runner
-        self.board = board
-        self.background = background
+        self.cpus = cpus
         self._lock = asyncio.Lock()  # one pass over the waiting branches at a time
 
     async def launch(self, suggestion: Suggestion) -> None:
@@ -105,6 +93,7 @@ class BranchScheduler:
         top.speculation = await self.runner.start(top.text)
         await self._kill_if_dropped(suggestion, top)
         if len(suggestion.branches) > 1:
+            self._wake_when_stopped(top.speculation)
             await self._start_waiting(suggestion)
 
     def room(self, suggestion: Suggestion) -> BranchRoom:
@@ -113,22 +102,30 @@ class BranchScheduler:
             running=sum(1 for s in suggestion.speculations() if s.status == "running"),
             cpus=self.cpus,
             speculate_shell=self.settings.speculate_shell,
-            main_busy=self.chat.busy,
+            main_busy=self.context.chat.busy,
             budget_left=cost.budget.tokens - cost.budget_spent() if cost.budget.enabled else None,
             tokens_per_speculation=cost.average_speculation_tokens(self.runner.ended_ids()),
         )
 
     def wake(self) -> None:
         """A branch stopped running: a waiting one may start now."""
-        current = self.board.current
+        current = self.shown.current
         if current is not None and any(b.waiting for b in current.branches):
-            self.background.spawn(self._start_waiting(current))
+            self.context.background.spawn(self._start_waiting(current))
+
+    def _wake_when_stopped(self, spec: Speculation | None) -> None:
+        if spec is not None:
+            self.context.background.spawn(self._wake_after(spec))
+
+    async def _wake_after(self, spec: Speculation) -> None:
+        await spec.finished.wait()
+        self.wake()
 
     async def settled(self, suggestion: Suggestion, timeout_s: float) -> None:
         """Until ``suggestion``'s speculations are no longer running and none of its
         branches waits to start (or it is no longer shown)."""
         deadline = time.monotonic() + timeout_s
-        while self.board.is_current(suggestion) and time.monotonic() < deadline:
+        while self.shown.is_current(suggestion) and time.monotonic() < deadline:
             running = [s for s in suggestion.speculations() if not s.finished.is_set()]
             if running:
                 waits = {asyncio.ensure_future(s.finished.wait()) for s in running}
@@ -144,7 +141,7 @@ class BranchScheduler:
         """Start the waiting branches in rank order while ``branch_decision`` allows."""
         async with self._lock:
             for branch in list(suggestion.branches):
-                if not self.board.is_current(suggestion) or not self.settings.enable_speculation:
+                if not self.shown.is_current(suggestion) or not self.settings.enable_speculation:
                     return
                 if branch not in suggestion.branches or not branch.waiting:
                     continue
@@ -158,6 +155,7 @@ class BranchScheduler:
                     continue
                 branch.tried = True
                 branch.speculation = await self.runner.start(branch.text, rank=branch.rank)
+                self._wake_when_stopped(branch.speculation)
                 await self._kill_if_dropped(suggestion, branch)
 
     async def _kill_if_dropped(self, suggestion: Suggestion, branch: BranchRun) -> None:
@@ -166,7 +164,7 @@ class BranchScheduler:
         spec = branch.speculation
         if spec is None:
             return
-        if self.board.is_current(suggestion) and branch in suggestion.branches:
+        if self.shown.is_current(suggestion) and branch in suggestion.branches:
             return
         await self.runner.abort(spec, branch.dropped or "replaced")
 

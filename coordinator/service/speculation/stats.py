@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from coordinator.service.cost import MAX_TRACKED_SPECULATIONS, CostLedger
+from coordinator.service.speculation.cost import MAX_TRACKED_SPECULATIONS, CostLedger
 from protocol.wire.control import (
     AcceptMethod,
     BranchCost,

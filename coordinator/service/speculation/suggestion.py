@@ -1,17 +1,19 @@
 """The suggestion the person sees: one predicted next prompt, or with
 ``speculationBranches`` N > 1 up to N ranked ones, each a ``BranchRun`` with its own
-speculation. ``protocol.wire.control.Branch`` is what the wire says of a ``BranchRun``."""
+speculation (``protocol.wire.control.Branch`` is what the wire says of a ``BranchRun``);
+and ``ShownSuggestion``, which one is shown now."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from coordinator.service.speculation.record import AbortCause, Speculation
-from protocol.prompts.suggestion import is_typed_prefix, matches_prompt
+from protocol.prompts.prediction import is_typed_prefix, matches_prompt
 from protocol.text.inert_text import inert
-from protocol.wire.control import Branch, SkipReason
+from protocol.wire.control import Branch, SkipReason, SuppressReason
 
 SUGGESTION_DELAY_MS = 300
 
@@ -123,3 +125,57 @@ class Suggestion:
             if live and matches_prompt(text, branch.text):
                 return branch
         return None
+
+
+class ShownSuggestion:
+    """The suggestion shown now (if any), why none is, and how many times the person
+    moved on (a late suggestion for an earlier turn sees the count changed and stays
+    away). The parts of the speculation core share this one object; only its methods
+    change it. ``changed`` is set whenever what a client is shown may have changed: the
+    live view, a layer above, waits on it (nothing here calls up into the live view)."""
+
+    def __init__(self) -> None:
+        self._current: Suggestion | None = None
+        self._last_suppressed: SuppressReason | None = None
+        self._moves = 0
+        self.changed = asyncio.Event()
+
+    @property
+    def current(self) -> Suggestion | None:
+        return self._current
+
+    @property
+    def last_suppressed(self) -> SuppressReason | None:
+        return self._last_suppressed
+
+    @property
+    def moves(self) -> int:
+        return self._moves
+
+    def is_current(self, suggestion: Suggestion) -> bool:
+        return self._current is suggestion
+
+    def show(self, suggestion: Suggestion | None) -> None:
+        """Show ``suggestion`` (None: none); a new one clears the last suppression."""
+        self._current = suggestion
+        if suggestion is not None:
+            self._last_suppressed = None
+        self.notify()
+
+    def take(self) -> Suggestion | None:
+        """The shown suggestion, no longer shown: an accept has it to itself."""
+        taken, self._current = self._current, None
+        self.notify()
+        return taken
+
+    def suppressed(self, reason: SuppressReason) -> None:
+        """No suggestion after this turn, for ``reason``."""
+        self._last_suppressed = reason
+
+    def moved_on(self) -> None:
+        """The person submitted something."""
+        self._moves += 1
+
+    def notify(self) -> None:
+        """Something about the shown suggestion changed (a branch, a speculation's status)."""
+        self.changed.set()

@@ -153,9 +153,8 @@ def test_a_subscriber_whose_process_exited_is_dropped(tmp_path: Path) -> None:
 
 
 async def _a_subscriber_whose_process_exited_is_dropped(sockets: Sockets) -> None:
-    hub = LiveHub(sockets.send_nowait)
     came: list[bool] = []
-    hub.on_active = lambda: came.append(True)
+    hub = LiveHub(sockets.send_nowait, on_active=lambda: came.append(True))
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
                              stdin=subprocess.PIPE)
     try:

@@ -15,14 +15,14 @@ from coordinator.scripted_model import ScriptedModelServer
 from coordinator.service.emitter import Emitter
 from coordinator.service.pool.workers import WorkerHandle
 from coordinator.service.speculation import SpeculationManager
-from coordinator.service.speculation.predict import generate_suggestion
+from coordinator.service.speculation.prediction import predict_next_prompt
 from coordinator.service.speculation.scheduler import (
     BranchRoom,
     branch_decision,
     max_running_branches,
 )
 from coordinator.service.speculation.stats import Stats
-from protocol.prompts.suggestion import (
+from protocol.prompts.prediction import (
     ALTERNATIVES_SCHEMA_NAME,
     SUGGESTION_PROMPT,
     SUGGESTION_SCHEMA,
@@ -339,8 +339,8 @@ def test_one_branch_asks_exactly_as_before_and_several_ask_for_a_ranked_list() -
         model = client(server)
         try:
             assert SNAPSHOT is not None
-            one = await generate_suggestion(model, SNAPSHOT, "fast")
-            three = await generate_suggestion(model, SNAPSHOT, "fast", 3)
+            one = await predict_next_prompt(model, SNAPSHOT, "fast")
+            three = await predict_next_prompt(model, SNAPSHOT, "fast", 3)
         finally:
             await model.aclose()
         return one, three
@@ -372,7 +372,7 @@ def test_a_provider_that_rejects_the_schema_is_asked_again_for_raw_text() -> Non
         model = client(server)
         try:
             assert SNAPSHOT is not None
-            return await generate_suggestion(model, SNAPSHOT, "fast", 3)
+            return await predict_next_prompt(model, SNAPSHOT, "fast", 3)
         finally:
             await model.aclose()
 
@@ -393,7 +393,7 @@ def test_when_every_guess_is_filtered_the_first_reason_is_the_suppression() -> N
         model = client(server)
         try:
             assert SNAPSHOT is not None
-            return await generate_suggestion(model, SNAPSHOT, "fast", 2)
+            return await predict_next_prompt(model, SNAPSHOT, "fast", 2)
         finally:
             await model.aclose()
 

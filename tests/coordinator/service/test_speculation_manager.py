@@ -21,6 +21,8 @@ from coordinator.service.routing import WorkerEventRouter
 from coordinator.service.speculation import (
     AcceptCancelled,
     AcceptFallback,
+    Budget,
+    CostLedger,
     Speculation,
     SpeculationManager,
 )
@@ -62,9 +64,11 @@ async def manager_for(
     """A manager wired as the service wires it: speculation workers report to it
     through a WorkerEventRouter. ``cpus``: the machine's CPUs as the manager counts them
     (None: this machine's)."""
-    model = client(server)
+    config = Settings(**settings)
+    cost = CostLedger(Budget(config.speculation_budget, config.speculation_budget_window))
+    model = client(server, on_usage=cost.count)
     manager = SpeculationManager(
-        place.root, Settings(**settings), workers, chat, model, base_url=server.base_url, cpus=cpus
+        place.root, config, workers, chat, model, base_url=server.base_url, cost=cost, cpus=cpus
     )
     router = WorkerEventRouter({"speculation": manager})
     workers.on_event, workers.on_death = router.on_event, router.on_death

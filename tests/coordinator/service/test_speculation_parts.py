@@ -1,5 +1,5 @@
 """The parts of the speculation core on their own, without a manager: the runner's
-status moves and its "stopped running" signal, the scheduler killing a branch dropped
+status moves and its "stopped running" signal (``finished``), the scheduler killing a branch dropped
 while its worker was being acquired, a suggestion matching typed text. The pool is the
 stand-in of ``fakes.py``; overlays live under the test's private temp dir."""
 
@@ -9,8 +9,7 @@ import asyncio
 from pathlib import Path
 
 from coordinator.service.pool.workers import WorkerHandle
-from coordinator.service.speculation.background import Background
-from coordinator.service.speculation.board import Board
+from coordinator.service.speculation.context import SpeculationContext
 from coordinator.service.speculation.record import Speculation
 from coordinator.service.speculation.runner import SpeculationRunner
 from coordinator.service.speculation.scheduler import BranchScheduler
@@ -37,19 +36,12 @@ class MarkingWorkers(Workers):
         super().mark_stopping(handle)
 
 
-def runner_for(
-    place: Place, workers: Workers, board: Board, background: Background
-) -> SpeculationRunner:
-    return SpeculationRunner(
-        place.root,
-        Settings(),
-        workers,
-        Chat(),
-        Stats(),
-        base_url="http://127.0.0.1:9/v1",
-        background=background,
-        board=board,
-    )
+def context_for(place: Place, settings: Settings | None = None) -> SpeculationContext:
+    return SpeculationContext(place.root, settings or Settings(), Chat(), Stats())
+
+
+def runner_for(context: SpeculationContext, workers: Workers) -> SpeculationRunner:
+    return SpeculationRunner(context, workers, base_url="http://127.0.0.1:9/v1")
 
 
 def boundary(spec: Speculation) -> Boundary:
@@ -59,39 +51,42 @@ def boundary(spec: Speculation) -> Boundary:
 
 
 def test_the_runner_says_when_a_speculation_stops_running(place: Place) -> None:
-    """``on_stopped`` (the scheduler's wake) fires once for each speculation that stops
-    running, whichever way it stops, and not for aborting one that already stopped."""
+    """A speculation's ``finished`` (what the scheduler's wake waits on) is set when it
+    stops running, whichever way it stops; stopping one tells the shown suggestion
+    (``changed``, what the live view waits on)."""
     workers = MarkingWorkers()
 
     async def main() -> None:
-        background = Background()
-        runner = runner_for(place, workers, Board(), background)
-        stops: list[str] = []
-        runner.on_stopped = lambda: stops.append("stopped")
+        context = context_for(place)
+        runner = runner_for(context, workers)
         at_boundary, failing, aborted = [await runner.start(t) for t in ("a", "b", "c")]
         assert at_boundary and failing and aborted
         assert [s.status for s in (at_boundary, failing, aborted)] == ["running"] * 3
+        assert not any(s.finished.is_set() for s in (at_boundary, failing, aborted))
         handle = at_boundary.worker
         assert handle is not None
         await runner.on_event(at_boundary, handle, boundary(at_boundary))
-        assert (at_boundary.status, stops) == ("boundary", ["stopped"])
+        assert at_boundary.status == "boundary" and at_boundary.finished.is_set()
         # The worker exits by itself: the runner tells the pool, it does not set the state.
         assert workers.marked == [handle] and handle.state is WorkerState.STOPPING
         assert failing.worker is not None
+        context.shown.changed.clear()
         await runner.on_event(failing, failing.worker, Failed(failing.id, 7, "boom"))
-        assert (failing.status, failing.error, len(stops)) == ("failed", "boom", 2)
-        assert aborted.worker is not None
+        assert (failing.status, failing.error) == ("failed", "boom")
+        assert failing.finished.is_set() and context.shown.changed.is_set()
+        assert aborted.worker is not None and not aborted.finished.is_set()
         await runner.abort(aborted, "rejected")
-        assert (aborted.status, aborted.abort_cause, len(stops)) == ("aborted", "rejected", 3)
+        assert (aborted.status, aborted.abort_cause) == ("aborted", "rejected")
+        assert aborted.finished.is_set()
         await runner.abort(at_boundary, "rejected")  # it had stopped running already
-        assert at_boundary.status == "aborted" and len(stops) == 3
+        assert at_boundary.status == "aborted"
         # Each one's worker is killed as it ends; the boundary one's too, once aborted.
         assert [(h.pid, why) for h, why in workers.killed] == [
             (failing.worker.pid, "speculation failed"),
             (aborted.worker.pid, "speculation aborted: rejected"),
             (handle.pid, "speculation aborted: rejected"),
         ]
-        await background.cancel_all()
+        await context.background.cancel_all()
 
     run(main())
 
@@ -118,13 +113,14 @@ def test_a_suggestion_replaced_while_its_worker_comes_is_killed_on_arrival(
     workers = HeldWorkers()
 
     async def main() -> None:
-        board, background = Board(), Background()
-        runner = runner_for(place, workers, board, background)
-        scheduler = BranchScheduler(Settings(), 2, Chat(), Stats(), runner, board, background)
-        first = board.current = Suggestion("run the tests")
+        context = context_for(place)
+        runner = runner_for(context, workers)
+        scheduler = BranchScheduler(context, runner, 2)
+        first = Suggestion("run the tests")
+        context.shown.show(first)
         launching = asyncio.ensure_future(scheduler.launch(first))
         await workers.asked.wait()
-        board.current = Suggestion("show me the diff")  # the person moved on meanwhile
+        context.shown.show(Suggestion("show me the diff"))  # the person moved on meanwhile
         workers.give.set()
         await launching
         spec = first.speculation
@@ -132,30 +128,30 @@ def test_a_suggestion_replaced_while_its_worker_comes_is_killed_on_arrival(
         [(handle, job)] = workers.jobs_of(RunSpeculation)
         assert workers.killed == [(handle, "speculation aborted: replaced")]
         assert not Path(job.overlay_dir).exists()
-        await background.cancel_all()
+        await context.background.cancel_all()
 
     run(main())
 
 
 def test_a_waiting_branch_starts_when_a_running_one_stops(place: Place) -> None:
     """The scheduler alone: with ``speculateShell`` on two CPUs one branch runs at a time;
-    the runner's stop wakes the next."""
+    the stop of the running one wakes the next (nobody wires a callback for it)."""
     workers = Workers()
 
     async def main() -> None:
-        board, background = Board(), Background()
         settings = Settings(speculation_branches=2, speculate_shell=True)
-        runner = runner_for(place, workers, board, background)
-        scheduler = BranchScheduler(settings, 2, Chat(), Stats(), runner, board, background)
-        runner.on_stopped = scheduler.wake
-        suggestion = board.current = Suggestion(["run the tests", "show me the diff"])
+        context = context_for(place, settings)
+        runner = runner_for(context, workers)
+        scheduler = BranchScheduler(context, runner, 2)
+        suggestion = Suggestion(["run the tests", "show me the diff"])
+        context.shown.show(suggestion)
         await scheduler.launch(suggestion)
         top, second = suggestion.branches
         assert top.speculation is not None and second.waiting
         await runner.abort(top.speculation, "rejected")
         await until(lambda: second.speculation is not None)
         assert not second.waiting and len(workers.jobs_of(RunSpeculation)) == 2
-        await background.cancel_all()
+        await context.background.cancel_all()
 
     run(main())
 

@@ -167,7 +167,11 @@ def test_a_huge_diff_reaches_the_page_bounded_and_says_how_much_is_left_out(
 
 
 def test_the_view_is_sent_a_bounded_diff() -> None:
-    from coordinator.service.live.state import VIEW_DIFF_CHARS, VIEW_FILE_CHARS, bounded_for_view
+    from coordinator.service.live.speculations import (
+        VIEW_DIFF_CHARS,
+        VIEW_FILE_CHARS,
+        bounded_for_view,
+    )
     from protocol.wire.control import FileChange, FileDiff
 
     line = "+" + "x" * 99 + "\n"
