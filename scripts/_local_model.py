@@ -182,16 +182,20 @@ class Served:
 
 @contextlib.contextmanager
 def serve(
-    binary: Path, model: Path, *, context: int, log: Path, threads: int = 2
+    binary: Path, model: Path, *, context: int, log: Path, threads: int = 2,
+    temperature: float | None = None,
 ) -> Iterator[Served]:
     """``llama-server`` with ``model`` on a free loopback port, one slot of ``context``
-    tokens; stopped (and waited for) on the way out, whatever happened."""
+    tokens (``temperature``: the server's default for requests that name none); stopped
+    (and waited for) on the way out, whatever happened."""
     port = free_port()
     command = [
         str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
         "-c", str(context), "-np", "1", "-t", str(threads), "--no-webui",
         "--alias", MODEL_NAME, "--jinja",
     ]
+    if temperature is not None:
+        command += ["--temp", str(temperature)]
     root = f"http://127.0.0.1:{port}"
     with log.open("ab") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,

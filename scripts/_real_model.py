@@ -353,6 +353,10 @@ def main() -> int:
     parser.add_argument("--record", type=Path, help="keep every model exchange in this directory")
     parser.add_argument("--max-tokens", type=int, default=256,
                         help="maxTokensMain and maxTokensSpeculation of the project (256)")
+    # The main chat sends no temperature: the server's default (0.8) decides, and at 0.8
+    # the 1.5B model wrote a tool call in one of three runs of the first prompt here.
+    parser.add_argument("--temperature", type=float, default=0.2,
+                        help="llama-server's default temperature (0.2)")
     parser.add_argument("--threads", type=int, default=2, help="llama-server's threads (2)")
     parser.add_argument("--cold-prompt", type=int, default=0, metavar="TOKENS",
                         help="then time one request of this many unseen prompt tokens")
@@ -369,7 +373,7 @@ def main() -> int:
         (base / "home").mkdir()
         out.print(f"serving {model.name} with {binary} (log: {cache / 'server.log'})")
         with serve(binary, model, context=args.context, log=cache / "server.log",
-                   threads=args.threads) as served:
+                   threads=args.threads, temperature=args.temperature) as served:
             recorder = Recorder(served.root, args.record)
             if args.record is not None:
                 keep_metadata(served.root, args.record)

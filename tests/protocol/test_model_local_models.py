@@ -31,8 +31,8 @@ from worker.tools import TOOL_SPECS, arguments_fit
 T = TypeVar("T")
 
 # The recorded waits run this many times faster here, and so do the client's limits: the
-# defaults' 120 s become 0.3 s, and the ratios between waits and limits are the real ones.
-SCALE = 1 / 400
+# defaults. 120 s become 1.2 s, and the ratios between waits and limits are the real ones.
+SCALE = 1 / 100
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
@@ -158,7 +158,7 @@ def test_the_first_byte_may_take_as_long_as_the_prompt_takes_to_read() -> None:
     with pytest.raises(ModelError) as caught:
         run(ask(fixed))
     assert caught.value.kind == "timeout"
-    assert "sent nothing for 0.3 s after a request with about" in str(caught.value)
+    assert "sent nothing for 1.2 s after a request with about" in str(caught.value)
     assert "firstByteTimeoutS" in str(caught.value)
     # llama-server sends a comment every 30 s meanwhile: bytes, so even a fixed limit holds.
     assert run(ask(fixed, ping_s=30 * SCALE)).message.text
