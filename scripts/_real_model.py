@@ -226,11 +226,11 @@ class Story:
                 row.spec_calls.add(calls_in(exchange))
         return spec
 
-    def play(self, rounds: int) -> list[Row]:
-        rows = [Row(FIRST_PROMPT, "typed")]
-        self.out.rule(f"typed: {FIRST_PROMPT}")
-        self.turn(AskRequest(req_id=self.client.next_id(), text=FIRST_PROMPT,
-                             can_confirm=True), rows[0])
+    def play(self, rounds: int, first: str = FIRST_PROMPT) -> list[Row]:
+        rows = [Row(first, "typed")]
+        self.out.rule(f"typed: {first}")
+        self.turn(AskRequest(req_id=self.client.next_id(), text=first, can_confirm=True),
+                  rows[0])
         for _ in range(rounds):
             row = rows[-1]
             reply = self.wait_suggestion(row)
@@ -351,6 +351,8 @@ def main() -> int:
     parser.add_argument("--speculation-timeout", type=float, default=600.0,
                         help="seconds to wait for a speculation to settle (600)")
     parser.add_argument("--record", type=Path, help="keep every model exchange in this directory")
+    parser.add_argument("--first-prompt", default=FIRST_PROMPT,
+                        help=f"what the person types first (the demo's: {FIRST_PROMPT!r})")
     parser.add_argument("--max-tokens", type=int, default=256,
                         help="maxTokensMain and maxTokensSpeculation of the project (256)")
     # The main chat sends no temperature: the server's default (0.8) decides, and at 0.8
@@ -382,7 +384,7 @@ def main() -> int:
                 service(project, proxy, base / "home") as client,
             ):
                 story = Story(client, project, recorder, out, args.speculation_timeout)
-                rows = story.play(args.rounds) if args.rounds >= 0 else []
+                rows = story.play(args.rounds, args.first_prompt) if args.rounds >= 0 else []
                 cold = cold_prompt(proxy, args.cold_prompt) if args.cold_prompt else None
         if rows:
             Console(width=max(160, shutil.get_terminal_size().columns)).print(
