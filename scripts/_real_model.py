@@ -55,6 +55,7 @@ from coordinator.cli.daemon import service_family, start_daemon, stop_daemon  # 
 from coordinator.cli.demo.run import FIRST_PROMPT, SAMPLE_PROJECT  # noqa: E402
 from coordinator.cli.turns import stream_turn  # noqa: E402
 from coordinator.pidfile import read_pid  # noqa: E402
+from coordinator.user_state import project_state_path  # noqa: E402
 from protocol.model.text_tool_calls import recover_tool_calls  # noqa: E402
 from protocol.wire.chat import ToolSpec  # noqa: E402
 from protocol.wire.control import (  # noqa: E402
@@ -142,8 +143,10 @@ def prepare_project(base: Path, max_tokens: int) -> Path:
     _git(project, "init", "-q")
     _git(project, "add", "-A")
     _git(project, "commit", "-qm", "calc: add and multiply")
-    settings = project / ".specrun" / "settings.json"
-    settings.parent.mkdir()
+    # As `config set` keeps them: in the state directory of the run's own service (its
+    # XDG_STATE_HOME), where a project's settings apply without `specrun trust`.
+    settings = project_state_path(project, "settings.json", state_root=base / "state" / "specrun")
+    settings.parent.mkdir(parents=True, mode=0o700)
     # Small caps: a model that rambles (one wrote 700 tokens of prose here, at 0.35 tokens
     # a second on a loaded machine) must end within minutes, not at the window's end.
     caps = {"maxTokensMain": max_tokens, "maxTokensSpeculation": max_tokens}
@@ -306,6 +309,7 @@ def service(project: Path, base_url: str, home: Path) -> Iterator[ServiceClient]
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OPENAI_", "DASHSCOPE_", "SPECRUN_")) or k == "SPECRUN_RUNTIME_DIR"}
     env["HOME"] = str(home)
+    env["XDG_STATE_HOME"] = str(home.parent / "state")
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     argv = ["--approval-mode", "auto-edit", "--base-url", base_url, "--model", MODEL_NAME]
     start_daemon(project, argv, env=env)
