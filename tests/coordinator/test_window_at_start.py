@@ -14,9 +14,7 @@ from tests.support import Specrun
 def test_status_shows_the_endpoints_window_before_any_turn(specrun: Specrun) -> None:
     scenario = {"name": "t", "context_window": 8192, "rules": [{"default": {"text": "hi"}}]}
     with ScriptedModelServer(scenario) as server:
-        state = specrun.project / ".specrun"
-        state.mkdir(exist_ok=True)
-        (state / "settings.json").write_text(
+        specrun.env.own_settings(specrun.project).write_text(
             json.dumps({"baseUrl": server.base_url, "enableMemory": False}))
         specrun.run("start", check=True)
         try:
