@@ -59,7 +59,6 @@ import fcntl
 import json
 import os
 import secrets
-import signal
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -77,14 +76,14 @@ JOURNAL_VERSION = 1
 STAGE_MARK = ".specrun-stage-"
 BACKUP_MARK = ".specrun-backup-"
 ROLLBACK_SUFFIX = ".rollback"
-#: Test-only hook: ``sleep=SECONDS`` pauses at every checkpoint, ``kill=N`` SIGKILLs the
-#: process at the N-th checkpoint. Read once per apply/recover call; unset costs nothing else.
-TEST_HOOK_ENV = "SPECRUN_OVERLAY_TEST_HOOK"
 
 _MAX_NAME_BYTES = 160
 _CUT_NAME_BYTES = 100
 
 Hook = Callable[[str], None]
+"""Called at each checkpoint of an apply or a recovery with the step's name (``intent``,
+``stage``, ``commit``, ``backup``, ``rename``...): a test pauses there or kills the process
+there to land a crash inside the protocol."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,32 +267,24 @@ def _checked_rel(value: Any) -> str:
     return value
 
 
-# --------------------------------------------------------------------------- test hook
+# --------------------------------------------------------------------------- checkpoints
+
+_PROCESS_CHECKPOINT: list[Hook] = []
 
 
-def _make_hook() -> Hook | None:
-    spec = os.environ.get(TEST_HOOK_ENV)
-    if not spec:
-        return None
-    sleep_s = 0.0
-    kill_at = 0
-    for part in spec.split(","):
-        key, _, value = part.partition("=")
-        if key.strip() == "sleep":
-            sleep_s = float(value)
-        elif key.strip() == "kill":
-            kill_at = int(value)
-    count = 0
+def set_process_checkpoint(hook: Hook | None) -> None:
+    """Give every apply and recovery of this process that gets no ``checkpoint`` of its own
+    this one (None: none again). For a process that a test or ``scripts/chaos.py`` built
+    around the service (its own entry point calls this before the service starts), where
+    the apply runs deep inside the service; nothing in specrun calls it, and no setting,
+    variable or message reaches it."""
+    _PROCESS_CHECKPOINT.clear()
+    if hook is not None:
+        _PROCESS_CHECKPOINT.append(hook)
 
-    def hook(_label: str) -> None:
-        nonlocal count
-        count += 1
-        if kill_at and count == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
-        if sleep_s:
-            time.sleep(sleep_s)
 
-    return hook
+def _process_checkpoint() -> Hook | None:
+    return _PROCESS_CHECKPOINT[0] if _PROCESS_CHECKPOINT else None
 
 
 # --------------------------------------------------------------------------- locking
@@ -584,6 +575,7 @@ def apply_items(
     *,
     durable: bool = True,
     source_root: str | int | None = None,
+    checkpoint: Hook | None = None,
 ) -> ApplyResult:
     """Apply overlay files to ``root`` all-or-nothing; see the module docstring.
 
@@ -591,11 +583,12 @@ def apply_items(
     then opened below it as ``<source_root>/<rel>`` with no symlink followed anywhere on the
     way (``ApplyItem.overlay_path`` must be that path). Raises ConflictError (nothing
     changed) or ApplyError (rolled back, unless its ``rolled_back`` is False, in which case
-    the journal is left for :func:`recover`).
+    the journal is left for :func:`recover`). ``checkpoint``: see :data:`Hook`; without
+    one, the process's own (:func:`set_process_checkpoint`), if any.
     """
     started = time.perf_counter()
     root = real_root(root)
-    hook = _make_hook()
+    hook = checkpoint or _process_checkpoint()
     apply_id = f"{os.getpid()}-{secrets.token_hex(4)}"
     opener = source_opener(source_root)
     with _root_lock(root):
@@ -803,18 +796,20 @@ def _can_roll_forward(journal: _Journal) -> bool:
 # --------------------------------------------------------------------------- recovery
 
 
-def recover(root: str | os.PathLike[str], *, durable: bool = True) -> RecoveryResult | None:
+def recover(
+    root: str | os.PathLike[str], *, durable: bool = True, checkpoint: Hook | None = None
+) -> RecoveryResult | None:
     """Finish or undo an apply that a crash interrupted; None if there was nothing to do.
 
     Afterwards each interrupted apply has either fully happened or not at all, and no stage,
     backup or journal file is left. Safe to call at any time: it waits for an apply running in
-    another process or thread to end first.
+    another process or thread to end first. ``checkpoint`` as for :func:`apply_items`.
     """
     rroot = real_root(root)
     jdir = _journal_dir(rroot)
     if not os.path.isdir(os.path.dirname(jdir)):
         return None
-    hook = _make_hook()
+    hook = checkpoint or _process_checkpoint()
     sync = _Sync(durable)
     forward: list[str] = []
     back: list[str] = []

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NotRequired, TypedDict
 
-from overlay.apply import ApplyItem, ApplyResult, apply_items, preview
+from overlay.apply import ApplyItem, ApplyResult, Hook, apply_items, preview
 from overlay.changes import FileChange
 from overlay.errors import InvalidTargetError, OverlayError, describe_cause
 from overlay.fingerprint import Fingerprint, copy_with_fingerprint, hash_regular_file
@@ -242,7 +242,11 @@ class Overlay:
     # ------------------------------------------------------------------ apply and cleanup
 
     def apply_to_real(
-        self, *, durable: bool = True, yielding: Collection[str] = ()
+        self,
+        *,
+        durable: bool = True,
+        yielding: Collection[str] = (),
+        checkpoint: Hook | None = None,
     ) -> ApplyResult:
         """Copy the overlay files onto the real tree (and remove the files the speculation
         deleted): all-or-nothing and conflict-checked. Every overlay file is opened below the
@@ -251,11 +255,14 @@ class Overlay:
         ``yielding``: entries that are skipped when the real file changed meanwhile, instead
         of refusing the whole apply (files git ignores). Raises ConflictError (nothing
         applied) or ApplyError (rolled back). ``durable=False`` skips fsync: still safe
-        against a crashed process, not against power loss.
+        against a crashed process, not against power loss. ``checkpoint``: a test's pause
+        or crash point (``overlay.apply.Hook``).
         """
         with self._lock, self._source_root() as source_root:
             items = self._items(yielding)
-            return apply_items(self._root, items, durable=durable, source_root=source_root)
+            return apply_items(
+                self._root, items, durable=durable, source_root=source_root, checkpoint=checkpoint
+            )
 
     def preview(self) -> list[FileChange]:
         """What :meth:`apply_to_real` would do now, file by file, conflicts included (see

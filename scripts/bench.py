@@ -935,7 +935,7 @@ def bench_cli(cli: ModuleType, runs: int, rows: list[Row]) -> None:
     med = r["median_ms"]
     for cmd in cli.COMMANDS:
         note = {
-            "status": f"import zmq, msgspec {med['zmq_msgspec']:.0f} ms; the request alone "
+            "status": f"import msgspec {med['msgspec']:.0f} ms; the request alone "
             f"{med['request']:.2f} ms; no bytecode cache {med['status_nocache']:.0f} ms",
             "accept": "applies a completed 1-file speculation",
         }.get(cmd, "")

@@ -7,7 +7,8 @@ script a shell runs), timed from spawn to exit: interpreter start, imports, conn
 the control socket, the request, printing the reply. Measured in the same run, interleaved
 with the commands so a busy machine slows every row alike:
   - the floor: ``python -c pass`` (the same interpreter, site and .pth files included);
-  - ``python -c "import zmq, msgspec"``: what any client of the control socket imports;
+  - ``python -c "import msgspec"``: what any client of the control socket imports (the
+    CLI's DEALER is ``protocol/wire/zmtp.py``, in the standard library);
   - ``python -c "import coordinator.cli.client"``: the socket client itself, with the
     protocol's message types, codec and endpoints: the floor of every light command;
   - the request alone: the same ``status`` round trip from this (already warm) process.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -54,7 +56,7 @@ from protocol.wire.control import (  # noqa: E402
 
 PROMPT = "write the notes"
 COMMANDS = ("status", "suggestion", "workers", "reject", "accept")
-BASELINES = {"bare": "pass", "zmq_msgspec": "import zmq, msgspec",
+BASELINES = {"bare": "pass", "msgspec": "import msgspec",
              "client": "import coordinator.cli.client"}
 
 
@@ -140,10 +142,23 @@ class CliService:
             shutil.rmtree(self.base, ignore_errors=True)
 
 
-def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
-    t0 = time.perf_counter()
+CPU_MS: dict[str, list[float]] = {}
+"""User + system CPU of each timed process, by row: steadier than wall time on a loaded
+machine, where the wall clock also counts the time the process waited for a core."""
+
+
+def _cpu_s() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _timed(argv: list[str], env: dict[str, str], cwd: Path,
+           row: str | None = None) -> tuple[float, str]:
+    cpu0, t0 = _cpu_s(), time.perf_counter()
     proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
     took = (time.perf_counter() - t0) * 1000
+    if row is not None:
+        CPU_MS.setdefault(row, []).append((_cpu_s() - cpu0) * 1000)
     if proc.returncode != 0:
         raise RuntimeError(f"{argv} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
     return took, proc.stdout
@@ -163,22 +178,23 @@ def measure(runs: int) -> dict[str, Any]:
             k: [] for k in (*COMMANDS, *BASELINES, "request", "status_nocache")
         }
 
-        def run(argv: list[str]) -> Callable[[], float]:
-            return lambda: _timed(argv, svc.env, svc.project)[0]
+        def run(argv: list[str], row: str) -> Callable[[], float]:
+            return lambda: _timed(argv, svc.env, svc.project, row)[0]
 
-        steps = [(name, run([sys.executable, "-c", code])) for name, code in BASELINES.items()]
-        steps += [(cmd, run([*specrun, cmd, "--json"]))
+        steps = [(name, run([sys.executable, "-c", code], name))
+                 for name, code in BASELINES.items()]
+        steps += [(cmd, run([*specrun, cmd, "--json"], cmd))
                   for cmd in ("status", "suggestion", "workers")]
         nocache = [*specrun, "status", "--json"]
         steps.append(("status_nocache", lambda: _timed(nocache, svc.env_nocache, svc.project)[0]))
 
         def reject() -> float:
             svc.prepare()
-            return _timed([*specrun, "reject", "--json"], svc.env, svc.project)[0]
+            return _timed([*specrun, "reject", "--json"], svc.env, svc.project, "reject")[0]
 
         def accept() -> float:
             svc.prepare()
-            took, out = _timed([*specrun, "accept", "--json"], svc.env, svc.project)
+            took, out = _timed([*specrun, "accept", "--json"], svc.env, svc.project, "accept")
             _check_accepted(out)
             (svc.project / "docs" / "NOTES.md").unlink()
             return took
@@ -186,6 +202,7 @@ def measure(runs: int) -> dict[str, Any]:
         steps += [("reject", reject), ("accept", accept), ("request", svc.request_ms)]
         for _name, step in steps:  # one untimed warm-up each: page cache, .pyc files
             step()
+        CPU_MS.clear()
         for _ in range(runs):
             for name, step in steps:
                 samples[name].append(step())
@@ -196,6 +213,7 @@ def measure(runs: int) -> dict[str, Any]:
         "argv": specrun,
         "median_ms": {k: statistics.median(v) for k, v in samples.items()},
         "min_ms": {k: min(v) for k, v in samples.items()},
+        "cpu_median_ms": {k: statistics.median(v) for k, v in CPU_MS.items()},
     }
 
 
@@ -213,15 +231,17 @@ def main() -> int:
     if args.json:
         print(json.dumps(r, indent=2))
         return 0
-    med, low = r["median_ms"], r["min_ms"]
+    med, low, cpu = r["median_ms"], r["min_ms"], r["cpu_median_ms"]
     bare = med["bare"]
-    print(f"wall time per process, median (min) of {r['runs']} runs; ratio to `python -c pass`")
-    print(f"{'what':44} {'median ms':>10} {'min ms':>8} {'ratio':>7}")
-    rows = [("python -c pass", "bare"), ("python -c 'import zmq, msgspec'", "zmq_msgspec"),
+    print(f"wall time per process, median (min) of {r['runs']} runs; ratio to `python -c pass`;"
+          " CPU (user + system) median and its ratio")
+    print(f"{'what':44} {'median ms':>10} {'min ms':>8} {'ratio':>7} {'cpu ms':>7} {'ratio':>7}")
+    rows = [("python -c pass", "bare"), ("python -c 'import msgspec'", "msgspec"),
             ("python -c 'import coordinator.cli.client'", "client")]
     rows += [(f"specrun {c} --json", c) for c in COMMANDS]
     for label, key in rows:
-        print(f"{label:44} {med[key]:10.1f} {low[key]:8.1f} {med[key] / bare:6.2f}x")
+        cpu_cells = (f" {cpu[key]:7.1f} {cpu[key] / cpu['bare']:6.2f}x" if key in cpu else "")
+        print(f"{label:44} {med[key]:10.1f} {low[key]:8.1f} {med[key] / bare:6.2f}x{cpu_cells}")
     nocache = med["status_nocache"]
     print(f"{'specrun status --json, no bytecode cache':44} {nocache:10.1f} "
           f"{low['status_nocache']:8.1f} {nocache / bare:6.2f}x")

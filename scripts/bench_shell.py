@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import bashlex
 
 from worker.shell import classify
+from worker.shell.lexer import scan
 
 COMMANDS = [
     "ls -la",
@@ -104,15 +105,16 @@ def profile_cost(repeat: int) -> dict[str, list[float]]:
     import os
     import tempfile
 
-    from worker.contain.helper import BYPASS_CLASSIFIER_ENV, Request, SandboxHelper
+    from protocol.wire.seams import WorkerSeams
+    from tests.seams import helper_entry
+    from worker.contain.helper import Request, SandboxHelper
     from worker.contain.spawn import ALL_LAYERS
     from worker.shell.runner import run_shell
 
     project = tempfile.mkdtemp(prefix="bench-profile-")
     scratch = tempfile.mkdtemp(prefix="bench-capture-")
-    os.environ[BYPASS_CLASSIFIER_ENV] = "1"  # the helper's classifier re-check is not measured
-    helper = SandboxHelper.start()
-    os.environ.pop(BYPASS_CLASSIFIER_ENV, None)
+    # the helper's classifier re-check is not measured: a helper built without it
+    helper = SandboxHelper.start(helper_entry(WorkerSeams(bypass_classifier=True)))
     samples: dict[str, list[float]] = {"bare": [], "view": [], "profile": [], "captured": []}
     try:
         variants = {"view": ALL_LAYERS.only("filesystem", "landlock"), "profile": ALL_LAYERS}
@@ -151,6 +153,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=200, help="calls per command (default 200)")
     parser.add_argument("--each", action="store_true", help="also print every command's medians")
+    parser.add_argument(
+        "--no-profile", action="store_true", help="only the classification, not `bash -c true`"
+    )
     args = parser.parse_args()
 
     for text in COMMANDS:  # warm up imports and caches
@@ -159,12 +164,14 @@ def main() -> int:
 
     ours: list[float] = []
     base: list[float] = []
+    lexed: list[float] = []
     read_only = 0
     for text in COMMANDS:
         verdict = classify(text)
         read_only += verdict.read_only
         mine = _time(classify, text, args.repeat)
         theirs = _time(_bashlex, text, args.repeat)
+        lexed += _time(scan, text, args.repeat)
         ours += mine
         base += theirs
         if args.each:
@@ -179,6 +186,7 @@ def main() -> int:
         ("classify", statistics.median(ours), _p99(ours)),
         ("bashlex.parse", statistics.median(base), _p99(base)),
     ]
+    lexer = ("lexer scan", statistics.median(lexed), _p99(lexed))
     print(f"{len(COMMANDS)} commands ({read_only} read-only), {args.repeat} calls each\n")
     print(f"{'':<14} {'median':>10} {'p99':>10}")
     for name, median, p99 in rows:
@@ -186,6 +194,9 @@ def main() -> int:
     print(
         f"{'ratio':<14} {rows[0][1] / rows[1][1]:>9.2f}x {rows[0][2] / rows[1][2]:>9.2f}x"
     )
+    print(f"{lexer[0]:<14} {lexer[1] * 1e6:>8.1f}µs {lexer[2] * 1e6:>8.1f}µs  (part of classify)")
+    if args.no_profile:
+        return 0
     costs = profile_cost(max(20, args.repeat // 4))
     print("\nrunning `bash -c true`:")
     for name, values in costs.items():

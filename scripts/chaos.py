@@ -49,7 +49,11 @@ can fill the overlay's disk); without root the fault is skipped with the reason 
 The service is the real ``coordinator.service.service.Service`` in its own session, started by
 this script's ``_serve`` entry, because ``specrun serve`` has no flag for the heartbeat:
 ``--heartbeat``/``--hang-after`` set the pool's heartbeat and hang limit (the CLI's
-defaults are 1 s and 5 s; ``--cli-service`` uses ``python -m coordinator serve`` as is).
+defaults are 1 s and 5 s; ``--cli-service`` runs the CLI's ``serve`` as is, through the
+test suite's entry point ``tests/seamed_service.py``). Either way the service is built with
+its workers' classifier bypassed and a pause at each apply checkpoint
+(``protocol.wire.seams``, ``overlay.apply.set_process_checkpoint``): arguments, never the
+environment.
 Exit status: 0 when no invariant was violated, 1 otherwise, 2 on a setup error.
 """
 
@@ -81,6 +85,8 @@ import msgspec
 import psutil
 import zmq
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.seams
+
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
 from coordinator.service.chat.history import HistoryStore
 from protocol.wire import codec
@@ -106,6 +112,7 @@ from protocol.wire.control import (
     WorkersRequest,
 )
 from protocol.wire.endpoints import Endpoints
+from protocol.wire.seams import WorkerSeams
 from protocol.wire.work import (
     Completed,
     Heartbeat,
@@ -113,10 +120,14 @@ from protocol.wire.work import (
     SpeculationOutcome,
     WrittenFile,
 )
+from tests.seams import service_entry
 from worker.contain.verify import ConnectionRecorder
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_PROJECT = REPO / "coordinator" / "cli" / "demo" / "sample_project"
+# Every shell command counts as read-only: the hostile commands of each round meet the
+# containment profile alone. A start argument of the service's workers, never a variable.
+SEAMS = WorkerSeams(bypass_classifier=True)
 
 TERMINAL = frozenset({"completed", "boundary", "aborted", "failed", "accepted"})
 KINDS = (
@@ -666,9 +677,12 @@ def serve_child(argv: list[str]) -> int:
     parser.add_argument("--heartbeat", type=float, required=True)
     parser.add_argument("--hang-after", type=float, required=True)
     parser.add_argument("--scenario", required=True)
+    parser.add_argument("--apply-pause-ms", type=float, default=0.0)
     args = parser.parse_args(argv)
     from coordinator.service.service import Service
     from coordinator.settings import load_settings
+    from overlay.apply import set_process_checkpoint
+    from tests.seams import checkpoint_hook
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -677,7 +691,9 @@ def serve_child(argv: list[str]) -> int:
         args.project,
         flags={"approvalMode": "auto-edit", "scenario": args.scenario, "workerPool": 2},
     )
-    service = Service(args.project, settings, heartbeat_s=args.heartbeat)
+    if args.apply_pause_ms > 0:
+        set_process_checkpoint(checkpoint_hook(f"sleep={args.apply_pause_ms / 1000}"))
+    service = Service(args.project, settings, heartbeat_s=args.heartbeat, worker_seams=SEAMS)
     service.pool.hang_after_s = args.hang_after
     asyncio.run(service.run())
     return 0
@@ -884,19 +900,14 @@ class Chaos:
             TMPDIR=str(self.tmpfs),
             SPECRUN_MODEL_LOG=str(self.model_log.path),
             PYTHONUNBUFFERED="1",
-            # Every shell command counts as read-only: the hostile commands of each round
-            # meet the containment profile alone (test-only hook).
-            SPECRUN_TEST_BYPASS_CLASSIFIER="1",
         )
-        if args.apply_pause_ms > 0:
-            env["SPECRUN_OVERLAY_TEST_HOOK"] = f"sleep={args.apply_pause_ms / 1000}"
+        pause = f"sleep={args.apply_pause_ms / 1000}" if args.apply_pause_ms > 0 else None
         os.environ["SPECRUN_RUNTIME_DIR"] = str(self.runtime)  # for our own ServiceClient
         if args.cli_service:
             argv = [
                 sys.executable,
                 "-P",
-                "-m",
-                "coordinator",
+                *service_entry(SEAMS, pause),
                 "--project",
                 str(self.project),
                 "serve",
@@ -919,6 +930,8 @@ class Chaos:
                 str(args.hang_after),
                 "--scenario",
                 str(scenario),
+                "--apply-pause-ms",
+                str(args.apply_pause_ms),
             ]
         self.env = env
         self.service = ServiceProc(
@@ -2402,7 +2415,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--cli-service",
         action="store_true",
-        help="run `python -m coordinator serve` (default heartbeat 1 s, hang 5 s)",
+        help="run the CLI's `serve` (default heartbeat 1 s, hang 5 s)",
     )
     parser.add_argument("--tmpfs-mb", type=int, default=64)
     parser.add_argument(
@@ -2412,7 +2425,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--apply-pause-ms",
         type=float,
         default=2.0,
-        help="pause at each apply checkpoint (the overlay's test hook) to widen "
+        help="pause at each apply checkpoint (a seam the service is built with) to widen "
         "the window of a coordinator kill during accept; 0 disables",
     )
     parser.add_argument("--max-seconds", type=float, default=0.0, help="stop early after this long")

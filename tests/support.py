@@ -327,20 +327,29 @@ def running_service(
     *start_args: str,
     extra_env: dict[str, str] | None = None,
     before_start: Any = None,
+    seams: Any = None,
 ) -> Iterator[Specrun]:
     """A service for ``project`` in an isolated environment, for a whole test module.
 
     ``extra_env`` goes into the service's environment; ``before_start(env)`` may prepare
     the isolated HOME first. The test process's ``SPECRUN_RUNTIME_DIR`` points at it
     meanwhile (so in-process clients find it); every process of the service is gone
-    afterwards."""
+    afterwards. With ``seams`` (``protocol.wire.seams.WorkerSeams``) the service is built
+    by the test's own entry point (``tests/seams.py``) and started the way `specrun start`
+    starts one; ``start_args`` are then ``serve`` flags."""
     with isolated_env(**(extra_env or {})) as env:
         if before_start is not None:
             before_start(env)
         runner = Specrun(project, env)
         saved = os.environ.get("SPECRUN_RUNTIME_DIR")
         os.environ["SPECRUN_RUNTIME_DIR"] = str(env.runtime)
-        runner.run("start", *start_args, check=True)
+        if seams is None:
+            runner.run("start", *start_args, check=True)
+        else:
+            from coordinator.cli.daemon import start_daemon
+            from tests.seams import service_entry
+
+            start_daemon(project, list(start_args), env=env.vars, entry=service_entry(seams))
         try:
             yield runner
         finally:

@@ -1,7 +1,7 @@
 """The control commands translate; the session decides (docs/architecture.md).
 
-A handler under ``coordinator/service/commands/`` decodes its request, calls the
-session, the chat or the speculation manager, and sends the reply. What a submitted
+A command's server half (``coordinator/commands/``) decodes its request, asks the
+service's port for what it needs, and sends the reply. What a submitted
 prompt comes to (accept, fall back, dismiss, debounce, cancel) is the session's
 (``coordinator/service/session.py``): no command module may know the exceptions the
 speculation manager says it with, and no function there grows past a translator's size.
@@ -13,7 +13,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMANDS = ROOT / "coordinator" / "service" / "commands"
+COMMANDS = ROOT / "coordinator" / "commands"
 # How the speculation manager tells the session an accept did not apply.
 POLICY_EXCEPTIONS = frozenset({"Debounced", "AcceptCancelled", "AcceptFallback"})
 MAX_FUNCTION_LINES = 25

@@ -1,7 +1,8 @@
 """The import graph of the four packages (design §2): no cycles between modules, and
 dependencies pointing one way — protocol and overlay import no project package, worker
 never imports coordinator, coordinator's client side never imports
-its service side except to run a service in the foreground (`specrun serve`).
+its service side except to run a service in the foreground (`specrun serve`), and the
+control commands both sides are made from (``coordinator/commands``) import neither.
 
 Every import counts: module level, inside functions and under ``TYPE_CHECKING``. An
 import made only for a type still ties the two modules together for a reader.
@@ -167,7 +168,19 @@ def test_the_service_side_never_imports_the_client_side() -> None:
 
 def test_the_client_side_imports_the_service_only_to_serve() -> None:
     edges = _edges_between("coordinator.cli", "coordinator.service")
-    assert edges == ["coordinator.cli.serve -> coordinator.service.service"]
+    assert edges == ["coordinator.cli.local.serve -> coordinator.service.service"]
+
+
+def test_the_commands_import_neither_side() -> None:
+    # Each side reads the declarations (coordinator/commands): the CLI makes its commands
+    # of them, the service its registry. A declaration imported from the CLI must not pull
+    # the service in, nor one imported by the service the CLI.
+    for side in ("coordinator.cli", "coordinator.service", "coordinator.web"):
+        assert _edges_between("coordinator.commands", side) == []
+    assert any(e.endswith("-> coordinator.commands") for e in _edges_between(
+        "coordinator.cli", "coordinator.commands"))
+    assert any(e.endswith("-> coordinator.commands") for e in _edges_between(
+        "coordinator.service", "coordinator.commands"))
 
 
 def test_the_web_view_is_a_client_of_the_service_never_a_part_of_it() -> None:
@@ -239,13 +252,8 @@ SERVICE_LAYERS: tuple[str, ...] = (
 )
 SERVICE_PARTS = ("pool", "speculation", "chat", "live", "commands")
 
-# Imports of a part's inner module from outside the part, each with why. The commands are
-# being rebuilt as one declaration each (branch ``cmds``); their imports move with them.
-THROUGH_A_SIDE_DOOR: dict[str, str] = {
-    "coordinator.service.commands.deps -> coordinator.service.live.hub": "commands rework",
-    "coordinator.service.commands.deps -> coordinator.service.live.state": "commands rework",
-    "coordinator.service.service -> coordinator.service.commands.service": "commands rework",
-}
+# Imports of a part's inner module from outside the part, each with why (none now).
+THROUGH_A_SIDE_DOOR: dict[str, str] = {}
 
 
 def _service_part(module: str) -> str | None:

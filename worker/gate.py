@@ -38,8 +38,8 @@ from protocol.rules.tools import READ_TOOLS, SHELL_TOOL, WRITE_TOOLS
 from protocol.text.inert_text import find_hidden, quote_name
 from protocol.wire.approval import ApprovalMode
 from protocol.wire.boundary import BoundaryReason
+from protocol.wire.seams import NO_SEAMS, WorkerSeams
 from protocol.wire.work import ToolDecision
-from worker.contain.helper import classifier_bypassed
 from worker.shell.classifier import ShellVerdict, classify
 from worker.shell.git_config import git_config_hazard
 from worker.tools import declared_paths
@@ -63,11 +63,11 @@ DENIED_TOOLS = frozenset(
 SHELL_REASON_CHARS = 200
 
 
-def read_only_verdict(command: str) -> ShellVerdict:
-    """The classifier's verdict, except under the test-only bypass (see
-    ``worker.contain.helper.BYPASS_CLASSIFIER_ENV``), where every command counts as
-    read-only so that tests show the containment holding on its own."""
-    if classifier_bypassed():
+def read_only_verdict(command: str, seams: WorkerSeams = NO_SEAMS) -> ShellVerdict:
+    """The classifier's verdict, except in a worker a test built with the classifier
+    bypassed (``WorkerSeams.bypass_classifier``), where every command counts as read-only
+    so that tests show the containment holding on its own."""
+    if seams.bypass_classifier:
         return ShellVerdict(read_only=True, reason="test-only: classifier bypassed")
     return classify(command)
 
@@ -131,6 +131,7 @@ def evaluate(
     private_paths: Sequence[str] = (),
     runs_later_paths: Sequence[str] | None = None,
     paths: PathDeclarations = declared_paths,
+    seams: WorkerSeams = NO_SEAMS,
 ) -> GateDecision:
     """Decide one speculative tool call. Never raises.
 
@@ -153,6 +154,7 @@ def evaluate(
             tuple(private_paths),
             None if runs_later_paths is None else tuple(runs_later_paths),
             paths(tool_name),
+            seams,
         )
     except Exception as exc:  # fail closed
         return GateDecision("boundary", BoundaryReason("gate_error", f"{tool_name}: {exc}"), {})
@@ -168,6 +170,7 @@ def _evaluate(
     private_paths: tuple[str, ...],
     runs_later_paths: tuple[str, ...] | None,
     paths: Mapping[str, PathArg],
+    seams: WorkerSeams,
 ) -> GateDecision:
     writes = {key: args.get(key) for key, mark in paths.items() if mark.use == "write"}
     if writes and name not in WRITE_TOOLS:
@@ -196,7 +199,7 @@ def _evaluate(
             return GateDecision("boundary", read_reason, args)
         return _rewrite(name, args, paths, overlay, "redirect", f"write_tool:{name}")
     if name == SHELL_TOOL:
-        return _shell(args, overlay, sandboxed_shell)
+        return _shell(args, overlay, sandboxed_shell, seams)
     if name in DENIED_TOOLS:
         return GateDecision("boundary", BoundaryReason("denied_tool", name), args)
     return GateDecision("boundary", BoundaryReason("unknown_tool", name), args)
@@ -222,11 +225,13 @@ def _write_reason(
     return None
 
 
-def _shell(args: dict[str, Any], overlay: OverlayLike, sandboxed_shell: bool) -> GateDecision:
+def _shell(
+    args: dict[str, Any], overlay: OverlayLike, sandboxed_shell: bool, seams: WorkerSeams
+) -> GateDecision:
     command = args.get("command")
     if not isinstance(command, str) or not command.strip():
         return GateDecision("boundary", BoundaryReason("shell", "empty"), args)
-    verdict = read_only_verdict(command)
+    verdict = read_only_verdict(command, seams)
     if verdict.read_only and verdict.uses_git:
         hazard = git_config_hazard(os.fspath(overlay.root), _overlay_dir(overlay))
         if hazard is not None:

@@ -13,10 +13,8 @@ same profile with the speculation's writes on top. The worker exits afterwards (
 confinement cannot be lifted), so the process-wide changes made here (``TMPDIR``, no
 bytecode writes) die with it.
 
-Test-only hooks, read from the service's environment, never from settings or the wire:
-``SPECRUN_TEST_UNGATED_SHELL`` (a speculation's ``run_shell_command`` with exactly that
-command skips the gate and runs with the full shell, to prove the worker's own Landlock
-backstop) and ``SPECRUN_TEST_BYPASS_CLASSIFIER`` (see ``worker.contain.helper``).
+Both take the worker's ``WorkerSeams`` (``protocol.wire.seams``): what a test built into
+this worker, given as an argument of its start; production's are ``NO_SEAMS``.
 """
 
 from __future__ import annotations
@@ -47,6 +45,7 @@ from protocol.rules.tools import READ_TOOLS, SHELL_TOOL
 from protocol.wire.boundary import BoundaryReason
 from protocol.wire.chat import ToolCall, ToolResult, Usage
 from protocol.wire.endpoints import runtime_base
+from protocol.wire.seams import NO_SEAMS, WorkerSeams
 from protocol.wire.work import (
     Boundary,
     CommandLimits,
@@ -79,7 +78,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("specrun.worker.jobs")
 
-UNGATED_SHELL_ENV = "SPECRUN_TEST_UNGATED_SHELL"
 EXTRA_WRITABLE = ("/dev/null",)
 """Files a confined worker may still write besides its own directories."""
 
@@ -87,10 +85,12 @@ EXTRA_WRITABLE = ("/dev/null",)
 # --- main-chat tool calls ------------------------------------------------------------------
 
 
-async def run_tool(job: RunTool, outbox: Outbox, helper: SandboxHelper) -> None:
+async def run_tool(
+    job: RunTool, outbox: Outbox, helper: SandboxHelper, seams: WorkerSeams = NO_SEAMS
+) -> None:
     """Answer ``job`` with exactly one ``ToolDone`` (or ``Failed`` on an internal error)."""
     try:
-        result, needs_approval = await _main_chat_tool(job, helper)
+        result, needs_approval = await _main_chat_tool(job, helper, seams)
     except Exception as exc:
         log.exception("tool job %s failed", job.job_id)
         await outbox.send(
@@ -102,7 +102,9 @@ async def run_tool(job: RunTool, outbox: Outbox, helper: SandboxHelper) -> None:
     )
 
 
-async def _main_chat_tool(job: RunTool, helper: SandboxHelper) -> tuple[ToolResult, str | None]:
+async def _main_chat_tool(
+    job: RunTool, helper: SandboxHelper, seams: WorkerSeams
+) -> tuple[ToolResult, str | None]:
     call = job.call
     unapproved = job.shell == "read_only"
     ctx = ToolContext(
@@ -120,7 +122,7 @@ async def _main_chat_tool(job: RunTool, helper: SandboxHelper) -> tuple[ToolResu
         if boundary is not None:
             return _refused(call, boundary.text()), boundary.text()
     if call.name == SHELL_TOOL and unapproved:
-        reason = approval_needed(call, job.project_root)
+        reason = approval_needed(call, job.project_root, seams)
         if reason is not None:
             return _refused(call, reason), reason
         runner = contained_runner(
@@ -144,14 +146,16 @@ def _refused(call: ToolCall, reason: str) -> ToolResult:
     )
 
 
-def approval_needed(call: ToolCall, project_root: str) -> str | None:
+def approval_needed(
+    call: ToolCall, project_root: str, seams: WorkerSeams = NO_SEAMS
+) -> str | None:
     """Why a shell call must wait for the user's yes, or ``None`` when it is proven
     read-only (and, for git, the repository's configuration names no program git could
     run). A call without a command runs: the tool itself reports the bad argument."""
     command = call.args().get("command")
     if not isinstance(command, str) or not command.strip():
         return None
-    verdict = read_only_verdict(command)
+    verdict = read_only_verdict(command, seams)
     if not verdict.read_only:
         return verdict.reason or "not proven read-only"
     if verdict.uses_git:
@@ -227,7 +231,9 @@ def _stop_on_limit(result: ShellResult, deadline: float | None = None) -> ShellR
 # --- speculations --------------------------------------------------------------------------
 
 
-async def run_speculation(job: RunSpeculation, outbox: Outbox, helper: SandboxHelper) -> None:
+async def run_speculation(
+    job: RunSpeculation, outbox: Outbox, helper: SandboxHelper, seams: WorkerSeams = NO_SEAMS
+) -> None:
     """Confine, run the loop, report the end, then the pipelined suggestion. Never raises.
 
     A model error during the loop ends as ``Failed`` with its one-sentence message, any
@@ -241,7 +247,7 @@ async def run_speculation(job: RunSpeculation, outbox: Outbox, helper: SandboxHe
         on_usage=_usage_reporter(job, outbox),
     )
     try:
-        event, end = await _speculate(job, client, outbox.send, helper)
+        event, end = await _speculate(job, client, outbox.send, helper, seams)
         await outbox.send(event)
         if end is not None and end.status == "completed":
             await outbox.send(await _pipelined(job, client, end))
@@ -264,7 +270,8 @@ def _usage_reporter(job: RunSpeculation, outbox: Outbox) -> Callable[[str, Usage
 
 
 async def _speculate(
-    job: RunSpeculation, client: ModelClient, send: Emit, helper: SandboxHelper
+    job: RunSpeculation, client: ModelClient, send: Emit, helper: SandboxHelper,
+    seams: WorkerSeams,
 ) -> tuple[Completed | Boundary | Failed, LoopEnd | None]:
     """The confined loop and the event that reports how it ended."""
     scratch: Path | None = None
@@ -290,7 +297,7 @@ async def _speculate(
             overlay,
             job.approval_mode,
             shell_timeout_s=job.limits.shell_timeout_s,
-            ungated_command=_ungated_command(),
+            seams=seams,
             read_only_runner=runner,
             captured_runner=_captured_runner(helper, job, overlay, scratch, setup, deadline)
             if job.speculate_shell
@@ -457,13 +464,6 @@ def confine(job: RunSpeculation) -> Path:
     if restrict_writes_to(writable):
         log.debug("speculation %s confined to %s", job.job_id, [str(p) for p in writable])
     return scratch
-
-
-def _ungated_command() -> str | None:
-    command = os.environ.get(UNGATED_SHELL_ENV) or None
-    if command is not None:
-        log.warning("%s is set: the test-only ungated shell probe is active", UNGATED_SHELL_ENV)
-    return command
 
 
 def _remove(path: Path | None) -> None:

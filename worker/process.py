@@ -21,6 +21,7 @@ import zmq.asyncio
 from overlay.kernel import libc
 from protocol.wire import codec
 from protocol.wire.endpoints import make_dealer
+from protocol.wire.seams import NO_SEAMS, WorkerSeams
 from protocol.wire.work import (
     Failed,
     Heartbeat,
@@ -40,22 +41,32 @@ log = logging.getLogger("specrun.worker")
 _FLUSH_MS = 2000
 
 
-def worker_entry(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: float) -> None:
+def worker_entry(
+    endpoint: str,
+    epoch: int,
+    coordinator_pid: int,
+    heartbeat_s: float,
+    seams: WorkerSeams = NO_SEAMS,
+) -> None:
+    """``seams``: what a test built into this worker (``protocol.wire.seams``); the pool
+    passes its own, which are ``NO_SEAMS`` unless a test constructed the service."""
     detach_session()
     die_with_parent()
     # The coordinator may have died between our fork and the prctl above.
     if libc.pidfd_open(coordinator_pid) is None:
         os._exit(0)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    if seams.any_set:
+        log.warning("worker %d built by a test: %s", os.getpid(), seams.describe())
     # The sandbox helper first: forking is safe only while we are single-threaded (no
     # event loop, no ZeroMQ threads yet), and it must not inherit our later confinement.
     from worker.contain import preflight
     from worker.contain.helper import SandboxHelper
 
     preflight.report()  # inherited from the fork server; probes here only otherwise
-    helper = SandboxHelper.fork()
+    helper = SandboxHelper.fork(seams)
     try:
-        asyncio.run(_serve(endpoint, epoch, coordinator_pid, heartbeat_s, helper))
+        asyncio.run(_serve(endpoint, epoch, coordinator_pid, heartbeat_s, helper, seams))
     except BaseException:
         log.exception("worker %d stopped by an error", os.getpid())
         sys.stderr.flush()
@@ -66,7 +77,12 @@ def worker_entry(endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: f
 
 
 async def _serve(
-    endpoint: str, epoch: int, coordinator_pid: int, heartbeat_s: float, helper: SandboxHelper
+    endpoint: str,
+    epoch: int,
+    coordinator_pid: int,
+    heartbeat_s: float,
+    helper: SandboxHelper,
+    seams: WorkerSeams,
 ) -> None:
     from worker.contain import preflight
     from worker.contain.landlock import sandbox_kind
@@ -107,9 +123,9 @@ async def _serve(
             current["job"] = job.job_id
             try:
                 if isinstance(job, RunTool):
-                    await run_tool(job, outbox, helper)
+                    await run_tool(job, outbox, helper, seams)
                 elif isinstance(job, RunSpeculation):
-                    await run_speculation(job, outbox, helper)
+                    await run_speculation(job, outbox, helper, seams)
                     return  # one speculation per worker process
             except Exception as exc:  # a bug in a job must still answer the coordinator
                 log.exception("job %s failed", job.job_id)
@@ -122,7 +138,9 @@ async def _serve(
         epoch=epoch,
         sandbox=sandbox_kind(),
         tools=TOOL_SPECS,
-        containment=preflight.report(helper),
+        # The fork server's report is of a helper without seams: a broken layer shows
+        # only in this worker's own helper.
+        containment=helper.probe() if seams.broken_layer else preflight.report(helper),
     )
     await outbox.send(hello)
     beater = asyncio.create_task(beat())

@@ -33,6 +33,7 @@ from protocol.rules.tools import SHELL_TOOL
 from protocol.wire.approval import ApprovalMode
 from protocol.wire.boundary import BoundaryReason
 from protocol.wire.chat import Message, ToolCall, ToolResult
+from protocol.wire.seams import NO_SEAMS, WorkerSeams
 from protocol.wire.work import (
     Boundary,
     Completed,
@@ -76,9 +77,10 @@ class LoopEnd:
 class Toolbox:
     """The gate and the tools as the loop sees them, bound to one overlay.
 
-    ``ungated_command`` is the test-only backstop probe (see ``worker.jobs``): a
-    ``run_shell_command`` call with exactly this command skips the gate and runs with the
-    full shell, so a test can prove the kernel backstop stops what the gate would have.
+    ``seams``: what a test built differently (``protocol.wire.seams``). Its
+    ``ungated_command`` is the backstop probe: a ``run_shell_command`` call with exactly
+    this command skips the gate and runs with the full shell, so a test can prove the
+    kernel backstop stops what the gate would have.
     """
 
     def __init__(
@@ -87,7 +89,7 @@ class Toolbox:
         approval_mode: ApprovalMode,
         *,
         shell_timeout_s: float = 30.0,
-        ungated_command: str | None = None,
+        seams: WorkerSeams = NO_SEAMS,
         read_only_runner: ReadOnlyRunner | None = None,
         captured_runner: ReadOnlyRunner | None = None,
         containment: Containment | None = None,
@@ -109,7 +111,8 @@ class Toolbox:
             read_only_runner=read_only_runner,
             captured_runner=captured_runner,
         )
-        self._ungated = ungated_command or None
+        self._seams = seams
+        self._ungated = seams.ungated_command or None
 
     def _is_probe(self, call: ToolCall) -> bool:
         return (
@@ -134,6 +137,7 @@ class Toolbox:
                 if self.containment.runs_later_boundary
                 else None
             ),
+            seams=self._seams,
         )
 
     def files_if_changed(self) -> dict[str, WrittenFile] | None:

@@ -2,20 +2,19 @@
 
 ``main`` runs a light command (``light.py``: status, suggestion, accept, ...) without
 click when the command line is plainly one of theirs; everything else goes through the
-click group (``app.py``), which imports a command's family module when it runs:
+click group (``app.py``), which imports a command's module when it runs. The commands
+are found by name, never listed by hand:
 
-    app.py                 the click group; command -> family module, imported on use
+    ../commands/           the control commands, each declared once (options, help,
+                           request and reply, client half and server half)
+    declared.py            a declared command made into a click command
+    client_side.py         what a declared command's client half is handed; runs it
     light.py               the light command lines, run without click
-    service_requests.py    bodies of the commands that are one request to the service
-    service_cmds.py        start, stop, status, workers, logs, debug kill-worker
-    serve.py               serve (the only module here that imports the service side)
-    chat_cmds.py           ask, chat, reset, compact
-    speculation_cmds.py    suggestion, accept, reject, stats
-    memory_cmds.py         memory list/show/add
-    config_cmds.py         config show/set
-    sandbox_cmds.py        explain-shell, sandbox
-    model_cmds.py          model serve (the embedded scripted model)
-    demo_cmd.py            demo (the session itself: demo/run.py)
+    local/                 the command line's own commands, one module each: start,
+                           stop, logs, chat, serve (the only module here that imports
+                           the service side), web, demo, memory, config, model,
+                           explain-shell, sandbox
+    command_table.py       docs/cli.md's command tables, made from the commands
     turns.py               one turn streamed: events shown, approvals answered, Ctrl-C
     approval.py            the approval question and its prompt
     interactive.py         the chat REPL (prompt_toolkit, ghost text)

@@ -1,105 +1,85 @@
-"""The ``specrun`` click group. Each command lives in its family's module, imported when
-the command runs (or when help lists it): a command pays only for its own family."""
+"""The ``specrun`` click group, made from the commands' modules: the declared control
+commands (``coordinator/commands``, made into click commands by ``declared.py``) and the
+command line's own (``coordinator/cli/local``). A command is found by its module's name
+and imported when it runs (or when help lists it): a command pays only for itself."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import pkgutil
 from pathlib import Path
-from types import ModuleType
 
 import click
 
+from coordinator.cli import local
 from coordinator.cli.context import CommandContext
 
-# command -> the module that defines it (as the attribute of its name, '-' as '_')
-COMMAND_FAMILIES: dict[str, str] = {
-    "start": "service_cmds",
-    "stop": "service_cmds",
-    "status": "service_cmds",
-    "workers": "service_cmds",
-    "logs": "service_cmds",
-    "debug": "service_cmds",
-    "serve": "serve",
-    "ask": "chat_cmds",
-    "chat": "chat_cmds",
-    "reset": "chat_cmds",
-    "compact": "chat_cmds",
-    "suggestion": "speculation_cmds",
-    "accept": "speculation_cmds",
-    "reject": "speculation_cmds",
-    "stats": "speculation_cmds",
-    "diff": "speculation_cmds",
-    "memory": "memory_cmds",
-    "config": "config_cmds",
-    "explain-shell": "sandbox_cmds",
-    "sandbox": "sandbox_cmds",
-    "model": "model_cmds",
-    "demo": "demo_cmd",
-    "web": "web_cmds",
-}
+# A group of declared commands (``Command.group``) and what its help says.
+GROUPS = {"debug": "Debugging aids (used by stress tests)."}
 
 
-def import_family(family: str) -> ModuleType:
-    """A command family's module. Written out, so the import graph shows every edge."""
-    match family:
-        case "service_cmds":
-            from coordinator.cli import service_cmds
-
-            return service_cmds
-        case "serve":
-            from coordinator.cli import serve
-
-            return serve
-        case "chat_cmds":
-            from coordinator.cli import chat_cmds
-
-            return chat_cmds
-        case "speculation_cmds":
-            from coordinator.cli import speculation_cmds
-
-            return speculation_cmds
-        case "memory_cmds":
-            from coordinator.cli import memory_cmds
-
-            return memory_cmds
-        case "config_cmds":
-            from coordinator.cli import config_cmds
-
-            return config_cmds
-        case "sandbox_cmds":
-            from coordinator.cli import sandbox_cmds
-
-            return sandbox_cmds
-        case "model_cmds":
-            from coordinator.cli import model_cmds
-
-            return model_cmds
-        case "demo_cmd":
-            from coordinator.cli import demo_cmd
-
-            return demo_cmd
-        case "web_cmds":
-            from coordinator.cli import web_cmds
-
-            return web_cmds
-    raise LookupError(f"no command family {family!r}")
+def local_names() -> list[str]:
+    """The command line's own commands, by name."""
+    return sorted(info.name.replace("_", "-") for info in pkgutil.iter_modules(local.__path__))
 
 
-class FamilyGroup(click.Group):
-    """A group whose commands are imported from their family's module on first use."""
+def local_command(name: str) -> click.Command | None:
+    module_name = name.replace("-", "_")
+    if not module_name.isidentifier() or module_name.startswith("_"):
+        return None
+    full = f"{local.__name__}.{module_name}"
+    if importlib.util.find_spec(full) is None:
+        return None
+    command = getattr(importlib.import_module(full), module_name)
+    assert isinstance(command, click.Command), (name, command)
+    return command
+
+
+def declared_command(name: str) -> click.Command | None:
+    from coordinator.commands import find
+
+    command = find(name)
+    if command is None or not command.cli or command.group is not None:
+        return None
+    from coordinator.cli.declared import click_command
+
+    return click_command(command)
+
+
+def declared_group(name: str) -> click.Group | None:
+    if name not in GROUPS:
+        return None
+    from coordinator.cli.declared import click_command
+    from coordinator.commands import all_commands
+
+    group = click.Group(name, help=GROUPS[name])
+    for command in all_commands():
+        if command.cli and command.group == name:
+            group.add_command(click_command(command))
+    return group
+
+
+def command_names() -> list[str]:
+    """Every top-level command's name, sorted."""
+    from coordinator.commands import all_commands
+
+    declared = {c.name for c in all_commands() if c.cli and c.group is None}
+    return sorted(declared | set(GROUPS) | set(local_names()))
+
+
+class CommandGroup(click.Group):
+    """A group whose commands are imported from their own module on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMAND_FAMILIES)
+        return command_names()
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        family = COMMAND_FAMILIES.get(cmd_name)
-        if family is None:
-            return None
-        command = getattr(import_family(family), cmd_name.replace("-", "_"))
-        assert isinstance(command, click.Command), (cmd_name, command)
-        return command
+        return (declared_command(cmd_name) or declared_group(cmd_name)
+                or local_command(cmd_name))
 
 
-@click.group(cls=FamilyGroup,
+@click.group(cls=CommandGroup,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Project root (default: nearest directory with .specrun/ or .git).")

@@ -1,4 +1,8 @@
-"""The CLI's side of the control socket: a DEALER that sends requests and reads replies."""
+"""The CLI's side of the control socket: a DEALER that sends requests and reads replies.
+
+The DEALER is ``protocol.wire.zmtp``'s, in the standard library alone: pyzmq would cost
+every CLI call about as much as the interpreter's start. The service's side is pyzmq's
+ROUTER."""
 
 from __future__ import annotations
 
@@ -10,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import zmq
 
 from coordinator.pidfile import is_locked, read_pid
 from protocol.wire import codec
 from protocol.wire.control import ControlReply, ControlRequest, is_final
-from protocol.wire.endpoints import Endpoints, make_dealer
+from protocol.wire.endpoints import Endpoints
+from protocol.wire.zmtp import Dealer, ZmtpError
 
 FOREVER = math.inf
 
@@ -43,11 +47,17 @@ class ServiceClient:
             raise ServiceNotRunning(project_root)
         self.pid = read_pid(self.endpoints.pidfile)
         self.timeout_s = timeout_s
-        self._ctx = zmq.Context()
-        self._sock = make_dealer(self._ctx, self.endpoints.control)
+        try:
+            self._sock = Dealer(self.endpoints.control, connect_timeout_s=timeout_s)
+        except (OSError, ZmtpError) as exc:
+            if not is_locked(self.endpoints.pidfile):
+                raise ServiceNotRunning(project_root) from None
+            raise ServiceTimeout(
+                f"Could not reach the specrun service for {project_root} ({exc}); check "
+                "`specrun logs` or restart it with `specrun stop && specrun start`.") from None
         # Requests only need encoding, which needs no type information: the codec's
         # request direction would also build a decoder for every request type (about
-        # 1.5 ms of each CLI call). The replies' typed decoder is needed (about 5 ms).
+        # 1.5 ms of each CLI call). The replies' decoder builds the types it meets only.
         self._requests = msgspec.msgpack.Encoder()
         self._replies = codec.coordinator_to_client()
         self._ids = itertools.count(int.from_bytes(os.urandom(2), "big") * 1000 + 1)
@@ -57,11 +67,23 @@ class ServiceClient:
         return next(self._ids)
 
     def send(self, request: ControlRequest) -> None:
-        self._sock.send(self._requests.encode(request))
+        try:
+            self._sock.send(self._requests.encode(request))
+        except OSError:
+            raise ServiceNotRunning(self.project_root, stopped=True) from None
 
     def _receive(self, timeout_s: float | None) -> ControlReply:
         """The next reply. ``timeout_s`` None: wait as long as the service lives (checked
-        every second), for turns whose model or tools take long."""
+        every second), for turns whose model or tools take long. The service gone (its
+        end of the connection closed) is ``ServiceNotRunning``."""
+        try:
+            return self._wait_reply(timeout_s)
+        except (OSError, ZmtpError) as exc:
+            if isinstance(exc, TimeoutError):
+                raise
+            raise ServiceNotRunning(self.project_root, stopped=True) from None
+
+    def _wait_reply(self, timeout_s: float | None) -> ControlReply:
         if timeout_s is None:
             while not self._sock.poll(1000):
                 if not is_locked(self.endpoints.pidfile):
@@ -102,8 +124,7 @@ class ServiceClient:
         return self.request(kind(req_id=self.next_id(), **fields))
 
     def close(self) -> None:
-        self._sock.close(linger=0)
-        self._ctx.term()
+        self._sock.close()
 
     def __enter__(self) -> ServiceClient:
         return self

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -20,6 +21,9 @@ from overlay.kernel import libc
 from protocol.wire.control import StatusReply, StatusRequest, StopRequest
 from protocol.wire.endpoints import Endpoints
 from protocol.wire.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
+
+SERVICE_MODULE = ("-m", "coordinator")
+"""What ``start_daemon`` runs: specrun's own command line, given ``--project P serve ...``."""
 
 
 class StartError(RuntimeError):
@@ -41,6 +45,7 @@ def start_daemon(
     env: dict[str, str] | None = None,
     *,
     wait_warm: bool = True,
+    entry: Sequence[str] = SERVICE_MODULE,
 ) -> int:
     """Start ``specrun serve`` detached; returns its pid once it answers on its control
     socket and, with ``wait_warm``, once its warm workers are up too (a service whose
@@ -52,7 +57,9 @@ def start_daemon(
     or the moment it exits.
 
     ``-P``: the project directory must never shadow specrun's own packages in the service
-    or in its workers (a project may well have a ``worker/`` or ``protocol/`` package)."""
+    or in its workers (a project may well have a ``worker/`` or ``protocol/`` package).
+    ``entry``: what the interpreter runs, given ``--project P serve ...``; a test passes its
+    own entry point to build the service differently (``protocol.wire.seams``)."""
     log_file = log_path(project_root)
     state_dir(project_root)
     log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -63,7 +70,7 @@ def start_daemon(
         with open(log_file, "ab") as log:
             since = log.seek(0, os.SEEK_END)  # a failed start shows this run's lines only
             proc = subprocess.Popen(
-                [sys.executable, "-P", "-m", "coordinator", "--project", str(project_root),
+                [sys.executable, "-P", *entry, "--project", str(project_root),
                  "serve", *serve_args],
                 stdin=subprocess.DEVNULL,
                 stdout=log,

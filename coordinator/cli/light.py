@@ -3,14 +3,16 @@
 A shell pays for every import on every call, and click (with its command tree) is
 the largest cost of a ``specrun status --json`` after the control socket and the codec.
 So ``main`` first asks ``light_call``: a command line made only of the group's
-``--project``/``--debug``, one of the commands below and that command's own flags (each
-written out plainly) is run here, with the same body its click command calls
-(``service_requests``) and the same error handling (``errors.call_friendly``).
-Anything else (help, ``--version``, a misspelt or unknown option, a flag with a value,
-shell completion) goes to click, which gives the usual answer.
+``--project``/``--debug``, a declared command (``coordinator/commands``) whose parameters
+are flags and options, and that command's flags (each written out plainly) is run here,
+with the same client half its click command runs (``client_side.run_declared``) and the
+same error handling (``errors.call_friendly``); options left out take their defaults.
+Anything else (help, ``--version``, a misspelt or unknown option, an option with a
+value, an argument, shell completion) goes to click, which gives the usual answer.
 
-This module imports nothing but the standard library's smallest parts: a command line
-that is not light pays nothing for asking.
+This module imports nothing but the standard library's smallest parts and, for a word
+that names a declared command, that command's declaration: a command line that is not
+light pays almost nothing for asking.
 """
 
 from __future__ import annotations
@@ -19,17 +21,11 @@ import os
 import stat
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-# command -> its flags besides --json (each a boolean flag whose parameter is its name).
-LIGHT_COMMANDS: dict[str, tuple[str, ...]] = {
-    "status": (),
-    "workers": (),
-    "suggestion": ("--wait", "--settled"),
-    "accept": (),
-    "reject": (),
-    "stats": (),
-    "reset": (),
-}
+if TYPE_CHECKING:
+    from coordinator.commands.declaration import Command
+
 COMPLETION_VARIABLE = "_SPECRUN_COMPLETE"  # click's shell completion for prog_name specrun
 
 
@@ -39,10 +35,10 @@ class LightCall:
 
     __slots__ = ("command", "debug", "flags", "project")
 
-    def __init__(self, command: str, flags: dict[str, bool], project: Path | None,
+    def __init__(self, command: str, flags: dict[str, Any], project: Path | None,
                  debug: bool) -> None:
         self.command = command
-        self.flags = flags  # parameter name -> value, e.g. {"as_json": True}
+        self.flags = flags  # parameter name -> value, e.g. {"as_json": True, "index": None}
         self.project = project
         self.debug = debug
 
@@ -68,10 +64,12 @@ def light_call(argv: list[str]) -> LightCall | None:
             break
     else:
         return None
-    if command not in LIGHT_COMMANDS:
+    declared = _declared(command)
+    light_flags = declared.light_flags if declared is not None else None
+    if declared is None or light_flags is None:
         return None
-    names = {"--json": "as_json", **{flag: flag[2:] for flag in LIGHT_COMMANDS[command]}}
-    flags = dict.fromkeys(names.values(), False)
+    names = {"--json": "as_json", **light_flags}
+    flags = {"as_json": False, **declared.defaults()}
     for arg in rest:
         if arg not in names:
             return None
@@ -79,6 +77,16 @@ def light_call(argv: list[str]) -> LightCall | None:
     if project is not None and not _plain_directory(project):
         return None
     return LightCall(command, flags, Path(project) if project is not None else None, debug)
+
+
+def _declared(name: str) -> Command[Any] | None:
+    """The declared command a light command line may run: one of its own, not in a group."""
+    if name.startswith("-"):
+        return None
+    from coordinator.commands import find
+
+    command = find(name)
+    return command if command is not None and command.cli and command.group is None else None
 
 
 def _plain_directory(value: str) -> bool:
@@ -97,13 +105,14 @@ def _plain_directory(value: str) -> bool:
 def run_light(call: LightCall) -> None:
     """Run the command and exit as click would have: its code, else 0."""
     try:
-        from coordinator.cli import service_requests
+        from coordinator.cli.client_side import run_declared
         from coordinator.cli.context import CommandContext
         from coordinator.cli.errors import call_friendly
 
         obj = CommandContext.from_options(call.project, call.debug)
-        body = getattr(service_requests, call.command)
-        call_friendly(call.debug, body, obj, **call.flags)
+        command = _declared(call.command)
+        assert command is not None, call.command
+        call_friendly(call.debug, run_declared, obj, command, dict(call.flags))
     except KeyboardInterrupt:
         # Outside the body (while importing, say): click's answer to Ctrl-C.
         sys.stderr.write("\nAborted!\n")

@@ -12,8 +12,8 @@ from protocol.wire.approval import ApprovalMode
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-json_option = click.option("--json", "as_json", is_flag=True,
-                           help="Print JSON for scripts (schema: docs/cli.md).")
+JSON_HELP = "Print JSON for scripts (schema: docs/cli.md)."
+json_option = click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 
 APPROVAL_MODES = click.Choice([m.value for m in ApprovalMode])
 

@@ -650,3 +650,29 @@ def _by_reason(total: int, by_reason: dict[str, int]) -> str:
     if not by_reason:
         return str(total)
     return f"{total} (" + ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items())) + ")"
+
+
+def show_reply(reply: ControlReply) -> None:
+    """A command's final reply, drawn for a person."""
+    from rich.text import Text
+
+    from protocol.wire.control import DiffReply, OkReply, WorkersReply
+
+    if isinstance(reply, StatusReply):
+        show_status(reply)
+    elif isinstance(reply, WorkersReply):
+        _console().print(workers_table(reply.workers))
+    elif isinstance(reply, SuggestionReply):
+        show_suggestion(reply)
+    elif isinstance(reply, StatsReply):
+        show_stats(reply)
+    elif isinstance(reply, Transcript):
+        show_transcript(reply)
+    elif isinstance(reply, DiffReply):
+        from coordinator.cli.changes_view import diff_text
+
+        _console().print(diff_text(reply), soft_wrap=True)
+    elif isinstance(reply, OkReply):
+        _console().print(Text(inert(reply.message or "ok")))
+    else:
+        print_json(reply)

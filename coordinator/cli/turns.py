@@ -9,7 +9,6 @@ who answers approval questions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeAlias
 
 from coordinator.cli import render
@@ -54,10 +53,15 @@ def view_for(as_json: bool) -> TurnView:
     return JsonLines() if as_json else render.TurnPrinter()
 
 
-@dataclass(frozen=True)
 class TurnOutcome:
-    end: ControlReply | None  # the last event: a TurnEnded, an ErrorReply, or None
-    interrupted: bool  # Ctrl-C cancelled the turn
+    """How a streamed turn ended. (A plain class: ``accept --json`` runs without click,
+    and ``@dataclass`` would cost it the import and the class's generated code.)"""
+
+    __slots__ = ("end", "interrupted")
+
+    def __init__(self, end: ControlReply | None, interrupted: bool) -> None:
+        self.end = end  # the last event: a TurnEnded, an ErrorReply, or None
+        self.interrupted = interrupted  # Ctrl-C cancelled the turn
 
     @property
     def ended(self) -> TurnEnded | None:

@@ -13,7 +13,7 @@ Who depends on what:
 - ``MainChat`` runs tool jobs and waits for the tool registry: ``ChatWorkers``.
 - ``SpeculationManager`` runs speculation jobs on ``WorkerJobs`` (the main chat it forks
   is its own ``speculation.ForkSource``).
-- The control commands see the pool as a ``PoolView`` (see ``commands.deps``).
+- The command port sees the pool as a ``PoolView`` (see ``commands.parts``).
 
 Each one is a seam a unit test fills with a stand-in (``tests/coordinator/service``);
 where no test needs one, a part takes the concrete type instead.

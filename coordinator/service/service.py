@@ -35,6 +35,7 @@ from overlay.kernel import libc
 from protocol.wire import codec
 from protocol.wire.control import ControlReply, ControlRequest, ErrorReply
 from protocol.wire.endpoints import Endpoints, make_router
+from protocol.wire.seams import NO_SEAMS, WorkerSeams
 from protocol.wire.start_notes import ANSWERING, POOL_WARM, READY_FD_ENV
 
 if TYPE_CHECKING:
@@ -108,8 +109,15 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 class Service:
     def __init__(
-        self, project_root: Path, settings: Settings, *, heartbeat_s: float | None = None
+        self,
+        project_root: Path,
+        settings: Settings,
+        *,
+        heartbeat_s: float | None = None,
+        worker_seams: WorkerSeams = NO_SEAMS,
     ) -> None:
+        """``worker_seams``: what a test builds into every worker (``protocol.wire.seams``);
+        only code that constructs the service passes any, never a command or a setting."""
         if heartbeat_s is None:
             heartbeat_s = settings.heartbeat_ms / 1000
         self.project_root = project_root.resolve()
@@ -126,6 +134,7 @@ class Service:
             heartbeat_s=heartbeat_s,
             hang_after_s=max(settings.hang_after_ms / 1000, heartbeat_s * 3),
             project_root=str(self.project_root),
+            seams=worker_seams,
             on_event=self._worker_event,
             on_death=self._worker_death,
         )
@@ -198,9 +207,8 @@ class Service:
         this process's own (``scripts/bench.py --only idle``: 4.6 MB of an idle
         service's memory, measured)."""
         # Imported already (``SHARED_WITH_FORK_SERVER``): named here for their use.
-        from coordinator.service import commands  # noqa: F401  (registers the handlers)
         from coordinator.service.chat import MainChat
-        from coordinator.service.commands.service import status_reply
+        from coordinator.service.commands import CommandPort, status_reply
         from coordinator.service.live import LiveState
         from coordinator.service.model_endpoint import prepare_model_endpoint
         from coordinator.service.routing import WorkerEventRouter
@@ -233,6 +241,7 @@ class Service:
             cost=cost,
         )
         self._session = Session(chat, speculation, settings)
+        self._commands = CommandPort(self)
         # A worker's events go to whoever gave it its job: the chat's tool calls to the
         # chat, speculations to the speculation manager.
         self._router = WorkerEventRouter({"tool": chat, "speculation": speculation})
@@ -394,12 +403,12 @@ class Service:
             self._spawn(self._handle(identity, request))
 
     async def _handle(self, identity: bytes, request: ControlRequest) -> None:
-        from coordinator.service.commands import dispatch  # loaded in _start
+        from coordinator.service.commands import dispatch  # loaded in _prepare
 
         if self._live is not None:
             self._live.request(identity, request)
         try:
-            await dispatch(self, identity, request)
+            await dispatch(self._commands, identity, request)
         except Exception as exc:  # one failed request must never take the service down
             log.exception("request %s failed", type(request).__name__)
             await self.send(

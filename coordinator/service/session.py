@@ -8,131 +8,33 @@ and only here: the control commands decode a request, call ``Session.submit`` an
 the ``Outcome``'s reply. The speculation manager says why it could not apply a
 speculation by raising; those exceptions end in this module.
 
-``ChatControl`` and ``SpeculationControl`` are the main chat and the speculation manager
-as the session and the commands drive them: the seams the command and session tests fill
-with stand-ins.
+The session drives the real main chat and speculation manager; the commands reach it
+through their port (``commands/port.py``).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Protocol
 
-from coordinator.service.chat import ModelWait, TurnResult
+from coordinator.service.chat import MainChat, TurnResult
 from coordinator.service.emitter import Emitter
 from coordinator.service.speculation import (
-    AbortCause,
     AcceptCancelled,
     AcceptFallback,
     BranchRun,
     Debounced,
-    Suggestion,
+    SpeculationManager,
 )
 from coordinator.settings import Settings
 from protocol.wire.approval import ApprovalMode
 from protocol.wire.chat import ToolCall
 from protocol.wire.control import (
     AcceptMethod,
-    ContextInfo,
-    DiffReply,
     ErrorReply,
-    StatsReply,
-    SuggestionReply,
     TurnEnded,
-    TurnEndReason,
 )
 from protocol.wire.display import format_args
-
-# -- what the session drives ---------------------------------------------------------
-
-
-class ChatControl(Protocol):
-    """The main chat (``MainChat``) as the session and the commands drive it."""
-
-    @property
-    def model_name(self) -> str: ...
-
-    @property
-    def fast_model(self) -> str: ...
-
-    @property
-    def approval_mode(self) -> ApprovalMode: ...
-
-    @property
-    def session_id(self) -> str: ...
-
-    @property
-    def busy(self) -> bool: ...
-
-    def pending_approval(self) -> ToolCall | None: ...
-
-    async def run_turn(
-        self,
-        out: Emitter,
-        text: str,
-        mode: ApprovalMode | None = None,
-        can_confirm: bool = False,
-        *,
-        client_pid: int | None = None,
-        from_accept: bool = False,
-    ) -> TurnResult: ...
-
-    def cancel(self, ask_req_id: int | None = None) -> bool: ...
-
-    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool: ...
-
-    def reset(self) -> None: ...
-
-    async def compact_on_request(self, out: Emitter) -> str | None: ...
-
-    def context_info(self) -> ContextInfo: ...
-
-    @property
-    def model_wait(self) -> ModelWait: ...
-
-
-class SpeculationControl(Protocol):
-    """The speculation manager (``SpeculationManager``) as the session and the commands
-    drive it."""
-
-    @property
-    def current(self) -> Suggestion | None: ...
-
-    def cancel_generation(self) -> None: ...
-
-    def matches(self, text: str) -> bool: ...
-
-    def typed_match(self, text: str) -> BranchRun | None: ...
-
-    def cancel_accept(self, req_id: int | None = None) -> bool: ...
-
-    async def accept(
-        self, method: AcceptMethod, out: Emitter, index: int = 0, wait: bool = False
-    ) -> float: ...
-
-    async def dismiss(self, reason: AbortCause) -> None: ...
-
-    async def typed(self, text: str) -> None: ...
-
-    def after_turn(self, reason: TurnEndReason, mode: ApprovalMode) -> None: ...
-
-    def new_session(self) -> None: ...
-
-    async def wait_visible(self, timeout_s: float) -> None: ...
-
-    async def wait_settled(self, timeout_s: float) -> None: ...
-
-    def suggestion_reply(
-        self, req_id: int, transcript: int | None = None
-    ) -> SuggestionReply: ...
-
-    async def diff_reply(
-        self, req_id: int, index: int | None, stat: bool
-    ) -> DiffReply | None: ...
-
-    def stats_reply(self, req_id: int) -> StatsReply: ...
-
 
 # -- how a prompt was submitted --------------------------------------------------------
 
@@ -272,7 +174,7 @@ class Session:
     the main chat and speculation manager."""
 
     def __init__(
-        self, chat: ChatControl, speculation: SpeculationControl, settings: Settings
+        self, chat: MainChat, speculation: SpeculationManager, settings: Settings
     ) -> None:
         self.chat = chat
         self.speculation = speculation

@@ -10,12 +10,11 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import zmq
+if TYPE_CHECKING:
+    import zmq
 
 _S = TypeVar("_S", bound="zmq.Socket[Any]")
 
@@ -46,6 +45,8 @@ def runtime_base() -> Path:
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg and os.access(xdg, os.W_OK) and _socket_path_len(Path(xdg) / "specrun") <= _SUN_PATH_MAX:
         return Path(xdg) / "specrun"
+    import tempfile  # only here: it costs every CLI call that finds XDG_RUNTIME_DIR ~1 ms
+
     temp = Path(tempfile.gettempdir()) / f"specrun-{os.getuid()}"
     if _socket_path_len(temp) <= _SUN_PATH_MAX:
         return temp
@@ -66,9 +67,23 @@ def _private_dir(path: Path) -> Path:
     return path
 
 
-@dataclass(frozen=True)
 class Endpoints:
-    directory: Path
+    """A project's runtime directory and the sockets and pidfile in it. (A plain class:
+    ``@dataclass`` would cost every CLI call the import and the class's generated code.)"""
+
+    __slots__ = ("directory",)
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Endpoints) and other.directory == self.directory
+
+    def __hash__(self) -> int:
+        return hash(self.directory)
+
+    def __repr__(self) -> str:
+        return f"Endpoints({self.directory!r})"
 
     @classmethod
     def for_project(cls, project_root: Path, create: bool = True) -> Endpoints:
@@ -108,6 +123,8 @@ MAX_FRAME_BYTES = 64 * 1024 * 1024
 
 
 def make_router(ctx: zmq.Context[_S], endpoint: str, max_frame: int = MAX_FRAME_BYTES) -> _S:
+    import zmq  # here: the CLI reads the endpoints and never imports pyzmq (``zmtp.py``)
+
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.MAXMSGSIZE, max_frame)
@@ -124,6 +141,8 @@ def make_router(ctx: zmq.Context[_S], endpoint: str, max_frame: int = MAX_FRAME_
 
 
 def make_dealer(ctx: zmq.Context[_S], endpoint: str, identity: bytes | None = None) -> _S:
+    import zmq
+
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     if identity is not None:

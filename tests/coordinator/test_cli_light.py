@@ -1,25 +1,29 @@
 """The light command lines (``coordinator/cli/light.py``): which ones run without click,
 and that running them so is the same as running them through click.
 
-The agreement is checked against the click commands themselves: the light path knows
-each command's boolean flags; any other option of the command (one with a value, say)
-sends the command line to click, and its default must be the body's default, since a
-light run leaves it out."""
+The agreement is checked against the click commands themselves, both made from the same
+declaration (``coordinator/commands``): the light path knows each command's boolean
+flags; any other option of the command (one with a value, say) sends the command line to
+click, and a light run gives it the default click would."""
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
 
-from coordinator.cli import service_requests
-from coordinator.cli.app import COMMAND_FAMILIES, cli, import_family
-from coordinator.cli.light import LIGHT_COMMANDS, LightCall, light_call
+from coordinator.cli import local
+from coordinator.cli.app import cli, command_names, local_names
+from coordinator.cli.light import LightCall, light_call
+from coordinator.commands import all_commands, find
+
+LIGHT = sorted(c.name for c in all_commands()
+               if c.cli and c.group is None and c.light_flags is not None)
 
 
-def _call(argv: list[str]) -> tuple[str, dict[str, bool], Path | None, bool] | None:
+def _call(argv: list[str]) -> tuple[str, dict[str, Any], Path | None, bool] | None:
     found = light_call(argv)
     return None if found is None else (found.command, found.flags, found.project, found.debug)
 
@@ -32,9 +36,10 @@ def test_plain_light_command_lines_are_parsed(tmp_path: Path) -> None:
     assert _call([f"--project={tmp_path}", "reject"]) == (
         "reject", {"as_json": False}, tmp_path, False)
     assert _call(["suggestion", "--settled", "--json", "--wait", "--wait"]) == (
-        "suggestion", {"as_json": True, "wait": True, "settled": True}, None, False)
+        "suggestion", {"as_json": True, "wait": True, "settled": True, "typed": None,
+                       "transcript": False, "index": 0}, None, False)
     assert _call(["--project", str(tmp_path / "not-yet"), "accept"]) == (
-        "accept", {"as_json": False}, tmp_path / "not-yet", False)
+        "accept", {"as_json": False, "index": None}, tmp_path / "not-yet", False)
 
 
 @pytest.mark.parametrize("argv", [
@@ -88,33 +93,48 @@ def _parsed(command: click.Command, *args: str) -> dict[str, object]:
     return command.make_context(command.name, list(args), parent=parent).params
 
 
-@pytest.mark.parametrize("name", sorted(LIGHT_COMMANDS))
+def test_the_light_commands_are_the_declared_ones_without_an_argument() -> None:
+    assert {"status", "workers", "suggestion", "accept", "reject", "stats", "reset", "diff",
+            "compact"} <= set(LIGHT)
+    assert "ask" not in LIGHT  # TEXT: click parses it
+    assert light_call(["cancel"]) is None and light_call(["kill-worker"]) is None
+
+
+@pytest.mark.parametrize("name", LIGHT)
 def test_the_light_path_agrees_with_the_click_command(name: str) -> None:
+    declared = find(name)
+    assert declared is not None and declared.light_flags is not None
     command = _command(name)
     assert not [p for p in command.params if isinstance(p, click.Argument)]
-    light = {"--json": "as_json", **{flag: flag[2:] for flag in LIGHT_COMMANDS[name]}}
+    light = {"--json": "as_json", **declared.light_flags}
     absent = _parsed(command)
     for flag, param in light.items():
         assert absent[param] is False and _parsed(command, flag)[param] is True, flag
-    body = inspect.signature(getattr(service_requests, name))
-    assert list(body.parameters)[:2] == ["obj", "as_json"]
-    assert set(light.values()) <= set(body.parameters)
-    # What only click parses: a light run leaves it out, so the body's default must be
-    # what click gives when it is absent.
-    for param, value in absent.items():
-        if param not in light.values():
-            assert body.parameters[param].default == value, (name, param)
+    # What only click parses: a light run leaves it out, so its default must be what
+    # click gives when it is absent.
+    found = light_call([name])
+    assert found is not None and found.flags == absent
 
 
-def test_every_command_is_found_in_its_family() -> None:
-    for name, family in COMMAND_FAMILIES.items():
-        module = import_family(family)
+def test_every_command_is_found_by_its_name() -> None:
+    names = command_names()
+    assert {"status", "start", "stop", "logs", "debug", "serve", "explain-shell",
+            "memory", "config", "web", "diff"} <= set(names)
+    for name in names:
+        assert _command(name).name == name
+    for name in local_names():
+        module = getattr(local, name.replace("-", "_"), None) or __import__(
+            f"coordinator.cli.local.{name.replace('-', '_')}", fromlist=["x"])
         assert _command(name) is getattr(module, name.replace("-", "_"))
     assert isinstance(light_call(["status"]), LightCall)
 
 
-def test_every_command_module_is_a_family() -> None:
-    """A new ``*_cmds.py`` must be listed in COMMAND_FAMILIES, or its commands never run."""
-    here = Path(import_family("serve").__file__ or "").parent
-    modules = {p.stem for p in here.glob("*_cmd*.py")} | {"serve"}
-    assert modules == set(COMMAND_FAMILIES.values())
+@pytest.mark.parametrize("name", ["__init__", "_private", "declaration", "seam", "a.b", ""])
+def test_a_module_that_is_no_command_is_no_command(name: str) -> None:
+    assert cli.get_command(click.Context(cli), name) is None
+    assert find(name) is None
+
+
+def test_no_command_line_name_is_both_declared_and_the_cli_s_own() -> None:
+    declared = {c.name for c in all_commands() if c.cli and c.group is None}
+    assert declared.isdisjoint(local_names())

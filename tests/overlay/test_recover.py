@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from overlay import Overlay, RecoveryError, recover
-from overlay.apply import TEST_HOOK_ENV
 from tests.overlay.helpers import Snapshot, make_tree, reported_record, snapshot, strays
+from tests.seams import checkpoint_hook
 
 _FORK = multiprocessing.get_context("fork")
 
@@ -76,17 +76,15 @@ def make_scenario(base: Path) -> Scenario:
 
 
 def _apply_in_child(sc: Scenario, hook: str, conn: Connection | None) -> None:
-    os.environ[TEST_HOOK_ENV] = hook
     ov = Overlay.from_record(sc.root, sc.ovdir, sc.record)
     if conn is not None:
         conn.send("ready")
-    ov.apply_to_real()
+    ov.apply_to_real(checkpoint=checkpoint_hook(hook))
     os._exit(0)
 
 
 def _recover_in_child(root: Path, hook: str) -> None:
-    os.environ[TEST_HOOK_ENV] = hook
-    recover(root)
+    recover(root, checkpoint=checkpoint_hook(hook))
     os._exit(0)
 
 

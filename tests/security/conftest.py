@@ -1,29 +1,31 @@
 """Fixtures the security tests share: the service unit tests' ``place``, and a sandbox
-helper with the classifier bypassed (the test-only ``SPECRUN_TEST_BYPASS_CLASSIFIER``), for
-tests that show a containment limit holds on its own whatever command reaches it."""
+helper with the classifier bypassed (``WorkerSeams(bypass_classifier=True)``, started through
+the test's own entry point, ``tests/seams.py``), for tests that show a containment limit
+holds on its own whatever command reaches it."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from protocol.wire.seams import WorkerSeams
 from protocol.wire.work import CommandLimits
 from tests.coordinator.service.conftest import place
+from tests.seams import helper_entry
 from tests.support import containment_unavailable
-from worker.contain.helper import BYPASS_CLASSIFIER_ENV, Request, SandboxHelper
+from worker.contain.helper import HELPER_MODULE, Request, SandboxHelper
 from worker.contain.spawn import ALL_LAYERS, Layers
 from worker.shell.runner import ShellResult
 
 __all__ = ["place"]
 
 
-def start_whole_helper() -> SandboxHelper:
+def start_whole_helper(entry: tuple[str, ...] = HELPER_MODULE) -> SandboxHelper:
     """A sandbox helper with every layer of the profile active; a machine that lacks one
     cannot prove what the test proves."""
-    started = SandboxHelper.start()
+    started = SandboxHelper.start(entry)
     if not all(layer.active for layer in started.layers):
         started.close()
         containment_unavailable(f"layers missing: {started.layers}")
@@ -31,17 +33,8 @@ def start_whole_helper() -> SandboxHelper:
 
 
 def start_bypassed_helper() -> SandboxHelper:
-    """``start_whole_helper`` with the classifier bypassed (the helper reads the variable
-    when it starts)."""
-    saved = os.environ.get(BYPASS_CLASSIFIER_ENV)
-    os.environ[BYPASS_CLASSIFIER_ENV] = "1"
-    try:
-        return start_whole_helper()
-    finally:
-        if saved is None:
-            os.environ.pop(BYPASS_CLASSIFIER_ENV, None)
-        else:
-            os.environ[BYPASS_CLASSIFIER_ENV] = saved
+    """``start_whole_helper`` with the classifier bypassed."""
+    return start_whole_helper(helper_entry(WorkerSeams(bypass_classifier=True)))
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
 """A hostile model against a real service (design §11), with the classifier bypassed.
 
 The scripted model plays an attacker: each main turn ends with a suggestion whose
-speculation tries a class of escape with plausible tool calls. The service runs with the
-test-only ``SPECRUN_TEST_BYPASS_CLASSIFIER=1``, so every shell command counts as read-only
+speculation tries a class of escape with plausible tool calls. The service is built by
+the test with ``WorkerSeams(bypass_classifier=True)``, so every shell command counts as read-only
 and only the containment stands between it and the machine. Before any Tab, the real
 tree must be byte- and metadata-identical, nothing written in ``$HOME`` or ``/tmp``, the
 loopback listener never contacted, the control socket never reached, the coordinator
@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from protocol.wire.seams import WorkerSeams
 from tests.coordinator.e2e import Driver
 from tests.support import Env, make_sample_project, needs_containment, running_service
 from worker.contain.landlock import abi
@@ -171,7 +172,7 @@ def hostile(
         "auto-edit",
         "--scenario",
         str(path),
-        extra_env={"SPECRUN_TEST_BYPASS_CLASSIFIER": "1"},
+        seams=WorkerSeams(bypass_classifier=True),
         before_start=prepare,
     ) as runner:
         driver = Driver(project)

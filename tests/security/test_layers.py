@@ -1,9 +1,9 @@
 """Each layer of the containment profile holds on its own (design §11).
 
 A real sandbox helper (fresh interpreter) runs hostile commands with the classifier
-bypassed (the test-only ``SPECRUN_TEST_BYPASS_CLASSIFIER``) and with every layer but the
-one under test switched off, so a pass shows that layer alone stopped the escape. The
-last tests run the whole profile against the whole battery.
+bypassed (a helper the test builds with ``WorkerSeams(bypass_classifier=True)``) and with
+every layer but the one under test switched off, so a pass shows that layer alone stopped
+the escape. The last tests run the whole profile against the whole battery.
 """
 
 from __future__ import annotations

@@ -2,12 +2,12 @@
 speculation stops at ``sandbox_unavailable:<layer>`` and the main chat asks instead of
 auto-approving; the command never runs with less containment.
 
-A machine without Landlock is stood in for by the test-only ``SPECRUN_TEST_BREAK_LAYER``
-(its setup then fails the way a missing kernel feature does)."""
+A machine without Landlock is stood in for by a helper and a service a test builds with
+``WorkerSeams(broken_layer="landlock")`` (its set-up then fails the way a missing kernel
+feature does)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,23 +15,22 @@ from typing import Any
 import pytest
 import yaml
 
+from protocol.wire.seams import WorkerSeams
 from tests.coordinator.e2e import Driver
+from tests.seams import helper_entry
 from tests.support import Env, make_sample_project, needs_containment, running_service
 from worker.contain.helper import Request, SandboxHelper
 from worker.contain.landlock import abi
-from worker.contain.spawn import BREAK_LAYER_ENV, ContainmentUnavailable
+from worker.contain.spawn import ContainmentUnavailable
 
 pytestmark = needs_containment("the kernel has no Landlock" if abi() < 1 else None)
 
 MARKER = "ran-without-landlock"
+BROKEN = WorkerSeams(broken_layer="landlock")
 
 
 def test_a_broken_layer_is_reported_and_nothing_runs(tmp_path: Path) -> None:
-    os.environ[BREAK_LAYER_ENV] = "landlock"
-    try:
-        helper = SandboxHelper.start()
-    finally:
-        os.environ.pop(BREAK_LAYER_ENV, None)
+    helper = SandboxHelper.start(helper_entry(BROKEN))
     try:
         layers = {layer.name: layer for layer in helper.layers}
         assert not layers["landlock"].active
@@ -93,8 +92,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         project,
         "--scenario",
         str(path),
-        extra_env={BREAK_LAYER_ENV: "landlock"},
         before_start=prepare,
+        seams=BROKEN,
     ) as runner:
         driver = Driver(project)
         try:

@@ -8,9 +8,9 @@ session, and a memory file in a ``memoryDir`` inside the project. The model then
 lists, reads and runs read-only shell commands (``cat``, ``grep -r``, ``rg -L``, ``find -L``)
 in a speculation and in a main-chat turn in ``default`` mode, where every approval question
 is answered no. None of the markers may appear in any request body the model server
-received. The module runs once with the shell classifier and once with it bypassed (the
-test-only hook: every command counts as read-only and runs unasked, so only the sandbox's
-view stands between ``cat`` and the files).
+received. The module runs once with the shell classifier and once with it bypassed (a
+service the test builds with ``WorkerSeams(bypass_classifier=True)``: every command counts
+as read-only and runs unasked, so only the sandbox's view stands between ``cat`` and the files).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import yaml
 from coordinator.service.chat.history import HistoryStore
 from protocol.wire.chat import Message
 from protocol.wire.control import ApprovalAnswer, ApprovalNeeded, AskRequest, ToolShown
+from protocol.wire.seams import WorkerSeams
 from tests.coordinator.e2e import Driver
 from tests.support import Env, make_sample_project, needs_containment, running_service
 from worker.contain.landlock import abi
@@ -169,8 +170,6 @@ def service(
     path.write_text(yaml.safe_dump(scenario(bypassed)))
     log = tmp / "requests.jsonl"
     extra = {"SPECRUN_MODEL_LOG": str(log)}
-    if bypassed:
-        extra["SPECRUN_TEST_BYPASS_CLASSIFIER"] = "1"
 
     def prepare(env: Env) -> None:
         plant(project, env)
@@ -183,6 +182,7 @@ def service(
         str(path),
         extra_env=extra,
         before_start=prepare,
+        seams=WorkerSeams(bypass_classifier=True) if bypassed else None,
     ):
         driver = Driver(project)
         driver.ask("hello")  # suggestions start from the second model turn

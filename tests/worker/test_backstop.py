@@ -1,9 +1,9 @@
 """The kernel write backstop (design §9): a confined speculation worker cannot write the real
 tree even when a command gets past the gate.
 
-The gate never lets ``touch`` run, so the test-only hook ``SPECRUN_TEST_UNGATED_SHELL``
-makes a worker run exactly one given command without the gate. The workers here are
-spawned from this test's environment (a fork server would not see the variable) and talk
+The gate never lets ``touch`` run, so the workers here are built by the test with
+``WorkerSeams(ungated_command=...)``: a worker that runs exactly that one command without the
+gate. They are spawned by the test (the seams are an argument of ``worker_entry``) and talk
 to a ZeroMQ ROUTER owned by the test.
 """
 
@@ -26,6 +26,7 @@ from overlay import speculation_base_dir
 from protocol.wire import codec
 from protocol.wire.boundary import BoundaryReason
 from protocol.wire.endpoints import make_router
+from protocol.wire.seams import NO_SEAMS, WorkerSeams
 from protocol.wire.work import (
     Boundary,
     Completed,
@@ -38,7 +39,6 @@ from protocol.wire.work import (
 from tests.support import needs_containment
 from tests.worker.conftest import PIPELINED_RULE, Harness, call, rule, tree_state
 from worker.contain.landlock import abi as landlock_abi
-from worker.jobs import UNGATED_SHELL_ENV, _ungated_command
 from worker.process import worker_entry
 from worker.tools import TOOL_SPECS
 
@@ -75,20 +75,17 @@ class Spawned:
 
 
 @pytest.fixture
-def spawn_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def spawn_worker() -> Iterator[Any]:
     ctx = zmq.Context()
     runtime = Path(tempfile.mkdtemp(prefix="sb-"))
     started: list[Spawned] = []
 
     def start(ungated: str | None) -> Spawned:
-        if ungated is None:
-            monkeypatch.delenv(UNGATED_SHELL_ENV, raising=False)
-        else:
-            monkeypatch.setenv(UNGATED_SHELL_ENV, ungated)
+        seams = NO_SEAMS if ungated is None else WorkerSeams(ungated_command=ungated)
         endpoint = f"ipc://{runtime}/w{len(started)}.sock"
         sock = make_router(ctx, endpoint)
         process = multiprocess.get_context("spawn").Process(
-            target=worker_entry, args=(endpoint, EPOCH, os.getpid(), 0.5), daemon=False
+            target=worker_entry, args=(endpoint, EPOCH, os.getpid(), 0.5, seams), daemon=False
         )
         process.start()
         decoder = codec.worker_to_coordinator()
@@ -192,10 +189,3 @@ def test_without_the_hook_the_gate_stops_the_same_command(harness: Any, spawn_wo
     assert events[-1].reason == BoundaryReason("shell", "touch created-by-probe.txt")
     assert not (h.project / "created-by-probe.txt").exists()
     h.cleanup()
-
-
-def test_the_hook_is_inert_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(UNGATED_SHELL_ENV, raising=False)
-    assert _ungated_command() is None
-    monkeypatch.setenv(UNGATED_SHELL_ENV, "")
-    assert _ungated_command() is None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from worker.shell import classify
 from worker.shell.lexer import (
@@ -12,7 +14,39 @@ from worker.shell.lexer import (
     regex_literal_end,
     scan,
     single_quote_end,
+    skip_to,
 )
+
+
+def _one_by_one(s: str, i: int, stops: str) -> int:
+    """The loop every reader of the lexer used to write out for itself."""
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and "\\" not in stops:
+            i += 2
+            continue
+        if c in stops:
+            return i
+        i += 1
+    return len(s)
+
+
+def test_skip_to_steps_over_escapes_and_stops_where_told() -> None:
+    assert skip_to('ab\\"c"d', 0, '"') == 5
+    assert skip_to("ab\\", 0, '"') == 3  # a lone backslash at the end: stepped over
+    assert skip_to("a\\b", 0, "\\b") == 1  # the caller reads backslashes itself
+    assert skip_to("x-^]y", 0, "]") == 3  # characters a regex class would read
+    assert skip_to("x-^]y", 0, "^-") == 1
+    assert skip_to("abc", 3, "a") == 3
+
+
+_CHARS = st.text(alphabet="ab\\\"'`$(){}[]^-\n ;&|<>", max_size=40)
+
+
+@given(_CHARS, st.text(alphabet="\\\"'`$(){}[]^-\n ;&|<>", min_size=1, max_size=5))
+def test_skip_to_is_the_loop_it_replaced(text: str, stops: str) -> None:
+    for start in range(len(text) + 1):
+        assert skip_to(text, start, stops) == _one_by_one(text, start, stops)
 
 
 def test_quote_ends() -> None:

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from overlay import Overlay
+from tests.support import wait_until
 from tests.worker.tool_calls import body, make_tree, ok
 from worker.tools import DirectAccess, OverlayAccess, ToolContext
 from worker.tools.rg import find_files, name_glob, rg_binary, rust_pattern, start_search
@@ -234,6 +235,27 @@ def test_a_search_given_up_half_way_leaves_no_process(tmp_path: Path) -> None:
     with again:
         assert len(again.listed() or []) == 4000
         assert again.extra() == []
+
+
+def test_rg_lists_a_big_tree_without_waiting_for_its_reader(tmp_path: Path) -> None:
+    """rg's list goes through a pipe big enough for it: rg ends while nobody reads yet (the
+    reader stats each block as it comes; with a 64 KiB pipe rg would stall on the reader)."""
+    name = "a_module_with_a_rather_long_name_like_real_ones_have_"
+    files = {f"pkg{i // 100}/{name}{i}.py": "" for i in range(3000)}  # about 250 KB listed
+    make_tree(tmp_path / "p", files)
+    view = TreeView(DirectAccess(tmp_path / "p"))
+    start = view.node(tmp_path / "p")
+    assert start is not None
+    search = start_search(view, start, name="*.py")
+    assert search is not None
+    with search:
+        def rg_ended() -> bool:
+            children = psutil.Process().children()
+            rg = [c for c in children if c.name() == "rg"]
+            return bool(rg) and all(c.status() == psutil.STATUS_ZOMBIE for c in rg)
+
+        assert wait_until(rg_ended, timeout=30), "rg waited for its reader"
+        assert len(search.listed() or []) == 3000
 
 
 def test_glob_quotes_a_start_directory_with_a_newline(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ or dies.
 
 The same loop runs in a fresh interpreter (``python -m worker.contain.helper FD``) for
 callers that are not a preloaded single-threaded worker: the test suite and
-``specrun sandbox --verify``.
+``specrun sandbox --verify``. A test that needs a helper built differently
+(``protocol.wire.seams``) starts its own entry point instead, which calls :func:`serve`
+with its seams; nothing here reads them from anywhere else.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import struct
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -35,6 +38,7 @@ import msgspec
 
 from overlay.paths import ensure_private_base, ensure_private_dir, make_private_dir
 from overlay.sweep import release_pid_dir
+from protocol.wire.seams import NO_SEAMS, WorkerSeams
 from protocol.wire.work import CommandLimits, LayerStatus
 from worker.contain import cgroup, mounts, probe, spawn
 from worker.contain.limits import pid_namespace_cap
@@ -48,11 +52,8 @@ from worker.contain.spawn import (
 from worker.lifecycle import die_with_parent
 from worker.shell.runner import READ_ONLY_PATH, ShellResult, read_only_environment
 
-BYPASS_CLASSIFIER_ENV = "SPECRUN_TEST_BYPASS_CLASSIFIER"
-"""Test-only: when set to ``1`` in the service's environment, every shell command counts as
-read-only, so tests can show that the containment holds on its own. Never read from
-settings or the wire; a helper with it set says so on stderr."""
-
+HELPER_MODULE = ("-m", "worker.contain.helper")
+"""How ``SandboxHelper.start`` runs the helper in a fresh interpreter (its FD follows)."""
 SANDBOX_DIR = "sandbox"
 """The helper's directory (its commands' mount point) inside the worker's per-pid dir. A
 helper started in a fresh interpreter (``SandboxHelper.start``: tests, ``--verify``) adds
@@ -88,10 +89,6 @@ def shell_program() -> str | None:
     """The bash every contained command runs in (its path is how bash names itself in
     its error messages)."""
     return shutil.which("bash", path=READ_ONLY_PATH)
-
-
-def classifier_bypassed() -> bool:
-    return os.environ.get(BYPASS_CLASSIFIER_ENV) == "1"
 
 
 class Request(msgspec.Struct, frozen=True):
@@ -166,8 +163,9 @@ class _Server:
     """The helper's state. Nothing is set up until the first request: most workers never
     run a shell command, and a worker's start should not pay for namespaces."""
 
-    def __init__(self, dir_name: str = SANDBOX_DIR) -> None:
+    def __init__(self, dir_name: str = SANDBOX_DIR, seams: WorkerSeams = NO_SEAMS) -> None:
         self.dir_name = dir_name
+        self.seams = seams
         self.ready = False
         self.setup_error: str | None = None
         self.network: int | None = None
@@ -286,7 +284,7 @@ class _Server:
             return Reply(unavailable_layer="namespaces", error=self.setup_error)
         if self.group_error is not None and request.layers.limits:
             return Reply(unavailable_layer="limits", error=self.group_error)
-        if check and request.mode == "read_only" and not classifier_bypassed():
+        if check and request.mode == "read_only" and not self.seams.bypass_classifier:
             from worker.shell.classifier import classify
 
             verdict = classify(request.command)
@@ -385,6 +383,7 @@ class _Server:
             group_fds=self.group_fds if group is not None else (),
             pids_by_group=group is not None and cgroup.covers("pids"),
             memory_by_group=group is not None and cgroup.covers("memory"),
+            broken_layer=self.seams.broken_layer,
         )
         tmp = "/tmp" if request.layers.filesystem else str(scratch)
         env = {**read_only_environment(), "HOME": tmp, "TMPDIR": tmp}
@@ -441,13 +440,15 @@ def recv_frame(sock: socket.socket) -> bytes:
     return _recv_exact(sock, size)
 
 
-def serve(sock: socket.socket, dir_name: str = SANDBOX_DIR) -> None:
+def serve(
+    sock: socket.socket, dir_name: str = SANDBOX_DIR, seams: WorkerSeams = NO_SEAMS
+) -> None:
     """Answer requests until the other end closes. Single-threaded."""
-    if classifier_bypassed():
-        sys.stderr.write(f"specrun: {BYPASS_CLASSIFIER_ENV} is set (test-only)\n")
+    if seams.any_set:
+        sys.stderr.write(f"specrun: a sandbox helper built by a test ({seams.describe()})\n")
     decoder = msgspec.msgpack.Decoder(Request)
     encoder = msgspec.msgpack.Encoder()
-    server = _Server(dir_name)
+    server = _Server(dir_name, seams)
     try:
         while True:
             try:
@@ -486,7 +487,7 @@ class SandboxHelper:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def fork(cls) -> SandboxHelper:
+    def fork(cls, seams: WorkerSeams = NO_SEAMS) -> SandboxHelper:
         """Fork the helper from this process. Call while single-threaded."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
@@ -495,7 +496,7 @@ class SandboxHelper:
             try:
                 ours.close()
                 die_with_parent()
-                serve(theirs)
+                serve(theirs, seams=seams)
             except BaseException:
                 code = 1
             finally:
@@ -504,12 +505,14 @@ class SandboxHelper:
         return cls(ours, pid)
 
     @classmethod
-    def start(cls) -> SandboxHelper:
-        """Start the helper in a fresh interpreter (safe from any process)."""
+    def start(cls, entry: Sequence[str] = HELPER_MODULE) -> SandboxHelper:
+        """Start the helper in a fresh interpreter (safe from any process). ``entry``: what
+        the interpreter runs, given the socket's FD as its last argument; a test passes its
+        own entry point to build a helper differently."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         proc = subprocess.Popen(
             # -P and cwd "/": the project must never shadow our own packages.
-            [sys.executable, "-P", "-m", "worker.contain.helper", str(theirs.fileno())],
+            [sys.executable, "-P", *entry, str(theirs.fileno())],
             cwd="/",
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,

@@ -78,6 +78,9 @@ class Profile:
     pids_by_group: bool = False
     # its memory limit bounds what the commands use; without one, RLIMIT_AS does
     memory_by_group: bool = False
+    # a test's stand-in for a machine without this layer (``WorkerSeams.broken_layer``):
+    # its set-up fails, so the command does not run
+    broken_layer: str | None = None
 
 
 class ContainmentUnavailable(RuntimeError):
@@ -92,9 +95,6 @@ class ContainmentUnavailable(RuntimeError):
 def prepare() -> None:
     """Everything a command's child would otherwise compute after the fork (where every
     Python object it touches costs a copied page): done once, in the helper."""
-    broken = os.environ.get(BREAK_LAYER_ENV)
-    if broken:
-        _broken.append(broken)
     seccomp.prepare()
     limits.last_capability()
     landlock.abi()
@@ -127,16 +127,9 @@ def _writable(profile: Profile) -> list[Path]:
     return paths
 
 
-BREAK_LAYER_ENV = "SPECRUN_TEST_BREAK_LAYER"
-"""Test-only: a layer name (``filesystem``, ``limits``, ``privileges``, ``landlock``,
-``seccomp``) whose setup then fails, standing for a machine that lacks it, so tests can
-show that nothing runs with less containment. Read from the service's environment only."""
-_broken: list[str] = []
-
-
-def _check_broken(stage: str) -> None:
-    if stage in _broken:
-        raise OSError(f"{stage} made unavailable by {BREAK_LAYER_ENV} (test-only)")
+def _check_broken(profile: Profile, stage: str) -> None:
+    if stage == profile.broken_layer:
+        raise OSError(f"{stage} made unavailable by a test (WorkerSeams.broken_layer)")
 
 
 def _enter_command(profile: Profile, report: int) -> None:
@@ -144,27 +137,27 @@ def _enter_command(profile: Profile, report: int) -> None:
     layers = profile.layers
     stage = "filesystem"
     try:
-        _check_broken(stage)
+        _check_broken(profile, stage)
         if layers.filesystem:
             mounts.enter_root(
                 profile.view, profile.mount_point, profile.limits.tmp_bytes, proc=layers.pid
             )
         stage = "limits"
-        _check_broken(stage)
+        _check_broken(profile, stage)
         if layers.limits:
             limits.apply_rlimits(profile.limits, address_space=not profile.memory_by_group)
             if layers.pid and not profile.pids_by_group:
                 limits.cap_pid_namespace(profile.limits.processes)
         stage = "privileges"
-        _check_broken(stage)
+        _check_broken(profile, stage)
         if layers.privileges:
             limits.drop_privileges()
         stage = "landlock"
-        _check_broken(stage)
+        _check_broken(profile, stage)
         if layers.landlock:
             landlock.restrict(_readable(profile), _writable(profile))
         stage = "seccomp"
-        _check_broken(stage)
+        _check_broken(profile, stage)
         if layers.seccomp:
             seccomp.install()
     except Exception as exc:

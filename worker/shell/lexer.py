@@ -15,11 +15,16 @@ finding or an error, and the classifier treats either as a refusal.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # Characters that end an unquoted word in bash.
-_METACHARS = frozenset(" \t\n;&|()<>")
+_METACHAR_TEXT = " \t\n;&|()<>"
+_METACHARS = frozenset(_METACHAR_TEXT)
+# What the statement scanner reads itself; every other character is copied as it is.
+_STEP_STOPS = "\\'\"`$<>#(){}\n;&"
 _BLANKS = " \t"
 
 # Output targets that cannot change anything on disk.
@@ -36,6 +41,32 @@ _PARAM_OPS = (
 
 class ScanError(Exception):
     """The scanner could not make sense of the input (unbalanced quote, odd here-doc…)."""
+
+
+# --------------------------------------------------------------------------------------------
+# The character scan: the one loop. Every reader below steps from one character that matters
+# to the next with it, so none of them walks characters one by one in Python, and none can
+# step over a backslash differently from the others.
+# --------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _stop_matcher(stops: str) -> Callable[[str, int], re.Match[str] | None]:
+    body = re.escape(stops.replace("\\", ""))
+    if "\\" in stops:  # the caller reads backslashes itself
+        return re.compile(f"[^{body}\\\\]*").match
+    # a backslash and the character it escapes (or a lone one at the end) are one step
+    return re.compile(f"(?:[^{body}\\\\]+|\\\\[\\s\\S]?)*+").match
+
+
+def skip_to(s: str, i: int, stops: str) -> int:
+    """Index of the first character of ``s`` from ``i`` on that is in ``stops``, or
+    ``len(s)`` when there is none. A backslash escapes the character after it: the pair is
+    stepped over (a backslash at the very end too), unless ``stops`` holds the backslash
+    itself, which then stops the scan like any other."""
+    match = _stop_matcher(stops)(s, i)
+    assert match is not None  # both patterns match the empty string
+    return match.end()
 
 
 # --------------------------------------------------------------------------------------------
@@ -69,16 +100,10 @@ def ansi_c_quote_end(s: str, i: int) -> int:
 
 def _escaped_end(s: str, j: int, close: str, error: str) -> int:
     """Index after the first ``close`` from ``j`` on that no backslash escapes."""
-    n = len(s)
-    while j < n:
-        c = s[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == close:
-            return j + 1
-        j += 1
-    raise ScanError(error)
+    end = skip_to(s, j, close)
+    if end >= len(s):
+        raise ScanError(error)
+    return end + 1
 
 
 def regex_literal_end(s: str, i: int, delim: str, *, brackets: bool) -> int:
@@ -92,13 +117,13 @@ def regex_literal_end(s: str, i: int, delim: str, *, brackets: bool) -> int:
     n = len(s)
     in_bracket = False
     bracket_start = -1
-    while i < n:
+    outside = "\n" + ("[" if brackets else "") + delim.replace("\\", "")
+    while True:
+        # a backslash at the very end is stepped over to the end: unterminated too
+        i = skip_to(s, i, "\n[]" if in_bracket else outside)
+        if i >= n:
+            raise ScanError("unterminated regex")
         c = s[i]
-        if c == "\\":
-            if i + 1 >= n:
-                raise ScanError("unterminated regex")
-            i += 2
-            continue
         if c == "\n":
             raise ScanError("newline in regex")
         if in_bracket:
@@ -123,7 +148,6 @@ def regex_literal_end(s: str, i: int, delim: str, *, brackets: bool) -> int:
         if c == delim:
             return i + 1
         i += 1
-    raise ScanError("unterminated regex")
 
 
 @dataclass
@@ -183,11 +207,8 @@ def _operand_problem(word: str) -> str | None:
     """Check the ``word`` of ``${name<op>word}``: only literal text and simple ``$name``."""
     i = 0
     n = len(word)
-    while i < n:
+    while (i := skip_to(word, i, "`'\"$()")) < n:
         c = word[i]
-        if c == "\\":
-            i += 2
-            continue
         if c == "`":
             return "substitution:`...`"
         if c in "'\"":
@@ -204,9 +225,7 @@ def _operand_problem(word: str) -> str | None:
                 i += 2
                 continue
             return "parameter:${...}"
-        if c in "()":
-            return "parameter:operand with parentheses"
-        i += 1
+        return "parameter:operand with parentheses"  # "(" or ")"
     return None
 
 
@@ -214,11 +233,8 @@ def heredoc_body_problem(body: str) -> str | None:
     """Expansions in an unquoted here-document body that could run code."""
     i = 0
     n = len(body)
-    while i < n:
+    while (i := skip_to(body, i, "`$")) < n:
         c = body[i]
-        if c == "\\":
-            i += 2
-            continue
         if c == "`":
             return "substitution:`...` in here-document"
         if c == "$" and i + 1 < n:
@@ -247,14 +263,10 @@ def _find_brace_end(s: str, start: int) -> int:
     depth = 0
     i = start
     n = len(s)
-    while i < n:
-        c = s[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
+    while (i := skip_to(s, i, "{}")) < n:
+        if s[i] == "{":
             depth += 1
-        elif c == "}":
+        else:
             depth -= 1
             if depth == 0:
                 return i
@@ -340,6 +352,11 @@ class _Scanner:
         self.emit('"')
         j = i + 1
         while j < self.n:
+            run = skip_to(self.s, j, '\\"`$')
+            if run > j:
+                self.emit(self.s[j:run])
+                j = run
+                continue
             c = self.s[j]
             if c == "\\":
                 if self.peek(j + 1) == "\n":
@@ -354,26 +371,16 @@ class _Scanner:
             if c == "`":
                 j = self.backtick(j)
                 continue
-            if c == "$":
-                j = self.dollar(j, in_double_quotes=True)
-                continue
-            self.emit(c)
-            j += 1
+            j = self.dollar(j, in_double_quotes=True)  # "$"
         raise ScanError("unterminated double quote")
 
     def backtick(self, i: int) -> int:
         self.find("substitution:`...`")
-        j = i + 1
-        while j < self.n:
-            c = self.s[j]
-            if c == "\\":
-                j += 2
-                continue
-            if c == "`":
-                self.emit(self.s[i : j + 1])
-                return j + 1
-            j += 1
-        raise ScanError("unterminated backtick")
+        j = skip_to(self.s, i + 1, "`")
+        if j >= self.n:
+            raise ScanError("unterminated backtick")
+        self.emit(self.s[i : j + 1])
+        return j + 1
 
     def balanced_parens(self, i: int) -> int:
         """Skip the group opened by ``(`` at ``i``; returns the index after its ``)``.
@@ -383,11 +390,8 @@ class _Scanner:
         """
         depth = 0
         j = i
-        while j < self.n:
+        while (j := skip_to(self.s, j, "'\"`()")) < self.n:
             c = self.s[j]
-            if c == "\\":
-                j += 2
-                continue
             if c == "'":
                 j = single_quote_end(self.s, j)
                 continue
@@ -402,7 +406,7 @@ class _Scanner:
                 continue
             if c == "(":
                 depth += 1
-            elif c == ")":
+            else:
                 depth -= 1
                 if depth == 0:
                     self.emit(self.s[i : j + 1])
@@ -414,11 +418,8 @@ class _Scanner:
         """``${...}`` with ``$`` at ``i``."""
         j = i + 2
         depth = 1
-        while j < self.n:
+        while (j := skip_to(self.s, j, "'\"`$}")) < self.n:
             c = self.s[j]
-            if c == "\\":
-                j += 2
-                continue
             if c in "'\"":
                 self.find("parameter:quoted operand")
             elif c == "`":
@@ -569,6 +570,10 @@ class _Scanner:
 
     def step(self, i: int) -> int:
         """Read the piece of input starting at ``i``; returns the index after it."""
+        plain = skip_to(self.s, i, _STEP_STOPS)
+        if plain > i:
+            self.emit(self.s[i:plain])
+            return plain
         c = self.s[i]
         if c == "\\":
             if self.peek(i + 1) != "\n":  # a line continuation is dropped, as bash does
@@ -673,19 +678,9 @@ def _word_at(s: str, i: int) -> tuple[str, int]:
     index after it."""
     n = len(s)
     j = i
-    while j < n and s[j] not in _METACHARS:
-        c = s[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == "'":
-            j = single_quote_end(s, j)
-            continue
-        if c == '"':
-            j = double_quote_end(s, j)
-            continue
-        j += 1
-    return s[i : min(j, n)], min(j, n)
+    while (j := skip_to(s, j, _METACHAR_TEXT + "'\"")) < n and s[j] not in _METACHARS:
+        j = single_quote_end(s, j) if s[j] == "'" else double_quote_end(s, j)
+    return s[i:j], j
 
 
 def _skip_blanks(s: str, i: int) -> int:
@@ -760,6 +755,11 @@ def analyze_word(raw: str) -> WordInfo:
     i = 0
     n = len(raw)
     while i < n:
+        plain = skip_to(raw, i, "\\'\"$`*?[{},.")
+        if plain > i:
+            out.append(raw[i:plain])
+            i = plain
+            continue
         c = raw[i]
         if c == "\\":
             quoted = True
@@ -830,6 +830,11 @@ def _double_quoted_part(raw: str, i: int) -> tuple[str, int, bool]:
     n = len(raw)
     j = i + 1
     while j < n and raw[j] != '"':
+        plain = skip_to(raw, j, '"\\`$')
+        if plain > j:
+            out.append(raw[j:plain])
+            j = plain
+            continue
         ch = raw[j]
         if ch == "\\" and j + 1 < n and raw[j + 1] in '$`"\\\n':
             out.append(raw[j + 1])
@@ -867,6 +872,11 @@ def _ansi_c(raw: str, i: int) -> tuple[str, int, bool]:
     n = len(raw)
     ok = True
     while i < n:
+        plain = skip_to(raw, i, "'\\")
+        if plain > i:
+            out.append(raw[i:plain])
+            i = plain
+            continue
         c = raw[i]
         if c == "'":
             return "".join(out), i + 1, ok

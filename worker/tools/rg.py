@@ -186,6 +186,18 @@ class Hit(NamedTuple):
         return Node(Path(self.logical), Path(self.physical), is_dir=False)
 
 
+_PIPE_BYTES = 1 << 20
+
+
+def _streamed(
+    argv: list[str], cwd: Path, env: dict[str, str] | None, err: int, pipe_bytes: int
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+        pipesize=pipe_bytes,
+    )  # fmt: skip
+
+
 class _Proc:
     """A child process whose output goes to memory files (see :meth:`output`), or, with
     ``stream``, whose stdout is read while it runs (:meth:`chunks`)."""
@@ -204,10 +216,15 @@ class _Proc:
             err: int = os.memfd_create("specrun-search-err", os.MFD_CLOEXEC)
             if stream:
                 self._fds = [err]
-                self.proc = subprocess.Popen(
-                    argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=err,
-                )  # fmt: skip
+                # A pipe big enough for a whole listing (a MiB, the unprivileged maximum, is
+                # about 20,000 paths): rg never waits for the reader, who stats each block as
+                # it comes; with the default 64 KiB, rg stalled whenever the reader was not
+                # scheduled, which on a loaded machine made the listing last as long as the
+                # reader's work (``scripts/bench_search.py``, docs/benchmarks.md).
+                try:
+                    self.proc = _streamed(argv, cwd, env, err, _PIPE_BYTES)
+                except OSError:  # a pipe that size refused (the user's pipe quota): the default
+                    self.proc = _streamed(argv, cwd, env, err, -1)
                 assert self.proc.stdout is not None
                 self._pipe = self.proc.stdout.fileno()
             else:
@@ -305,10 +322,11 @@ def _rg_argv(
     if max_filesize is not None:
         argv += ["--max-filesize", str(max_filesize)]
     if pattern is None:
-        # A listing is about as much work as the `find` beside it (see _find_argv): rg's
-        # threads on every core would only fight it for them. A search reads every file and
-        # is worth all of them.
-        argv += ["--files", "--threads", str(max(1, _cores() - 1))]
+        # Every core, as bare `rg --files` takes them: on a quiet machine one thread fewer
+        # (for the `find` beside it) made no difference (52 against 54 ms on 34k files), on a
+        # loaded one a single thread got half the CPU share bare rg gets and the listing took
+        # twice as long.
+        argv += ["--files", "--threads", str(_cores())]
     else:
         argv += ["--files-with-matches", "--crlf", "-e", pattern]
     return [*argv, "--", where]
@@ -388,6 +406,10 @@ def _find_argv(
     wanted = ["-type", "l"]
     if max_filesize is not None:
         wanted = ["(", "-type", "l", "-o", "-type", "f", "-size", f"+{max_filesize}c", ")"]
+    # The cheapest test first: "-type l" reads the directory entry's type; a name is a
+    # pattern match; the size test stats the file, so it comes after the name.
+    names = _find_names(name)
+    tests = [*wanted, *names] if max_filesize is None else [*names, *wanted]
     depth = [] if max_depth is None else ["-maxdepth", str(max_depth)]
     skipped = ["-name", ".git"]
     for dirname in pruned:
@@ -403,8 +425,7 @@ def _find_argv(
         "d",
         "-prune",
         "-o",
-        *_find_names(name),
-        *wanted,
+        *tests,
         "-print0",
     ]
 

@@ -1,9 +1,9 @@
-"""Control commands: one small handler per request type, each registered where it is
-defined (``registry.handles``); importing this package registers them all."""
+"""The service's side of its control commands: the registry made from their
+declarations (``coordinator/commands``) and the port their server halves are handed."""
 
 from __future__ import annotations
 
-from coordinator.service.commands import chat, live, service, speculation
+from coordinator.service.commands.port import CommandPort, status_reply
 from coordinator.service.commands.registry import HANDLERS, dispatch
 
-__all__ = ["HANDLERS", "chat", "dispatch", "live", "service", "speculation"]
+__all__ = ["HANDLERS", "CommandPort", "dispatch", "status_reply"]

@@ -1,54 +1,35 @@
-"""Control commands: one handler per request type, registered where it is defined.
+"""The service's handler registry, made from the command declarations
+(``coordinator/commands``): each request type to the one command that answers it.
 
-    @handles(StatusRequest)
-    async def status(deps: HandlerDeps, identity: bytes, req: StatusRequest) -> None: ...
-
-``dispatch`` finds a request's handler by its type. A second handler for the same type,
-or a handler whose request parameter names another type, fails at import.
+Built when this module is imported (before the fork server is forked, so its pages are
+shared): a request type with two commands fails then, not at the first request.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from coordinator.service.commands.deps import HandlerDeps
+from coordinator.commands import all_commands
+from coordinator.commands.declaration import Command
+from coordinator.commands.seam import Service
 from protocol.wire.control import ControlRequest
 
-# What the registry keeps. The request is ``Any`` here only because each handler takes
-# its own request type; ``handles`` checks that it is the type it is registered for.
-Handler = Callable[[HandlerDeps, bytes, Any], Awaitable[None]]
-H = TypeVar("H", bound=Handler)
 
-HANDLERS: dict[type[ControlRequest], Handler] = {}
-
-
-def handles(request_type: type[ControlRequest]) -> Callable[[H], H]:
-    """Register the decorated function as the handler of ``request_type``."""
-
-    def register(handler: H) -> H:
-        existing = HANDLERS.get(request_type)
-        if existing is not None:
-            raise TypeError(
-                f"{request_type.__name__} already has a handler "
-                f"({existing.__module__}.{existing.__qualname__})"
-            )
-        params = list(inspect.signature(handler).parameters.values())
-        declared = params[2].annotation if len(params) == 3 else None
-        if declared not in (request_type, request_type.__name__):
-            raise TypeError(
-                f"{handler.__qualname__} is registered for {request_type.__name__} but takes "
-                f"{declared!r}"
-            )
-        HANDLERS[request_type] = handler
-        return handler
-
-    return register
+def _registry(commands: list[Command[Any]]) -> dict[type[Any], Command[Any]]:
+    found: dict[type[Any], Command[Any]] = {}
+    for command in commands:
+        other = found.setdefault(command.request, command)
+        if other is not command:
+            raise TypeError(f"{command.request.__name__} is declared by both "
+                            f"{other.name!r} and {command.name!r}")
+    return found
 
 
-async def dispatch(context: HandlerDeps, identity: bytes, request: ControlRequest) -> None:
-    handler = HANDLERS.get(type(request))
-    if handler is None:  # a request type the protocol has and the service does not serve yet
-        raise LookupError(f"no handler for {type(request).__name__}")
-    await handler(context, identity, request)
+HANDLERS = _registry(all_commands())
+
+
+async def dispatch(service: Service, identity: bytes, request: ControlRequest) -> None:
+    command = HANDLERS.get(type(request))
+    if command is None:  # a request type the protocol has and no command declares
+        raise LookupError(f"no command answers {type(request).__name__}")
+    await command.serve(service, identity, request)

@@ -38,6 +38,7 @@ from protocol.wire import codec
 from protocol.wire.chat import ToolSpec
 from protocol.wire.control import JobKind, WorkerInfo, WorkerSandbox, WorkerState
 from protocol.wire.endpoints import make_router
+from protocol.wire.seams import NO_SEAMS, WorkerSeams
 from protocol.wire.work import (
     PROJECT_ROOT_ENV,
     Heartbeat,
@@ -209,11 +210,14 @@ class WorkerPool:
         hang_after_s: float = 5.0,
         start_timeout_s: float = 15.0,
         project_root: str | None = None,
+        seams: WorkerSeams = NO_SEAMS,
         on_event: EventHandler | None = None,
         on_death: DeathHandler | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.project_root = project_root
+        # what a test built into every worker (``protocol.wire.seams``): a start argument
+        self.seams = seams
         self.epoch = epoch
         self.size = max(0, size)
         self.heartbeat_s = heartbeat_s
@@ -342,7 +346,7 @@ class WorkerPool:
         loop = asyncio.get_running_loop()
         process = self._mp.Process(
             target=worker_entry,
-            args=(self.endpoint, self.epoch, os.getpid(), self.heartbeat_s),
+            args=(self.endpoint, self.epoch, os.getpid(), self.heartbeat_s, self.seams),
             daemon=False,
         )
         started = time.monotonic()

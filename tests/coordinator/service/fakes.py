@@ -268,7 +268,7 @@ class Chat:
 
 
 class SessionChat:
-    """The main chat as the session and the commands drive it (``ChatControl``): it
+    """The main chat (``MainChat``) as the session and the command port drive it: it
     notes what it is asked in ``log`` and answers as the test set it up."""
 
     model_name = "main-model"
@@ -339,9 +339,9 @@ class SessionChat:
 
 
 class SessionSpeculation:
-    """The speculation manager as the session and the commands drive it
-    (``SpeculationControl``): it notes what it is asked in ``log``, and ``accept``
-    returns ``accepting`` or raises it."""
+    """The speculation manager (``SpeculationManager``) as the session and the command
+    port drive it: it notes what it is asked in ``log``, and ``accept`` returns
+    ``accepting`` or raises it."""
 
     def __init__(self, log: list[Any], sent: Replies) -> None:
         self.log = log
@@ -402,7 +402,13 @@ class SessionSpeculation:
         return SuggestionReply(req_id, text, text is not None, None, None)
 
     async def diff_reply(self, req_id: int, index: int | None, stat: bool) -> DiffReply | None:
-        return None
+        """The branch's diff while ``current`` has a speculation, else None."""
+        self.log.append(("diff_reply", index, stat))
+        spec = self.current.speculation if self.current is not None else None
+        if spec is None:
+            return None
+        return DiffReply(req_id, index or 0, self.current.text if self.current else "",
+                         spec.status)
 
     def stats_reply(self, req_id: int) -> StatsReply:
         return self.stats.reply(req_id, pending_speculation=None)

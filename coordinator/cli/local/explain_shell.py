@@ -1,5 +1,4 @@
-"""What a speculation's shell may do, asked without a service: explain-shell (is this
-command read-only?) and sandbox (the containment layers, or proving them live)."""
+"""``specrun explain-shell``: is this shell command read-only? Needs no service."""
 
 from __future__ import annotations
 
@@ -43,25 +42,3 @@ def explain_shell(command: str | None, batch: bool, as_json: bool) -> None:
         return
     code = subprocess.call([*explain, command])
     sys.exit(EXIT_OK if code in (0, 1) else EXIT_ERROR)
-
-
-@click.command("sandbox")
-@click.option("--verify", is_flag=True,
-              help="Attempt every escape inside the sandbox and report what held.")
-@json_option
-def sandbox(verify: bool, as_json: bool) -> None:
-    """Show the layers of the sandbox that unapproved shell commands run in, or with
-    --verify prove them live: a probe tries each escape (project metadata, $HOME read and
-    write, TCP, a specrun socket, a signal, CPU/file/process limits, capabilities) and
-    one line per check says what was tried and what happened. Needs no service; exits 1
-    if a layer is missing or leaks.
-
-    \b
-    Examples:
-      specrun sandbox
-      specrun sandbox --verify
-    """
-    args = [] if verify else ["--layers"]
-    if as_json:
-        args.append("--json")
-    sys.exit(subprocess.call([sys.executable, "-P", "-m", "worker.contain.verify", *args]))

@@ -1,0 +1,52 @@
+"""``specrun accept``: Tab, from the command line."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coordinator.commands.declaration import Args, Command, Option
+from protocol.wire.control import AcceptRequest, ErrorReply, TurnEnded
+
+if TYPE_CHECKING:
+    from coordinator.commands.seam import Client, Service
+
+SHOWN_CHANGED = (
+    "The suggestion changed since it was shown: nothing was taken. Look at the one shown "
+    "now and take it if you want it."
+)
+
+
+async def serve(service: Service, identity: bytes, req: AcceptRequest) -> None:
+    # Checked and taken with no wait in between: nothing can change the suggestion here.
+    shown = req.shown_text
+    if shown is not None and not service.still_shown(req.index, shown, req.shown_speculation):
+        await service.send(identity, ErrorReply(req.req_id, "not_found", SHOWN_CHANGED))
+        return
+    await service.send(identity, await service.submit(identity, req))
+
+
+def run(client: Client, args: Args) -> int:
+    """The accept streams like a turn: the transcript, then how it ended."""
+    return client.turn(AcceptRequest(req_id=client.next_id(), method="cli", index=args["index"]))
+
+
+COMMAND = Command(
+    "accept",
+    request=AcceptRequest,
+    reply=TurnEnded,
+    serve=serve,
+    run=run,
+    params=(Option("--index", "Take the alternative of this rank (see `specrun suggestion`); "
+                              "the others' speculations are killed. Default: the best-ranked "
+                              "one still live.", kind=int, minimum=0, metavar="N"),),
+    help="""Accept the current suggestion (Tab): apply its speculation at once.
+
+    A speculation that is still running or stopped at a boundary is aborted and the
+    suggestion runs as a normal turn instead.
+
+    \b
+    Example:
+      specrun accept
+      specrun accept --index 1
+    """,
+)

@@ -1,0 +1,49 @@
+"""``specrun diff``: what Tab would do now with a speculation's files."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coordinator.commands.declaration import Command, Flag, Option
+from protocol.wire.control import DiffReply, DiffRequest, ErrorReply
+
+if TYPE_CHECKING:
+    from coordinator.commands.seam import Service
+
+
+async def serve(service: Service, identity: bytes, req: DiffRequest) -> None:
+    reply = await service.diff_reply(req.req_id, req.index, req.stat)
+    if reply is None:
+        which = "the suggestion" if req.index is None else f"the suggestion ranked {req.index}"
+        await service.send(identity, ErrorReply(
+            req.req_id, "not_found",
+            f"There is no speculation of {which} right now; `specrun suggestion` shows what "
+            "there is."))
+        return
+    await service.send(identity, reply)
+
+
+COMMAND = Command(
+    "diff",
+    request=DiffRequest,
+    reply=DiffReply,
+    serve=serve,
+    params=(
+        Option("--index", "The alternative of this rank (see `specrun suggestion`). Default: "
+                          "the best-ranked one still live.", kind=int, minimum=0, metavar="N"),
+        Flag("--stat", "One line per file with its counts, no diff."),
+    ),
+    help="""Show what Tab would do now: each file created, modified, deleted or changed in
+    mode, with its diff against the project.
+
+    Computed by the service exactly as accept computes its listing. Files that run later
+    without a key press are flagged, files git ignores are summed up, and a file you
+    changed since the speculation read it is named (Tab would refuse). A running
+    speculation shows what it wrote so far.
+
+    \b
+    Example:
+      specrun diff
+      specrun diff --stat --index 1
+    """,
+)

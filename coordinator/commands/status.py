@@ -1,0 +1,29 @@
+"""``specrun status``: the service, its session and its pool."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coordinator.commands.declaration import Command
+from protocol.wire.control import StatusReply, StatusRequest
+
+if TYPE_CHECKING:
+    from coordinator.commands.seam import Service
+
+
+async def serve(service: Service, identity: bytes, req: StatusRequest) -> None:
+    await service.send(identity, service.status_reply(req.req_id))
+
+
+COMMAND = Command(
+    "status",
+    request=StatusRequest,
+    reply=StatusReply,
+    serve=serve,
+    help="""Show the service: project, pid, uptime, model endpoint, workers.
+
+    \b
+    Example:
+      specrun status --json
+    """,
+)

@@ -1,0 +1,81 @@
+"""``specrun suggestion``: the predicted next prompt and its speculation."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from coordinator.commands.declaration import Args, Command, Flag, Option
+from protocol.wire.control import (
+    ControlReply,
+    SuggestionReply,
+    SuggestionRequest,
+    Transcript,
+    TypedRequest,
+)
+
+if TYPE_CHECKING:
+    from coordinator.commands.seam import Client, Service
+
+
+async def serve(service: Service, identity: bytes, req: SuggestionRequest) -> None:
+    if req.wait_visible or req.wait_settled:
+        await service.wait_visible(timeout_s=30.0)
+    if req.wait_settled:
+        await service.wait_settled(timeout_s=60.0)
+    await service.send(identity, service.suggestion_reply(req.req_id, req.transcript))
+
+
+def run(client: Client, args: Args) -> None:
+    """``--typed``: first tell the service that this much of a prompt is typed (the
+    chat's keystrokes): branches it still leads to are kept, the others killed, and the
+    answer shows what is left. ``--transcript``: also show the speculation so far of the
+    branch of rank ``--index``."""
+    wait, settled = bool(args["wait"]), bool(args["settled"])
+    rank = args["index"] if args["transcript"] else None
+    reply: ControlReply | None = None
+    if args["typed"] is not None:
+        reply = client.request(TypedRequest(req_id=client.next_id(), text=args["typed"]))
+    again = wait or settled or rank is not None
+    if reply is None or (isinstance(reply, SuggestionReply) and again):
+        reply = client.request(
+            SuggestionRequest(req_id=client.next_id(), wait_visible=wait, wait_settled=settled,
+                              transcript=rank),
+            timeout_s=105.0 if settled else 45.0 if wait else None,
+        )
+    client.show(reply)
+    if rank is None or client.as_json or not isinstance(reply, SuggestionReply):
+        return
+    if reply.transcript:
+        client.show(Transcript(reply.req_id, reply.transcript, (), 0.0))
+    else:
+        client.note("  (no speculation to show)")
+
+
+COMMAND = Command(
+    "suggestion",
+    request=SuggestionRequest,
+    reply=SuggestionReply,
+    serve=serve,
+    run=run,
+    params=(
+        Flag("--wait", "Wait until a suggestion is visible (or none comes)."),
+        Flag("--settled", "Also wait until its speculation stopped running (up to 60 s), so "
+                          "that accept applies it."),
+        Option("--typed", "First say that TEXT is typed so far at the prompt: alternatives "
+                          "it still leads to keep their speculation, the others are killed.",
+               metavar="TEXT"),
+        Flag("--transcript", "Also show the speculation so far: the model's text, its tool "
+                             "calls and their results (of the alternative --index N)."),
+        Option("--index", "With --transcript: the alternative of this rank (default 0, the "
+                          "top).", kind=int, minimum=0, default=0, metavar="N"),
+    ),
+    help="""Show the predicted next prompt and its speculation's status.
+
+    With `speculationBranches` above 1, the ranked alternatives follow the top one,
+    each with its speculation and the `--index` that `specrun accept` takes.
+
+    \b
+    Example:
+      specrun suggestion --wait --json
+    """,
+)
