@@ -8,9 +8,14 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
+
 from tests.coordinator.e2e import Driver
 from tests.support import Specrun, make_sample_project, running_service, wait_until
 from tests.web_support import browser, need_chromium, open_page, web_view
+
+# One Chromium for the module (tests/conftest.py): each test still gets a fresh context.
+pytestmark = pytest.mark.usefixtures("shared_chromium")
 
 
 def test_a_first_page_says_what_to_do_and_a_stopped_service_ends_it_cleanly(
