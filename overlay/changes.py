@@ -99,11 +99,13 @@ def classify(
     deleted: bool = False,
     source: str | None = None,
     open_source: OpenSource | None = None,
+    mode: int | None = None,
 ) -> Classified:
     """Classify the entry ``rel``: ``target`` is the real file's absolute path, ``fingerprint`` the
     real file as the speculation copied it (None: it did not exist), ``deleted`` whether the
     speculation removed it, ``source`` the overlay file (opened through ``open_source``,
-    which must not follow symlinks). Raises OSError when the source is not a regular file
+    which must not follow symlinks), ``mode`` the bits the applied file gets (None: the
+    source's). Raises OSError when the source is not a regular file
     or cannot be read (a forged or damaged overlay)."""
     real_mode = _mode_of(target)
     if deleted:
@@ -122,7 +124,7 @@ def classify(
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(f"the overlay copy {source} is not a regular file")
-        new_mode = stat.S_IMODE(st.st_mode) & APPLIED_BITS
+        new_mode = (stat.S_IMODE(st.st_mode) if mode is None else mode) & APPLIED_BITS
         same_content = False
         if fingerprint is not None and st.st_size == fingerprint.size:
             same_content = hash_fd(fd)[1] == fingerprint.sha256

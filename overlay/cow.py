@@ -37,6 +37,8 @@ class RecordEntry(TypedDict):
     mtime_ns: int | None
     sha256: str | None
     deleted: NotRequired[bool]
+    # a sandboxed command wrote it last: Tab keeps its modification time
+    by_command: NotRequired[bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,8 +237,13 @@ class Overlay:
             deleted = data.get("deleted", False)
             if type(deleted) is not bool or (deleted and fingerprint is None):
                 raise OverlayError(f"Invalid overlay record entry {rel!r}: a bad deletion.")
+            by_command = data.get("by_command", False)
+            if type(by_command) is not bool:
+                raise OverlayError(f"Invalid overlay record entry {rel!r}: a bad by_command.")
             overlay._check_shape(rel, rel)
             overlay._register(rel, _Entry(expected, fingerprint, deleted))
+            if by_command and not deleted:
+                overlay._command_output.add(rel)
         return overlay
 
     # ------------------------------------------------------------------ apply and cleanup
@@ -247,6 +254,7 @@ class Overlay:
         durable: bool = True,
         yielding: Collection[str] = (),
         checkpoint: Hook | None = None,
+        journal_dir: str | None = None,
     ) -> ApplyResult:
         """Copy the overlay files onto the real tree (and remove the files the speculation
         deleted): all-or-nothing and conflict-checked. Every overlay file is opened below the
@@ -261,7 +269,8 @@ class Overlay:
         with self._lock, self._source_root() as source_root:
             items = self._items(yielding)
             return apply_items(
-                self._root, items, durable=durable, source_root=source_root, checkpoint=checkpoint
+                self._root, items, durable=durable, source_root=source_root,
+                checkpoint=checkpoint, journal_dir=journal_dir,
             )
 
     def preview(self) -> list[FileChange]:
@@ -273,7 +282,10 @@ class Overlay:
     def _items(self, yielding: Collection[str]) -> list[ApplyItem]:
         keep = set(yielding)
         return [
-            ApplyItem(rel, e.overlay_path, e.fingerprint, e.deleted, rel in keep)
+            ApplyItem(
+                rel, e.overlay_path, e.fingerprint, e.deleted, rel in keep,
+                keep_time=rel in self._command_output,
+            )
             for rel, e in self._entries.items()
         ]
 

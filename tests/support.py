@@ -116,6 +116,31 @@ class Env:
     runtime: Path
     vars: dict[str, str] = field(default_factory=dict)
 
+    def state_dir(self, project: Path, *parts: str) -> Path:
+        """specrun's per-user state directory for ``project`` in this environment (what
+        ``coordinator.user_state.project_state_dir`` gives the service), not created."""
+        from coordinator.user_state import project_key
+
+        base = Path(self.vars.get("XDG_STATE_HOME") or self.home.parent / "state")
+        return base.joinpath("specrun", "projects", project_key(project), *parts)
+
+    def service_log(self, project: Path) -> Path:
+        return self.state_dir(project, "logs", "service.log")
+
+    def own_settings(self, project: Path) -> Path:
+        """The person's own settings for ``project`` (what ``config set`` writes, outside
+        the project: they apply whether or not it is trusted); its directory made."""
+        path = self.state_dir(project, "settings.json")
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return path
+
+
+#: The state directory (``XDG_STATE_HOME``) the services of this test run share with the
+#: test process itself (tests/conftest.py sets it), so that a test reads a service's
+#: sessions and logs where that service wrote them; each project has its own directory
+#: in it. None: each isolated environment gets one of its own.
+SHARED_STATE_HOME: str | None = None
+
 
 @contextmanager
 def isolated_env(**extra: str) -> Iterator[Env]:
@@ -128,7 +153,8 @@ def isolated_env(**extra: str) -> Iterator[Env]:
         for k, v in os.environ.items()
         if not k.startswith(("OPENAI_", "DASHSCOPE_", "SPECRUN_"))
     }
-    env.update(HOME=str(home), SPECRUN_RUNTIME_DIR=str(runtime), PYTHONUNBUFFERED="1", **extra)
+    env.update(HOME=str(home), SPECRUN_RUNTIME_DIR=str(runtime), PYTHONUNBUFFERED="1",
+               XDG_STATE_HOME=SHARED_STATE_HOME or str(base / "state"), **extra)
     try:
         yield Env(home, runtime, env)
     finally:
@@ -192,6 +218,14 @@ class Specrun:
         if not quick.exists():
             write_demo_scenario(quick)
         return ("--scenario", str(quick))
+
+    def trust(self) -> None:
+        """``specrun trust``: what the test wrote into the project's .specrun/ applies."""
+        self.run("trust", check=True)
+
+    @property
+    def service_log(self) -> Path:
+        return self.env.service_log(self.project)
 
     def json(self, *args: str, timeout: float = 60) -> Any:
         proc = self.run(*args, "--json", timeout=timeout, check=True)
@@ -260,7 +294,9 @@ def service_processes(pid: int) -> list[psutil.Process]:
         return []
 
 
-def worker_frames_handled(project: Path, epoch: int, timeout: float = 30.0) -> None:
+def worker_frames_handled(
+    project: Path, epoch: int, log: Path, timeout: float = 30.0
+) -> None:
     """Return once a running service has handled the worker-socket frames sent to it so far
     (their contexts ended first: a context ends only when its closed sockets have sent
     theirs). A marker frame from an identity of its own, which the service logs as it drops
@@ -285,7 +321,6 @@ def worker_frames_handled(project: Path, epoch: int, timeout: float = 30.0) -> N
         sock.close()
     finally:
         ctx.term()
-    log = project / ".specrun" / "logs" / "service.log"
     seen = wait_until(lambda: repr(identity) in log.read_text(errors="replace"), timeout=timeout)
     assert seen, f"the service never logged the marker frame from {identity!r}"
 

@@ -52,6 +52,14 @@ ONE_CONCEPT: dict[str, str] = {
         "one HTTP client for the model: request, stream, retry and usage over one "
         "connection pool and one endpoint's quirks"
     ),
+    "coordinator/commands/seam.py::Service": (
+        "the running service as the commands' server halves see it: one member per thing "
+        "a command asks of it, so each command more (undo) is a member more"
+    ),
+    "coordinator/service/commands/port.py::CommandPort": (
+        "the one implementation of commands.seam.Service: each member hands one command's "
+        "question to the service part that answers it"
+    ),
     "worker/shell/lexer.py::_Scanner": (
         "one cursor over a command line; each method scans one kind of word at that cursor"
     ),

@@ -232,16 +232,18 @@ def test_the_layer_check_sees_an_upward_import() -> None:
     assert _layer_of("protocol", "protocol.prompts.prediction") == 4
 
 
-# coordinator.service's parts, bottom first: its sub-packages (``pool``, ``speculation``,
-# ``chat``, ``live``, ``commands``) and its loose modules. The speculation core sees the
-# main chat only as its own ``ForkSource`` protocol, and the live view hears of a changed
-# suggestion by waiting on it, so nothing below calls up.
+# coordinator.service's parts, bottom first: its sub-packages (``pool``, ``undo``,
+# ``speculation``, ``chat``, ``live``, ``commands``) and its loose modules. The speculation
+# core sees the main chat only as its own ``ForkSource`` protocol, undo sees both only as
+# its own protocols, and the live view hears of a changed suggestion by waiting on it, so
+# nothing below calls up.
 SERVICE = "coordinator.service"
 SERVICE_LAYERS: tuple[str, ...] = (
     "model_endpoint",
     "pool",
     "ports",
     "emitter",
+    "undo",
     "speculation",
     "chat",
     "routing",
@@ -250,7 +252,7 @@ SERVICE_LAYERS: tuple[str, ...] = (
     "commands",
     "service",
 )
-SERVICE_PARTS = ("pool", "speculation", "chat", "live", "commands")
+SERVICE_PARTS = ("pool", "undo", "speculation", "chat", "live", "commands")
 
 # Imports of a part's inner module from outside the part, each with why (none now).
 THROUGH_A_SIDE_DOOR: dict[str, str] = {}

@@ -33,7 +33,9 @@ def test_the_readme_walkthrough_works_verbatim() -> None:
             assert "specrun stopped" in out
             calc = env.home / "calc"
             assert "return a + b" in (calc / "src" / "calc.py").read_text()
-            assert (calc / "tests" / "test_calc_negative.py").exists()
+            # `specrun undo` took the accepted file back; the fix's turn stays.
+            assert "Undid turn 2" in out and "removed tests/test_calc_negative.py" in out
+            assert not (calc / "tests" / "test_calc_negative.py").exists()
         finally:
             if processes_with_env(env.runtime):
                 subprocess.run([str(REPO / ".venv" / "bin" / "specrun"), "--project",

@@ -20,9 +20,11 @@ run writes one per module imported (a project's venv included: 723 files for a 3
 pytest suite, against a quota of 2,000), and a ``.pyc`` applied at Tab is code the user's
 next ``python`` runs that no diff shows.
 
-A deletion is kept for Tab and for the file tools, but a later command of the same
-speculation still sees the project's file (its view is built from the project and the files
-the speculation wrote, and a deletion is no file).
+A kept file keeps its modification time and mode (without set-uid, set-gid and sticky bits),
+so a build tool that trusts times (make, ninja, cargo, tsc's incremental build) finds the next
+command's sources older than what the last one built. What a file cannot carry (symlinks,
+directories, deletions) the next command sees through the sandbox helper's carry layer
+(``worker.contain.session``); a symlink is named in the note, since Tab does not apply it.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class CaptureReport:
     copied: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
     bytecode: int = 0
 
     def note(self) -> str:
@@ -58,6 +61,9 @@ class CaptureReport:
             parts.append(f"{len(self.copied)} file(s) it wrote are kept in the speculation")
         if self.deleted:
             parts.append(f"{len(self.deleted)} file(s) it deleted are kept as deletions")
+        if self.links:
+            shown = ", ".join(self.links[:10])
+            parts.append(f"symlink(s) kept for the next commands, not applied at Tab: {shown}")
         if self.skipped:
             parts.append(f"not kept: {', '.join(self.skipped[:10])}")
         if self.bytecode:
@@ -89,6 +95,7 @@ class _Scan:
     files: list[tuple[str, Path, os.stat_result]] = field(default_factory=list)
     whiteouts: list[str] = field(default_factory=list)  # removed names (files or directories)
     opaque: list[str] = field(default_factory=list)  # directories removed and made again
+    links: list[str] = field(default_factory=list)  # symlinks: the carry layer keeps them
     skipped: list[str] = field(default_factory=list)
     bytecode: int = 0  # files not kept (see the module's docstring)
 
@@ -117,6 +124,8 @@ def _scan(upper: Path) -> _Scan:
             info = source.lstat()
             if _is_whiteout(str(source), info):
                 found.whiteouts.append(rel)
+            elif stat.S_ISLNK(info.st_mode):
+                found.links.append(rel)
             elif stat.S_ISCHR(info.st_mode) or not stat.S_ISREG(info.st_mode):
                 found.skipped.append(f"{rel} (not a regular file)")
             elif is_bytecode(rel):
@@ -157,7 +166,7 @@ def _deletions(scan: _Scan, overlay: Overlay) -> list[str]:
     root = os.path.realpath(overlay.root)
     for rel in scan.whiteouts:
         if os.path.islink(os.path.join(root, rel)):
-            scan.skipped.append(f"{rel} (deleted; a symlink: not kept)")
+            scan.skipped.append(f"{rel} (deleted; a symlink: not applied at Tab)")
             continue
         deleted.update(_files_below(overlay, rel))
     kept = {rel for rel, _s, _i in scan.files}
@@ -234,6 +243,7 @@ def import_capture(
         return report
     scan = _scan(upper)
     files, report.skipped, report.bytecode = scan.files, scan.skipped, scan.bytecode
+    report.links = scan.links
     deleted = _deletions(scan, overlay)
     _check_bounds(files, deleted, overlay, containment or Containment())
     for rel in deleted:
@@ -250,6 +260,8 @@ def import_capture(
             continue
         shutil.copyfile(source, target)
         os.chmod(target, stat.S_IMODE(info.st_mode) & 0o777)  # no set-uid/gid, no sticky
+        # as the command left it: make and its kind compare these times
+        os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
         report.copied.append(rel)
     return report
 

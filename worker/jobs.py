@@ -174,6 +174,7 @@ def contained_runner(
     stop_on_limit: bool,
     private_paths: tuple[str, ...] = (),
     deadline: float | None = None,
+    session: str | None = None,
 ) -> Callable[[str, str | Path, float, int], ShellResult]:
     """A shell runner for the tools: every command goes through the sandbox helper.
 
@@ -196,6 +197,7 @@ def contained_runner(
             overlay_dir=overlay_dir,
             limits=limits,
             private_paths=private_paths,
+            session=session,
         )
         try:
             result = helper.run(request)
@@ -292,6 +294,7 @@ async def _speculate(
             stop_on_limit=True,
             private_paths=job.containment.private_paths,
             deadline=deadline,
+            session=job.job_id,
         )
         tools = Toolbox(
             overlay,
@@ -313,7 +316,9 @@ async def _speculate(
         return Failed(job_id=job.job_id, epoch=job.epoch, error=_sentence(exc)), None
     finally:
         # No tool runs after the loop: drop the scratch dir now, so the coordinator's
-        # overlay cleanup can also remove the then empty per-pid directory.
+        # overlay cleanup can also remove the then empty per-pid directory; and the
+        # speculation's /tmp, HOME and carry layer in the helper.
+        helper.end_session()
         _remove(scratch)
 
 
@@ -365,6 +370,10 @@ def _captured_runner(
             private_paths=job.containment.private_paths,
             toolchains=given.toolchains.binds,
             env=given.env,
+            session=job.job_id,
+            # every directory and link of the speculation's commands: room beyond the
+            # quota's files, since a build's directories are not counted there
+            session_inodes=4 * job.containment.overlay_quota_files + 1024,
         )
         try:
             with _run_captured(helper, request) as captured:

@@ -656,7 +656,7 @@ def show_reply(reply: ControlReply) -> None:
     """A command's final reply, drawn for a person."""
     from rich.text import Text
 
-    from protocol.wire.control import DiffReply, OkReply, WorkersReply
+    from protocol.wire.control import DiffReply, OkReply, UndoReply, WorkersReply
 
     if isinstance(reply, StatusReply):
         show_status(reply)
@@ -674,5 +674,9 @@ def show_reply(reply: ControlReply) -> None:
         _console().print(diff_text(reply), soft_wrap=True)
     elif isinstance(reply, OkReply):
         _console().print(Text(inert(reply.message or "ok")))
+    elif isinstance(reply, UndoReply):
+        from coordinator.cli.undo_view import undo_text
+
+        _console().print(Text(undo_text(reply)))
     else:
         print_json(reply)

@@ -19,10 +19,13 @@ if TYPE_CHECKING:
         ControlReply,
         ControlRequest,
         DiffReply,
+        ErrorReply,
         LiveSnapshot,
         StatsReply,
         StatusReply,
         SuggestionReply,
+        UndoReply,
+        UndoRequest,
         WorkerInfo,
     )
 
@@ -66,7 +69,11 @@ class Service(Protocol):
 
     async def wait_settled(self, timeout_s: float) -> None: ...
 
-    def suggestion_reply(self, req_id: int, transcript: int | None = None) -> SuggestionReply:
+    def suggestion_reply(
+        self, req_id: int, transcript: int | None = None, full: bool = False
+    ) -> SuggestionReply:
+        """``transcript``: the rank of the branch whose speculation so far the reply
+        carries; ``full``: its tool results whole."""
         ...
 
     def still_shown(self, index: int | None, text: str, speculation_id: str) -> bool:
@@ -88,6 +95,13 @@ class Service(Protocol):
         ...
 
     def stats_reply(self, req_id: int) -> StatsReply: ...
+
+    # -- undo
+
+    async def undo(self, request: UndoRequest) -> UndoReply | ErrorReply:
+        """List, or take back, the session's checkpoints (``specrun undo``); an undo
+        waits for a running turn to end first."""
+        ...
 
     # -- the service itself, its workers, its live view
 

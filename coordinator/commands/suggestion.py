@@ -22,16 +22,16 @@ async def serve(service: Service, identity: bytes, req: SuggestionRequest) -> No
         await service.wait_visible(timeout_s=30.0)
     if req.wait_settled:
         await service.wait_settled(timeout_s=60.0)
-    await service.send(identity, service.suggestion_reply(req.req_id, req.transcript))
+    await service.send(identity, service.suggestion_reply(req.req_id, req.transcript, req.full))
 
 
 def run(client: Client, args: Args) -> None:
     """``--typed``: first tell the service that this much of a prompt is typed (the
     chat's keystrokes): branches it still leads to are kept, the others killed, and the
     answer shows what is left. ``--transcript``: also show the speculation so far of the
-    branch of rank ``--index``."""
-    wait, settled = bool(args["wait"]), bool(args["settled"])
-    rank = args["index"] if args["transcript"] else None
+    branch of rank ``--index``; ``--full``: with each tool result whole."""
+    wait, settled, full = bool(args["wait"]), bool(args["settled"]), bool(args["full"])
+    rank = args["index"] if args["transcript"] or full else None
     reply: ControlReply | None = None
     if args["typed"] is not None:
         reply = client.request(TypedRequest(req_id=client.next_id(), text=args["typed"]))
@@ -39,7 +39,7 @@ def run(client: Client, args: Args) -> None:
     if reply is None or (isinstance(reply, SuggestionReply) and again):
         reply = client.request(
             SuggestionRequest(req_id=client.next_id(), wait_visible=wait, wait_settled=settled,
-                              transcript=rank),
+                              transcript=rank, full=full),
             timeout_s=105.0 if settled else 45.0 if wait else None,
         )
     client.show(reply)
@@ -47,6 +47,10 @@ def run(client: Client, args: Args) -> None:
         return
     if reply.transcript:
         client.show(Transcript(reply.req_id, reply.transcript, (), 0.0))
+        for entry in reply.transcript if full else ():
+            if entry.kind == "tool":  # below the excerpts: each result whole
+                client.note(f"── {entry.tool}({entry.args}) ──")
+                client.note(entry.text or "(no output)")
     else:
         client.note("  (no speculation to show)")
 
@@ -68,6 +72,9 @@ COMMAND = Command(
                              "calls and their results (of the alternative --index N)."),
         Option("--index", "With --transcript: the alternative of this rank (default 0, the "
                           "top).", kind=int, minimum=0, default=0, metavar="N"),
+        Flag("--full", "The transcript (--transcript) with each tool result whole, as the "
+                       "model got it (within the command's output limit), not cut to 500 "
+                       "characters."),
     ),
     help="""Show the predicted next prompt and its speculation's status.
 

@@ -30,7 +30,7 @@ import overlay
 from coordinator.pidfile import PidFile
 from coordinator.service.pool import WORKER_MODULES, WorkerPool
 from coordinator.settings import Settings
-from coordinator.state_dir import state_dir
+from coordinator.user_state import journal_dir
 from overlay.kernel import libc
 from protocol.wire import codec
 from protocol.wire.control import ControlReply, ControlRequest, ErrorReply
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from coordinator.service.routing import WorkerEventRouter
     from coordinator.service.session import Session
     from coordinator.service.speculation import SpeculationManager
+    from coordinator.service.undo import Rewinder
     from protocol.wire.work import WorkerEvent
 
 log = logging.getLogger("specrun.service")
@@ -62,6 +63,7 @@ SHARED_WITH_FORK_SERVER = (
     "coordinator.service.routing",
     "coordinator.service.session",
     "coordinator.service.speculation",
+    "coordinator.service.undo",
     "coordinator.scripted_model.server",
     # httpx's transport, imported when the first client is made; workers use it too
     "httpcore",
@@ -143,6 +145,7 @@ class Service:
         self._chat: MainChat | None = None
         self._speculation: SpeculationManager | None = None
         self._session: Session | None = None
+        self._undo: Rewinder | None = None
         self._ctx = zmq.asyncio.Context()
         self._control: zmq.asyncio.Socket | None = None
         self._replies = codec.coordinator_to_client()
@@ -214,11 +217,14 @@ class Service:
         from coordinator.service.routing import WorkerEventRouter
         from coordinator.service.session import Session
         from coordinator.service.speculation import Budget, CostLedger, SpeculationManager
+        from coordinator.service.undo import Rewinder
 
-        state_dir(self.project_root)  # with its .gitignore, before anything is written there
         self._project_id = _identity(self.project_root)
         # A crash mid-apply or a killed predecessor may have left state behind.
-        recovered = overlay.recover(self.project_root)
+        # Journals live in specrun's state directory: one a repository ships in
+        # .specrun/journal is never read, so it cannot rename or delete anything.
+        journals = str(journal_dir(self.project_root))
+        recovered = overlay.recover(self.project_root, journal_dir=journals)
         if recovered is not None:
             log.warning("finished an interrupted apply: %s", recovered)
         for removed in overlay.sweep(overlay.speculation_base_dir()):
@@ -241,6 +247,8 @@ class Service:
             cost=cost,
         )
         self._session = Session(chat, speculation, settings)
+        speculation.acceptor.checkpoints = chat.checkpoints  # each accept is a checkpoint
+        self._undo = Rewinder(chat.checkpoints, chat, speculation)
         self._commands = CommandPort(self)
         # A worker's events go to whoever gave it its job: the chat's tool calls to the
         # chat, speculations to the speculation manager.
@@ -362,6 +370,12 @@ class Service:
         if self._session is None:
             raise RuntimeError("the service has not started: there is no session yet")
         return self._session
+
+    @property
+    def undo(self) -> Rewinder:
+        if self._undo is None:
+            raise RuntimeError("the service has not started: there is no undo yet")
+        return self._undo
 
     @property
     def live_hub(self) -> LiveHub:

@@ -30,6 +30,8 @@ from protocol.wire.control import (
     OkReply,
     RejectRequest,
     TurnEnded,
+    UndoReply,
+    UndoRequest,
 )
 
 KEEPALIVE_S = 15.0
@@ -38,9 +40,15 @@ MAX_PROMPT_CHARS = 20_000
 SERVICE_STOPPED = "service stopped: `specrun start --web` (or `specrun web`) prints a new URL"
 STATIC = {
     "/": ("index.html", "text/html; charset=utf-8"),
+    "/first.js": ("first.js", "text/javascript; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
 }
+
+
+# What an undo did to each file, in the page's sentence.
+UNDONE = {"restore": "restored", "remove": "removed", "recreate": "recreated",
+          "kept": "kept", "already": "already as before"}
 
 
 class AskBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -76,6 +84,11 @@ def _answer(reply: ControlReply) -> JSONResponse:
         return JSONResponse({"ok": ok, "reason": reply.reason, "message": inert(reply.message)})
     if isinstance(reply, OkReply):
         return JSONResponse({"ok": True, "message": inert(reply.message)})
+    if isinstance(reply, UndoReply):
+        files = "; ".join(f"{UNDONE[f.action]} {f.path}" + (f" ({f.why})" if f.why else "")
+                          for f in reply.files)
+        text = reply.message + (f" ({files})" if files else "")
+        return JSONResponse({"ok": reply.undone, "message": inert(text)})
     return JSONResponse({"ok": False, "message": f"unexpected reply {type(reply).__name__}"}, 500)
 
 
@@ -87,6 +100,7 @@ def build_app(link: ServiceLink, fanout: Fanout) -> Starlette:
         Route("/api/ask", views.ask, methods=["POST"]),
         Route("/api/accept", views.accept, methods=["POST"]),
         Route("/api/reject", views.reject, methods=["POST"]),
+        Route("/api/undo", views.undo, methods=["POST"]),
     ]
     return Starlette(routes=routes)
 
@@ -207,3 +221,8 @@ class _Views:
 
     async def reject(self, request: Request) -> Response:
         return _answer(await self.link.request(RejectRequest(req_id=self.link.next_id())))
+
+    async def undo(self, request: Request) -> Response:
+        """`specrun undo`: the last accept or turn that wrote files, taken back (a file
+        changed since is named and nothing is undone; the page has no --force)."""
+        return _answer(await self.link.request(UndoRequest(req_id=self.link.next_id())))

@@ -395,7 +395,7 @@ class ModelClient:
     def _decode_chunk(self, data: str, event: str = "") -> dict[str, Any]:
         try:
             chunk = msgspec.json.decode(data)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # nested past what decodes safely
             raise self._errors.error(
                 "protocol",
                 f"The model endpoint {self._base_url} sent a stream event that is not "

@@ -120,6 +120,9 @@ class SuggestionRequest(msgspec.Struct, frozen=True, tag="suggestion"):
     # the rank of a branch whose speculation's transcript so far (its tool calls and
     # results) the reply carries (`--transcript`), or None
     transcript: int | None = None
+    # the transcript's tool results whole (`--full`; bounded by the capture limits), not
+    # cut to 500 characters
+    full: bool = False
 
 
 class DiffRequest(msgspec.Struct, frozen=True, tag="diff"):
@@ -220,6 +223,20 @@ class LiveSnapshotRequest(msgspec.Struct, frozen=True, tag="live_snapshot"):
     req_id: int
 
 
+class UndoRequest(msgspec.Struct, frozen=True, tag="undo"):
+    """Take back checkpoints (``specrun undo``): the last one, or with ``turn`` every one
+    of the session from that turn on. ``list_only``: change nothing, list them.
+    ``conversation``: also rewind the conversation to before that turn. ``force``: apply
+    the files that can be, leaving those the person changed since (without it, such a
+    file means nothing is applied). Answered with ``UndoReply`` (or ``ErrorReply``)."""
+
+    req_id: int
+    turn: int | None = None
+    list_only: bool = False
+    conversation: bool = False
+    force: bool = False
+
+
 ControlRequest = (
     StatusRequest
     | StopRequest
@@ -238,6 +255,7 @@ ControlRequest = (
     | SubscribeRequest
     | LiveSnapshotRequest
     | DiffRequest
+    | UndoRequest
 )
 
 # --- replies (coordinator -> client) ------------------------------------------
@@ -548,7 +566,11 @@ class FileDiff(msgspec.Struct, frozen=True):
     binary: bool = False
     added: int = 0
     removed: int = 0
-    too_large: bool = False  # over the preview's size bound: counted, not shown
+    too_large: bool = False  # over the preview's size or time bound: counted, not shown
+    #: With ``too_large``: the speculation's file's size in bytes and its sha256 (what Tab
+    #: would write, named though not shown); -1 and '' when it is not a plain file.
+    size: int = -1
+    sha256: str = ""
     #: Lines of ``diff`` left out of a live view (the web page bounds what it is sent);
     #: ``specrun diff`` always has every line (0).
     cut_lines: int = 0
@@ -687,6 +709,48 @@ class LiveSnapshot(msgspec.Struct, frozen=True, tag="live_snapshot"):
     stats: LiveStats
 
 
+UndoAction = Literal["restore", "remove", "recreate", "kept", "already"]
+"""What an undo does to a file: ``restore`` its earlier content or mode, ``remove`` a file
+the checkpoint created, ``recreate`` one it deleted; ``kept``: left as it is (the person
+changed it since, or its earlier content was not kept: ``why``); ``already``: it is as it
+was before."""
+
+
+class UndoFile(msgspec.Struct, frozen=True):
+    path: str
+    action: UndoAction
+    why: str = ""
+
+
+class CheckpointInfo(msgspec.Struct, frozen=True):
+    """One checkpoint: ``turn`` (the N-th prompt of the session, what ``specrun undo N``
+    takes), ``kind`` (``accept``: a suggestion taken; ``turn``: a prompt the main chat
+    ran), its prompt, when (Unix seconds), and what undoing it would do to each file now."""
+
+    turn: int
+    kind: Literal["accept", "turn"]
+    prompt: str
+    created: float
+    files: tuple[UndoFile, ...]
+
+
+class UndoReply(msgspec.Struct, frozen=True, tag="undo"):
+    """``checkpoints``: with ``list_only`` all of the session's, oldest first; otherwise
+    the ones taken back (or that would have been). ``files``: what the undo did (or, when
+    ``undone`` is False, would do) to each file. ``undone``: the files were applied and
+    the checkpoints dropped; False when a file was changed since and ``force`` was not
+    given (``files`` names it), or with ``list_only``. ``conversation_rewound``: the
+    conversation now ends before ``turn``. ``store_bytes``: earlier contents kept."""
+
+    req_id: int
+    checkpoints: tuple[CheckpointInfo, ...]
+    files: tuple[UndoFile, ...] = ()
+    undone: bool = False
+    conversation_rewound: bool = False
+    message: str = ""
+    store_bytes: int = 0
+
+
 ControlReply = (
     ErrorReply
     | OkReply
@@ -704,6 +768,7 @@ ControlReply = (
     | LiveResync
     | LiveSnapshot
     | DiffReply
+    | UndoReply
 )
 
 _STREAMING = (TextChunk, ToolShown, ApprovalNeeded, Notice, Transcript, LiveEvent, LiveResync)

@@ -189,8 +189,7 @@ def _chat(specrun: Specrun, tmp: Path, settings: dict[str, Any] | None = None,
     scenario = tmp / "scenario.yaml"
     scenario.write_text(yaml.safe_dump(data, sort_keys=False))
     if settings:
-        (specrun.project / ".specrun").mkdir(exist_ok=True)
-        (specrun.project / ".specrun" / "settings.json").write_text(json.dumps(settings))
+        specrun.env.own_settings(specrun.project).write_text(json.dumps(settings))
     env = {**specrun.env.vars, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
     child = pexpect.spawn(
         sys.executable,

@@ -37,7 +37,7 @@ def test_plain_light_command_lines_are_parsed(tmp_path: Path) -> None:
         "reject", {"as_json": False}, tmp_path, False)
     assert _call(["suggestion", "--settled", "--json", "--wait", "--wait"]) == (
         "suggestion", {"as_json": True, "wait": True, "settled": True, "typed": None,
-                       "transcript": False, "index": 0}, None, False)
+                       "transcript": False, "index": 0, "full": False}, None, False)
     assert _call(["--project", str(tmp_path / "not-yet"), "accept"]) == (
         "accept", {"as_json": False, "index": None}, tmp_path / "not-yet", False)
 

@@ -50,6 +50,10 @@ def test_demo_plays_the_story(env: Env, tmp_path: Path) -> None:
         "[y/N]: y",
         "passed",
         "the speculation of 'commit this' was aborted",
+        "$ specrun undo --list",
+        "removes   tests/test_calc_negative.py",
+        "$ specrun undo",
+        "removed   tests/test_calc_negative.py",
         "Time saved by speculation",
         "The service is stopped and the temp project removed.",
     ]
@@ -99,6 +103,12 @@ def test_demo_json_summary(env: Env, tmp_path: Path) -> None:
     typed = summary["typed_prefix"]
     assert (typed["suggestion"], typed["typed"]) == ("show me the diff", "show me")
     assert typed["speculation_status"] == "running" and typed["speculation_kept"] is True
+    undo = summary["undo"]
+    assert [(c["kind"], c["prompt"]) for c in undo["checkpoints"]] == [
+        ("turn", "fix the failing test in tests/test_calc.py"),
+        ("accept", "add a test for negative numbers")]
+    assert undo["files"] == [{"path": "tests/test_calc_negative.py", "action": "remove"}]
+    assert undo["undone"] is True
     stats = summary["stats"]
     assert stats["accepted_by_rank"] == {"0": 1, "1": 1}
     assert stats["accepted_by_typing"] == {"prefix_kept": 1}

@@ -116,7 +116,8 @@ def test_a_service_whose_project_disappears_exits_cleanly(
 
 def test_specrun_state_is_invisible_to_git(specrun: Specrun) -> None:
     specrun.run("config", "set", "approvalMode", "auto-edit", check=True)
-    ignore = specrun.project / ".specrun" / ".gitignore"
+    specrun.run("memory", "add", "notes", "-d", "how to test", "-b", "pytest -q", check=True)
+    ignore = specrun.project / ".specrun" / ".gitignore"  # only the memory is in the project
     assert ignore.read_text().splitlines()[-1] == "*"
     specrun.run("start", check=True)
     specrun.run("ask", "hello", check=False)

@@ -277,6 +277,7 @@ def test_record_round_trip(root: Path, ovdir: Path) -> None:
         "mtime_ns": None,
         "sha256": None,
         "deleted": False,
+        "by_command": False,
     }
     again = Overlay.from_record(root, ovdir, record)
     assert again.written_files() == ov.written_files()
@@ -414,3 +415,28 @@ def test_path_helpers() -> None:
 def test_overlay_dir_may_not_contain_the_root(root: Path) -> None:
     with pytest.raises(OverlayError, match="contains the project root"):
         Overlay(root, root.parent)
+
+
+# ----------------------------------------------------------------------------- times at Tab
+
+
+def test_what_a_command_wrote_keeps_its_time_at_tab(root: Path, ovdir: Path) -> None:
+    """make compares times: a build output applied at Tab keeps the time the command gave
+    it, also across the record the coordinator rebuilds the overlay from; a file tool's
+    write gets the time of the apply (the user may have built since)."""
+    dated = 981173106_000_000_000
+    ov = Overlay(root, ovdir)
+    built = ov.redirect_write("build/out.o", by_command=True)
+    built.write_text("object\n")
+    os.utime(built, ns=(dated, dated))
+    edited = ov.redirect_write("notes.md")
+    edited.write_text("notes\n")
+    os.utime(edited, ns=(dated, dated))
+    record = {
+        rel: {**(fp.to_dict() if fp else dict.fromkeys(("size", "mtime_ns", "sha256"))),
+              "overlay_path": str(ov.written_files()[rel]), "by_command": rel == "build/out.o"}
+        for rel, fp in ov.fingerprints().items()
+    }
+    Overlay.from_record(root, ovdir, record).apply_to_real(durable=False)
+    assert (root / "build/out.o").stat().st_mtime_ns == dated
+    assert (root / "notes.md").stat().st_mtime_ns > dated

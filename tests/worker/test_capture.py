@@ -133,7 +133,7 @@ def test_deletions_become_deletion_entries(
     assert report.deleted == ["a.txt", "d/one.txt", "d/sub/two.txt", "d/written.txt"]
     assert sorted(overlay.deleted_files()) == ["a.txt", "d/one.txt", "d/sub/two.txt"]
     assert "d/written.txt" not in overlay.written_files()  # created, then deleted: no entry
-    assert "link.txt (deleted; a symlink: not kept)" in report.skipped
+    assert "link.txt (deleted; a symlink: not applied at Tab)" in report.skipped
     assert "deleted are kept as deletions" in report.note()
     result = overlay.apply_to_real(durable=False)
     assert sorted(result.applied) == ["a.txt", "d/one.txt", "d/sub/two.txt"]

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from overlay import Overlay, beneath
+from overlay import Overlay
+from overlay.kernel import beneath
 from protocol.rules.tools import READ_TOOLS
 from protocol.wire.boundary import BoundaryReason
 from tests.worker.tool_calls import call, err, ok

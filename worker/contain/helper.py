@@ -42,6 +42,8 @@ from protocol.wire.seams import NO_SEAMS, WorkerSeams
 from protocol.wire.work import CommandLimits, LayerStatus
 from worker.contain import cgroup, mounts, probe, spawn
 from worker.contain.limits import pid_namespace_cap
+from worker.contain.session import HOME as SESSION_HOME
+from worker.contain.session import CarryFull, Session, carry_over
 from worker.contain.spawn import (
     ALL_LAYERS,
     ContainmentUnavailable,
@@ -62,7 +64,8 @@ _MAX_MESSAGE = 64 << 20
 _HEADER = struct.Struct("!I")
 # "verify": the hostile probes of `specrun sandbox --verify`, run without asking the classifier;
 # "probe": no command, the helper reports its layers (``Reply.layers``)
-Mode = Literal["read_only", "captured", "verify", "probe"]
+# "end_session": no command, the helper drops the speculation's session (``Request.session``)
+Mode = Literal["read_only", "captured", "verify", "probe", "end_session"]
 CAPTURED_ENV = frozenset(
     {
         "PATH",
@@ -112,6 +115,11 @@ class Request(msgspec.Struct, frozen=True):
     # variables set for the command (only the names in ``CAPTURED_ENV``)
     toolchains: tuple[str, ...] = ()
     env: dict[str, str] = msgspec.field(default_factory=dict)
+    # a speculation's commands share one /tmp, HOME and carry layer (``worker.contain.
+    # session``), named by this key; None (the main chat's commands): a fresh /tmp each
+    session: str | None = None
+    # the carry layer's room in inodes (directories, links, whiteouts), set when it is made
+    session_inodes: int = 8000
 
 
 CaptureFull = Literal["overlay_bytes", "overlay_files"]
@@ -182,6 +190,31 @@ class _Server:
         self.group_limits: CommandLimits | None = None
         self.group_error: str | None = None
         self.capture_fd: int | None = None  # passed with the reply, then closed
+        self.session: Session | None = None  # the speculation being served, if any
+        self.sessions = itertools.count(1)
+
+    def _session_for(self, request: Request) -> Session | None:
+        """The request's speculation's session, opened at its first command; another
+        speculation's replaces it (a helper serves one at a time)."""
+        if request.session is None or not request.layers.filesystem:
+            return None
+        if self.session is not None and self.session.key == request.session:
+            return self.session
+        self.end_session()
+        assert self.own is not None
+        base = self.own / f"session-{next(self.sessions)}"
+        try:
+            self.session = Session.open(
+                request.session, base, request.limits.tmp_bytes, request.session_inodes
+            )
+        except OSError as exc:
+            raise ContainmentUnavailable("filesystem", f"the speculation's /tmp: {exc}") from exc
+        return self.session
+
+    def end_session(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
 
     def _make_group(self) -> None:
         """Before the user namespace: the group is made and opened with our own rights."""
@@ -263,6 +296,7 @@ class _Server:
         )
 
     def close(self) -> None:
+        self.end_session()
         for fd in self.group_fds:
             os.close(fd)
         self.group_fds = ()
@@ -331,20 +365,32 @@ class _Server:
                 upper.mkdir()
                 work.mkdir()
                 reply = self._run_in(request, scratch, project, upper, work)
-                return self._hand_over(capture, reply)
+                return self._hand_over(capture, reply, self._carry(request, upper, reply))
             finally:
                 with contextlib.suppress(OSError):
                     mounts.detach(str(capture))
         return self._run_in(request, scratch, project, upper, work)
 
-    def _hand_over(self, capture: Path, reply: Reply) -> Reply:
+    def _carry(self, request: Request, upper: Path, reply: Reply) -> bool:
+        """What the command left besides file contents, kept for the session's next
+        commands; False when the carry layer is full."""
+        session = self._session_for(request)
+        if session is None or reply.result is None:
+            return True
+        try:
+            carry_over(upper, session.carry)
+        except CarryFull:
+            return False
+        return True
+
+    def _hand_over(self, capture: Path, reply: Reply, carried: bool = True) -> Reply:
         """Keep a descriptor of the capture space for the worker (sent after the reply);
-        say whether the command filled it."""
+        say whether the command filled it (or the session's carry layer)."""
         if reply.result is None:
             return reply
         info = os.statvfs(capture)
         full: CaptureFull | None = None
-        if info.f_favail == 0:
+        if info.f_favail == 0 or not carried:
             full = "overlay_files"
         elif info.f_bavail * info.f_frsize < _FULL_BYTES:
             full = "overlay_bytes"
@@ -355,6 +401,7 @@ class _Server:
         self, request: Request, scratch: Path, project: str, upper: Path | None, work: Path | None
     ) -> Reply:
         captured = request.mode == "captured"
+        session = self._session_for(request)
         view = mounts.View(
             project=project,
             scratch=str(scratch),
@@ -364,7 +411,10 @@ class _Server:
             submounts=self.prepared.get(project, ()),
             hidden=mounts.hidden_in_view(project, request.private_paths),
             toolchains=request.toolchains if captured else (),
-            userxattr=captured and self.userxattr(),
+            userxattr=(captured or session is not None) and self.userxattr(),
+            carry=None if session is None else str(session.carry),
+            session_tmp=None if session is None else str(session.tmp),
+            session_home=None if session is None else str(session.home),
         )
         group = self.group if request.layers.limits else None
         if group is not None and request.limits != self.group_limits:
@@ -386,7 +436,8 @@ class _Server:
             broken_layer=self.seams.broken_layer,
         )
         tmp = "/tmp" if request.layers.filesystem else str(scratch)
-        env = {**read_only_environment(), "HOME": tmp, "TMPDIR": tmp}
+        home = SESSION_HOME if session is not None else tmp
+        env = {**read_only_environment(), "HOME": home, "TMPDIR": tmp}
         if captured:
             env.update((k, v) for k, v in request.env.items() if k in CAPTURED_ENV)
         if self.bash is None:
@@ -461,6 +512,9 @@ def serve(
                 request = decoder.decode(frame)
                 if request.mode == "probe":
                     reply = Reply(layers=server.probe())
+                elif request.mode == "end_session":
+                    server.end_session()
+                    reply = Reply()
                 else:
                     reply = server.handle(request)
             except msgspec.DecodeError as exc:
@@ -535,6 +589,15 @@ class SandboxHelper:
         else:
             self.layers = probe.report("namespaces", "the sandbox helper did not start", False)
         return self.layers
+
+    def end_session(self) -> None:
+        """Drop the speculation's /tmp, HOME and carry layer now (they also go with the
+        helper). Never raises: a gone helper holds nothing."""
+        request = Request(
+            command="", cwd="/", project="/", timeout_s=1, output_cap=0, mode="end_session"
+        )
+        with contextlib.suppress(RuntimeError):
+            self._exchange(request)
 
     def _exchange(self, request: Request) -> tuple[Reply, list[int]]:
         """Send one request, read its reply and the descriptor that may follow it."""

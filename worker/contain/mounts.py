@@ -15,10 +15,12 @@ prepares a root there (``prepare_root``): an empty tmpfs with
 
 Each command then gets fresh mount, network, IPC, UTS and PID namespaces
 (``unshare_command``) and, as pid 1 of its PID namespace, adds its own mounts and pivots
-into the root (``enter_root``): a ``/proc`` of its PID namespace, a private tmpfs ``/tmp``,
+into the root (``enter_root``): a ``/proc`` of its PID namespace, a private tmpfs ``/tmp``
+(a speculation's commands share one, with their ``HOME``: ``worker.contain.session``),
 and the project at its own path — read-only always (contents and metadata), as an
-overlayfs with the speculation's writes on top when there are any, or writable into a
-capture directory (the opt-in ``speculateShell``, with ``.git`` bound read-only);
+overlayfs with the speculation's writes (and its carry layer) on top when there are any,
+or writable into a capture directory (the opt-in ``speculateShell``, with ``.git`` bound
+read-only);
 ``.specrun`` and a memory directory inside the project hidden under an empty tmpfs.
 
 The runtime directory of the service (its sockets and pid file), other speculations'
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay.kernel import libc
+from worker.contain.session import HOME as SESSION_HOME
 
 _MS_RDONLY = 1
 _MS_NOSUID = 2
@@ -224,6 +227,11 @@ class View:
     # without it, in a user namespace, new directories cannot be renamed and project
     # directories cannot be deleted (``userxattr_supported`` decides, once per helper)
     userxattr: bool = True
+    # the speculation's session (``worker.contain.session``): its carry layer (between the
+    # overlay and the project), and its /tmp and HOME, bound instead of a fresh /tmp
+    carry: str | None = None
+    session_tmp: str | None = None
+    session_home: str | None = None
 
     @property
     def writable(self) -> bool:
@@ -251,6 +259,9 @@ def _mkdirs(path: str) -> None:
 
 def _mount_project(view: View, target: str) -> None:
     lowers = [view.project]
+    if has_entries(view.carry):
+        assert view.carry is not None
+        lowers.insert(0, view.carry)
     if has_entries(view.overlay_dir):
         assert view.overlay_dir is not None
         lowers.insert(0, view.overlay_dir)
@@ -266,6 +277,8 @@ def _mount_project(view: View, target: str) -> None:
                 _bind(inner, inner, read_only=True)
     elif len(lowers) > 1:
         options = f"lowerdir={':'.join(_escape(p) for p in lowers)}"
+        if view.userxattr and has_entries(view.carry):  # its opaque directories' marks
+            options += ",userxattr"
         libc.mount("overlay", target, "overlay", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, options)
     else:
         _bind(view.project, target, read_only=True)
@@ -441,6 +454,7 @@ def prepare_root(mount_point: str, project: str) -> None:
         _mask(root, MASKED)
         _mkdirs(f"{root}/proc")
         _mkdirs(f"{root}/tmp")
+        _mkdirs(f"{root}{SESSION_HOME}")
     _mkdirs(f"{root}{project}")
 
 
@@ -460,8 +474,13 @@ def enter_root(view: View, mount_point: str, tmp_bytes: int, *, proc: bool = Tru
         libc.mount("proc", f"{root}/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
     else:  # a test without the PID layer: the helper's /proc
         _bind("/proc", f"{root}/proc", read_only=False)
-    tmp_options = f"mode=1777,size={tmp_bytes}"
-    libc.mount("tmpfs", f"{root}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, tmp_options)
+    if view.session_tmp is not None and view.session_home is not None:
+        # the speculation's own, kept from one command to the next (``session``)
+        _bind(view.session_tmp, f"{root}/tmp", read_only=False)
+        _bind(view.session_home, f"{root}{SESSION_HOME}", read_only=False)
+    else:
+        tmp_options = f"mode=1777,size={tmp_bytes}"
+        libc.mount("tmpfs", f"{root}/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, tmp_options)
     _bind_toolchains(root, view.toolchains)  # before the project: never over its view
     # A project below /tmp needs its mount point again, inside this command's own /tmp.
     _mkdirs(f"{root}{view.project}")

@@ -35,7 +35,7 @@ from typing import NoReturn
 
 from overlay.kernel import libc
 from protocol.wire.work import CommandLimits
-from worker.contain import cgroup, landlock, limits, mounts, seccomp
+from worker.contain import cgroup, landlock, limits, mounts, seccomp, session
 from worker.contain.mounts import View
 from worker.shell.runner import ShellResult, check_run_arguments, collect
 
@@ -118,6 +118,8 @@ def _readable(profile: Profile) -> list[Path]:
 def _writable(profile: Profile) -> list[Path]:
     if profile.layers.filesystem:
         paths = [Path("/tmp"), Path("/dev/null"), Path("/dev/shm")]
+        if profile.view.session_home is not None:
+            paths.append(Path(session.HOME))
     else:
         paths = [Path(profile.view.scratch), Path("/dev/null")]
     # The project is writable only through the capture view's overlayfs: with the file

@@ -17,7 +17,10 @@ model, isolated from the user's own settings; then the story of the shipped scen
 4. the next one, "commit this", is still being speculated when the person types
    "run the tests" instead: the first letter already tells the service the text no
    longer leads there, and it kills that worker (its pid is shown gone);
-5. a table of time saved per accepted suggestion.
+5. the person changes their mind about the new test: ``specrun undo --list`` shows every
+   accept and turn that wrote files, and ``specrun undo`` takes the last one back (the
+   test file it created is removed; git's index is untouched);
+6. a table of time saved per accepted suggestion.
 
 The service is stopped and the temp dir removed at the end, also on Ctrl-C or an error.
 With ``--base-url`` the same prompts go to a real endpoint (best effort: what the model
@@ -57,6 +60,7 @@ from coordinator.cli.daemon import is_running, service_family, start_daemon, sto
 from coordinator.cli.turns import stream_turn
 from coordinator.pidfile import read_pid
 from coordinator.settings import is_dashscope, load_settings
+from coordinator.user_state import project_state_path
 from overlay.kernel import libc
 from protocol.text.inert_text import inert
 from protocol.text.secret_text import without_password
@@ -74,6 +78,8 @@ from protocol.wire.control import (
     SuggestionRequest,
     TurnEnded,
     TypedRequest,
+    UndoReply,
+    UndoRequest,
     WorkersReply,
     WorkersRequest,
 )
@@ -138,11 +144,21 @@ class RejectedRow:
 
 
 @dataclass
+class UndoneRow:
+    """``specrun undo`` at the end: the checkpoints there were, what it did to each file."""
+
+    checkpoints: list[tuple[int, str, str]]  # (turn, kind, prompt)
+    files: list[tuple[str, str]]  # (path, action)
+    undone: bool
+
+
+@dataclass
 class Session:
     accepted: list[AcceptedRow] = field(default_factory=list)
     branches: BranchesRow | None = None
     typed_prefix: TypedPrefixRow | None = None
     rejected: RejectedRow | None = None
+    undone: UndoneRow | None = None
     stats: StatsReply | None = None
 
 
@@ -282,9 +298,15 @@ def _prepare_project(project: Path) -> None:
     _git(project, "init", "-q")
     _git(project, "add", "-A")
     _git(project, "commit", "-qm", "calc: add and multiply")
-    settings = project / ".specrun" / "settings.json"  # ignored by git, like a user's own
-    settings.parent.mkdir()
+
+
+def _own_settings(base: Path, project: Path) -> Path:
+    """The demo's settings for its sample copy, as `config set` would keep them: in the
+    state directory of the demo's own (``XDG_STATE_HOME`` of its service), never yours."""
+    settings = project_state_path(project, "settings.json", state_root=base / "state" / "specrun")
+    settings.parent.mkdir(parents=True, mode=0o700)
     settings.write_text(json.dumps({"speculationBranches": BRANCHES}, indent=2) + "\n")
+    return settings
 
 
 def _service_setup(base: Path, project: Path, options: DemoOptions) -> tuple[dict[str, str],
@@ -296,6 +318,8 @@ def _service_setup(base: Path, project: Path, options: DemoOptions) -> tuple[dic
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OPENAI_", "DASHSCOPE_", "SPECRUN_")) or k == "SPECRUN_RUNTIME_DIR"}
     env["HOME"] = str(home)
+    env["XDG_STATE_HOME"] = str(base / "state")
+    _own_settings(base, project)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     argv = ["--approval-mode", "auto-edit"]
     if options.base_url:
@@ -446,6 +470,8 @@ class Player:
                 self.reject(reply, spec)
                 break
             self.tab(text, spec, rank)
+        if self.session.accepted:
+            self.session.undone = _undo_step(self)
         self.session.stats = self._stats()
         return self.session
 
@@ -676,6 +702,32 @@ class Player:
         return reply if isinstance(reply, StatsReply) else None
 
 
+def _undo_step(player: Player) -> UndoneRow | None:
+    """The person changes their mind: the checkpoints listed, the last one taken back."""
+    from coordinator.cli.undo_view import undo_text
+
+    client, out = player.client, player.out
+    player.pause(0.8)
+    out.print(Text("$ specrun undo --list", style="bold"))
+    listed = client.request(UndoRequest(req_id=client.next_id(), list_only=True))
+    if not isinstance(listed, UndoReply):
+        return None
+    out.print(Text(undo_text(listed)))
+    player.pause(0.8)
+    out.print(Text("$ specrun undo", style="bold"))
+    done = client.request(UndoRequest(req_id=client.next_id()), timeout_s=60.0)
+    if not isinstance(done, UndoReply):
+        return None
+    out.print(Text(undo_text(done)))
+    changed = _git(player.project, "status", "--short").strip()
+    out.print(Text("  on disk now (git status --short):", style="bright_black"))
+    for line in (changed or "(nothing changed but the fix)").splitlines():
+        out.print(Text(f"    {inert(line)}", style="bright_black"))
+    return UndoneRow(
+        [(c.turn, c.kind, c.prompt) for c in listed.checkpoints],
+        [(f.path, f.action) for f in done.files], done.undone)
+
+
 def _branches(reply: SuggestionReply) -> list[Branch]:
     """The live alternatives, best first (one, from a service without branches)."""
     if reply.branches:
@@ -789,6 +841,13 @@ def _summary_json(session: Session) -> dict[str, Any]:
             "speculation_status": session.rejected.status_when_typed,
             "worker_pid": session.rejected.worker_pid,
             "worker_gone": session.rejected.worker_gone,
+        },
+        "undo": None if session.undone is None else {
+            "checkpoints": [{"turn": turn, "kind": kind, "prompt": prompt}
+                            for turn, kind, prompt in session.undone.checkpoints],
+            "files": [{"path": path, "action": action}
+                      for path, action in session.undone.files],
+            "undone": session.undone.undone,
         },
         "stats": msgspec.to_builtins(session.stats) if session.stats is not None else None,
     }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from coordinator.memory import (
     Recaller,
     memory_dirs,
 )
+from coordinator.service.chat import protected_writes
 from coordinator.service.chat.approvals import Approvals
 from coordinator.service.chat.compaction import Summarized
 from coordinator.service.chat.compactor import Compactor
@@ -38,6 +40,7 @@ from coordinator.service.emitter import Emitter
 from coordinator.service.pool import WorkerHandle, WorkerStartError
 from coordinator.service.ports import ChatWorkers
 from coordinator.service.speculation import settle_pending
+from coordinator.service.undo import Checkpoints, settle_undo
 from coordinator.settings import Settings
 from protocol.model import (
     ChatRequest,
@@ -114,6 +117,9 @@ class MainChat:
         self.approval_mode = settings.approval_mode
         self.history_store = HistoryStore(self.project_root)
         settle_pending(self.project_root, self.history_store)  # after overlay.recover()
+        # Undo checkpoints of the files each accept and turn writes (docs/cli.md#undo).
+        self.checkpoints = Checkpoints(self.project_root, settings)
+        settle_undo(self.checkpoints, self.history_store)  # after overlay.recover() too
         loaded = self.history_store.load_report()
         self.history: list[Message] = loaded.messages  # the compacted view, if compacted
         self.compactions = len(loaded.compactions)
@@ -140,12 +146,18 @@ class MainChat:
             private_paths=memory_dirs(self.project_root, settings.memory_dir or None),
         )
         self.approvals = Approvals(settings.approval_timeout_s)
-        self.tool_calls = ChatToolCalls(self.tools_exec, self.approvals, self.context)
+        self.tool_calls = ChatToolCalls(
+            self.tools_exec, self.approvals, self.context,
+            protected_writes.for_project(self.project_root, settings),
+        )
+        self.tool_calls.before_write = self.checkpoints.before_write
+        self.checkpoints.next_turn = lambda: (self.session_id, self.session_turns + 1)
         self.recaller = Recaller(
             self.project_root,
             model=model,
             model_name=self.fast_model,
             memory_dir=settings.memory_dir or None,
+            include_project=settings.project_trusted,
         )
         self.prefetcher = MemoryPrefetcher(self.recaller, enabled=settings.enable_memory)
         self.snapshot: CacheSafeSnapshot | None = None
@@ -216,6 +228,7 @@ class MainChat:
                 "max_session_turns", "This session reached its turn limit; run `specrun reset`."
             )
         self.session_turns += 1
+        self.checkpoints.begin_turn(self.session_id, self.session_turns, text)
         try:
             system, tools = self.system_prompt(), await self.workers.wait_tools()
             await self.compactor.resolve_window()
@@ -244,6 +257,9 @@ class MainChat:
             self.prefetcher.abort_and_clear(AbortReason.ABNORMAL_EXIT)
             self._close_unanswered_calls()
             raise
+        finally:
+            # Completed, failed or cancelled: what its tools wrote can be taken back.
+            await asyncio.shield(self.checkpoints.end_turn())
 
     async def _model_loop(
         self,
@@ -452,17 +468,20 @@ class MainChat:
     def model_turns(self) -> int:
         return sum(1 for m in self.history if m.role == "assistant")
 
-    def reset(self) -> None:
+    def reset(self, keep: Sequence[Message] = ()) -> None:
+        """A new session (``specrun reset``). ``keep``: the messages it starts with
+        (``specrun undo --conversation``: the turns before the one rewound to)."""
         self.cancel()
         self.slot.cancel_follow_up()
         self.prefetcher.abort_and_clear(AbortReason.RESET)
         self.prefetcher.reset()
         self.history_store.new_session()
+        self.history_store.append(keep)
         self.session_id = self.history_store.current_session().session_id
-        self.history = []
+        self.history = list(keep)
         self.snapshot = None
         self._snapshot_key = None
-        self.session_turns = 0
+        self.session_turns = sum(1 for m in keep if m.role == "user")
         self.session_tokens = 0
         self.compactions = 0
         self.compactor.summarized = Summarized()

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from coordinator.service.live import LiveHub, LiveState
     from coordinator.service.session import Session
     from coordinator.service.speculation import SpeculationManager
+    from coordinator.service.undo import Rewinder
 
 
 class ServiceParts(ReplySink, Protocol):
@@ -61,3 +62,6 @@ class ServiceParts(ReplySink, Protocol):
 
     @property
     def live(self) -> LiveState: ...
+
+    @property
+    def undo(self) -> Rewinder: ...

@@ -18,10 +18,13 @@ from protocol.wire.control import (
     AskRequest,
     ControlReply,
     DiffReply,
+    ErrorReply,
     LiveSnapshot,
     StatsReply,
     StatusReply,
     SuggestionReply,
+    UndoReply,
+    UndoRequest,
     WorkerInfo,
 )
 
@@ -95,8 +98,10 @@ class CommandPort:
     async def wait_settled(self, timeout_s: float) -> None:
         await self._svc.speculation.wait_settled(timeout_s)
 
-    def suggestion_reply(self, req_id: int, transcript: int | None = None) -> SuggestionReply:
-        return self._svc.speculation.suggestion_reply(req_id, transcript)
+    def suggestion_reply(
+        self, req_id: int, transcript: int | None = None, full: bool = False
+    ) -> SuggestionReply:
+        return self._svc.speculation.suggestion_reply(req_id, transcript, full)
 
     def still_shown(self, index: int | None, text: str, speculation_id: str) -> bool:
         current = self._svc.speculation.current
@@ -115,6 +120,9 @@ class CommandPort:
 
     def stats_reply(self, req_id: int) -> StatsReply:
         return self._svc.speculation.stats_reply(req_id)
+
+    async def undo(self, request: UndoRequest) -> UndoReply | ErrorReply:
+        return await self._svc.undo.handle(request)
 
     def status_reply(self, req_id: int) -> StatusReply:
         return status_reply(self._svc, req_id)

@@ -32,6 +32,7 @@ from coordinator.service.speculation.record import Speculation
 from coordinator.service.speculation.runner import SpeculationRunner
 from coordinator.service.speculation.suggestion import BranchRun, Suggestion
 from coordinator.service.speculation.transcript import ensure_tool_result_pairing, render_transcript
+from coordinator.service.undo import Checkpoint, Checkpoints
 from overlay.errors import describe_paths
 from protocol.text.inert_text import quote_name
 from protocol.wire.chat import Message
@@ -74,6 +75,8 @@ class Acceptor:
         self.accepted: Speculation | None = None  # accepted, its pipelined text pending
         self._last_accept = 0.0
         self._cancels: dict[int, asyncio.Event] = {}  # typed prompts waiting, by request
+        # Where each accept's files are checkpointed for `specrun undo` (set by the service).
+        self.checkpoints: Checkpoints | None = None
 
     def live(self) -> list[Speculation]:
         """The speculations whose events still matter to the accept."""
@@ -226,7 +229,12 @@ class Acceptor:
                         f"it changed files that run later ({names}) and runsLaterBoundary is on"
                     )
             await asyncio.to_thread(self._write_pending, files, accepted)
-            applied = await asyncio.to_thread(files.apply)
+            checkpoint = await self._checkpoint(files, accepted)
+            try:
+                applied = await asyncio.to_thread(files.apply)
+            finally:
+                if self.checkpoints is not None:
+                    await asyncio.shield(self.checkpoints.accept_ended(checkpoint))
             await self.chat.extend_from_speculation(accepted)
         except RefusedReport as exc:
             log.warning("speculation %s: refused report %s", spec.id, exc.refused)
@@ -239,6 +247,17 @@ class Acceptor:
             clear_pending(root)
             ov.cleanup()
         return applied
+
+    async def _checkpoint(
+        self, files: SpeculationFiles, accepted: list[Message]
+    ) -> Checkpoint | None:
+        """The undo checkpoint of the files this accept may change, taken before it does."""
+        if self.checkpoints is None:
+            return None
+        ov = files.overlay
+        rels = [*ov.written_files(), *ov.deleted_files()]
+        prompt = accepted[0].text if accepted else ""
+        return await self.checkpoints.accept_begins(prompt, rels)
 
     def _write_pending(self, files: SpeculationFiles, accepted: list[Message]) -> None:
         """The record that settles a crash between the files and the history. Files git

@@ -41,6 +41,7 @@ import overlay
 from coordinator.memory.store import project_memory_dir
 from coordinator.service.speculation.git_ignored import git_ignored
 from coordinator.settings import Settings
+from coordinator.user_state import journal_dir
 from overlay.changes import FileChange as OverlayChange
 from overlay.errors import describe_paths
 from overlay.kernel.beneath import open_beneath
@@ -142,7 +143,9 @@ class SpeculationFiles:
     def apply(self, *, durable: bool = True) -> AppliedSet:
         """Apply (all-or-nothing; ignored files that conflict are skipped) and say what was
         done. Raises ``overlay.ConflictError`` / ``overlay.ApplyError`` as the overlay does."""
-        result = self.overlay.apply_to_real(durable=durable, yielding=self.ignored)
+        result = self.overlay.apply_to_real(
+            durable=durable, yielding=self.ignored, journal_dir=str(journal_dir(Path(self.root)))
+        )
         changes = describe(result.changes, self.ignored, self.settings)
         return AppliedSet(changes, ignored_skipped=len(result.yielded), held=self.held)
 
@@ -265,5 +268,6 @@ def record_of(written_files: Mapping[str, WrittenFile]) -> dict[str, overlay.Rec
             mtime_ns=fp.mtime_ns if fp else None,
             sha256=fp.sha256 if fp else None,
             deleted=written.deleted,
+            by_command=written.by_command,
         )
     return record

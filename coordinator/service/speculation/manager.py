@@ -211,8 +211,10 @@ class SpeculationManager:
 
     # -- replies and lifecycle ----------------------------------------------------------
 
-    def suggestion_reply(self, req_id: int, transcript: int | None = None) -> SuggestionReply:
-        return replies.suggestion_reply(self.shown, self.pending, req_id, transcript)
+    def suggestion_reply(
+        self, req_id: int, transcript: int | None = None, full: bool = False
+    ) -> SuggestionReply:
+        return replies.suggestion_reply(self.shown, self.pending, req_id, transcript, full)
 
     async def diff_reply(self, req_id: int, index: int | None, stat: bool) -> DiffReply | None:
         current, root = self.shown.current, self.project_root

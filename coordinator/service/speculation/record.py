@@ -43,6 +43,7 @@ AbortCause = Literal[
     "shutdown",
     "another branch accepted",  # speculationBranches > 1: the person took another guess
     "cancelled",  # Ctrl-C while a typed prompt waited for its running speculation
+    "undo",  # `specrun undo`: the files or the conversation it was made for went back
 ]
 
 

@@ -14,10 +14,11 @@ from protocol.wire.control import DiffReply, StatsReply, SuggestionReply, Transc
 
 
 def suggestion_reply(
-    shown: ShownSuggestion, pending: bool, req_id: int, transcript: int | None = None
+    shown: ShownSuggestion, pending: bool, req_id: int, transcript: int | None = None,
+    full: bool = False,
 ) -> SuggestionReply:
     """The shown suggestion; ``transcript``: the rank of a branch whose speculation so far
-    (text, tool calls and results) the reply carries."""
+    (text, tool calls and results, whole with ``full``) the reply carries."""
     current = shown.current
     if current is None:
         return SuggestionReply(req_id, None, False, shown.last_suppressed, None, pending=pending)
@@ -27,7 +28,7 @@ def suggestion_reply(
     if chosen is not None and chosen.speculation is not None:
         spec = chosen.speculation
         messages = spec.outcome.messages if spec.outcome is not None else None
-        entries = tuple(transcript_of(chosen.text, messages, spec.progress))
+        entries = tuple(transcript_of(chosen.text, messages, spec.progress, full=full))
     return SuggestionReply(
         req_id,
         current.text,

@@ -17,9 +17,16 @@ def ensure_tool_result_pairing(messages: list[Message]) -> list[Message]:
     return messages
 
 
-def render_transcript(user_text: str, messages: list[Message]) -> list[TranscriptEntry]:
+RESULT_SHOWN = 500
+"""How much of a tool result a transcript shows unless asked for it whole."""
+
+
+def render_transcript(
+    user_text: str, messages: list[Message], *, full: bool = False
+) -> list[TranscriptEntry]:
     """User text, model text, and a tool group pairing call *i* with response *i* of the
-    next message."""
+    next message; each result cut to ``RESULT_SHOWN`` characters unless ``full`` (then as
+    the model got it, already bounded by the command's output cap)."""
     entries = [TranscriptEntry(kind="user", text=user_text)]
     for index, message in enumerate(messages):
         if message.role != "assistant":
@@ -44,7 +51,7 @@ def render_transcript(user_text: str, messages: list[Message]) -> list[Transcrip
                     kind="tool",
                     tool=call.name,
                     args=format_args(call),
-                    text=cut(text, 500),
+                    text=text if full else cut(text, RESULT_SHOWN),
                     status=status,
                 )
             )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -321,7 +321,7 @@ class SessionChat:
         self.answers.append((ask_req_id, call_id, approved))
         return self.answer_found
 
-    def reset(self) -> None:
+    def reset(self, keep: Sequence[Message] = ()) -> None:
         self.log.append("chat.reset")
         self.session_id = "session-2"
 
@@ -397,7 +397,9 @@ class SessionSpeculation:
     async def wait_settled(self, timeout_s: float) -> None:
         self.log.append(("wait_settled", timeout_s))
 
-    def suggestion_reply(self, req_id: int, transcript: int | None = None) -> SuggestionReply:
+    def suggestion_reply(
+        self, req_id: int, transcript: int | None = None, full: bool = False
+    ) -> SuggestionReply:
         text = self.current.text if self.current else None
         return SuggestionReply(req_id, text, text is not None, None, None)
 

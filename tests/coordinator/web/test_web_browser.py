@@ -27,9 +27,7 @@ def started(specrun: Specrun, request: pytest.FixtureRequest) -> Iterator[Specru
     need_chromium()
     settings: dict[str, Any] = getattr(request, "param", {})
     if settings:
-        path = specrun.project / ".specrun" / "settings.json"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(json.dumps(settings))
+        specrun.env.own_settings(specrun.project).write_text(json.dumps(settings))
     specrun.run("start", "--approval-mode", "auto-edit", check=True)
     try:
         yield specrun
@@ -126,3 +124,30 @@ def test_accept_takes_the_branch_chosen_by_its_index(started: Specrun, page: Any
     assert stats["accepted_by_method"].get("web") == 1
     last_user = [m for m in HistoryStore(started.project).load() if m.role == "user"][-1]
     assert last_user.text == NEG
+
+
+def test_undo_in_the_page_takes_back_the_last_accept_and_names_a_file_changed_since(
+    started: Specrun, page: Any, tmp_path: Path
+) -> None:
+    assert started.run("ask", FIX).returncode == 0
+    fixed = (started.project / "src/calc.py").read_bytes()
+    branch = _branch(page, 0, "completed")
+    branch.locator("button.accept").click()
+    assert wait_until(lambda: (started.project / NEG_FILE).exists(), timeout=20)
+    page.wait_for_selector("#action-result[data-ok=true]")
+
+    # Changed since: the page says which file and nothing is undone.
+    (started.project / NEG_FILE).write_text("# mine\n")
+    page.click("#undo")
+    page.wait_for_selector(f"#action-result[data-ok=false] >> text={NEG_FILE}")
+    assert (started.project / NEG_FILE).read_text() == "# mine\n"
+
+    (started.project / NEG_FILE).unlink()
+    page.click("#undo")  # the file is already gone: the accept is taken back at once
+    page.wait_for_selector("#action-result[data-ok=true] >> text=Undid turn")
+    page.click("#undo")  # then the fix's turn: src/calc.py as it was before it
+    page.wait_for_selector("#action-result[data-ok=true] >> text=restored src/calc.py")
+    assert (started.project / "src/calc.py").read_bytes() != fixed
+    assert "return a - b" in (started.project / "src/calc.py").read_text()
+    save_screenshot(page, "web-undo.png", tmp_path)
+    assert started.json("undo", "--list")["checkpoints"] == []
