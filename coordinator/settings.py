@@ -26,6 +26,7 @@ from coordinator.user_state import personal_settings_path
 from protocol.text.secret_text import without_password
 from protocol.wire.approval import ApprovalMode
 from protocol.wire.control import BudgetWindow
+from protocol.wire.model_options import ModelOptions, OutputCaps, TextToolCalls
 from protocol.wire.work import CommandLimits, Containment, SpeculationLimits
 
 
@@ -273,6 +274,56 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
             ge=1,
         ),
     ] = 600
+    max_tokens_main: Annotated[
+        int,
+        _about(
+            "output tokens a main chat answer may have (a model that loops stops here, "
+            "not when the server's context is full)",
+            ge=16,
+        ),
+    ] = 4096
+    max_tokens_speculation: Annotated[
+        int, _about("output tokens of each model answer inside a speculation", ge=16)
+    ] = 4096
+    max_tokens_suggestion: Annotated[
+        int, _about("output tokens of a next-prompt suggestion (and a pipelined one)", ge=16)
+    ] = 512
+    max_tokens_recall: Annotated[
+        int, _about("output tokens of the memory recall's choice", ge=16)
+    ] = 1024
+    max_tokens_compaction: Annotated[
+        int, _about("output tokens of a compaction's summary", ge=16)
+    ] = 2000
+    model_timeout_s: Annotated[
+        int,
+        _about(
+            "seconds the model endpoint may go silent once its answer has begun",
+            ge=1,
+        ),
+    ] = 120
+    first_byte_timeout_s: Annotated[
+        int,
+        _about(
+            "seconds a request may wait for the first byte of its answer, plus "
+            "firstByteSecondsPer1kTokens for the prompt the server has not read yet",
+            ge=1,
+        ),
+    ] = 120
+    first_byte_seconds_per_1k_tokens: Annotated[
+        float,
+        _about(
+            "more seconds to wait for a first byte per 1,000 prompt tokens the server has "
+            "not read yet (a CPU server reads 6-50 a second)",
+            ge=0,
+        ),
+    ] = 100.0
+    text_tool_calls: Annotated[
+        TextToolCalls,
+        _about(
+            "read tool calls a model wrote as text (fenced JSON, <tool_call> tags) naming "
+            "an offered tool: auto (local endpoints only) | on | off"
+        ),
+    ] = "auto"
     sources: dict[str, str] = msgspec.field(default_factory=dict)
     shipped_file: str = ""
     """The project settings file, when it was not applied because the project is not
@@ -287,6 +338,21 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
     def suggestion_model(self) -> str:
         """The model for suggestions, speculation and recall."""
         return self.fast_model or self.model
+
+    def model_options(self) -> ModelOptions:
+        """How the model clients (the service's and every worker's) treat the endpoint."""
+        return ModelOptions(
+            max_tokens=OutputCaps(
+                main=self.max_tokens_main,
+                speculation=self.max_tokens_speculation,
+                suggestion=self.max_tokens_suggestion,
+                recall=self.max_tokens_recall,
+                compaction=self.max_tokens_compaction,
+            ),
+            first_byte_timeout_s=float(self.first_byte_timeout_s),
+            first_byte_s_per_1k_tokens=float(self.first_byte_seconds_per_1k_tokens),
+            text_tool_calls=self.text_tool_calls,
+        )
 
     def speculation_limits(self) -> SpeculationLimits:
         return SpeculationLimits(

@@ -21,7 +21,7 @@ from tests.support import (
     processes_with_env,
     wait_until,
 )
-from tests.web_support import need_chromium
+from tests.web_support import module_chromium, need_chromium
 
 # A suite started in the background by a non-interactive shell (`scripts/test &`, nohup,
 # some CI runners) inherits SIGINT ignored, and an ignored signal stays ignored across
@@ -131,6 +131,15 @@ def web_service(specrun: Specrun) -> Iterator[Specrun]:
     need_chromium()
     with _started(specrun):
         yield specrun
+
+
+@pytest.fixture(scope="module")
+def shared_chromium() -> Iterator[None]:
+    """The browser test modules' ``browser()`` calls share one Chromium (launched at the
+    first, closed with the module); each call still gets a fresh context. Opt in with
+    ``pytestmark = pytest.mark.usefixtures("shared_chromium")``."""
+    with module_chromium():
+        yield
 
 
 def _bound_unix_socket_paths() -> set[str]:

@@ -25,6 +25,42 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_PROJECT = REPO / "coordinator" / "cli" / "demo" / "sample_project"
+DEMO_SCENARIO = REPO / "coordinator" / "scenarios" / "demo.yaml"
+
+DEMO_LATENCY_SCALE = 0.2
+"""The demo scenario's model latencies are paced for a person watching `specrun demo`
+(120 ms before each reply, 15 ms a chunk, 0.9 s for the first recall): a test of the
+same session would spend seconds waiting on them, about 2.5 s per fix-and-Tab flow.
+Tests play it five times faster; every latency keeps its order against the others."""
+
+
+def demo_scenario_data() -> dict[str, Any]:
+    """The demo scenario as a dict, its latencies scaled by ``DEMO_LATENCY_SCALE``."""
+    import yaml
+
+    data: dict[str, Any] = yaml.safe_load(DEMO_SCENARIO.read_text())
+
+    def scale(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("latency_ms", "chunk_ms") and isinstance(value, int):
+                    node[key] = round(value * DEMO_LATENCY_SCALE)
+                else:
+                    scale(value)
+        elif isinstance(node, list):
+            for item in node:
+                scale(item)
+
+    scale(data)
+    return data
+
+
+def write_demo_scenario(dest: Path) -> Path:
+    """``demo_scenario_data()`` written to ``dest`` (a file the scripted model can load)."""
+    import yaml
+
+    dest.write_text(yaml.safe_dump(demo_scenario_data(), sort_keys=False))
+    return dest
 
 
 @contextmanager
@@ -144,6 +180,8 @@ class Specrun:
     def run(
         self, *args: str, timeout: float = 60, check: bool = False, input: str | None = None
     ) -> subprocess.CompletedProcess[str]:
+        if args[:1] == ("start",):
+            args = (*args, *self._quick_demo_args(args))
         proc = subprocess.run(
             [sys.executable, "-m", "coordinator", "--project", str(self.project), *args],
             env=self.env.vars,
@@ -158,6 +196,28 @@ class Specrun:
                 f"specrun {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
             )
         return proc
+
+    def _quick_demo_args(self, args: tuple[str, ...]) -> tuple[str, ...]:
+        """``--scenario`` with the demo scenario at test pace (``DEMO_LATENCY_SCALE``) for a
+        `start` that would play the demo scenario at a person's pace: the demo project, the
+        embedded model, no scenario chosen. Anything else starts as asked."""
+        from coordinator.service.model_endpoint import is_demo_project
+        from coordinator.settings import SettingsError, load_settings
+
+        if any(arg.startswith(("--scenario", "--base-url")) for arg in args):
+            return ()
+        try:
+            settings = load_settings(self.project, env=self.env.vars, home=self.env.home)
+        except (SettingsError, OSError):
+            return ()  # a start that is about to be refused: let it say so itself
+        if not settings.uses_scripted_model or settings.scenario:
+            return ()
+        if not is_demo_project(self.project):
+            return ()
+        quick = self.env.home.parent / "demo-quick.yaml"
+        if not quick.exists():
+            write_demo_scenario(quick)
+        return ("--scenario", str(quick))
 
     def trust(self) -> None:
         """``specrun trust``: what the test wrote into the project's .specrun/ applies."""

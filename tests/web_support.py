@@ -154,11 +154,68 @@ def need_chromium() -> None:
         pytest.skip("playwright is not installed (the test extra has it: pip install -e '.[test]')")
 
 
+class _ModuleChromium:
+    """One Chromium per extra-switch set, launched at a test module's first ``browser()``
+    and closed when the module ends (``module_chromium``)."""
+
+    def __init__(self) -> None:
+        self.playwright: Any = None
+        self.launched: dict[tuple[str, ...], Any] = {}
+
+    def launched_with(self, extra_args: tuple[str, ...]) -> Any:
+        if extra_args not in self.launched:
+            if self.playwright is None:
+                from playwright.sync_api import sync_playwright
+
+                self.playwright = sync_playwright().start()
+            self.launched[extra_args] = self.playwright.chromium.launch(
+                executable_path=str(CHROMIUM), headless=True,
+                args=[*CHROMIUM_ARGS, *extra_args],
+            )
+        return self.launched[extra_args]
+
+    def close(self) -> None:
+        for launched in self.launched.values():
+            with contextlib.suppress(Exception):
+                launched.close()
+        if self.playwright is not None:
+            self.playwright.stop()
+
+
+_MODULE_CHROMIUM: list[_ModuleChromium] = []
+
+
+@contextmanager
+def module_chromium() -> Iterator[None]:
+    """Within it, ``browser()`` opens a fresh context (its own cookies, storage and cache,
+    as a fresh profile has) in a Chromium the module shares, instead of launching one per
+    test: a launch costs about a second of CPU and a dozen processes. For a module-scoped
+    fixture of the browser test modules only: while Playwright's sync API runs, its event
+    loop counts as running in this thread, so ``asyncio.run`` there would be refused."""
+    shared = _ModuleChromium()
+    _MODULE_CHROMIUM.append(shared)
+    try:
+        yield
+    finally:
+        _MODULE_CHROMIUM.remove(shared)
+        shared.close()
+
+
 @contextmanager
 def browser(*extra_args: str) -> Iterator[Any]:
-    """A fresh headless Chromium profile (a temporary --user-data-dir), closed afterwards.
+    """A fresh headless Chromium profile (a temporary --user-data-dir), closed afterwards;
+    under ``module_chromium``, a fresh context of the module's Chromium instead.
     ``extra_args``: more Chromium switches (e.g. a host resolver rule)."""
     need_chromium()
+    if _MODULE_CHROMIUM:
+        launched = _MODULE_CHROMIUM[-1].launched_with(tuple(extra_args))
+        context = launched.new_context(viewport={"width": 1400, "height": 1000})
+        try:
+            yield context
+        finally:
+            with contextlib.suppress(Exception):
+                context.close()
+        return
     from playwright.sync_api import sync_playwright
 
     profile = tempfile.mkdtemp(prefix="sr-chromium-")

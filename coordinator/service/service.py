@@ -286,6 +286,10 @@ class Service:
         self._spawn(self._sweep_periodically())
         self._spawn(self._watch_project())
         self._spawn(self._trim_once_warm())
+        if self.model_server is None:
+            # Before the first turn, so `specrun status` shows the endpoint's window (a
+            # llama.cpp slot's, an Ollama model's) and not the default guess.
+            self._spawn(self.chat.compactor.resolve_window())
 
     async def _trim_once_warm(self) -> None:
         """Once the start is over (the imports above, the pool warm), give the C heap's

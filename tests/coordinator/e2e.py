@@ -21,7 +21,7 @@ from protocol.wire.control import (
     SuggestionRequest,
     TurnEnded,
 )
-from tests.support import REPO, Env, Specrun, make_sample_project
+from tests.support import Env, Specrun, demo_scenario_data, make_sample_project
 
 FIX = "fix the failing test in tests/test_calc.py"
 NEG = "add a test for negative numbers"
@@ -97,8 +97,9 @@ class Driver:
 
 
 def scenario_variant(tmp: Path, edit: Any) -> Path:
-    """The demo scenario with ``edit(rules)`` applied, written to ``tmp``."""
-    data = yaml.safe_load((REPO / "coordinator" / "scenarios" / "demo.yaml").read_text())
+    """The demo scenario (at test pace: ``demo_scenario_data``) with ``edit(rules)``
+    applied, written to ``tmp``."""
+    data = demo_scenario_data()
     edit(data["rules"])
     path = tmp / "scenario.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

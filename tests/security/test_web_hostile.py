@@ -30,6 +30,9 @@ from tests.web_support import (
     web_view,
 )
 
+# One Chromium for the module (tests/conftest.py): each test still gets a fresh context.
+pytestmark = pytest.mark.usefixtures("shared_chromium")
+
 # The service refuses a suggestion with control or bidi characters outright
 # (hidden_characters); markup in one is plain text and must stay so.
 SUGGESTION = "write <script>alert('s')</script> <img src=x onerror=alert('i')> pwned now"

@@ -16,6 +16,9 @@ from tests.coordinator.e2e import FIX, NEG
 from tests.support import Specrun, wait_until
 from tests.web_support import browser, need_chromium, save_screenshot, web_view
 
+# One Chromium for the module (tests/conftest.py): each test still gets a fresh context.
+pytestmark = pytest.mark.usefixtures("shared_chromium")
+
 NEG_FILE = "tests/test_calc_negative.py"
 
 
