@@ -255,3 +255,13 @@ def test_a_readable_transcript_in_80_columns(chat_in: Any) -> None:
     term.wait_for(r"✓ speculation completed .*: Tab applies it at once")
     bottom = term.rows()[-1]
     assert "Tab" in bottom and not bottom.endswith("…") and len(bottom) <= 79, bottom
+
+
+def test_slash_undo_takes_the_last_turn_back(chat_in: Any, specrun: Specrun) -> None:
+    term: ScreenTerminal = chat_in("auto-edit")
+    term.send(FIX + "\r")
+    term.wait_for("done in")
+    assert "return a + b" in (specrun.project / "src/calc.py").read_text()
+    term.send("/undo\r")  # `specrun undo`, in the chat
+    term.wait_for("Undid turn 1")
+    assert "return a - b" in (specrun.project / "src/calc.py").read_text()
