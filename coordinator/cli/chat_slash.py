@@ -80,26 +80,9 @@ def run_cli(ctx: SlashContext, *args: str) -> int:
     return 0
 
 
-def has_cli_command(ctx: SlashContext, name: str) -> bool:
-    return ctx.cli.get_command(click.Context(ctx.cli), name) is not None
-
-
 def _delegate(*command: str) -> Callable[[SlashContext, list[str]], bool]:
     def run(ctx: SlashContext, args: list[str]) -> bool:
         run_cli(ctx, *command, *args)
-        return False
-
-    return run
-
-
-def _if_present(name: str, missing: str) -> Callable[[SlashContext, list[str]], bool]:
-    """`specrun NAME`, or one sentence saying this version has no such command yet."""
-
-    def run(ctx: SlashContext, args: list[str]) -> bool:
-        if has_cli_command(ctx, name):
-            run_cli(ctx, name, *args)
-        else:
-            render.console.print(missing, highlight=False)
         return False
 
     return run
@@ -167,17 +150,12 @@ def _quit(ctx: SlashContext, args: list[str]) -> bool:
     return True
 
 
-_UNDO_MISSING = ("/undo needs `specrun undo`, which this version of specrun does not have "
-                 "yet; until then a change is taken back by hand (`git diff` shows it).")
-_TRUST_MISSING = ("/trust needs `specrun trust`, which this version of specrun does not have "
-                  "yet.")
-
 COMMANDS: dict[str, SlashCommand] = {c.name: c for c in (
     SlashCommand("help", "", "this list", _help),
     SlashCommand("diff", "", "what Tab would change now, file by file, with the diff",
                  _delegate("diff")),
     SlashCommand("undo", "[N]", "take back the last change specrun made (or rewind to "
-                 "before turn N)", _if_present("undo", _UNDO_MISSING)),
+                 "before turn N)", _delegate("undo")),
     SlashCommand("stats", "", "suggestions taken, time saved, tokens spent",
                  _delegate("stats")),
     SlashCommand("compact", "", "summarize the chat so far into one message",
@@ -191,7 +169,7 @@ COMMANDS: dict[str, SlashCommand] = {c.name: c for c in (
     SlashCommand("status", "", "the service, its model, workers and containment",
                  _delegate("status")),
     SlashCommand("trust", "", "whether specrun trusts this project's settings",
-                 _if_present("trust", _TRUST_MISSING)),
+                 _delegate("trust")),
     SlashCommand("quit", "", "leave the chat (the service keeps running)", _quit),
 )}
 
