@@ -29,6 +29,7 @@ from tests.coordinator.e2e import (
     Driver,
     done_unless_stalled,
     shell_call,
+    shell_speculation,
     stepped_scenario,
     tidy_project,
     write_call,
@@ -240,7 +241,7 @@ def test_undo_of_an_accept_that_deleted_a_file_and_changed_a_mode(tmp_path: Path
                                                                  scenario_file: Path) -> None:
     project = tidy_project(tmp_path / "project")
     with running_service(project, "--approval-mode", "auto-edit", "--scenario",
-                         str(scenario_file)) as runner:
+                         str(scenario_file), before_start=shell_speculation(project)) as runner:
         driver = Driver(project)
         try:
             driver.ask("hello")
