@@ -89,7 +89,7 @@ def test_on_a_terminal_it_asks_even_in_yolo_and_a_no_keeps_the_file(
             encoding="utf-8", timeout=30,
         )
         child.expect(r"git's own configuration")
-        child.expect(r"\[y/N\]")
+        child.expect(r"\[y/n/r\]")  # a protected write is never kept for the session
         child.sendline("n")
         child.expect(pexpect.EOF)
         child.close()
