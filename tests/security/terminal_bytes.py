@@ -16,23 +16,31 @@ from tests.support import REPO, Specrun
 # one-line erase; prompt_toolkit (chat) also moves the cursor, sets modes and asks where
 # the cursor is. Never OSC, DCS, or any other introducer.
 RICH_OWN = re.compile(r"\x1b\[[0-9;]*m|\x1b\[\?25[lh]|\x1b\[1A|\x1b\[2K|\r")
-PROMPT_TOOLKIT_OWN = re.compile(r"\x1b\[\??[0-9;]*[ABCDGHJKlhmnr]|\x1b[78]|\r")
+# prompt_toolkit's own cursor moves; a move one column back it writes as a bare backspace
+# (its renderer's cursor_backward(1)), which only ever comes right before the prompt sign.
+PROMPT_TOOLKIT_OWN = re.compile(r"\x1b\[\??[0-9;]*[ABCDGHJKlhmnr]|\x1b[78]|\r|\x08(?=(?:\x1b\[\??[0-9;]*[A-Za-z])*❯)")
 
 
 def terminal_env(runner: Specrun) -> dict[str, str]:
     return {**runner.env.vars, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "50"}
 
 
-def in_terminal(runner: Specrun, *args: str) -> str:
-    """Run ``specrun ARGS`` in a pseudo-terminal; the raw bytes it wrote, decoded."""
+def in_terminal(runner: Specrun, *args: str, answer: str | None = None) -> str:
+    """Run ``specrun ARGS`` in a pseudo-terminal; the raw bytes it wrote, decoded.
+    ``answer``: what the person types at each approval question (none expected without)."""
     child = pexpect.spawn(
         sys.executable, ["-m", "coordinator", "--project", str(runner.project), *args],
         env=terminal_env(runner), cwd=str(REPO), encoding=None, dimensions=(50, 160),
         timeout=60,
     )
     try:
-        child.expect(pexpect.EOF)
-        raw: bytes = child.before or b""
+        raw: bytes = b""
+        while answer is not None and child.expect([rb"\[y/[a-z/]+\]: ", pexpect.EOF]) == 0:
+            raw += (child.before or b"") + (child.after or b"")
+            child.sendline(answer)
+        if answer is None:
+            child.expect(pexpect.EOF)
+        raw += child.before or b""
     finally:
         if child.isalive():
             child.terminate(force=True)
