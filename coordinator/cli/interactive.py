@@ -525,11 +525,9 @@ def _show_context_fill(client: ServiceClient) -> None:
         render.console.print(Text(context_line(reply.context), style="bright_black"))
 
 
-def run_chat(project: Path, cli: click.Group, enter_accepts: bool = False) -> int:
-    """The interactive loop; returns the exit code. ``enter_accepts``: Enter on an empty
-    line accepts the suggestion at once instead of filling the line with it."""
-    state = SuggestionState()
-    session: PromptSession[object] = PromptSession(
+def _prompt_session(state: SuggestionState, project: Path,
+                    enter_accepts: bool) -> PromptSession[object]:
+    return PromptSession(
         message=FormattedText([("class:prompt", PROMPT)]),
         input_processors=[GhostText(state)],
         key_bindings=_bindings(state, project, enter_accepts),
@@ -540,6 +538,48 @@ def run_chat(project: Path, cli: click.Group, enter_accepts: bool = False) -> in
         complete_while_typing=True,
         refresh_interval=0.5,  # the toolbar's seconds count up while it waits
     )
+
+
+def _request_for(answer: object, client: ServiceClient,
+                 state: SuggestionState) -> AskRequest | AcceptRequest | None:
+    """What the line the person sent asks of the service; None: nothing to send."""
+    if isinstance(answer, Accepted):
+        # What was shown (grey, or in the Ctrl-O preview) is what is taken:
+        # a suggestion that changed meanwhile is refused, nothing applied.
+        return AcceptRequest(req_id=client.next_id(), method=answer.method,
+                             index=answer.rank, shown_text=answer.text,
+                             shown_speculation=answer.speculation,
+                             can_confirm=True, client_pid=os.getpid())
+    text = as_prompt(str(answer))
+    if not text:
+        return None
+    # Equal to a speculated prompt, the service takes that speculation
+    # (acceptTypedPrompt) and says so in a notice: an `enter` accept when
+    # it is the line Enter filled, sent unchanged; `typed` otherwise.
+    filled = str(answer) == state.filled
+    return AskRequest(req_id=client.next_id(), text=text, can_confirm=True,
+                      accept_method="enter" if filled else "typed",
+                      filled=filled, client_pid=os.getpid())
+
+
+def _run_turn(client: ServiceClient, request: AskRequest | AcceptRequest) -> None:
+    try:
+        stream_turn(client, request, render.TurnPrinter(show_user=False), ask_person)
+        _show_context_fill(client)
+    except ServiceTimeout as exc:
+        render.error(str(exc))
+    except ServiceNotRunning:
+        # not the model's fault: say what happened to the service
+        render.error("The specrun service stopped during this turn (`specrun logs` "
+                     "says why); `specrun start` starts it again, and this chat "
+                     "goes on with it.")
+
+
+def run_chat(project: Path, cli: click.Group, enter_accepts: bool = False) -> int:
+    """The interactive loop; returns the exit code. ``enter_accepts``: Enter on an empty
+    line accepts the suggestion at once instead of filling the line with it."""
+    state = SuggestionState()
+    session = _prompt_session(state, project, enter_accepts)
     poller = Poller(project, state, on_change=lambda: session.app.invalidate())
 
     def typed(buffer: Buffer) -> None:
@@ -591,42 +631,16 @@ def run_chat(project: Path, cli: click.Group, enter_accepts: bool = False) -> in
                 render.error(stopped_sentence(project))
                 line = answer.text if isinstance(answer, Accepted) else str(answer)
                 continue
-            request: AskRequest | AcceptRequest
-            if isinstance(answer, Accepted):
-                # What was shown (grey, or in the Ctrl-O preview) is what is taken:
-                # a suggestion that changed meanwhile is refused, nothing applied.
-                request = AcceptRequest(req_id=client.next_id(), method=answer.method,
-                                        index=answer.rank, shown_text=answer.text,
-                                        shown_speculation=answer.speculation,
-                                        can_confirm=True, client_pid=os.getpid())
-            else:
-                if is_command(str(answer)):
-                    if run_slash(slash, str(answer)):
-                        _say_what_keeps_running(state, watch)
-                        return EXIT_OK
-                    continue
-                text = as_prompt(str(answer))
-                if not text:
-                    continue
-                # Equal to a speculated prompt, the service takes that speculation
-                # (acceptTypedPrompt) and says so in a notice: an `enter` accept when
-                # it is the line Enter filled, sent unchanged; `typed` otherwise.
-                filled = str(answer) == state.filled
-                request = AskRequest(req_id=client.next_id(), text=text, can_confirm=True,
-                                     accept_method="enter" if filled else "typed",
-                                     filled=filled, client_pid=os.getpid())
-            state.clear()
-            try:
-                stream_turn(client, request, render.TurnPrinter(show_user=False), ask_person)
-                _show_context_fill(client)
-            except ServiceTimeout as exc:
-                render.error(str(exc))
-            except ServiceNotRunning:
-                # not the model's fault: say what happened to the service
-                render.error("The specrun service stopped during this turn (`specrun logs` "
-                             "says why); `specrun start` starts it again, and this chat "
-                             "goes on with it.")
-            state.clear()
+            if not isinstance(answer, Accepted) and is_command(str(answer)):
+                if run_slash(slash, str(answer)):
+                    _say_what_keeps_running(state, watch)
+                    return EXIT_OK
+                continue
+            request = _request_for(answer, client, state)
+            if request is not None:
+                state.clear()
+                _run_turn(client, request)
+                state.clear()
     except ServiceNotRunning as exc:  # gone between a look and a connect: said, left
         render.error(str(exc))
         return EXIT_NO_SERVICE

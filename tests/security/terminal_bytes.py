@@ -18,7 +18,9 @@ from tests.support import REPO, Specrun
 RICH_OWN = re.compile(r"\x1b\[[0-9;]*m|\x1b\[\?25[lh]|\x1b\[1A|\x1b\[2K|\r")
 # prompt_toolkit's own cursor moves; a move one column back it writes as a bare backspace
 # (its renderer's cursor_backward(1)), which only ever comes right before the prompt sign.
-PROMPT_TOOLKIT_OWN = re.compile(r"\x1b\[\??[0-9;]*[ABCDGHJKlhmnr]|\x1b[78]|\r|\x08(?=(?:\x1b\[\??[0-9;]*[A-Za-z])*❯)")
+PROMPT_TOOLKIT_OWN = re.compile(
+    r"\x1b\[\??[0-9;]*[ABCDGHJKlhmnr]|\x1b[78]|\r|\x08(?=(?:\x1b\[\??[0-9;]*[A-Za-z])*❯)"
+)
 
 
 def terminal_env(runner: Specrun) -> dict[str, str]:
