@@ -84,24 +84,28 @@ def transcript_of(
 
 def preview_files(
     root: str, overlay_dir: str, written: dict[str, WrittenFile], settings: Settings, stat: bool
-) -> tuple[tuple[FileDiff, ...], str]:
-    """Every file Tab would change now, with its diff (none with ``stat``), and '' or the
-    sentence saying why Tab would apply nothing."""
+) -> tuple[tuple[FileDiff, ...], str, tuple[str, ...]]:
+    """Every file Tab would change now, with its diff (none with ``stat``), '' or the
+    sentence saying why Tab would apply nothing, and the symlinks Tab would not create
+    (``name -> target: why``)."""
     try:
         files = SpeculationFiles(root, overlay_dir, written, settings)
     except RefusedReport as exc:
-        return (), f"Tab would apply nothing: {exc.reason}."
+        return (), f"Tab would apply nothing: {exc.reason}.", ()
     applied = files.preview()
     real_root = files.root
     return tuple(
         file_diff(real_root, overlay_dir, change, stat=stat or change.summarized)
         for change in applied.changes
-    ), ""
+    ), "", applied.links_held
 
 
 def file_diff(root: str, overlay_dir: str, change: FileChange, *, stat: bool) -> FileDiff:
     """The unified diff of ``change``'s real file against the speculation's (counts only
-    with ``stat``); the overlay side is opened with no symlink followed."""
+    with ``stat``); the overlay side is opened with no symlink followed. A symlink Tab
+    creates has no content to diff: its line (``name -> target``) is all there is."""
+    if change.link:
+        return FileDiff(change)
     before = b"" if change.status == "created" else _read_real(root, change.path)
     after = b"" if change.status == "deleted" else _read_overlay(overlay_dir, change.path)
     if before is None or after is None:
