@@ -1,11 +1,14 @@
-"""Configuration: project settings.json, then user settings.json, then environment,
-then flags (later wins: the order design §8 gives, with flags the strongest). Every value
+"""Configuration: the project's settings.json (only in a trusted project: see
+``coordinator.trust``), then the person's own settings for the project (``config set``, kept
+in specrun's state directory), then user settings.json, then environment, then flags
+(later wins: the order design §8 gives, with flags the strongest). Every value
 remembers where it came from, so ``specrun config show`` can say so, and a bad file or key
 is reported with its file and key in one sentence.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import os
@@ -18,10 +21,12 @@ from urllib.parse import urlsplit
 import msgspec
 
 from coordinator.durable import atomic_write
-from coordinator.state_dir import shipped_paths
+from coordinator.trust import Trust, trust_of
+from coordinator.user_state import personal_settings_path
 from protocol.text.secret_text import without_password
 from protocol.wire.approval import ApprovalMode
 from protocol.wire.control import BudgetWindow
+from protocol.wire.model_options import ModelOptions, OutputCaps, TextToolCalls
 from protocol.wire.work import CommandLimits, Containment, SpeculationLimits
 
 
@@ -252,15 +257,85 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
             ge=1,
         ),
     ] = 600
+    max_tokens_main: Annotated[
+        int,
+        _about(
+            "output tokens a main chat answer may have (a model that loops stops here, "
+            "not when the server's context is full)",
+            ge=16,
+        ),
+    ] = 4096
+    max_tokens_speculation: Annotated[
+        int, _about("output tokens of each model answer inside a speculation", ge=16)
+    ] = 4096
+    max_tokens_suggestion: Annotated[
+        int, _about("output tokens of a next-prompt suggestion (and a pipelined one)", ge=16)
+    ] = 512
+    max_tokens_recall: Annotated[
+        int, _about("output tokens of the memory recall's choice", ge=16)
+    ] = 1024
+    max_tokens_compaction: Annotated[
+        int, _about("output tokens of a compaction's summary", ge=16)
+    ] = 2000
+    model_timeout_s: Annotated[
+        int,
+        _about(
+            "seconds the model endpoint may go silent once its answer has begun",
+            ge=1,
+        ),
+    ] = 120
+    first_byte_timeout_s: Annotated[
+        int,
+        _about(
+            "seconds a request may wait for the first byte of its answer, plus "
+            "firstByteSecondsPer1kTokens for the prompt the server has not read yet",
+            ge=1,
+        ),
+    ] = 120
+    first_byte_seconds_per_1k_tokens: Annotated[
+        float,
+        _about(
+            "more seconds to wait for a first byte per 1,000 prompt tokens the server has "
+            "not read yet (a CPU server reads 6-50 a second)",
+            ge=0,
+        ),
+    ] = 100.0
+    text_tool_calls: Annotated[
+        TextToolCalls,
+        _about(
+            "read tool calls a model wrote as text (fenced JSON, <tool_call> tags) naming "
+            "an offered tool: auto (local endpoints only) | on | off"
+        ),
+    ] = "auto"
     sources: dict[str, str] = msgspec.field(default_factory=dict)
     shipped_file: str = ""
-    """The project settings file, when it was not applied because git tracks it (it came
-    with the repository: see :func:`shipped_with_repository`); '' otherwise."""
+    """The project settings file, when it was not applied because the project is not
+    trusted (see ``coordinator.trust``); '' otherwise."""
+    trust_note: str = ""
+    """One sentence when the project ships files for specrun it has not been trusted with
+    (settings, memory): none of them applies; '' otherwise."""
+    project_trusted: bool = True
+    """Whether the project's own files for specrun (settings, memory) apply."""
 
     @property
     def suggestion_model(self) -> str:
         """The model for suggestions, speculation and recall."""
         return self.fast_model or self.model
+
+    def model_options(self) -> ModelOptions:
+        """How the model clients (the service's and every worker's) treat the endpoint."""
+        return ModelOptions(
+            max_tokens=OutputCaps(
+                main=self.max_tokens_main,
+                speculation=self.max_tokens_speculation,
+                suggestion=self.max_tokens_suggestion,
+                recall=self.max_tokens_recall,
+                compaction=self.max_tokens_compaction,
+            ),
+            first_byte_timeout_s=float(self.first_byte_timeout_s),
+            first_byte_s_per_1k_tokens=float(self.first_byte_seconds_per_1k_tokens),
+            text_tool_calls=self.text_tool_calls,
+        )
 
     def speculation_limits(self) -> SpeculationLimits:
         return SpeculationLimits(
@@ -330,7 +405,7 @@ def _keys() -> dict[str, Key]:
     keys: dict[str, Key] = {}
     hints = get_type_hints(Settings, include_extras=True)  # once: it evaluates every field
     for field_info in msgspec.structs.fields(Settings):
-        if field_info.name in ("sources", "shipped_file"):
+        if field_info.name in ("sources", "shipped_file", "trust_note", "project_trusted"):
             continue
         hint = hints[field_info.name]
         base, *extras = get_args(hint)
@@ -520,16 +595,21 @@ def project_settings_path(project_root: Path) -> Path:
     return project_root / ".specrun" / "settings.json"
 
 
-def shipped_with_repository(project_root: Path) -> bool:
-    """Whether the project settings file came with the repository: it exists and git
-    tracks it. specrun's own ``.specrun/`` ignores itself, so a file you wrote with
-    ``config set`` is never tracked unless forced in; a cloned repository's is. Such a file
-    is not applied: it would choose for whoever runs specrun in the clone which tool calls
-    run without a yes (``approvalMode: yolo``), where the code is sent (``baseUrl``) and what
-    a sandboxed command sees (``toolchainPaths``)."""
-    if not project_settings_path(project_root).is_file():
-        return False
-    return ".specrun/settings.json" in shipped_paths(project_root)
+def personal_memory_dir(project_root: Path, home: Path | None = None) -> str:
+    """The memory directory the person's own settings name ('' for the default): what the
+    trust hash covers besides ``.specrun/`` (a project's own settings cannot move it)."""
+    memory_dir = ""
+    for path in (personal_settings_path(project_root), user_settings_path(home)):
+        with contextlib.suppress(SettingsError):
+            value = read_settings_file(path).get("memoryDir")
+            if isinstance(value, str) and value:
+                memory_dir = value
+    return memory_dir
+
+
+def project_trust(project_root: Path, home: Path | None = None) -> Trust:
+    """Whether what the project ships for specrun applies (``coordinator.trust``)."""
+    return trust_of(project_root, personal_memory_dir(project_root, home))
 
 
 def user_settings_path(home: Path | None = None) -> Path:
@@ -555,17 +635,21 @@ def load_settings(
 ) -> Settings:
     """Merge defaults, project file, user file, environment and flags (later wins).
 
-    Precedence follows design §8 literally: project file < user file < environment <
-    flags. A project file that git tracks came with the repository and is not applied
-    (``Settings.shipped_file`` names it). A user-wide setting overrides a project's file
+    Precedence follows design §8 literally: project file < the person's file for the
+    project < user file < environment < flags. The project's own file applies only in a
+    trusted project (``Settings.shipped_file`` names it otherwise, and ``trust_note`` says
+    so). A user-wide setting overrides a project's file
     (a person's own choice of endpoint or model beats what is written there). When both
     ``OPENAI_API_KEY`` and ``DASHSCOPE_API_KEY`` are set, the one matching the base URL
     (DashScope's host or not) is used."""
     layers = _Layers()
-    shipped = shipped_with_repository(project_root)
-    for path in (project_settings_path(project_root), user_settings_path(home)):
-        if not (shipped and path == project_settings_path(project_root)):
-            layers.apply(read_settings_file(path), str(path))
+    trust = project_trust(project_root, home)
+    shipped = not trust.applies and project_settings_path(project_root).exists()
+    paths = [personal_settings_path(project_root), user_settings_path(home)]
+    if trust.applies:
+        paths.insert(0, project_settings_path(project_root))
+    for path in paths:
+        layers.apply(read_settings_file(path), str(path))
     environ = os.environ if env is None else env
     for var, name in ENV_KEYS.items():
         if environ.get(var) and name != "apiKey":
@@ -588,6 +672,8 @@ def load_settings(
     settings = layers.settings()
     if shipped:
         settings.shipped_file = str(project_settings_path(project_root))
+    settings.project_trusted = trust.applies
+    settings.trust_note = trust.sentence(project_root)
     return settings
 
 

@@ -1,13 +1,13 @@
-"""The project's ``.specrun/`` directory: settings, logs, history, memory.
+"""The project's ``.specrun/`` directory: the project's settings and memory.
+
+specrun's own records (sessions, logs, apply journals, the pending accept, trust
+decisions) are not here but in its per-user state directory (``coordinator.user_state``):
+whatever is in ``.specrun/`` may have come with the repository, so it applies only in a
+trusted project (``coordinator.trust``), and nothing specrun records is ever read from it.
 
 It never shows up in ``git status`` (neither the person's nor the agent's own): the
 first thing written into it is a ``.gitignore`` that ignores everything inside,
 itself included.
-
-Nothing in it that git tracks is used: specrun's own files ignore themselves, so a tracked
-one came with the repository (`git add -f` in someone else's clone) and says what its
-author chose, not the person running specrun (``shipped_paths``): a settings file, a
-session whose history the model would read as the person's own past turns.
 
 It holds no symbolic link. A repository can ship one (``.specrun/logs/service.log ->
 ~/.bashrc``, ``.specrun -> ~/somewhere``), and specrun would then append its log, write
@@ -52,26 +52,6 @@ def _first_link(path: Path) -> Path | None:
     return None
 
 
-def shipped_paths(project_root: Path) -> frozenset[str]:
-    """The paths below ``<project>/.specrun/`` that git tracks (relative to the project,
-    ``.specrun/settings.json``): they came with the repository. Empty where there is no git
-    or no repository. Neither the system's git configuration, fsmonitor nor optional locks
-    are used: the answer comes from the index alone."""
-    import subprocess  # here: the light commands that never look do not load it
-
-    try:
-        done = subprocess.run(
-            ["git", "-c", "core.fsmonitor=false", "ls-files", "-z", "--", ".specrun"],
-            cwd=project_root, capture_output=True, timeout=10, check=False,
-            env={**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_OPTIONAL_LOCKS": "0"},
-        )
-    except (OSError, subprocess.SubprocessError):
-        return frozenset()  # no git: nothing tracks it
-    if done.returncode != 0:
-        return frozenset()
-    return frozenset(p.decode("utf-8", "surrogateescape") for p in done.stdout.split(b"\0") if p)
-
-
 def state_dir(project_root: Path) -> Path:
     """``<project>/.specrun``, created with its ``.gitignore`` if missing."""
     path = project_root / ".specrun"
@@ -80,15 +60,14 @@ def state_dir(project_root: Path) -> Path:
     except OSError as exc:
         reason = (exc.strerror or str(exc)).lower()
         raise StateDirError(
-            f"Cannot create {path} ({reason}): specrun keeps this project's settings, logs "
-            "and history there."
+            f"Cannot create {path} ({reason}): specrun keeps this project's memory there."
         ) from None
     link = _first_link(path)
     if link is not None:
         raise StateDirError(
-            f"{link} is a symbolic link (or not a directory): specrun keeps its settings, "
-            "logs and history only in real files below the project, and a repository may "
-            "ship such a link to make it write elsewhere.",
+            f"{link} is a symbolic link (or not a directory): specrun writes the project's "
+            "memory only into real files below the project, and a repository may ship such "
+            "a link to make it write elsewhere.",
             f"Remove it (`rm {link}`), then run the command again.",
         )
     ignore = path / ".gitignore"

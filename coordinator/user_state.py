@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 PROJECT_KEY_HEX = 16
@@ -31,12 +32,16 @@ class UserStateError(RuntimeError):
         self.hint = hint
 
 
-def user_state_root() -> Path:
+def user_state_root(environ: Mapping[str, str] | None = None) -> Path:
     """``$XDG_STATE_HOME/specrun``, or ``~/.local/state/specrun`` (the XDG default). A
-    relative ``XDG_STATE_HOME`` is ignored, as the XDG rules say."""
-    base = os.environ.get("XDG_STATE_HOME", "")
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".local" / "state"
-    return root / "specrun"
+    relative ``XDG_STATE_HOME`` is ignored, as the XDG rules say. ``environ``: another
+    process's environment (a service started with one of its own) instead of this one's."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_STATE_HOME", "")
+    if base and os.path.isabs(base):
+        return Path(base) / "specrun"
+    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    return home / ".local" / "state" / "specrun"
 
 
 def project_key(project_root: Path) -> str:
@@ -80,3 +85,41 @@ def project_state_dir(project_root: Path, *parts: str) -> Path:
         path = path / name
         _private_dir(path)
     return path
+
+
+def project_state_path(
+    project_root: Path, *parts: str, state_root: Path | None = None
+) -> Path:
+    """Where ``project_state_dir`` keeps ``parts``, without creating or checking anything:
+    for reading a record that may not exist (a command that only looks makes no
+    directory). ``state_root``: another state root than this user's (the demo's own)."""
+    root = state_root if state_root is not None else user_state_root()
+    return root.joinpath("projects", project_key(project_root), *parts)
+
+
+def journal_dir(project_root: Path) -> Path:
+    """Where the service's applies write their journals (``overlay.apply``)."""
+    return project_state_dir(project_root, "journal")
+
+
+def sessions_dir(project_root: Path) -> Path:
+    """The main chat's session files."""
+    return project_state_dir(project_root, "sessions")
+
+
+def logs_dir(project_root: Path) -> Path:
+    """``service.log`` and ``web.log``."""
+    return project_state_dir(project_root, "logs")
+
+
+def pending_accept_path(project_root: Path) -> Path:
+    """The record of an accept whose chat turns are not yet in the session."""
+    return project_state_dir(project_root) / "pending-accept.json"
+
+
+def personal_settings_path(project_root: Path) -> Path:
+    """The settings ``specrun config set`` writes for this project: the person's own, so
+    they apply whether or not the project is trusted (unlike ``.specrun/settings.json`` in
+    the project, which may have come with it). Not created: ``config set`` makes its
+    directory with ``project_state_dir``."""
+    return project_state_path(project_root, "settings.json")

@@ -9,7 +9,7 @@ Protocol (one apply, under an exclusive ``flock`` on the project root directory)
    is touched, except for entries that may yield (files git ignores): those are left out.
    With a source root, overlay files are opened below it with no symlink followed anywhere
    (``overlay.kernel.beneath``).
-2. Write the journal ``<root>/.specrun/journal/<id>.json`` in state ``intent`` (tmp file +
+2. Write the journal ``<journal dir>/<id>.json`` in state ``intent`` (tmp file +
    rename, so it is never seen half-written). It names every stage file, backup name and
    directory the apply may create, so a crash during staging can be cleaned up.
 3. Stage: create missing parent directories, then copy each overlay file to
@@ -179,15 +179,23 @@ class _Journal:
     dirs: list[str]  # directories the apply creates, parents first
     state: str = "intent"
     owns_specrun_dir: bool = True  # remove an emptied .specrun when done
+    # Where the journal lives: ``<root>/.specrun/journal`` unless the caller keeps its
+    # journals elsewhere (specrun's service: its per-user state directory, which no
+    # repository can ship a journal into).
+    journal_dir: str | None = None
+
+    @property
+    def jdir(self) -> str:
+        return _journal_dir(self.root, self.journal_dir)
 
     @property
     def path(self) -> str:
-        return os.path.join(self.root, JOURNAL_REL, self.apply_id + ".json")
+        return os.path.join(self.jdir, self.apply_id + ".json")
 
     @property
     def rollback_path(self) -> str:
         """The journal's name once a rollback was decided (see :func:`_mark_rollback`)."""
-        return os.path.join(self.root, JOURNAL_REL, self.apply_id + ROLLBACK_SUFFIX)
+        return os.path.join(self.jdir, self.apply_id + ROLLBACK_SUFFIX)
 
     def remove(self) -> None:
         for path in (self.path + ".tmp", self.rollback_path, self.path):
@@ -364,12 +372,19 @@ def _side_name(name: str, mark: str, apply_id: str, index: int) -> str:
     return f".{name}{mark}{apply_id}"
 
 
-def _journal_dir(root: str) -> str:
-    return os.path.join(root, JOURNAL_REL)
+def _journal_dir(root: str, journal_dir: str | None = None) -> str:
+    return journal_dir if journal_dir is not None else os.path.join(root, JOURNAL_REL)
 
 
-def _ensure_journal_dir(root: str, sync: _Sync, hook: Hook | None) -> bool:
-    """Create ``.specrun/journal``; True if ``.specrun`` itself had to be created."""
+def _ensure_journal_dir(
+    root: str, sync: _Sync, hook: Hook | None, journal_dir: str | None = None
+) -> bool:
+    """Create ``.specrun/journal``; True if ``.specrun`` itself had to be created. A
+    journal directory outside the project is the caller's: it must exist already."""
+    if journal_dir is not None:
+        if not os.path.isdir(journal_dir) or os.path.islink(journal_dir):
+            raise OSError(f"{journal_dir} is not a directory of specrun's")
+        return False
     jdir = _journal_dir(root)
     made_parent = False
     if not os.path.isdir(jdir):
@@ -391,13 +406,18 @@ def _ensure_journal_dir(root: str, sync: _Sync, hook: Hook | None) -> bool:
     return made_parent
 
 
-def _remove_journal_dir(root: str, parent_too: bool, hook: Hook | None = None) -> None:
+def _remove_journal_dir(
+    root: str, parent_too: bool, hook: Hook | None = None, journal_dir: str | None = None
+) -> None:
     """Drop ``.specrun/journal`` if empty, and ``.specrun`` too (if empty) when asked.
 
     An apply asks only when it created ``.specrun``; recovery always asks, because a crash
     between creating (or removing) the two directories leaves an empty ``.specrun`` that no
     journal mentions. (So recovery also removes an empty ``.specrun`` made by someone else.)
+    A journal directory outside the project is the caller's and stays.
     """
+    if journal_dir is not None:
+        return
     jdir = _journal_dir(root)
     fs.rmdir_quiet(jdir)
     if parent_too:
@@ -606,6 +626,7 @@ def apply_items(
     durable: bool = True,
     source_root: str | int | None = None,
     checkpoint: Hook | None = None,
+    journal_dir: str | None = None,
 ) -> ApplyResult:
     """Apply overlay files to ``root`` all-or-nothing; see the module docstring.
 
@@ -614,7 +635,9 @@ def apply_items(
     way (``ApplyItem.overlay_path`` must be that path). Raises ConflictError (nothing
     changed) or ApplyError (rolled back, unless its ``rolled_back`` is False, in which case
     the journal is left for :func:`recover`). ``checkpoint``: see :data:`Hook`; without
-    one, the process's own (:func:`set_process_checkpoint`), if any.
+    one, the process's own (:func:`set_process_checkpoint`), if any. ``journal_dir``: where
+    the journal is written (default ``<root>/.specrun/journal``); :func:`recover` must be
+    given the same.
     """
     started = time.perf_counter()
     root = real_root(root)
@@ -627,7 +650,9 @@ def apply_items(
         except OSError as exc:  # e.g. a file vanished while being checked: nothing was changed
             raise ApplyError([i.rel for i in items], exc) from exc
         if plan.steps:
-            _run(root, apply_id, plan, durable, hook, opener)
+            journal = _Journal(apply_id=apply_id, root=root, steps=plan.steps,
+                               dirs=list(plan.dirs), journal_dir=journal_dir)
+            _run(journal, plan, durable, hook, opener)
     return ApplyResult(
         applied=[s.rel for s in plan.steps],
         skipped=plan.skipped,
@@ -639,21 +664,21 @@ def apply_items(
 
 
 def _run(
-    root: str, apply_id: str, plan: _Plan, durable: bool, hook: Hook | None, opener: OpenSource
+    journal: _Journal, plan: _Plan, durable: bool, hook: Hook | None, opener: OpenSource
 ) -> None:
     sync = _Sync(durable)
+    root, journal_dir = journal.root, journal.journal_dir
     steps = plan.steps
     paths = [s.rel for s in steps]
-    journal = _Journal(apply_id=apply_id, root=root, steps=steps, dirs=list(plan.dirs))
     try:
-        journal.owns_specrun_dir = _ensure_journal_dir(root, sync, hook)
+        journal.owns_specrun_dir = _ensure_journal_dir(root, sync, hook, journal_dir)
         # With syncfs it is not flushed on its own: it only serves to find stage files after a
         # crash, and the first barrier makes it durable together with them.
         _write_journal(journal, durable=sync.durable and not sync.batch)
     except Exception as exc:
         with contextlib.suppress(OSError):
             journal.remove()
-            _remove_journal_dir(root, journal.owns_specrun_dir)
+            _remove_journal_dir(root, journal.owns_specrun_dir, journal_dir=journal_dir)
         raise ApplyError(paths, exc) from exc
     if hook is not None:
         hook("intent")
@@ -673,7 +698,7 @@ def _run(
         current = ""
         # Barrier 1: staged contents and names (and new directories) before the commit record.
         sync.barrier(
-            os.path.dirname(p) for p in (*plan.dirs, *(s.target for s in steps), _journal_dir(root))
+            os.path.dirname(p) for p in (*plan.dirs, *(s.target for s in steps), journal.jdir)
         )
         journal.state = "commit"
         # Barrier 2: the commit record before the first rename.
@@ -701,7 +726,7 @@ def _run(
                     _mark_rollback(journal, durable)
             _rollback(journal, sync, None)
             journal.remove()
-            _remove_journal_dir(root, journal.owns_specrun_dir)
+            _remove_journal_dir(root, journal.owns_specrun_dir, journal_dir=journal_dir)
         except Exception as rollback_exc:
             if isinstance(exc, Exception):
                 raise ApplyError(
@@ -769,7 +794,7 @@ def _finish(journal: _Journal, sync: _Sync, hook: Hook | None) -> None:
     journal.remove()
     if hook is not None:
         hook("drop-journal")
-    _remove_journal_dir(journal.root, journal.owns_specrun_dir, hook)
+    _remove_journal_dir(journal.root, journal.owns_specrun_dir, hook, journal.journal_dir)
 
 
 def _mark_rollback(journal: _Journal, durable: bool) -> None:
@@ -836,17 +861,23 @@ def _can_roll_forward(journal: _Journal) -> bool:
 
 
 def recover(
-    root: str | os.PathLike[str], *, durable: bool = True, checkpoint: Hook | None = None
+    root: str | os.PathLike[str],
+    *,
+    durable: bool = True,
+    checkpoint: Hook | None = None,
+    journal_dir: str | None = None,
 ) -> RecoveryResult | None:
     """Finish or undo an apply that a crash interrupted; None if there was nothing to do.
+    ``journal_dir``: where the applies wrote their journals (see :func:`apply_items`); a
+    journal anywhere else, in the project's ``.specrun/journal`` say, is not read.
 
     Afterwards each interrupted apply has either fully happened or not at all, and no stage,
     backup or journal file is left. Safe to call at any time: it waits for an apply running in
     another process or thread to end first. ``checkpoint`` as for :func:`apply_items`.
     """
     rroot = real_root(root)
-    jdir = _journal_dir(rroot)
-    if not os.path.isdir(os.path.dirname(jdir)):
+    jdir = _journal_dir(rroot, journal_dir)
+    if not os.path.isdir(jdir if journal_dir is not None else os.path.dirname(jdir)):
         return None
     hook = checkpoint or _process_checkpoint()
     sync = _Sync(durable)
@@ -858,7 +889,7 @@ def recover(
         try:
             names = sorted(os.listdir(jdir))
         except FileNotFoundError:
-            _remove_journal_dir(rroot, parent_too=True)
+            _remove_journal_dir(rroot, parent_too=True, journal_dir=journal_dir)
             return None
         finals = {n[: -len(".json")] for n in names if n.endswith(".json")}
         undos = {n[: -len(ROLLBACK_SUFFIX)] for n in names if n.endswith(ROLLBACK_SUFFIX)}
@@ -867,6 +898,7 @@ def recover(
             path = os.path.join(jdir, apply_id + (ROLLBACK_SUFFIX if undoing else ".json"))
             try:
                 journal = _Journal.load(rroot, path)
+                journal.journal_dir = journal_dir
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise RecoveryError(path, exc) from exc
             try:
@@ -889,8 +921,8 @@ def recover(
             # A journal write that never completed: nothing was staged under it.
             orphan = name.endswith(".json.tmp") and name[: -len(".json.tmp")] not in known
             if orphan and fs.unlink_quiet(os.path.join(jdir, name)):
-                removed.append(os.path.join(JOURNAL_REL, name))
-        _remove_journal_dir(rroot, parent_too=True)
+                removed.append(os.path.join(JOURNAL_REL, name) if journal_dir is None else name)
+        _remove_journal_dir(rroot, parent_too=True, journal_dir=journal_dir)
     if not (ids or removed):
         return None
     return RecoveryResult(

@@ -322,6 +322,7 @@ class Overlay:
         durable: bool = True,
         yielding: Collection[str] = (),
         checkpoint: Hook | None = None,
+        journal_dir: str | None = None,
     ) -> ApplyResult:
         """Copy the overlay files onto the real tree (and remove the files the speculation
         deleted): all-or-nothing and conflict-checked. Every overlay file is opened below the
@@ -336,7 +337,8 @@ class Overlay:
         with self._lock, self._source_root() as source_root:
             items = self._items(yielding)
             return apply_items(
-                self._root, items, durable=durable, source_root=source_root, checkpoint=checkpoint
+                self._root, items, durable=durable, source_root=source_root,
+                checkpoint=checkpoint, journal_dir=journal_dir,
             )
 
     def preview(self) -> list[FileChange]:

@@ -45,6 +45,7 @@ from _sample_project import copy_sample_project  # noqa: E402
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from coordinator.service.pool.cpu import tree_cpu_seconds  # noqa: E402
+from coordinator.user_state import personal_settings_path, project_state_dir  # noqa: E402
 from protocol.wire.control import (  # noqa: E402
     AcceptRequest,
     AskRequest,
@@ -131,8 +132,8 @@ class BranchService:
         self.base = Path(tempfile.mkdtemp(prefix="sr-branches-"))
         self.project = self.base / "proj"
         copy_sample_project(self.project)
-        settings = self.project / ".specrun" / "settings.json"
-        settings.parent.mkdir(parents=True, exist_ok=True)
+        project_state_dir(self.project)  # the person's own settings, as `config set` keeps them
+        settings = personal_settings_path(self.project)
         settings.write_text(json.dumps({"speculationBranches": BRANCHES, "enableMemory": False}))
         path = self.base / "scenario.json"
         path.write_text(json.dumps(scenario()))

@@ -52,6 +52,7 @@ from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from coordinator.scripted_model.engine import request_tokens  # noqa: E402
 from coordinator.service.chat.history import HistoryStore  # noqa: E402
+from coordinator.user_state import personal_settings_path, project_state_dir  # noqa: E402
 from protocol.model.tokens import estimate_messages  # noqa: E402
 from protocol.wire.control import (  # noqa: E402
     AskRequest,
@@ -103,14 +104,14 @@ class Session:
                 {"name": "bench-context", "chunk_ms": 0, "context_window": window, "rules": RULES}
             )
         )
-        (self.project / ".specrun").mkdir(exist_ok=True)
+        project_state_dir(self.project)  # the person's own settings, as `config set` keeps them
         settings = {
             "scenario": str(scenario),
             "enableFollowupSuggestions": False,
             "enableMemory": False,
             "maxSessionTurns": max(200, turns),
         }
-        (self.project / ".specrun" / "settings.json").write_text(json.dumps(settings))
+        personal_settings_path(self.project).write_text(json.dumps(settings))
         self.log = base / "model.jsonl"
         start_daemon(self.project, [], env={**os.environ, "SPECRUN_MODEL_LOG": str(self.log)})
         self.client = ServiceClient(self.project, timeout_s=120)

@@ -61,6 +61,7 @@ from _bench_service import timed_turn, use_runtime_dir, wait_completed  # noqa: 
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from coordinator.scripted_model import ScriptedModelServer  # noqa: E402
+from coordinator.user_state import project_state_path  # noqa: E402
 from protocol.wire.control import (  # noqa: E402
     AcceptRequest,
     AskRequest,
@@ -242,7 +243,7 @@ class Service:
         raise RuntimeError("the pool never got warm again")
 
     def log_tail(self) -> str:
-        log = self.project / ".specrun" / "logs" / "service.log"
+        log = project_state_path(self.project, "logs", "service.log")
         with contextlib.suppress(OSError):
             return "\n".join(log.read_text(errors="replace").splitlines()[-30:])
         return ""

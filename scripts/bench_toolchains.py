@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from coordinator.service.chat.history import HistoryStore  # noqa: E402
+from coordinator.user_state import personal_settings_path, project_state_dir  # noqa: E402
 from protocol.wire.control import (  # noqa: E402
     AcceptRequest,
     AskRequest,
@@ -138,9 +139,9 @@ class Service:
         self.project = project
         path = base / f"{project.root.name}-scenario.json"
         path.write_text(json.dumps(scenario(project.command)))
-        state = project.root / ".specrun"
-        state.mkdir(exist_ok=True)
-        (state / "settings.json").write_text(json.dumps({**SETTINGS, "scenario": str(path)}))
+        project_state_dir(project.root)  # the person's own settings, as `config set` keeps them
+        personal_settings_path(project.root).write_text(
+            json.dumps({**SETTINGS, "scenario": str(path)}))
         start_daemon(project.root, ["--approval-mode", "yolo"])
         self.client = ServiceClient(project.root, timeout_s=60)
 

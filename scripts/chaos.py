@@ -89,6 +89,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.seams
 
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
 from coordinator.service.chat.history import HistoryStore
+from coordinator.user_state import project_state_path
 from protocol.wire import codec
 from protocol.wire.chat import Message
 from protocol.wire.control import (
@@ -410,12 +411,14 @@ def snapshot_tree(root: Path) -> dict[str, bytes]:
     return out
 
 
-def make_project(dest: Path, branches: int = 1) -> Path:
+def make_project(dest: Path, state: Path, branches: int = 1) -> Path:
+    """The sample project, with the person's own settings for it in ``state`` (its
+    directory in specrun's state root, where ``config set`` writes them)."""
     shutil.copytree(SAMPLE_PROJECT, dest, ignore=shutil.ignore_patterns("__pycache__"))
     (dest / "chaos").mkdir()
     (dest / "chaos" / "shared.txt").write_text("shared notes, not written by any round yet\n")
-    settings = dest / ".specrun" / "settings.json"
-    settings.parent.mkdir(parents=True)
+    settings = state / "settings.json"
+    settings.parent.mkdir(parents=True, mode=0o700)
     settings.write_text(
         json.dumps(
             {"maxSessionTurns": 1_000_000, "enableMemory": False, "speculationBranches": branches}
@@ -877,7 +880,11 @@ class Chaos:
         self.args = args
         self.rng = random.Random(args.seed)
         self.base = Path(tempfile.mkdtemp(prefix="chaos-"))
-        self.project = make_project(self.base / "proj", args.branches)
+        # specrun's own records (sessions, journals, logs) live in its state directory.
+        self.state_root = self.base / "state"
+        self.state = project_state_path(self.base / "proj",
+                                        state_root=self.state_root / "specrun")
+        self.project = make_project(self.base / "proj", self.state, args.branches)
         self.runtime = self.base / "run"
         self.runtime.mkdir(mode=0o700)
         self.home = self.base / "home"
@@ -900,6 +907,7 @@ class Chaos:
             TMPDIR=str(self.tmpfs),
             SPECRUN_MODEL_LOG=str(self.model_log.path),
             PYTHONUNBUFFERED="1",
+            XDG_STATE_HOME=str(self.state_root),
         )
         pause = f"sleep={args.apply_pause_ms / 1000}" if args.apply_pause_ms > 0 else None
         os.environ["SPECRUN_RUNTIME_DIR"] = str(self.runtime)  # for our own ServiceClient
@@ -935,7 +943,7 @@ class Chaos:
             ]
         self.env = env
         self.service = ServiceProc(
-            self.project, env, argv, self.project / ".specrun" / "logs" / "service.log"
+            self.project, env, argv, self.state / "logs" / "service.log"
         )
         self.metrics = Metrics()
         self.records: list[RoundRecord] = []
@@ -1133,7 +1141,7 @@ class Chaos:
             reported = record.outcome == "accepted" and kind != "kill_coordinator_during_accept"
             self.check_service(record, text if reported else None)
             if kind == "kill_coordinator_during_accept" and record.outcome == "accepted":
-                history = HistoryStore(self.project).load()
+                history = HistoryStore(self.project, sessions_dir=self.state / "sessions").load()
                 if not any(m.role == "user" and m.text == text for m in history[-12:]):
                     # Files and history must agree: the pending-accept record settles a
                     # crash between the apply and the history append at the next start.
@@ -1336,7 +1344,7 @@ class Chaos:
                             found.append(f"live worker {entry.name} keeps {kept}")
                         continue
                     found.append(f"overlay leftover {entry.relative_to(self.tmpfs)}")
-            journal = self.project / ".specrun" / "journal"
+            journal = self.state / "journal"
             if journal.exists() and any(journal.iterdir()):
                 found.append(f"journal leftover {[p.name for p in journal.iterdir()]}")
             for path in self.project.rglob("*"):
@@ -1459,7 +1467,7 @@ class Chaos:
         if not isinstance(reply, StatusReply) or time.perf_counter() - t0 > 1.0:
             raise Violation(f"status answered {reply} after {time.perf_counter() - t0:.2f}s")
         try:
-            history = HistoryStore(self.project).load()
+            history = HistoryStore(self.project, sessions_dir=self.state / "sessions").load()
         except Exception as exc:
             raise Violation(f"the history does not load: {exc!r}") from None
         if accepted_text is not None and not any(
@@ -1742,7 +1750,7 @@ class Chaos:
         if not wait_for(lambda: not self.marked_processes(), timeout=30, interval=0.01):
             late = [f"{p.pid} ({describe_process(p.pid)})" for p in self.marked_processes()]
             raise Violation(f"processes outlived the coordinator by 30 s: {late}")
-        journal = self.project / ".specrun" / "journal"
+        journal = self.state / "journal"
         if journal.exists() and any(journal.iterdir()):
             self.metrics.mid_apply += 1
             record.landed = True

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+import tests.support
 from tests.support import (
     Env,
     Specrun,
@@ -17,7 +21,7 @@ from tests.support import (
     processes_with_env,
     wait_until,
 )
-from tests.web_support import need_chromium
+from tests.web_support import module_chromium, need_chromium
 
 # A suite started in the background by a non-interactive shell (`scripts/test &`, nohup,
 # some CI runners) inherits SIGINT ignored, and an ignored signal stays ignored across
@@ -25,6 +29,13 @@ from tests.web_support import need_chromium
 # Python's own handler here means the processes the tests start get the default again.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# specrun keeps its own records in $XDG_STATE_HOME/specrun: a test that runs specrun's code
+# in this process must never write into the real one of whoever runs the suite.
+_STATE_HOME = tempfile.mkdtemp(prefix="sr-state-")
+os.environ["XDG_STATE_HOME"] = _STATE_HOME
+tests.support.SHARED_STATE_HOME = _STATE_HOME
+atexit.register(shutil.rmtree, _STATE_HOME, True)
 
 # The longest modules, longest first (measured on a 2-core machine). Under pytest-xdist
 # (scripts/test: `-n ... --dist loadfile --no-loadscope-reorder`) each worker takes the
@@ -120,6 +131,15 @@ def web_service(specrun: Specrun) -> Iterator[Specrun]:
     need_chromium()
     with _started(specrun):
         yield specrun
+
+
+@pytest.fixture(scope="module")
+def shared_chromium() -> Iterator[None]:
+    """The browser test modules' ``browser()`` calls share one Chromium (launched at the
+    first, closed with the module); each call still gets a fresh context. Opt in with
+    ``pytestmark = pytest.mark.usefixtures("shared_chromium")``."""
+    with module_chromium():
+        yield
 
 
 def _bound_unix_socket_paths() -> set[str]:

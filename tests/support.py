@@ -25,6 +25,42 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_PROJECT = REPO / "coordinator" / "cli" / "demo" / "sample_project"
+DEMO_SCENARIO = REPO / "coordinator" / "scenarios" / "demo.yaml"
+
+DEMO_LATENCY_SCALE = 0.2
+"""The demo scenario's model latencies are paced for a person watching `specrun demo`
+(120 ms before each reply, 15 ms a chunk, 0.9 s for the first recall): a test of the
+same session would spend seconds waiting on them, about 2.5 s per fix-and-Tab flow.
+Tests play it five times faster; every latency keeps its order against the others."""
+
+
+def demo_scenario_data() -> dict[str, Any]:
+    """The demo scenario as a dict, its latencies scaled by ``DEMO_LATENCY_SCALE``."""
+    import yaml
+
+    data: dict[str, Any] = yaml.safe_load(DEMO_SCENARIO.read_text())
+
+    def scale(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("latency_ms", "chunk_ms") and isinstance(value, int):
+                    node[key] = round(value * DEMO_LATENCY_SCALE)
+                else:
+                    scale(value)
+        elif isinstance(node, list):
+            for item in node:
+                scale(item)
+
+    scale(data)
+    return data
+
+
+def write_demo_scenario(dest: Path) -> Path:
+    """``demo_scenario_data()`` written to ``dest`` (a file the scripted model can load)."""
+    import yaml
+
+    dest.write_text(yaml.safe_dump(demo_scenario_data(), sort_keys=False))
+    return dest
 
 
 @contextmanager
@@ -80,6 +116,31 @@ class Env:
     runtime: Path
     vars: dict[str, str] = field(default_factory=dict)
 
+    def state_dir(self, project: Path, *parts: str) -> Path:
+        """specrun's per-user state directory for ``project`` in this environment (what
+        ``coordinator.user_state.project_state_dir`` gives the service), not created."""
+        from coordinator.user_state import project_key
+
+        base = Path(self.vars.get("XDG_STATE_HOME") or self.home.parent / "state")
+        return base.joinpath("specrun", "projects", project_key(project), *parts)
+
+    def service_log(self, project: Path) -> Path:
+        return self.state_dir(project, "logs", "service.log")
+
+    def own_settings(self, project: Path) -> Path:
+        """The person's own settings for ``project`` (what ``config set`` writes, outside
+        the project: they apply whether or not it is trusted); its directory made."""
+        path = self.state_dir(project, "settings.json")
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return path
+
+
+#: The state directory (``XDG_STATE_HOME``) the services of this test run share with the
+#: test process itself (tests/conftest.py sets it), so that a test reads a service's
+#: sessions and logs where that service wrote them; each project has its own directory
+#: in it. None: each isolated environment gets one of its own.
+SHARED_STATE_HOME: str | None = None
+
 
 @contextmanager
 def isolated_env(**extra: str) -> Iterator[Env]:
@@ -92,7 +153,8 @@ def isolated_env(**extra: str) -> Iterator[Env]:
         for k, v in os.environ.items()
         if not k.startswith(("OPENAI_", "DASHSCOPE_", "SPECRUN_"))
     }
-    env.update(HOME=str(home), SPECRUN_RUNTIME_DIR=str(runtime), PYTHONUNBUFFERED="1", **extra)
+    env.update(HOME=str(home), SPECRUN_RUNTIME_DIR=str(runtime), PYTHONUNBUFFERED="1",
+               XDG_STATE_HOME=SHARED_STATE_HOME or str(base / "state"), **extra)
     try:
         yield Env(home, runtime, env)
     finally:
@@ -118,6 +180,8 @@ class Specrun:
     def run(
         self, *args: str, timeout: float = 60, check: bool = False, input: str | None = None
     ) -> subprocess.CompletedProcess[str]:
+        if args[:1] == ("start",):
+            args = (*args, *self._quick_demo_args(args))
         proc = subprocess.run(
             [sys.executable, "-m", "coordinator", "--project", str(self.project), *args],
             env=self.env.vars,
@@ -132,6 +196,36 @@ class Specrun:
                 f"specrun {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
             )
         return proc
+
+    def _quick_demo_args(self, args: tuple[str, ...]) -> tuple[str, ...]:
+        """``--scenario`` with the demo scenario at test pace (``DEMO_LATENCY_SCALE``) for a
+        `start` that would play the demo scenario at a person's pace: the demo project, the
+        embedded model, no scenario chosen. Anything else starts as asked."""
+        from coordinator.service.model_endpoint import is_demo_project
+        from coordinator.settings import SettingsError, load_settings
+
+        if any(arg.startswith(("--scenario", "--base-url")) for arg in args):
+            return ()
+        try:
+            settings = load_settings(self.project, env=self.env.vars, home=self.env.home)
+        except (SettingsError, OSError):
+            return ()  # a start that is about to be refused: let it say so itself
+        if not settings.uses_scripted_model or settings.scenario:
+            return ()
+        if not is_demo_project(self.project):
+            return ()
+        quick = self.env.home.parent / "demo-quick.yaml"
+        if not quick.exists():
+            write_demo_scenario(quick)
+        return ("--scenario", str(quick))
+
+    def trust(self) -> None:
+        """``specrun trust``: what the test wrote into the project's .specrun/ applies."""
+        self.run("trust", check=True)
+
+    @property
+    def service_log(self) -> Path:
+        return self.env.service_log(self.project)
 
     def json(self, *args: str, timeout: float = 60) -> Any:
         proc = self.run(*args, "--json", timeout=timeout, check=True)
@@ -200,7 +294,9 @@ def service_processes(pid: int) -> list[psutil.Process]:
         return []
 
 
-def worker_frames_handled(project: Path, epoch: int, timeout: float = 30.0) -> None:
+def worker_frames_handled(
+    project: Path, epoch: int, log: Path, timeout: float = 30.0
+) -> None:
     """Return once a running service has handled the worker-socket frames sent to it so far
     (their contexts ended first: a context ends only when its closed sockets have sent
     theirs). A marker frame from an identity of its own, which the service logs as it drops
@@ -225,7 +321,6 @@ def worker_frames_handled(project: Path, epoch: int, timeout: float = 30.0) -> N
         sock.close()
     finally:
         ctx.term()
-    log = project / ".specrun" / "logs" / "service.log"
     seen = wait_until(lambda: repr(identity) in log.read_text(errors="replace"), timeout=timeout)
     assert seen, f"the service never logged the marker frame from {identity!r}"
 

@@ -68,8 +68,7 @@ def test_a_malformed_settings_file_is_one_clear_sentence_and_is_left_alone(
     case: str, specrun: Specrun, env: Env
 ) -> None:
     content, mention = BAD_SETTINGS[case]
-    path = specrun.project / ".specrun" / "settings.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = specrun.env.own_settings(specrun.project)
     path.write_bytes(content)
     proc = specrun.run("start")
     _assert_one_clear_error(proc, str(path), mention)
@@ -277,7 +276,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Specrun]:
     (memory / "loop.md").symlink_to("loop.md")
     (memory / "MEMORY.md").write_bytes(b"index \xff\xfe\n" + b"- line\n" * 1000)
     with running_service(
-        project, "--approval-mode", "auto-edit", "--scenario", str(scenario)
+        project, "--approval-mode", "auto-edit", "--scenario", str(scenario),
+        before_start=lambda env: Specrun(project, env).trust(),
     ) as runner:
         yield runner
 
@@ -304,8 +304,8 @@ def _healthy(served: Specrun) -> None:
         started = time.monotonic()
         reply = client.request(StatusRequest(req_id=client.next_id()), timeout_s=1.0)
         assert isinstance(reply, StatusReply) and time.monotonic() - started < 1.0
-    HistoryStore(served.project).load()
-    sessions = served.project / ".specrun" / "sessions"
+    sessions = served.env.state_dir(served.project, "sessions")
+    HistoryStore(served.project, sessions_dir=sessions).load()
     total = sum(p.stat().st_size for p in sessions.glob("*.jsonl"))
     assert total < 4 * 1024 * 1024, f"history grew to {total:,} bytes"
 

@@ -47,15 +47,28 @@ class WebView:
         return f"http://127.0.0.1:{self.port}"
 
     @functools.cached_property
+    def trade(self) -> Any:
+        """The answer to the one load the printed URL is good for (an ``httpx.Response``):
+        a test that reads it and one that signs in share it."""
+        import httpx
+
+        return httpx.get(self.url, follow_redirects=False, timeout=30)
+
+    @functools.cached_property
     def _signed_in(self) -> tuple[str, str]:
         """(the Cookie header, the key) the page gets for the token, as a browser gets them."""
         import httpx
 
-        response = httpx.get(self.url, follow_redirects=False, timeout=30)
+        response = self.trade
         assert response.status_code == 303, response.text
         name, value = response.headers["set-cookie"].split(";")[0].split("=", 1)
-        key = response.headers["location"].removeprefix("/#key=")
-        return f"{name}={value}", key
+        code = response.headers["location"].removeprefix("/#handoff=")
+        traded = httpx.post(
+            self.base + "/handoff", json={"code": code}, timeout=30,
+            headers={"cookie": f"{name}={value}", "origin": self.base},
+        )
+        assert traded.status_code == 200, traded.text
+        return f"{name}={value}", traded.json()["key"]
 
     @property
     def cookie(self) -> str:
@@ -141,11 +154,68 @@ def need_chromium() -> None:
         pytest.skip("playwright is not installed (the test extra has it: pip install -e '.[test]')")
 
 
+class _ModuleChromium:
+    """One Chromium per extra-switch set, launched at a test module's first ``browser()``
+    and closed when the module ends (``module_chromium``)."""
+
+    def __init__(self) -> None:
+        self.playwright: Any = None
+        self.launched: dict[tuple[str, ...], Any] = {}
+
+    def launched_with(self, extra_args: tuple[str, ...]) -> Any:
+        if extra_args not in self.launched:
+            if self.playwright is None:
+                from playwright.sync_api import sync_playwright
+
+                self.playwright = sync_playwright().start()
+            self.launched[extra_args] = self.playwright.chromium.launch(
+                executable_path=str(CHROMIUM), headless=True,
+                args=[*CHROMIUM_ARGS, *extra_args],
+            )
+        return self.launched[extra_args]
+
+    def close(self) -> None:
+        for launched in self.launched.values():
+            with contextlib.suppress(Exception):
+                launched.close()
+        if self.playwright is not None:
+            self.playwright.stop()
+
+
+_MODULE_CHROMIUM: list[_ModuleChromium] = []
+
+
+@contextmanager
+def module_chromium() -> Iterator[None]:
+    """Within it, ``browser()`` opens a fresh context (its own cookies, storage and cache,
+    as a fresh profile has) in a Chromium the module shares, instead of launching one per
+    test: a launch costs about a second of CPU and a dozen processes. For a module-scoped
+    fixture of the browser test modules only: while Playwright's sync API runs, its event
+    loop counts as running in this thread, so ``asyncio.run`` there would be refused."""
+    shared = _ModuleChromium()
+    _MODULE_CHROMIUM.append(shared)
+    try:
+        yield
+    finally:
+        _MODULE_CHROMIUM.remove(shared)
+        shared.close()
+
+
 @contextmanager
 def browser(*extra_args: str) -> Iterator[Any]:
-    """A fresh headless Chromium profile (a temporary --user-data-dir), closed afterwards.
+    """A fresh headless Chromium profile (a temporary --user-data-dir), closed afterwards;
+    under ``module_chromium``, a fresh context of the module's Chromium instead.
     ``extra_args``: more Chromium switches (e.g. a host resolver rule)."""
     need_chromium()
+    if _MODULE_CHROMIUM:
+        launched = _MODULE_CHROMIUM[-1].launched_with(tuple(extra_args))
+        context = launched.new_context(viewport={"width": 1400, "height": 1000})
+        try:
+            yield context
+        finally:
+            with contextlib.suppress(Exception):
+                context.close()
+        return
     from playwright.sync_api import sync_playwright
 
     profile = tempfile.mkdtemp(prefix="sr-chromium-")
@@ -171,9 +241,26 @@ def open_page(context: Any, web: WebView) -> Any:
     """A new page of ``context`` signed in with the view's printed URL, once its event
     stream is connected (what a test can then watch follows the service)."""
     page = context.new_page()
+    if "_signed_in" in web.__dict__:  # the printed URL was spent: sign in as a reload does
+        name, value = web.cookie.split("=", 1)
+        context.add_cookies([{"name": name, "value": value, "url": web.base}])
+        context.add_init_script(f"localStorage.setItem('specrun_key', {web.key!r})")
+        page.goto(web.base + "/")
+        page.wait_for_selector("#connection.ok")
+        return page
     page.goto(web.url)
     page.wait_for_selector("#connection.ok")
+    signed_in_by(page, web)
     return page
+
+
+def signed_in_by(page: Any, web: WebView) -> None:
+    """The printed token works once: once a browser page spent it, the test's own requests
+    use the cookie and the key that page got."""
+    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+    name = f"specrun_web_{web.port}"
+    key = page.evaluate("localStorage.getItem('specrun_key')")
+    web.__dict__["_signed_in"] = (f"{name}={cookies[name]}", key)
 
 
 def save_screenshot(page: Any, name: str, tmp_path: Path) -> Path:

@@ -70,7 +70,14 @@ from worker.gate import read_only_verdict
 from worker.shell.git_config import git_config_hazard
 from worker.shell.runner import ShellResult
 from worker.speculation import WALL_CLOCK, Emit, LoopEnd, Toolbox, final_event, run_loop
-from worker.tools import DirectAccess, ToolContext, ToolStop, declared_paths, execute
+from worker.tools import (
+    DirectAccess,
+    ToolContext,
+    ToolStop,
+    arguments_fit,
+    declared_paths,
+    execute,
+)
 from worker.tools.reach import read_boundary
 
 if TYPE_CHECKING:
@@ -247,6 +254,9 @@ async def run_speculation(
         job.endpoint.api_key,
         cache_sharing=job.endpoint.cache_sharing,
         on_usage=_usage_reporter(job, outbox),
+        timeout_s=job.endpoint.timeout_s,
+        options=job.endpoint.options,
+        arguments_fit=arguments_fit,
     )
     try:
         event, end = await _speculate(job, client, outbox.send, helper, seams)

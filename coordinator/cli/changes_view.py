@@ -126,8 +126,11 @@ def file_line(item: FileDiff) -> str:
     line = change_line(item.change)
     if item.binary:
         line += "  (binary)"
+    elif item.too_large and item.size >= 0:
+        line += (f"  (not shown: too large to diff in time, {item.size:,} bytes, "
+                 f"sha256 {item.sha256[:16]}…)")
     elif item.too_large:
-        line += "  (not shown: too large or not a plain file)"
+        line += "  (not shown: not a plain file)"
     elif item.added or item.removed:
         line += f"  +{item.added} -{item.removed}"
     return line

@@ -42,6 +42,18 @@ class CommandContext:
     def from_options(cls, project: Path | None, debug: bool) -> CommandContext:
         return cls(project.resolve() if project else find_project_root(), debug)
 
+    def require_directory(self) -> None:
+        """Refuse, in one sentence, a project that is not a directory (a path below a
+        file, a name that does not exist): nothing is started or recorded for it."""
+        if not self.project.is_dir():
+            from coordinator.cli.errors import CliError
+
+            raise CliError(
+                f"Cannot use {self.project} as the project: it is not a directory (or does "
+                "not exist).",
+                "Run specrun in a project directory you can write to.",
+            )
+
     def client(self, timeout_s: float = 30.0) -> ServiceClient:
         from coordinator.cli.client import ServiceClient
 

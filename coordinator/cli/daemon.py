@@ -9,14 +9,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import psutil
 
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
 from coordinator.pidfile import is_locked, read_pid
-from coordinator.state_dir import state_dir
+from coordinator.user_state import logs_dir, project_state_path, user_state_root
 from overlay.kernel import libc
 from protocol.wire.control import StatusReply, StatusRequest, StopRequest
 from protocol.wire.endpoints import Endpoints
@@ -30,8 +30,15 @@ class StartError(RuntimeError):
     pass
 
 
-def log_path(project_root: Path) -> Path:
-    return project_root / ".specrun" / "logs" / "service.log"
+def log_path(project_root: Path, env: Mapping[str, str] | None = None) -> Path:
+    """The service log; ``env``: the service's environment when it is not this process's
+    (its state directory is then the one that environment names)."""
+    if env is None:
+        return logs_dir(project_root) / "service.log"
+    path = project_state_path(project_root, "logs", "service.log",
+                              state_root=user_state_root(env))
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
 
 
 def is_running(project_root: Path) -> bool:
@@ -60,9 +67,7 @@ def start_daemon(
     or in its workers (a project may well have a ``worker/`` or ``protocol/`` package).
     ``entry``: what the interpreter runs, given ``--project P serve ...``; a test passes its
     own entry point to build the service differently (``protocol.wire.seams``)."""
-    log_file = log_path(project_root)
-    state_dir(project_root)
-    log_file.parent.mkdir(parents=True, exist_ok=True)
+    log_file = log_path(project_root, env)
     ready_r, ready_w = os.pipe()
     try:
         child_env = dict(os.environ if env is None else env)

@@ -76,7 +76,9 @@ def call_friendly(debug: bool, fn: Callable[..., Any], *args: Any, **kwargs: Any
         if _raised_by("coordinator.cli.client", "ServiceTimeout", exc):
             render.error(str(exc))
             sys.exit(EXIT_ERROR)
-        if _raised_by("coordinator.state_dir", "StateDirError", exc):
+        if _raised_by("coordinator.state_dir", "StateDirError", exc) or _raised_by(
+            "coordinator.user_state", "UserStateError", exc
+        ):
             render.error(str(exc), str(getattr(exc, "hint", "")))
             sys.exit(EXIT_ERROR)
         if debug:

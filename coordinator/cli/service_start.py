@@ -9,7 +9,6 @@ from coordinator.cli import render
 from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import CliError
 from coordinator.cli.options import flags_argv
-from protocol.text.inert_text import quote_name
 from protocol.text.secret_text import without_password
 
 if TYPE_CHECKING:
@@ -84,16 +83,23 @@ def ensure_service(obj: CommandContext, flags: dict[str, Any],
     """Start the service unless it runs: (pid, started now)."""
     from coordinator.cli.daemon import StartError, is_running, log_path, start_daemon
 
+    obj.require_directory()
     settings = obj.settings(flags)  # bad settings are reported before forking
-    if settings.shipped_file:
-        render.warning(
-            f"{quote_name(settings.shipped_file)} came with the repository (git tracks it), so "
-            "specrun does not apply it: which tool calls run without a yes and where your code "
-            "is sent are yours to set (`git rm --cached .specrun/settings.json` makes it yours)."
-        )
     if is_running(obj.project):
         with obj.client() as client:
             return client.pid or 0, False
+    if settings.trust_note:
+        from coordinator.cli.local.trust import ask_trust
+
+        ask_trust(obj)  # on a terminal, once; the answer is recorded either way
+        settings = obj.settings(flags)
+    if settings.trust_note:
+        render.warning(settings.trust_note)
+    from coordinator.legacy_state import adopt_legacy_state
+
+    moved = adopt_legacy_state(obj.project, trusted=settings.project_trusted)
+    if moved:
+        render.warning(moved)
     check_endpoint(settings, probe)
     try:
         if render.console.is_terminal:

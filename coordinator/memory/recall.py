@@ -142,13 +142,17 @@ class Recaller:
         memory_dir: str | os.PathLike[str] | None = None,
         home: str | os.PathLike[str] | None = None,
         ceiling_s: float = SAFETY_CEILING_S,
+        include_project: bool = True,
     ) -> None:
         self.project_root = Path(project_root).resolve()
         self.model = model
         self.model_name = model_name
         self.home = home
         self.ceiling_s = ceiling_s
-        self.store = MemoryStore(self.project_root, memory_dir=memory_dir, home=home)
+        # An untrusted project's memory is the repository's text, not the person's notes.
+        self.store = MemoryStore(
+            self.project_root, memory_dir=memory_dir, home=home, include_project=include_project
+        )
 
     async def __call__(
         self, query: str, excluded_paths: Iterable[str], abort: AbortLike | None

@@ -18,6 +18,7 @@ memory: it is skipped with a debug log line saying why, and scanning never raise
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -137,17 +138,13 @@ def parse_memory_file(
 def read_memory_file(
     path: Path, *, scope: MemoryScope = "project", root: Path | None = None
 ) -> MemoryDoc:
-    """Read one topic file, or raise ``NotAMemory`` saying why it is not one."""
+    """Read one topic file, or raise ``NotAMemory`` saying why it is not one. A link is
+    never followed (a repository's ``deploy.md -> /proc/self/environ`` would put the
+    service's environment into the prompt), nor is a FIFO or device opened."""
     try:
-        st = path.stat()
-    except OSError as exc:
-        raise NotAMemory(f"cannot stat ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise NotAMemory("not a regular file")
-    if st.st_size > MAX_TOPIC_BYTES:
-        raise NotAMemory(f"too large ({st.st_size} bytes, at most {MAX_TOPIC_BYTES})")
-    try:
-        data = path.read_bytes()
+        data, st = _read_regular(path, MAX_TOPIC_BYTES)
+    except NotAMemory:
+        raise
     except OSError as exc:
         raise NotAMemory(f"unreadable ({exc.strerror or exc})") from None
     if b"\x00" in data:
@@ -179,6 +176,43 @@ def read_memory_file(
         scope=scope,
         root=str(root.resolve()) if root is not None else "",
     )
+
+
+def _read_regular(path: Path, limit: int) -> tuple[bytes, os.stat_result]:
+    """The bytes of ``path`` if it is a regular file (not a link, FIFO or device) of at most
+    ``limit`` bytes; ``NotAMemory`` saying why not."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotAMemory("not a regular file (a symbolic link)") from None
+        raise NotAMemory(f"unreadable ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotAMemory("not a regular file")
+        if st.st_size > limit:
+            raise NotAMemory(f"too large ({st.st_size} bytes, at most {limit})")
+        return fh.read(limit + 1), st
+
+
+def _link_on_the_way(base: Path, root: Path) -> Path | None:
+    """The first symbolic link (or non-directory) from ``base`` down to ``root``, or None.
+    Only the part below ``base`` is checked (the project's own path may hold links)."""
+    try:
+        rel = root.relative_to(base)
+    except ValueError:
+        return None
+    path = base
+    for part in rel.parts:
+        path = path / part
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return None  # not there (yet): nothing to read through it
+        if not stat.S_ISDIR(info.st_mode):
+            return path
+    return None
 
 
 def _split_front_matter(text: str) -> tuple[dict[str, object], str]:
@@ -247,8 +281,10 @@ def read_index(
     """
     path = root / INDEX_FILE
     try:
-        raw = path.read_bytes()
-    except OSError:
+        raw, _ = _read_regular(path, 1 << 20)
+    except NotAMemory as why:
+        if os.path.lexists(path):
+            log.warning("memory index %s skipped: %s", path, why)
         return None
     text = raw.decode("utf-8-sig", errors="replace").replace("\r\n", "\n")
     lines = text.splitlines()
@@ -283,13 +319,17 @@ class MemoryStore:
         memory_dir: str | os.PathLike[str] | None = None,
         home: str | os.PathLike[str] | None = None,
         include_user: bool = True,
+        include_project: bool = True,
     ) -> None:
         self.project_root = Path(project_root).resolve()
         self.project_dir = project_memory_dir(self.project_root, memory_dir)
         self.user_dir: Path | None = user_memory_dir(home) if include_user else None
+        self.include_project = include_project
 
     def roots(self) -> list[tuple[MemoryScope, Path]]:
-        out: list[tuple[MemoryScope, Path]] = [("project", self.project_dir)]
+        out: list[tuple[MemoryScope, Path]] = (
+            [("project", self.project_dir)] if self.include_project else []
+        )
         if self.user_dir is not None and self.user_dir != self.project_dir:
             out.append(("user", self.user_dir))
         return out
@@ -311,6 +351,12 @@ class MemoryStore:
         wrote one should hear why recall ignores it. Never raises."""
         docs: list[MemoryDoc] = []
         for root_scope, root in self.roots():
+            link = _link_on_the_way(self.project_root, root) if root_scope == "project" else None
+            if link is not None:
+                if skipped is not None:
+                    skipped.append((link, "not a directory (a symbolic link?)"))
+                log.warning("project memory skipped: %s is a link or not a directory", link)
+                continue
             if scope is not None and root_scope != scope:
                 continue
             try:
@@ -358,6 +404,9 @@ class MemoryStore:
         """The ``MEMORY.md`` indexes for the system prompt (user first, then project)."""
         parts = []
         for scope, root in reversed(self.roots()):
+            if scope == "project" and _link_on_the_way(self.project_root, root) is not None:
+                log.warning("project memory index skipped: a link on the way to %s", root)
+                continue
             idx = read_index(root)
             if idx is not None and idx.text.strip():
                 parts.append(f"# {scope.capitalize()} memory index ({idx.path})\n\n{idx.text}")

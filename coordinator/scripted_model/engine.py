@@ -425,7 +425,7 @@ class Engine:
                 "type": "function",
                 "function": {
                     "name": call.name,
-                    "arguments": msgspec.json.encode(call.arguments).decode(),
+                    "arguments": call.arguments_text(),
                 },
             }
             for i, call in enumerate(reply.tool_calls)
@@ -434,7 +434,7 @@ class Engine:
         refusal = reply.refusal or ""
         model = str(body.get("model") or (self.scenario.models or ["scripted"])[0])
         produced = len(text) + len(thinking)
-        produced += sum(len(msgspec.json.encode(c.arguments)) for c in reply.tool_calls)
+        produced += sum(len(c.arguments_text()) for c in reply.tool_calls)
         prompt_tokens, cached_tokens = self._prompt_tokens(model, body, messages)
         completion_tokens = max(1, produced // 4)
         if self.scenario.context_window is not None:

@@ -49,9 +49,17 @@ class When(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class ToolCallReply(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``arguments``: an object, or its JSON text as the model would stream it (a
+    malformed or hostile text a mapping cannot hold, nested a thousand deep say)."""
+
     name: str
-    arguments: dict[str, Any] = {}
+    arguments: dict[str, Any] | str = {}
     id: str | None = None
+
+    def arguments_text(self) -> str:
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return msgspec.json.encode(self.arguments).decode()
 
 
 class UsageReply(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

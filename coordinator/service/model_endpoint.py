@@ -72,6 +72,11 @@ def prepare_model_endpoint(
         base_url = settings.base_url
         api_key = settings.api_key or None
     client = ModelClient(
-        base_url, api_key, cache_sharing=settings.enable_cache_sharing, on_usage=on_usage
+        base_url,
+        api_key,
+        cache_sharing=settings.enable_cache_sharing,
+        on_usage=on_usage,
+        timeout_s=float(settings.model_timeout_s),
+        options=settings.model_options(),
     )
     return server, base_url, client

@@ -30,7 +30,7 @@ import overlay
 from coordinator.pidfile import PidFile
 from coordinator.service.pool import WORKER_MODULES, WorkerPool
 from coordinator.settings import Settings
-from coordinator.state_dir import state_dir
+from coordinator.user_state import journal_dir
 from overlay.kernel import libc
 from protocol.wire import codec
 from protocol.wire.control import ControlReply, ControlRequest, ErrorReply
@@ -219,10 +219,12 @@ class Service:
         from coordinator.service.speculation import Budget, CostLedger, SpeculationManager
         from coordinator.service.undo import Rewinder
 
-        state_dir(self.project_root)  # with its .gitignore, before anything is written there
         self._project_id = _identity(self.project_root)
         # A crash mid-apply or a killed predecessor may have left state behind.
-        recovered = overlay.recover(self.project_root)
+        # Journals live in specrun's state directory: one a repository ships in
+        # .specrun/journal is never read, so it cannot rename or delete anything.
+        journals = str(journal_dir(self.project_root))
+        recovered = overlay.recover(self.project_root, journal_dir=journals)
         if recovered is not None:
             log.warning("finished an interrupted apply: %s", recovered)
         for removed in overlay.sweep(overlay.speculation_base_dir()):
@@ -284,6 +286,10 @@ class Service:
         self._spawn(self._sweep_periodically())
         self._spawn(self._watch_project())
         self._spawn(self._trim_once_warm())
+        if self.model_server is None:
+            # Before the first turn, so `specrun status` shows the endpoint's window (a
+            # llama.cpp slot's, an Ollama model's) and not the default guess.
+            self._spawn(self.chat.compactor.resolve_window())
 
     async def _trim_once_warm(self) -> None:
         """Once the start is over (the imports above, the pool warm), give the C heap's

@@ -40,6 +40,7 @@ MAX_PROMPT_CHARS = 20_000
 SERVICE_STOPPED = "service stopped: `specrun start --web` (or `specrun web`) prints a new URL"
 STATIC = {
     "/": ("index.html", "text/html; charset=utf-8"),
+    "/first.js": ("first.js", "text/javascript; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
 }

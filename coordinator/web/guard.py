@@ -6,12 +6,15 @@ it is guarded like a door, not like a page:
 1. **Host**: the Host header must be a loopback name with the view's port
    (``127.0.0.1:P``, ``localhost:P``, ``[::1]:P``). A web page whose domain was pointed at
    127.0.0.1 (DNS rebinding) sends its own name and is refused.
-2. **Token**: the printed URL carries a random token. The first load with it sets an
-   HttpOnly, SameSite=Strict cookie and redirects to the bare URL (the token leaves the
-   address bar and the history); every request must carry that cookie. The redirect's
-   fragment also hands the page a *key*, which the page keeps in its origin's
-   ``localStorage`` and sends with every request to ``/api/`` (a header, or ``?key=`` on
-   the event stream). The key is what guards the data and the buttons, because the cookie
+2. **Token**: the printed URL carries a random token, good once. The first load with it
+   sets an HttpOnly, SameSite=Strict cookie and redirects to the bare URL; every request
+   must carry that cookie. A second load with the spent token (from the browser's history,
+   a shared screen) is refused. The redirect's fragment holds a one-time *handoff code*:
+   the page's first script takes it (and the query) out of the address bar and the history
+   entry before anything else loads, and the page trades it once (``POST /handoff``, with
+   the cookie) for the *key*, which it keeps in its origin's ``localStorage`` and sends
+   with every request to ``/api/`` (a header, or ``?key=`` on the event stream). The key
+   is never in a URL. The key is what guards the data and the buttons, because the cookie
    alone cannot: browsers send a host's cookies to *every* port of it, so any server on
    127.0.0.1 the browser visits (another user's, on another port) receives the cookie.
    Storage is per origin, port included, so the key reaches no other port. The cookie's
@@ -27,6 +30,7 @@ it is guarded like a door, not like a page:
 
 from __future__ import annotations
 
+import json
 import secrets
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qs
@@ -49,6 +53,9 @@ SECURITY_HEADERS = [
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 KEY_HEADER = b"x-specrun-key"
 SIGNED_OUT = "Not signed in: open the URL `specrun web` printed (it holds a token)."
+SPENT = ("That sign-in link was used already (it works once); a browser it signed in stays "
+         "signed in. For another one, run `specrun web` again.")
+HANDOFF_PATH = "/handoff"
 CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -68,6 +75,8 @@ class Guard:
         self.port = port
         self.hosts = frozenset(f"{name}:{port}".encode() for name in LOOPBACK_NAMES)
         self.cookie = cookie_name(port)
+        self.token_spent = False
+        self.handoff = ""  # the one-time code the redirect gave, until it is traded
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -88,6 +97,9 @@ class Guard:
         if _is_trade(scope, _query(scope)):  # its token was checked by refusal()
             await self._trade_token(scope, send_with_headers)
             return
+        if scope["path"] == HANDOFF_PATH:  # cookie, origin and JSON checked by refusal()
+            await self._trade_handoff(receive, send_with_headers)
+            return
         await self.app(scope, receive, send_with_headers)
 
     def refusal(self, scope: Scope) -> tuple[int, str] | None:
@@ -104,7 +116,11 @@ class Guard:
             given = query["token"][0]
             if not secrets.compare_digest(given.encode(), self.token.encode()):
                 return 403, "That token is not this web view's: open the URL `specrun web` printed."
+            if self.token_spent:
+                return 403, SPENT
             return None
+        if scope["path"] == HANDOFF_PATH and method != "POST":
+            return 405, "Method not allowed."
         if not self._has_cookie(headers.get(b"cookie", b"")):
             return 403, SIGNED_OUT
         if method in CHANGING_METHODS:
@@ -144,18 +160,45 @@ class Guard:
         """The first load: the token becomes a cookie and leaves the URL; the page finds
         its key in the fragment (never sent to a server), stores it and clears it."""
         cookie = f"{self.cookie}={self.cookie_value}; HttpOnly; SameSite=Strict; Path=/"
+        self.token_spent = True
+        self.handoff = secrets.token_urlsafe(32)
         await send(
             {
                 "type": "http.response.start",
                 "status": 303,
                 "headers": [
-                    (b"location", f"/#key={self.key}".encode()),
+                    (b"location", f"/#handoff={self.handoff}".encode()),
                     (b"set-cookie", cookie.encode()),
                     (b"content-length", b"0"),
                 ],
             }
         )
         await send({"type": "http.response.body", "body": b""})
+
+
+    async def _trade_handoff(self, receive: Receive, send: Send) -> None:
+        """The page's one-time code for the key: answered once, then never again."""
+        body = b""
+        while len(body) <= 4096:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        try:
+            code = json.loads(body).get("code", "")
+        except (ValueError, AttributeError):
+            code = ""
+        expected, self.handoff = self.handoff, ""  # one try, right or wrong
+        if not (isinstance(code, str) and expected
+                and secrets.compare_digest(code.encode(), expected.encode())):
+
+            await _plain(send, 403, SPENT)
+            return
+        data = json.dumps({"key": self.key}).encode()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(data)).encode())]})
+        await send({"type": "http.response.body", "body": data})
 
 
 def _query(scope: Scope) -> dict[str, list[str]]:

@@ -26,8 +26,11 @@ import msgspec
 from httpx_sse import EventSource, SSEError
 
 from protocol.model.assemble import StreamAssembler, parse_completion
+from protocol.model.byte_clock import ByteClock
 from protocol.model.endpoint_errors import EndpointErrors
 from protocol.model.errors import ModelError, one_line
+from protocol.model.first_byte import PromptMemory, first_byte_s
+from protocol.model.local_endpoint import is_local_endpoint
 from protocol.model.rate_hold import RateLimitHold
 from protocol.model.request import (
     ChatRequest,
@@ -35,13 +38,16 @@ from protocol.model.request import (
     RetryWait,
     StreamEvent,
     TextDelta,
+    ToolCallDelta,
     build_body,
     encode_body,
 )
 from protocol.model.retry import BACKGROUND_PURPOSES, RetryPolicy
+from protocol.model.text_tool_calls import ArgumentsFit, TextCallReader
 from protocol.model.tls import ssl_context
 from protocol.text.secret_text import without_password
 from protocol.wire.chat import Usage
+from protocol.wire.model_options import ModelOptions
 
 log = logging.getLogger("specrun.model")
 
@@ -62,9 +68,13 @@ class ModelClient:
     ``https://dashscope.aliyuncs.com/compatible-mode/v1``); requests go to
     ``{base_url}/chat/completions`` and ``{base_url}/models``.
 
-    ``timeout_s`` bounds every wait for bytes (the first token included);
-    ``connect_timeout_s`` the TCP/TLS connect; ``total_timeout_s`` (off by default)
-    the whole request. ``max_retries`` counts retries after the first attempt.
+    ``timeout_s`` bounds every wait for bytes after the first; the wait for the first
+    grows with the prompt the server has not read yet (``options``: see
+    ``first_byte.py``); ``connect_timeout_s`` bounds the TCP/TLS connect,
+    ``total_timeout_s`` (off by default) the whole request. ``max_retries`` counts
+    retries after the first attempt. ``options`` also caps every request's output by its
+    purpose and says whether tool calls written as text are read (``arguments_fit``: the
+    tools' own argument check, see ``text_tool_calls.py``).
     ``cache_sharing`` enables DashScope's explicit cache markers; ``dashscope``
     forces (``True``) or disables (``False``) the DashScope dialect, which by
     default follows the host name. ``transport`` replaces the HTTP transport
@@ -87,8 +97,18 @@ class ModelClient:
         dashscope: bool | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         on_usage: UsageCallback | None = None,
+        options: ModelOptions | None = None,
+        arguments_fit: ArgumentsFit | None = None,
     ) -> None:
         self._base_url = base_url.rstrip("/")
+        self.options = options if options is not None else ModelOptions()
+        self._timeout_s = timeout_s
+        reading = self.options.text_tool_calls
+        self._text_calls = TextCallReader(
+            reading == "on" or (reading == "auto" and is_local_endpoint(self._base_url)),
+            arguments_fit,
+        )
+        self._prompts = PromptMemory()
         # Set (or replaced) by the owner of the client: what speculation costs is counted
         # from here, so no caller of chat/stream/complete can forget to report it.
         self.on_usage = on_usage
@@ -145,7 +165,11 @@ class ModelClient:
         await self.aclose()
 
     def build_body(self, req: ChatRequest, *, stream: bool) -> dict[str, Any]:
-        """The request body this client sends for ``req`` (deterministic)."""
+        """The request body this client sends for ``req`` (deterministic), its output
+        capped by its purpose."""
+        cap = self.options.max_tokens.for_purpose(req.purpose)
+        if req.max_tokens is None or req.max_tokens > cap:
+            req = msgspec.structs.replace(req, max_tokens=cap)
         return build_body(
             req,
             stream=stream,
@@ -218,17 +242,42 @@ class ModelClient:
         await asyncio.sleep(wait.delay_s)
 
     async def _attempt(
-        self, method: str, url: str, content: bytes | None, headers: dict[str, str], stream: bool
+        self,
+        method: str,
+        url: str,
+        content: bytes | None,
+        headers: dict[str, str],
+        stream: bool,
+        first_byte: tuple[float, int] | None = None,
     ) -> httpx.Response:
-        """One request; returns a 2xx response (open when ``stream``, else read)."""
-        request = self._http.build_request(method, url, content=content, headers=headers)
+        """One request; returns a 2xx response (open when ``stream``, else read).
+        ``first_byte``: (seconds, unread prompt tokens) replaces the client's wait for
+        bytes until the answer begins (a non-streamed answer: until it is all there)."""
+        timeout: Any = httpx.USE_CLIENT_DEFAULT
+        if first_byte is not None:
+            default = self._http.timeout
+            timeout = httpx.Timeout(
+                first_byte[0], connect=default.connect, read=first_byte[0], write=default.write
+            )
+        request = self._http.build_request(
+            method, url, content=content, headers=headers, timeout=timeout
+        )
         try:
             response = await self._http.send(request, stream=True)
+        except httpx.ReadTimeout as exc:
+            if first_byte is not None:
+                raise self._errors.first_byte(*first_byte) from exc
+            raise self._errors.transport(exc, started=False) from exc
         except httpx.HTTPError as exc:
             raise self._errors.transport(exc, started=False) from exc
         try:
             if response.status_code >= 400 or not stream:
                 await response.aread()
+        except httpx.ReadTimeout as exc:
+            await response.aclose()
+            if first_byte is not None and not stream and response.status_code < 400:
+                raise self._errors.first_byte(*first_byte) from exc
+            raise self._errors.transport(exc, started=False) from exc
         except httpx.HTTPError as exc:
             await response.aclose()
             raise self._errors.transport(exc, started=False) from exc
@@ -250,6 +299,7 @@ class ModelClient:
         purpose: str,
         deadline: float | None,
         on_wait: WaitCallback | None,
+        first_byte: tuple[float, int] | None = None,
     ) -> httpx.Response:
         """``_attempt`` (not streamed) with retries, all given up at ``deadline`` (the
         optional limit on the whole request)."""
@@ -265,7 +315,9 @@ class ModelClient:
             try:
                 self._hold_background(purpose)
                 async with asyncio.timeout_at(deadline):
-                    response = await self._attempt(method, url, content, headers, False)
+                    response = await self._attempt(
+                        method, url, content, headers, False, first_byte
+                    )
             except TimeoutError:
                 raise self._errors.total_timeout() from None
             except ModelError as exc:
@@ -328,40 +380,52 @@ class ModelClient:
         headers: dict[str, str],
         deadline: float | None,
     ) -> AsyncGenerator[StreamEvent, None]:
-        """One attempt of ``stream``."""
+        """One attempt of ``stream``. Until the first event arrives the first-byte
+        deadline applies, after it the between-bytes timeout."""
+        loop = asyncio.get_running_loop()
+        unread = self._prompts.unread_tokens(req)
+        first_s = max(self._timeout_s, first_byte_s(self.options, unread))
+        first_by = loop.time() + first_s
         try:
-            async with asyncio.timeout_at(deadline):
-                response = await self._attempt("POST", url, content, headers, True)
+            async with asyncio.timeout_at(_earlier(deadline, first_by)):
+                response = await self._attempt(
+                    "POST", url, content, headers, True, (first_s, unread)
+                )
         except TimeoutError:
-            raise self._errors.total_timeout() from None
+            if deadline is not None and loop.time() >= deadline:
+                raise self._errors.total_timeout() from None
+            raise self._errors.first_byte(first_s, unread) from None
         try:
             if not _is_event_stream(response):
-                # A server that ignored ``stream`` (or a gateway's JSON error with 200):
-                # read the one body it sent, as the non-streamed path does.
-                await response.aread()
-                result = self._parse_answer(response, streamed=True)
-                self._hold.observe(None)
-                if result.message.text:
-                    yield TextDelta(result.message.text)
-                await self._report_usage(req.purpose, result.usage)
-                yield result
+                async for event in self._whole_answer(req, response):
+                    yield event
                 return
             assembler = StreamAssembler()
-            started = False
+            clock = ByteClock(response, self._timeout_s, deadline)
+            answering = False
             async with aclosing(EventSource(response).aiter_sse()) as events:
                 while True:
-                    try:
-                        async with asyncio.timeout_at(deadline):
-                            sse = await anext(events)
+                    try:  # every byte, a keep-alive comment too, pushes the limit back
+                        sse = await clock.next_event(events, first_by)
                     except StopAsyncIteration:
                         break
                     except TimeoutError:
-                        raise self._errors.total_timeout() from None
+                        if deadline is not None and loop.time() >= deadline:
+                            raise self._errors.total_timeout() from None
+                        if clock.last is None:
+                            raise self._errors.first_byte(first_s, unread) from None
+                        raise self._errors.transport(
+                            httpx.ReadTimeout("between bytes"), started=True
+                        ) from None
                     except SSEError as exc:
                         raise self._errors.not_a_stream(response, str(exc)) from exc
                     except httpx.HTTPError as exc:
-                        raise self._errors.transport(exc, started=started) from exc
-                    started = True
+                        raise self._errors.transport(
+                            exc, started=clock.last is not None
+                        ) from exc
+                    if not answering:
+                        self._prompts.answered(req)  # the server has read this prompt
+                    answering = True
                     data = sse.data.strip()
                     if not data:
                         continue
@@ -374,28 +438,38 @@ class ModelClient:
             self._hold.observe(None)
             for event in assembler.finish():
                 yield event
-            if not assembler.complete:
-                raise self._errors.error(
-                    "protocol",
-                    f"The model endpoint {self._base_url} ended the stream before the "
-                    "answer was complete.",
-                )
-            if not assembler.answered:
-                raise self._errors.error(
-                    "protocol",
-                    f"The model endpoint {self._base_url} ended the stream without an "
-                    "answer (no choices).",
-                )
+            _check_ended(assembler, self._errors)
             result = assembler.result(response.headers.get("x-request-id"))
-            await self._report_usage(req.purpose, result.usage)
-            yield result
+            found = self._text_calls.read(req, result)
+            if found is not result:
+                for index, call in enumerate(found.message.tool_calls):
+                    yield ToolCallDelta(index=index, id=call.id, name=call.name)
+            await self._report_usage(req.purpose, found.usage)
+            yield found
         finally:
             await response.aclose()
+
+    async def _whole_answer(
+        self, req: ChatRequest, response: httpx.Response
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """A server that ignored ``stream`` (or a gateway's JSON error with 200): the one
+        body it sent, read as the non-streamed path reads it, as stream events."""
+        await response.aread()
+        result = self._parse_answer(response, streamed=True)
+        self._hold.observe(None)
+        self._prompts.answered(req)
+        result = self._text_calls.read(req, result)
+        if result.message.text:
+            yield TextDelta(result.message.text)
+        for index, call in enumerate(result.message.tool_calls):
+            yield ToolCallDelta(index=index, id=call.id, name=call.name)
+        await self._report_usage(req.purpose, result.usage)
+        yield result
 
     def _decode_chunk(self, data: str, event: str = "") -> dict[str, Any]:
         try:
             chunk = msgspec.json.decode(data)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # nested past what decodes safely
             raise self._errors.error(
                 "protocol",
                 f"The model endpoint {self._base_url} sent a stream event that is not "
@@ -467,10 +541,21 @@ class ModelClient:
         headers = self._headers(req.purpose, stream=False)
         log.debug("model request purpose=%s model=%s stream=false", req.purpose, req.model)
         deadline = self._deadline()
+        # Nothing comes before the whole answer: the wait is the prompt's and the answer's.
+        unread = self._prompts.unread_tokens(req)
+        wait_s = first_byte_s(self.options, unread) + self._timeout_s
         response = await self._send(
-            "POST", url, content, headers, purpose=req.purpose, deadline=deadline, on_wait=on_wait
+            "POST",
+            url,
+            content,
+            headers,
+            purpose=req.purpose,
+            deadline=deadline,
+            on_wait=on_wait,
+            first_byte=(wait_s, unread),
         )
-        result = self._parse_answer(response)
+        self._prompts.answered(req)
+        result = self._text_calls.read(req, self._parse_answer(response))
         await self._report_usage(req.purpose, result.usage)
         return result
 
@@ -500,9 +585,13 @@ class ModelClient:
         """The context window (tokens) the endpoint reports for ``model``, or None.
 
         Asks, in order, what servers publish: the OpenAI model list's ``max_model_len``
-        (vLLM), ``context_length`` or ``max_context_length`` (Ollama's and LM Studio's
-        listings, OpenRouter); then llama.cpp's ``GET /props`` (``n_ctx``); then Ollama's
-        ``POST /api/show`` (``model_info.<arch>.context_length``). Hosted APIs that
+        (vLLM), ``context_length`` or ``max_context_length`` (LM Studio's listing,
+        OpenRouter), ``meta.n_ctx`` (llama.cpp's listing: one slot's window); then
+        llama.cpp's ``GET /props`` (``default_generation_settings.n_ctx``, per slot: a
+        server started with ``-c 16384 -np 2`` gives each request 8,192); then Ollama's
+        ``POST /api/show`` (the model's ``num_ctx`` parameter when it sets one, which is
+        the window Ollama runs it with, else ``model_info.<arch>.context_length``). Hosted
+        APIs that
         publish none of it (OpenAI, DashScope) get one request. Never raises: a server
         that answers none of these gives None."""
         headers = self._headers("main", stream=False)
@@ -532,6 +621,26 @@ class ModelClient:
         return None
 
 
+def _check_ended(assembler: StreamAssembler, errors: EndpointErrors) -> None:
+    """A stream that ended must have said it was finished, and have answered."""
+    if not assembler.complete:
+        raise errors.error(
+            "protocol",
+            f"The model endpoint {errors.base_url} ended the stream before the answer was "
+            "complete.",
+        )
+    if not assembler.answered:
+        raise errors.error(
+            "protocol",
+            f"The model endpoint {errors.base_url} ended the stream without an answer (no "
+            "choices).",
+        )
+
+
+def _earlier(first: float | None, second: float) -> float:
+    return second if first is None else min(first, second)
+
+
 def _is_event_stream(response: httpx.Response) -> bool:
     kind = response.headers.get("content-type", "").lower()
     # No content type at all is read as a stream, as before: some servers send none.
@@ -557,11 +666,20 @@ def _reported_window(payload: Any, model: str) -> int | None:
             for key in ("max_model_len", "context_length", "max_context_length"):
                 if (found := _positive_int(entry.get(key))) is not None:
                     return found
+            meta = entry.get("meta")  # llama.cpp; its n_ctx_train is not what it runs
+            if isinstance(meta, dict) and (found := _positive_int(meta.get("n_ctx"))):
+                return found
         return None
     settings = payload.get("default_generation_settings")
     for holder in (settings, payload):
         if isinstance(holder, dict) and (found := _positive_int(holder.get("n_ctx"))):
             return found
+    parameters = payload.get("parameters")  # Ollama: "num_ctx 8192\nstop ..." lines
+    if isinstance(parameters, str):
+        for line in parameters.splitlines():
+            key, _, value = line.strip().partition(" ")
+            if key == "num_ctx" and value.strip().isdigit() and int(value) > 0:
+                return int(value)
     info = payload.get("model_info")
     if isinstance(info, dict):
         for key, value in info.items():

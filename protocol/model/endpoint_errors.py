@@ -302,6 +302,17 @@ class EndpointErrors:
             f"({one_line(why)}).",
         )
 
+    def first_byte(self, waited_s: float, unread: int) -> ModelError:
+        """Nothing came by the first-byte deadline (``first_byte.py``)."""
+        return self.error(
+            "timeout",
+            f"The model endpoint {self.base_url} sent nothing for {round(waited_s, 1):g} s "
+            f"after a request with about {unread:,} prompt tokens it had not read yet, so "
+            "the request was given up",
+            hint="a slow local server may need a larger firstByteTimeoutS or "
+            "firstByteSecondsPer1kTokens.",
+        )
+
     def total_timeout(self) -> ModelError:
         return self.error(
             "timeout",

@@ -14,9 +14,12 @@ tool message (the API needs tool results right after the calls).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import msgspec
+
+from protocol.wire.json_depth import too_deep
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -30,10 +33,13 @@ class ToolCall(msgspec.Struct, frozen=True, omit_defaults=True):
     arguments: str = "{}"
 
     def args(self) -> dict[str, Any]:
-        """The arguments as a dict; malformed JSON or a non-object gives ``{}``."""
+        """The arguments as a dict; malformed JSON, a non-object or a text nested too deep
+        to decode safely (``json_depth``) gives ``{}``."""
+        if too_deep(self.arguments):
+            return {}
         try:
             value = msgspec.json.decode(self.arguments or "{}")
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             return {}
         return value if isinstance(value, dict) else {}
 
@@ -94,8 +100,17 @@ class ToolSpec(msgspec.Struct, frozen=True):
         }
 
 
+#: A reminder tag written inside a reminder's text, in any case or spacing: ``</system-
+#: reminder>`` in a compaction summary or a memory file (model or repository text) would
+#: close the reminder early, and what follows would read as the person's own words.
+_REMINDER_TAG = re.compile(r"<(\s*/?\s*system-reminder)", re.IGNORECASE)
+
+
 def _wrap_reminder(text: str) -> str:
-    return f"<system-reminder>\n{text}\n</system-reminder>"
+    """``text`` inside one reminder that nothing in it can close or open: a reminder tag
+    in it keeps its letters but loses its ``<`` (shown as ``&lt;``)."""
+    framed = _REMINDER_TAG.sub(r"&lt;\1", text)
+    return f"<system-reminder>\n{framed}\n</system-reminder>"
 
 
 def message_to_openai(message: Message) -> list[dict[str, Any]]:

@@ -570,7 +570,11 @@ class FileDiff(msgspec.Struct, frozen=True):
     binary: bool = False
     added: int = 0
     removed: int = 0
-    too_large: bool = False  # over the preview's size bound: counted, not shown
+    too_large: bool = False  # over the preview's size or time bound: counted, not shown
+    #: With ``too_large``: the speculation's file's size in bytes and its sha256 (what Tab
+    #: would write, named though not shown); -1 and '' when it is not a plain file.
+    size: int = -1
+    sha256: str = ""
     #: Lines of ``diff`` left out of a live view (the web page bounds what it is sent);
     #: ``specrun diff`` always has every line (0).
     cut_lines: int = 0

@@ -17,6 +17,7 @@ from protocol.text.secret_text import without_password
 from protocol.wire.approval import ApprovalMode
 from protocol.wire.boundary import BoundaryReason
 from protocol.wire.chat import CacheSafeSnapshot, Message, ToolCall, ToolResult, ToolSpec, Usage
+from protocol.wire.model_options import ModelOptions
 
 PROJECT_ROOT_ENV = "SPECRUN_FORK_SERVER_PROJECT"
 """Set by the pool for its fork server: the project its workers will serve. The fork server
@@ -72,6 +73,8 @@ class ModelEndpoint(msgspec.Struct, frozen=True, omit_defaults=True):
     base_url: str
     api_key: str | None = None
     cache_sharing: bool = True
+    timeout_s: float = 120.0  # between bytes, once an answer has begun
+    options: ModelOptions = msgspec.field(default_factory=ModelOptions)
 
     def __repr__(self) -> str:  # keep the key out of logs and tracebacks
         return (

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from coordinator.cli.client import ServiceClient
+from coordinator.user_state import project_state_path
 from protocol.wire.control import (
     AcceptRequest,
     AskRequest,
@@ -20,7 +21,7 @@ from protocol.wire.control import (
     SuggestionRequest,
     TurnEnded,
 )
-from tests.support import REPO, Specrun, make_sample_project
+from tests.support import Env, Specrun, demo_scenario_data, make_sample_project
 
 FIX = "fix the failing test in tests/test_calc.py"
 NEG = "add a test for negative numbers"
@@ -41,9 +42,15 @@ class Driver:
         self.project = project
         self.client = ServiceClient(project, timeout_s=30)
 
+    @property
+    def log_path(self) -> Path:
+        """The service's log (its state directory is the test run's: see
+        ``tests.support.SHARED_STATE_HOME``)."""
+        return project_state_path(self.project, "logs", "service.log")
+
     def log_tail(self, lines: int = 40) -> str:
         """The end of the service's log, for a failure message."""
-        path = self.project / ".specrun" / "logs" / "service.log"
+        path = self.log_path
         try:
             return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
         except OSError as exc:
@@ -90,8 +97,9 @@ class Driver:
 
 
 def scenario_variant(tmp: Path, edit: Any) -> Path:
-    """The demo scenario with ``edit(rules)`` applied, written to ``tmp``."""
-    data = yaml.safe_load((REPO / "coordinator" / "scenarios" / "demo.yaml").read_text())
+    """The demo scenario (at test pace: ``demo_scenario_data``) with ``edit(rules)``
+    applied, written to ``tmp``."""
+    data = demo_scenario_data()
     edit(data["rules"])
     path = tmp / "scenario.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -108,8 +116,7 @@ def rules_scenario(tmp: Path, rules: list[dict[str, Any]]) -> Path:
 def start_playing(specrun: Specrun, scenario: Path, **settings: Any) -> None:
     """``specrun start`` (edits approved automatically) with the model playing ``scenario``
     and the project's other ``settings``."""
-    path = specrun.project / ".specrun" / "settings.json"
-    path.parent.mkdir(exist_ok=True)
+    path = specrun.env.own_settings(specrun.project)
     path.write_text(json.dumps({"scenario": str(scenario), **settings}))
     specrun.run("start", "--approval-mode", "auto-edit", check=True)
 
@@ -180,6 +187,9 @@ def tidy_project(root: Path) -> Path:
     (project / "tools/run.sh").write_text("#!/bin/sh\necho run\n")
     (project / "tests/old_test.py").write_text("def test_old():\n    pass\n")
     subprocess.run(["git", "init", "-q"], cwd=project, check=True)
-    (project / ".specrun").mkdir(exist_ok=True)
-    (project / ".specrun/settings.json").write_text('{"speculateShell": true}\n')
     return project
+
+
+def shell_speculation(project: Path) -> Callable[[Env], None]:
+    """``running_service``'s ``before_start``: the person turned shell speculation on."""
+    return lambda env: env.own_settings(project).write_text('{"speculateShell": true}\n')

@@ -92,13 +92,12 @@ def service(tmp_path: Path, apply_output: bool) -> Iterator[tuple[Specrun, Drive
     (project / ".pytest_cache/v/cache").mkdir(parents=True)
     (project / ".pytest_cache/v/cache/lastfailed").write_text("{}\n")
     subprocess.run(["git", "add", ".gitignore"], cwd=project, check=True)
-    (project / ".specrun").mkdir(exist_ok=True)
     settings = {"speculateShell": True, "applyIgnoredOutput": apply_output}
-    (project / ".specrun/settings.json").write_text(json.dumps(settings))
     scenario_file = tmp_path / "caches.yaml"
     scenario_file.write_text(yaml.safe_dump(scenario()))
     with running_service(
-        project, "--approval-mode", "auto-edit", "--scenario", str(scenario_file)
+        project, "--approval-mode", "auto-edit", "--scenario", str(scenario_file),
+        before_start=lambda env: env.own_settings(project).write_text(json.dumps(settings)),
     ) as runner:
         driver = Driver(project)
         try:

@@ -41,8 +41,7 @@ def started(specrun: Specrun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     scenario = rules_scenario(tmp_path, RULES)
 
     def start(**settings: Any) -> Specrun:
-        (specrun.project / ".specrun").mkdir(exist_ok=True)
-        (specrun.project / ".specrun" / "settings.json").write_text(json.dumps(settings))
+        specrun.env.own_settings(specrun.project).write_text(json.dumps(settings))
         specrun.run("start", "--scenario", str(scenario), check=True)
         return specrun
 

@@ -95,7 +95,7 @@ def requests(log: Path, purpose: str = "main") -> list[dict[str, Any]]:
 
 def _tail(log: Path, specrun: Specrun) -> str:
     """What the model saw and what the service logged: the story of a failure."""
-    service_log = specrun.project / ".specrun" / "logs" / "service.log"
+    service_log = specrun.service_log
     seen = [f"{r.get('purpose')} {r.get('outcome')}" for r in requests(log, "recall")]
     return f"recall requests: {seen}\n" + service_log.read_text()[-4000:]
 
@@ -312,8 +312,7 @@ def test_cancelling_mid_stream_never_kills_the_service(
 def test_turn_and_token_limits_end_the_turn_with_a_clear_reason(
     start: Any, specrun: Specrun
 ) -> None:
-    settings = specrun.project / ".specrun" / "settings.json"
-    settings.parent.mkdir(exist_ok=True)
+    settings = specrun.env.own_settings(specrun.project)
     settings.write_text(json.dumps({"maxTurnsPerQuery": 1, "maxSessionTurns": 2}))
     loop_rules = [
         {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
@@ -340,6 +339,7 @@ def test_slow_memory_arrives_after_the_tool_results_never_before(
     (memory / "deploy.md").write_text(
         "---\nname: deploy\ndescription: how releases are cut\ntype: project\n---\nTag and push.\n"
     )
+    specrun.trust()  # the project memory written here is the person's
     rules = [
         # recall (150 ms) settles while the first model call (1.5 s) is still running:
         # too late for the user query, in time for the first tool-result request. The

@@ -31,6 +31,7 @@ from tests.coordinator.e2e import (
     TIDY,
     done_unless_stalled,
     shell_call,
+    shell_speculation,
     stepped_scenario,
     tidy_project,
     write_call,
@@ -78,7 +79,8 @@ def service(tmp_path: Path) -> Iterator[Specrun]:
     project = tidy_project(tmp_path / "project")
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(scenario()))
-    with running_service(project, "--approval-mode", "auto-edit", "--scenario", str(path)) as r:
+    with running_service(project, "--approval-mode", "auto-edit", "--scenario", str(path),
+                         before_start=shell_speculation(project)) as r:
         yield r
 
 

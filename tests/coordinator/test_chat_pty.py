@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from protocol.wire.control import SuggestionRequest
-from tests.support import REPO, Specrun, wait_until
+from tests.support import REPO, Specrun, demo_scenario_data, wait_until
 
 FIX = "fix the failing test in tests/test_calc.py"
 NEG = "add a test for negative numbers"
@@ -43,7 +43,7 @@ class Terminal:
 
 def _scenario(tmp: Path) -> Path:
     """The demo scenario plus one query whose answer never finishes (for Ctrl-C)."""
-    data: dict[str, Any] = yaml.safe_load((REPO / "coordinator/scenarios/demo.yaml").read_text())
+    data: dict[str, Any] = demo_scenario_data()  # at test pace
     data["rules"].insert(0, {"name": "stall", "when": {"last_user": "take your time"},
                              "reply": {"text": "Thinking it over very slowly"}, "stall": True})
     path = tmp / "scenario.yaml"
@@ -183,14 +183,13 @@ def _slow_negative_test(data: dict[str, Any]) -> None:
 
 def _chat(specrun: Specrun, tmp: Path, settings: dict[str, Any] | None = None,
           change: Any = None) -> Terminal:
-    data: dict[str, Any] = yaml.safe_load((REPO / "coordinator/scenarios/demo.yaml").read_text())
+    data: dict[str, Any] = demo_scenario_data()  # at test pace
     if change is not None:
         change(data)
     scenario = tmp / "scenario.yaml"
     scenario.write_text(yaml.safe_dump(data, sort_keys=False))
     if settings:
-        (specrun.project / ".specrun").mkdir(exist_ok=True)
-        (specrun.project / ".specrun" / "settings.json").write_text(json.dumps(settings))
+        specrun.env.own_settings(specrun.project).write_text(json.dumps(settings))
     env = {**specrun.env.vars, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
     child = pexpect.spawn(
         sys.executable,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from protocol.wire.control import SuggestionRequest
-from tests.support import Specrun, make_sample_project, running_service, wait_until
+from tests.support import Env, Specrun, make_sample_project, running_service, wait_until
 
 FIX = "fix the failing test in tests/test_calc.py"
 NEG = "add a test for negative numbers"
@@ -22,16 +22,18 @@ RANKED = ["run the tests", NEG, "show me the diff"]
 SETTLED = ("completed", "boundary", "failed")
 
 
-def _with_branches(project: Path) -> Path:
-    (project / ".specrun").mkdir()
-    (project / ".specrun" / "settings.json").write_text(json.dumps({"speculationBranches": 3}))
-    return project
+def _with_branches(project: Path) -> Any:
+    def write(env: Env) -> None:
+        env.own_settings(project).write_text(json.dumps({"speculationBranches": 3}))
+
+    return write
 
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Specrun]:
-    project = _with_branches(make_sample_project(tmp_path / "proj"))
-    with running_service(project, "--approval-mode", "auto-edit") as runner:
+    project = make_sample_project(tmp_path / "proj")
+    with running_service(project, "--approval-mode", "auto-edit",
+                         before_start=_with_branches(project)) as runner:
         yield runner
 
 

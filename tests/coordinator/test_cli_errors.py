@@ -110,9 +110,8 @@ def test_a_model_the_endpoint_does_not_list_is_named_at_start(
     """A first query used to be the first to say, with a 404 that points at the base URL."""
     scenario = {"name": "t", "models": ["qwen-a", "qwen-b"], "rules": [{"default": {"text": "hi"}}]}
     with ScriptedModelServer(scenario) as server:
-        state = specrun.project / ".specrun"
-        state.mkdir(exist_ok=True)
-        (state / "settings.json").write_text(json.dumps({"baseUrl": server.base_url, **settings}))
+        own = specrun.env.own_settings(specrun.project)
+        own.write_text(json.dumps({"baseUrl": server.base_url, **settings}))
         started = specrun.run("start")
         try:
             assert started.returncode == 0, started
@@ -122,8 +121,7 @@ def test_a_model_the_endpoint_does_not_list_is_named_at_start(
             specrun.run("stop")
     listed = {"model": "qwen-b"}
     with ScriptedModelServer(scenario) as server:
-        (specrun.project / ".specrun" / "settings.json").write_text(
-            json.dumps({"baseUrl": server.base_url, **listed}))
+        own.write_text(json.dumps({"baseUrl": server.base_url, **listed}))
         started = specrun.run("start")
         try:
             assert started.returncode == 0 and "warning" not in started.stderr, started
@@ -141,8 +139,7 @@ def test_dashscope_without_a_key(specrun: Specrun) -> None:
 
 
 def test_a_bad_settings_file_names_the_file(specrun: Specrun) -> None:
-    path = specrun.project / ".specrun" / "settings.json"
-    path.parent.mkdir(exist_ok=True)
+    path = specrun.env.own_settings(specrun.project)
     path.write_text('{"model": "x",\n "fastModel": }\n')
     for args in (("start",), ("config", "show"), ("memory", "list")):
         proc = specrun.run(*args)
@@ -155,8 +152,7 @@ def test_a_bad_settings_file_names_the_file(specrun: Specrun) -> None:
 
 
 def test_settings_errors_stay_one_sentence_even_with_debug(specrun: Specrun) -> None:
-    path = specrun.project / ".specrun" / "settings.json"
-    path.parent.mkdir(exist_ok=True)
+    path = specrun.env.own_settings(specrun.project)
     path.write_text('{"workerPool": "many"}')
     quiet = specrun.run("config", "show")
     assert quiet.returncode == 1 and "workerPool must be a whole number" in quiet.stderr
@@ -180,7 +176,7 @@ def test_a_project_whose_state_dir_cannot_be_made_is_one_sentence(env: Env, tmp_
     for args in (("start",), ("config", "set", "model", "x")):
         proc = runner.run(*args)
         assert proc.returncode == 1, proc
-        assert "Cannot create" in proc.stderr and "not a directory" in proc.stderr
+        assert "Cannot use" in proc.stderr and "not a directory" in proc.stderr
         assert "Traceback" not in proc.stderr and "Errno" not in proc.stderr
         assert "directory you can write to" in proc.stderr
     assert not processes_with_env(env.runtime)

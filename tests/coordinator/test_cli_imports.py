@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from coordinator.cli.app import local_names
 from coordinator.commands import module_names
 from protocol.wire.control import SuggestionRequest
-from tests.support import REPO, Specrun, wait_until
+from tests.support import REPO, Specrun, make_sample_project, running_service, wait_until
 
 FIX = "fix the failing test in tests/test_calc.py"
 NEG = "add a test for negative numbers"
@@ -40,6 +43,15 @@ atexit.register(loaded)
 from coordinator.cli import main
 main()
 """
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Specrun]:
+    """One service for the module: a probe reads what a command loaded, and the tests
+    after the first one ask only for a status and a config, whatever the session holds."""
+    project = make_sample_project(tmp_path_factory.mktemp("imports") / "proj")
+    with running_service(project, "--approval-mode", "auto-edit") as runner:
+        yield runner
 
 
 def _probe(service: Specrun, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:

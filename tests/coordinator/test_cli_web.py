@@ -49,8 +49,11 @@ def test_start_with_web_prints_a_url_that_serves_and_the_view_ends_with_the_serv
     assert url.startswith("http://127.0.0.1:") and "?token=" in url
     first = httpx.get(url, follow_redirects=False, timeout=30)
     assert first.status_code == 303
-    page = httpx.get(url, follow_redirects=True, timeout=30)
+    base = url.split("/?")[0]
+    cookie = first.headers["set-cookie"].split(";")[0]
+    page = httpx.get(base + "/", headers={"cookie": cookie}, timeout=30)
     assert page.status_code == 200 and '<script src="/app.js"' in page.text
+    assert httpx.get(url, timeout=30).status_code == 403  # the printed URL works once
     port = int(url.split(":")[2].split("/")[0])
     (view,) = [
         psutil.Process(c.pid) for c in psutil.net_connections("inet")

@@ -1,5 +1,5 @@
-"""Settings: precedence (project file < user file < environment < flags), sources, and
-errors that name the file and the key."""
+"""Settings: precedence (a trusted project's file < your file for the project < user file <
+environment < flags), sources, and errors that name the file and the key."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from coordinator.settings import (
     load_settings,
     set_setting,
 )
+from coordinator.trust import record_trust
 from protocol.wire.approval import ApprovalMode
 from tests.support import Specrun
 
@@ -47,6 +48,8 @@ def test_precedence_project_user_env_flags(dirs: tuple[Path, Path]) -> None:
                     "enableSpeculation": False})
     ufile = _write(home / ".specrun" / "settings.json", {"model": "u", "fastModel": "uf"})
     env = {"SPECRUN_MODEL": "e"}
+    assert load_settings(project, env=env, home=home).worker_pool == 1  # not trusted yet
+    record_trust(project, True)
     s = load_settings(project, env=env, home=home, flags={"model": "f"})
     assert s.model == "f" and s.sources["model"] == "flag --model"
     assert s.fast_model == "uf" and s.sources["fastModel"] == str(ufile)
@@ -132,6 +135,7 @@ def test_bad_json_names_the_file_and_line(dirs: tuple[Path, Path]) -> None:
     path = project / ".specrun" / "settings.json"
     path.parent.mkdir()
     path.write_text('{\n  "model": "x"\n  "fastModel": "y"\n}\n')
+    record_trust(project, True)
     with pytest.raises(SettingsError, match="not valid JSON") as err:
         load_settings(project, env={}, home=home)
     assert str(path) in str(err.value) and "line 3" in str(err.value)
@@ -163,7 +167,7 @@ def test_an_api_key_no_endpoint_could_take_is_refused_unechoed(
     refused = specrun.run("config", "set", "apiKey", key)
     assert refused.returncode == 1 and named in refused.stderr, refused
     assert "SECRET" not in refused.stdout + refused.stderr
-    _write(specrun.project / ".specrun" / "settings.json", {"apiKey": key})
+    _write(specrun.env.own_settings(specrun.project), {"apiKey": key})
     started = specrun.run("start")
     assert started.returncode == 1 and named in started.stderr, started
     assert "SECRET" not in started.stdout + started.stderr and "codec" not in started.stderr
@@ -174,7 +178,7 @@ def test_an_api_key_no_endpoint_could_take_is_refused_unechoed(
 def test_a_base_url_no_request_could_use_stops_the_start_clearly(specrun: Specrun) -> None:
     """A port out of range passed the scheme check and stopped the service's start with
     "unhandled errors in a TaskGroup"; now the file and the reason are named."""
-    _write(specrun.project / ".specrun" / "settings.json", {"baseUrl": "http://127.0.0.1:99999/v1"})
+    _write(specrun.env.own_settings(specrun.project), {"baseUrl": "http://127.0.0.1:99999/v1"})
     started = specrun.run("start")
     assert started.returncode == 1, started
     assert "baseUrl must be an http:// or https:// URL" in started.stderr
@@ -222,6 +226,7 @@ def test_text_from_a_flag_or_the_environment_is_read_laxly(
 
 def test_config_show_json_reports_values_and_sources(specrun: Specrun) -> None:
     _write(specrun.project / ".specrun" / "settings.json", {"approvalMode": "auto-edit"})
+    specrun.trust()
     user = _write(specrun.env.home / ".specrun" / "settings.json", {"fastModel": "mini"})
     specrun.env.vars["SPECRUN_MODEL"] = "big"
     specrun.env.vars["OPENAI_API_KEY"] = "secret-key-value"
@@ -242,7 +247,7 @@ def test_config_show_json_reports_values_and_sources(specrun: Specrun) -> None:
 
 def test_config_set_then_show(specrun: Specrun) -> None:
     result = specrun.json("config", "set", "workerPool", "3")
-    path = specrun.project.resolve() / ".specrun" / "settings.json"
+    path = specrun.env.own_settings(specrun.project)
     assert result == {"key": "workerPool", "value": 3, "file": str(path)}
     assert specrun.json("config", "show")["settings"]["workerPool"]["value"] == 3
     user = specrun.json("config", "set", "--user", "fastModel", "tiny")
@@ -275,11 +280,12 @@ def test_a_refused_setting_leaves_no_state_dir_behind(specrun: Specrun) -> None:
     assert not state.exists()  # it would mark this directory as a project for its subdirs
     specrun.json("config", "set", "workerPool", "2")
     assert specrun.run("config", "set", "workerPool", "many").returncode == 1
-    assert (state / "settings.json").exists()  # one that was there stays
+    assert not state.exists()  # your settings live outside the project
+    assert specrun.env.own_settings(specrun.project).exists()
 
 
 def test_flags_win_when_the_service_starts(specrun: Specrun) -> None:
-    _write(specrun.project / ".specrun" / "settings.json",
+    _write(specrun.env.own_settings(specrun.project),
            {"approvalMode": "plan", "workerPool": 1})
     specrun.env.vars["SPECRUN_FAST_MODEL"] = "from-env"
     specrun.run("start", "--approval-mode", "yolo", check=True)

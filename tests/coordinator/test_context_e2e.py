@@ -72,8 +72,7 @@ def session(
         "scenario": str(scenario_file),
         **settings,
     }
-    (specrun.project / ".specrun").mkdir(exist_ok=True)
-    (specrun.project / ".specrun" / "settings.json").write_text(json.dumps(config))
+    specrun.env.own_settings(specrun.project).write_text(json.dumps(config))
     log = tmp / "model.jsonl"
     specrun.env.vars["SPECRUN_MODEL_LOG"] = str(log)
     monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(specrun.env.runtime))

@@ -176,8 +176,7 @@ def test_bad_budget_window_is_refused_with_the_key(specrun: Specrun) -> None:
     out = specrun.run("config", "set", "speculationBudgetWindow", "day")
     assert out.returncode == 1
     assert "speculationBudgetWindow must be hour or session" in out.stderr
-    settings = specrun.project / ".specrun" / "settings.json"
-    settings.parent.mkdir(exist_ok=True)
+    settings = specrun.env.own_settings(specrun.project)
     settings.write_text('{"speculationBudget": -5}')
     out = specrun.run("config", "show")
     assert out.returncode == 1

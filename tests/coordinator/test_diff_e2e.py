@@ -25,6 +25,7 @@ from tests.coordinator.e2e import (
     Driver,
     done_unless_stalled,
     shell_call,
+    shell_speculation,
     stepped_scenario,
     tidy_project,
     write_call,
@@ -71,7 +72,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Specrun,
     project = tidy_project(tmp / "project")
     path = tmp / "diff.yaml"
     path.write_text(yaml.safe_dump(scenario()))
-    with running_service(project, "--approval-mode", "auto-edit", "--scenario", str(path)) as r:
+    with running_service(project, "--approval-mode", "auto-edit", "--scenario", str(path),
+                         before_start=shell_speculation(project)) as r:
         driver = Driver(project)
         try:
             driver.ask("hello")

@@ -85,8 +85,9 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Specrun]:
 class Live:
     """The running service as seen from the control socket: epoch, pid, worker pids."""
 
-    def __init__(self, project: Path) -> None:
+    def __init__(self, project: Path, log: Path) -> None:
         self.project = project
+        self.log = log
         self.client = ServiceClient(project, timeout_s=5)
         self.ctx = zmq.Context()
         self.endpoint = Endpoints.for_project(project, create=False).workers
@@ -115,7 +116,7 @@ class Live:
         """Return once the service has handled every frame sent so far."""
         self.ctx.term()  # the frames of the closed sockets leave first
         self.ctx = zmq.Context()
-        worker_frames_handled(self.project, self.epoch)
+        worker_frames_handled(self.project, self.epoch, self.log)
 
     def close(self) -> None:
         self.client.close()
@@ -124,7 +125,7 @@ class Live:
 
 @pytest.fixture(scope="module")
 def live(running: Specrun) -> Iterator[Live]:
-    handle = Live(running.project)
+    handle = Live(running.project, running.service_log)
     yield handle
     handle.close()
 

@@ -15,6 +15,7 @@ import pytest
 
 from coordinator.service.chat import history as history_mod
 from coordinator.service.chat.history import CURRENT_FILE, HistoryStore, parse_session_bytes
+from coordinator.user_state import project_state_dir
 from protocol.wire.chat import Message, ToolCall, ToolResult
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +37,8 @@ def test_append_and_load_round_trip(tmp_path: Path) -> None:
     store.append([Message.user("single")])
     assert store.load() == [*turn(0), Message.user("single")]
     session = store.current_session()
-    assert session.path == tmp_path / ".specrun" / "sessions" / f"{session.id}.jsonl"
+    assert session.path == project_state_dir(tmp_path, "sessions") / f"{session.id}.jsonl"
+    assert not (tmp_path / ".specrun").exists()  # nothing of specrun's in the project
     lines = session.path.read_bytes().splitlines()
     assert b'"session_id"' in lines[0]
     assert lines[1] == b'{"batch":4}'

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,14 +153,14 @@ def test_read_error_is_skipped(
 ) -> None:
     (mem(project) / "eio.md").write_text(topic(name="Broken disk"))
     (mem(project) / "fine.md").write_text(topic(name="Fine"))
-    real = Path.read_bytes
+    real = os.open
 
-    def flaky(self: Path) -> bytes:
-        if self.name == "eio.md":
+    def flaky(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if os.fspath(path).endswith("eio.md"):
             raise PermissionError(13, "Permission denied")
-        return real(self)
+        return real(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", flaky)
+    monkeypatch.setattr(os, "open", flaky)
     with caplog.at_level(logging.DEBUG, logger="coordinator.memory.store"):
         assert [d.name for d in store(project, home).scan()] == ["Fine"]
     assert "unreadable" in caplog.text
@@ -322,3 +324,31 @@ def test_show_memory_by_path_stem_and_errors(project: Path, home: Path) -> None:
 
 def test_parse_memory_file_on_missing_path_returns_none(tmp_path: Path) -> None:
     assert parse_memory_file(tmp_path / "gone.md") is None
+
+
+def test_links_in_the_memory_directory_are_never_followed(
+    project: Path, home: Path, tmp_path: Path
+) -> None:
+    """A repository's ``MEMORY.md -> /proc/self/environ`` put the service's environment in
+    the system prompt: neither the index nor a topic file is read through a link, and the
+    topic is named as skipped; a memory directory reached through a link is not read."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET-ENV=1\n" + topic(name="Leak"))
+    (mem(project) / "MEMORY.md").symlink_to(secret)
+    (mem(project) / "leak.md").symlink_to(secret)
+    (mem(project) / "fine.md").write_text(topic(name="Fine"))
+    skipped: list[tuple[Path, str]] = []
+    assert [d.name for d in store(project, home).scan(skipped=skipped)] == ["Fine"]
+    assert [(p.name, why) for p, why in skipped] == [
+        ("leak.md", "not a regular file (a symbolic link)")]
+    assert "SECRET" not in store(project, home).index_prompt()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "MEMORY.md").write_text("SECRET index\n")
+    (elsewhere / "other.md").write_text(topic(name="Other"))
+    shutil.rmtree(mem(project))
+    mem(project).symlink_to(elsewhere)
+    skipped = []
+    assert store(project, home).scan(skipped=skipped) == []
+    assert skipped and skipped[0][0] == mem(project)
+    assert "SECRET" not in store(project, home).index_prompt()

@@ -52,5 +52,5 @@ def test_refusals_are_distinct_outcomes_everywhere(
     finally:
         driver.close()
         specrun.run("stop")
-    log = (specrun.project / ".specrun" / "logs" / "service.log").read_text()
+    log = specrun.service_log.read_text()
     assert "the selector model refused" in log and "lexical fallback" in log

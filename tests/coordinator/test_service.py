@@ -105,7 +105,7 @@ def test_malformed_frames_get_an_error_and_the_service_keeps_serving(shared: Spe
         control.close()
     finally:
         ctx.term()
-    worker_frames_handled(service.project, service.json("status")["epoch"])
+    worker_frames_handled(service.project, service.json("status")["epoch"], service.service_log)
     assert service.json("status")["pid"] == pid
 
 

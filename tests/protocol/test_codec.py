@@ -43,6 +43,8 @@ LIVE_WORKERS = control.LiveWorkers((control.LiveWorker(INFO, 12.5, 4096),))
 LIVE_STATS = control.LiveStats(STATS, {0: 2})
 SUGGESTION = control.SuggestionReply(5, "run the tests", True, None, SPEC_INFO)
 
+UNDONE_FILE = control.UndoFile("a.py", "kept", "changed since")
+
 REQUESTS = [
     control.StatusRequest(1),
     control.StopRequest(2),
@@ -62,6 +64,7 @@ REQUESTS = [
     control.SuggestionRequest(15, transcript=0),
     control.SubscribeRequest(16, 4321),
     control.LiveSnapshotRequest(17),
+    control.UndoRequest(18, 2, conversation=True),
 ]
 REPLIES = [
     control.ErrorReply(1, "bad_request", "no."),
@@ -118,6 +121,11 @@ REPLIES = [
     control.LiveEvent(20, 7, control.LiveSuggestion(SUGGESTION)),
     control.LiveEvent(21, 8, control.LiveReset("s2")),
     control.LiveResync(22, 8),
+    control.UndoReply(
+        24,
+        (control.CheckpointInfo(1, "accept", "fix it", 1.5, (UNDONE_FILE,)),),
+        (UNDONE_FILE,),
+    ),
     control.LiveSnapshot(
         23, 8, STATUS, (control.TranscriptEntry("user", "x"),), SUGGESTION, {"s": (STEP,)},
         {"s": DIFF}, LIVE_WORKERS, LIVE_STATS,

@@ -30,6 +30,7 @@ from protocol.model import (
     ToolCallDelta,
 )
 from protocol.wire.chat import Message, ToolCall, ToolResult, ToolSpec
+from protocol.wire.model_options import ModelOptions
 from tests.support import REPO, local_http_server
 
 T = TypeVar("T")
@@ -567,10 +568,12 @@ def test_slow_first_token_times_out_on_the_non_streaming_path(
     serve: Callable[..., ScriptedModelServer],
 ) -> None:
     server = serve([{"default": {"text": "late", "latency_ms": 5000}}])
+    # Nothing comes before the whole answer: the first-byte wait plus the between-bytes one.
+    quick = ModelOptions(first_byte_timeout_s=0.1, first_byte_s_per_1k_tokens=0.0)
 
-    error = failed_call(server.base_url, timeout_s=0.2, call="complete")
+    error = failed_call(server.base_url, timeout_s=0.1, options=quick, call="complete")
     assert error.kind == "timeout"
-    assert "sent nothing for 0.2 s" in str(error)
+    assert "sent nothing for 0.2 s after a request with about" in str(error)
 
 
 def test_total_timeout_caps_a_slow_stream(serve: Callable[..., ScriptedModelServer]) -> None:

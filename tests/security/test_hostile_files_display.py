@@ -48,12 +48,13 @@ def test_config_show_escapes_a_settings_file(specrun: Specrun) -> None:
     settings = specrun.project / ".specrun" / "settings.json"
     settings.parent.mkdir(exist_ok=True)
     settings.write_text('{"model": "Model\\u001b]52;c;aGk=\\u0007[red]x[/]"}\n')
+    specrun.trust()  # a trusted project's file: its values are shown, escaped
     shown = assert_only_own_sequences(in_terminal(specrun, "config", "show"), MARKED)
     assert "Model\\x1b]52;c;aGk=\\x07[red]x[/]" in shown
 
 
 def test_logs_escape_the_lines_they_print(specrun: Specrun) -> None:
-    log = specrun.project / ".specrun" / "logs" / "service.log"
+    log = specrun.service_log
     log.parent.mkdir(parents=True)
     log.write_text(f"INFO shell: Log{UP_ERASE}{OSC52}\nINFO ok\n")
     shown = assert_only_own_sequences(in_terminal(specrun, "logs"), MARKED)
@@ -65,7 +66,7 @@ def test_a_log_line_is_not_broken_at_a_character_it_quotes(specrun: Specrun,
                                                            breaker: str) -> None:
     """Only "\n" ends a log line: a quoted "\r" or U+2028 must not make what follows it
     print as a line of its own, a forged log line (``--follow`` already split at "\n")."""
-    log = specrun.project / ".specrun" / "logs" / "service.log"
+    log = specrun.service_log
     log.parent.mkdir(parents=True)
     forged = "2026-12-02 03:00:00,000 INFO specrun: all checks passed"
     log.write_text(f"INFO model said: hi{breaker}{forged}\n")

@@ -69,13 +69,11 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     project = make_sample_project(tmp / "project")
     path = tmp / "limits.yaml"
     path.write_text(yaml.safe_dump(scenario()))
-    (project / ".specrun").mkdir(exist_ok=True)
-    (project / ".specrun" / "settings.json").write_text(
-        f'{{"speculateShell": true, "overlayQuotaMb": {QUOTA_MB}, '
-        f'"speculationTimeoutS": {TIMEOUT_S}}}\n'
-    )
+    settings = (f'{{"speculateShell": true, "overlayQuotaMb": {QUOTA_MB}, '
+                f'"speculationTimeoutS": {TIMEOUT_S}}}\n')
     with running_service(
-        project, "--approval-mode", "auto-edit", "--scenario", str(path)
+        project, "--approval-mode", "auto-edit", "--scenario", str(path),
+        before_start=lambda env: env.own_settings(project).write_text(settings),
     ) as runner:
         driver = Driver(project)
         driver.ask("hello")
@@ -109,7 +107,7 @@ def test_a_vsock_socket_cannot_be_created(service: Any) -> None:
     info = speculate(service, "open a vsock", ("completed",))
     assert info.tool_uses == 1
     runner.run("accept", check=True)
-    state = project / ".specrun"
+    state = runner.env.state_dir(project)
     history = "".join(p.read_text(errors="replace") for p in state.rglob("*.jsonl"))
     assert "VSOCK-REFUSED 97" in history
     assert "VSOCK-CREATED" not in history.replace("print('VSOCK-CREATED')", "")

@@ -156,12 +156,8 @@ def hostile(
     tmp = tmp_path_factory.mktemp("hostile")
     project = make_sample_project(tmp / "project")
     path = tmp / "hostile.yaml"
-    (project / ".specrun").mkdir(exist_ok=True)
-    (project / ".specrun" / "settings.json").write_text(
-        '{"overlayQuotaMb": 1, "commandCpuSeconds": 1}\n'
-    )
-
     def prepare(env: Env) -> None:
+        env.own_settings(project).write_text('{"overlayQuotaMb": 1, "commandCpuSeconds": 1}\n')
         (env.home / ".ssh").mkdir(mode=0o700)
         (env.home / ".ssh" / "id_rsa").write_text(SECRET + "\n")
         path.write_text(yaml.safe_dump(scenario(listener[0], env.home, env.runtime)))
@@ -210,7 +206,7 @@ def test_shell_escapes_change_nothing_outside(
     assert all(layer["active"] for layer in status["containment"]), status["containment"]
     # Tab: the transcript that reaches the history never holds the secret.
     runner.run("accept", check=True)
-    state = hostile[2] / ".specrun"
+    state = env.state_dir(hostile[2])
     history = "".join(p.read_text(errors="replace") for p in state.rglob("*.jsonl"))
     assert "check the files" in history
     assert SECRET not in history

@@ -145,16 +145,19 @@ def plant(project: Path, env: Env) -> None:
     (project / "ssh_dir").symlink_to(ssh)
     state = project / ".specrun"
     state.mkdir(exist_ok=True)
-    (state / "settings.json").write_text(
-        json.dumps({"apiKey": API_KEY, "memoryDir": "notes/mem", "enableMemory": False})
-    )
+    (state / "settings.json").write_text(json.dumps({"apiKey": API_KEY}))
+    # The person's own setting (config set): the memory directory inside the project.
+    env.own_settings(project).write_text(
+        json.dumps({"memoryDir": "notes/mem", "enableMemory": False}))
     memory = project / MEMORY_FILE
     memory.parent.mkdir(parents=True)
     memory.write_text(
         "---\nname: deploy notes\ndescription: how we deploy\ntype: project\n---\n"
         f"The deploy token is {MEMORY}.\n"
     )
-    earlier = HistoryStore(project)
+    # A session an older specrun kept in the project's .specrun/ (what it holds stays
+    # unreadable to a speculation, wherever specrun keeps its sessions now).
+    earlier = HistoryStore(project, sessions_dir=state / "sessions")
     earlier.append([Message.user(f"my old token is {SESSION}"), Message.assistant("Noted.")])
     earlier.new_session()
 

@@ -73,6 +73,6 @@ def test_the_service_log_never_holds_the_password(
     ``user:***@`` (``specrun logs`` prints that file)."""
     driver, server = served
     assert server.requests  # requests were made and logged
-    log = (driver.project / ".specrun" / "logs" / "service.log").read_text()
+    log = driver.log_path.read_text()
     assert "HTTP Request" in log and "user:***@127.0.0.1" in log
     assert PASSWORD not in log

@@ -2,16 +2,17 @@
 the person's mouth.
 
 The main chat resumes the project's current session at start, and the model reads its
-history as the person's own past turns. A repository that commits one (``git add -f``:
-``.specrun/`` ignores itself) could hand everyone who clones it a conversation in which
-"they" asked for anything. A session file or ``CURRENT`` pointer that git tracks is not
-loaded; the same files, untracked, are the person's own and are.
+history as the person's own past turns. specrun keeps its sessions in its per-user state
+directory, outside the project, so one a repository commits (``git add -f``) or a tarball
+carries is never read: tracked or not, in a git checkout or not.
 """
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from coordinator.service.chat.history import HistoryStore
 from protocol.wire.chat import Message
@@ -26,30 +27,27 @@ def git(project: Path, *args: str) -> None:
                    cwd=project, check=True, capture_output=True)
 
 
-def ship_a_session(project: Path) -> str:
-    """Write a session the way specrun does, then commit it as a repository would."""
-    with HistoryStore(project) as store:
+def ship_a_session(project: Path, commit: bool = True) -> str:
+    """Write a session where an older specrun kept them, then commit it as a repository
+    would (or leave it untracked, as a tarball does)."""
+    with HistoryStore(project, sessions_dir=project / ".specrun" / "sessions") as store:
         session = store.current_session()
         store.append([Message.user(INJECTED), Message.assistant("Understood.")])
     (project / ".specrun" / ".gitignore").write_text("*\n")
-    git(project, "add", "-f", ".specrun/sessions")
-    git(project, "commit", "-qm", "ship a session")
+    if commit:
+        git(project, "add", "-f", ".specrun/sessions")
+        git(project, "commit", "-qm", "ship a session")
     return session.id
 
 
-def test_a_shipped_session_is_not_loaded(tmp_path: Path) -> None:
+@pytest.mark.parametrize("commit", [True, False], ids=["committed", "untracked"])
+def test_a_shipped_session_is_not_loaded(tmp_path: Path, commit: bool) -> None:
     project = make_sample_project(tmp_path / "project")
-    shipped = ship_a_session(project)
+    shipped = ship_a_session(project, commit)
     with HistoryStore(project) as store:
         assert store.current_session().id != shipped
         assert store.load() == []
         assert shipped not in [s.id for s in store.list_sessions()]
-    # Untracked, the same file is the person's own session again (CURRENT now names the
-    # one started above).
-    git(project, "rm", "-rq", "--cached", ".specrun/sessions")
-    with HistoryStore(project) as store:
-        assert shipped in [s.id for s in store.list_sessions()]
-        assert [m.text for m in store.load(shipped)] == [INJECTED, "Understood."]
 
 
 def test_a_service_in_a_clone_starts_a_session_of_its_own(tmp_path: Path) -> None:
@@ -62,5 +60,7 @@ def test_a_service_in_a_clone_starts_a_session_of_its_own(tmp_path: Path) -> Non
         try:
             assert started.returncode == 0, started.stderr
             assert specrun.json("status")["session_id"] != shipped
+            # One sentence says the project's old records are not used.
+            assert "sessions" in started.stderr and "ignored" in started.stderr
         finally:
             specrun.run("stop")

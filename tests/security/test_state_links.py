@@ -3,9 +3,9 @@
 ``.specrun/`` is in the project, so a cloned repository can hold it: with
 ``.specrun/logs/service.log -> ~/.bashrc`` the service appended its log (which quotes
 model and repository text) to the user's shell start-up file, with ``.specrun ->`` or
-``.specrun/sessions ->`` a directory elsewhere it wrote its sessions there. Now
-``specrun start`` refuses such a state directory in one sentence that names the link, and
-writes nothing through it.
+``.specrun/sessions ->`` a directory elsewhere it wrote its sessions there. Now specrun
+keeps its logs and sessions in its per-user state directory and writes nothing into the
+project's ``.specrun/`` at start: such links point at nothing it uses.
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ def test_start_writes_nothing_through_a_link_in_the_state_directory(
     planted.symlink_to(victim / ".bashrc" if link.endswith(".log") else victim)
     scenario = rules_scenario(tmp_path, [{"default": {"text": "Hi."}}])
     started = start_once(project, "--scenario", str(scenario))
-    assert started.returncode == 1, started.stderr
-    assert f"{planted} is a symbolic link" in started.stderr
+    assert started.returncode == 0, started.stderr
     assert "Traceback" not in started.stderr
     assert sorted(p.name for p in victim.iterdir()) == [".bashrc"]
     assert (victim / ".bashrc").read_text() == "mine\n"

@@ -175,3 +175,26 @@ def test_a_read_only_command_gets_neither_toolchains_nor_variables(
     result = _captured(helper, world, f"cat {world['tool']}; echo $PATH", mode="read_only")
     assert "tool ran" not in result.stdout and "No such file" in result.stderr
     assert result.stdout.strip().splitlines()[-1] == "/usr/local/bin:/usr/bin:/bin"
+
+
+def test_a_cloned_venv_opens_no_host_directory(
+    helper: SandboxHelper, world: dict[str, Path]
+) -> None:
+    """A repository's ``.venv`` whose ``pyvenv.cfg`` says ``home = <the home's parent>`` and
+    whose ``bin/python`` links into ``~/.gradle``: a captured command still reads neither
+    ``~/.gradle/gradle.properties`` nor anything else of the home directories."""
+    home, project = world["home"], world["project"]
+    (home / ".gradle/wrapper").mkdir(parents=True)
+    (home / ".gradle/gradle.properties").write_text("GRADLE-TOKEN\n")
+    (home / ".bash_history").write_text("HISTORY-LINE\n")
+    python = home / ".gradle/wrapper/python"
+    python.write_text("#!/bin/sh\necho stray\n")
+    python.chmod(0o755)
+    venv = project / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = {home.parent}\nversion = 3.11\n")
+    (venv / "bin" / "python").symlink_to(python)
+    result = _captured(helper, world, f"cat {home}/.gradle/gradle.properties "
+                                      f"{home}/.bash_history; ls -A {home.parent} {home}")
+    assert "GRADLE-TOKEN" not in result.stdout and "HISTORY-LINE" not in result.stdout
+    assert ".bash_history" not in result.stdout and ".gradle" not in result.stdout

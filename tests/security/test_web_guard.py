@@ -71,7 +71,7 @@ def test_the_view_listens_on_loopback_only(view: tuple[Specrun, WebView]) -> Non
 
 def test_without_the_token_nothing_is_served(view: tuple[Specrun, WebView]) -> None:
     _, web = view
-    for path in ("/", "/app.js", "/app.css", "/api/events"):
+    for path in ("/", "/first.js", "/app.js", "/app.css", "/api/events"):
         response = _get(web, path, cookie=False)
         assert response.status_code == 403, path
         assert "specrun web" in response.text and "<script" not in response.text
@@ -89,10 +89,20 @@ def test_the_token_becomes_an_httponly_strict_cookie_and_leaves_the_url(
     view: tuple[Specrun, WebView],
 ) -> None:
     _, web = view
-    response = httpx.get(web.url, follow_redirects=False)
+    response = web.trade
     assert response.status_code == 303
-    # To the bare URL; the fragment (which no request carries) hands the page its key.
-    assert response.headers["location"] == f"/#key={web.key}"
+    # To the bare URL; the fragment (which no request carries) holds a one-time code the
+    # page trades for its key: the key is in no URL, and the code works once.
+    code = response.headers["location"].removeprefix("/#handoff=")
+    assert response.headers["location"] == f"/#handoff={code}" and code != web.key
+    assert web.key  # traded (web_support), so the code is spent now:
+    again = httpx.post(web.base + "/handoff", json={"code": code},
+                       headers={"cookie": web.cookie, "origin": web.base})
+    assert again.status_code == 403 and "used already" in again.text
+    # And the printed token is spent too: the browser's history cannot sign in again.
+    spent = httpx.get(web.url, follow_redirects=False)
+    assert spent.status_code == 403 and "used already" in spent.text
+    assert "set-cookie" not in spent.headers
     cookie = response.headers["set-cookie"]
     assert cookie.startswith(f"specrun_web_{web.port}=")
     value = cookie.split(";")[0].split("=", 1)[1]
@@ -206,6 +216,7 @@ def test_the_page_never_turns_text_into_markup_or_code() -> None:
                       "createContextualFragment", "DOMParser", "srcdoc"):
         assert construct not in code, construct
     page = (STATIC / "index.html").read_text()
-    assert re.findall(r"<script[^>]*>", page) == ['<script src="/app.js" defer>']
+    assert re.findall(r"<script[^>]*>", page) == [
+        '<script src="/first.js">', '<script src="/app.js" defer>']
     assert not re.search(r"\son[a-z]+\s*=", page), "an inline event handler"
     assert "style=" not in page

@@ -21,7 +21,17 @@ from coordinator.service.chat.history import HistoryStore
 from protocol.text.inert_text import inert
 from tests.coordinator.e2e import FIX, scenario_variant, start_playing
 from tests.support import Specrun, local_http_server, wait_until
-from tests.web_support import WebView, browser, need_chromium, open_page, web_view
+from tests.web_support import (
+    WebView,
+    browser,
+    need_chromium,
+    open_page,
+    signed_in_by,
+    web_view,
+)
+
+# One Chromium for the module (tests/conftest.py): each test still gets a fresh context.
+pytestmark = pytest.mark.usefixtures("shared_chromium")
 
 # The service refuses a suggestion with control or bidi characters outright
 # (hidden_characters); markup in one is plain text and must stay so.
@@ -81,7 +91,7 @@ def _no_foreign_markup(page: Any) -> None:
             title: document.title,
         })"""
     )
-    assert found == {"scripts": ["/app.js"], "imgs": 0, "handlers": [], "bold": 0,
+    assert found == {"scripts": ["/first.js", "/app.js"], "imgs": 0, "handlers": [], "bold": 0,
                      "title": "specrun"}
 
 
@@ -96,6 +106,7 @@ def test_hostile_suggestion_file_names_and_diff_lines_show_as_text_and_run_nothi
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(web.url)
         page.wait_for_selector("#connection.ok")
+        signed_in_by(page, web)
         assert hostile.run("ask", FIX).returncode == 0
 
         page.wait_for_selector('.branch[data-rank="0"] .badge.status-completed', timeout=30_000)
@@ -247,14 +258,37 @@ def test_the_cookie_a_browser_hands_to_another_port_opens_nothing(
 
 
 def test_a_link_with_another_key_does_not_sign_the_page_out(web_service: Specrun) -> None:
-    """A page on another port of 127.0.0.1 may link to the view with a #key= of its own
-    (the cookie goes along: same site). The page keeps the key that works."""
+    """A page on another port of 127.0.0.1 may link to the view with a #handoff= code of
+    its own (the cookie goes along: same site). The page keeps the key that works."""
     with web_view(web_service) as web, browser() as context:
         page = open_page(context, web)
         linked = context.new_page()  # a new document, as a link from elsewhere opens
-        linked.goto(f"{web.base}/#key=not-the-key")
+        linked.goto(f"{web.base}/#handoff=not-the-code")
         linked.wait_for_selector("#connection.ok", timeout=20_000)
         assert linked.url == web.base + "/"
         assert linked.evaluate("localStorage.getItem('specrun_key')") == web.key
         page.reload()
         page.wait_for_selector("#connection.ok", timeout=20_000)
+
+
+def test_the_printed_url_signs_in_once_and_leaves_no_secret_in_the_address(
+    web_service: Specrun,
+) -> None:
+    """The history of the browser that opened the printed URL holds neither the token nor
+    the key: the token is spent by that load, and the key was never in a URL (the page's
+    first script takes the one-time code out before anything else loads)."""
+    with web_view(web_service) as web, browser() as context:
+        seen: list[str] = []
+        page = context.new_page()
+        page.on("framenavigated", lambda frame: seen.append(frame.url))
+        page.goto(web.url)
+        page.wait_for_selector("#connection.ok")
+        signed_in_by(page, web)
+        assert page.url == web.base + "/"
+        assert not any(web.key in url for url in seen), seen
+        other = context.new_page()  # the same URL again, from the history or a paste
+        answer = other.goto(web.url)
+        assert answer is not None and answer.status == 403
+        assert "used already" in other.locator("body").text_content()
+        page.reload()
+        page.wait_for_selector("#connection.ok")  # the signed-in page stays signed in

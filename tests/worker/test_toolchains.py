@@ -267,3 +267,46 @@ def test_cargo_stores_only_with_cargo(home: Path, project: Path) -> None:
     view = toolchain_view(str(project), {"HOME": str(home), "PATH": _path(home)})
     assert not any(".cargo" in p for p in view.binds)
     assert "CARGO_HOME" not in dict(view.env)
+
+
+def test_a_cloned_venv_names_no_host_directory(home: Path, project: Path, tmp_path: Path) -> None:
+    """A repository ships ``.venv``: its ``pyvenv.cfg`` ``home =`` line and its links are
+    the repository's words. They once bound ``~/.gradle`` (its gradle.properties) and all
+    of ``/home``; now only an interpreter of a known toolchain is shown."""
+    (home / ".gradle/wrapper").mkdir(parents=True)
+    (home / ".gradle/gradle.properties").write_text("token=SECRET\n")
+    stray = _exe(home / ".gradle/wrapper/python")
+    venv = project / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /home\nversion = 3.11\n")
+    (venv / "bin" / "python").symlink_to(stray)
+    view = toolchain_view(str(project), {"HOME": str(home), "PATH": "/usr/bin:/bin"})
+    assert view.binds == ()
+    assert str(home / ".gradle/wrapper") in dict(view.refused)
+    other = project / "venv"
+    (other / "bin").mkdir(parents=True)
+    (other / "bin" / "python").symlink_to(home / ".pyenv/versions/3.11.7/bin/python3.11")
+    assert toolchain_view(str(project), {"HOME": str(home), "PATH": "/usr/bin:/bin"}).binds == (
+        str(home / ".pyenv/versions/3.11.7"),)
+
+
+@pytest.mark.parametrize("named", ["/home", "/var/lib", "/srv", "/tmp", "HOME/.cache",
+                                   "HOME/.local/share", "STATE", "STATE/specrun/projects",
+                                   "TMP/specrun-speculation-UID"])
+def test_parents_and_specruns_own_directories_are_never_shown(
+    home: Path, project: Path, tmp_path: Path, named: str
+) -> None:
+    state = tmp_path / "state"
+    (state / "specrun/projects").mkdir(parents=True)
+    spec_base = tmp_path / "tmpdir" / f"specrun-speculation-{os.geteuid()}"
+    spec_base.mkdir(parents=True)
+    (home / ".cache/pip").mkdir(parents=True)
+    path = (named.replace("HOME", str(home)).replace("STATE", str(state))
+            .replace("TMP", str(tmp_path / "tmpdir")).replace("UID", str(os.geteuid())))
+    environ = {"HOME": str(home), "PATH": f"{path}:/usr/bin:/bin",
+               "XDG_STATE_HOME": str(state), "TMPDIR": str(tmp_path / "tmpdir")}
+    view = toolchain_view(str(project), environ, extra=(path,))
+    assert not any(os.path.realpath(path).startswith(b) or b.startswith(os.path.realpath(path))
+                   for b in view.binds), view.binds
+    if os.path.exists(path):
+        assert os.path.realpath(path) in dict(view.refused)

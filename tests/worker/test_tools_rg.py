@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import subprocess
 from pathlib import Path
 
 import psutil
@@ -355,3 +356,83 @@ def test_find_skips_the_directories_the_top_gitignore_names(proj: Path) -> None:
     _both(ctx, "glob", pattern="**/*.py")
     (proj / ".gitignore").write_text("node_modules/\n!node_modules/keep/\n")
     assert _ignored_dir_names(proj) == []  # a negation: nothing pruned
+
+
+def _find_links(root: Path, where: str, max_depth: int | None, name: str | None) -> set[str]:
+    """What the ``find`` a search starts beside rg prints, for a listing (no size cap)."""
+    from worker.tools.rg import _find_argv, _find_binary, _ignored_dir_names
+
+    finder = _find_binary()
+    assert finder is not None
+    argv = _find_argv(finder, where, None, max_depth, name, _ignored_dir_names(root))
+    out = subprocess.run(argv, cwd=root, capture_output=True, check=False).stdout
+    return {os.path.normpath(root / os.fsdecode(raw)) for raw in out.split(b"\0") if raw}
+
+
+def test_the_in_process_symlink_scan_finds_what_find_finds(tmp_path: Path) -> None:
+    """A listing (glob) learns the symlinks rg skips from one ``os.scandir`` pass instead of
+    ``find``: same links, same depth bound, same name filter, same pruned directories."""
+    from worker.tools.rg import _ignored_dir_names, _name_regex, _scan_symlinks
+
+    root = tmp_path / "p"
+    make_tree(
+        root,
+        {
+            ".gitignore": "node_modules/\n__pycache__\n",
+            ".git/HEAD": "x\n",
+            "a.py": "",
+            "d/e/f/g.py": "",
+            "node_modules/m/x.py": "",
+            "d/__pycache__/c.pyc": "",
+            "w/x.md": "",
+        },
+    )
+    links = {
+        "top.py": "a.py",
+        "d/one.py": "../a.py",
+        "d/e/two.py": "../../a.py",
+        "d/e/f/three.pyc": "g.py",
+        "d/e/f/deep.ts": "g.py",
+        "d/dirlink": "e",
+        "d/dirlink.py": "e",
+        "dangling.py": "nowhere",
+        ".hidden.py": "a.py",
+        "node_modules/m/pruned.py": "x.py",
+        "d/__pycache__/pruned.py": "c.pyc",
+        ".git/inside.py": "HEAD",
+        "w/.git": "x.md",  # a link named .git is not a directory: find prints it
+        "w/new\nline.py": "x.md",
+        "w/caf\u00e9.py": "x.md",
+        "w/x.{py}": "x.md",
+    }
+    for rel, target in links.items():
+        os.symlink(target, root / rel)
+    os.symlink("x.md", os.fsencode(root / "w") + b"/bad\xff.py")
+    pruned = _ignored_dir_names(root)
+    assert pruned == ["node_modules", "__pycache__"]
+    for where in [".", "./d", "./d/e", "./node_modules", "./w"]:
+        for max_depth in [None, 1, 2]:
+            for name in [None, "*.py", "*.{py,ts}", "*.{py}", "*", "t*", "caf\u00e9*"]:
+                top = os.path.normpath(root / where)
+                got = _scan_symlinks(top, where, max_depth, _name_regex(name), pruned)
+                assert got is not None
+                expected = _find_links(root, where, max_depth, name)
+                assert {os.path.normpath(p) for p in got} == expected, (where, max_depth, name)
+    assert _scan_symlinks(str(root / "gone"), "./gone", None, None, pruned) == []
+
+
+def test_a_listing_runs_rg_alone(proj: Path) -> None:
+    """glob's listing walks the tree once in another process (rg); the symlinks come from
+    reading the directories in this one, not from a second walk by ``find``."""
+    os.symlink("a.py", proj / "b" / "link.py")
+    view = TreeView(DirectAccess(proj))
+    start = view.node(proj)
+    assert start is not None
+    others = {p.pid for p in psutil.Process().children()}
+    search = start_search(view, start, name="*.py")
+    assert search is not None
+    with search:
+        started = [p.name() for p in psutil.Process().children() if p.pid not in others]
+        assert started == ["rg"]
+        assert sorted(search.listed() or []) == ["a.py", "b/c.py"]
+        assert [hit.rel for hit in search.extra() or []] == ["b/link.py"]

@@ -11,8 +11,12 @@ Where the paths come from:
 
 * every absolute directory on the user's ``PATH`` (the service's environment, which is the
   shell that started it);
-* the project's venvs (``.venv``, ``venv`` and ``$VIRTUAL_ENV``): the ``home`` of their
-  ``pyvenv.cfg`` and every hop of their ``bin/python`` symlink chain;
+* the project's venvs (``.venv``, ``venv`` and ``$VIRTUAL_ENV``): the directory of the
+  interpreter their ``bin/python`` finally links to, and only when that is a known
+  manager's (a pyenv version, uv's Python store) or a directory on the user's ``PATH``.
+  A venv in the project came with the repository: its ``pyvenv.cfg`` ``home =`` line and
+  the hops of its links are the repository's words, so they name nothing on their own
+  (they once bound ``~/.gradle`` and all of ``/home``);
 * symlinks in those directories that lead elsewhere (``~/.local/bin/ruff`` into uv's tool
   directory, a tool venv's ``python`` into uv's Pythons), followed until nothing new shows
   up;
@@ -33,13 +37,16 @@ What is shown for a directory (never more):
   Pythons, ``~/.local``), unless ``<prefix>`` is ``$HOME`` itself; any other directory
   alone.
 
-Never shown, whatever names it: ``$HOME`` itself or a directory above it, a path holding
-or inside a secret store of the home directory (:data:`HOME_SECRETS`: ``~/.ssh``,
-``~/.gnupg``, cloud and registry credentials, ``~/.config``, ``~/.specrun``...), ``/proc``,
-``/sys``, ``/dev``, ``/run``, specrun's own runtime and speculation directories, anything
-holding the project (whose view would be hidden) — and more than
-:data:`MAX_EXPOSED` paths. System directories (``/usr``, ``/opt``...) and the project are
-visible anyway and need nothing.
+Never shown, whatever names it: ``$HOME`` itself or a directory above it, a parent of
+many users' or many tools' files (:data:`SHARED_ROOTS`: ``/home``, ``/var/lib``,
+``/srv``, ``/tmp``...; :data:`HOME_PARENTS`: ``~/.cache``, ``~/.local``...), a path
+holding or inside a secret store of the home directory (:data:`HOME_SECRETS`: ``~/.ssh``,
+``~/.gnupg``, cloud and registry credentials, ``~/.config``, ``~/.specrun``, tools'
+credentials such as ``~/.gradle/gradle.properties``, shell histories...), ``/proc``,
+``/sys``, ``/dev``, ``/run``, a path holding or inside specrun's own runtime, state
+(``$XDG_STATE_HOME/specrun``) and speculation directories, anything holding the project
+(whose view would be hidden) — and more than :data:`MAX_EXPOSED` paths. System
+directories (``/usr``, ``/opt``...) and the project are visible anyway and need nothing.
 
 ``HOME`` stays the command's private ``/tmp`` (tools write their caches there and lose
 them with the command); so the managers that find their root through ``$HOME`` get it
@@ -56,6 +63,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -85,7 +93,23 @@ HOME_SECRETS = (
     ".terraform.d",
     ".vault-token",
     ".specrun",
+    ".gradle/gradle.properties",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".node_repl_history",
+    ".psql_history",
+    ".pgpass",
+    ".my.cnf",
+    ".local/state",
 )
+#: Parents of many users' or many services' files: never shown whole, whatever names them.
+SHARED_ROOTS = ("/home", "/root", "/var", "/var/lib", "/srv", "/mnt", "/media", "/tmp",
+                "/var/tmp", "/opt")
+#: Relative to $HOME: parents of many tools' files (caches, data), never shown whole.
+HOME_PARENTS = (".cache", ".local", ".local/share", ".local/share/uv")
+#: Relative to $HOME: where uv keeps the Pythons it installs (``UV_PYTHON_INSTALL_DIR``).
+UV_PYTHONS = ".local/share/uv/python"
 NEVER_SHOWN = ("/proc", "/sys", "/dev", "/run")
 # Stores of downloaded dependencies a build reads, relative to $HOME: what the user's
 # earlier builds fetched, so that an offline build in the sandbox finds them (the sandbox
@@ -123,6 +147,7 @@ class _Finder:
     environ: Mapping[str, str]
     private: tuple[str, ...]
     exposed: list[str] = field(default_factory=list)
+    on_path: set[str] = field(default_factory=set)  # real paths of the user's PATH entries
     refused: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
@@ -136,6 +161,13 @@ class _Finder:
         )
         self.system = tuple(sorted({os.path.realpath(d) for d in SYSTEM_DIRS}))
         self.secrets = tuple(os.path.join(self.home, rel) for rel in HOME_SECRETS)
+        self.parents = {
+            *(os.path.realpath(d) for d in SHARED_ROOTS),
+            *(os.path.join(self.home, rel) for rel in HOME_PARENTS),
+        }
+        self.uv_pythons = os.path.realpath(
+            env.get("UV_PYTHON_INSTALL_DIR") or os.path.join(self.home, UV_PYTHONS)
+        )
 
     def visible(self, real: str) -> bool:
         """Shown anyway: a system directory or the project."""
@@ -149,10 +181,26 @@ class _Finder:
         for secret in self.secrets:
             if _inside(real, secret) or _inside(secret, real):
                 return f"a secret store ({os.path.relpath(secret, self.home)}) is in it"
-        for path in (*NEVER_SHOWN, *self.private):
+        if real in self.parents:
+            return "a parent of many users' or tools' files: only a toolchain inside it is shown"
+        for path in NEVER_SHOWN:
             if _inside(real, path):
-                return "a system or specrun runtime directory"
+                return "a system directory"
+        for path in self.private:
+            if _inside(real, path) or _inside(path, real):
+                return "specrun's own runtime, state or speculation directory is in it"
         return None
+
+    def known_interpreter(self, real: str) -> bool:
+        """Whether ``real`` (the directory of a venv's interpreter) is a toolchain the host
+        itself has: a pyenv version, a uv-managed Python, a system directory, or a
+        directory on the user's ``PATH``."""
+        pyenv = self.pyenv_root(real)
+        if pyenv is not None and _inside(real, os.path.join(pyenv, "versions")):
+            return True
+        if _inside(real, self.uv_pythons) and real != self.uv_pythons:
+            return True
+        return (self.visible(real) and not _inside(real, self.project)) or real in self.on_path
 
     def pyenv_root(self, real: str) -> str | None:
         """The pyenv root ``real`` is in: ``$PYENV_ROOT`` or ``~/.pyenv``, or an ancestor
@@ -234,16 +282,29 @@ def _venvs(project: str, environ: Mapping[str, str]) -> Iterator[str]:
         yield active
 
 
-def _venv_home(venv: str) -> str | None:
-    try:
-        with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8") as cfg:
-            for line in cfg:
-                key, sep, value = line.partition("=")
-                if sep and key.strip() == "home" and os.path.isabs(value.strip()):
-                    return value.strip()
-    except (OSError, UnicodeDecodeError):
+def _venv_interpreter(venv: str) -> str | None:
+    """The real directory of the interpreter ``venv/bin/python`` finally is (an executable
+    regular file), or None. Its ``pyvenv.cfg`` is not read: what it says is the words of
+    whoever wrote the venv (in a cloned project, the repository)."""
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.lexists(python):
+        python = os.path.join(venv, "bin", "python3")
+    real = os.path.realpath(python)
+    if not (os.path.isfile(real) and os.access(real, os.X_OK)):
         return None
-    return None
+    return os.path.dirname(real)
+
+
+def specrun_dirs(environ: Mapping[str, str], home: str) -> tuple[str, ...]:
+    """specrun's own directories on the host, from the user's environment: its state root
+    (``$XDG_STATE_HOME/specrun``, else ``~/.local/state/specrun``) and the speculation
+    base (``<tmp>/specrun-speculation-<uid>``)."""
+    state = environ.get("XDG_STATE_HOME", "")
+    root = state if os.path.isabs(state) else os.path.join(home, ".local", "state")
+    tmp = environ.get("TMPDIR", "")
+    base = tmp if os.path.isabs(tmp) else tempfile.gettempdir()
+    return (os.path.join(root, "specrun"),
+            os.path.join(base, f"specrun-speculation-{os.geteuid()}"))
 
 
 def link_chain(path: str) -> list[str]:
@@ -307,16 +368,22 @@ def toolchain_view(
     user's ``PATH``, ``HOME``, the managers' variables), the project's venvs and ``extra``
     (the ``toolchainPaths`` setting). ``private``: specrun's own directories, never shown."""
     home = os.path.realpath(environ.get("HOME") or os.path.expanduser("~"))
+    own = (*private, *specrun_dirs(environ, home))
     finder = _Finder(
-        os.path.realpath(project), home, environ, tuple(os.path.realpath(p) for p in private)
+        os.path.realpath(project), home, environ, tuple(os.path.realpath(p) for p in own)
     )
     entries = [e for e in environ.get("PATH", "").split(":") if os.path.isabs(e)]
+    finder.on_path = {os.path.realpath(e) for e in entries}
     work: list[str] = list(entries)
     for venv in _venvs(finder.project, environ):
-        home_dir = _venv_home(venv)
-        if home_dir is not None:
-            work.append(home_dir)
-            work.extend(link_chain(os.path.join(venv, "bin", "python")))
+        interpreter = _venv_interpreter(venv)
+        if interpreter is None or _inside(interpreter, finder.project):
+            continue  # none, or inside the project: shown anyway
+        if finder.known_interpreter(interpreter):
+            work.append(interpreter)
+        else:  # named by a file in the project (or a venv elsewhere): not the host's
+            finder.refused[interpreter] = (
+                "a venv's interpreter outside the known toolchains (pyenv, uv, PATH)")
     work.extend(os.path.expanduser(p) for p in extra if os.path.isabs(os.path.expanduser(p)))
     for p in extra:
         if not os.path.isabs(os.path.expanduser(p)):

@@ -25,7 +25,7 @@ from worker.tools import (
     write_file,
 )
 from worker.tools.access import DirectAccess, FileAccess, OverlayAccess
-from worker.tools.args import PathArg, ToolArgs
+from worker.tools.args import PathArg, ToolArgs, decode_arguments
 from worker.tools.base import ShellMode, Tool, ToolContext, cap_text, describe_error
 from worker.tools.errors import ToolError, ToolStop
 
@@ -42,6 +42,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolStop",
+    "arguments_fit",
     "declared_paths",
     "execute",
     "get_tool",
@@ -67,6 +68,19 @@ _BY_NAME: dict[str, Tool[Any]] = {tool.name: tool for tool in TOOLS}
 def get_tool(name: str) -> Tool[Any] | None:
     """The tool called ``name``, or ``None``."""
     return _BY_NAME.get(name)
+
+
+def arguments_fit(name: str, arguments: str) -> bool:
+    """Whether the tool ``name`` exists and its own argument struct accepts ``arguments``
+    (the JSON text of a call): the model client's check of a call it read from text."""
+    tool = _BY_NAME.get(name)
+    if tool is None:
+        return False
+    try:
+        decode_arguments(name, arguments, tool.args)
+    except ToolError:
+        return False
+    return True
 
 
 def declared_paths(name: str) -> Mapping[str, PathArg]:

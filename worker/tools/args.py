@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
+from protocol.wire.json_depth import too_deep
 from worker.tools.errors import ToolError
 
 __all__ = ["PathArg", "PathUse", "ToolArgs", "decode_arguments", "path_fields"]
@@ -78,6 +79,9 @@ def _annotated_parts(hint: Any) -> list[Any]:
 def decode_arguments(tool: str, text: str, args_type: type[Args]) -> Args:
     """A call's JSON arguments as ``args_type``, or a ``ToolError`` saying what is wrong."""
     text = text or "{}"  # no arguments at all
+    deep = too_deep(text)
+    if deep is not None:
+        raise ToolError(f"Invalid arguments for {tool}: {deep}.")
     try:
         return msgspec.json.decode(text, type=args_type, strict=False)
     except msgspec.ValidationError as exc:

@@ -10,7 +10,8 @@ name matches a glob). The caller then runs exactly the code it runs on the walk'
 lines, numbers, caps and notes come out the same.
 
 rg never follows a symlink (it runs without ``-L``/``--follow``, and lists regular files
-only); the links ``find`` reports beside it go through the read rule (``worker.tools.reach``)
+only); the links ``find`` reports beside it (a search), or a scan of the directories in this
+process (a listing: :func:`_scan_symlinks`), go through the read rule (``worker.tools.reach``)
 like the walk's: one that leads outside the project or into specrun's state is skipped and
 named, never read. specrun's state below the start directory is dropped from rg's list.
 
@@ -42,6 +43,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -273,6 +275,14 @@ class _Proc:
         finally:
             self.close()
 
+    def paths(self) -> list[str] | None:
+        """The NUL-separated paths the process printed (``find``), or ``None`` when it failed
+        and printed none."""
+        code, out, _ = self.output()
+        if code != 0 and not out:
+            return None
+        return [os.fsdecode(raw) for raw in out.split(b"\0") if raw]
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -348,22 +358,115 @@ def _find_binary() -> str | None:
 _MAX_FIND_NAMES = 32
 
 
-def _find_names(name: str | None) -> list[str]:
-    """``find`` tests that keep only entries whose name matches ``name`` (a
-    :func:`name_glob`, whose braces ``find -name`` does not know: each alternative becomes
-    a ``-name`` of its own), or none when there is no name, or too many alternatives."""
+def _name_alternatives(name: str | None) -> list[str] | None:
+    """The plain patterns (``*`` their only wildcard) a :func:`name_glob` stands for, its
+    braces expanded, or ``None`` when there is no name or too many alternatives."""
     if name is None:
-        return []
+        return None
     names = [""]
     for literal, group in re.findall(r"([^{]*)(?:\{([^}]*)\})?", name):
         alternatives = group.split(",") if group else [""]
         names = [n + literal + alt for n in names for alt in alternatives]
         if len(names) > _MAX_FIND_NAMES:
-            return []
+            return None
+    return list(dict.fromkeys(names))
+
+
+def _find_names(name: str | None) -> list[str]:
+    """``find`` tests that keep only entries whose name matches ``name`` (a
+    :func:`name_glob`, whose braces ``find -name`` does not know: each alternative becomes
+    a ``-name`` of its own), or none when there is no name, or too many alternatives."""
+    names = _name_alternatives(name)
+    if names is None:
+        return []
     tests = ["("]
-    for i, one in enumerate(dict.fromkeys(names)):
+    for i, one in enumerate(names):
         tests += (["-o"] if i else []) + ["-name", one]
     return [*tests, ")"]
+
+
+def _name_regex(name: str | None) -> re.Pattern[str] | None:
+    """What :func:`_find_names` tests, as one regex for a whole file name (``*`` matches any
+    characters, a leading dot and a newline too, as ``find -name`` does), or ``None``: every
+    name."""
+    names = _name_alternatives(name)
+    if names is None:
+        return None
+    spelled = ("".join(".*" if ch == "*" else re.escape(ch) for ch in one) for one in names)
+    return re.compile("|".join(f"(?:{one})" for one in spelled), re.DOTALL)
+
+
+def _scan_symlinks(
+    top: str,
+    where: str,
+    max_depth: int | None,
+    names: re.Pattern[str] | None,
+    pruned: Collection[str],
+) -> list[str] | None:
+    """The symlinks below directory ``top`` (an absolute path), as ``find where`` (``where``
+    the same directory, relative) with the arguments of :func:`_find_argv` for a listing
+    prints them: no deeper than ``max_depth``, only those whose name ``names`` matches, not
+    inside a directory named ``.git`` or in ``pruned``, the start included. ``None`` when
+    nothing was found and a directory could not be read (``find`` failing: use the walk).
+
+    In-process instead of ``find`` because the scan reads each directory once and takes the
+    entry types the kernel gives with the names: ``find`` (fts) also stats and juggles
+    descriptors for each directory, which made it cost most of rg's own CPU time on a big
+    tree (docs/benchmarks.md). No link is followed and no file is stat-ed."""
+    skipped = {".git", *pruned}
+    if os.path.basename(where) in skipped or os.path.islink(top) or not os.path.isdir(top):
+        return []  # find prunes the start itself; or a link: find does not go below it
+    links: list[str] = []
+    failed = False
+    deepest = -1 if max_depth is None else max_depth
+    # Each directory is opened below its parent's descriptor with O_NOFOLLOW: a directory
+    # swapped for a link between its entry being read and its opening is not followed.
+    frames: list[tuple[int, Iterator[os.DirEntry[str]], str, int]] = []
+    try:
+        fd = os.open(top, _DIR_FLAGS)
+        try:
+            frames.append((fd, os.scandir(fd), top + "/", 1))
+        except OSError:
+            os.close(fd)
+            raise
+        while frames:
+            fd, entries, prefix, depth = frames[-1]
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if depth == deepest or entry.name in skipped:
+                            continue
+                        child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                        try:
+                            children = os.scandir(child)
+                        except OSError:
+                            os.close(child)
+                            raise
+                        frames.append((child, children, prefix + entry.name + "/", depth + 1))
+                        break  # its parent's entries go on once it is done
+                    if entry.is_symlink() and (names is None or names.fullmatch(entry.name)):
+                        links.append(prefix + entry.name)
+                except OSError:  # gone since its directory was read, or unreadable
+                    failed = True
+            else:
+                frames.pop()
+                _close_scan(fd, entries)
+    except OSError:
+        failed = True
+    finally:
+        for fd, entries, _, _ in frames:
+            _close_scan(fd, entries)
+    return None if failed and not links else links
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _close_scan(fd: int, entries: Iterator[os.DirEntry[str]]) -> None:
+    close = getattr(entries, "close", None)
+    if close is not None:
+        close()
+    os.close(fd)
 
 
 _PLAIN_DIR_RULE = re.compile(r"[\w.-]+/?")
@@ -430,6 +533,35 @@ def _find_argv(
     ]
 
 
+class _LinkScan:
+    """:func:`_scan_symlinks` standing in for ``find`` in a listing, on a thread of its own
+    from the start, as ``find`` ran beside rg: the scan spends most of its time in the
+    kernel (directory reads), when the reader of rg's list can hold the interpreter."""
+
+    def __init__(
+        self,
+        top: str,
+        where: str,
+        max_depth: int | None,
+        name: str | None,
+        pruned: Collection[str],
+    ) -> None:
+        self._args = (top, where, max_depth, _name_regex(name), pruned)
+        self._found: list[list[str] | None] = []
+        self._thread = threading.Thread(target=self._run, name="specrun-symlink-scan")
+        self._thread.start()
+
+    def _run(self) -> None:
+        self._found.append(_scan_symlinks(*self._args))
+
+    def paths(self) -> list[str] | None:
+        self._thread.join()
+        return self._found[0] if self._found else None
+
+    def close(self) -> None:
+        self._thread.join()  # a scan is not stopped half way; it holds descriptors until done
+
+
 class _Visibility:
     """Whether the walk from ``start`` reaches a file, by the same ignore rules (cached per
     directory, for the few files checked this way: overlay files, symlinks, big files; read
@@ -463,7 +595,8 @@ class _Visibility:
 
 
 class FileSearch:
-    """rg, with ``find`` beside it, running for one search (see :func:`start_search`).
+    """rg, with ``find`` beside it (or, for a listing, a symlink scan on a thread), running for
+    one search (see :func:`start_search`).
 
     :meth:`listed` gives what rg found as soon as rg has exited, while ``find`` may still
     be walking the tree: a caller does its per-file work (``glob`` stats every file) in that
@@ -476,7 +609,7 @@ class FileSearch:
         start: Path,
         visibility: _Visibility,
         rg: _Proc | None,
-        find: _Proc | None,
+        find: _Proc | _LinkScan | None,
         where: str,
     ) -> None:
         self._view = view
@@ -569,17 +702,15 @@ class FileSearch:
         hits: list[Hit] = []
         start = self._start
         if self._find is not None:
-            find_code, found, _ = self._find.output()
+            found = self._find.paths()
             self._find = None
-            if find_code != 0 and not found:
+            if found is None:
                 return None
             root = self._view.root
             overlay = self._view.overlay_files()
             seen: set[str] | None = None
-            for raw in found.split(b"\0"):
-                if not raw:
-                    continue
-                path = Path(os.path.normpath(root / os.fsdecode(raw)))
+            for raw in found:
+                path = Path(os.path.normpath(root / raw))
                 if path == start or path in overlay or self._view.hides(path):
                     continue
                 is_dir = os.path.isdir(path)
@@ -604,9 +735,10 @@ class FileSearch:
         return hits
 
     def close(self) -> None:
-        for proc in (self._rg, self._find):
-            if proc is not None:
-                proc.close()
+        if self._rg is not None:
+            self._rg.close()
+        if self._find is not None:
+            self._find.close()
         self._rg = self._find = None
 
     def __enter__(self) -> FileSearch:
@@ -667,8 +799,11 @@ def start_search(
         rg = _Proc(argv, root, env, stream=True)
     except OSError:
         return None
+    pruned = () if no_ignore else _ignored_dir_names(root)
+    if max_filesize is None:  # a listing: only the symlinks are wanted, no size test
+        links = _LinkScan(str(start.path), where, max_depth, name, pruned)
+        return FileSearch(view, start.path, visibility, rg, links, where)
     try:
-        pruned = () if no_ignore else _ignored_dir_names(root)
         find = _Proc(_find_argv(finder, where, max_filesize, max_depth, name, pruned), root)
     except OSError:
         rg.close()

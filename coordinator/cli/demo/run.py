@@ -60,6 +60,7 @@ from coordinator.cli.daemon import is_running, service_family, start_daemon, sto
 from coordinator.cli.turns import stream_turn
 from coordinator.pidfile import read_pid
 from coordinator.settings import is_dashscope, load_settings
+from coordinator.user_state import project_state_path
 from overlay.kernel import libc
 from protocol.text.inert_text import inert
 from protocol.text.secret_text import without_password
@@ -297,9 +298,15 @@ def _prepare_project(project: Path) -> None:
     _git(project, "init", "-q")
     _git(project, "add", "-A")
     _git(project, "commit", "-qm", "calc: add and multiply")
-    settings = project / ".specrun" / "settings.json"  # ignored by git, like a user's own
-    settings.parent.mkdir()
+
+
+def _own_settings(base: Path, project: Path) -> Path:
+    """The demo's settings for its sample copy, as `config set` would keep them: in the
+    state directory of the demo's own (``XDG_STATE_HOME`` of its service), never yours."""
+    settings = project_state_path(project, "settings.json", state_root=base / "state" / "specrun")
+    settings.parent.mkdir(parents=True, mode=0o700)
     settings.write_text(json.dumps({"speculationBranches": BRANCHES}, indent=2) + "\n")
+    return settings
 
 
 def _service_setup(base: Path, project: Path, options: DemoOptions) -> tuple[dict[str, str],
@@ -311,6 +318,8 @@ def _service_setup(base: Path, project: Path, options: DemoOptions) -> tuple[dic
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OPENAI_", "DASHSCOPE_", "SPECRUN_")) or k == "SPECRUN_RUNTIME_DIR"}
     env["HOME"] = str(home)
+    env["XDG_STATE_HOME"] = str(base / "state")
+    _own_settings(base, project)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     argv = ["--approval-mode", "auto-edit"]
     if options.base_url:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import click
 
@@ -11,7 +10,6 @@ from coordinator.cli import render
 from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import CliError, friendly
 from coordinator.cli.options import json_option
-from coordinator.state_dir import state_dir
 from protocol.text.inert_text import inert
 from protocol.text.secret_text import without_password
 
@@ -21,9 +19,10 @@ def config() -> None:
     """Settings: what is in effect and where each value came from.
 
     \b
-    Order (later wins): defaults, <project>/.specrun/settings.json,
-    ~/.specrun/settings.json, environment (OPENAI_API_KEY, OPENAI_BASE_URL,
-    DASHSCOPE_API_KEY, SPECRUN_MODEL, SPECRUN_FAST_MODEL), flags.
+    Order (later wins): defaults, <project>/.specrun/settings.json (only in a
+    trusted project: `specrun trust`), your settings for the project (`config set`,
+    kept in specrun's state directory), ~/.specrun/settings.json, environment
+    (OPENAI_API_KEY, OPENAI_BASE_URL, DASHSCOPE_API_KEY, SPECRUN_MODEL, SPECRUN_FAST_MODEL), flags.
     """
 
 
@@ -39,15 +38,18 @@ def config_show(obj: CommandContext, as_json: bool) -> None:
       specrun config show --json
     """
     from coordinator.settings import KEYS, project_settings_path, user_settings_path
+    from coordinator.user_state import personal_settings_path
 
     settings = obj.settings()
     public = settings.public()
     files = {"project": str(project_settings_path(obj.project)),
+             "yours": str(personal_settings_path(obj.project)),
              "user": str(user_settings_path())}
     if as_json:
         render.print_json({
             "project": str(obj.project),
             "files": files,
+            "trusted": settings.project_trusted,
             "settings": {k: {"value": public[k], "source": settings.sources[k]} for k in KEYS},
         })
         return
@@ -64,8 +66,10 @@ def config_show(obj: CommandContext, as_json: bool) -> None:
     render.console.print(table)
     from rich.text import Text
 
-    render.console.print(Text(inert(f"project file: {files['project']}\nuser file:    "
-                                           f"{files['user']}"), style="bright_black"))
+    shipped = "" if settings.project_trusted else " (not applied: the project is not trusted)"
+    render.console.print(Text(inert(f"project file: {files['project']}{shipped}\n"
+                                    f"your file:    {files['yours']}\n"
+                                    f"user file:    {files['user']}"), style="bright_black"))
 
 
 # A VALUE may start with "-" (a negative number): it is the value, not an option, so the
@@ -74,13 +78,15 @@ def config_show(obj: CommandContext, as_json: bool) -> None:
 @click.argument("key")
 @click.argument("value")
 @click.option("--user", "user_file", is_flag=True,
-              help="Write ~/.specrun/settings.json instead of the project's file.")
+              help="Write ~/.specrun/settings.json instead of your file for this project.")
 @json_option
 @click.pass_obj
 @friendly
 def config_set(obj: CommandContext, key: str, value: str, user_file: bool,
                as_json: bool) -> None:
-    """Write KEY=VALUE into the project's settings.json (or yours with --user).
+    """Write KEY=VALUE into your settings for this project (or for every project with
+    --user). They are yours, kept in specrun's state directory outside the project, so they
+    apply whether or not the project is trusted.
 
     An empty VALUE removes a non-string key. A running service reads settings at start:
     restart it for the change to apply.
@@ -90,22 +96,17 @@ def config_set(obj: CommandContext, key: str, value: str, user_file: bool,
       specrun config set approvalMode auto-edit
       specrun config set --user fastModel qwen3.5-flash
     """
-    from coordinator.settings import (
-        SettingsError,
-        project_settings_path,
-        set_setting,
-        user_settings_path,
-    )
+    from coordinator.settings import SettingsError, set_setting, user_settings_path
+    from coordinator.user_state import personal_settings_path, project_state_dir
 
-    path = user_settings_path() if user_file else project_settings_path(obj.project)
-    made = not user_file and not (obj.project / ".specrun").exists()
     if not user_file:
-        state_dir(obj.project)
+        obj.require_directory()
+    if not user_file:
+        project_state_dir(obj.project)  # private, checked, before anything is written there
+    path = user_settings_path() if user_file else personal_settings_path(obj.project)
     try:
         stored = set_setting(path, key, value)
     except SettingsError as exc:  # the value (or key) given here, not the file: say so
-        if made:  # a refused setting leaves no .specrun/ behind (it would mark a project)
-            shutil.rmtree(obj.project / ".specrun", ignore_errors=True)
         raise CliError(
             f"Not set: {exc}", "`specrun config show` lists every key with its value."
         ) from None

@@ -24,7 +24,7 @@ from protocol.text.inert_text import inert
 @click.pass_obj
 @friendly
 def logs(obj: CommandContext, follow: bool, count: int, as_json: bool) -> None:
-    """Print the service log (.specrun/logs/service.log).
+    """Print the service log (in specrun's state directory, outside the project).
 
     \b
     Examples:

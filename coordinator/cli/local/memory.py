@@ -143,12 +143,19 @@ def memory_add(obj: CommandContext, name: str, description: str, kind: str, scop
         if sys.stdin.isatty():
             raise click.UsageError("give the memory's text with --body or on stdin")
         body = sys.stdin.read()
+    from coordinator.settings import personal_memory_dir, project_trust
+    from coordinator.trust import after_own_write
+
+    was = project_trust(obj.project)
     if scope == "project":
         state_dir(obj.project)
     try:
         doc = _memory_store(obj).add_memory(name, description, kind, body, scope=scope)
     except ValueError as exc:
         raise CliError(f"{str(exc)[:1].upper()}{str(exc)[1:]}.") from None
+    finally:
+        if scope == "project":  # your own memory keeps a trusted project trusted
+            after_own_write(obj.project, was, personal_memory_dir(obj.project))
     if as_json:
         render.print_json(_memory_json(doc, body=True))
     else:

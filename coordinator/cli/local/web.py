@@ -15,10 +15,11 @@ from coordinator.cli import render
 from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import EXIT_NO_SERVICE, CliError, friendly
 from coordinator.cli.options import json_option
+from coordinator.user_state import logs_dir
 
 
 def web_log_path(project_root: Path) -> Path:
-    return project_root / ".specrun" / "logs" / "web.log"
+    return logs_dir(project_root) / "web.log"
 
 
 def _check_port(port: int) -> None:

@@ -38,7 +38,10 @@ class Compactor:
         self.model = model
         self.model_name = model_name
         self.fast_model = fast_model
-        self._window_asked = window_known  # the endpoint is asked once, at first use
+        # The endpoint is asked once: at the service's start, or at first use if that
+        # comes first; a turn starting meanwhile waits for that one answer.
+        self._window_asked = window_known
+        self._window_probe: asyncio.Task[None] | None = None
         self.last = ""  # what the last compaction did, in one sentence
         # The prompts and files of what the history's summary stands for (the session
         # loaded from disk gives the first), so a compaction reads only the part it cuts.
@@ -48,8 +51,13 @@ class Compactor:
         """Ask the endpoint for the model's window once, unless the setting gives it."""
         if self._window_asked:
             return
-        self._window_asked = True
+        if self._window_probe is None:
+            self._window_probe = asyncio.ensure_future(self._ask_window())
+        await asyncio.shield(self._window_probe)  # a cancelled turn leaves the probe be
+
+    async def _ask_window(self) -> None:
         reported = await self.model.context_window(self.model_name)
+        self._window_asked = True
         if reported is not None and self.context.source == "default":
             self.context.window, self.context.source = reported, "endpoint"
 

@@ -1,6 +1,8 @@
 """Append-only, crash-safe persistence of the main chat history.
 
-One file per session, ``<project>/.specrun/sessions/<session-id>.jsonl``::
+One file per session, ``<state>/sessions/<session-id>.jsonl`` in specrun's per-user state
+directory (``coordinator.user_state``: outside the project, so a repository cannot ship a
+session whose turns the model would take for the person's own)::
 
     {"format":"specrun-session/1","session_id":"…","created":1715000000.0}   header (line 1)
     {"role":"user","text":"…"}                                               one Message per line
@@ -43,7 +45,7 @@ from pathlib import Path
 import msgspec
 
 from coordinator.durable import atomic_write
-from coordinator.state_dir import shipped_paths
+from coordinator.user_state import sessions_dir as user_sessions_dir
 from protocol.wire.chat import Message
 
 log = logging.getLogger(__name__)
@@ -251,12 +253,8 @@ class HistoryStore:
         self.sessions_dir = (
             Path(sessions_dir).resolve()
             if sessions_dir is not None
-            else self.project_root / ".specrun" / "sessions"
+            else user_sessions_dir(self.project_root)
         )
-        # Session files git tracks came with the repository: their history is somebody
-        # else's, which the model would take for the person's own past turns. Asked of git
-        # once, when there is a session to resume.
-        self._shipped: set[Path] | None = None if sessions_dir is None else set()
         self._lock = threading.Lock()
         self._session: Session | None = None
         self._fd: int | None = None
@@ -282,31 +280,18 @@ class HistoryStore:
     def list_sessions(self) -> list[Session]:
         out = []
         for path in sorted(self.sessions_dir.glob("*.jsonl")):
-            if self._came_with_repository(path):
-                continue
             header = self._read_header(path)
             if header is not None:
                 out.append(Session(header.session_id, path, header.created))
         return out
 
-    def _came_with_repository(self, path: Path) -> bool:
-        if not path.exists():
-            return False
-        if self._shipped is None:
-            self._shipped = {self.project_root / p for p in shipped_paths(self.project_root)}
-        if path not in self._shipped:
-            return False
-        log.warning("%s came with the repository (git tracks it): not loaded", path)
-        return True
-
     def _find_current(self) -> Session | None:
         pointer = self.sessions_dir / CURRENT_FILE
         with contextlib.suppress(OSError, UnicodeDecodeError):
-            shipped = self._came_with_repository(pointer)
-            sid = "" if shipped else pointer.read_text("utf-8").strip()
+            sid = pointer.read_text("utf-8").strip()
             if sid and "/" not in sid and sid not in (".", ".."):
                 path = self.sessions_dir / f"{sid}.jsonl"
-                header = None if self._came_with_repository(path) else self._read_header(path)
+                header = self._read_header(path)
                 if header is not None:
                     return Session(header.session_id, path, header.created)
         sessions = self.list_sessions()

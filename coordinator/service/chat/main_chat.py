@@ -24,6 +24,7 @@ from coordinator.memory import (
     Recaller,
     memory_dirs,
 )
+from coordinator.service.chat import protected_writes
 from coordinator.service.chat.approvals import Approvals
 from coordinator.service.chat.compaction import Summarized
 from coordinator.service.chat.compactor import Compactor
@@ -145,7 +146,10 @@ class MainChat:
             private_paths=memory_dirs(self.project_root, settings.memory_dir or None),
         )
         self.approvals = Approvals(settings.approval_timeout_s)
-        self.tool_calls = ChatToolCalls(self.tools_exec, self.approvals, self.context)
+        self.tool_calls = ChatToolCalls(
+            self.tools_exec, self.approvals, self.context,
+            protected_writes.for_project(self.project_root, settings),
+        )
         self.tool_calls.before_write = self.checkpoints.before_write
         self.checkpoints.next_turn = lambda: (self.session_id, self.session_turns + 1)
         self.recaller = Recaller(
@@ -153,6 +157,7 @@ class MainChat:
             model=model,
             model_name=self.fast_model,
             memory_dir=settings.memory_dir or None,
+            include_project=settings.project_trusted,
         )
         self.prefetcher = MemoryPrefetcher(self.recaller, enabled=settings.enable_memory)
         self.snapshot: CacheSafeSnapshot | None = None

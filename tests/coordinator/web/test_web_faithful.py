@@ -18,6 +18,9 @@ from tests.coordinator.e2e import done_unless_stalled, stepped_scenario, write_c
 from tests.support import Specrun, make_sample_project, running_service, wait_until
 from tests.web_support import WebView, browser, need_chromium, open_page, web_view
 
+# One Chromium for the module (tests/conftest.py): each test still gets a fresh context.
+pytestmark = pytest.mark.usefixtures("shared_chromium")
+
 REWRITE = "rewrite the notes"
 # A removed SQL comment reads "--- old comment" in the diff and an added "++ x" line
 # "+++ x": removals and additions all the same, not file lines. A carriage return inside a

@@ -8,9 +8,14 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
+
 from tests.coordinator.e2e import Driver
 from tests.support import Specrun, make_sample_project, running_service, wait_until
 from tests.web_support import browser, need_chromium, open_page, web_view
+
+# One Chromium for the module (tests/conftest.py): each test still gets a fresh context.
+pytestmark = pytest.mark.usefixtures("shared_chromium")
 
 
 def test_a_first_page_says_what_to_do_and_a_stopped_service_ends_it_cleanly(
@@ -18,8 +23,10 @@ def test_a_first_page_says_what_to_do_and_a_stopped_service_ends_it_cleanly(
 ) -> None:
     with web_view(web_service, ends_itself=True) as web, browser() as context:
         page = open_page(context, web)
-        empty = page.locator("#conversation").text_content() or ""
-        assert "Nothing yet: send a prompt below" in empty
+        # The first snapshot may be drawn just after the stream connected: wait for it
+        # (read at once, it was sometimes still empty on a loaded machine).
+        page.locator("#conversation", has_text="Nothing yet: send a prompt below").wait_for(
+            timeout=20_000)
         assert page.locator("#suggestion").text_content() == "no suggestion"
 
         web_service.run("stop", check=True)
