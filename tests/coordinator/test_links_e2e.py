@@ -28,6 +28,7 @@ from tests.coordinator.e2e import (
     Driver,
     done_unless_stalled,
     shell_call,
+    shell_speculation,
     stepped_scenario,
     tidy_project,
 )
@@ -77,7 +78,7 @@ def scenario_file(tmp_path: Path) -> Path:
 def service(tmp_path: Path, scenario_file: Path) -> Iterator[tuple[Any, Driver, Path]]:
     project = tidy_project(tmp_path / "project")
     with running_service(project, "--approval-mode", "auto-edit", "--scenario",
-                         str(scenario_file)) as runner:
+                         str(scenario_file), before_start=shell_speculation(project)) as runner:
         driver = Driver(project)
         try:
             driver.ask("hello")
@@ -112,16 +113,18 @@ def test_tab_creates_the_link_and_holds_back_the_ones_that_reach_out(
     assert tree(project) == before  # the link and the file taken back
 
 
-@pytest.mark.parametrize(("kill_at", "applied"), [(4, False), (7, True)])
+@pytest.mark.parametrize(("kill_at", "applied"), [(2, False), (5, True)])
 def test_a_service_killed_mid_accept_leaves_the_link_all_or_nothing(
     tmp_path: Path, scenario_file: Path, kill_at: int, applied: bool,
 ) -> None:
     project = tidy_project(tmp_path / "project")
     serve_args = ["--approval-mode", "auto-edit", "--scenario", str(scenario_file)]
-    with running_service(project, *serve_args) as runner:
+    with running_service(project, *serve_args,
+                         before_start=shell_speculation(project)) as runner:
         runner.run("stop", check=True)
-        # Its applies SIGKILL it at their kill_at-th step (1-2 the journal's directories,
-        # 3 intent, 4-5 the stage file and the stage link, 6 commit, 7 the first rename).
+        # Its applies SIGKILL it at their kill_at-th step (1 intent, 2-3 the stage file and
+        # the stage link, 4 commit, 5 the first rename; the journal's directory is in the
+        # state directory, made already).
         start_daemon(project, serve_args, env=runner.env.vars,
                      entry=service_entry(NO_SEAMS, apply_checkpoint=f"kill={kill_at}"))
         before = tree(project)
