@@ -26,6 +26,7 @@ from protocol.wire.control import RejectRequest
 from tests.coordinator.e2e import (
     Driver,
     shell_call,
+    shell_speculation,
     stepped_scenario,
     tidy_project,
 )
@@ -72,7 +73,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Specrun,
     project = tidy_project(tmp / "project")
     path = tmp / "session.yaml"
     path.write_text(yaml.safe_dump(scenario()))
-    with running_service(project, "--approval-mode", "auto-edit", "--scenario", str(path)) as r:
+    with running_service(project, "--approval-mode", "auto-edit", "--scenario", str(path),
+                         before_start=shell_speculation(project)) as r:
         driver = Driver(project)
         try:
             driver.ask("hello")
