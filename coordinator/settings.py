@@ -74,6 +74,23 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
     enable_followup_suggestions: Annotated[
         bool, _about("predict the next prompt after each turn")
     ] = True
+    suggestion_backoff_after: Annotated[
+        int,
+        _about(
+            "after this many suggestions in a row went unused, predict less often: every "
+            "2nd turn, then every 4th, up to every 8th, until one is taken (0: never back off)",
+            ge=0,
+        ),
+    ] = 5
+    suggestion_cold_cache_tokens: Annotated[
+        int,
+        _about(
+            "skip predicting when the last main request had more prompt tokens than this "
+            "that the provider's prefix cache did not serve (the prediction would pay for "
+            "them all again; 0: never skip)",
+            ge=0,
+        ),
+    ] = 50000
     enable_cache_sharing: Annotated[
         bool, _about("reuse the provider's prefix cache in forked requests")
     ] = True

@@ -18,7 +18,10 @@ def _walkthrough() -> str:
 
 def test_the_readme_walkthrough_works_verbatim() -> None:
     script = _walkthrough()
-    with isolated_env(COLUMNS="200") as env:
+    # a person's git knows who they are; the fresh HOME's does not
+    who = {f"GIT_{role}_{what}": value for role in ("AUTHOR", "COMMITTER")
+           for what, value in (("NAME", "A Person"), ("EMAIL", "person@example.com"))}
+    with isolated_env(COLUMNS="200", **who) as env:
         try:
             proc = subprocess.run(
                 ["bash", "-euo", "pipefail", "-c", script],
@@ -36,6 +39,9 @@ def test_the_readme_walkthrough_works_verbatim() -> None:
             # `specrun undo` took the accepted file back; the fix's turn stays.
             assert "Undid turn 2" in out and "removed tests/test_calc_negative.py" in out
             assert not (calc / "tests" / "test_calc_negative.py").exists()
+            log = subprocess.run(["git", "log", "--oneline"], cwd=calc, capture_output=True,
+                                 text=True, check=True).stdout
+            assert "the sample" in log  # the walkthrough's copy is a git repository
         finally:
             if processes_with_env(env.runtime):
                 subprocess.run([str(REPO / ".venv" / "bin" / "specrun"), "--project",

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import click
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application.current import get_app
 from prompt_toolkit.buffer import Buffer
@@ -37,11 +39,21 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.layout.processors import Processor, Transformation, TransformationInput
 from prompt_toolkit.styles import Style
 
-from coordinator.boundary_text import describe_boundary
+from coordinator.boundary_text import cut_words, describe_boundary
 from coordinator.cli import render
 from coordinator.cli.approval import ask_person
 from coordinator.cli.chat_preview import PREVIEW_KEY, PREVIEW_KEY_NAME, show_preview
+from coordinator.cli.chat_recap import show_recap
+from coordinator.cli.chat_service_watch import ServiceWatch, stopped_sentence
+from coordinator.cli.chat_slash import (
+    SlashCompleter,
+    SlashContext,
+    as_prompt,
+    is_command,
+    run_slash,
+)
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
+from coordinator.cli.daemon import is_running
 from coordinator.cli.errors import EXIT_NO_SERVICE, EXIT_OK
 from coordinator.cli.turns import stream_turn
 from protocol.prompts.prediction import is_typed_prefix, normalize_prompt
@@ -117,6 +129,13 @@ class SuggestionState:
         self.selected: int | None = None  # a rank picked with Down/Up
         self.accepting = False  # Tab & co. put the whole text in the line: not typing
         self.filled: str | None = None  # the line Enter filled with the suggestion
+        # one sentence answering a key that had nothing to act on (Ctrl-O with no
+        # suggestion); shown in the toolbar until the line changes
+        self.flash: str | None = None
+        # what the service watch said: the service stopped (until it is back)
+        self.service_note: str | None = None
+        # when the service began predicting the next prompt (None: it is not)
+        self.predicting_since: float | None = None
         self._told: tuple[str, frozenset[str]] = ("", frozenset())
 
     def update(self, generation: int, reply: SuggestionReply | None, error: str | None) -> bool:
@@ -126,6 +145,11 @@ class SuggestionState:
                 return False
             before = self._key(self.reply), self.error
             self.reply, self.error = reply, error
+            pending = reply is not None and reply.pending and not reply.text
+            if not pending:
+                self.predicting_since = None
+            elif self.predicting_since is None:
+                self.predicting_since = time.monotonic()
             return (self._key(reply), error) != before
 
     def clear(self) -> None:
@@ -142,9 +166,11 @@ class SuggestionState:
         """Note what the line holds now; False when it is not the person typing (an
         accept, or the line Enter filled: the person chose the suggestion, typed nothing)."""
         with self._lock:
+            self.flash = None
             if self.accepting or text == self.filled:
                 return False
-            self.typed = text
+            # a slash command is for the chat, not a prompt: the guesses stay as they are
+            self.typed = "" if is_command(text) else text
             return True
 
     def to_tell(self) -> tuple[int, str] | None:
@@ -167,7 +193,7 @@ class SuggestionState:
         if reply is None:
             return None
         spec = reply.speculation
-        return (reply.text, reply.visible, spec.status if spec else None,
+        return (reply.text, reply.visible, reply.pending, spec.status if spec else None,
                 spec.tool_uses if spec else 0, len(spec.files_written) if spec else 0,
                 tuple((b.rank, b.text, b.speculation.status if b.speculation else None,
                        b.speculation.tool_uses if b.speculation else 0)
@@ -224,15 +250,25 @@ class Poller(threading.Thread):
         self.on_change = on_change
         self.stopping = threading.Event()
         self.wake = threading.Event()
+        self.reconnect = threading.Event()  # set when the service was replaced
 
     def run(self) -> None:
-        try:
-            client = ServiceClient(self.project, timeout_s=2.0)
-        except ServiceNotRunning:
-            self.state.update(self.state.generation, None, "the service is not running")
-            return
-        try:  # not `with client`: a reconnect below replaces it, and the last one is closed
+        client: ServiceClient | None = None
+        try:  # not `with client`: a reconnect replaces it, and the last one is closed
             while not self.stopping.is_set():
+                if self.reconnect.is_set() and client is not None:
+                    self.reconnect.clear()  # the service was replaced: a new socket
+                    client.close()
+                    client = None
+                if client is None:
+                    try:
+                        client = ServiceClient(self.project, timeout_s=2.0)
+                    except ServiceNotRunning:
+                        # the service watch says so; look again for one started meanwhile
+                        if self.state.update(self.state.generation, None, None):
+                            self._changed()
+                        self.stopping.wait(POLL_INTERVAL_S * 5)
+                        continue
                 generation = self.state.generation
                 tell = self.state.to_tell()
                 result: tuple[SuggestionReply | None, str | None]
@@ -248,19 +284,15 @@ class Poller(threading.Thread):
                     result = (reply if isinstance(reply, SuggestionReply) else None), None
                 except ServiceTimeout:
                     result = None, "the service is not answering"
-                    client.close()
-                    try:
-                        client = ServiceClient(self.project, timeout_s=2.0)
-                    except ServiceNotRunning:
-                        self.state.update(generation, None, "the service stopped")
-                        self._changed()
-                        return
+                    client.close()  # its late reply would be kept forever: a new socket
+                    client = None
                 if self.state.update(generation, *result):
                     self._changed()
                 self.wake.wait(POLL_INTERVAL_S)  # set by a keystroke
                 self.wake.clear()
         finally:
-            client.close()
+            if client is not None:
+                client.close()
 
     def _changed(self) -> None:
         callback = self.on_change
@@ -292,14 +324,25 @@ def keys_text(enter_accepts: bool) -> str:
     return f"{enter} · {PREVIEW_KEY_NAME} preview · Ctrl-C aborts a turn · Ctrl-D quits"
 
 
-def toolbar_text(state: SuggestionState, enter_accepts: bool = False) -> FormattedText:
+def toolbar_text(state: SuggestionState, enter_accepts: bool = False,
+                 width: int | None = None) -> FormattedText:
     keys = keys_text(enter_accepts)
+    if state.service_note:
+        return FormattedText([("class:bottom-toolbar.failed", f" {state.service_note}")])
+    if state.flash:
+        return FormattedText([("class:bottom-toolbar", f" {state.flash}")])
     if state.error:
         return FormattedText([("class:bottom-toolbar.failed", f" {state.error}")])
     matching = state.matching()
     branch = state.current()
     if branch is None:
-        return FormattedText([("class:bottom-toolbar", " no suggestion · Ctrl-D quits")])
+        since = state.predicting_since
+        if since is not None:
+            waited = int(time.monotonic() - since)
+            return FormattedText([("class:bottom-toolbar.running",
+                                   f" ⟳ predicting the next prompt… {waited} s"),
+                                  ("class:bottom-toolbar", " · /help · Ctrl-D quits")])
+        return FormattedText([("class:bottom-toolbar", " no suggestion · /help · Ctrl-D quits")])
     # With alternatives, which one is shown comes first: a long status line is cut at
     # the terminal's width.
     which: list[tuple[str, str]] = []
@@ -309,8 +352,10 @@ def toolbar_text(state: SuggestionState, enter_accepts: bool = False) -> Formatt
     spec = branch.speculation
     if spec is None:
         why = " (speculation budget spent)" if branch.skipped == "budget" else ""
-        return FormattedText([*which, ("class:bottom-toolbar",
-                                       f" suggestion not speculated{why} · {keys}")])
+        return fitted(width, [
+            [*which, ("class:bottom-toolbar", f" suggestion not speculated{why} · {keys}")],
+            [*which, ("class:bottom-toolbar", f" suggestion not speculated{why}")],
+        ])
     detail = f"{spec.tool_uses} tool use(s), {len(spec.files_written)} file(s)"
     stopped = inert(describe_boundary(spec.boundary), multiline=False)
     marks = {
@@ -322,9 +367,47 @@ def toolbar_text(state: SuggestionState, enter_accepts: bool = False) -> Formatt
         "failed": ("failed", "✗ speculation failed: accepting runs it as a normal turn"),
         "aborted": ("failed", "speculation aborted"),
     }
+    short = {
+        "running": f"⟳ speculating ({spec.tool_uses} tool use(s))",
+        "completed": "✓ ready: Tab applies it at once",
+        "boundary": f"⏸ {cut_words(stopped.split(': ', 1)[0], 50)}: Tab runs it, asking",
+        "failed": "✗ failed: Tab runs it as a turn",
+    }
     cls, label = marks.get(spec.status, ("", f"speculation {spec.status}"))
     style = f"class:bottom-toolbar.{cls}" if cls else "class:bottom-toolbar"
-    return FormattedText([*which, (style, f" {label}"), ("class:bottom-toolbar", f" · {keys}")])
+    plain = "class:bottom-toolbar"
+    brief = short.get(spec.status, label)
+    # the longest that fits the terminal's width: a hint cut at the edge says nothing
+    return fitted(width, [
+        [*which, (style, f" {label}"), (plain, f" · {keys}")],
+        [*which, (style, f" {label}"), (plain, f" · Tab accepts · {PREVIEW_KEY_NAME} preview")],
+        [*which, (style, f" {label}")],
+        [*which, (style, f" {brief}"), (plain, f" · {PREVIEW_KEY_NAME} preview")],
+        [*which, (style, f" {brief}")],
+    ])
+
+
+def terminal_width() -> int:
+    try:
+        return get_app().output.get_size().columns
+    except Exception:  # no application running (a test draws the toolbar alone)
+        return 80
+
+
+def fitted(width: int | None, candidates: list[list[tuple[str, str]]]) -> FormattedText:
+    """The first candidate that fits in ``width`` columns (the last one cut to fit)."""
+    from prompt_toolkit.utils import get_cwidth
+
+    room = (width if width is not None else terminal_width()) - 1
+    for fragments in candidates:
+        if sum(get_cwidth(text) for _, text in fragments) <= room:
+            return FormattedText(fragments)
+    kept: list[tuple[str, str]] = []
+    for style, text in candidates[-1]:
+        while len(text) > 1 and sum(get_cwidth(t) for _, t in kept) + get_cwidth(text) > room:
+            text = text[:-2] + "…"
+        kept.append((style, text))
+    return FormattedText(kept)
 
 
 def _bindings(state: SuggestionState, project: Path, enter_accepts: bool) -> KeyBindings:
@@ -389,6 +472,12 @@ def _bindings(state: SuggestionState, project: Path, enter_accepts: bool) -> Key
         if branch is not None:
             await show_preview(project, branch.rank)
 
+    # Without a suggestion Ctrl-O previews nothing, and must not fall through to the
+    # prompt library's own Ctrl-O (which sends the half-typed line as a prompt).
+    @kb.add(PREVIEW_KEY, filter=~has_ghost)
+    def _nothing_to_preview(event: KeyPressEvent) -> None:
+        state.flash = f"{PREVIEW_KEY_NAME}: there is no suggestion to preview right now"
+
     @kb.add("down", filter=has_alternatives)
     def _next(event: KeyPressEvent) -> None:
         state.cycle(1)
@@ -436,7 +525,7 @@ def _show_context_fill(client: ServiceClient) -> None:
         render.console.print(Text(context_line(reply.context), style="bright_black"))
 
 
-def run_chat(project: Path, enter_accepts: bool = False) -> int:
+def run_chat(project: Path, cli: click.Group, enter_accepts: bool = False) -> int:
     """The interactive loop; returns the exit code. ``enter_accepts``: Enter on an empty
     line accepts the suggestion at once instead of filling the line with it."""
     state = SuggestionState()
@@ -447,6 +536,9 @@ def run_chat(project: Path, enter_accepts: bool = False) -> int:
         bottom_toolbar=lambda: toolbar_text(state, enter_accepts),
         style=STYLE,
         enable_history_search=False,
+        completer=SlashCompleter(),
+        complete_while_typing=True,
+        refresh_interval=0.5,  # the toolbar's seconds count up while it waits
     )
     poller = Poller(project, state, on_change=lambda: session.app.invalidate())
 
@@ -460,46 +552,106 @@ def run_chat(project: Path, enter_accepts: bool = False) -> int:
     except ServiceNotRunning as exc:
         render.error(str(exc))
         return EXIT_NO_SERVICE
+    renew = threading.Event()  # the service was replaced: the next request on a new socket
+
+    def service_changed(sentence: str | None, restarted: bool) -> None:
+        if restarted:
+            renew.set()
+            poller.reconnect.set()
+            state.service_note = None
+            state.flash = sentence  # until the next keystroke
+        else:
+            state.service_note = sentence
+        session.app.invalidate()
+
+    watch = ServiceWatch(project, client.pid, service_changed)
     poller.start()
+    watch.start()
+    slash = SlashContext(project, client, cli)
+    line = ""  # put back in the line when it could not be sent
     try:
-        with client:
-            _banner(client, enter_accepts)
-            while True:
-                try:
-                    answer = session.prompt()
-                except KeyboardInterrupt:
-                    continue  # Ctrl-C at the prompt clears the line
-                except EOFError:
-                    return EXIT_OK
-                request: AskRequest | AcceptRequest
-                if isinstance(answer, Accepted):
-                    # What was shown (grey, or in the Ctrl-O preview) is what is taken:
-                    # a suggestion that changed meanwhile is refused, nothing applied.
-                    request = AcceptRequest(req_id=client.next_id(), method=answer.method,
-                                            index=answer.rank, shown_text=answer.text,
-                                            shown_speculation=answer.speculation)
-                else:
-                    text = str(answer).strip()
-                    if not text:
-                        continue
-                    # Equal to a speculated prompt, the service takes that speculation
-                    # (acceptTypedPrompt) and says so in a notice: an `enter` accept when
-                    # it is the line Enter filled, sent unchanged; `typed` otherwise.
-                    filled = str(answer) == state.filled
-                    request = AskRequest(req_id=client.next_id(), text=text, can_confirm=True,
-                                         accept_method="enter" if filled else "typed",
-                                         filled=filled, client_pid=os.getpid())
-                state.clear()
-                try:
-                    stream_turn(client, request, render.TurnPrinter(show_user=False), ask_person)
-                    _show_context_fill(client)
-                except ServiceTimeout as exc:
-                    render.error(str(exc))
-                state.clear()
-    except ServiceNotRunning as exc:
+        _banner(client, enter_accepts)
+        show_recap(client)
+        while True:
+            try:
+                answer = session.prompt(default=line)
+            except KeyboardInterrupt:
+                line = ""
+                continue  # Ctrl-C at the prompt clears the line
+            except EOFError:
+                _say_what_keeps_running(state, watch)
+                return EXIT_OK
+            line = ""
+            if renew.is_set() and is_running(project):
+                renew.clear()
+                client.close()
+                client = ServiceClient(project, timeout_s=30.0)  # the new service's
+                slash.client = client
+            if renew.is_set() or not watch.alive or not is_running(project):
+                render.error(stopped_sentence(project))
+                line = answer.text if isinstance(answer, Accepted) else str(answer)
+                continue
+            request: AskRequest | AcceptRequest
+            if isinstance(answer, Accepted):
+                # What was shown (grey, or in the Ctrl-O preview) is what is taken:
+                # a suggestion that changed meanwhile is refused, nothing applied.
+                request = AcceptRequest(req_id=client.next_id(), method=answer.method,
+                                        index=answer.rank, shown_text=answer.text,
+                                        shown_speculation=answer.speculation,
+                                        can_confirm=True, client_pid=os.getpid())
+            else:
+                if is_command(str(answer)):
+                    if run_slash(slash, str(answer)):
+                        _say_what_keeps_running(state, watch)
+                        return EXIT_OK
+                    continue
+                text = as_prompt(str(answer))
+                if not text:
+                    continue
+                # Equal to a speculated prompt, the service takes that speculation
+                # (acceptTypedPrompt) and says so in a notice: an `enter` accept when
+                # it is the line Enter filled, sent unchanged; `typed` otherwise.
+                filled = str(answer) == state.filled
+                request = AskRequest(req_id=client.next_id(), text=text, can_confirm=True,
+                                     accept_method="enter" if filled else "typed",
+                                     filled=filled, client_pid=os.getpid())
+            state.clear()
+            try:
+                stream_turn(client, request, render.TurnPrinter(show_user=False), ask_person)
+                _show_context_fill(client)
+            except ServiceTimeout as exc:
+                render.error(str(exc))
+            except ServiceNotRunning:
+                # not the model's fault: say what happened to the service
+                render.error("The specrun service stopped during this turn (`specrun logs` "
+                             "says why); `specrun start` starts it again, and this chat "
+                             "goes on with it.")
+            state.clear()
+    except ServiceNotRunning as exc:  # gone between a look and a connect: said, left
         render.error(str(exc))
         return EXIT_NO_SERVICE
     finally:
+        watch.stopping.set()
         poller.stopping.set()
         poller.wake.set()
         poller.join(timeout=3)
+        watch.join(timeout=3)
+        client.close()
+
+
+def _say_what_keeps_running(state: SuggestionState, watch: ServiceWatch) -> None:
+    """Leaving the chat leaves the service (and any speculation) running: say so, and
+    how to stop it."""
+    if not watch.alive:
+        render.console.print("Left the chat; the service is not running.", highlight=False)
+        return
+    running = [b for b in state.branches(visible_only=False)
+               if b.speculation is not None and b.speculation.status == "running"]
+    also = ""
+    if running:
+        also = (f", with the speculation of “{inert(running[0].text, multiline=False)}” "
+                "still running")
+    render.console.print(
+        f"Left the chat. The specrun service keeps running in the background (pid "
+        f"{watch.pid}){also}; `specrun chat` comes back to this conversation, "
+        "`specrun stop` stops it.", highlight=False)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -159,7 +160,8 @@ def result_excerpt(text: str, max_lines: int = EXCERPT_LINES) -> list[str]:
 
     Shell results (``Exit code: N`` / ``Stdout:`` / ``Stderr:``) show the exit code only
     when it is not 0, then the output lines; other results their first lines."""
-    lines = [line.rstrip() for line in text.strip("\n").splitlines()]
+    # a tab is spacing, not a control to show (``read_file`` numbers lines with one)
+    lines = [line.expandtabs(4).rstrip() for line in text.strip("\n").splitlines()]
     if lines and lines[0].startswith("Exit code: "):
         code = lines[0].removeprefix("Exit code: ")
         body = [line for line in lines[1:] if not _SHELL_SECTION.match(line) and line.strip()]
@@ -178,17 +180,32 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def tool_line(name: str, args: str, status: str, result: str = "", excerpt: bool = True) -> Text:
-    """``✓ name(args)`` and, under it, an excerpt of the result."""
+def tool_line(name: str, args: str, status: str, result: str = "", excerpt: bool = True,
+              exit_code: int | None = None, diff: str = "", path: str = "") -> Text:
+    """``✓ name(args)`` and, under it, an excerpt of the result; a failed command says
+    ``failed, exit N``; a file edit or write shows its file and its change as a diff
+    instead of its arguments."""
     from rich.text import Text
 
     style = _STATUS_STYLE.get(status, "white")
     line = Text(f"{_STATUS_MARK.get(status, '•')} ", style=style)
     line.append(inert(name, multiline=False), style="bold")
-    if args:
+    if diff and path:
+        line.append(f" {inert(path, multiline=False)}", style="bright_black")
+    elif args:
         line.append(f"({inert(args, multiline=False)})", style="bright_black")
     if status not in ("success", "running"):
-        line.append(f"  {status}", style=style)
+        word = "failed" if status == "error" else status
+        if exit_code is not None and exit_code != 0:
+            word += f", exit {exit_code}"
+        line.append(f"  {word}", style=style)
+    if diff and path and status != "refused":
+        for text in diff.splitlines():
+            mark = text[:1]
+            diff_style = "green" if mark == "+" else "red" if mark == "-" else "bright_black"
+            line.append("\n    " + inert(text.expandtabs(4), multiline=False), style=diff_style)
+        if status == "success":
+            return line
     if excerpt and result and status != "running":
         lines = EXCERPT_LINES if status != "success" else _FEW_LINES.get(name, EXCERPT_LINES)
         for i, text in enumerate(result_excerpt(result, lines)):
@@ -202,7 +219,9 @@ def tool_group(entries: Sequence[TranscriptEntry]) -> Panel:
     from rich.console import Group
     from rich.panel import Panel
 
-    body = Group(*(tool_line(e.tool, e.args, e.status, e.text) for e in entries))
+    body = Group(*(tool_line(e.tool, e.args, e.status, e.text, exit_code=e.exit_code,
+                             diff=e.diff, path=e.path)
+                   for e in entries))
     ok = sum(e.status == "success" for e in entries)
     title = f"{len(entries)} tool call{'s' if len(entries) != 1 else ''}"
     if ok != len(entries):
@@ -211,6 +230,24 @@ def tool_group(entries: Sequence[TranscriptEntry]) -> Panel:
 
 
 # -- a turn as it streams ----------------------------------------------------------------
+
+
+class Elapsed:
+    """``what`` followed by the whole seconds since it began (from 1 s on), drawn anew at
+    each refresh of the spinner."""
+
+    def __init__(self, what: str | Text) -> None:
+        self.what = what
+        self.started = time.monotonic()
+
+    def __rich__(self) -> Text:
+        from rich.text import Text
+
+        line = Text.from_markup(self.what) if isinstance(self.what, str) else self.what.copy()
+        seconds = int(time.monotonic() - self.started)
+        if seconds >= 1:
+            line.append(f" {seconds} s", style="bright_black")
+        return line
 
 
 class TurnPrinter:
@@ -227,14 +264,16 @@ class TurnPrinter:
 
     # spinner (terminals only)
     def waiting(self, what: str | Text) -> None:
-        """A spinner line while nothing visible happens (model thinking, tool running)."""
+        """A spinner line while nothing visible happens (model thinking, tool running),
+        with the seconds it has been waiting: a wait that never ends must look like one."""
         if not self.out.is_terminal:
             return
+        shown = Elapsed(what)
         if self._status is None:
-            self._status = self.out.status(what, spinner="dots")
+            self._status = self.out.status(shown, spinner="dots")
             self._status.start()
         else:
-            self._status.update(what)
+            self._status.update(shown)
 
     def _stop_spinner(self) -> None:
         if self._status is not None:
@@ -267,7 +306,9 @@ class TurnPrinter:
                 self.waiting(running)
             else:
                 self.tool_calls += 1
-                self.out.print(tool_line(reply.name, reply.args, reply.status, reply.result))
+                self.out.print(tool_line(reply.name, reply.args, reply.status, reply.result,
+                                         exit_code=reply.exit_code, diff=reply.diff,
+                                         path=reply.path))
                 self.waiting("[bright_black]thinking…[/]")
         elif isinstance(reply, Notice):
             self._end_text()
@@ -490,8 +531,7 @@ def speculation_line(s: SpeculationInfo, indent: str = "  ") -> Text:
         f": {s.turns} turn(s), {s.tool_uses} tool use(s), {files} file(s), {s.elapsed_s:.2f}s",
         style="bright_black",
     )
-    if s.worker_pid:
-        line.append(f", worker {s.worker_pid}", style="bright_black")
+    # the worker's pid is an internal: in --json and `specrun workers`, not here
     if s.boundary is not None:
         # The raw `code:detail` stays in --json; a person reads it in words.
         line.append(f"\n{indent}{inert(describe_boundary(s.boundary), multiline=False)}",

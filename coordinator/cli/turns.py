@@ -9,6 +9,7 @@ who answers approval questions.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeAlias
 
 from coordinator.cli import render
@@ -24,6 +25,21 @@ from protocol.wire.control import (
     ErrorReply,
     TurnEnded,
 )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A person's answer to an approval question (``ApprovalAnswer``'s ``approved``,
+    ``remember`` and ``reason``)."""
+
+    approved: bool
+    remember: bool = False
+    reason: str = ""
+
+
+# Who answers approval questions: a person at a terminal, the demo's scripted person
+# (a plain yes or no), or nobody (None: always no).
+Approver = Callable[[ApprovalNeeded], "bool | Decision"]
 
 # The turn ends that a command reports as success (exit 0).
 SUCCESSFUL_ENDS = ("completed", "accepted", "debounced")
@@ -77,7 +93,7 @@ def stream_turn(
     client: ServiceClient,
     request: AskRequest | AcceptRequest,
     view: TurnView,
-    approve: Callable[[ApprovalNeeded], bool] | None,
+    approve: Approver | None,
 ) -> TurnOutcome:
     """Send ``request`` and show its events until the turn ends. ``approve`` answers
     approval questions (None: always no). Ctrl-C cancels the turn: the service is told,
@@ -91,9 +107,11 @@ def stream_turn(
             for reply in client.replies(request.req_id, timeout_s=FOREVER):
                 view.show(reply)
                 if isinstance(reply, ApprovalNeeded):
-                    yes = approve(reply) if approve is not None else False
+                    said = approve(reply) if approve is not None else False
+                    decision = said if isinstance(said, Decision) else Decision(said)
                     client.send(ApprovalAnswer(client.next_id(), request.req_id, reply.call.id,
-                                               yes))
+                                               decision.approved, decision.remember,
+                                               decision.reason))
                 end = reply
         except KeyboardInterrupt:
             interrupted = True

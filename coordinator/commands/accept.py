@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from coordinator.commands.declaration import Args, Command, Option
@@ -26,8 +27,12 @@ async def serve(service: Service, identity: bytes, req: AcceptRequest) -> None:
 
 
 def run(client: Client, args: Args) -> int:
-    """The accept streams like a turn: the transcript, then how it ended."""
-    return client.turn(AcceptRequest(req_id=client.next_id(), method="cli", index=args["index"]))
+    """The accept streams like a turn: the transcript, then how it ended. On a terminal a
+    speculation stopped at a boundary runs as a turn that asks, as `ask` does."""
+    confirm = client.can_confirm
+    return client.turn(AcceptRequest(req_id=client.next_id(), method="cli", index=args["index"],
+                                     can_confirm=confirm,
+                                     client_pid=os.getpid() if confirm else None))
 
 
 COMMAND = Command(

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 
 async def serve(service: Service, identity: bytes, req: ApprovalAnswer) -> None:
-    if not service.answer_approval(req.ask_req_id, req.call_id, req.approved):
+    if not service.answer_approval(req.ask_req_id, req.call_id, req.approved, req.remember,
+                                   req.reason):
         problem = "No tool call is waiting for that answer."
         await service.send(identity, ErrorReply(req.req_id, "not_found", problem))
         return

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NoReturn, Protocol
 
 if TYPE_CHECKING:
+    from protocol.wire.approval import ApprovalMode
     from protocol.wire.control import (
         AcceptRequest,
         AskRequest,
@@ -48,8 +49,14 @@ class Service(Protocol):
         """Ctrl-C for the prompt of ``ask_req_id``; whether there was one to cancel."""
         ...
 
-    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool:
-        """The person's answer to a waiting tool call; False when none waits for it."""
+    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool,
+                        remember: bool = False, reason: str = "") -> bool:
+        """The person's answer to a waiting tool call (``remember``: keep a yes for the
+        session; ``reason``: a no's words for the model); False when none waits for it."""
+        ...
+
+    def set_approval_mode(self, mode: ApprovalMode) -> ApprovalMode:
+        """The chat's approval mode for the turns started from now on; the one before."""
         ...
 
     @property

@@ -43,16 +43,20 @@ def run(client: Client, args: Args) -> None:
             timeout_s=105.0 if settled else 45.0 if wait else None,
         )
     client.show(reply)
-    if rank is None or client.as_json or not isinstance(reply, SuggestionReply):
-        return
-    if reply.transcript:
-        client.show(Transcript(reply.req_id, reply.transcript, (), 0.0))
-        for entry in reply.transcript if full else ():
-            if entry.kind == "tool":  # below the excerpts: each result whole
-                client.note(f"── {entry.tool}({entry.args}) ──")
-                client.note(entry.text or "(no output)")
-    else:
+    if rank is not None and not client.as_json and isinstance(reply, SuggestionReply):
+        show_transcript(client, reply, full)
+
+
+def show_transcript(client: Client, reply: SuggestionReply, full: bool) -> None:
+    """The speculation so far for a person; ``full``: each tool result whole below it."""
+    if not reply.transcript:
         client.note("  (no speculation to show)")
+        return
+    client.show(Transcript(reply.req_id, reply.transcript, (), 0.0))
+    for entry in reply.transcript if full else ():
+        if entry.kind == "tool":  # below the excerpts: each result whole
+            client.note(f"── {entry.tool}({entry.args}) ──")
+            client.note(entry.text or "(no output)")
 
 
 COMMAND = Command(

@@ -7,7 +7,7 @@ from typing import Literal
 from coordinator.service.ports import ReplySink
 from protocol.wire.chat import ToolCall
 from protocol.wire.control import ApprovalNeeded, ControlReply, Notice, TextChunk, ToolShown
-from protocol.wire.display import cut, format_args
+from protocol.wire.display import call_diff, call_path, cut, format_args
 
 
 class Emitter:
@@ -30,12 +30,14 @@ class Emitter:
         call: ToolCall,
         status: Literal["running", "success", "error", "refused", "cancelled"],
         result: str = "",
+        exit_code: int | None = None,
     ) -> None:
         await self.send(
-            ToolShown(self.req_id, call.id, call.name, format_args(call), status, cut(result, 500))
+            ToolShown(self.req_id, call.id, call.name, format_args(call), status,
+                      cut(result, 500), exit_code, call_diff(call), call_path(call))
         )
 
-    async def approval(self, call: ToolCall, reason: str) -> None:
-        await self.send(ApprovalNeeded(self.req_id, call, reason))
+    async def approval(self, call: ToolCall, reason: str, rememberable: bool = False) -> None:
+        await self.send(ApprovalNeeded(self.req_id, call, reason, rememberable))
 
 

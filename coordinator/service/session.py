@@ -57,11 +57,14 @@ class Asked:
 @dataclass(frozen=True)
 class Accepted:
     """A suggestion taken (``accept``): the branch of rank ``index``, None for the
-    best-ranked live one. Should its speculation be unusable, its text runs as a turn
-    in the chat's approval mode, with nobody to confirm a call."""
+    best-ranked live one. Should its speculation be unusable (it stopped at a boundary,
+    say), its text runs as a turn in the chat's approval mode, asking at the client when
+    it ``can_confirm`` exactly as that text sent with Enter would."""
 
     method: AcceptMethod
     index: int | None = None
+    can_confirm: bool = False
+    client_pid: int | None = None
 
 
 How = Asked | Accepted
@@ -188,7 +191,9 @@ class Session:
             target = self._branch(how.index)
             if isinstance(target, NoSuggestion):
                 return target
-            asked, taken = Asked(target.text, how.method), _Use(target.rank, how.method)
+            asked = Asked(target.text, how.method, can_confirm=how.can_confirm,
+                          client_pid=how.client_pid)
+            taken = _Use(target.rank, how.method)
         else:
             asked, taken = how, None
         waiting_on = self.chat.pending_approval()

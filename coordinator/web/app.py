@@ -1,6 +1,11 @@
 """The web view's routes: the page and its two static files, the event stream, the
-snapshot, and the three actions (send a prompt, accept a branch, reject), each the same
-control request the CLI sends. ``Guard`` has checked every request before it gets here.
+snapshot, and the four actions (send a prompt, accept a branch, reject, answer an
+approval question), each the same control request the CLI sends. ``Guard`` has checked
+every request before it gets here.
+
+A prompt or an accept sent from the page can be asked about (``can_confirm``): its
+approval questions are answered from the page, as the chat answers them; a question
+asked of a terminal is answered there, not here.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator
 from importlib import resources
+from typing import Literal
 
 import msgspec
 from starlette.applications import Starlette
@@ -22,6 +28,8 @@ from coordinator.web.shown import shown_json
 from protocol.text.inert_text import inert
 from protocol.wire.control import (
     AcceptRequest,
+    ApprovalAnswer,
+    ApprovalNeeded,
     AskRequest,
     ControlReply,
     ErrorReply,
@@ -63,6 +71,15 @@ class AcceptBody(msgspec.Struct, forbid_unknown_fields=True):
     speculation: str = ""
 
 
+class ApproveBody(msgspec.Struct, forbid_unknown_fields=True):
+    call_id: str
+    answer: Literal["once", "session", "no"]
+    reason: str = ""
+
+
+MAX_REASON_CHARS = 2000
+
+
 def _static() -> dict[str, tuple[bytes, str]]:
     folder = resources.files("coordinator.web") / "static"
     return {path: ((folder / name).read_bytes(), kind) for path, (name, kind) in STATIC.items()}
@@ -100,6 +117,7 @@ def build_app(link: ServiceLink, fanout: Fanout) -> Starlette:
         Route("/api/ask", views.ask, methods=["POST"]),
         Route("/api/accept", views.accept, methods=["POST"]),
         Route("/api/reject", views.reject, methods=["POST"]),
+        Route("/api/approve", views.approve, methods=["POST"]),
         Route("/api/undo", views.undo, methods=["POST"]),
     ]
     return Starlette(routes=routes)
@@ -159,6 +177,19 @@ class _Views:
         self.fanout = fanout
         self.static = _static()
         self.snapshots = _SharedSnapshot(link)
+        # the approval questions of the page's own requests: call id -> the request's id
+        self.asked: dict[str, int] = {}
+
+    def _note_question(self, reply: ControlReply) -> None:
+        if isinstance(reply, ApprovalNeeded):
+            self.asked[reply.call.id] = reply.req_id
+
+    async def _turn(self, req: AskRequest | AcceptRequest) -> Response:
+        try:
+            return _answer(await self.link.request(req, self._note_question))
+        finally:
+            for call_id in [c for c, r in self.asked.items() if r == req.req_id]:
+                del self.asked[call_id]
 
     async def page(self, request: Request) -> Response:
         body, kind = self.static[request.url.path]
@@ -204,9 +235,10 @@ class _Views:
         if not text or len(text) > MAX_PROMPT_CHARS:
             return JSONResponse({"ok": False, "message": "Type a prompt to send."}, 400)
         req = AskRequest(
-            req_id=self.link.next_id(), text=text, accept_method="web", client_pid=os.getpid()
+            req_id=self.link.next_id(), text=text, accept_method="web", client_pid=os.getpid(),
+            can_confirm=True,
         )
-        return _answer(await self.link.request(req))
+        return await self._turn(req)
 
     async def accept(self, request: Request) -> Response:
         try:
@@ -216,11 +248,36 @@ class _Views:
         req = AcceptRequest(
             req_id=self.link.next_id(), method="web", index=body.index,
             shown_text=body.text, shown_speculation=body.speculation,
+            can_confirm=True, client_pid=os.getpid(),
         )
-        return _answer(await self.link.request(req))
+        return await self._turn(req)
 
     async def reject(self, request: Request) -> Response:
         return _answer(await self.link.request(RejectRequest(req_id=self.link.next_id())))
+
+    async def approve(self, request: Request) -> Response:
+        try:
+            body = msgspec.json.decode(await request.body(), type=ApproveBody)
+        except msgspec.DecodeError as exc:
+            return JSONResponse({"ok": False, "message": f"bad request: {exc}"}, 400)
+        ask_req_id = self.asked.get(body.call_id)
+        if ask_req_id is None:
+            return JSONResponse({"ok": False, "error": "not_found", "message": (
+                "That question is not waiting for an answer from this page: it was answered, "
+                "or asked at a terminal (answer it there).")}, 404)
+        approved = body.answer != "no"
+        answer = ApprovalAnswer(
+            self.link.next_id(), ask_req_id, body.call_id, approved,
+            remember=body.answer == "session",
+            reason="" if approved else body.reason.strip()[:MAX_REASON_CHARS],
+        )
+        reply = await self.link.request(answer)
+        if isinstance(reply, OkReply):
+            self.asked.pop(body.call_id, None)
+            said = {"once": "Allowed once.", "session": "Allowed for this session.",
+                    "no": "Declined."}[body.answer]
+            return JSONResponse({"ok": True, "message": said})
+        return _answer(reply)
 
     async def undo(self, request: Request) -> Response:
         """`specrun undo`: the last accept or turn that wrote files, taken back (a file

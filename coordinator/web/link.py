@@ -71,9 +71,12 @@ class ServiceLink:
         self._subscription = req_id
         await self._events.send(self._encoder.encode(SubscribeRequest(req_id, os.getpid())))
 
-    async def request(self, request: ControlRequest) -> ControlReply:
-        """Send a request and wait for its final reply (the streamed ones are dropped:
-        the view sees the turn through its subscription)."""
+    async def request(
+        self, request: ControlRequest,
+        on_event: Callable[[ControlReply], None] | None = None,
+    ) -> ControlReply:
+        """Send a request and wait for its final reply (the streamed ones go to
+        ``on_event``, else are dropped: the view sees the turn through its subscription)."""
         queue: asyncio.Queue[ControlReply] = asyncio.Queue()
         self._waiting[request.req_id] = queue
         try:
@@ -89,6 +92,8 @@ class ServiceLink:
                 reply = get.result()
                 if is_final(reply):
                     return reply
+                if on_event is not None:
+                    on_event(reply)
         finally:
             self._waiting.pop(request.req_id, None)
 

@@ -13,6 +13,13 @@ from protocol.text.inert_text import inert
 
 
 def _inert_tree(value: Any) -> Any:
+    if isinstance(value, dict) and value.get("kind") == "model" and isinstance(
+            value.get("text"), str):
+        # the model's text entries also as sanitized markdown (``markdown_view``)
+        from coordinator.web.markdown_view import markdown_html
+
+        return {**{k: _inert_tree(v) for k, v in value.items()},
+                "html": markdown_html(value["text"])}
     if isinstance(value, str):
         return inert(value)  # newline and tab kept: diffs and model text span lines
     # msgspec.to_builtins keeps a struct's tuples as tuples: the files of a diff, the

@@ -23,6 +23,10 @@ from protocol.wire.json_depth import too_deep
 
 Role = Literal["system", "user", "assistant", "tool"]
 
+#: How the shell tool's result starts (``worker/tools/run_shell_command.py`` writes it):
+#: ``Exit code: N``, or ``Exit code: none`` for a command that timed out.
+SHELL_EXIT_PREFIX = "Exit code: "
+
 
 class ToolCall(msgspec.Struct, frozen=True, omit_defaults=True):
     """A named tool call as the model produced it. ``arguments`` is the JSON text, kept
@@ -54,7 +58,32 @@ class ToolResult(msgspec.Struct, frozen=True, omit_defaults=True):
 
     @property
     def ok(self) -> bool:
+        """The tool ran (a command that ran and exited non-zero is ok: see ``failed``)."""
         return self.error is None
+
+    @property
+    def exit_code(self) -> int | None:
+        """A shell command's exit status, from the ``Exit code: N`` line the shell tool
+        writes first (negative: killed by that signal); None for other tools, and for a
+        command that has none (timed out)."""
+        first = (self.output or "").split("\n", 1)[0]
+        if self.error is not None or not first.startswith(SHELL_EXIT_PREFIX):
+            return None
+        word = first.removeprefix(SHELL_EXIT_PREFIX).split(" ", 1)[0]
+        try:
+            return int(word)
+        except ValueError:
+            return None
+
+    @property
+    def failed(self) -> bool:
+        """Shown as failed: the tool reported an error, or its command exited non-zero
+        (or has no exit status: it timed out and was killed)."""
+        if self.error is not None:
+            return True
+        if not (self.output or "").startswith(SHELL_EXIT_PREFIX):
+            return False
+        return self.exit_code != 0
 
     def content(self) -> str:
         """The JSON body the model sees: ``{"output": …}`` or ``{"error": …}``."""

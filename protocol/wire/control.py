@@ -56,7 +56,9 @@ WorkerSandbox = Literal[Sandbox, "unknown"]
 
 SpeculationStatus = Literal["running", "completed", "boundary", "aborted", "failed", "accepted"]
 
-SuppressReason = Literal[FilterReason, "early_conversation", "no_snapshot", "error", "refusal"]
+SuppressReason = Literal[
+    FilterReason, "early_conversation", "no_snapshot", "error", "refusal", "backoff", "cold_cache"
+]
 """Why no suggestion is shown after a turn: the filter's reason, too early in the chat, no
 cache-safe snapshot to fork from, a failed suggestion request, or a refusal."""
 
@@ -149,6 +151,11 @@ class AcceptRequest(msgspec.Struct, frozen=True, tag="accept"):
     #: taken: ``not_found``. A page that fell behind never takes what it did not show.
     shown_text: str | None = None
     shown_speculation: str = ""
+    #: As ``AskRequest``'s: the client can answer ``ApprovalNeeded`` (a terminal, the
+    #: chat), so a speculation that stopped at a boundary runs as a turn that asks, the
+    #: same as sending its text with Enter; and the process to watch while it waits.
+    can_confirm: bool = False
+    client_pid: int | None = None
 
 
 class TypedRequest(msgspec.Struct, frozen=True, tag="typed"):
@@ -176,6 +183,14 @@ class CompactRequest(msgspec.Struct, frozen=True, tag="compact"):
     req_id: int
 
 
+class ApprovalModeRequest(msgspec.Struct, frozen=True, tag="approval_mode"):
+    """Change the chat's approval mode for the turns that start from now on (a running
+    turn keeps the mode it started with); ``OkReply`` says the old and the new one."""
+
+    req_id: int
+    mode: ApprovalMode
+
+
 class WorkersRequest(msgspec.Struct, frozen=True, tag="workers"):
     req_id: int
 
@@ -192,10 +207,17 @@ class KillWorkerRequest(msgspec.Struct, frozen=True, tag="kill_worker"):
 
 
 class ApprovalAnswer(msgspec.Struct, frozen=True, tag="approval_answer"):
+    """A person's answer to ``ApprovalNeeded``. ``remember`` (with a yes): allow this exact
+    shell command, or this file tool, without asking again for the rest of the chat
+    session (``ApprovalNeeded.rememberable`` says whether it may be). ``reason`` (with a
+    no): the person's words, which go to the model with the refusal."""
+
     req_id: int
     ask_req_id: int
     call_id: str
     approved: bool
+    remember: bool = False
+    reason: str = ""
 
 
 class CancelRequest(msgspec.Struct, frozen=True, tag="cancel"):
@@ -256,6 +278,7 @@ ControlRequest = (
     | LiveSnapshotRequest
     | DiffRequest
     | UndoRequest
+    | ApprovalModeRequest
 )
 
 # --- replies (coordinator -> client) ------------------------------------------
@@ -485,12 +508,22 @@ class ToolShown(msgspec.Struct, frozen=True, tag="tool"):
     args: str  # `key: value` pairs, each cut to 80 chars
     status: ToolStatus
     result: str = ""  # cut to 500 chars
+    # a shell command's exit status (``status`` is ``error`` when it is not 0); None for
+    # other tools and for a command with none (timed out)
+    exit_code: int | None = None
+    # an ``edit`` or ``write_file`` call's change as diff lines (``protocol.text.call_diff``)
+    # and the file it names; '' for other tools
+    diff: str = ""
+    path: str = ""
 
 
 class ApprovalNeeded(msgspec.Struct, frozen=True, tag="approval_needed"):
     req_id: int
     call: ToolCall
     reason: str
+    #: a yes may be remembered for the session (``ApprovalAnswer.remember``): this exact
+    #: command, or this file tool; never a call that touches a hidden name
+    rememberable: bool = False
 
 
 class Notice(msgspec.Struct, frozen=True, tag="notice"):
@@ -504,6 +537,9 @@ class TranscriptEntry(msgspec.Struct, frozen=True):
     tool: str = ""
     args: str = ""
     status: Literal[ToolStatus, ""] = ""  # a tool entry's; "" for the others
+    exit_code: int | None = None  # a shell command's exit status (see ``ToolShown``)
+    diff: str = ""  # a file tool call's change as diff lines (see ``ToolShown``)
+    path: str = ""
 
 
 ChangeStatus = Literal["created", "modified", "deleted", "mode"]
@@ -618,6 +654,7 @@ class LiveActivity(msgspec.Struct, frozen=True):
     tool: str = ""
     args: str = ""
     status: Literal[ToolStatus, ""] = ""
+    exit_code: int | None = None  # a shell command's exit status (see ``ToolShown``)
 
 
 class LiveWorker(msgspec.Struct, frozen=True):

@@ -1,4 +1,4 @@
-"""An approval question never wedges the service: Ctrl-C at the `[y/N]` prompt cancels the
+"""An approval question never wedges the service: Ctrl-C at the approval prompt cancels the
 turn, a client that is killed counts as a no, an unanswered question times out, and
 another `ask` meanwhile gets an immediate clear answer. Real CLI in a pseudo-terminal,
 real service."""
@@ -59,7 +59,7 @@ def _ask_in_terminal(specrun: Specrun, text: str) -> pexpect.spawn:
         timeout=30,
     )
     child.expect(r"Allow edit\(")
-    child.expect(r"\[y/N\]")
+    child.expect(r"\[y/a/n/r\]")
     return child
 
 

@@ -53,7 +53,7 @@ def test_the_question_shows_the_whole_command(started: Specrun, prompt: str, sho
     )
     try:
         child.expect(r"Allow run_shell_command\(command: ")
-        child.expect(r"\[y/N\]")
+        child.expect(r"\n  y: yes, once")
         question = child.before or ""
         assert question.startswith(shown + ")? ("), question
         child.send("n\r")

@@ -132,7 +132,7 @@ def test_enter_fills_then_sends_right_arrow_accepts_and_approvals_are_asked(
     # a shell command that writes needs a yes, asked inline
     terminal.send("commit this\r")
     terminal.expect(r"Allow run_shell_command\(command: git add")
-    terminal.expect(r"\[y/N\]")
+    terminal.expect(r"\[y/a/n/r\]")
     terminal.send("n\r")
     terminal.expect("refused")
     terminal.expect("done in")

@@ -143,7 +143,10 @@ def test_a_whole_session_with_json(service: Specrun) -> None:
     transcript = next(e for e in events if e["type"] == "transcript")
     assert transcript["files"] == ["tests/test_calc_negative.py"]
     assert transcript["entries"][0] == {"kind": "user", "text": NEG, "tool": "", "args": "",
-                                        "status": ""}
+                                        "status": "", "exit_code": None, "diff": "", "path": ""}
+    written = next(e for e in transcript["entries"] if e["tool"] == "write_file")
+    assert written["path"] == "tests/test_calc_negative.py"
+    assert "+    assert add(-2, -3) == -5" in written["diff"].splitlines()
     assert events[-1]["type"] == "turn_ended" and events[-1]["reason"] == "accepted"
     assert events[-1]["speculated"] is True
     assert (service.project / "tests/test_calc_negative.py").exists()
@@ -215,7 +218,8 @@ def test_human_output_shows_tools_and_the_accept_summary(shared: Specrun) -> Non
     accepted = service.run("accept", check=True).stdout
     assert f"❯ {NEG}" in accepted
     assert "2 tool calls" in accepted  # the tool group box
-    assert "write_file(file_path: tests/test_calc_negative.py" in accepted
+    assert "write_file tests/test_calc_negative.py" in accepted  # its file, then its lines
+    assert "+def test_add_negative_numbers():" in accepted
     assert "✓ accepted in" in accepted and "1 file applied" in accepted and "saved" in accepted
     stats = service.run("stats", check=True).stdout
     assert "time saved" in stats

@@ -218,16 +218,16 @@ def test_exit_codes_by_how_the_turn_ended(reason: Any, code: int) -> None:
 
 # -- the approval question -----------------------------------------------------------
 
-NEEDED = ApprovalNeeded(7, CALL, "writes a file")
+NEEDED = ApprovalNeeded(7, CALL, "writes a file", rememberable=True)
 
 
-def _prompt(typed: str) -> tuple[bool | BaseException, str]:
+def _prompt(typed: str) -> tuple[approval.Decision | BaseException, str]:
     """``ask_person`` at a terminal where the person types ``typed``: its answer (or what
     it raised) and the screen, the typed text echoed as a terminal would."""
     runner = CliRunner(echo_stdin=True)
     with runner.isolation(input=typed) as (out, _err, _both):
         try:
-            answer: bool | BaseException = approval.ask_person(NEEDED)
+            answer: approval.Decision | BaseException = approval.ask_person(NEEDED)
         except KeyboardInterrupt as exc:
             answer = exc
         return answer, out.getvalue().decode()
@@ -241,7 +241,26 @@ def test_the_question_names_the_call_its_arguments_and_why() -> None:
 @pytest.mark.parametrize(("typed", "expected"), [("y\n", True), ("yes\n", True), ("n\n", False),
                                                   ("\n", False)])
 def test_only_a_yes_allows(typed: str, expected: bool) -> None:
-    assert _prompt(typed)[0] is expected
+    assert _prompt(typed)[0] == approval.Decision(expected)
+
+
+def test_a_yes_can_be_kept_for_the_session_and_a_no_can_say_why() -> None:
+    assert _prompt("a\n")[0] == approval.Decision(True, remember=True)
+    assert _prompt("r\nwe use tox here\n")[0] == approval.Decision(
+        False, reason="we use tox here")
+    answer, screen = _prompt("maybe\ny\n")  # anything else asks again
+    assert answer == approval.Decision(True)
+    assert "Type one of y/a/n/r" in screen
+
+
+def test_the_reason_is_in_plain_words() -> None:
+    from protocol.text.approval_words import shell_reason_in_words
+
+    assert shell_reason_in_words("command:python") == (
+        "python is not one of the commands specrun knows to be read-only")
+    assert shell_reason_in_words("git:commit") == "git commit can change the repository"
+    assert shell_reason_in_words("redirect:>") == (
+        "specrun could not prove this command read-only (redirect:>)")
 
 
 def test_end_of_input_at_the_prompt_cancels_like_ctrl_c() -> None:
@@ -252,6 +271,6 @@ def test_end_of_input_at_the_prompt_cancels_like_ctrl_c() -> None:
 @pytest.mark.parametrize("yes", [True, False])
 def test_the_demo_shows_the_prompt_exactly_as_a_person_sees_it(yes: bool) -> None:
     answer, screen = _prompt("y\n" if yes else "n\n")
-    assert answer is yes
+    assert answer == approval.Decision(yes)
     assert screen.rstrip("\n") == approval.answered(NEEDED, yes)
 

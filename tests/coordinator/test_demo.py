@@ -36,7 +36,7 @@ def test_demo_plays_the_story(env: Env, tmp_path: Path) -> None:
     assert proc.returncode == 0, out + proc.stderr
     steps = [
         "❯ fix the failing test in tests/test_calc.py",
-        "edit(file_path: src/calc.py",
+        "edit src/calc.py",
         "❯ add a test for negative numbers",
         "speculation ✓ completed",
         "⇥ Tab",
@@ -47,7 +47,7 @@ def test_demo_plays_the_story(env: Env, tmp_path: Path) -> None:
         "❯ commit this",
         "speculation ⟳ running",
         "❯ run the tests",
-        "[y/N]: y",
+        "[y/a/n/r]: y",
         "passed",
         "the speculation of 'commit this' was aborted",
         "$ specrun undo --list",

@@ -65,6 +65,7 @@ REQUESTS = [
     control.SubscribeRequest(16, 4321),
     control.LiveSnapshotRequest(17),
     control.UndoRequest(18, 2, conversation=True),
+    control.ApprovalModeRequest(19, ApprovalMode.PLAN),
 ]
 REPLIES = [
     control.ErrorReply(1, "bad_request", "no."),

@@ -46,3 +46,22 @@ def test_verify_tries_every_escape_and_every_one_holds() -> None:
     assert len(report["checks"]) == 12
     tried = " ".join(row["tried"] for row in report["checks"])
     assert "vsock" in tried and "raw and packet" in tried
+
+
+def test_verify_says_each_check_as_it_is_tried() -> None:
+    """The checks take seconds: each line comes when its escape was tried, so the first
+    comes well before the last (the CPU-limit check alone runs a 1 s busy loop)."""
+    import time
+
+    with isolated_env() as env:
+        proc = subprocess.Popen([sys.executable, "-m", "coordinator", "sandbox", "--verify"],
+                                env=env.vars, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        arrived: list[tuple[float, str]] = []
+        for line in proc.stdout:
+            arrived.append((time.monotonic(), line))
+        assert proc.wait(timeout=120) == 0
+    assert arrived[0][1].startswith("Trying each escape")
+    first_check = next(t for t, line in arrived if line.startswith("held"))
+    assert arrived[-1][0] - first_check > 0.8, arrived
+    assert "every layer held (12 checks in" in arrived[-1][1]

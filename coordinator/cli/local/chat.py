@@ -39,5 +39,27 @@ def chat(obj: CommandContext, /, **flags: Any) -> None:
         raise CliError("`specrun chat` needs a terminal.",
                        "Use `specrun ask` and `specrun accept` from scripts.")
     given = flags_dict(**flags)
-    ensure_service(obj, given)
-    sys.exit(run_chat(obj.project, enter_accepts=obj.settings(given).enter_accepts))
+    _, started = ensure_service(obj, given)
+    if not started:
+        _apply_to_running(obj, given)
+    root = click.get_current_context().find_root().command
+    assert isinstance(root, click.Group), root  # the `specrun` group: slash commands run it
+    sys.exit(run_chat(obj.project, root, enter_accepts=obj.settings(given).enter_accepts))
+
+
+def _apply_to_running(obj: CommandContext, given: dict[str, Any]) -> None:
+    """The service already ran: --approval-mode changes its mode now; the other flags
+    only take effect when it starts, and the chat says so instead of ignoring them."""
+    from coordinator.cli import render
+    from coordinator.cli.chat_slash import set_approval_mode
+    from coordinator.settings import FLAG_NAMES
+    from protocol.wire.approval import ApprovalMode
+
+    mode = given.pop("approvalMode", None)
+    if mode is not None:
+        with obj.client() as client:
+            render.console.print(set_approval_mode(client, ApprovalMode(mode)), highlight=False)
+    if given:
+        names = ", ".join(FLAG_NAMES[key] for key in given)
+        render.warning(f"The service was already running, so {names} do not apply to it; "
+                       "`specrun stop` and start the chat again to use them.")

@@ -388,6 +388,11 @@ class MainChat:
             self.save_snapshot(system, tools)
             return self.compactor.last
 
+    def set_approval_mode(self, mode: ApprovalMode) -> None:
+        """The mode of the turns started from now on (and of the speculations after them);
+        a running turn keeps the one it started with."""
+        self.approval_mode = mode
+
     def pending_approval(self) -> ToolCall | None:
         """The call a running turn is waiting on a person's yes for, if any."""
         return self.approvals.pending()
@@ -396,8 +401,9 @@ class MainChat:
     def busy(self) -> bool:
         return self.slot.busy
 
-    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool:
-        return self.approvals.answer(ask_req_id, call_id, approved)
+    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool,
+                        remember: bool = False, reason: str = "") -> bool:
+        return self.approvals.answer(ask_req_id, call_id, approved, remember, reason)
 
     def cancel(self, ask_req_id: int | None = None) -> bool:
         """Ctrl-C: abort the running turn (model request cancelled, tool worker killed), or
@@ -472,6 +478,7 @@ class MainChat:
         """A new session (``specrun reset``). ``keep``: the messages it starts with
         (``specrun undo --conversation``: the turns before the one rewound to)."""
         self.cancel()
+        self.approvals.forget()
         self.slot.cancel_follow_up()
         self.prefetcher.abort_and_clear(AbortReason.RESET)
         self.prefetcher.reset()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable
 
-from coordinator.service.chat.approvals import ApprovalLost, Approvals
+from coordinator.service.chat.approvals import Answer, ApprovalLost, Approvals
 from coordinator.service.chat.context_meter import ContextMeter
 from coordinator.service.chat.protected_writes import ProtectedWrites
 from coordinator.service.chat.tool_exec import (
@@ -68,14 +68,16 @@ class ChatToolCalls:
         if policy == "refuse":
             return await self._refused(out, call, f"{call.name} is not allowed in plan mode.")
         # Asked whatever the mode (yolo too): a name that hides what it is, or a file that
-        # a later unsandboxed run executes (protected_writes).
+        # a later unsandboxed run executes (protected_writes). Such a yes is never kept.
         always = hidden_name_reason(call) or self.guard.reason(call)
-        if (policy == "ask" or always) and not await self._confirm(
-            out, call, always or f"{call.name} changes files", can_confirm
-        ):
-            return await self._refused(
-                out, call, self._refusal_text(can_confirm, call, always or "", bool(always))
+        if policy == "ask" or always:
+            answer = await self._confirm(
+                out, call, always or f"{call.name} changes files", can_confirm,
+                rememberable=not always,
             )
+            if not answer.approved:
+                return await self._refused(out, call, self._refusal_text(
+                    can_confirm, call, always or "", bool(always), answer.reason))
         await out.tool(call, "running")
         if self.before_write is not None and call.name in WRITE_TOOLS:
             await self.before_write(call)
@@ -85,33 +87,44 @@ class ChatToolCalls:
                 return await self._refused(
                     out, call, "Only read-only shell commands run in plan mode."
                 )
-            if not await self._confirm(out, call, outcome.needs_approval, can_confirm):
+            answer = await self._confirm(out, call, outcome.needs_approval, can_confirm)
+            if not answer.approved:
                 return await self._refused(
-                    out, call, self._refusal_text(can_confirm, call, outcome.needs_approval)
+                    out, call,
+                    self._refusal_text(can_confirm, call, outcome.needs_approval,
+                                      declined_because=answer.reason),
                 )
             outcome = await self.executor.run(call, "full")
         result = self._fit(
             ToolResult(call.id, call.name, outcome.result.output, outcome.result.error)
         )
+        # a command that ran and exited non-zero is a failure to show, not a success
         await out.tool(
-            call, "success" if result.ok else "error", result.error or result.output or ""
+            call, "error" if result.failed else "success", result.error or result.output or "",
+            result.exit_code,
         )
         return result
 
-    async def _confirm(self, out: Emitter, call: ToolCall, reason: str, can_confirm: bool) -> bool:
-        return can_confirm and await self.approvals.ask(out, call, reason)
+    async def _confirm(self, out: Emitter, call: ToolCall, reason: str, can_confirm: bool,
+                       rememberable: bool = True) -> Answer:
+        if not can_confirm:
+            return Answer(False)
+        return await self.approvals.ask(out, call, reason, rememberable)
 
     async def _refused(self, out: Emitter, call: ToolCall, why: str) -> ToolResult:
         await out.tool(call, "refused", why)
         return ToolResult(call.id, call.name, error=why)
 
     def _refusal_text(
-        self, can_confirm: bool, call: ToolCall, why: str = "", always: bool = False
+        self, can_confirm: bool, call: ToolCall, why: str = "", always: bool = False,
+        declined_because: str = "",
     ) -> str:
         """Why a call was not run, naming the one approval mode that allows exactly this
         call (file writes: auto-edit; shell, reads outside the project: yolo) and saying
-        where it can be given."""
+        where it can be given; a person's no with the reason they gave."""
         if can_confirm:
+            if declined_because:
+                return f"The user declined this tool call, saying: {declined_because}"
             return "The user declined this tool call."
         needed = "auto-edit" if call.name in WRITE_TOOLS else "yolo"
         if always or why == HIDDEN_NAME_REASON:  # no mode allows it: only a yes at a terminal

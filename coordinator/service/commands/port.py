@@ -13,6 +13,7 @@ from coordinator.service.commands.parts import ServiceParts
 from coordinator.service.emitter import Emitter
 from coordinator.service.session import Accepted, Asked, How
 from protocol.text.secret_text import without_password
+from protocol.wire.approval import ApprovalMode
 from protocol.wire.control import (
     AcceptRequest,
     AskRequest,
@@ -56,7 +57,8 @@ def status_reply(svc: ServiceParts, req_id: int) -> StatusReply:
 
 def _how(request: AskRequest | AcceptRequest) -> How:
     if isinstance(request, AcceptRequest):
-        return Accepted(request.method, request.index)
+        return Accepted(request.method, request.index, can_confirm=request.can_confirm,
+                        client_pid=request.client_pid)
     return Asked(request.text, method=request.accept_method, filled=request.filled,
                  mode=request.approval_mode, can_confirm=request.can_confirm,
                  client_pid=request.client_pid)
@@ -79,8 +81,14 @@ class CommandPort:
     def cancel(self, ask_req_id: int) -> bool:
         return self._svc.session.cancel(ask_req_id)
 
-    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool:
-        return self._svc.chat.answer_approval(ask_req_id, call_id, approved)
+    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool,
+                        remember: bool = False, reason: str = "") -> bool:
+        return self._svc.chat.answer_approval(ask_req_id, call_id, approved, remember, reason)
+
+    def set_approval_mode(self, mode: ApprovalMode) -> ApprovalMode:
+        before = self._svc.chat.approval_mode
+        self._svc.chat.set_approval_mode(mode)
+        return before
 
     @property
     def turn_running(self) -> bool:

@@ -124,7 +124,8 @@ class SpeculationViews:
                 result.call_id,
                 result.name,
                 started.args if started else "",
-                "success" if result.ok else "error",
+                "error" if result.failed else "success",
+                result.exit_code,
             )
             self._diff_soon(spec_id)
         elif isinstance(event, (Completed, Boundary)):

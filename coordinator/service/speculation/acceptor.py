@@ -123,6 +123,7 @@ class Acceptor:
     def _count(self, suggestion: Suggestion, branch: BranchRun, method: AcceptMethod) -> None:
         suggestion.settled = True
         self.stats.accepted[method] += 1
+        self.stats.unused_streak = 0
         self.stats.accepted_by_rank[branch.rank] += 1
         if method == "typed":
             self.stats.accepted_by_typing["exact_match"] += 1

@@ -32,8 +32,11 @@ class _TokenTally:
     prompt: int = 0
     cached_prompt: int = 0
     completion: int = 0
+    # prompt tokens of the last request the provider did not serve from its prefix cache
+    last_uncached: int = 0
 
     def add(self, usage: Usage) -> None:
+        self.last_uncached = usage.prompt_tokens - min(usage.cached_tokens, usage.prompt_tokens)
         self.requests += 1
         self.prompt += usage.prompt_tokens
         self.cached_prompt += min(usage.cached_tokens, usage.prompt_tokens)

@@ -128,6 +128,7 @@ class SpeculationManager:
         if not current.settled:
             current.settled = True
             self.stats.ignored += 1
+            self.stats.unused_streak += 1
         await self.abort(reason)
         self.shown.show(None)
 

@@ -121,6 +121,7 @@ class Predictor:
         self.model = model
         self.offer = offer
         self._generation: asyncio.Task[object] | None = None
+        self._backoff_skipped = 0  # turns skipped since the last prediction while backing off
 
     @property
     def generating(self) -> bool:
@@ -135,7 +136,31 @@ class Predictor:
         if self.chat.model_turns() < 2:
             self._suppress("early_conversation")
             return
+        guard = self._guard()
+        if guard is not None:
+            self._suppress(guard)
+            return
         self._generation = self.context.background.spawn(self._suggest())
+
+    def _guard(self) -> SuppressReason | None:
+        """Why a prediction would not earn its tokens now: the provider's prefix cache is
+        cold (it would pay for the whole prompt again), or the last suggestions went
+        unused (back off: predict every 2nd, 4th, then 8th turn until one is taken)."""
+        cold = self.settings.suggestion_cold_cache_tokens
+        main = self.context.stats.cost.by_purpose.get("main")
+        if cold and main is not None and main.last_uncached > cold:
+            return "cold_cache"
+        after = self.settings.suggestion_backoff_after
+        streak = self.context.stats.unused_streak
+        if not after or streak < after:
+            self._backoff_skipped = 0
+            return None
+        every = min(8, 2 ** (streak - after + 1))
+        if self._backoff_skipped + 1 < every:
+            self._backoff_skipped += 1
+            return "backoff"
+        self._backoff_skipped = 0
+        return None
 
     async def _suggest(self) -> None:
         snapshot = self.chat.snapshot

@@ -45,6 +45,7 @@ class Stats:
     shown: int = 0
     accepted: Counter[AcceptMethod] = field(default_factory=Counter)  # by method
     ignored: int = 0
+    unused_streak: int = 0  # suggestions ignored since the last accept (for the backoff)
     suppressed: Counter[str] = field(default_factory=Counter)  # by reason
     completed: int = 0
     boundary: Counter[str] = field(default_factory=Counter)  # by reason

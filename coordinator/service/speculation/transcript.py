@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from protocol.wire.chat import Message
 from protocol.wire.control import ToolStatus, TranscriptEntry
-from protocol.wire.display import cut, format_args
+from protocol.wire.display import call_diff, call_path, cut, format_args
 
 
 def ensure_tool_result_pairing(messages: list[Message]) -> list[Message]:
@@ -43,7 +43,8 @@ def render_transcript(
             if result is None:
                 status, text = "cancelled", ""
             elif result.ok:
-                status, text = "success", result.output or ""
+                status = "error" if result.failed else "success"
+                text = result.output or ""
             else:
                 status, text = "error", result.error or ""
             entries.append(
@@ -53,6 +54,9 @@ def render_transcript(
                     args=format_args(call),
                     text=text if full else cut(text, RESULT_SHOWN),
                     status=status,
+                    exit_code=result.exit_code if result is not None else None,
+                    diff=call_diff(call),
+                    path=call_path(call),
                 )
             )
     return entries

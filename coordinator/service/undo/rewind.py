@@ -39,6 +39,7 @@ from coordinator.service.undo.store import (
     restorable,
     same_state,
 )
+from coordinator.user_state import journal_dir
 from overlay.apply import ApplyItem, apply_items
 from protocol.wire.control import UndoAction
 
@@ -160,7 +161,8 @@ def apply_plan(
     atomic_write(undoing_path(store), msgspec.json.encode(record))
     try:
         if plan.items:
-            apply_items(str(root), plan.items, durable=durable)
+            # The accept's journal directory: the next start's recovery reads only that one.
+            apply_items(str(root), plan.items, durable=durable, journal_dir=str(journal_dir(root)))
     except BaseException:
         finish_undo(store, dropped=False)
         raise

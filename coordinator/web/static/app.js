@@ -93,11 +93,76 @@ function bytes(n) {
 
 // -- conversation ----------------------------------------------------------------------
 
+// A tool call's outcome in words, with a mark that does not rely on colour alone: a
+// command that exited non-zero is a failure (its exit code said), never a success.
+const TOOL_MARKS = {running: "…", success: "✓", error: "✗", refused: "⊘", cancelled: "−"};
+const TOOL_WORDS = {running: "running", success: "success", error: "failed", refused: "refused",
+                    cancelled: "cancelled"};
+
+function toolNode(name, args, status, exitCode, resultText, diff, path) {
+  const mark = TOOL_MARKS[status] || "•";
+  let word = TOOL_WORDS[status] || status;
+  if (exitCode !== null && exitCode !== undefined && exitCode !== 0) word += `, exit ${exitCode}`;
+  const result = resultText ? "\n  → " + resultText : "";
+  if (diff && path) {  // an edit or a write: its file and its change, not its arguments
+    const lines = diff.split("\n").map((line) => el("span", {
+      class: line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : ""}, line + "\n"));
+    return el("div", {class: `tool tool-${status}`}, `${mark} ${name} ${path} [${word}]\n`,
+              el("pre", {class: "diff"}, ...lines), status === "success" ? "" : result);
+  }
+  return el("div", {class: `tool tool-${status}`}, `${mark} ${name}(${args}) [${word}]${result}`);
+}
+
+// An approval question of a turn: the call whole (the model wrote it), why it needs a
+// yes, and the answers the terminal offers. A question asked of a terminal is answered
+// there; the page then says so.
+function approvalNode(item) {
+  const box = el("div", {class: "approval", dataset: {call: item.id}},
+                 el("div", {class: "approval-question"}, `Allow ${item.name}? (${item.reason})`),
+                 el("pre", {class: "approval-call"}, item.args));
+  if (item.answered) {
+    box.append(el("div", {class: "muted"}, item.answered));
+    return box;
+  }
+  const what = item.name === "run_shell_command" ? "this command" : item.name;
+  box.append(el("button", {type: "button", class: "approve", dataset: {answer: "once"}}, "Yes, once"));
+  if (item.rememberable) {
+    box.append(el("button", {type: "button", class: "approve", dataset: {answer: "session"}},
+                  `Yes, and allow ${what} for this session`));
+  }
+  box.append(el("button", {type: "button", class: "approve deny", dataset: {answer: "no"}}, "No"),
+             el("input", {type: "text", class: "approval-reason", maxlength: "2000",
+                          placeholder: "why not (optional; the model reads it)"}));
+  return box;
+}
+
+async function answerApproval(button) {
+  const box = button.closest(".approval");
+  const callId = box.dataset.call;
+  const reason = box.querySelector(".approval-reason");
+  const answer = button.dataset.answer;
+  const said = await post("/api/approve", {call_id: callId, answer,
+                                           reason: reason ? reason.value : ""});
+  for (const [number, turn] of state.turns) {
+    const item = turn.items.find((i) => i.k === "approval" && i.id === callId);
+    if (!item) continue;
+    item.answered = said && said.ok ? `answered: ${said.message}` : (said && said.message) || "";
+    renderTurn(number);
+  }
+}
+
 function entryNode(entry) {
   if (entry.kind === "user") return el("div", {class: "user"}, entry.text);
-  if (entry.kind === "model") return el("div", {class: "model"}, entry.text);
-  const result = entry.text ? "\n  → " + entry.text : "";
-  return el("div", {class: "tool"}, `${entry.tool}(${entry.args}) [${entry.status}]${result}`);
+  if (entry.kind === "model") {
+    if (!entry.html) return el("div", {class: "model"}, entry.text);
+    // markdown rendered and sanitized by the service's web view (nh3: structure only,
+    // no attributes, so no link, image or script); the text itself was made inert first
+    const node = el("div", {class: "model markdown"});
+    node.innerHTML = entry.html;
+    return node;
+  }
+  return toolNode(entry.tool, entry.args, entry.status, entry.exit_code, entry.text,
+                  entry.diff, entry.path);
 }
 
 function turnNode(turn) {
@@ -106,10 +171,11 @@ function turnNode(turn) {
     if (item.k === "user") box.append(el("div", {class: "user"}, item.text));
     else if (item.k === "text") box.append(el("div", {class: "text"}, item.text));
     else if (item.k === "tool") {
-      const result = item.result ? "\n  → " + item.result : "";
-      box.append(el("div", {class: "tool"}, `${item.name}(${item.args}) [${item.status}]${result}`));
+      box.append(toolNode(item.name, item.args, item.status, item.exit_code, item.result,
+                          item.diff, item.path));
     } else if (item.k === "entry") box.append(entryNode(item.entry));
     else if (item.k === "notice") box.append(el("div", {class: "notice"}, item.text));
+    else if (item.k === "approval") box.append(approvalNode(item));
     else if (item.k === "end") {
       const saved = item.speculated ? " (from the speculation)" : "";
       box.append(el("div", {class: "end"}, `turn ${item.reason}${saved} ${item.message}`));
@@ -215,13 +281,16 @@ function onTurnEvent(number, event) {
     case "tool": {
       const item = turn.items.find((i) => i.k === "tool" && i.id === event.call_id);
       const fresh = {k: "tool", id: event.call_id, name: event.name, args: event.args,
-                     status: event.status, result: event.result};
+                     status: event.status, exit_code: event.exit_code, result: event.result,
+                     diff: event.diff, path: event.path};
       if (item) Object.assign(item, fresh); else turn.items.push(fresh);
       break;
     }
     case "notice": turn.items.push({k: "notice", text: event.text}); break;
     case "approval_needed":
-      turn.items.push({k: "notice", text: `waits for approval: ${event.call.name} (${event.reason})`});
+      turn.items.push({k: "approval", id: event.call.id, name: event.call.name,
+                       args: event.call.arguments, reason: event.reason,
+                       rememberable: Boolean(event.rememberable), answered: ""});
       break;
     case "transcript":
       // Its first entry is the prompt, already shown.
@@ -311,10 +380,7 @@ function stepsNode(steps) {
   const box = el("div", {class: "steps"});
   for (const step of steps || []) {
     if (step.kind === "text") box.append(el("div", {class: "model"}, step.text));
-    else {
-      const result = step.text ? "\n  → " + step.text : "";
-      box.append(el("div", {class: "tool"}, `${step.tool}(${step.args}) [${step.status}]${result}`));
-    }
+    else box.append(toolNode(step.tool, step.args, step.status, step.exit_code, step.text));
   }
   // Symlinks the speculation's commands made that Tab would not create, with why.
   for (const held of diff.links_held || []) {
@@ -339,14 +405,14 @@ function renderSuggestion() {
     const accept = el("button", {class: "accept", dataset: {
       index: String(branch.rank), text: branch.text, speculation: spec ? spec.id : ""}}, "Accept");
     const head = el("div", {class: "branch-head"},
-      el("span", {class: "badge"}, `#${branch.rank}`),
+      el("span", {class: "badge", title: "specrun accept --index N takes it"}, `--index ${branch.rank}`),
       el("span", {class: "branch-text"}, branch.text),
       el("span", {class: `badge status-${spec ? spec.status : "none"}`}, status),
       accept);
     const box = el("div", {class: "branch", dataset: {rank: String(branch.rank)}}, head);
     if (spec) {
       const facts = `${spec.turns} turn(s), ${spec.tool_uses} tool use(s), ${spec.elapsed_s.toFixed(2)} s` +
-        (spec.worker_pid ? `, worker ${spec.worker_pid}` : "");
+        "";  // the worker's pid is an internal: the Workers table has it
       box.append(el("div", {class: "muted"}, facts));
       if (spec.boundary_reason) box.append(el("div", {class: "warn"}, `stopped at: ${spec.boundary_reason}`));
       box.append(el("h3", {}, "Steps"), stepsNode(state.steps[spec.id]));
@@ -377,9 +443,11 @@ function renderWorkers() {
 
 // -- stats as charts (SVG drawn here, no library) -----------------------------------------
 
-function barChart(title, bars, unit) {
+// Every chart says what it shows in a caption under its title; a chart of rates is scaled
+// to 1 (all accepted), not to its largest bar.
+function barChart(title, caption, bars, scaleTo) {
   const width = 260, row = 18, left = 90, height = Math.max(1, bars.length) * row + 8;
-  const max = Math.max(1e-9, ...bars.map((b) => b.value));
+  const max = scaleTo || Math.max(1e-9, ...bars.map((b) => b.value));
   const chart = svg("svg", {viewBox: `0 0 ${width} ${height}`, role: "img"});
   chart.append(svg("title", {}, title));
   bars.forEach((bar, i) => {
@@ -387,18 +455,21 @@ function barChart(title, bars, unit) {
     const w = Math.max(0, (width - left - 50) * bar.value / max);
     chart.append(svg("text", {x: 2, y: y + 12}, bar.label));
     chart.append(svg("rect", {x: left, y: y + 2, width: w.toFixed(1), height: row - 6, class: "bar " + (bar.kind || "")}));
-    chart.append(svg("text", {x: left + w + 4, y: y + 12}, bar.text ?? `${bar.value}${unit || ""}`));
+    chart.append(svg("text", {x: left + w + 4, y: y + 12}, bar.text ?? `${bar.value}`));
   });
-  return el("div", {class: "chart"}, el("h3", {}, title), chart);
+  if (bars.length === 0) chart.append(svg("text", {x: 2, y: 14}, "nothing yet"));
+  return el("div", {class: "chart"}, el("h3", {}, title), el("p", {class: "caption"}, caption), chart);
 }
 
-function lineChart(title, values) {
+function lineChart(title, caption, values, accepted) {
   const width = 260, height = 90, pad = 14;
   const chart = svg("svg", {viewBox: `0 0 ${width} ${height}`, role: "img"});
   chart.append(svg("title", {}, title));
   chart.append(svg("line", {x1: pad, y1: height - pad, x2: width - 4, y2: height - pad, class: "axis"}));
   if (values.length === 0) {
-    chart.append(svg("text", {x: pad, y: height / 2}, "no accepts yet"));
+    // accepts that ran as normal turns (a boundary, a fallback) save no time to draw
+    chart.append(svg("text", {x: pad, y: height / 2},
+                     accepted ? `${accepted} accepted, none with time saved yet` : "no accepts yet"));
   } else {
     const max = Math.max(1e-9, ...values);
     const step = values.length > 1 ? (width - pad - 8) / (values.length - 1) : 0;
@@ -411,7 +482,7 @@ function lineChart(title, values) {
     });
     chart.append(svg("text", {x: pad, y: 10}, `max ${max.toFixed(2)} s`));
   }
-  return el("div", {class: "chart"}, el("h3", {}, title), chart);
+  return el("div", {class: "chart"}, el("h3", {}, title), el("p", {class: "caption"}, caption), chart);
 }
 
 function renderStats() {
@@ -421,17 +492,21 @@ function renderStats() {
   const total = s.suggestions_accepted;
   const tokens = Object.entries(s.tokens).map(([purpose, t]) =>
     ({label: purpose, value: t.prompt + t.completion}));
+  // counts and tokens on separate charts: one scale for both hid the counts
   const acceptedVsThrown = [
     {label: "accepted", value: s.suggestions_accepted},
     {label: "thrown away", value: s.suggestions_ignored + s.speculations_aborted + s.speculations_failed, kind: "bad"},
-    {label: "tokens kept", value: s.speculation_tokens.accepted},
-    {label: "tokens lost", value: s.speculation_tokens.discarded, kind: "bad"},
+  ];
+  const tokensKept = [
+    {label: "kept", value: s.speculation_tokens.accepted},
+    {label: "lost", value: s.speculation_tokens.discarded, kind: "bad"},
   ];
   const ranks = Object.keys(live.speculated_by_rank).sort();
   const byRank = ranks.map((rank) => {
     const tried = live.speculated_by_rank[rank], taken = s.accepted_by_rank[rank] || 0;
     const rate = tried ? taken / tried : 0;
-    return {label: `rank ${rank}`, value: rate, text: `${taken}/${tried}`};
+    // numbered as `specrun accept --index N` takes them
+    return {label: `--index ${rank}`, value: rate, text: `${taken}/${tried}`};
   });
   const typing = s.accepted_by_typing;
   const typed = (typing.prefix_kept || 0) + (typing.exact_match || 0);
@@ -443,11 +518,23 @@ function renderStats() {
   const summary = el("p", {class: "muted"},
     `${s.suggestions_shown} shown, ${total} accepted, ${s.time_saved_total_s.toFixed(2)} s saved in all`);
   fill("stats", summary, el("div", {class: "charts"},
-    lineChart("Time saved per accept (s)", s.time_saved_s),
-    barChart("Tokens by purpose", tokens),
-    barChart("Accepted vs thrown away", acceptedVsThrown),
-    barChart("Accept rate by rank", byRank),
-    barChart("Accepts by typing", byTyping)));
+    lineChart("Time saved per accept (s)",
+              "Seconds each accept saved over running its prompt then, oldest first.",
+              s.time_saved_s, total),
+    barChart("Tokens by purpose",
+             "Prompt + completion tokens, by what the requests were for.", tokens),
+    barChart("Suggestions: accepted vs thrown away",
+             "Suggestions taken; those ignored and speculations aborted or failed.",
+             acceptedVsThrown),
+    barChart("Speculation tokens: kept vs lost",
+             "Tokens of speculations that were accepted, and of those thrown away.",
+             tokensKept),
+    barChart("Accept rate by guess",
+             "Accepted / speculated, for each ranked guess (--index 0 is the top one); full bar: all.",
+             byRank, 1),
+    barChart("Accepts by typing",
+             "Share of accepts: after typing the beginning, typed out in full, or no typing.",
+             byTyping, 1)));
 }
 
 // -- applying what the service sends --------------------------------------------------------
@@ -549,9 +636,11 @@ async function post(path, body) {
     const answer = json ? await response.json() : {ok: false, message: await response.text()};
     result.textContent = visible(answer.message || answer.reason || (answer.ok ? "done" : "failed"));
     result.dataset.ok = String(Boolean(answer.ok));
+    return answer;
   } catch (error) {
     result.textContent = visible(`failed: ${error}`);
     result.dataset.ok = "false";
+    return {ok: false, message: `failed: ${error}`};
   }
 }
 
@@ -562,6 +651,12 @@ document.addEventListener("DOMContentLoaded", () => {
     const text = input.value;
     input.value = "";
     if (text.trim()) post("/api/ask", {text});
+  });
+  document.getElementById("conversation").addEventListener("click", (event) => {
+    const target = event.target;
+    if (target instanceof HTMLButtonElement && target.classList.contains("approve")) {
+      answerApproval(target);
+    }
   });
   document.getElementById("undo").addEventListener("click", () => post("/api/undo", {}));
   document.getElementById("suggestion").addEventListener("click", (event) => {

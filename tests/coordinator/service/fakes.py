@@ -289,6 +289,9 @@ class SessionChat:
     def pending_approval(self) -> ToolCall | None:
         return self.waiting
 
+    def set_approval_mode(self, mode: ApprovalMode) -> None:
+        self.approval_mode = mode
+
     async def run_turn(
         self,
         out: Emitter,
@@ -317,7 +320,8 @@ class SessionChat:
         self.cancels.append(ask_req_id)
         return ask_req_id == 7
 
-    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool) -> bool:
+    def answer_approval(self, ask_req_id: int, call_id: str, approved: bool,
+                        remember: bool = False, reason: str = "") -> bool:
         self.answers.append((ask_req_id, call_id, approved))
         return self.answer_found
 

@@ -59,7 +59,7 @@ def test_a_prompt_sent_from_the_page_streams_and_its_speculation_shows_its_diff_
     page.click("#ask button")
     # The conversation streams: the prompt, the model's text, its tool calls.
     page.wait_for_selector(".turn .user >> text=" + FIX)
-    page.wait_for_selector(".turn .tool >> text=edit(")
+    page.wait_for_selector(".turn .tool >> text=edit src/calc.py")  # its file, then its diff
     page.wait_for_selector(".turn .end >> text=turn completed")
     assert "return a + b" in (started.project / "src/calc.py").read_text()
 
@@ -74,8 +74,8 @@ def test_a_prompt_sent_from_the_page_streams_and_its_speculation_shows_its_diff_
     assert "+    assert add(-2, -3) == -5" in added.all_inner_texts()
     assert branch.locator(".warn").count() == 0  # a test file does not run by itself
     steps = branch.locator(".steps .tool").all_inner_texts()
-    assert any(s.startswith("read_file(") and "[success]" in s for s in steps), steps
-    assert any(s.startswith("write_file(") for s in steps), steps
+    assert any(s.startswith("✓ read_file(") and "[success]" in s for s in steps), steps
+    assert any(s.startswith("✓ write_file(") for s in steps), steps
     page.wait_for_selector("#workers table tr >> nth=1")
     page.wait_for_selector("#containment li")
     page.wait_for_selector("#stats svg")

@@ -1,0 +1,31 @@
+"""The model's text as the page shows it: markdown rendered by markdown-it (CommonMark, raw
+HTML in the text disabled) and the result passed through nh3 (the ammonia sanitizer) with a
+small allowlist: text structure only (paragraphs, emphasis, code, lists, headings, quotes,
+tables), no attributes at all, so no link, image, style or script can come from model text.
+The text is made inert first, as everywhere on the page: a control character shows as its
+escape, never as itself."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import nh3
+from markdown_it import MarkdownIt
+
+from protocol.text.inert_text import inert
+
+ALLOWED_TAGS = {
+    "p", "br", "em", "strong", "code", "pre", "ul", "ol", "li", "blockquote", "hr",
+    "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "del",
+}
+
+
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+
+
+def markdown_html(text: str) -> str:
+    """``text`` (model output) as sanitized HTML."""
+    html = _parser().render(inert(text))
+    return nh3.clean(html, tags=ALLOWED_TAGS, attributes={}, link_rel=None)
