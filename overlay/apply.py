@@ -13,7 +13,8 @@ Protocol (one apply, under an exclusive ``flock`` on the project root directory)
    rename, so it is never seen half-written). It names every stage file, backup name and
    directory the apply may create, so a crash during staging can be cleaned up.
 3. Stage: create missing parent directories, then copy each overlay file to
-   ``.<name>.specrun-stage-<id>`` in its target's own directory.
+   ``.<name>.specrun-stage-<id>`` in its target's own directory (a symlink entry is made
+   there as a symlink with its target: from here on it is a stage file like any other).
 4. Rewrite the journal in state ``commit``: from here on, every stage file is complete.
 5. For each file: hard-link the original to ``.<name>.specrun-backup-<id>`` (or rename it there
    where hard links are unsupported), then rename the stage file over the target. A deletion
@@ -98,6 +99,10 @@ class ApplyItem:
     ``keep_time``: the real file gets the overlay file's modification time, not the time
     of the apply (what a sandboxed command wrote: make compares these times, so a build
     output keeps its place relative to its sources and to the other outputs).
+    ``link``: the entry is a symlink with this target, not a file (``overlay_path`` is not
+    read): it is staged as a symlink and renamed into place like a file. Whether the target
+    may be created at all is the caller's rule (``protocol.rules.links``): the apply itself
+    never follows a link, so it needs none.
     """
 
     rel: str
@@ -107,6 +112,7 @@ class ApplyItem:
     yields: bool = False
     mode: int | None = None
     keep_time: bool = False
+    link: str | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +167,8 @@ class _Step:
     deleted: bool = False
     mode: int | None = None  # the staged file's bits (None: the source's); not journaled
     keep_time: bool = False  # the stage file gets the overlay file's times (not journaled)
+    # a symlink's target: the stage is that symlink (not journaled: recovery only renames)
+    link: str | None = None
 
 
 @dataclass(slots=True)
@@ -490,6 +498,7 @@ def _classify(root: str, item: ApplyItem, opener: OpenSource) -> Classified:
         source=item.overlay_path,
         open_source=opener,
         mode=item.mode,
+        link=item.link,
     )
 
 
@@ -548,7 +557,7 @@ def _plan(
         )
         backup = (
             os.path.join(parent, _side_name(name, BACKUP_MARK, apply_id, index))
-            if change.mode_before is not None or item.deleted
+            if _replaces_something(item, change)
             else None
         )
         steps.append(
@@ -561,6 +570,7 @@ def _plan(
                 deleted=item.deleted,
                 mode=item.mode,
                 keep_time=item.keep_time,
+                link=item.link,
             )
         )
     return _Plan(
@@ -571,6 +581,14 @@ def _plan(
         changes=[c for _i, c in kept],
         yielded=yielded,
     )
+
+
+def _replaces_something(item: ApplyItem, change: FileChange) -> bool:
+    """Whether the apply puts something aside at the target (kept as the backup): a real
+    file, a deletion's, or a link that was there (what an undo expects where an accept
+    left one)."""
+    link_there = item.fingerprint is not None and item.fingerprint.link is not None
+    return change.mode_before is not None or item.deleted or link_there
 
 
 def _check_parent(root: str, parent: str, known: dict[str, bool], missing: list[str]) -> str:
@@ -726,6 +744,12 @@ def _run(
 
 
 def _stage(step: _Step, sync: _Sync, opener: OpenSource) -> None:
+    if step.link is not None:
+        # A name only: made in the target's own directory, renamed over it like a file (a
+        # rename replaces the name, never writes through what was there). Its directory
+        # entry is made durable by barrier 1 with the other stage names.
+        os.symlink(step.link, step.stage)
+        return
     src = opener(step.rel, step.source)
     try:
         st = os.fstat(src)

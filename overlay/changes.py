@@ -50,6 +50,8 @@ class FileChange:
     mode_before: int | None
     mode_after: int | None
     conflict: str | None = None
+    #: a symlink Tab creates (its target, as the command made it); None: a file
+    link: str | None = None
 
     @property
     def mode_change(self) -> str:
@@ -100,14 +102,18 @@ def classify(
     source: str | None = None,
     open_source: OpenSource | None = None,
     mode: int | None = None,
+    link: str | None = None,
 ) -> Classified:
     """Classify the entry ``rel``: ``target`` is the real file's absolute path, ``fingerprint`` the
     real file as the speculation copied it (None: it did not exist), ``deleted`` whether the
     speculation removed it, ``source`` the overlay file (opened through ``open_source``,
     which must not follow symlinks), ``mode`` the bits the applied file gets (None: the
-    source's). Raises OSError when the source is not a regular file
+    source's), ``link`` the target of a symlink the speculation left there instead of a file
+    (``source`` is then not read). Raises OSError when the source is not a regular file
     or cannot be read (a forged or damaged overlay)."""
     real_mode = _mode_of(target)
+    if link is not None:
+        return _classify_link(rel, target, fingerprint, link, real_mode)
     if deleted:
         if fingerprint is None:
             return Classified(None, unchanged=True)  # created and removed again
@@ -126,7 +132,7 @@ def classify(
             raise OSError(f"the overlay copy {source} is not a regular file")
         new_mode = (stat.S_IMODE(st.st_mode) if mode is None else mode) & APPLIED_BITS
         same_content = False
-        if fingerprint is not None and st.st_size == fingerprint.size:
+        if fingerprint is not None and fingerprint.link is None and st.st_size == fingerprint.size:
             same_content = hash_fd(fd)[1] == fingerprint.sha256
     finally:
         os.close(fd)
@@ -142,6 +148,16 @@ def classify(
         kind = "modified"
     before = None if kind == "created" and reason is None else real_mode
     return Classified(FileChange(rel, kind, before, new_mode, reason))
+
+
+def _classify_link(
+    rel: str, target: str, fingerprint: Fingerprint | None, link: str, real_mode: int | None
+) -> Classified:
+    # Anything at the path now that was not there (a link included) is a conflict.
+    reason = check_unchanged(target, fingerprint)
+    kind: ChangeKind = "created" if fingerprint is None else "modified"
+    before = None if kind == "created" and reason is None else real_mode
+    return Classified(FileChange(rel, kind, before, None, reason, link=link))
 
 
 def _mode_of(path: str) -> int | None:

@@ -39,6 +39,8 @@ class RecordEntry(TypedDict):
     deleted: NotRequired[bool]
     # a sandboxed command wrote it last: Tab keeps its modification time
     by_command: NotRequired[bool]
+    # a symlink a command left at the path (its target), not a file
+    link: NotRequired[str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,8 @@ class _Entry:
     overlay_path: str
     fingerprint: Fingerprint | None
     deleted: bool = False  # the speculation removed the file: Tab removes the real one
+    # a symlink a command left there (its target): nothing is at ``overlay_path``
+    link: str | None = None
 
 
 class Overlay:
@@ -116,6 +120,14 @@ class Overlay:
         with self._lock:
             self._command_output.discard(rel)
             entry = self._entries.get(rel)
+            if entry is not None and entry.link is not None:
+                # A file where the speculation had left a link: the file replaces the link,
+                # and the copy-up fingerprint stays the real file's as the link found it.
+                self._make_dirs(os.path.dirname(entry.overlay_path))
+                with open(entry.overlay_path, "wb"):
+                    pass
+                entry = _Entry(entry.overlay_path, entry.fingerprint)
+                self._entries[rel] = entry
             if entry is not None:
                 if by_command:
                     self._command_output.add(rel)
@@ -140,7 +152,7 @@ class Overlay:
         rel = resolve_relative(self._root, path)
         if rel is not None:
             entry = self._entries.get(rel)
-            if entry is not None:
+            if entry is not None and entry.link is None:
                 return Path(entry.overlay_path)
         raw = Path(path)
         return raw if raw.is_absolute() else self._root_given / raw
@@ -149,7 +161,57 @@ class Overlay:
         """Relative posix path -> overlay path, in the order first written (a copy); files
         the speculation deleted are not among them (see :meth:`deleted_files`)."""
         with self._lock:
-            return {rel: Path(e.overlay_path) for rel, e in self._entries.items() if not e.deleted}
+            return {
+                rel: Path(e.overlay_path)
+                for rel, e in self._entries.items()
+                if not e.deleted and e.link is None
+            }
+
+    def links(self) -> dict[str, str]:
+        """Relative path -> target of each symlink the speculation left (:meth:`record_link`)."""
+        with self._lock:
+            return {rel: e.link for rel, e in self._entries.items() if e.link is not None}
+
+    def forget_link(self, path: str) -> None:
+        """Drop the link entry at the relative ``path``, if any (a command removed it, or
+        replaced it with a link Tab does not create): the real path is left as it is."""
+        with self._lock:
+            entry = self._entries.get(path)
+            if entry is not None and entry.link is not None:
+                del self._entries[path]
+
+    def record_link(self, path: StrPath, target: str) -> None:
+        """Record that a command left a symlink ``path -> target``: Tab creates it as a link
+        (the apply never follows it; which targets are allowed is the caller's rule). A file
+        written there before is dropped. Raises like :meth:`redirect_write`, and
+        InvalidTargetError when the real path is neither absent nor a regular file (a
+        directory or a link of the project: no fingerprint can tell whether it changed)."""
+        real, rel = resolve_target(self._root, path)
+        if os.path.normpath(os.path.join(self._root, os.fspath(path))) != real:
+            raise InvalidTargetError(os.fspath(path), "it is reached through a symlink")
+        if not target or "\x00" in target:
+            raise InvalidTargetError(os.fspath(path), "its target is empty")
+        with self._lock:
+            self._command_output.discard(rel)
+            entry = self._entries.get(rel)
+            if entry is not None:
+                fingerprint = entry.fingerprint
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.overlay_path)
+            else:
+                self._check_shape(rel, path)
+                try:
+                    info = os.lstat(real)
+                except FileNotFoundError:
+                    fingerprint = None
+                else:
+                    found = hash_regular_file(real) if stat.S_ISREG(info.st_mode) else None
+                    if found is None:
+                        raise InvalidTargetError(
+                            os.fspath(path), "the project holds a directory or a link there"
+                        )
+                    fingerprint = Fingerprint(found[0], info.st_mtime_ns, found[1])
+            self._register(rel, _Entry(os.path.join(self._dir, rel), fingerprint, link=target))
 
     def command_output(self) -> frozenset[str]:
         """Files a sandboxed command wrote last (``redirect_write(by_command=True)``)."""
@@ -180,8 +242,9 @@ class Overlay:
             if entry is not None:
                 if entry.deleted:
                     return True
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(entry.overlay_path)
+                if entry.link is None:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.overlay_path)
                 if entry.fingerprint is None:  # created in the speculation, removed again
                     del self._entries[rel]
                     return True
@@ -240,9 +303,14 @@ class Overlay:
             by_command = data.get("by_command", False)
             if type(by_command) is not bool:
                 raise OverlayError(f"Invalid overlay record entry {rel!r}: a bad by_command.")
+            link = data.get("link")
+            if link is not None and (
+                not isinstance(link, str) or not link or "\x00" in link or deleted
+            ):
+                raise OverlayError(f"Invalid overlay record entry {rel!r}: a bad link.")
             overlay._check_shape(rel, rel)
-            overlay._register(rel, _Entry(expected, fingerprint, deleted))
-            if by_command and not deleted:
+            overlay._register(rel, _Entry(expected, fingerprint, deleted, link))
+            if by_command and not deleted and link is None:
                 overlay._command_output.add(rel)
         return overlay
 
@@ -284,7 +352,7 @@ class Overlay:
         return [
             ApplyItem(
                 rel, e.overlay_path, e.fingerprint, e.deleted, rel in keep,
-                keep_time=rel in self._command_output,
+                keep_time=rel in self._command_output, link=e.link,
             )
             for rel, e in self._entries.items()
         ]
@@ -336,7 +404,7 @@ class Overlay:
         if not absolute.startswith(self._dir + os.sep):
             return None
         entry = self._entries.get(absolute[len(self._dir) + 1 :])
-        if entry is None or entry.overlay_path != absolute:
+        if entry is None or entry.overlay_path != absolute or entry.link is not None:
             return None
         return Path(absolute)
 

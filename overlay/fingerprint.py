@@ -18,11 +18,16 @@ class Fingerprint:
     ``sha256`` is the hex digest of exactly the bytes copied into the overlay, and ``size`` is
     their count. ``mtime_ns`` is kept for diagnostics: the content decides whether a file
     changed, so a file saved again with identical bytes is not a conflict.
+
+    ``link``: what was there is a symlink with this target (``size`` and ``sha256`` are then
+    its target's bytes): what an undo expects where an accept left a link. Never read from a
+    record (``from_dict``): a speculation's copy-up is always of a regular file.
     """
 
     size: int
     mtime_ns: int
     sha256: str
+    link: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"size": self.size, "mtime_ns": self.mtime_ns, "sha256": self.sha256}
@@ -112,6 +117,10 @@ def check_unchanged(path: str, fingerprint: Fingerprint | None) -> str | None:
         return None if fingerprint is None else "deleted"
     if fingerprint is None:
         return "created"
+    if fingerprint.link is not None:
+        if not stat.S_ISLNK(st.st_mode):
+            return "replaced"
+        return None if os.readlink(path) == fingerprint.link else "modified"
     if not stat.S_ISREG(st.st_mode):
         return "replaced"
     if st.st_size != fingerprint.size:

@@ -24,7 +24,9 @@ A kept file keeps its modification time and mode (without set-uid, set-gid and s
 so a build tool that trusts times (make, ninja, cargo, tsc's incremental build) finds the next
 command's sources older than what the last one built. What a file cannot carry (symlinks,
 directories, deletions) the next command sees through the sandbox helper's carry layer
-(``worker.contain.session``); a symlink is named in the note, since Tab does not apply it.
+(``worker.contain.session``). A symlink is also recorded in the overlay as a link entry, which
+Tab creates as a link, when ``protocol.rules.links`` allows its target (inside the project,
+relative, not protected, not running later); the others the note names as not applied.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from overlay import Overlay, OverlayError
+from protocol.rules.links import link_problem
 from protocol.rules.protected import protected_reason
 from protocol.rules.runs_later import runs_later_reason
 from protocol.wire.boundary import BoundaryReason
@@ -51,6 +54,8 @@ class CaptureReport:
     skipped: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
+    # links the next commands see but Tab does not create, with why (``protocol.rules.links``)
+    links_held: list[str] = field(default_factory=list)
     bytecode: int = 0
 
     def note(self) -> str:
@@ -61,6 +66,9 @@ class CaptureReport:
             parts.append(f"{len(self.deleted)} file(s) it deleted are kept as deletions")
         if self.links:
             shown = ", ".join(self.links[:10])
+            parts.append(f"symlink(s) kept, applied at Tab as links: {shown}")
+        if self.links_held:
+            shown = ", ".join(self.links_held[:10])
             parts.append(f"symlink(s) kept for the next commands, not applied at Tab: {shown}")
         if self.skipped:
             parts.append(f"not kept: {', '.join(self.skipped[:10])}")
@@ -97,7 +105,10 @@ def _scan(upper: Path) -> _Scan:
         here = Path(dirpath)
         if here != upper and is_opaque(dirpath):
             found.opaque.append(here.relative_to(upper).as_posix())
-        for name in sorted(filenames):
+        # os.walk lists a symlink to a directory among the directories (and does not
+        # enter it): it is a link all the same
+        linked = [name for name in dirnames if os.path.islink(os.path.join(dirpath, name))]
+        for name in sorted((*filenames, *linked)):
             source = here / name
             rel = source.relative_to(upper).as_posix()
             info = source.lstat()
@@ -222,7 +233,6 @@ def import_capture(
         return report
     scan = _scan(upper)
     files, report.skipped, report.bytecode = scan.files, scan.skipped, scan.bytecode
-    report.links = scan.links
     deleted = _deletions(scan, overlay)
     _check_bounds(files, deleted, overlay, containment or Containment())
     for rel in deleted:
@@ -242,7 +252,42 @@ def import_capture(
         # as the command left it: make and its kind compare these times
         os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
         report.copied.append(rel)
+    _import_links(upper, scan, overlay, containment or Containment(), report)
     return report
+
+
+def _import_links(
+    upper: Path, scan: _Scan, overlay: Overlay, containment: Containment, report: CaptureReport
+) -> None:
+    """Record each symlink the command left as a link entry. The coordinator creates it at
+    Tab when ``protocol.rules.links`` allows it and names it as held back otherwise (a
+    worker is not trusted: it checks the rule itself); the note says which is which."""
+    forgotten = [*scan.whiteouts, *scan.opaque]
+    for rel in overlay.links():
+        # a link the speculation made earlier, removed by this command (or below a
+        # directory it removed): Tab must not create it either
+        gone = any(rel == path or rel.startswith(path + "/") for path in forgotten)
+        if gone and rel not in scan.links:
+            try:  # nothing at Tab, or the deletion of the real file it had replaced
+                overlay.record_deletion(rel)
+            except (OverlayError, ValueError, OSError):
+                overlay.forget_link(rel)
+    for rel in scan.links:
+        target = os.readlink(upper / rel)
+        shown = f"{rel} -> {target}"
+        try:
+            # recorded even when the rule holds it back: the coordinator names it then
+            overlay.record_link(rel, target)
+        except (OverlayError, ValueError, OSError) as exc:
+            overlay.forget_link(rel)
+            report.links_held.append(f"{shown} ({exc})")
+            continue
+        why = link_problem(rel, target, containment.protected_paths,
+                           containment.runs_later_paths)
+        if why is None:
+            report.links.append(shown)
+        else:
+            report.links_held.append(f"{shown} ({why})")
 
 
 def remove_capture(path: Path) -> None:

@@ -309,14 +309,15 @@ async def run_one(tools: Toolbox, call: ToolCall, action: str = "allow") -> Tool
 
 def written_files(overlay: Overlay) -> dict[str, WrittenFile]:
     """The overlay's entries as the coordinator is told them: every file written (with the
-    real file's fingerprint at copy-up) and every file deleted."""
+    real file's fingerprint at copy-up), every file deleted and every symlink left."""
     fingerprints = overlay.fingerprints()
     deleted = set(overlay.deleted_files())
     by_command = overlay.command_output()
+    links = overlay.links()
     written: dict[str, WrittenFile] = {}
-    paths = {**overlay.written_files(), **{rel: None for rel in deleted}}
+    paths = {**overlay.written_files(), **{rel: None for rel in (*deleted, *links)}}
     for rel, path in paths.items():
-        if path is None:  # a deletion: its overlay path, where nothing is
+        if path is None:  # a deletion or a link: its overlay path, where nothing is
             path = Path(overlay.overlay_dir, rel)
         fp = fingerprints.get(rel)
         original = OriginalFile(fp.size, fp.mtime_ns, fp.sha256) if fp is not None else None
@@ -325,6 +326,7 @@ def written_files(overlay: Overlay) -> dict[str, WrittenFile]:
             original=original,
             deleted=rel in deleted,
             by_command=rel in by_command and rel not in deleted,
+            link=links.get(rel),
         )
     return written
 

@@ -22,12 +22,15 @@ _STYLE = {"created": "green", "modified": "yellow", "deleted": "red", "mode": "c
 
 
 def change_line(change: FileChange) -> str:
-    """``modified src/app.py (+x)``; a conflict adds why Tab refuses it."""
+    """``modified src/app.py (+x)``, ``created link libz.so -> libz.so.1``; a conflict adds
+    why Tab refuses it."""
     verb = _VERB[change.status]
     mode = f" ({change.mode})" if change.mode and change.status != "mode" else ""
     if change.status == "mode":
         verb = f"mode {change.mode}"
     line = f"{verb} {quote_name(change.path)}{mode}"
+    if change.link:
+        line = f"{verb} link {quote_name(change.path)} -> {quote_name(change.link)}"
     if change.conflict:
         line += f" — conflict: the real file was {inert(change.conflict)} since"
     return line
@@ -60,6 +63,15 @@ def held_line(count: int, where: Sequence[str]) -> str:
     )
 
 
+def links_held_line(held: Sequence[str]) -> str:
+    """``…and 2 symlinks its commands made are not created: up -> ..: its target leaves
+    the project, …``; '' if none. Each entry is already quoted by the coordinator."""
+    if not held:
+        return ""
+    noun = "symlink" if len(held) == 1 else "symlinks"
+    return f"…and {len(held)} {noun} its commands made are not created: {'; '.join(held)}"
+
+
 def runs_later_line(changes: Sequence[FileChange]) -> str:
     """The warning for files that run later without a key press; '' if none."""
     later = [c for c in changes if c.runs_later]
@@ -78,6 +90,7 @@ def append_listing(
     one_line: bool = False,
     held: int = 0,
     held_in: Sequence[str] = (),
+    links_held: Sequence[str] = (),
 ) -> None:
     """Append the listing to ``line``: one indented line per listed file (none with
     ``one_line``: the caller named the only one already), then the runs-later warning, then
@@ -92,6 +105,7 @@ def append_listing(
     for summary in (
         ignored_line(ignored, ignored_skipped, applied=applied),
         held_line(held, held_in),
+        links_held_line(links_held),
     ):
         if summary:
             line.append(f"\n  {summary}", style="bright_black")
@@ -187,7 +201,7 @@ def diff_text(reply: DiffReply) -> Text:
         return out
     changes = [f.change for f in reply.files]
     listed = [f for f in reply.files if not f.change.summarized]
-    if not changes:
+    if not changes and not reply.links_held:
         out.append("\n  no file changes", style="bright_black")
     for item in listed:
         out.append(f"\n  {file_line(item)}", style=_STYLE[item.change.status])
@@ -199,8 +213,9 @@ def diff_text(reply: DiffReply) -> Text:
     if warning:
         out.append(f"\n  {warning}", style="bold yellow")
     summary = ignored_line([c for c in changes if c.summarized], 0, applied=False)
-    if summary:
-        out.append(f"\n  {summary}", style="bright_black")
+    for line in (summary, links_held_line(reply.links_held)):
+        if line:
+            out.append(f"\n  {line}", style="bright_black")
     refuse = conflicts_line(changes)
     if refuse:
         out.append(f"\n  {refuse}", style="bold red")

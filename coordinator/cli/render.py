@@ -386,6 +386,7 @@ def accept_summary(end: TurnEnded, transcript: Transcript | None) -> Text:
             one_line=len(listed) == 1,
             held=transcript.ignored_held,
             held_in=transcript.ignored_held_in,
+            links_held=transcript.links_held,
         )
     elif end.message:
         line.append(f" · {inert(end.message)}")

@@ -554,7 +554,8 @@ class FileChange(msgspec.Struct, frozen=True):
     workflow, a hook, a build file, anything made executable). ``ignored``: the project's
     git ignores it (caches, build output). ``conflict``: how the real file changed since the
     speculation read it ('' if it did not): Tab refuses such a file, or skips it when git
-    ignores it.
+    ignores it. ``link``: Tab leaves a symlink with this target at ``path`` ('' for a file),
+    shown as ``path -> link``.
     """
 
     path: str
@@ -563,6 +564,7 @@ class FileChange(msgspec.Struct, frozen=True):
     runs_later: bool = False
     ignored: bool = False
     conflict: str = ""
+    link: str = ""
 
     @property
     def summarized(self) -> bool:
@@ -590,6 +592,8 @@ class Transcript(msgspec.Struct, frozen=True, tag="transcript"):
     # many, and where (first path components, ``target/``)
     ignored_held: int = 0
     ignored_held_in: tuple[str, ...] = ()
+    # symlinks its commands made that Tab did not create (``name -> target: why``)
+    links_held: tuple[str, ...] = ()
 
 
 class FileDiff(msgspec.Struct, frozen=True):
@@ -624,6 +628,8 @@ class DiffReply(msgspec.Struct, frozen=True, tag="diff"):
     status: SpeculationStatus
     files: tuple[FileDiff, ...] = ()
     refused: str = ""
+    # symlinks its commands made that Tab would not create (``name -> target: why``)
+    links_held: tuple[str, ...] = ()
 
 
 class TurnEnded(msgspec.Struct, frozen=True, tag="turn_ended"):
@@ -687,6 +693,8 @@ class LiveDiff(msgspec.Struct, frozen=True, tag="diff"):
     speculation_id: str
     files: tuple[FileDiff, ...]
     refused: str = ""
+    # symlinks its commands made that Tab would not create (``name -> target: why``)
+    links_held: tuple[str, ...] = ()
 
 
 class LiveWorkers(msgspec.Struct, frozen=True, tag="workers"):

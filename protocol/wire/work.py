@@ -149,12 +149,15 @@ class WrittenFile(msgspec.Struct, frozen=True):
     looked like at copy-up (``None``: it did not exist). ``deleted``: the speculation removed
     it (a tool or a captured command); ``overlay_path`` then holds nothing. ``by_command``:
     a sandboxed command wrote it last, not a file tool (the coordinator holds back such
-    files when git ignores them: build output and caches)."""
+    files when git ignores them: build output and caches). ``link``: a command left a
+    symlink there with this target instead of a file (``overlay_path`` then holds nothing;
+    the coordinator applies it only within ``protocol.rules.links``)."""
 
     overlay_path: str
     original: OriginalFile | None = None
     deleted: bool = False
     by_command: bool = False
+    link: str | None = None
 
 
 # --- coordinator -> worker ---------------------------------------------------

@@ -37,8 +37,8 @@ class Scenario:
 
 
 def make_scenario(base: Path) -> Scenario:
-    """A project and an overlay that modifies 3 files, creates 3 (two in new dirs) and
-    deletes one."""
+    """A project and an overlay that modifies 3 files, creates 3 (two in new dirs), deletes
+    one, creates a symlink and replaces a file with one."""
     root = base / "project"
     root.mkdir(parents=True)
     make_tree(
@@ -49,6 +49,7 @@ def make_scenario(base: Path) -> Scenario:
             "src/lib/core.py": "CORE = 1\n",
             "keep.txt": "untouched\n",
             "old/gone.txt": "removed by the speculation\n",
+            "lib/libz.so": "a file the build replaces with a link\n",
         },
     )
     (root / "run.sh").write_text("#!/bin/sh\n")
@@ -63,6 +64,8 @@ def make_scenario(base: Path) -> Scenario:
     ov.redirect_write("TOP.md").write_text("top\n")
     ov.redirect_write("unwritten/never.txt")
     assert ov.record_deletion("old/gone.txt")
+    ov.record_link("new/deep/current", "er/file.txt")
+    ov.record_link("lib/libz.so", "libz.so.1")
     record = json.loads(json.dumps(reported_record(ov)))
     before = snapshot(root)
     # The after-state: the same apply on a copy of the project.
@@ -234,9 +237,10 @@ def test_half_written_journal_tmp_is_removed(root: Path) -> None:
 
 
 def test_crash_after_commit_reports_roll_forward(tmp_path: Path) -> None:
-    # Checkpoints: 1-2 mkdir .specrun/journal, 3 intent, 4..9 one per staged file, 10 commit.
+    # Checkpoints: 1-2 mkdir .specrun/journal, 3 intent, 4..11 one per staged file or link,
+    # 12 commit.
     sc = make_scenario(tmp_path)
-    assert _run(_apply_in_child, sc, "kill=10", None) == -signal.SIGKILL
+    assert _run(_apply_in_child, sc, "kill=12", None) == -signal.SIGKILL
     result = recover(sc.root)
     assert result is not None
     assert result.action == "rolled_forward"

@@ -189,14 +189,14 @@ class SpeculationViews:
         written = _written(spec)
         root = str(self.project_root)
 
-        def compute() -> tuple[RealFiles, tuple[FileDiff, ...], str]:
+        def compute() -> tuple[RealFiles, tuple[FileDiff, ...], str, tuple[str, ...]]:
             seen = real_files(root, written)  # first: a change during the diff is seen next
             return (seen, *preview_files(root, spec.overlay_dir, written,
                                          self.speculation.settings, False))
 
-        seen, files, refused = await asyncio.to_thread(compute)
+        seen, files, refused, links_held = await asyncio.to_thread(compute)
         self._real_seen[spec.id] = seen
-        return LiveDiff(spec.id, bounded_for_view(files), refused)
+        return LiveDiff(spec.id, bounded_for_view(files), refused, links_held)
 
     async def recheck_real_files(self) -> None:
         """A diff also goes stale when the person changes, in the project, a file a

@@ -33,11 +33,15 @@ log = logging.getLogger("specrun.accept")
 
 #: The digest recorded for a file the accept deletes: applied when the file is gone.
 GONE = ""
+#: What a link the accept creates is recorded as: this mark, then its target (applied when
+#: that link is there; no sha256 starts with it).
+LINK_MARK = "->"
 
 
 class PendingAccept(msgspec.Struct, frozen=True):
     messages: tuple[Message, ...]
-    files: dict[str, str]  # relative path -> sha256 of the content the accept writes, or GONE
+    # relative path -> sha256 of the content the accept writes, GONE, or LINK_MARK + target
+    files: dict[str, str]
 
 
 def record_path(project_root: Path) -> Path:
@@ -116,6 +120,11 @@ def settle_pending(project_root: Path, history: ChatHistory) -> str | None:
             applied = False
         elif sha == GONE:
             applied = applied and not os.path.lexists(target)
+        elif sha.startswith(LINK_MARK):
+            try:
+                applied = applied and os.readlink(target) == sha[len(LINK_MARK):]
+            except OSError:
+                applied = False
         else:
             try:
                 applied = applied and _regular_digest(target) == sha

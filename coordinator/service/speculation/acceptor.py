@@ -16,6 +16,7 @@ import overlay
 from coordinator.service.emitter import Emitter
 from coordinator.service.speculation.accept_record import (
     GONE,
+    LINK_MARK,
     PendingAccept,
     clear_pending,
     digest,
@@ -201,6 +202,7 @@ class Acceptor:
                 ignored_skipped=applied.ignored_skipped,
                 ignored_held=len(applied.held),
                 ignored_held_in=held_summary(applied.held),
+                links_held=applied.links_held,
             )
         )
         # The accepted suggestion is used up (taken when the accept began); its worker may
@@ -256,7 +258,7 @@ class Acceptor:
         if self.checkpoints is None:
             return None
         ov = files.overlay
-        rels = [*ov.written_files(), *ov.deleted_files()]
+        rels = [*ov.written_files(), *ov.deleted_files(), *ov.links()]
         prompt = accepted[0].text if accepted else ""
         return await self.checkpoints.accept_begins(prompt, rels)
 
@@ -271,6 +273,7 @@ class Acceptor:
             if path.exists() and rel not in files.ignored
         }
         record.update((rel, GONE) for rel in ov.deleted_files() if rel not in files.ignored)
+        record.update((rel, LINK_MARK + link) for rel, link in ov.links().items())
         write_pending(self.project_root, PendingAccept(tuple(accepted), record))
 
     async def _continue_pipeline(self, spec: Speculation, moves: int) -> None:

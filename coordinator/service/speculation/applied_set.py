@@ -46,6 +46,7 @@ from overlay.changes import FileChange as OverlayChange
 from overlay.errors import describe_paths
 from overlay.kernel.beneath import open_beneath
 from overlay.paths import is_inside, real_root
+from protocol.rules.links import link_problem
 from protocol.rules.protected import path_problem, protected_reason
 from protocol.rules.runs_later import runs_later
 from protocol.text.inert_text import quote_name
@@ -66,6 +67,9 @@ class AppliedSet:
     ignored_skipped: int = 0
     # files git ignores that commands wrote, held back (``applyIgnoredOutput`` off)
     held: tuple[str, ...] = ()
+    # symlinks commands made that Tab does not create (``protocol.rules.links``), each as
+    # ``name -> target: why``
+    links_held: tuple[str, ...] = ()
 
     @property
     def listed(self) -> tuple[FileChange, ...]:
@@ -129,7 +133,9 @@ class SpeculationFiles:
             raise RefusedReport(refused)
         self.ignored = git_ignored(self.root, written)
         self.held = held_output(written, self.ignored, settings)
-        kept = {rel: entry for rel, entry in written.items() if rel not in self.held}
+        self.links_held = held_links(self.root, written, settings)
+        held = {*self.held, *(rel for rel, _line in self.links_held)}
+        kept = {rel: entry for rel, entry in written.items() if rel not in held}
         try:
             self.overlay = overlay.Overlay.from_record(self.root, overlay_dir, record_of(kept))
         except overlay.OverlayError as exc:
@@ -138,7 +144,7 @@ class SpeculationFiles:
     def preview(self) -> AppliedSet:
         """What Tab would do now (conflicts flagged, nothing changed)."""
         changes = describe(self.overlay.preview(), self.ignored, self.settings)
-        return AppliedSet(changes, held=self.held)
+        return AppliedSet(changes, held=self.held, links_held=self._links_held_lines())
 
     def apply(self, *, durable: bool = True) -> AppliedSet:
         """Apply (all-or-nothing; ignored files that conflict are skipped) and say what was
@@ -147,19 +153,46 @@ class SpeculationFiles:
             durable=durable, yielding=self.ignored, journal_dir=str(journal_dir(Path(self.root)))
         )
         changes = describe(result.changes, self.ignored, self.settings)
-        return AppliedSet(changes, ignored_skipped=len(result.yielded), held=self.held)
+        return AppliedSet(
+            changes,
+            ignored_skipped=len(result.yielded),
+            held=self.held,
+            links_held=self._links_held_lines(),
+        )
+
+    def _links_held_lines(self) -> tuple[str, ...]:
+        return tuple(line for _rel, line in self.links_held)
+
+
+def held_links(
+    root: str, written: Mapping[str, WrittenFile], settings: Settings
+) -> tuple[tuple[str, str], ...]:
+    """The symlinks Tab does not create, as (path, ``name -> target: why``): those
+    ``protocol.rules.links`` holds back (a target outside the project, absolute, protected,
+    or running later). Held, not refused: the rest of the speculation still applies."""
+    protected = protected_patterns(root, settings)
+    found: list[tuple[str, str]] = []
+    for rel, entry in written.items():
+        if entry.link is None or entry.deleted:
+            continue
+        why = link_problem(rel, entry.link, protected, settings.runs_later_paths)
+        if why is not None:
+            found.append((rel, f"{quote_name(rel)} -> {quote_name(entry.link)}: {why}"))
+    return tuple(found)
 
 
 def held_output(
     written: Mapping[str, WrittenFile], ignored: frozenset[str], settings: Settings
 ) -> tuple[str, ...]:
     """The files Tab holds back: git ignores them and a sandboxed command wrote or deleted
-    them (see the module's note). A worker that claims a command's file as its tool's only
-    gets it applied and summed up like any other write."""
+    them, or left a symlink there (only commands make links; see the module's note). A
+    worker that claims a command's file as its tool's only gets it applied and summed up
+    like any other write."""
     if settings.apply_ignored_output:
         return ()
     return tuple(
-        rel for rel, e in written.items() if (e.by_command or e.deleted) and rel in ignored
+        rel for rel, e in written.items()
+        if (e.by_command or e.deleted or e.link is not None) and rel in ignored
     )
 
 
@@ -187,6 +220,7 @@ def describe(
             runs_later=c.kind != "deleted" and runs_later(c.rel, extra, executable=c.gains_exec),
             ignored=c.rel in ignored,
             conflict=c.conflict or "",
+            link=c.link or "",
         )
         for c in changes
     )
@@ -215,7 +249,7 @@ def check_report(
             why = "its overlay copy is not where the speculation's files are"
         if why is None:
             why = _real_target_problem(root, rel)
-        if why is None and not entry.deleted:
+        if why is None and not entry.deleted and entry.link is None:
             why = _source_problem(overlay_dir, rel)
         if why is not None:
             refused[rel] = why
@@ -270,4 +304,6 @@ def record_of(written_files: Mapping[str, WrittenFile]) -> dict[str, overlay.Rec
             deleted=written.deleted,
             by_command=written.by_command,
         )
+        if written.link is not None:
+            record[rel]["link"] = written.link
     return record

@@ -92,13 +92,14 @@ def transcript_of(
 
 def preview_files(
     root: str, overlay_dir: str, written: dict[str, WrittenFile], settings: Settings, stat: bool
-) -> tuple[tuple[FileDiff, ...], str]:
-    """Every file Tab would change now, with its diff (none with ``stat``), and '' or the
-    sentence saying why Tab would apply nothing."""
+) -> tuple[tuple[FileDiff, ...], str, tuple[str, ...]]:
+    """Every file Tab would change now, with its diff (none with ``stat``), '' or the
+    sentence saying why Tab would apply nothing, and the symlinks Tab would not create
+    (``name -> target: why``)."""
     try:
         files = SpeculationFiles(root, overlay_dir, written, settings)
     except RefusedReport as exc:
-        return (), f"Tab would apply nothing: {exc.reason}."
+        return (), f"Tab would apply nothing: {exc.reason}.", ()
     applied = files.preview()
     real_root = files.root
     deadline = time.monotonic() + DIFF_BUDGET_S
@@ -106,7 +107,7 @@ def preview_files(
         file_diff(real_root, overlay_dir, change, stat=stat or change.summarized,
                   deadline=deadline)
         for change in applied.changes
-    ), ""
+    ), "", applied.links_held
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,11 @@ def file_diff(root: str, overlay_dir: str, change: FileChange, *, stat: bool,
     """The unified diff of ``change``'s real file against the speculation's (counts only
     with ``stat``); the overlay side is opened with no symlink followed. A file that
     would run (bash would run it, a shebang, an exec bit, a runs-later rule) is never
-    called binary: its text is shown, odd bytes escaped, since Tab applies all of it."""
+    called binary: its text is shown, odd bytes escaped, since Tab applies all of it. A
+    symlink Tab creates has no content to diff: its line (``name -> target``) is all
+    there is."""
+    if change.link:
+        return FileDiff(change)
     before = _EMPTY if change.status == "created" else _read(root, change.path)
     after = _EMPTY if change.status == "deleted" else _read(overlay_dir, change.path)
     if before.data is None or after.data is None:

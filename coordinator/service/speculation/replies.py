@@ -60,10 +60,10 @@ async def diff_reply(
     if branch is None or spec is None or not spec.overlay_dir:
         return None
     written = dict(spec.outcome.written_files) if spec.outcome else dict(spec.progress.written)
-    files, refused = await asyncio.to_thread(
+    files, refused, links_held = await asyncio.to_thread(
         preview_files, str(project_root), spec.overlay_dir, written, settings, stat
     )
-    return DiffReply(req_id, branch.rank, branch.text, spec.status, files, refused)
+    return DiffReply(req_id, branch.rank, branch.text, spec.status, files, refused, links_held)
 
 
 def stats_reply(stats: Stats, current: Suggestion | None, req_id: int) -> StatsReply:

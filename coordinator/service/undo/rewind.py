@@ -124,7 +124,9 @@ def _plan_file(
         return FileUndo(rel, "kept", "its earlier content was larger than the undo store")
     if before is not None and not store.has_content(before, verify=True):
         return FileUndo(rel, "kept", "its earlier content is no longer in the undo store")
-    expected = None if after is None else overlay.Fingerprint(after.size, 0, after.sha256)
+    expected = None if after is None else overlay.Fingerprint(
+        after.size, 0, after.sha256, link=after.link or None
+    )
     plan.targets[rel] = before
     if before is None:
         plan.items.append(ApplyItem(rel, "", expected, deleted=True))
@@ -138,7 +140,7 @@ def _content_equal(now: FileState | None, after: FileState | None) -> bool:
     """The file holds what the checkpoint left (its mode aside: a chmod is no edit)."""
     if now is None or after is None:
         return now is None and after is None
-    return (now.sha256, now.size) == (after.sha256, after.size)
+    return (now.sha256, now.size, now.link) == (after.sha256, after.size, after.link)
 
 
 def undoing_path(store: CheckpointStore) -> Path:

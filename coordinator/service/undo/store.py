@@ -22,6 +22,7 @@ contents no checkpoint refers to.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -45,15 +46,18 @@ _CHUNK = 1 << 20
 
 
 class FileState(msgspec.Struct, frozen=True):
-    """A regular file's content (its sha256 and size) and permission bits."""
+    """A regular file's content (its sha256 and size) and permission bits; or, with
+    ``link``, a symlink an accept left (its target; sha256 and size of the target's bytes,
+    mode 0)."""
 
     sha256: str
     size: int
     mode: int
+    link: str = ""
 
     def same(self, other: FileState | None) -> bool:
-        return other is not None and (self.sha256, self.size, self.mode) == (
-            other.sha256, other.size, other.mode
+        return other is not None and (self.sha256, self.size, self.mode, self.link) == (
+            other.sha256, other.size, other.mode, other.link
         )
 
 
@@ -108,13 +112,18 @@ class NotAFile(Exception):
 
 
 def read_state(path: str | os.PathLike[str]) -> FileState | None:
-    """The state of the regular file at ``path`` now (None: nothing there). A last
-    component that is a link is not followed (``NotAFile``)."""
+    """The state of the regular file at ``path`` now (None: nothing there), or of the
+    symlink there (its target, never followed: an accept may leave one). Anything else is
+    ``NotAFile``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
+        if exc.errno == errno.ELOOP and os.path.islink(path):
+            target = os.readlink(path)
+            raw = os.fsencode(target)
+            return FileState(hashlib.sha256(raw).hexdigest(), len(raw), 0, link=target)
         raise NotAFile(str(path)) from exc
     try:
         info = os.fstat(fd)

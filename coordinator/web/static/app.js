@@ -322,7 +322,9 @@ function diffNode(diff) {
     const change = file.change;
     const mode = change.mode ? ` (${change.mode})` : "";
     const counts = file.binary || file.too_large ? "" : ` +${file.added} -${file.removed}`;
-    const head = el("div", {class: "file-head"}, `${change.status}${mode}: ${change.path}${counts}`);
+    const name = change.link ? `${change.path} -> ${change.link}` : change.path;
+    const kind = change.link ? `${change.status} link` : change.status;
+    const head = el("div", {class: "file-head"}, `${kind}${mode}: ${name}${change.link ? "" : counts}`);
     const part = el("div", {class: "file"}, head);
     if (change.runs_later) part.append(el("div", {class: "warn"}, "runs later: something runs this file later without a key press"));
     if (change.ignored) part.append(el("div", {class: "muted"}, "ignored by git (a cache or build output)"));
@@ -379,6 +381,10 @@ function stepsNode(steps) {
   for (const step of steps || []) {
     if (step.kind === "text") box.append(el("div", {class: "model"}, step.text));
     else box.append(toolNode(step.tool, step.args, step.status, step.exit_code, step.text));
+  }
+  // Symlinks the speculation's commands made that Tab would not create, with why.
+  for (const held of diff.links_held || []) {
+    box.append(el("div", {class: "muted"}, `not created at Tab: symlink ${held}`));
   }
   return box;
 }
