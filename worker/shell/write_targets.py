@@ -176,7 +176,7 @@ class _Reader:
                 continue
             i += 1
         sub = args[i : i + 2]
-        if sub[:1] == ["config"]:
+        if sub[:1] == ["config"] and not _git_config_reads(args[i + 1 :]):
             raise _Found(_GIT_CONFIG.format(what="git config"))
         if sub[:1] == ["remote"] and sub[1:] and sub[1] in ("add", "set-url"):
             raise _Found(_GIT_CONFIG.format(what=f"git remote {sub[1]}"))
@@ -226,6 +226,31 @@ class _Reader:
                         break
             if why is not None:
                 raise _Found(why)
+
+
+_CONFIG_READ_OPTIONS = frozenset({
+    "--get", "--get-all", "--get-regexp", "--get-urlmatch", "--get-color",
+    "--get-colorbool", "--list", "-l",
+})
+_CONFIG_WRITE_OPTIONS = frozenset({
+    "--add", "--unset", "--unset-all", "--replace-all", "--rename-section",
+    "--remove-section", "--edit", "-e",
+})
+
+
+def _git_config_reads(args: list[str]) -> bool:
+    """``git config`` only reads: ``--get``/``--list`` and friends, ``get``/``list``, or
+    one key and nothing else; any write option or form is a write."""
+    options = [a.split("=", 1)[0] for a in args if a.startswith("-")]
+    operands = [a for a in args if not a.startswith("-")]
+    if any(o in _CONFIG_WRITE_OPTIONS for o in options):
+        return False
+    if any(o in _CONFIG_READ_OPTIONS for o in options):
+        return True
+    if operands[:1] in (["get"], ["list"]):
+        return True
+    return len(operands) == 1 and not options and operands[0] not in (
+        "set", "unset", "edit", "rename-section", "remove-section")
 
 
 def _join(cwd: str | None, path: str) -> str | None:
