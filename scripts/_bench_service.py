@@ -1,5 +1,6 @@
 """Shared by the benchmark scripts that drive a real service: the runtime directory its
-sockets and pidfile go to, one timed turn, and waiting for the current speculation to end.
+sockets and pidfile go to, the scripted model's scenario they share, one timed turn, and
+waiting for the current speculation to end.
 
 The runtime directory is a process-wide environment variable, and ``bench.py`` runs the
 per-area scripts one after another in one process: each must leave it as it found it, or
@@ -51,6 +52,41 @@ def _saved_runtime_dir() -> Callable[[], None]:
             os.environ[RUNTIME_DIR] = saved
 
     return restore
+
+
+LIST = {"name": "list_directory", "arguments": {"path": "."}}
+
+
+def prepared_scenario(
+    name: str,
+    prompt: str,
+    ready: str,
+    rules: list[dict[str, Any]],
+    *,
+    latency_ms: int = 0,
+    chunk_ms: int = 0,
+) -> dict[str, Any]:
+    """A scripted model for a bench: it suggests ``prompt`` after a "prepare" turn of two
+    model turns (a directory listing, then ``ready``: a shorter conversation gets no
+    suggestion), recalls no memory, pipelines nothing; ``rules`` say what ``prompt`` does,
+    and anything else is answered "ok"."""
+    return {
+        "name": name,
+        "latency_ms": latency_ms,
+        "chunk_ms": chunk_ms,
+        "rules": [
+            {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
+            {"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": prompt}}},
+            {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
+            {"when": {"last_user": "prepare"}, "reply": {"tool_calls": [LIST]}},
+            {
+                "when": {"turn_user": "prepare", "last_tool": "list_directory"},
+                "reply": {"text": ready},
+            },
+            *rules,
+            {"default": {"text": "ok"}},
+        ],
+    }
 
 
 def timed_turn(

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import psutil
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -51,10 +50,9 @@ from _model_recorder import Exchange, Recorder, recording_proxy  # noqa: E402
 
 from coordinator.cli import render  # noqa: E402
 from coordinator.cli.client import ServiceClient  # noqa: E402
-from coordinator.cli.daemon import service_family, start_daemon, stop_daemon  # noqa: E402
+from coordinator.cli.daemon import start_daemon, stop_own_daemon  # noqa: E402
 from coordinator.cli.demo.run import FIRST_PROMPT, SAMPLE_PROJECT  # noqa: E402
 from coordinator.cli.turns import stream_turn  # noqa: E402
-from coordinator.pidfile import read_pid  # noqa: E402
 from coordinator.user_state import project_state_path  # noqa: E402
 from protocol.model.text_tool_calls import recover_tool_calls  # noqa: E402
 from protocol.wire.chat import ToolSpec  # noqa: E402
@@ -66,7 +64,6 @@ from protocol.wire.control import (  # noqa: E402
     SuggestionReply,
     SuggestionRequest,
 )
-from protocol.wire.endpoints import Endpoints  # noqa: E402
 
 SETTLED = ("completed", "boundary", "failed", "aborted", "accepted")
 TAB_TAKES = ("completed", "boundary")  # what Tab applies (a boundary: then the chat goes on)
@@ -317,17 +314,7 @@ def service(project: Path, base_url: str, home: Path) -> Iterator[ServiceClient]
         with ServiceClient(project, timeout_s=60.0) as client:
             yield client
     finally:
-        pid = read_pid(Endpoints.for_project(project, create=False).pidfile)
-        tree = service_family(pid)
-        with contextlib.suppress(Exception):
-            stop_daemon(project)
-        _, alive = psutil.wait_procs(tree, timeout=10)
-        for proc in alive:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-        for proc in tree:
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(proc.pid, os.WNOHANG)
+        stop_own_daemon(project)
 
 
 def keep_metadata(root: str, into: Path) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _bench_service import timed_turn  # noqa: E402
+from _bench_service import prepared_scenario, timed_turn  # noqa: E402
 from _sample_project import copy_sample_project  # noqa: E402
 
 from coordinator.cli.client import ServiceClient  # noqa: E402
@@ -43,7 +43,6 @@ from protocol.wire.control import (  # noqa: E402
 )
 
 PROMPT = "write the release notes"
-LIST = {"name": "list_directory", "arguments": {"path": "."}}
 
 
 def notes(name: str) -> dict[str, Any]:
@@ -55,35 +54,21 @@ def scenario(latency_ms: int, stall_third_turn: bool) -> dict[str, Any]:
     third = {"text": "Wrote the release notes and the changelog."}
     if stall_third_turn:
         third["latency_ms"] = 600_000  # still running when it is aborted
-    return {
-        "name": "bench-accept",
-        "latency_ms": latency_ms,
-        "chunk_ms": 1,
-        "rules": [
-            {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
-            {"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": PROMPT}}},
-            {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
-            {"when": {"last_user": "prepare"}, "reply": {"tool_calls": [LIST]}},
-            {
-                "when": {"turn_user": "prepare", "last_tool": "list_directory"},
-                "reply": {"text": "Ok."},
+    return prepared_scenario("bench-accept", PROMPT, "Ok.", [
+        {"when": {"last_user": PROMPT}, "reply": {"tool_calls": [notes("RELEASE")]}},
+        {
+            "when": {
+                "turn_user": PROMPT,
+                "last_tool": "write_file",
+                "prompt_contains": "CHANGELOG.md (",
             },
-            {"when": {"last_user": PROMPT}, "reply": {"tool_calls": [notes("RELEASE")]}},
-            {
-                "when": {
-                    "turn_user": PROMPT,
-                    "last_tool": "write_file",
-                    "prompt_contains": "CHANGELOG.md (",
-                },
-                "reply": third,
-            },
-            {
-                "when": {"turn_user": PROMPT, "last_tool": "write_file"},
-                "reply": {"tool_calls": [notes("CHANGELOG")]},
-            },
-            {"default": {"text": "ok"}},
-        ],
-    }
+            "reply": third,
+        },
+        {
+            "when": {"turn_user": PROMPT, "last_tool": "write_file"},
+            "reply": {"tool_calls": [notes("CHANGELOG")]},
+        },
+    ], latency_ms=latency_ms, chunk_ms=1)
 
 
 class Service:

@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from _bench_service import prepared_scenario, timed_turn  # noqa: E402
 from _shell_projects import PairProject, available  # noqa: E402
 
 from coordinator.cli.client import ServiceClient  # noqa: E402
@@ -61,7 +62,6 @@ from protocol.wire.control import (  # noqa: E402
 )
 
 PROMPT = "build it and run the tests"
-LIST = {"name": "list_directory", "arguments": {"path": "."}}
 _BENCH_LINE = re.compile(r"^BENCH rc=(-?\d+) us=(\d+)$", re.M)
 
 SETTINGS = {
@@ -94,27 +94,13 @@ def scenario(project: PairProject) -> dict[str, Any]:
         {"name": "run_shell_command", "arguments": {"command": timed(c), "timeout": 900}}
         for c in (project.build, project.test)
     ]
-    return {
-        "name": "bench-shell-session",
-        "latency_ms": 0,
-        "chunk_ms": 0,
-        "rules": [
-            {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
-            {"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": PROMPT}}},
-            {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
-            {"when": {"last_user": "prepare"}, "reply": {"tool_calls": [LIST]}},
-            {
-                "when": {"turn_user": "prepare", "last_tool": "list_directory"},
-                "reply": {"text": "Ready."},
-            },
-            {
-                "when": {"turn_user": PROMPT, "last_tool": "run_shell_command"},
-                "reply": {"text": "Built and tested."},
-            },
-            {"when": {"last_user": PROMPT}, "reply": {"tool_calls": calls}},
-            {"default": {"text": "ok"}},
-        ],
-    }
+    return prepared_scenario("bench-shell-session", PROMPT, "Ready.", [
+        {
+            "when": {"turn_user": PROMPT, "last_tool": "run_shell_command"},
+            "reply": {"text": "Built and tested."},
+        },
+        {"when": {"last_user": PROMPT}, "reply": {"tool_calls": calls}},
+    ])
 
 
 def _median(values: list[float]) -> float | None:
@@ -210,10 +196,7 @@ class Service:
         return [t for t in times if t is not None]
 
     def _turn(self, request: Any) -> TurnEnded:
-        self.client.send(request)
-        *_, end = self.client.replies(request.req_id, timeout_s=1800)
-        assert isinstance(end, TurnEnded), end
-        return end
+        return timed_turn(self.client, request, timeout_s=1800)[1]
 
     def close(self) -> None:
         self.client.close()

@@ -38,6 +38,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _bench_service import prepared_scenario, timed_turn  # noqa: E402
+
 from coordinator.cli.client import ServiceClient  # noqa: E402
 from coordinator.cli.daemon import start_daemon, stop_daemon  # noqa: E402
 from coordinator.service.chat.history import HistoryStore  # noqa: E402
@@ -59,33 +61,17 @@ from tests.toolchain_projects import (  # noqa: E402
 )
 
 PROMPT = "run the tests"
-LIST = {"name": "list_directory", "arguments": {"path": "."}}
 
 
 def scenario(command: str) -> dict[str, Any]:
     run = {"name": "run_shell_command", "arguments": {"command": command, "timeout": 900}}
-    return {
-        "name": "bench-toolchains",
-        "latency_ms": 0,
-        "chunk_ms": 0,
-        "rules": [
-            {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
-            {"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": PROMPT}}},
-            {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
-            # two model turns: a shorter conversation gets no suggestion
-            {"when": {"last_user": "prepare"}, "reply": {"tool_calls": [LIST]}},
-            {
-                "when": {"turn_user": "prepare", "last_tool": "list_directory"},
-                "reply": {"text": "Ready."},
-            },
-            {
-                "when": {"turn_user": PROMPT, "last_tool": "run_shell_command"},
-                "reply": {"text": "The suite ran."},
-            },
-            {"when": {"last_user": PROMPT}, "reply": {"tool_calls": [run]}},
-            {"default": {"text": "ok"}},
-        ],
-    }
+    return prepared_scenario("bench-toolchains", PROMPT, "Ready.", [
+        {
+            "when": {"turn_user": PROMPT, "last_tool": "run_shell_command"},
+            "reply": {"text": "The suite ran."},
+        },
+        {"when": {"last_user": PROMPT}, "reply": {"tool_calls": [run]}},
+    ])
 
 
 SETTINGS = {
@@ -169,10 +155,7 @@ class Service:
         return spec.elapsed_s, self.project.passed(output), output, len(spec.files_written)
 
     def _turn(self, request: Any) -> TurnEnded:
-        self.client.send(request)
-        *_, end = self.client.replies(request.req_id, timeout_s=1800)
-        assert isinstance(end, TurnEnded), end
-        return end
+        return timed_turn(self.client, request, timeout_s=1800)[1]
 
     def _last_shell_output(self) -> str:
         for message in reversed(HistoryStore(self.project.root).load()):

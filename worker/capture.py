@@ -40,11 +40,9 @@ from protocol.rules.protected import protected_reason
 from protocol.rules.runs_later import runs_later_reason
 from protocol.wire.boundary import BoundaryReason
 from protocol.wire.work import Containment
+from worker.contain.upper_layer import is_opaque, is_whiteout
 from worker.gate import bad_path_reason
 from worker.tools.errors import ToolStop
-
-_WHITEOUT_XATTRS = ("user.overlay.whiteout", "trusted.overlay.whiteout")
-_OPAQUE_XATTRS = ("user.overlay.opaque", "trusted.overlay.opaque")
 
 
 @dataclass
@@ -69,25 +67,6 @@ class CaptureReport:
         if self.bytecode:
             parts.append(f"{self.bytecode} Python bytecode file(s) not kept (rebuilt on import)")
         return f"[sandboxed run: {'; '.join(parts)}]" if parts else ""
-
-
-def _xattr(path: str, names: tuple[str, ...]) -> bytes | None:
-    for name in names:
-        try:
-            return os.getxattr(path, name, follow_symlinks=False)
-        except OSError:
-            continue
-    return None
-
-
-def _is_whiteout(path: str, info: os.stat_result) -> bool:
-    if stat.S_ISCHR(info.st_mode):
-        return info.st_rdev == 0
-    return (
-        stat.S_ISREG(info.st_mode)
-        and info.st_size == 0
-        and _xattr(path, _WHITEOUT_XATTRS) is not None
-    )
 
 
 @dataclass
@@ -116,13 +95,13 @@ def _scan(upper: Path) -> _Scan:
                 raise ToolStop(reason, "the command created a file name with a control, "
                                        "bidi or invisible character")
         here = Path(dirpath)
-        if here != upper and _xattr(dirpath, _OPAQUE_XATTRS) == b"y":
+        if here != upper and is_opaque(dirpath):
             found.opaque.append(here.relative_to(upper).as_posix())
         for name in sorted(filenames):
             source = here / name
             rel = source.relative_to(upper).as_posix()
             info = source.lstat()
-            if _is_whiteout(str(source), info):
+            if is_whiteout(str(source), info):
                 found.whiteouts.append(rel)
             elif stat.S_ISLNK(info.st_mode):
                 found.links.append(rel)

@@ -267,6 +267,23 @@ def stop_daemon(project_root: Path, timeout_s: float = 20.0) -> int | None:
     return pid
 
 
+def stop_own_daemon(project_root: Path) -> None:
+    """Stop a service this process started, however it is doing: ask it to stop (any
+    failure to is ignored: what follows still ends it), kill whatever of its family is
+    left after ten seconds, and reap the service (our child) so no zombie stays."""
+    pid = read_pid(Endpoints.for_project(project_root, create=False).pidfile)
+    tree = service_family(pid)
+    with contextlib.suppress(Exception):
+        stop_daemon(project_root)
+    _, alive = psutil.wait_procs(tree, timeout=10)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    for proc in tree:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(proc.pid, os.WNOHANG)
+
+
 def _tail(path: Path, since: int = 0, lines: int = 15) -> str:
     """The last ``lines`` lines written after byte ``since``."""
     try:

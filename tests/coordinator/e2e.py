@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from protocol.wire.control import (
     SuggestionRequest,
     TurnEnded,
 )
-from tests.support import Env, Specrun, demo_scenario_data, make_sample_project
+from tests.support import Env, Specrun, demo_scenario_data, make_sample_project, running_service
 
 FIX = "fix the failing test in tests/test_calc.py"
 NEG = "add a test for negative numbers"
@@ -193,3 +194,19 @@ def tidy_project(root: Path) -> Path:
 def shell_speculation(project: Path) -> Callable[[Env], None]:
     """``running_service``'s ``before_start``: the person turned shell speculation on."""
     return lambda env: env.own_settings(project).write_text('{"speculateShell": true}\n')
+
+
+@contextlib.contextmanager
+def driven_service(
+    project: Path, scenario: Path, before_start: Callable[[Env], None] | None = None
+) -> Iterator[tuple[Specrun, Driver, Path]]:
+    """A service on ``project`` playing ``scenario`` (auto-edit), a ``Driver`` on it that
+    has said "hello" (a one-turn conversation gets no suggestion), and the project."""
+    with running_service(project, "--approval-mode", "auto-edit", "--scenario", str(scenario),
+                         before_start=before_start) as runner:
+        driver = Driver(project)
+        try:
+            driver.ask("hello")
+            yield runner, driver, project
+        finally:
+            driver.close()

@@ -25,12 +25,13 @@ import yaml
 from protocol.wire.control import RejectRequest
 from tests.coordinator.e2e import (
     Driver,
+    driven_service,
     shell_call,
     shell_speculation,
     stepped_scenario,
     tidy_project,
 )
-from tests.support import Specrun, needs_containment, running_service
+from tests.support import Specrun, needs_containment
 from worker.contain.landlock import abi
 
 pytestmark = needs_containment(
@@ -73,14 +74,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Specrun,
     project = tidy_project(tmp / "project")
     path = tmp / "session.yaml"
     path.write_text(yaml.safe_dump(scenario()))
-    with running_service(project, "--approval-mode", "auto-edit", "--scenario", str(path),
-                         before_start=shell_speculation(project)) as r:
-        driver = Driver(project)
-        try:
-            driver.ask("hello")
-            yield r, driver, project
-        finally:
-            driver.close()
+    with driven_service(project, path, before_start=shell_speculation(project)) as running:
+        yield running
 
 
 def _on_host(name: str) -> list[str]:

@@ -15,7 +15,8 @@ OTHER = "what does multiply do?"
 
 
 def _settings(specrun: Specrun, **values: Any) -> None:
-    path = specrun.project / ".specrun" / "settings.json"
+    """The person's own user-wide settings (they apply in any project, trusted or not)."""
+    path = specrun.env.home / ".specrun" / "settings.json"
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps(values))
 

@@ -28,6 +28,7 @@ from tests.coordinator.e2e import (
     TIDY,
     Driver,
     done_unless_stalled,
+    driven_service,
     shell_call,
     shell_speculation,
     stepped_scenario,
@@ -107,14 +108,8 @@ def scenario_file(tmp_path: Path) -> Path:
 @pytest.fixture
 def service(tmp_path: Path, scenario_file: Path) -> Iterator[tuple[Specrun, Driver, Path]]:
     project = project_for_undo(tmp_path / "project")
-    with running_service(project, "--approval-mode", "auto-edit", "--scenario",
-                         str(scenario_file)) as runner:
-        driver = Driver(project)
-        try:
-            driver.ask("hello")
-            yield runner, driver, project
-        finally:
-            driver.close()
+    with driven_service(project, scenario_file) as running:
+        yield running
 
 
 def undo_json(runner: Specrun, *args: str) -> tuple[int, Any]:

@@ -14,6 +14,7 @@ import yaml
 
 from protocol.text.inert_text import inert
 from protocol.wire.control import SuggestionRequest
+from tests.coordinator.e2e import stepped_scenario, write_call
 from tests.coordinator.pty_screen import ScreenTerminal
 from tests.security.terminal_bytes import PROMPT_TOOLKIT_OWN, assert_only_own_sequences
 from tests.support import Specrun, make_sample_project, running_service, wait_until
@@ -30,19 +31,9 @@ FULL_SCREEN_OWN = re.compile(PROMPT_TOOLKIT_OWN.pattern + r"|(?<= )\x08")
 
 
 def scenario() -> dict[str, Any]:
-    write = {"name": "write_file", "arguments": {"file_path": "notes.txt", "content": HOSTILE}}
-    return {"name": "hostile-preview", "latency_ms": 1, "chunk_ms": 0, "models": ["scripted"],
-            "rules": [
-                {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
-                {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
-                {"when": {"purpose": "suggestion", "prompt_contains": f"NEXT: {TEXT}."},
-                 "reply": {"json": {"suggestion": TEXT}}},
-                {"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": ""}}},
-                {"when": {"last_user": "^hello$"}, "reply": {"text": "Hi."}},
-                {"when": {"last_user": f"^go {TEXT}$"}, "reply": {"text": f"NEXT: {TEXT}."}},
-                {"when": {"last_user": f"^{TEXT}$"}, "reply": {"tool_calls": [write]}},
-                {"when": {"turn_user": f"^{TEXT}$"}, "reply": {"text": "Done."}},
-            ]}
+    write = write_call("notes.txt", HOSTILE)
+    return stepped_scenario("hostile-preview", {TEXT: [write]}, lambda _text: {"text": "Done."},
+                            anchored=True)
 
 
 @pytest.fixture

@@ -200,7 +200,8 @@ def test_shell_escapes_change_nothing_outside(
     assert not (env.home / "planted").exists()
     assert not Path("/tmp/specrun-hostile-planted").exists()
     assert not Path("/tmp/specrun-hostile-fsmonitor").exists()
-    assert sorted(p.name for p in env.home.iterdir()) == [".ssh"]
+    # .specrun: the person's own settings, which the test environment writes at its start
+    assert sorted(p.name for p in env.home.iterdir()) == [".specrun", ".ssh"]
     status = runner.json("status")
     assert status["containment"], status
     assert all(layer["active"] for layer in status["containment"]), status["containment"]

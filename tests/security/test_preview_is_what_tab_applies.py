@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from protocol.wire.control import SuggestionRequest
+from tests.coordinator.e2e import stepped_scenario, write_call
 from tests.support import Specrun, make_sample_project, running_service, wait_until
 
 TEXT = "rewrite the data"
@@ -37,21 +38,11 @@ def _data() -> tuple[str, str]:
 
 def scenario(new_data: str) -> dict[str, Any]:
     calls = [
-        {"name": "write_file", "arguments": {"file_path": "run.sh", "content": SCRIPT}},
-        {"name": "write_file", "arguments": {"file_path": "data.txt", "content": new_data}},
+        write_call("run.sh", SCRIPT),
+        write_call("data.txt", new_data),
     ]
-    return {"name": "hostile-diff", "latency_ms": 1, "chunk_ms": 0, "models": ["scripted"],
-            "rules": [
-                {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
-                {"when": {"purpose": "pipelined"}, "reply": {"json": {"suggestion": ""}}},
-                {"when": {"purpose": "suggestion", "prompt_contains": f"NEXT: {TEXT}."},
-                 "reply": {"json": {"suggestion": TEXT}}},
-                {"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": ""}}},
-                {"when": {"last_user": "^hello$"}, "reply": {"text": "Hi."}},
-                {"when": {"last_user": f"^go {TEXT}$"}, "reply": {"text": f"NEXT: {TEXT}."}},
-                {"when": {"last_user": f"^{TEXT}$"}, "reply": {"tool_calls": calls}},
-                {"when": {"turn_user": f"^{TEXT}$"}, "reply": {"text": "Done."}},
-            ]}
+    return stepped_scenario("hostile-diff", {TEXT: calls}, lambda _text: {"text": "Done."},
+                            anchored=True)
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from overlay.kernel import libc
+from worker.contain.upper_layer import is_opaque, is_whiteout
 
 HOME = "/home/speculation"
 """Where a speculation's ``HOME`` is in its commands' root (a directory of its own, so a
@@ -41,8 +42,6 @@ test that empties ``$TMPDIR`` does not take the caches along)."""
 
 _MS_NOSUID = 2
 _MS_NODEV = 4
-_WHITEOUT_XATTRS = ("user.overlay.whiteout", "trusted.overlay.whiteout")
-_OPAQUE_XATTRS = ("user.overlay.opaque", "trusted.overlay.opaque")
 OPAQUE_XATTR = "user.overlay.opaque"
 # what the carry layer may hold besides the quota's files (each an inode; links are tiny)
 _CARRY_BYTES = 16 << 20
@@ -109,25 +108,6 @@ class Session:
             return any(True for _ in entries)
 
 
-def _xattr(path: str, names: tuple[str, ...]) -> bytes | None:
-    for name in names:
-        try:
-            return os.getxattr(path, name, follow_symlinks=False)
-        except OSError:
-            continue
-    return None
-
-
-def _is_whiteout(path: str, info: os.stat_result) -> bool:
-    if stat.S_ISCHR(info.st_mode):
-        return info.st_rdev == 0
-    return (
-        stat.S_ISREG(info.st_mode)
-        and info.st_size == 0
-        and _xattr(path, _WHITEOUT_XATTRS) is not None
-    )
-
-
 def _clear(path: str) -> None:
     """Remove whatever is at ``path`` in the carry layer (a directory with its contents)."""
     try:
@@ -161,7 +141,7 @@ def _merge(upper: str, carry: str) -> None:
             source = os.path.join(dirpath, name)
             target = os.path.join(into, name)
             info = os.lstat(source)
-            opaque = _xattr(source, _OPAQUE_XATTRS) == b"y"
+            opaque = is_opaque(source)
             try:
                 existing = os.lstat(target)
             except FileNotFoundError:
@@ -178,7 +158,7 @@ def _merge(upper: str, carry: str) -> None:
             source = os.path.join(dirpath, name)
             target = os.path.join(into, name)
             info = os.lstat(source)
-            if _is_whiteout(source, info):
+            if is_whiteout(source, info):
                 _clear(target)
                 os.mknod(target, stat.S_IFCHR | 0o600, os.makedev(0, 0))
             elif stat.S_ISLNK(info.st_mode):

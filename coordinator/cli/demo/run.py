@@ -56,9 +56,8 @@ from rich.text import Text
 from coordinator.boundary_text import describe_boundary
 from coordinator.cli import approval, render
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
-from coordinator.cli.daemon import is_running, service_family, start_daemon, stop_daemon
+from coordinator.cli.daemon import is_running, start_daemon, stop_own_daemon
 from coordinator.cli.turns import stream_turn
-from coordinator.pidfile import read_pid
 from coordinator.settings import is_dashscope, load_settings
 from coordinator.user_state import project_state_path
 from overlay.kernel import libc
@@ -83,7 +82,6 @@ from protocol.wire.control import (
     WorkersReply,
     WorkersRequest,
 )
-from protocol.wire.endpoints import Endpoints
 
 SAMPLE_PROJECT = Path(__file__).resolve().parent / "sample_project"
 SHIPPED_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "demo.yaml"
@@ -227,17 +225,7 @@ def _cleanup(base: Path, project: Path, started: bool) -> None:
     previous_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         if started:
-            pid = read_pid(Endpoints.for_project(project, create=False).pidfile)
-            tree = service_family(pid)
-            with contextlib.suppress(Exception):
-                stop_daemon(project)
-            _, alive = psutil.wait_procs(tree, timeout=10)
-            for proc in alive:
-                with contextlib.suppress(psutil.Error):
-                    proc.kill()
-            for proc in tree:  # the service is our child: reap it
-                with contextlib.suppress(ChildProcessError, OSError):
-                    os.waitpid(proc.pid, os.WNOHANG)
+            stop_own_daemon(project)
             if is_running(project):
                 render.warning(f"the demo's service for {project} did not stop; "
                                f"stop it with `specrun --project {project} stop`.")

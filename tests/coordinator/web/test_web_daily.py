@@ -3,6 +3,7 @@ scripted model: a command that exits non-zero shows failed, with its exit code."
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,12 @@ from tests.support import Specrun
 from tests.web_support import browser, need_chromium, save_screenshot, web_view
 
 
-@pytest.fixture
-def page(specrun: Specrun, tmp_path: Path) -> Iterator[Any]:
+@contextlib.contextmanager
+def _connected_page(specrun: Specrun, tmp_path: Path, approval_mode: str) -> Iterator[Any]:
+    """The web view of a service on the daily scenario, open and connected in a browser."""
     need_chromium()
-    specrun.run("start", "--approval-mode", "auto-edit", "--scenario", str(_scenario(tmp_path)),
-                check=True)
+    specrun.run("start", "--approval-mode", approval_mode, "--scenario",
+                str(_scenario(tmp_path)), check=True)
     try:
         with web_view(specrun) as view, browser() as context:
             page = context.new_page()
@@ -27,6 +29,12 @@ def page(specrun: Specrun, tmp_path: Path) -> Iterator[Any]:
             yield page
     finally:
         specrun.run("stop")
+
+
+@pytest.fixture
+def page(specrun: Specrun, tmp_path: Path) -> Iterator[Any]:
+    with _connected_page(specrun, tmp_path, "auto-edit") as connected:
+        yield connected
 
 
 def test_a_failed_command_shows_failed_with_its_exit_code(page: Any) -> None:
@@ -41,17 +49,8 @@ def test_a_failed_command_shows_failed_with_its_exit_code(page: Any) -> None:
 
 @pytest.fixture
 def default_page(specrun: Specrun, tmp_path: Path) -> Iterator[Any]:
-    need_chromium()
-    specrun.run("start", "--approval-mode", "default", "--scenario", str(_scenario(tmp_path)),
-                check=True)
-    try:
-        with web_view(specrun) as view, browser() as context:
-            page = context.new_page()
-            page.goto(view.url)
-            page.wait_for_selector("#connection.ok")
-            yield page
-    finally:
-        specrun.run("stop")
+    with _connected_page(specrun, tmp_path, "default") as connected:
+        yield connected
 
 
 def _send(page: Any, text: str) -> None:

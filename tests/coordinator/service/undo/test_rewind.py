@@ -23,6 +23,7 @@ from coordinator.service.undo.rewind import apply_plan, finish_undo, plan_undo
 from coordinator.service.undo.rewinder import settle_undo
 from coordinator.service.undo.store import CheckpointStore
 from coordinator.settings import Settings
+from coordinator.user_state import journal_dir
 from overlay.apply import set_process_checkpoint
 from tests.seams import checkpoint_hook
 
@@ -181,7 +182,7 @@ def test_an_undo_killed_at_any_point_is_settled_whole_at_the_next_start(
             break
         assert proc.exitcode == -signal.SIGKILL
         # The next start: the apply's own recovery, then the undo's.
-        overlay.recover(root)
+        overlay.recover(root, journal_dir=str(journal_dir(root)))
         settle_undo(Checkpoints(root, Settings()), HistoryStore(root))
         now = tree(root)
         assert now in (original, written), f"a mixed tree after a kill at {k}"
