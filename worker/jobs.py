@@ -69,6 +69,7 @@ from worker.fork import ForkedChat, pipelined_suggestion
 from worker.gate import read_only_verdict
 from worker.shell.git_config import git_config_hazard
 from worker.shell.runner import ShellResult
+from worker.shell.write_targets import protected_write_reason
 from worker.speculation import WALL_CLOCK, Emit, LoopEnd, Toolbox, final_event, run_loop
 from worker.tools import (
     DirectAccess,
@@ -97,7 +98,7 @@ async def run_tool(
 ) -> None:
     """Answer ``job`` with exactly one ``ToolDone`` (or ``Failed`` on an internal error)."""
     try:
-        result, needs_approval = await _main_chat_tool(job, helper, seams)
+        result, needs_approval, always_asks = await _main_chat_tool(job, helper, seams)
     except Exception as exc:
         log.exception("tool job %s failed", job.job_id)
         await outbox.send(
@@ -105,14 +106,18 @@ async def run_tool(
         )
         return
     await outbox.send(
-        ToolDone(job_id=job.job_id, epoch=job.epoch, result=result, needs_approval=needs_approval)
+        ToolDone(job_id=job.job_id, epoch=job.epoch, result=result, needs_approval=needs_approval,
+                 always_asks=always_asks)
     )
 
 
 async def _main_chat_tool(
     job: RunTool, helper: SandboxHelper, seams: WorkerSeams
-) -> tuple[ToolResult, str | None]:
+) -> tuple[ToolResult, str | None, bool]:
+    """The result, why it did not run (the person decides), and whether that question
+    is about a protected write (asked in every mode, its yes never kept)."""
     call = job.call
+    protected = _protected_shell_write(job)
     unapproved = job.shell == "read_only"
     ctx = ToolContext(
         access=DirectAccess(
@@ -127,11 +132,15 @@ async def _main_chat_tool(
             call.name, call.args(), declared_paths(call.name), job.project_root, job.private_paths
         )
         if boundary is not None:
-            return _refused(call, boundary.text()), boundary.text()
+            return _refused(call, boundary.text()), boundary.text(), False
+    if protected is not None and not unapproved:  # yolo, or a yes that was not about this
+        return _refused(call, protected), protected, True
     if call.name == SHELL_TOOL and unapproved:
         reason = approval_needed(call, job.project_root, seams)
         if reason is not None:
-            return _refused(call, reason), reason
+            if protected is not None:  # one question, the one no mode or kept yes answers
+                return _refused(call, protected), protected, True
+            return _refused(call, reason), reason, False
         runner = contained_runner(
             helper,
             job.project_root,
@@ -142,9 +151,20 @@ async def _main_chat_tool(
         )
         ctx = dataclasses.replace(ctx, read_only_runner=runner)
     try:
-        return await execute(call, ctx), None
+        return await execute(call, ctx), None, False
     except ToolStop as stop:  # a missing sandbox layer, a read that leaves: the user decides
-        return _refused(call, stop.reason.text()), stop.reason.text()
+        return _refused(call, stop.reason.text()), stop.reason.text(), False
+
+
+def _protected_shell_write(job: RunTool) -> str | None:
+    """Why this main-chat shell command must ask in every mode: it writes a protected or
+    runs-later path (``worker.shell.write_targets``), unless the person said yes to that."""
+    command = job.call.args().get("command") if job.call.name == SHELL_TOOL else None
+    if job.write_guard is None or job.protected_confirmed or command is None:
+        return None
+    if not isinstance(command, str):
+        return None  # the tool itself refuses a command that is not text
+    return protected_write_reason(command, job.write_guard)
 
 
 def _refused(call: ToolCall, reason: str) -> ToolResult:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 def shell_reason_in_words(rule: str) -> str:
     """The classifier's reason for a command that is not read-only, as a sentence."""
+    if rule.startswith("it "):
+        return rule  # already a clause (a protected write)
     if rule.startswith("command:"):
         name = rule.removeprefix("command:")
         return f"{name} is not one of the commands specrun knows to be read-only"

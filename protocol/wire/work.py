@@ -192,6 +192,18 @@ class RunSpeculation(msgspec.Struct, frozen=True, tag="run_speculation"):
     context_tokens: int = 0
 
 
+class WriteGuard(msgspec.Struct, frozen=True):
+    """What a main-chat write may only touch after a person's yes, for one project
+    (judged by ``protocol.rules.protected_writes``): ``root`` its real path,
+    ``protected`` the ``protectedPaths`` patterns, ``later`` the ``runsLaterPaths`` ones,
+    ``private`` the absolute real directories of specrun's own state."""
+
+    root: str
+    protected: tuple[str, ...] = ()
+    later: tuple[str, ...] = ()
+    private: tuple[str, ...] = ()
+
+
 class RunTool(msgspec.Struct, frozen=True, tag="run_tool"):
     """Run one of the main chat's tool calls in the real tree (no overlay).
 
@@ -208,6 +220,10 @@ class RunTool(msgspec.Struct, frozen=True, tag="run_tool"):
     limits: CommandLimits = CommandLimits()
     # as ``Containment.private_paths``: with ``shell="read_only"`` a read of them asks
     private_paths: tuple[str, ...] = ()
+    # A shell command that writes what this rule protects asks first in every mode
+    # (``ToolDone.always_asks``) unless ``protected_confirmed``: the person said yes to it.
+    write_guard: WriteGuard | None = None
+    protected_confirmed: bool = False
 
 
 class Shutdown(msgspec.Struct, frozen=True, tag="shutdown"):
@@ -306,6 +322,8 @@ class ToolDone(msgspec.Struct, frozen=True, tag="tool_done"):
     epoch: int
     result: ToolResult
     needs_approval: str | None = None
+    # the question is about a protected write: asked in every mode, its yes never kept
+    always_asks: bool = False
 
 
 class ModelUsage(msgspec.Struct, frozen=True, tag="model_usage"):

@@ -139,17 +139,16 @@ class MainChat:
             window_known=bool(configured),
             summarized=Summarized.of_session(loaded.full_messages, loaded.messages),
         )
+        guard = protected_writes.for_project(self.project_root, settings)
         self.tools_exec = ToolExecutor(
             workers,
             str(self.project_root),
             settings.containment().limits,
             private_paths=memory_dirs(self.project_root, settings.memory_dir or None),
+            write_guard=guard.rule,  # the worker judges shell commands with the same rule
         )
         self.approvals = Approvals(settings.approval_timeout_s)
-        self.tool_calls = ChatToolCalls(
-            self.tools_exec, self.approvals, self.context,
-            protected_writes.for_project(self.project_root, settings),
-        )
+        self.tool_calls = ChatToolCalls(self.tools_exec, self.approvals, self.context, guard)
         self.tool_calls.before_write = self.checkpoints.before_write
         self.checkpoints.next_turn = lambda: (self.session_id, self.session_turns + 1)
         self.recaller = Recaller(

@@ -29,20 +29,10 @@ from pathlib import Path
 from coordinator.memory import memory_dirs
 from coordinator.settings import Settings, user_settings_path
 from coordinator.user_state import user_state_root
-from protocol.rules.protected import is_protected_name, protected_reason
-from protocol.rules.runs_later import runs_later
+from protocol.rules.protected_writes import protected_write
 from protocol.rules.tools import WRITE_PATH_ARGUMENTS, WRITE_TOOLS
-from protocol.text.inert_text import quote_name
 from protocol.wire.chat import ToolCall
-
-_GIT = frozenset({".git", ".gitattributes", ".gitmodules"})
-
-
-def _inside(path: str, root: str) -> str | None:
-    """``path`` relative to ``root`` (posix), or None when it is not below it."""
-    if path == root or not path.startswith(root.rstrip(os.sep) + os.sep):
-        return None
-    return os.path.relpath(path, root).replace(os.sep, "/")
+from protocol.wire.work import WriteGuard
 
 
 @dataclass(frozen=True)
@@ -50,60 +40,32 @@ class ProtectedWrites:
     """The rule for one project: ``root`` its real path, ``protected`` the
     ``protectedPaths`` patterns, ``later`` the ``runsLaterPaths`` ones, ``private`` the
     absolute directories of specrun's own state (memory directories, the state root, the
-    user's settings directory)."""
+    user's settings directory). The path judgement itself is
+    ``protocol.rules.protected_writes`` (shared with the worker's shell check)."""
 
     root: str
     protected: Sequence[str] = ()
     later: Sequence[str] = ()
     private: Sequence[str] = ()
 
+    @property
+    def rule(self) -> WriteGuard:
+        """The same rule as sent to a worker (it judges shell commands with it)."""
+        return WriteGuard(self.root, tuple(self.protected), tuple(self.later),
+                          tuple(self.private))
+
     def reason(self, call: ToolCall) -> str | None:
         """Why this write asks whatever the mode (one clause), or None."""
         if call.name not in WRITE_TOOLS:
             return None
+        rule = self.rule
         args = call.args()
         for key in WRITE_PATH_ARGUMENTS.get(call.name, ()):
             value = args.get(key)
             if isinstance(value, str) and value:
-                why = self._path_reason(value)
+                why = protected_write(rule, value)
                 if why is not None:
                     return why
-        return None
-
-    def _candidates(self, given: str) -> list[str]:
-        """The absolute paths a write to ``given`` may land on: as written (normalized)
-        and with every link on the way resolved."""
-        path = given if os.path.isabs(given) else os.path.join(self.root, given)
-        lexical = os.path.normpath(path)
-        out = [lexical, os.path.realpath(lexical)]
-        parent, name = os.path.split(lexical)
-        out.append(os.path.join(os.path.realpath(parent), name))
-        return list(dict.fromkeys(out))
-
-    def _path_reason(self, given: str) -> str | None:
-        for path in self._candidates(given):
-            for private in self.private:
-                if path == private or path.startswith(private.rstrip(os.sep) + os.sep):
-                    return (f"it writes {quote_name(path)}, specrun's own state (its settings "
-                            "and memory decide what runs without a yes and what the model "
-                            "is told)")
-            rel = _inside(path, self.root)
-            if rel is None:
-                continue
-            parts = rel.split("/")
-            if any(is_protected_name(p) for p in parts):
-                if any(p.casefold().rstrip(". ") in _GIT for p in parts):
-                    return (f"it writes {quote_name(rel)}, git's own configuration (its "
-                            "config, hooks and attributes run programs on your next git "
-                            "command, outside any sandbox)")
-                return (f"it writes {quote_name(rel)}, specrun's own settings and memory "
-                        "(they decide what runs without a yes)")
-            if protected_reason(rel, tuple(self.protected)) is not None:
-                return f"it writes {quote_name(rel)}, which the protectedPaths setting protects"
-            if runs_later(rel, tuple(self.later)):
-                return (f"it writes {quote_name(rel)}, which runs later without a key press "
-                        "(your shell, CI, the editor, a build or the tests run it, outside "
-                        "any sandbox)")
         return None
 
 

@@ -26,6 +26,7 @@ from protocol.wire.work import (
     ShellPermission,
     ToolDone,
     WorkerEvent,
+    WriteGuard,
 )
 
 log = logging.getLogger("specrun.tools")
@@ -35,6 +36,7 @@ log = logging.getLogger("specrun.tools")
 class ToolOutcome:
     result: ToolResult
     needs_approval: str | None = None
+    always_asks: bool = False  # about a protected write: asked in every mode, never kept
 
 
 def write_policy(call: ToolCall, mode: ApprovalMode) -> str:
@@ -83,8 +85,10 @@ class ToolExecutor:
         limits: CommandLimits | None = None,
         *,
         private_paths: tuple[str, ...] = (),
+        write_guard: WriteGuard | None = None,
     ) -> None:
         self.pool = pool
+        self.write_guard = write_guard
         self.project_root = project_root
         self.limits = limits or CommandLimits()
         self.private_paths = private_paths
@@ -92,8 +96,10 @@ class ToolExecutor:
         self._pending: dict[str, tuple[WorkerHandle, asyncio.Future[ToolOutcome]]] = {}
 
     async def run(
-        self, call: ToolCall, shell: ShellPermission, timeout_s: float = 120.0
+        self, call: ToolCall, shell: ShellPermission, timeout_s: float = 120.0,
+        protected_confirmed: bool = False,
     ) -> ToolOutcome:
+        """``protected_confirmed``: the person said yes to this call's protected write."""
         job_id = f"tool-{next(self._ids)}"
         handle = await self.pool.acquire("tool", job_id)
         future: asyncio.Future[ToolOutcome] = asyncio.get_running_loop().create_future()
@@ -110,6 +116,8 @@ class ToolExecutor:
                     timeout_s=timeout_s,
                     limits=self.limits,
                     private_paths=self.private_paths,
+                    write_guard=self.write_guard,
+                    protected_confirmed=protected_confirmed,
                 ),
             )
             outcome = await future
@@ -134,7 +142,9 @@ class ToolExecutor:
         future = entry[1]
         if not future.done():
             if isinstance(event, ToolDone):
-                future.set_result(ToolOutcome(event.result, event.needs_approval))
+                future.set_result(
+                    ToolOutcome(event.result, event.needs_approval, event.always_asks)
+                )
             else:
                 future.set_result(
                     ToolOutcome(ToolResult(event.job_id, "", error=f"tool failed: {event.error}"))

@@ -82,19 +82,28 @@ class ChatToolCalls:
         if self.before_write is not None and call.name in WRITE_TOOLS:
             await self.before_write(call)
         outcome = await self.executor.run(call, shell_mode(call, mode))
-        if outcome.needs_approval is not None:
+        confirmed, asked = False, 0
+        # At most two questions: the mode's (a kept yes may answer it), then, if the
+        # command writes a protected path, that one (every mode, never kept). A
+        # protected write found first is the only question.
+        while (outcome.needs_approval is not None and not confirmed
+               and (asked == 0 or outcome.always_asks)):
+            asked += 1
             if mode is ApprovalMode.PLAN and call.name == SHELL_TOOL:
                 return await self._refused(
                     out, call, "Only read-only shell commands run in plan mode."
                 )
-            answer = await self._confirm(out, call, outcome.needs_approval, can_confirm)
+            confirmed = outcome.always_asks
+            answer = await self._confirm(out, call, outcome.needs_approval, can_confirm,
+                                         rememberable=not outcome.always_asks)
             if not answer.approved:
                 return await self._refused(
                     out, call,
                     self._refusal_text(can_confirm, call, outcome.needs_approval,
+                                      always=outcome.always_asks,
                                       declined_because=answer.reason),
                 )
-            outcome = await self.executor.run(call, "full")
+            outcome = await self.executor.run(call, "full", protected_confirmed=confirmed)
         result = self._fit(
             ToolResult(call.id, call.name, outcome.result.output, outcome.result.error)
         )
