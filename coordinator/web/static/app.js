@@ -359,6 +359,10 @@ function diffNode(diff) {
     }
     box.append(part);
   }
+  // Symlinks the speculation's commands made that Tab would not create, with why.
+  for (const held of diff.links_held || []) {
+    box.append(el("div", {class: "muted"}, `not created at Tab: symlink ${held}`));
+  }
   return box;
 }
 
@@ -381,10 +385,6 @@ function stepsNode(steps) {
   for (const step of steps || []) {
     if (step.kind === "text") box.append(el("div", {class: "model"}, step.text));
     else box.append(toolNode(step.tool, step.args, step.status, step.exit_code, step.text));
-  }
-  // Symlinks the speculation's commands made that Tab would not create, with why.
-  for (const held of diff.links_held || []) {
-    box.append(el("div", {class: "muted"}, `not created at Tab: symlink ${held}`));
   }
   return box;
 }
