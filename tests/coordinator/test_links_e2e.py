@@ -149,3 +149,24 @@ def test_a_service_killed_mid_accept_leaves_the_link_all_or_nothing(
                              "libcalc.so.1": ("file", b"lib\n", after["libcalc.so.1"][2])}
         else:
             assert after == before
+
+
+def test_the_page_shows_the_link_tab_creates_and_names_the_ones_it_holds_back(
+    service: tuple[Any, Driver, Path], tmp_path: Path,
+) -> None:
+    from tests.web_support import browser, open_page, save_screenshot, web_view
+
+    runner, driver, _project = service
+    driver.ask(f"go {LINK}")
+    driver.wait_for_speculation(LINK, ("completed",), timeout=90)
+    with web_view(runner) as web, browser() as context:
+        page = open_page(context, web)
+        page.wait_for_selector('.branch[data-rank="0"] .badge.status-completed')
+        head = page.locator(".file-head", has_text="libcalc.so ->")
+        head.first.wait_for()
+        assert head.first.inner_text() == "created link: libcalc.so -> libcalc.so.1"
+        held = page.locator(".muted", has_text="not created at Tab").all_inner_texts()
+        save_screenshot(page, "links.png", tmp_path)
+    joined = " ".join(held)
+    assert "abs.link -> /etc/passwd: its target is an absolute path" in joined, held
+    assert "hooks.link -> .git/hooks: its target is a protected path" in joined, held
