@@ -57,6 +57,7 @@ from coordinator.cli.daemon import is_running
 from coordinator.cli.errors import EXIT_NO_SERVICE, EXIT_OK
 from coordinator.cli.turns import stream_turn
 from protocol.prompts.prediction import is_typed_prefix, normalize_prompt
+from protocol.text.branch_number import branch_number
 from protocol.text.inert_text import inert
 from protocol.wire.control import (
     AcceptRequest,
@@ -347,8 +348,7 @@ def toolbar_text(state: SuggestionState, enter_accepts: bool = False,
     # the terminal's width.
     which: list[tuple[str, str]] = []
     if len(matching) > 1:
-        position = next(i for i, b in enumerate(matching) if b.rank == branch.rank) + 1
-        which = [("class:bottom-toolbar", f" ↓↑ {position} of {len(matching)} ·")]
+        which = [("class:bottom-toolbar", f" ↓↑ {which_branch(branch, matching)} ·")]
     spec = branch.speculation
     if spec is None:
         why = " (speculation budget spent)" if branch.skipped == "budget" else ""
@@ -385,6 +385,16 @@ def toolbar_text(state: SuggestionState, enter_accepts: bool = False,
         [*which, (style, f" {brief}"), (plain, f" · {PREVIEW_KEY_NAME} preview")],
         [*which, (style, f" {brief}")],
     ])
+
+
+def which_branch(branch: Branch, matching: list[Branch]) -> str:
+    """The shown branch by its number (``protocol.text.branch_number``: the number
+    `specrun accept --branch` takes): ``branch 2 of 3``, or ``branch 3 (2 left)`` once
+    typing or a kill left only some of them."""
+    number = branch_number(branch.rank)
+    if [b.rank for b in matching] == list(range(len(matching))):
+        return f"branch {number} of {len(matching)}"
+    return f"branch {number} ({len(matching)} left)"
 
 
 def terminal_width() -> int:

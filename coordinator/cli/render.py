@@ -25,6 +25,7 @@ import msgspec
 
 from coordinator.boundary_text import describe_boundary
 from coordinator.cli.changes_view import append_listing, change_line
+from protocol.text.branch_number import branch_name
 from protocol.text.inert_text import find_hidden, inert, inert_json, quote_name
 from protocol.wire.control import (
     ApprovalNeeded,
@@ -560,8 +561,8 @@ def show_suggestion(reply: SuggestionReply, out: Console | None = None) -> None:
         line.append("  (not shown yet)", style="bright_black italic")
     alternatives = reply.branches[1:]
     if alternatives or (reply.branches and reply.branches[0].rank != 0):
-        # the rank `specrun accept --index` takes (typing can leave only a lower one)
-        line.append(f"  (--index {reply.branches[0].rank})", style="bright_black")
+        # the number `specrun accept --branch` takes (typing can leave only a lower one)
+        line.append(f"  ({branch_name(reply.branches[0].rank)})", style="bright_black")
     out.print(line)
     if reply.speculation is not None:
         out.print(speculation_line(reply.speculation))
@@ -569,8 +570,8 @@ def show_suggestion(reply: SuggestionReply, out: Console | None = None) -> None:
         out.print(Text(f"  {inert(_not_speculated(reply.speculation_skipped))}",
                        style="bright_black"))
     if alternatives:
-        out.print(Text(f"  {len(alternatives)} alternative{'s' if len(alternatives) != 1 else ''}"
-                       " (↓ in `specrun chat`, or `specrun accept --index N`):",
+        out.print(Text(f"  {len(alternatives)} more guess{'es' if len(alternatives) != 1 else ''}"
+                       " (↓ in `specrun chat`, or `specrun accept --branch N`):",
                        style="bright_black"))
         for branch in alternatives:
             out.print(branch_lines(branch))
@@ -580,12 +581,12 @@ _SKIPPED = {"budget": "the speculation budget is spent"}
 
 
 def branch_lines(branch: Branch, indent: str = "  ") -> Text:
-    """One alternative suggestion: its text and index, then its speculation."""
+    """One alternative suggestion: its text and branch number, then its speculation."""
     from rich.text import Text
 
     line = Text(f"{indent}❯ ", style="bold")
     line.append(inert(branch.text, multiline=False), style="bright_black")
-    line.append(f"  (--index {branch.rank})", style="bright_black")
+    line.append(f"  ({branch_name(branch.rank)})", style="bright_black")
     if branch.speculation is not None:
         line.append("\n")
         line.append_text(speculation_line(branch.speculation, indent + "  "))
@@ -615,9 +616,9 @@ def show_stats(r: StatsReply, out: Console | None = None) -> None:
     accepted = f"{r.suggestions_accepted}" + (f" ({by_method})" if by_method else "")
     row("  accepted", accepted)
     if r.accepted_by_rank and set(r.accepted_by_rank) != {0}:
-        # Only once an alternative (``speculationBranches``) was taken: rank 0 is the top guess.
-        row("    by rank", ", ".join(f"{_rank_name(rank)} {n}" for rank, n
-                                                 in sorted(r.accepted_by_rank.items())))
+        # Only once an alternative (``speculationBranches``) was taken: branch 1 is the top guess.
+        row("    by branch", ", ".join(f"{_rank_name(rank)}: {n}" for rank, n
+                                         in sorted(r.accepted_by_rank.items())))
     typing = {k: v for k, v in r.accepted_by_typing.items() if v}
     if typing:
         row("    while typing", ", ".join(
@@ -650,7 +651,7 @@ def show_stats(r: StatsReply, out: Console | None = None) -> None:
     cost = r.branch_cost
     if len(cost.by_rank) > 1 or set(cost.by_rank) - {0}:
         # What each rank of alternative spent, and what the branches thrown away cost.
-        spent = [f"{_rank_name(rank)} {_spend(s)}" for rank, s in sorted(cost.by_rank.items())]
+        spent = [f"{_rank_name(rank)}: {_spend(s)}" for rank, s in sorted(cost.by_rank.items())]
         row("speculation branches", "; ".join(spent))
         row("  thrown away", _spend(cost.discarded))
     if r.speculation_budget is not None:
@@ -676,11 +677,9 @@ _TYPING = {"prefix_kept": "typed its beginning first", "exact_match": "typed in 
 
 
 def _rank_name(rank: int) -> str:
-    """A branch's rank as a person counts: the top guess, then the 2nd, 3rd…"""
-    if rank == 0:
-        return "top"
-    ordinal = {1: "2nd", 2: "3rd"}.get(rank, f"{rank + 1}th")
-    return f"{ordinal} (--index {rank})"
+    """A branch as a person counts them (``protocol.text.branch_number``): branch 1 is
+    the top guess."""
+    return branch_name(rank) + (" (top)" if rank == 0 else "")
 
 
 def _spend(spend: BranchSpend) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from coordinator.commands.declaration import Args, Command, Option
+from coordinator.commands.declaration import Args, Command, Option, Retired
+from protocol.text.branch_number import RETIRED_OPTION, rank_of, retired_index_sentence
 from protocol.wire.control import AcceptRequest, ErrorReply, TurnEnded
 
 if TYPE_CHECKING:
@@ -30,7 +31,9 @@ def run(client: Client, args: Args) -> int:
     """The accept streams like a turn: the transcript, then how it ended. On a terminal a
     speculation stopped at a boundary runs as a turn that asks, as `ask` does."""
     confirm = client.can_confirm
-    return client.turn(AcceptRequest(req_id=client.next_id(), method="cli", index=args["index"],
+    branch = args["branch"]
+    index = rank_of(branch) if branch is not None else None
+    return client.turn(AcceptRequest(req_id=client.next_id(), method="cli", index=index,
                                      can_confirm=confirm,
                                      client_pid=os.getpid() if confirm else None))
 
@@ -41,9 +44,11 @@ COMMAND = Command(
     reply=TurnEnded,
     serve=serve,
     run=run,
-    params=(Option("--index", "Take the alternative of this rank (see `specrun suggestion`); "
-                              "the others' speculations are killed. Default: the best-ranked "
-                              "one still live.", kind=int, minimum=0, metavar="N"),),
+    params=(Option("--branch", "Take branch N, as `specrun suggestion` numbers them (1 is "
+                               "the top guess); the others' speculations are killed. "
+                               "Default: the best one still live.", kind=int, minimum=1,
+                   metavar="N"),
+            Retired(RETIRED_OPTION, retired_index_sentence)),
     help="""Accept the current suggestion (Tab): apply its speculation at once.
 
     A speculation that is still running or stopped at a boundary is aborted and the
@@ -52,6 +57,6 @@ COMMAND = Command(
     \b
     Example:
       specrun accept
-      specrun accept --index 1
+      specrun accept --branch 2
     """,
 )

@@ -37,9 +37,11 @@ def test_plain_light_command_lines_are_parsed(tmp_path: Path) -> None:
         "reject", {"as_json": False}, tmp_path, False)
     assert _call(["suggestion", "--settled", "--json", "--wait", "--wait"]) == (
         "suggestion", {"as_json": True, "wait": True, "settled": True, "typed": None,
-                       "transcript": False, "index": 0, "full": False}, None, False)
+                       "transcript": False, "branch": 1, "full": False,
+                       "retired_index": None}, None, False)
     assert _call(["--project", str(tmp_path / "not-yet"), "accept"]) == (
-        "accept", {"as_json": False, "index": None}, tmp_path / "not-yet", False)
+        "accept", {"as_json": False, "branch": None, "retired_index": None}, tmp_path / "not-yet",
+        False)
 
 
 @pytest.mark.parametrize("argv", [
@@ -58,7 +60,8 @@ def test_plain_light_command_lines_are_parsed(tmp_path: Path) -> None:
     ["--project", "--debug", "status"],  # click takes "--debug" as the directory
     ["--project=", "status"],
     ["--bogus", "status"],
-    ["accept", "--index", "1"],
+    ["accept", "--branch", "2"],
+    ["accept", "--index", "1"],  # retired: click says what it is now
     ["suggestion", "--typed", "run"],
     ["ask", "hi"],
     ["start"],

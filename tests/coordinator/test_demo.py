@@ -66,9 +66,9 @@ def test_demo_plays_the_story(env: Env, tmp_path: Path) -> None:
     branch_steps = [
         "❯ run the tests",
         "2 more guesses, each speculated in its own worker",
-        "❯ show me the diff (--index 2)",
+        "❯ show me the diff (branch 3)",
         "↓ Down: the top guess stopped before the shell command `python -m pytest -q`",
-        "⇥ Tab (specrun accept --index 1)",
+        "⇥ Tab (specrun accept --branch 2)",
         "1 file applied (created tests/test_calc_negative.py)",
         "❯ show me▏ the diff",
         "'show me' is how the suggestion begins: its speculation is kept (still running",

@@ -10,7 +10,7 @@ model, isolated from the user's own settings; then the story of the shipped scen
    ``speculationBranches`` to 3), each speculated in its own worker's overlay: the top
    one, "run the tests", stops at the shell boundary; the person moves to the second
    (Down in ``specrun chat``), "add a test for negative numbers", whose speculation
-   completed, and Tab applies it at once (``accept --index 1``; the others are killed);
+   completed, and Tab applies it at once (``accept --branch 2``; the others are killed);
 3. the pipelined suggestion "show me the diff" is being speculated while the person
    types its beginning, "show me": the speculation keeps running (same worker), and
    Tab takes it once it is done;
@@ -61,6 +61,7 @@ from coordinator.cli.turns import stream_turn
 from coordinator.settings import is_dashscope, load_settings
 from coordinator.user_state import project_state_path
 from overlay.kernel import libc
+from protocol.text.branch_number import branch_name, branch_option
 from protocol.text.inert_text import inert
 from protocol.text.secret_text import without_password
 from protocol.wire.control import (
@@ -621,7 +622,7 @@ class Player:
     def tab(self, text: str, spec: SpeculationInfo, rank: int = 0) -> None:
         """Tab on the alternative of ``rank`` (the one shown)."""
         self.pause(0.9)
-        how = f"  (specrun accept --index {rank})" if rank else ""
+        how = f"  (specrun accept {branch_option(rank)})" if rank else ""
         self.out.print(Text(f"  ⇥ Tab{how}", style="bold"))
         ended, elapsed = self.turn(
             AcceptRequest(req_id=self.client.next_id(), method="tab", index=rank),
@@ -783,7 +784,8 @@ def _show_summary(out: Console, session: Session) -> None:
         taken = next((text for rank, text, _ in b.offered if rank == b.taken_rank), None)
         offered = ", ".join(f"{text!r} ({status})" for _, text, status in b.offered)
         out.print(Text(f"alternatives: {offered}; took "
-                       + (f"{taken!r} (--index {b.taken_rank})" if taken else "none"),
+                       + (f"{taken!r} ({branch_name(b.taken_rank)})"
+                          if taken is not None and b.taken_rank is not None else "none"),
                        style="bright_black"))
     if session.typed_prefix is not None:
         t = session.typed_prefix

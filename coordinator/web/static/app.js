@@ -405,7 +405,8 @@ function renderSuggestion() {
     const accept = el("button", {class: "accept", dataset: {
       index: String(branch.rank), text: branch.text, speculation: spec ? spec.id : ""}}, "Accept");
     const head = el("div", {class: "branch-head"},
-      el("span", {class: "badge", title: "specrun accept --index N takes it"}, `--index ${branch.rank}`),
+      el("span", {class: "badge", title: `specrun accept --branch ${branch.rank + 1} takes it`},
+         `branch ${branch.rank + 1}`),
       el("span", {class: "branch-text"}, branch.text),
       el("span", {class: `badge status-${spec ? spec.status : "none"}`}, status),
       accept);
@@ -501,12 +502,13 @@ function renderStats() {
     {label: "kept", value: s.speculation_tokens.accepted},
     {label: "lost", value: s.speculation_tokens.discarded, kind: "bad"},
   ];
-  const ranks = Object.keys(live.speculated_by_rank).sort();
+  const ranks = Object.keys(live.speculated_by_rank).sort((a, b) => Number(a) - Number(b));
   const byRank = ranks.map((rank) => {
     const tried = live.speculated_by_rank[rank], taken = s.accepted_by_rank[rank] || 0;
     const rate = tried ? taken / tried : 0;
-    // numbered as `specrun accept --index N` takes them
-    return {label: `--index ${rank}`, value: rate, text: `${taken}/${tried}`};
+    // numbered as a person reads them everywhere (`specrun accept --branch N`): the wire's
+    // rank counts from 0, branch 1 is the top guess
+    return {label: `branch ${Number(rank) + 1}`, value: rate, text: `${taken}/${tried}`};
   });
   const typing = s.accepted_by_typing;
   const typed = (typing.prefix_kept || 0) + (typing.exact_match || 0);
@@ -530,7 +532,7 @@ function renderStats() {
              "Tokens of speculations that were accepted, and of those thrown away.",
              tokensKept),
     barChart("Accept rate by guess",
-             "Accepted / speculated, for each ranked guess (--index 0 is the top one); full bar: all.",
+             "Accepted / speculated, for each guess (branch 1 is the top one); full bar: all.",
              byRank, 1),
     barChart("Accepts by typing",
              "Share of accepts: after typing the beginning, typed out in full, or no typing.",
@@ -621,7 +623,7 @@ function connect(key = KEY_GIVEN || KEY,
   });
 }
 
-// -- actions: the same requests as `specrun ask`, `accept --index N`, `reject`, `undo` -------
+// -- actions: the same requests as `specrun ask`, `accept --branch N`, `reject`, `undo` ------
 
 async function post(path, body) {
   const result = document.getElementById("action-result");
