@@ -60,7 +60,7 @@ class ClientSide:
         if self._as_json:
             render.print_json(reply)
         else:
-            render.show_reply(reply)
+            render.show_reply(reply, verbose=self.obj.verbose)
 
     def note(self, text: str) -> None:
         if not self._as_json:

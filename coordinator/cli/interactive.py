@@ -585,9 +585,12 @@ def _run_turn(client: ServiceClient, request: AskRequest | AcceptRequest) -> Non
                      "goes on with it.")
 
 
-def run_chat(project: Path, cli: click.Group, enter_accepts: bool = False) -> int:
+def run_chat(project: Path, cli: click.Group, enter_accepts: bool = False,
+             verbose: bool = False) -> int:
     """The interactive loop; returns the exit code. ``enter_accepts``: Enter on an empty
-    line accepts the suggestion at once instead of filling the line with it."""
+    line accepts the suggestion at once instead of filling the line with it. ``verbose``
+    (``specrun --verbose chat``): pids and the like in what it says, and its slash
+    commands run with ``--verbose``."""
     state = SuggestionState()
     session = _prompt_session(state, project, enter_accepts)
     poller = Poller(project, state, on_change=lambda: session.app.invalidate())
@@ -614,10 +617,10 @@ def run_chat(project: Path, cli: click.Group, enter_accepts: bool = False) -> in
             state.service_note = sentence
         session.app.invalidate()
 
-    watch = ServiceWatch(project, client.pid, service_changed)
+    watch = ServiceWatch(project, client.pid, service_changed, verbose)
     poller.start()
     watch.start()
-    slash = SlashContext(project, client, cli)
+    slash = SlashContext(project, client, cli, verbose=verbose)
     line = ""  # put back in the line when it could not be sent
     try:
         _banner(client, enter_accepts)
@@ -676,6 +679,7 @@ def _say_what_keeps_running(state: SuggestionState, watch: ServiceWatch) -> None
         also = (f", with the speculation of “{inert(running[0].text, multiline=False)}” "
                 "still running")
     render.console.print(
-        f"Left the chat. The specrun service keeps running in the background (pid "
-        f"{watch.pid}){also}; `specrun chat` comes back to this conversation, "
+        "Left the chat. The specrun service keeps running in the background"
+        f"{f' (pid {watch.pid})' if watch.verbose else ''}{also}; `specrun chat` comes back "
+        "to this conversation, "
         "`specrun stop` stops it.", highlight=False)

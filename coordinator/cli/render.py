@@ -458,19 +458,34 @@ def explain_model_error(message: str) -> tuple[str, str]:
 # -- status, workers, suggestion, stats ------------------------------------------------
 
 
-def workers_table(workers: Iterable[WorkerInfo]) -> Table:
+def workers_table(workers: Iterable[WorkerInfo], verbose: bool = False) -> Table:
+    """One row per worker. Its pid is what `specrun workers` is for (a process to look
+    at); the job's id and the overlay's path are internals, shown with ``--verbose``."""
     from rich.table import Table
 
     table = Table(show_edge=False, header_style="bold", box=None, pad_edge=False)
-    for col in ("pid", "state", "job", "kind", "overlay", "age", "rss", "sandbox"):
+    columns = ("pid", "state", "job", "kind", "overlay", "age", "rss", "sandbox")
+    shown = [c for c in columns if verbose or c not in ("job", "overlay")]
+    for col in shown:
         table.add_column(col)
     for w in workers:
         rss = f"{w.rss_bytes / 2**20:.1f} MiB" if w.rss_bytes else "-"
-        table.add_row(*cells(
+        row = dict(zip(columns, (
             str(w.pid), w.state, w.job_id or "-", w.job_kind or "-", w.overlay_dir or "-",
             f"{w.age_s:.1f}s", rss, w.sandbox,
-        ))
+        ), strict=True))
+        table.add_row(*cells(*(row[c] for c in shown)))
     return table
+
+
+def workers_summary(workers: Sequence[WorkerInfo]) -> str:
+    """``3 workers: 2 idle, 1 busy``: the pool at a glance, with no process ids."""
+    counts: dict[str, int] = {}
+    for w in workers:
+        counts[w.state] = counts.get(w.state, 0) + 1
+    states = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    noun = "worker" if len(workers) == 1 else "workers"
+    return f"{len(workers)} {noun}" + (f": {states}" if states else "")
 
 
 def cells(*values: str) -> list[Text]:
@@ -480,7 +495,9 @@ def cells(*values: str) -> list[Text]:
     return [Text(inert(value, multiline=False)) for value in values]
 
 
-def show_status(s: StatusReply, out: Console | None = None) -> None:
+def show_status(s: StatusReply, out: Console | None = None, verbose: bool = False) -> None:
+    """The service at a glance; its pid, the session's id and each worker's process and
+    overlay only with ``verbose`` (``specrun --verbose status``; ``--json`` has them all)."""
     from rich.text import Text
 
     out = out or _console()
@@ -489,7 +506,11 @@ def show_status(s: StatusReply, out: Console | None = None) -> None:
     line = Text.assemble(("specrun", "bold"), " serving ",
                          (inert(s.project, multiline=False), "cyan"))
     out.print(line)
-    out.print(Text(inert(f"  pid {s.pid}, up {_duration(s.uptime_s)}, session {s.session_id}")))
+    if verbose:
+        out.print(Text(inert(f"  pid {s.pid}, up {_duration(s.uptime_s)}, "
+                             f"session {s.session_id}")))
+    else:
+        out.print(Text(f"  up {_duration(s.uptime_s)}"))
     line = Text.assemble("  model ", (inert(s.model, multiline=False), "bold"),
                          inert(f" (fast: {s.fast_model}), {where} {s.model_endpoint}",
                                multiline=False))
@@ -503,8 +524,11 @@ def show_status(s: StatusReply, out: Console | None = None) -> None:
         out.print(Text(f"  {context_line(s.context)}"))
     if s.model_wait is not None:
         out.print(Text(f"  ⏳ {inert(s.model_wait.text, multiline=False)}", style="yellow"))
+    if not verbose:
+        out.print(Text(f"  {inert(workers_summary(s.workers))} (`specrun workers` lists them)"))
+        return
     out.print(Text(f"  {len(s.workers)} worker(s):"))
-    out.print(workers_table(s.workers))
+    out.print(workers_table(s.workers, verbose=True))
 
 
 def _duration(seconds: float) -> str:
@@ -692,16 +716,17 @@ def _by_reason(total: int, by_reason: dict[str, int]) -> str:
     return f"{total} (" + ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items())) + ")"
 
 
-def show_reply(reply: ControlReply) -> None:
-    """A command's final reply, drawn for a person."""
+def show_reply(reply: ControlReply, verbose: bool = False) -> None:
+    """A command's final reply, drawn for a person (``verbose``: with the internals,
+    ``specrun --verbose``)."""
     from rich.text import Text
 
     from protocol.wire.control import DiffReply, OkReply, UndoReply, WorkersReply
 
     if isinstance(reply, StatusReply):
-        show_status(reply)
+        show_status(reply, verbose=verbose)
     elif isinstance(reply, WorkersReply):
-        _console().print(workers_table(reply.workers))
+        _console().print(workers_table(reply.workers, verbose=verbose))
     elif isinstance(reply, SuggestionReply):
         show_suggestion(reply)
     elif isinstance(reply, StatsReply):

@@ -103,6 +103,7 @@ class DemoOptions:
     pace: float = 1.0
     as_json: bool = False
     debug: bool = False
+    verbose: bool = False  # worker pids and overlay paths too (`specrun --verbose demo`)
 
 
 @dataclass
@@ -195,11 +196,11 @@ def _run_demo(options: DemoOptions, out: Console) -> int:
             started = True
             start_daemon(project, argv, env=env)
         with ServiceClient(project, timeout_s=30.0) as client:
-            session = Player(client, project, out, options.pace).play()
+            session = Player(client, project, out, options.pace, options.verbose).play()
         if options.as_json:
             render.print_json(_summary_json(session))
         else:
-            _show_summary(out, session)
+            _show_summary(out, session, options.verbose)
         return 0
     except KeyboardInterrupt:
         render.err_console.print("[yellow]demo interrupted; cleaning up[/yellow]")
@@ -385,12 +386,18 @@ def _intro(out: Console, project: Path, options: DemoOptions) -> None:
 class Player:
     """Plays the session over one control connection."""
 
-    def __init__(self, client: ServiceClient, project: Path, out: Console, pace: float) -> None:
+    def __init__(self, client: ServiceClient, project: Path, out: Console, pace: float,
+                 verbose: bool = False) -> None:
         self.client = client
         self.project = project
         self.out = out
         self.pace = pace
+        self.verbose = verbose  # name the worker processes and overlays by pid and path
         self.session = Session()
+
+    def worker(self, pid: int | None) -> str:
+        """A speculation's worker as the person reads it: by pid only with --verbose."""
+        return f"worker {pid}" if self.verbose and pid is not None else "its worker"
 
     def pause(self, seconds: float) -> None:
         if self.pace > 0:
@@ -538,7 +545,7 @@ class Player:
         self.session.typed_prefix = TypedPrefixRow(reply.text, typed, before.status, pid,
                                                    kept)
         if kept and now is not None:
-            where = f"worker {pid} still alive" if alive else "its worker already done"
+            where = f"{self.worker(pid)} still alive" if alive else "its worker already done"
             self.out.print(Text(f"  ✓ {typed!r} is how the suggestion begins: its speculation "
                                 f"is kept ({_status_words(now)}, {where})", style="green"))
         else:
@@ -574,8 +581,8 @@ class Player:
         line.append(inert(text, multiline=False), style="bright_black")
         self.out.print(line)
         if spec.worker_pid:
-            where = self._overlay_of(spec.worker_pid)
-            self.out.print(Text(f"  speculating in worker {spec.worker_pid}"
+            where = self._overlay_of(spec.worker_pid) if self.verbose else None
+            self.out.print(Text(f"  speculating in {self.worker(spec.worker_pid)}"
                                 + (f" (overlay {where})" if where else ""),
                                 style="bright_black"))
 
@@ -656,7 +663,7 @@ class Player:
             mark = "✓" if gone else "✗"
             self.out.print(Text(
                 f"{mark} typed something else: the speculation of {reply.text!r} was aborted; "
-                f"worker {pid} {how}, {'gone' if gone else 'STILL ALIVE'}; overlay removed",
+                f"{self.worker(pid)} {how}, {'gone' if gone else 'STILL ALIVE'}; overlay removed",
                 style="green" if gone else "red",
             ))
         self.session.rejected = RejectedRow(reply.text, TYPED_INSTEAD, spec.status, pid, gone)
@@ -759,7 +766,7 @@ def _wait_gone(pid: int, timeout_s: float = 5.0) -> bool:
 # -- the end -------------------------------------------------------------------------------
 
 
-def _show_summary(out: Console, session: Session) -> None:
+def _show_summary(out: Console, session: Session, verbose: bool = False) -> None:
     out.print()
     table = Table(title="Time saved by speculation", title_justify="left", header_style="bold")
     table.add_column("accepted suggestion")
@@ -796,7 +803,8 @@ def _show_summary(out: Console, session: Session) -> None:
         r = session.rejected
         out.print(Text(
             f"rejected: {r.suggestion!r} (speculation {r.status_when_typed} when you typed "
-            f"{r.typed!r}); worker {r.worker_pid} {'gone' if r.worker_gone else 'still alive'}",
+            f"{r.typed!r}); {f'worker {r.worker_pid}' if verbose else 'its worker'} "
+            f"{'gone' if r.worker_gone else 'still alive'}",
             style="bright_black"))
     if session.stats is not None:
         s = session.stats

@@ -44,7 +44,8 @@ def chat(obj: CommandContext, /, **flags: Any) -> None:
         _apply_to_running(obj, given)
     root = click.get_current_context().find_root().command
     assert isinstance(root, click.Group), root  # the `specrun` group: slash commands run it
-    sys.exit(run_chat(obj.project, root, enter_accepts=obj.settings(given).enter_accepts))
+    sys.exit(run_chat(obj.project, root, enter_accepts=obj.settings(given).enter_accepts,
+                      verbose=obj.verbose))
 
 
 def _apply_to_running(obj: CommandContext, given: dict[str, Any]) -> None:

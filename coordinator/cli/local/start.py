@@ -56,8 +56,9 @@ def start(obj: CommandContext, /, as_json: bool, no_check: bool, with_web: bool,
         return
     from rich.text import Text
 
-    what = (f"specrun started for {obj.project} (pid {pid}); log: {log}" if started
-            else f"specrun is already running for {obj.project} (pid {pid}).")
+    shown_pid = f" (pid {pid})" if obj.verbose else ""  # an internal: --verbose, --json
+    what = (f"specrun started for {obj.project}{shown_pid}; log: {log}" if started
+            else f"specrun is already running for {obj.project}{shown_pid}.")
     render.console.print(Text(inert(what)))  # a path is not markup
     if url is not None:
         render.console.print("web view (it ends with the service):", highlight=False)
