@@ -138,7 +138,7 @@ def _web(ctx: SlashContext, args: list[str]) -> bool:
 
     if ctx.web_url is None:
         try:
-            ctx.web_url = start_background_view(ctx.project, 0)
+            ctx.web_url = start_background_view(ctx.project, 0, verbose=ctx.verbose)
         except CliError as exc:
             render.error(str(exc))
             return False

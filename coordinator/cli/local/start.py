@@ -46,7 +46,7 @@ def start(obj: CommandContext, /, as_json: bool, no_check: bool, with_web: bool,
     if with_web:
         from coordinator.cli.local.web import start_background_view
 
-        url = start_background_view(obj.project, web_port)
+        url = start_background_view(obj.project, web_port, verbose=obj.verbose)
     if as_json:
         shown: dict[str, Any] = {"started": started, "already_running": not started, "pid": pid,
                                  "log": log}

@@ -6,6 +6,9 @@
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
+// `specrun --verbose web` serves the page with <body data-verbose>: it then shows the
+// internals too (each worker's pid), as the command line does with --verbose.
+const VERBOSE = document.body.dataset.verbose === "1";
 
 // The key every request to /api/ must carry (coordinator/web/guard.py). The first load
 // trades the one-time code first.js took out of the address bar for it (the key itself
@@ -430,12 +433,15 @@ function renderSuggestion() {
 function renderWorkers() {
   const w = state.workers;
   if (!w) return;
+  // A worker's pid is an internal: shown only on a page served by `specrun --verbose web`.
+  const pid = (one) => VERBOSE ? [el("td", {}, String(one.info.pid))] : [];
   const rows = w.workers.map((one) => el("tr", {},
-    el("td", {}, String(one.info.pid)), el("td", {}, one.info.state),
+    ...pid(one), el("td", {}, one.info.state),
     el("td", {}, one.info.job_kind || "–"),
     el("td", {}, one.cpu_percent === null ? "–" : `${one.cpu_percent}%`),
     el("td", {}, bytes(one.info.rss_bytes)), el("td", {}, bytes(one.overlay_bytes))));
-  const head = el("tr", {}, ...["pid", "state", "job", "CPU", "RSS", "overlay"].map((h) => el("th", {}, h)));
+  const names = [...(VERBOSE ? ["pid"] : []), "state", "job", "CPU", "RSS", "overlay"];
+  const head = el("tr", {}, ...names.map((h) => el("th", {}, h)));
   fill("workers", el("table", {}, head, ...rows));
   fill("containment", ...w.containment.map((layer) =>
     el("li", {class: layer.active ? "" : "layer-off"},
