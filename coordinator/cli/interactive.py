@@ -373,6 +373,16 @@ def toolbar_text(state: SuggestionState, enter_accepts: bool = False,
         "boundary": f"⏸ {cut_words(stopped.split(': ', 1)[0], 50)}: Tab runs it, asking",
         "failed": "✗ failed: Tab runs it as a turn",
     }
+    # The shortest forms, whole: with "↓↑ branch 2 of 3" in front they still fit 80
+    # columns, where a longer one would be cut mid-word (issue 35: hints fit 80 columns).
+    terse = (f"⏸ {stopped.split(': ', 1)[0].replace('before the shell command ', 'before ')}"
+             ": Tab runs it, asking") if spec.status == "boundary" else None
+    tiny = {
+        "running": "⟳ speculating",
+        "completed": "✓ ready: Tab applies it",
+        "boundary": "⏸ stopped at a boundary: Tab runs it, asking",
+        "failed": "✗ failed: Tab runs it as a turn",
+    }
     cls, label = marks.get(spec.status, ("", f"speculation {spec.status}"))
     style = f"class:bottom-toolbar.{cls}" if cls else "class:bottom-toolbar"
     plain = "class:bottom-toolbar"
@@ -384,6 +394,10 @@ def toolbar_text(state: SuggestionState, enter_accepts: bool = False,
         [*which, (style, f" {label}")],
         [*which, (style, f" {brief}"), (plain, f" · {PREVIEW_KEY_NAME} preview")],
         [*which, (style, f" {brief}")],
+        *([[*which, (style, f" {terse}")]] if terse else []),
+        [*which, (style, f" {tiny.get(spec.status, brief)}"),
+         (plain, f" · {PREVIEW_KEY_NAME} preview")],
+        [*which, (style, f" {tiny.get(spec.status, brief)}")],
     ])
 
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from coordinator.boundary_text import describe_boundary
+from coordinator.boundary_text import boundary_kind, describe_boundary
 from coordinator.cli.changes_view import append_listing, change_line
 from protocol.text.branch_number import branch_name
 from protocol.text.inert_text import find_hidden, inert, inert_json, quote_name
@@ -511,8 +511,10 @@ def show_status(s: StatusReply, out: Console | None = None, verbose: bool = Fals
                              f"session {s.session_id}")))
     else:
         out.print(Text(f"  up {_duration(s.uptime_s)}"))
+    # the embedded model's local address is an internal; a real endpoint's is not
+    endpoint = "" if s.scripted_model and not verbose else f" {s.model_endpoint}"
     line = Text.assemble("  model ", (inert(s.model, multiline=False), "bold"),
-                         inert(f" (fast: {s.fast_model}), {where} {s.model_endpoint}",
+                         inert(f" (fast: {s.fast_model}), {where}{endpoint}",
                                multiline=False))
     out.print(line)
     out.print(Text(f"  approval mode {s.approval_mode.value}, worker sandbox {s.sandbox}"))
@@ -652,7 +654,8 @@ def show_stats(r: StatsReply, out: Console | None = None) -> None:
                                              r.suggestions_suppressed.by_reason))
     row("speculations completed", str(r.speculations_completed))
     row("  stopped at a boundary", _by_reason(r.speculations_boundary.total,
-                                                        r.speculations_boundary.by_reason))
+                                              r.speculations_boundary.by_reason,
+                                              boundary_kind))
     row("  aborted", str(r.speculations_aborted))
     row("  failed", str(r.speculations_failed))
     row(
@@ -710,10 +713,14 @@ def _spend(spend: BranchSpend) -> str:
     return f"{spend.tokens:,} tokens, {spend.cpu_s:.2f} s CPU"
 
 
-def _by_reason(total: int, by_reason: dict[str, int]) -> str:
+def _by_reason(total: int, by_reason: dict[str, int],
+               words: Callable[[str], str] | None = None) -> str:
+    """``3 (shell command 2, cold cache 1)``: each reason's code in words (``--json``
+    keeps the codes)."""
     if not by_reason:
         return str(total)
-    return f"{total} (" + ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items())) + ")"
+    name = words or (lambda code: code.replace("_", " "))
+    return f"{total} (" + ", ".join(f"{name(k)} {v}" for k, v in sorted(by_reason.items())) + ")"
 
 
 def show_reply(reply: ControlReply, verbose: bool = False) -> None:

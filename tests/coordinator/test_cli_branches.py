@@ -103,6 +103,9 @@ def test_suggestion_lists_the_alternatives_and_accept_branch_takes_one(service: 
     shown = " ".join(service.run("stats", check=True).stdout.split())
     assert "by branch branch 2: 1" in shown, shown
     assert "speculation branches branch 1 (top): " in shown and "thrown away" in shown
+    # a boundary's code in words (the code stays in --json)
+    assert "stopped at a boundary 1 (shell command 1)" in shown, shown
+    assert stats["speculations_boundary"]["by_reason"] == {"shell": 1}
 
     # a branch that is not there: one sentence, exit 1
     missing = service.run("accept", "--branch", "4")
