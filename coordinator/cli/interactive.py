@@ -39,7 +39,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.layout.processors import Processor, Transformation, TransformationInput
 from prompt_toolkit.styles import Style
 
-from coordinator.boundary_text import cut_words, describe_boundary
+from coordinator.boundary_text import describe_boundary
 from coordinator.cli import render
 from coordinator.cli.approval import ask_person
 from coordinator.cli.chat_preview import PREVIEW_KEY, PREVIEW_KEY_NAME, show_preview
@@ -370,7 +370,7 @@ def toolbar_text(state: SuggestionState, enter_accepts: bool = False,
     short = {
         "running": f"⟳ speculating ({spec.tool_uses} tool use(s))",
         "completed": "✓ ready: Tab applies it at once",
-        "boundary": f"⏸ {cut_words(stopped.split(': ', 1)[0], 50)}: Tab runs it, asking",
+        "boundary": f"⏸ {stopped.split(': ', 1)[0]}: Tab runs it, asking",  # whole, or not
         "failed": "✗ failed: Tab runs it as a turn",
     }
     # The shortest forms, whole: with "↓↑ branch 2 of 3" in front they still fit 80
