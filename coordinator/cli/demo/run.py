@@ -395,10 +395,6 @@ class Player:
         self.verbose = verbose  # name the worker processes and overlays by pid and path
         self.session = Session()
 
-    def worker(self, pid: int | None) -> str:
-        """A speculation's worker as the person reads it: by pid only with --verbose."""
-        return f"worker {pid}" if self.verbose and pid is not None else "its worker"
-
     def pause(self, seconds: float) -> None:
         if self.pace > 0:
             time.sleep(seconds * self.pace)
@@ -545,7 +541,8 @@ class Player:
         self.session.typed_prefix = TypedPrefixRow(reply.text, typed, before.status, pid,
                                                    kept)
         if kept and now is not None:
-            where = f"{self.worker(pid)} still alive" if alive else "its worker already done"
+            where = (f"{_worker(self.verbose, pid)} still alive" if alive
+                     else "its worker already done")
             self.out.print(Text(f"  ✓ {typed!r} is how the suggestion begins: its speculation "
                                 f"is kept ({_status_words(now)}, {where})", style="green"))
         else:
@@ -582,7 +579,7 @@ class Player:
         self.out.print(line)
         if spec.worker_pid:
             where = self._overlay_of(spec.worker_pid) if self.verbose else None
-            self.out.print(Text(f"  speculating in {self.worker(spec.worker_pid)}"
+            self.out.print(Text(f"  speculating in {_worker(self.verbose, spec.worker_pid)}"
                                 + (f" (overlay {where})" if where else ""),
                                 style="bright_black"))
 
@@ -663,7 +660,8 @@ class Player:
             mark = "✓" if gone else "✗"
             self.out.print(Text(
                 f"{mark} typed something else: the speculation of {reply.text!r} was aborted; "
-                f"{self.worker(pid)} {how}, {'gone' if gone else 'STILL ALIVE'}; overlay removed",
+                f"{_worker(self.verbose, pid)} {how}, {'gone' if gone else 'STILL ALIVE'}; "
+                "overlay removed",
                 style="green" if gone else "red",
             ))
         self.session.rejected = RejectedRow(reply.text, TYPED_INSTEAD, spec.status, pid, gone)
@@ -745,6 +743,11 @@ def _no_speculation() -> SpeculationInfo:
                            turns=0, tool_uses=0, files_written=(),
                            boundary_reason=None, elapsed_s=0.0, worker_pid=None,
                            pipelined_suggestion=None)
+
+
+def _worker(verbose: bool, pid: int | None) -> str:
+    """A speculation's worker as the person reads it: by pid only with --verbose."""
+    return f"worker {pid}" if verbose and pid is not None else "its worker"
 
 
 def _alive(pid: int) -> bool:
