@@ -418,7 +418,9 @@ function renderSuggestion() {
       const facts = `${spec.turns} turn(s), ${spec.tool_uses} tool use(s), ${spec.elapsed_s.toFixed(2)} s` +
         "";  // the worker's pid is an internal: the Workers table has it
       box.append(el("div", {class: "muted"}, facts));
-      if (spec.boundary_reason) box.append(el("div", {class: "warn"}, `stopped at: ${spec.boundary_reason}`));
+      // in words, as the terminal says it; the raw code:detail only on a verbose page
+      if (spec.boundary_reason) box.append(el("div", {class: "warn"},
+        spec.boundary_words && !VERBOSE ? spec.boundary_words : `stopped at: ${spec.boundary_reason}`));
       box.append(el("h3", {}, "Steps"), stepsNode(state.steps[spec.id]));
       box.append(el("h3", {}, "Diff"), cachedDiffNode(state.diffs[spec.id]));
     }

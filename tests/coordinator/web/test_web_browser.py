@@ -112,7 +112,7 @@ def test_reject_in_the_page_dismisses_the_suggestion_and_kills_its_speculation(
 
 
 @pytest.mark.parametrize("started", [{"speculationBranches": 2}], indirect=True)
-def test_accept_takes_the_branch_chosen_by_its_index(started: Specrun, page: Any) -> None:
+def test_accept_takes_the_branch_chosen_by_its_number(started: Specrun, page: Any) -> None:
     assert started.run("ask", FIX).returncode == 0
     page.wait_for_selector('.branch[data-rank="1"]', timeout=30_000)
     texts = page.locator(".branch .branch-text").all_inner_texts()
@@ -121,6 +121,10 @@ def test_accept_takes_the_branch_chosen_by_its_index(started: Specrun, page: Any
     badges = page.locator(".branch .branch-head .badge:first-child").all_inner_texts()
     assert badges == ["branch 1", "branch 2"], badges
     assert "--index" not in page.locator("#suggestion").inner_text()
+    # the top guess's boundary in words, as the terminal says it, not its internal code
+    top = _branch(page, 0, "boundary").locator(".warn").inner_text()
+    assert top.startswith("stopped before the shell command `python -m pytest -q`"), top
+    assert "shell:" not in top
     second = _branch(page, 1, "completed")
     second.locator("button.accept").click()
     assert wait_until(lambda: (started.project / NEG_FILE).exists(), timeout=20)
