@@ -23,6 +23,7 @@ as a query; the service uses a speculation whose prompt it equals and says so.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -621,10 +622,18 @@ def run_chat(project: Path, cli: click.Group, enter_accepts: bool = False,
     line accepts the suggestion at once instead of filling the line with it;
     ``away_after_s``: no keystroke for this long counts as away (None: never);
     ``focus_reporting``: the terminal's focus tells whether someone looks."""
+    # A SIGTERM ends the chat through its finally blocks (the terminal's modes restored)
+    # rather than at once, as Python's default would.
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         return _chat(project, cli, enter_accepts, away_after_s, focus_reporting)
     finally:
         focus_reporting_off()  # however the chat ends, the terminal stops reporting focus
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _chat(project: Path, cli: click.Group, enter_accepts: bool,
