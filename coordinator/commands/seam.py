@@ -22,7 +22,7 @@ if TYPE_CHECKING:
         DiffReply,
         ErrorReply,
         LiveSnapshot,
-        Presence,
+        PresenceReport,
         StatsReply,
         StatusReply,
         SuggestionReply,
@@ -104,7 +104,7 @@ class Service(Protocol):
 
     def stats_reply(self, req_id: int) -> StatsReply: ...
 
-    def presence(self, client_pid: int, state: Presence) -> None:
+    def presence(self, client_pid: int, state: PresenceReport) -> None:
         """A chat says whether someone looks at it; ``ProcessLookupError`` when
         ``client_pid`` is gone."""
         ...

@@ -76,6 +76,10 @@ Presence = Literal["present", "unfocused", "away"]
 """Whether someone looks at a chat: ``present``; ``unfocused``: its terminal lost focus;
 ``away``: no keystroke for ``suggestionAwayMinutes``."""
 
+PresenceReport = Literal["present", "unfocused", "away", "gone"]
+"""What a client reports: a ``Presence``, or ``gone``: it no longer reports (the web view's
+last page closed); its earlier report stops counting at once."""
+
 SkipReason = Literal["budget"]
 """Why a shown suggestion is not speculated: the speculation budget is spent."""
 
@@ -184,14 +188,14 @@ class TypedRequest(msgspec.Struct, frozen=True, tag="typed"):
 
 
 class PresenceRequest(msgspec.Struct, frozen=True, tag="presence"):
-    """A chat says whether someone looks at it (``Presence``), again whenever that changes
-    and at least every ``PRESENCE_REFRESH_S``; ``client_pid``: the chat's process. While
-    every chat that reported (and lives, and reported lately) says nobody looks, the
-    service skips predicting the next prompt; with no such chat nothing is skipped.
-    Answered with ``OkReply``."""
+    """A chat (or the web view, for its open pages) says whether someone looks at it
+    (``Presence``), again whenever that changes and at least every ``PRESENCE_REFRESH_S``;
+    ``client_pid``: its process. While every client that reported (and lives, and reported
+    lately) says nobody looks, the service skips predicting the next prompt; with no such
+    client nothing is skipped. Answered with ``OkReply``."""
 
     req_id: int
-    state: Presence
+    state: PresenceReport
     client_pid: int
 
 

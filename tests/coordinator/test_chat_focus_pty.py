@@ -143,4 +143,4 @@ def test_a_chat_without_keystrokes_is_away_and_a_key_brings_the_prediction(
 
 def _idle(specrun: Specrun) -> bool:
     """The service's log says the chat reported itself away."""
-    return ": away" in specrun.run("logs", "-n", "400").stdout
+    return "): away" in specrun.run("logs", "-n", "400").stdout

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from protocol.wire.control import PRESENCE_REFRESH_S, Presence
+from protocol.wire.control import PRESENCE_REFRESH_S, Presence, PresenceReport
 
 log = logging.getLogger("specrun.viewers")
 
@@ -46,8 +46,12 @@ class Viewers:
         self._viewers: dict[int, Viewer] = {}
         self.on_return: Callable[[], None] = lambda: None
 
-    def report(self, client_pid: int, state: Presence) -> None:
-        """A chat's report; ``ProcessLookupError`` when ``client_pid`` is not running."""
+    def report(self, client_pid: int, state: PresenceReport) -> None:
+        """A chat's report; ``ProcessLookupError`` when ``client_pid`` is not running.
+        ``gone``: the client no longer reports (its earlier report stops counting)."""
+        if state == "gone":
+            self.drop(client_pid)
+            return
         was = self.absent()
         viewer = self._viewers.get(client_pid)
         if viewer is None:
@@ -59,7 +63,7 @@ class Viewers:
             asyncio.get_running_loop().add_reader(viewer.pidfd, self.drop, client_pid)
             self._viewers[client_pid] = viewer
         if viewer.state != state:
-            log.info("chat (pid %d): %s", client_pid, state)
+            log.info("client (pid %d): %s", client_pid, state)
         viewer.state, viewer.reported_at = state, self._clock()
         if was is not None and state == "present":
             self.on_return()
@@ -72,7 +76,7 @@ class Viewers:
         with contextlib.suppress(Exception):
             asyncio.get_running_loop().remove_reader(viewer.pidfd)
         os.close(viewer.pidfd)
-        log.info("chat (pid %d) gone", client_pid)
+        log.info("client (pid %d) gone", client_pid)
 
     def live(self) -> list[Viewer]:
         """The reports that still count (not older than ``STALE_AFTER_S``)."""
