@@ -39,7 +39,9 @@ class Viewer:
 
 class Viewers:
     """The chats' last reports, by process. ``on_return`` is called when someone looks
-    again after everyone who reported had looked away."""
+    after nobody did: everyone who reported had looked away, or every chat had closed
+    and one opens (the person is back either way; the predictor acts only on a turn
+    whose prediction was skipped)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -52,7 +54,7 @@ class Viewers:
         if state == "gone":
             self.drop(client_pid)
             return
-        was = self.absent()
+        someone_looked = self.someone_looks()
         viewer = self._viewers.get(client_pid)
         if viewer is None:
             viewer = Viewer(client_pid, state, self._clock())
@@ -65,7 +67,7 @@ class Viewers:
         if viewer.state != state:
             log.info("client (pid %d): %s", client_pid, state)
         viewer.state, viewer.reported_at = state, self._clock()
-        if was is not None and state == "present":
+        if state == "present" and not someone_looked:
             self.on_return()
 
     def drop(self, client_pid: int) -> None:
@@ -82,6 +84,9 @@ class Viewers:
         """The reports that still count (not older than ``STALE_AFTER_S``)."""
         now = self._clock()
         return [v for v in self._viewers.values() if now - v.reported_at <= STALE_AFTER_S]
+
+    def someone_looks(self) -> bool:
+        return any(v.state == "present" for v in self.live())
 
     def absent(self) -> Absence | None:
         """Why nobody looks, when every chat that counts says so: ``unfocused`` when all
