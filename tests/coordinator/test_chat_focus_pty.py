@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -136,9 +137,22 @@ def test_a_chat_without_keystrokes_is_away_and_a_key_brings_the_prediction(
     term.wait(lambda t: _idle(specrun), timeout=15, what="the chat away")
     specrun.run("ask", FIX, check=True)
     assert specrun.json("suggestion", "--wait")["suppressed_reason"] == "away"
+    # A terminal reporting the focus it already had (tmux does at every prompt) is no
+    # keystroke: the chat stays away.
+    term.send(FOCUS_IN)
+    _pump_for(term, 1.0)
+    assert "): present" not in specrun.run("logs", "-n", "400").stdout
+    assert _suggestion(specrun)["text"] is None
     term.send(" ")  # a keystroke: present again, and the skipped prediction is made
     assert wait_until(lambda: _suggestion(specrun)["text"] == NEG, timeout=15)
     assert specrun.json("stats")["suggestions_made_on_return"] == 1
+
+
+def _pump_for(term: ScreenTerminal, seconds: float) -> None:
+    """Let the chat run (its output read) for ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        term._pump(0.05)
 
 
 def _idle(specrun: Specrun) -> bool:

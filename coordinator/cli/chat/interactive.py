@@ -647,11 +647,15 @@ def _chat(project: Path, cli: click.Group, enter_accepts: bool,
     poller = Poller(project, state, on_change=lambda: session.app.invalidate(),
                     presence=presence, wake=wake)
 
-    def key_pressed(_: KeyProcessor) -> None:
+    def key_pressed(processor: KeyProcessor) -> None:
+        # After each key read: one that only starts a longer sequence (ESC of a focus
+        # report, say) waits for the binding it leads to; a focus report is no keystroke.
+        if processor.key_buffer or presence.was_focus_report():
+            return
         presence.key_pressed()
         poller.wake.set()  # an away chat is present again at once
 
-    session.app.key_processor.before_key_press += key_pressed
+    session.app.key_processor.after_key_press += key_pressed
 
     def typed(buffer: Buffer) -> None:
         if state.set_typed(buffer.text):

@@ -45,15 +45,28 @@ class PresenceTracker:
         self.away_after_s = away_after_s  # None: never away
         self.focused = True
         self.last_key = clock()
+        self._focus_report = False  # the keys just read were a focus report, not typing
 
     def key_pressed(self) -> None:
         with self._lock:
             self.last_key = self._clock()
 
     def focus(self, focused: bool) -> None:
+        """A focus report. Coming back is a sign of life; the same state reported again
+        is not (tmux, for one, reports the focus each time reporting is turned on, that
+        is at every prompt, with nobody there)."""
         with self._lock:
+            if focused and not self.focused:
+                self.last_key = self._clock()
             self.focused = focused
-            self.last_key = self._clock()  # coming back (or leaving) is a sign of life
+            self._focus_report = True
+
+    def was_focus_report(self) -> bool:
+        """Whether the keys read last were a focus report (then they are no keystroke);
+        asked once per binding that ran."""
+        with self._lock:
+            report, self._focus_report = self._focus_report, False
+            return report
 
     def state(self) -> Presence:
         with self._lock:
