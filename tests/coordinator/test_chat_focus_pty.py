@@ -110,7 +110,7 @@ def test_an_unfocused_chat_skips_the_prediction_and_makes_it_on_focus(
     assert not _reporting(term)
 
 
-def test_focus_reporting_is_off_after_quit_ctrl_c_and_sigterm(chat: Any) -> None:
+def test_focus_reporting_is_off_after_quit_and_sigterm(chat: Any) -> None:
     quit_ = chat()
     quit_.wait(_reporting, what="focus reporting on")
     quit_.send("/quit\r")
