@@ -32,7 +32,7 @@ def chat(obj: CommandContext, /, **flags: Any) -> None:
     Example:
       specrun chat --approval-mode auto-edit
     """
-    from coordinator.cli.interactive import run_chat
+    from coordinator.cli.chat.interactive import run_chat
     from coordinator.cli.service_start import ensure_service
 
     if not sys.stdin.isatty() or not sys.stdout.isatty():
@@ -44,7 +44,10 @@ def chat(obj: CommandContext, /, **flags: Any) -> None:
         _apply_to_running(obj, given)
     root = click.get_current_context().find_root().command
     assert isinstance(root, click.Group), root  # the `specrun` group: slash commands run it
-    sys.exit(run_chat(obj.project, root, enter_accepts=obj.settings(given).enter_accepts,
+    settings = obj.settings(given)
+    away_s = settings.suggestion_away_minutes * 60 if settings.suggestion_away_minutes else None
+    sys.exit(run_chat(obj.project, root, enter_accepts=settings.enter_accepts,
+                      away_after_s=away_s, focus_reporting=settings.suggestion_focus_reporting,
                       verbose=obj.verbose))
 
 
@@ -52,7 +55,7 @@ def _apply_to_running(obj: CommandContext, given: dict[str, Any]) -> None:
     """The service already ran: --approval-mode changes its mode now; the other flags
     only take effect when it starts, and the chat says so instead of ignoring them."""
     from coordinator.cli import render
-    from coordinator.cli.chat_slash import set_approval_mode
+    from coordinator.cli.chat.slash import set_approval_mode
     from coordinator.settings import FLAG_NAMES
     from protocol.wire.approval import ApprovalMode
 
