@@ -132,7 +132,7 @@ def test_ctrl_c_in_the_middle_cleans_up(env: Env, tmp_path: Path) -> None:
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
-            if "speculating in its worker" in line:
+            if "speculating in its own worker" in line:
                 break
         assert processes_with_env(env.runtime)  # the service and its workers run
         proc.send_signal(signal.SIGINT)

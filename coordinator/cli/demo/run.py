@@ -579,7 +579,8 @@ class Player:
         self.out.print(line)
         if spec.worker_pid:
             where = self._overlay_of(spec.worker_pid) if self.verbose else None
-            self.out.print(Text(f"  speculating in {_worker(self.verbose, spec.worker_pid)}"
+            worker = f"worker {spec.worker_pid}" if self.verbose else "its own worker"
+            self.out.print(Text(f"  speculating in {worker}"
                                 + (f" (overlay {where})" if where else ""),
                                 style="bright_black"))
 
