@@ -31,6 +31,10 @@ def _call(argv: list[str]) -> tuple[str, dict[str, Any], Path | None, bool] | No
 def test_plain_light_command_lines_are_parsed(tmp_path: Path) -> None:
     assert _call(["status", "--json"]) == ("status", {"as_json": True}, None, False)
     assert _call(["status"]) == ("status", {"as_json": False}, None, False)
+    verbose = light_call(["--verbose", "status", "--json"])  # the group's own flag
+    assert verbose is not None and verbose.verbose and verbose.command == "status"
+    plain = light_call(["status"])
+    assert plain is not None and not plain.verbose
     assert _call(["--debug", "--project", str(tmp_path), "workers", "--json"]) == (
         "workers", {"as_json": True}, tmp_path, True)
     assert _call([f"--project={tmp_path}", "reject"]) == (
