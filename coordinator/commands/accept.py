@@ -6,7 +6,12 @@ import os
 from typing import TYPE_CHECKING
 
 from coordinator.commands.declaration import Args, Command, Option, Retired
-from protocol.text.branch_number import RETIRED_OPTION, rank_of, retired_index_sentence
+from protocol.text.branch_number import (
+    RETIRED_OPTION,
+    below_one_sentence,
+    rank_of,
+    retired_index_sentence,
+)
 from protocol.wire.control import AcceptRequest, ErrorReply, TurnEnded
 
 if TYPE_CHECKING:
@@ -32,6 +37,9 @@ def run(client: Client, args: Args) -> int:
     speculation stopped at a boundary runs as a turn that asks, as `ask` does."""
     confirm = client.can_confirm
     branch = args["branch"]
+    wrong = below_one_sentence(branch) if branch is not None else None
+    if wrong is not None:
+        client.usage_error(wrong)
     index = rank_of(branch) if branch is not None else None
     return client.turn(AcceptRequest(req_id=client.next_id(), method="cli", index=index,
                                      can_confirm=confirm,
@@ -46,8 +54,7 @@ COMMAND = Command(
     run=run,
     params=(Option("--branch", "Take branch N, as `specrun suggestion` numbers them (1 is "
                                "the top guess); the others' speculations are killed. "
-                               "Default: the best one still live.", kind=int, minimum=1,
-                   metavar="N"),
+                               "Default: the best one still live.", kind=int, metavar="N"),
             Retired(RETIRED_OPTION, retired_index_sentence)),
     help="""Accept the current suggestion (Tab): apply its speculation at once.
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from coordinator.commands.declaration import Args, Command, Flag, Option, Retired
 from protocol.text.branch_number import (
     RETIRED_OPTION,
+    below_one_sentence,
     branch_name,
     rank_of,
     retired_index_sentence,
@@ -31,6 +32,9 @@ async def serve(service: Service, identity: bytes, req: DiffRequest) -> None:
 
 def run(client: Client, args: Args) -> None:
     branch = args["branch"]
+    wrong = below_one_sentence(branch) if branch is not None else None
+    if wrong is not None:
+        client.usage_error(wrong)
     client.show(client.request(DiffRequest(
         req_id=client.next_id(), index=rank_of(branch) if branch is not None else None,
         stat=bool(args["stat"]))))
@@ -44,8 +48,7 @@ COMMAND = Command(
     run=run,
     params=(
         Option("--branch", "Branch N, as `specrun suggestion` numbers them (1 is the top "
-                           "guess). Default: the best one still live.", kind=int, minimum=1,
-               metavar="N"),
+                           "guess). Default: the best one still live.", kind=int, metavar="N"),
         Flag("--stat", "One line per file with its counts, no diff."),
         Retired(RETIRED_OPTION, retired_index_sentence),
     ),

@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from coordinator.commands.declaration import Args, Command, Flag, Option, Retired
-from protocol.text.branch_number import RETIRED_OPTION, rank_of, retired_index_sentence
+from protocol.text.branch_number import (
+    RETIRED_OPTION,
+    below_one_sentence,
+    rank_of,
+    retired_index_sentence,
+)
 from protocol.wire.control import (
     ControlReply,
     SuggestionReply,
@@ -32,6 +37,9 @@ def run(client: Client, args: Args) -> None:
     answer shows what is left. ``--transcript``: also show the speculation so far of the
     branch ``--branch`` (1 the top); ``--full``: with each tool result whole."""
     wait, settled, full = bool(args["wait"]), bool(args["settled"]), bool(args["full"])
+    wrong = below_one_sentence(args["branch"])
+    if wrong is not None:
+        client.usage_error(wrong)
     rank = rank_of(args["branch"]) if args["transcript"] or full else None
     reply: ControlReply | None = None
     if args["typed"] is not None:
@@ -76,7 +84,7 @@ COMMAND = Command(
         Flag("--transcript", "Also show the speculation so far: the model's text, its tool "
                              "calls and their results (of branch --branch N)."),
         Option("--branch", "With --transcript: branch N (default 1, the top guess).",
-               kind=int, minimum=1, default=1, metavar="N"),
+               kind=int, default=1, metavar="N"),
         Flag("--full", "The transcript (--transcript) with each tool result whole, as the "
                        "model got it (within the command's output limit), not cut to 500 "
                        "characters."),

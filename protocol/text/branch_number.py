@@ -34,6 +34,15 @@ def branch_option(rank: int) -> str:
     return f"{BRANCH_OPTION} {branch_number(rank)}"
 
 
+def below_one_sentence(number: int) -> str | None:
+    """The one sentence a ``--branch`` below 1 gets (a 0 typed from the old numbering,
+    say); None for a number that can name a branch."""
+    if number >= 1:
+        return None
+    return (f"{BRANCH_OPTION} {number} names no branch: branches are numbered from 1, the "
+            f"top guess is {BRANCH_OPTION} 1.")
+
+
 def retired_index_sentence(value: str) -> str:
     """The one sentence an old ``--index`` (counted from 0) gets: which ``--branch`` it
     meant, so a script written for it is told, never sent to a neighbouring branch."""

@@ -111,9 +111,13 @@ def test_suggestion_lists_the_alternatives_and_accept_branch_takes_one(service: 
     missing = service.run("accept", "--branch", "4")
     assert missing.returncode == 1 and "Traceback" not in missing.stderr
     assert "There is no branch 4 to accept right now" in " ".join(missing.stderr.split())
-    for below in ("0", "-1"):  # branches count from 1
-        usage = service.run("accept", "--branch", below)
-        assert usage.returncode == 2 and "Traceback" not in usage.stderr
+    for below in ("0", "-1"):  # branches count from 1: one sentence, nothing taken
+        for command in ("accept", "diff"):
+            usage = service.run(command, "--branch", below)
+            said = " ".join(usage.stderr.split())
+            assert usage.returncode == 2 and "Traceback" not in usage.stderr
+            assert (f"--branch {below} names no branch: branches are numbered from 1, the top "
+                    "guess is --branch 1.") in said, said
 
 
 def test_suggestion_typed_keeps_the_alternatives_it_leads_to(service: Specrun) -> None:
