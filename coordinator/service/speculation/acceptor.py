@@ -28,7 +28,7 @@ from coordinator.service.speculation.applied_set import (
     SpeculationFiles,
     held_summary,
 )
-from coordinator.service.speculation.context import Offer, SpeculationContext
+from coordinator.service.speculation.context import Offer, SpeculationContext, SpeculationPart
 from coordinator.service.speculation.record import Speculation
 from coordinator.service.speculation.runner import SpeculationRunner
 from coordinator.service.speculation.suggestion import BranchRun, Suggestion
@@ -57,19 +57,14 @@ class AcceptCancelled(Exception):
     nothing runs, as a cancelled turn."""
 
 
-class Acceptor:
+class Acceptor(SpeculationPart):
     """Takes a branch of the shown suggestion and turns its completed speculation into
     the main chat's turn, or raises why the prompt must run as a normal turn instead."""
 
     def __init__(
         self, context: SpeculationContext, runner: SpeculationRunner, offer: Offer
     ) -> None:
-        self.context = context
-        self.project_root = context.project_root
-        self.settings = context.settings
-        self.chat = context.chat
-        self.stats = context.stats
-        self.shown = context.shown
+        super().__init__(context)
         self.runner = runner
         self.offer = offer
         self.accepting: Speculation | None = None  # being accepted right now
