@@ -3,7 +3,7 @@ the main chat its messages, then offer its pipelined suggestion (Tab-Tab-Tab).
 
 The files go first (all or nothing), then the history, so a failed apply leaves neither;
 a small pending record written before the files settles a crash between the two at the
-next start (``accept_record``). The overlay goes in every case.
+next start (``pending_accept``). The overlay goes in every case.
 """
 
 from __future__ import annotations
@@ -14,14 +14,6 @@ import time
 
 import overlay
 from coordinator.service.emitter import Emitter
-from coordinator.service.speculation.accept_record import (
-    GONE,
-    LINK_MARK,
-    PendingAccept,
-    clear_pending,
-    digest,
-    write_pending,
-)
 from coordinator.service.speculation.applied_set import (
     AppliedSet,
     RefusedReport,
@@ -29,6 +21,14 @@ from coordinator.service.speculation.applied_set import (
     held_summary,
 )
 from coordinator.service.speculation.context import Offer, SpeculationContext, SpeculationPart
+from coordinator.service.speculation.pending_accept import (
+    GONE,
+    LINK_MARK,
+    PendingAccept,
+    clear_pending,
+    digest,
+    write_pending,
+)
 from coordinator.service.speculation.record import Speculation
 from coordinator.service.speculation.runner import SpeculationRunner
 from coordinator.service.speculation.suggestion import BranchRun, Suggestion
