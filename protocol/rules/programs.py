@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -38,8 +39,15 @@ def refusal(program: str, project: Path) -> str | None:
     return None
 
 
-def runnable(program: str | None, project: Path) -> str | None:
-    """``program`` when it may be run for ``project`` (see ``refusal``), else None."""
-    if program is None or refusal(program, project) is not None:
-        return None
-    return program
+def on_path(name: str, project: Path) -> Iterator[str]:
+    """Every file ``name`` on ``PATH``, in order, that may be run for ``project``: a
+    ``PATH`` entry inside the project is passed over, not only a refused first match."""
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        found = os.path.join(directory, name)
+        if directory and os.path.isfile(found) and refusal(found, project) is None:
+            yield found
+
+
+def which(name: str, project: Path) -> str | None:
+    """The first ``name`` on ``PATH`` that may be run for ``project`` (``on_path``)."""
+    return next(on_path(name, project), None)

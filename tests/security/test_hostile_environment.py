@@ -1,9 +1,10 @@
 """A cloned repository's ``.envrc`` (direnv) or CI file sets specrun's variables.
 
-The repository ships real programs (``bin/rg``, ``bin/find``) that leave a marker file
-when run, and its ``.envrc`` would point ``SPECRUN_RG`` at one and put ``bin/`` first on
-``PATH`` (direnv's ``PATH_add bin``). A real service searches that project, in the main
-chat and in a speculation: the search works, and no program of the project ran. The other
+The repository ships real programs (``bin/rg``, ``bin/find``, ``bin/git``) that leave a
+marker file when run, and its ``.envrc`` would point ``SPECRUN_RG`` at one and put ``bin/``
+first on ``PATH`` (direnv's ``PATH_add bin``). A real service searches that project, in the
+main chat and in a speculation, and the coordinator diffs and checks ignored files with
+git: all of it works, and no program of the project ran. The other
 variables that name a place (``SPECRUN_MODEL_LOG``, ``SPECRUN_RUNTIME_DIR``) refuse one
 inside the project (docs/configuration.md#other-environment-variables).
 """
@@ -34,12 +35,12 @@ SEARCHES: list[dict[str, Any]] = [
 
 
 def plant_programs(project: Path, markers: Path) -> dict[str, str]:
-    """The repository's own ``rg`` and ``find``: each writes its marker when run (and says
-    it is ripgrep 14, so a version check alone would take it). The environment its
-    ``.envrc`` would make."""
+    """The repository's own ``rg``, ``find`` and ``git``: each writes its marker when run
+    (and says it is ripgrep 14, so a version check alone would take it). The environment
+    its ``.envrc`` would make."""
     markers.mkdir()
     (project / "bin").mkdir()
-    for name in ("rg", "find"):
+    for name in ("rg", "find", "git"):
         program = project / "bin" / name
         program.write_text(
             f"#!/bin/sh\necho ran > '{markers / name}'\necho 'ripgrep 14.1.0'\n"
@@ -88,6 +89,35 @@ def test_a_search_in_a_fresh_process_runs_none_of_the_projects_programs(tmp_path
     )
     output = json.loads(done.stdout)
     assert "notes.txt:1:needle in the notes" in output
+    assert ran(tmp_path / "markers") == []
+
+
+def test_the_coordinators_git_is_never_the_projects(tmp_path: Path) -> None:
+    project = make_sample_project(tmp_path / "project")
+    env = plant_programs(project, tmp_path / "markers")
+    (project / ".gitignore").write_text("*.log\n")
+    code = (
+        "import json, sys, time\n"
+        "from pathlib import Path\n"
+        "from coordinator.service.speculation.git_ignored import git_ignored\n"
+        "from coordinator.service.speculation.text_diff import unified_diff\n"
+        "root = Path(sys.argv[1])\n"
+        "ignored = sorted(git_ignored(root, ['run.log', 'src/app.py']))\n"
+        "diff = unified_diff(b'a\\n' * 9, b'b\\n' * 9, 'a/x', 'b/x', time.monotonic() + 30,\n"
+        "                    project=root)\n"
+        "print(json.dumps([ignored, diff]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(project)],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    ignored, diff = json.loads(done.stdout)
+    assert ignored == ["run.log"]
+    assert diff.startswith("--- a/x\n+++ b/x\n@@ -1,9 +1,9 @@\n")
     assert ran(tmp_path / "markers") == []
 
 

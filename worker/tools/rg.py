@@ -70,13 +70,6 @@ _EXE = "rg.exe" if sys.platform == "win32" else "rg"
 _TYPE = "specrunsel"
 
 
-def _on_path(name: str) -> Iterator[str]:
-    """Every ``name`` on ``PATH``, in order (not only the first, which may be refused)."""
-    for directory in os.environ.get("PATH", "").split(os.pathsep):
-        if directory:
-            yield os.path.join(directory, name)
-
-
 def _candidates(project: Path) -> Iterable[str]:
     """Where rg may be, first to last, each allowed for ``project``. The interpreter's own
     directories are as trusted as the interpreter that runs this (the ``ripgrep`` wheel
@@ -93,9 +86,7 @@ def _candidates(project: Path) -> Iterable[str]:
     scripts = sysconfig.get_path("scripts")
     if scripts:
         yield os.path.join(scripts, _EXE)
-    for found in _on_path(_EXE):
-        if os.path.isfile(found) and programs.refusal(found, project) is None:
-            yield found
+    yield from programs.on_path(_EXE, project)
 
 
 @functools.cache
@@ -375,8 +366,7 @@ def _cores() -> int:
 @functools.cache
 def _find_binary(project: Path) -> str | None:
     """The first ``find`` on ``PATH`` that may be run for ``project``."""
-    runnable = (programs.runnable(p, project) for p in _on_path("find") if os.path.isfile(p))
-    return next((p for p in runnable if p is not None), None)
+    return programs.which("find", project)
 
 
 _MAX_FIND_NAMES = 32
