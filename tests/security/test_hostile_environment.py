@@ -57,6 +57,20 @@ def ran(markers: Path) -> list[str]:
     return sorted(p.name for p in markers.iterdir())
 
 
+def in_fresh_process(code: str, project: Path, env: dict[str, str]) -> Any:
+    """What ``code`` prints (JSON), run by a new interpreter (nothing cached yet) with
+    ``project`` as its argument, in the environment the repository's ``.envrc`` makes."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(project)],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=project.parent,
+    )
+    return json.loads(done.stdout)
+
+
 def test_the_planted_programs_would_run_if_named(tmp_path: Path) -> None:
     """The control: the planted program does write its marker when something runs it."""
     project = make_sample_project(tmp_path / "project", git=False)
@@ -79,15 +93,7 @@ def test_a_search_in_a_fresh_process_runs_none_of_the_projects_programs(tmp_path
         "result = asyncio.run(execute(call, ctx))\n"
         "print(json.dumps(result.output))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(project)],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=tmp_path,
-    )
-    output = json.loads(done.stdout)
+    output = in_fresh_process(code, project, env)
     assert "notes.txt:1:needle in the notes" in output
     assert ran(tmp_path / "markers") == []
 
@@ -107,15 +113,7 @@ def test_the_coordinators_git_is_never_the_projects(tmp_path: Path) -> None:
         "                    project=root)\n"
         "print(json.dumps([ignored, diff]))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(project)],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=tmp_path,
-    )
-    ignored, diff = json.loads(done.stdout)
+    ignored, diff = in_fresh_process(code, project, env)
     assert ignored == ["run.log"]
     assert diff.startswith("--- a/x\n+++ b/x\n@@ -1,9 +1,9 @@\n")
     assert ran(tmp_path / "markers") == []
