@@ -226,5 +226,6 @@ def test_a_runtime_directory_inside_the_project_stops_every_command() -> None:
             )
         assert done.returncode != 0
         assert said in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert "--debug" not in done.stderr  # the sentence says what to do
         assert not (project / "run").exists()
     shutil.rmtree(short)
