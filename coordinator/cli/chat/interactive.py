@@ -673,6 +673,7 @@ def _chat(project: Path, cli: click.Group, enter_accepts: bool,
                               wake.set)
     poller = Poller(project, state, on_change=lambda: session.app.invalidate(),
                     presence=presence, wake=wake)
+
     _follow_keys(session, state, presence, poller)
     try:
         client = ServiceClient(project, timeout_s=30.0)
@@ -742,8 +743,8 @@ def _chat(project: Path, cli: click.Group, enter_accepts: bool,
 
 def _follow_keys(session: PromptSession[object], state: SuggestionState,
                  presence: PresenceTracker, poller: Poller) -> None:
-    """Each key read is a sign of life, and each change of the line is told to the
-    service (through the poller, at once)."""
+    """What the chat learns from each key: that the person is here, and what they typed
+    (the poller asks the service at once when either changes)."""
 
     def key_pressed(processor: KeyProcessor) -> None:
         # After each key read: one that only starts a longer sequence (ESC of a focus
