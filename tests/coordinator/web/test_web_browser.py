@@ -13,8 +13,8 @@ import pytest
 
 from coordinator.service.chat.history import HistoryStore
 from tests.coordinator.e2e import FIX, NEG
-from tests.support import Specrun, processes_with_env, wait_until
-from tests.web_support import browser, module_chromium, need_chromium, save_screenshot, web_view
+from tests.support import Specrun, wait_until
+from tests.web_support import browser, need_chromium, save_screenshot, web_view
 
 # One Chromium for the module (tests/conftest.py): each test still gets a fresh context.
 pytestmark = pytest.mark.usefixtures("shared_chromium")
@@ -152,17 +152,3 @@ def test_undo_in_the_page_takes_back_the_last_accept_and_names_a_file_changed_si
     save_screenshot(page, "web-undo.png", tmp_path)
     assert started.json("undo", "--list")["checkpoints"] == []
 
-
-def test_the_shared_chromium_does_not_belong_to_the_module_service(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A module's service (``running_service``) points SPECRUN_RUNTIME_DIR at its runtime
-    directory while it runs, and at its end kills whatever still carries it. The module's
-    shared Chromium, launched meanwhile, must not carry it: killed, it left its profile
-    directory in /tmp (and the teardown waited 10 s for it first)."""
-    runtime = tmp_path / "run"
-    runtime.mkdir()
-    monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(runtime))
-    with module_chromium(), browser() as context:
-        context.new_page().goto("data:text/html,<p>shown</p>")
-        assert processes_with_env(runtime) == []
