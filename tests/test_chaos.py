@@ -253,14 +253,16 @@ def test_spare_rounds_alternate_plain_and_branch_and_are_taken_in_order() -> Non
 
 
 # One deck of every fault kind (14 single-branch kinds, 4 branch kinds, `none` twice), with
-# up to two spare rounds of each sort for a kind whose timed fault came too late on a loaded
-# machine. The long runs are marked slow (docs/chaos.md says what the one deck proves).
+# up to four spare rounds of each sort for a kind whose timed fault came too late on a loaded
+# machine (at a load average of 11 the coordinator kill 0-40 ms after Tab landed inside the
+# apply at the third try). The long runs are marked slow (docs/chaos.md says what the one
+# deck proves).
 ONE_DECK = len(chaos.ALL_KINDS) + 1
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)
 def test_a_short_chaos_run_violates_no_invariant() -> None:
-    summary = _run("--rounds", str(ONE_DECK), "--seed", "7", "--retries", "2", timeout=240)
+    summary = _run("--rounds", str(ONE_DECK), "--seed", "7", "--retries", "4", timeout=360)
     # For `-rP`: what a loaded run took, and the typed prompt's latency after an abort.
     print(json.dumps({k: summary[k] for k in ("elapsed_s", "typed_prompt_after_abort", "retried")}))
     assert summary["violations"] == []
