@@ -29,3 +29,21 @@ def markdown_html(text: str) -> str:
     """``text`` (model output) as sanitized HTML."""
     html = _parser().render(inert(text))
     return nh3.clean(html, tags=ALLOWED_TAGS, attributes={}, link_rel=None)
+
+
+def markdown_blocks_closed(text: str) -> int:
+    """How much of ``text`` (a reply still streaming) is whole markdown blocks that no
+    more text can change: everything before the start of its last block, found among its
+    whole lines (the line being written may still turn into anything). 0 when it is one
+    block so far."""
+    whole_lines = text[: text.rfind("\n") + 1]
+    if not whole_lines:
+        return 0
+    starts = [token.map[0] for token in _parser().parse(whole_lines)
+              if token.level == 0 and token.nesting >= 0 and token.map is not None]
+    if len(starts) < 2:
+        return 0
+    offset = 0
+    for _ in range(starts[-1]):  # markdown-it counts lines at "\n" only, as here
+        offset = whole_lines.index("\n", offset) + 1
+    return offset

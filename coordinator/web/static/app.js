@@ -2,7 +2,8 @@
 // file names, diffs): it only ever becomes a DOM text node (textContent /
 // createTextNode), never markup, and control characters are shown as escapes. No inline
 // script, no eval, no innerHTML: the Content-Security-Policy forbids the first two, and
-// this file never uses the others.
+// this file never uses the others, but in ``putSanitized`` (the model's markdown, made
+// HTML and sanitized by the web process).
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -151,15 +152,60 @@ async function answerApproval(button) {
   }
 }
 
+// The one place markup is made from what the service sent: model text the web process
+// rendered as markdown and passed through nh3 (coordinator/web/markdown_view.py: structure
+// only, no attributes, so no link, image, style or script; the text made inert first).
+// ``html`` is only ever an ``html``, ``markdown`` or ``reply_html`` field of its JSON.
+function putSanitized(node, html, append = false) {
+  if (append) node.insertAdjacentHTML("beforeend", html);
+  else node.innerHTML = html;
+}
+
+function markdownNode(html) {
+  const node = el("div", {class: "model markdown"});
+  putSanitized(node, html);
+  return node;
+}
+
+// A reply while it streams (coordinator/web/streamed_reply.py): the blocks that ended,
+// appended once; the open block, replaced when it is rendered again; the text that came
+// after its last rendering, as text. One node per reply, updated in place: a long reply
+// is never drawn again whole at each chunk. When the reply ends, its whole rendering
+// replaces the pieces.
+function streamedNode(item) {
+  if (item.node) return item.node;
+  const node = el("div", {class: "text model markdown streaming"});
+  item.closedBox = el("div", {class: "md-closed"});
+  item.openBox = el("div", {class: "md-open"});
+  item.pending = document.createTextNode("");
+  node.append(item.closedBox, item.openBox, el("span", {class: "md-pending"}, item.pending));
+  item.node = node;
+  return node;
+}
+
+function streamText(item, text, markdown) {
+  streamedNode(item);
+  if (!markdown) { item.pending.appendData(visible(text)); return; }
+  if (markdown.closed) putSanitized(item.closedBox, markdown.closed, true);
+  if (markdown.open !== null && markdown.open !== undefined) {
+    putSanitized(item.openBox, markdown.open);
+    item.pending.data = "";
+  } else item.pending.appendData(visible(text));
+}
+
+function finishText(item, html) {
+  const node = streamedNode(item);
+  node.classList.remove("streaming");
+  putSanitized(node, html);
+  item.closedBox = item.openBox = item.pending = null;
+  item.done = true;
+}
+
 function entryNode(entry) {
   if (entry.kind === "user") return el("div", {class: "user"}, entry.text);
   if (entry.kind === "model") {
     if (!entry.html) return el("div", {class: "model"}, entry.text);
-    // markdown rendered and sanitized by the service's web view (nh3: structure only,
-    // no attributes, so no link, image or script); the text itself was made inert first
-    const node = el("div", {class: "model markdown"});
-    node.innerHTML = entry.html;
-    return node;
+    return markdownNode(entry.html);
   }
   return toolNode(entry.tool, entry.args, entry.status, entry.exit_code, entry.text,
                   entry.diff, entry.path);
@@ -169,7 +215,7 @@ function turnNode(turn) {
   const box = el("div", {class: "turn"});
   for (const item of turn.items) {
     if (item.k === "user") box.append(el("div", {class: "user"}, item.text));
-    else if (item.k === "text") box.append(el("div", {class: "text"}, item.text));
+    else if (item.k === "text") box.append(streamedNode(item));
     else if (item.k === "tool") {
       box.append(toolNode(item.name, item.args, item.status, item.exit_code, item.result,
                           item.diff, item.path));
@@ -220,9 +266,10 @@ function renderConversation() {
   if (follow) target.scrollTop = target.scrollHeight;
 }
 
-function renderTurn(number) {
+// ``follow``: the view was at the end before the event (a reply growing in place
+// changed the height since), so it stays there.
+function renderTurn(number, follow = atBottom(document.getElementById("conversation"))) {
   const target = document.getElementById("conversation");
-  const follow = atBottom(target);
   const fresh = turnNode(turnOf(number));
   const old = state.turnNodes.get(number);
   if (old && old.isConnected) old.replaceWith(fresh);
@@ -270,14 +317,23 @@ function turnOf(number) {
   return turn;
 }
 
-function onTurnEvent(number, event) {
+// Applies a turn's event; false when it only extended the reply streaming in place (its
+// node is on the page already), true when the turn is to be drawn again.
+function onTurnEvent(number, event, change) {
   const turn = turnOf(number);
   const last = turn.items[turn.items.length - 1];
+  if (change.reply_html !== undefined && last && last.k === "text" && !last.done) {
+    finishText(last, change.reply_html);  // the text before this event ended
+  }
   switch (event.type) {
-    case "text":
-      if (last && last.k === "text") last.text += event.text;
-      else turn.items.push({k: "text", text: event.text});
-      break;
+    case "text": {
+      const extends_ = last && last.k === "text" && !last.done;
+      const item = extends_ ? last : {k: "text", text: ""};
+      if (!extends_) turn.items.push(item);
+      item.text += event.text;
+      streamText(item, event.text, change.markdown);
+      return !(extends_ && item.node.isConnected);
+    }
     case "tool": {
       const item = turn.items.find((i) => i.k === "tool" && i.id === event.call_id);
       const fresh = {k: "tool", id: event.call_id, name: event.name, args: event.args,
@@ -301,6 +357,7 @@ function onTurnEvent(number, event) {
                        speculated: event.speculated});
       break;
   }
+  return true;
 }
 
 // -- suggestion, its speculations and their diffs ---------------------------------------
@@ -383,7 +440,9 @@ function cachedDiffNode(diff) {
 function stepsNode(steps) {
   const box = el("div", {class: "steps"});
   for (const step of steps || []) {
-    if (step.kind === "text") box.append(el("div", {class: "model"}, step.text));
+    if (step.kind === "text") {
+      box.append(step.html ? markdownNode(step.html) : el("div", {class: "model"}, step.text));
+    }
     else box.append(toolNode(step.tool, step.args, step.status, step.exit_code, step.text));
   }
   return box;
@@ -567,14 +626,21 @@ function onChange(change) {
       turnOf(change.turn).items.push({k: "user", text: change.text});
       renderTurn(change.turn);
       break;
-    case "turn_event":
-      onTurnEvent(change.turn, change.event);
-      renderTurn(change.turn);
+    case "turn_event": {
+      const target = document.getElementById("conversation");
+      const follow = atBottom(target);
+      if (onTurnEvent(change.turn, change.event, change)) renderTurn(change.turn, follow);
+      else if (follow) target.scrollTop = target.scrollHeight;
       break;
+    }
     case "suggestion": state.suggestion = change.suggestion; renderSuggestion(); break;
     case "speculation_step": {
       const steps = state.steps[change.speculation_id] || (state.steps[change.speculation_id] = []);
-      const at = change.step.kind === "tool" ? steps.findIndex((s) => s.call_id === change.step.call_id) : -1;
+      // a tool call comes again with its result, and a text step already in the
+      // snapshot comes again as an event: each replaces the one it updates
+      const step = change.step;
+      const at = steps.findIndex((s) => s.kind === step.kind &&
+        (step.kind === "tool" ? s.call_id === step.call_id : s.turn === step.turn));
       if (at >= 0) steps[at] = change.step; else steps.push(change.step);
       if (steps.length > MAX_STEPS) steps.splice(0, steps.length - MAX_STEPS);
       pruneSpeculations(state.steps);

@@ -1,0 +1,173 @@
+"""The page as a person reads it (issue 35), in Chromium through a real service on the
+scripted model: a reply is markdown while it still streams, and hostile text in it stays
+text; a speculation that ran before the page was opened shows its steps."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.coordinator.e2e import FIX, NEG
+from tests.coordinator.test_chat_daily import _scenario
+from tests.support import Specrun, wait_until
+from tests.web_support import browser, need_chromium, save_screenshot, web_view
+
+pytestmark = pytest.mark.usefixtures("shared_chromium")
+
+STREAMED = "explain it slowly"
+# Markdown, then everything a hostile model could try on a page, streamed word by word.
+STREAMED_REPLY = (
+    "## What changed\n\n"
+    "The **fix** is in `src/calc.py`:\n\n"
+    "- `add` returned `a - b`\n"
+    "- it returns `a + b` now\n\n"
+    "```python\ndef add(a, b):\n    return a + b\n```\n\n"
+    "<script>window.pwned = 'script'</script>\n\n"
+    "<img src=x onerror=\"window.pwned = 'onerror'\"> "
+    "[click me](javascript:window.pwned='link') "
+    "[data](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==) "
+    "![pixel](data:image/png;base64,iVBORw0KGgo=) "
+    "<b onclick=\"window.pwned = 'click'\">raw html</b> "
+    "<iframe srcdoc=\"<script>parent.pwned='frame'</script>\"></iframe>\n\n"
+    "That is all."
+)
+
+
+def _streaming_scenario(tmp_path: Path) -> Path:
+    """The daily scenario plus a markdown reply that streams for a few seconds."""
+    path = _scenario(tmp_path)
+    data: dict[str, Any] = yaml.safe_load(path.read_text())
+    data["rules"][0:0] = [
+        {"name": "streamed markdown", "when": {"purpose": "main", "last_user": STREAMED},
+         "reply": {"text": STREAMED_REPLY, "chunk_ms": 120}},
+    ]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def streaming_page(specrun: Specrun, tmp_path: Path) -> Iterator[Any]:
+    need_chromium()
+    specrun.run("start", "--approval-mode", "auto-edit", "--scenario",
+                str(_streaming_scenario(tmp_path)), check=True)
+    try:
+        with web_view(specrun) as view, browser() as context:
+            page = context.new_page()
+            page.goto(view.url)
+            page.wait_for_selector("#connection.ok")
+            yield page
+    finally:
+        specrun.run("stop")
+
+
+def _no_markup_from_the_model(page: Any) -> None:
+    """Nothing the model wrote became an element that runs, loads or navigates, and no
+    element in the conversation has an attribute the page did not give it."""
+    found = page.evaluate("""() => {
+        const box = document.getElementById('conversation');
+        const bad = [...box.querySelectorAll('script, img, a, iframe, b, style, svg, object')]
+            .map((n) => n.tagName);
+        // the page's own boxes of a streaming reply aside
+        const own = ':not(.md-closed):not(.md-open):not(.md-pending)';
+        const attributes = [...box.querySelectorAll('.markdown *' + own)]
+            .filter((n) => n.attributes.length > 0).map((n) => n.outerHTML.slice(0, 80));
+        return {bad, attributes, pwned: window.pwned || null, href: location.href};
+    }""")
+    assert found["bad"] == [] and found["attributes"] == [], found
+    assert found["pwned"] is None, found
+    assert found["href"].endswith("/"), found
+
+
+def test_a_reply_is_markdown_while_it_streams_and_hostile_text_in_it_stays_text(
+    streaming_page: Any, tmp_path: Path
+) -> None:
+    page = streaming_page
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.fill("#prompt", STREAMED)
+    page.click("#ask button")
+    # Still streaming (no end of turn yet): what came so far is already markdown.
+    page.wait_for_selector(".turn .streaming li >> text=it returns", timeout=30_000)
+    assert page.locator(".turn .end").count() == 0, "the turn ended before it was looked at"
+    streaming = page.locator(".turn .streaming")
+    assert streaming.locator("h2").inner_text() == "What changed"
+    assert streaming.locator("strong").first.inner_text() == "fix"
+    assert [c for c in streaming.locator("li code").all_inner_texts()] == ["add", "a - b", "a + b"]
+    # the hostile part streams in as text, inert, while the turn still runs
+    page.wait_for_selector(".turn .streaming >> text=raw html", timeout=30_000)
+    save_screenshot(page, "streaming.png", tmp_path)
+    assert page.locator(".turn .end").count() == 0
+    _no_markup_from_the_model(page)
+
+    page.wait_for_selector(".turn .end >> text=turn completed", timeout=30_000)
+    reply = page.locator(".turn .model.markdown").last
+    assert "streaming" not in (reply.get_attribute("class") or "")
+    assert reply.locator("pre code").inner_text().startswith("def add(a, b):")
+    shown = reply.inner_text()
+    assert "<script>window.pwned = 'script'</script>" in shown
+    assert "<img src=x onerror=" in shown and "That is all." in shown
+    assert "**" not in shown and "```" not in shown  # no raw markdown left
+    _no_markup_from_the_model(page)
+    # The page loaded again draws the same reply from the conversation's snapshot.
+    streamed_html = reply.inner_html()
+    page.reload()
+    page.wait_for_selector("#connection.ok")
+    assert page.locator(".turn .model.markdown").last.inner_html() == streamed_html
+    save_screenshot(page, "hostile.png", tmp_path)
+    _no_markup_from_the_model(page)
+    assert dialogs == []
+
+
+def _completed_speculation(specrun: Specrun) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+
+    def completed() -> bool:
+        branches = specrun.json("suggestion").get("branches") or []
+        spec = branches[0].get("speculation") if branches else None
+        if spec and spec["status"] == "completed":
+            found.update(spec)
+            return True
+        return False
+
+    assert wait_until(completed, timeout=30)
+    return found
+
+
+def test_a_speculation_that_ran_before_the_page_was_opened_shows_its_steps(
+    specrun: Specrun, tmp_path: Path
+) -> None:
+    need_chromium()
+    specrun.run("start", "--approval-mode", "auto-edit", check=True)
+    try:
+        assert specrun.run("ask", FIX).returncode == 0
+        spec = _completed_speculation(specrun)  # before any page watched
+        assert spec["tool_uses"] >= 1 and spec["turns"] >= 2, spec
+        with web_view(specrun) as view, browser() as context:
+            page = context.new_page()
+            page.goto(view.url)
+            page.wait_for_selector('.branch[data-rank="0"] .badge.status-completed')
+            branch = page.locator('.branch[data-rank="0"]')
+            assert branch.locator(".branch-text").inner_text() == NEG
+            steps = branch.locator(".steps")
+            tools = steps.locator(".tool").all_inner_texts()
+            assert any(t.startswith("✓ read_file(") for t in tools), tools
+            assert any(t.startswith("✓ write_file(") for t in tools), tools
+            texts = steps.locator(".model").all_inner_texts()
+            assert texts[0] == "I'll follow the style of the existing tests.", texts
+            # the model's text in steps is markdown too: `name` is code
+            assert "test_add_negative_numbers" in steps.locator(".model code").all_inner_texts()
+            # the order is the speculation's: text, its read, the write, the last text
+            order = page.evaluate("""() => [...document.querySelectorAll(
+                '.branch[data-rank="0"] .steps > *')].map((n) => n.classList.contains('tool')
+                ? n.textContent.split('(')[0] : 'text')""")
+            assert order == ["text", "✓ read_file", "✓ write_file", "text"], order
+            time.sleep(0.5)  # a step sent again as an event must not double it
+            assert branch.locator(".steps > *").count() == 4
+            save_screenshot(page, "steps.png", tmp_path)
+    finally:
+        specrun.run("stop")
