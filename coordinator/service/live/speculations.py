@@ -22,7 +22,7 @@ from coordinator.service.speculation import preview_files
 from coordinator.service.speculation.preview import Progress
 from protocol.wire.chat import ToolCall, ToolResult
 from protocol.wire.control import FileDiff, LiveActivity, LiveDiff, LiveSpeculationStep
-from protocol.wire.display import cut, format_args
+from protocol.wire.display import call_diff, call_path, cut, format_args
 from protocol.wire.work import (
     Boundary,
     Completed,
@@ -94,22 +94,24 @@ def _text_step(turn: int, text: str) -> LiveActivity:
 
 
 def _call_step(turn: int, call: ToolCall, result: ToolResult | None) -> LiveActivity:
-    args = format_args(call)
-    if result is None:
-        return LiveActivity("tool", "", call.id, call.name, args, "running", turn=turn)
-    return _result_step(turn, args, result)
+    started = LiveActivity("tool", "", call.id, call.name, format_args(call), "running",
+                           turn=turn, diff=call_diff(call), path=call_path(call))
+    return started if result is None else _result_step(turn, started, result)
 
 
-def _result_step(turn: int, args: str, result: ToolResult) -> LiveActivity:
+def _result_step(turn: int, started: LiveActivity | None, result: ToolResult) -> LiveActivity:
+    """A call's step once its result came (``started``: its step before, if known)."""
     return LiveActivity(
         "tool",
         cut((result.output if result.ok else result.error) or "", 500),
         result.call_id,
         result.name,
-        args,
+        started.args if started else "",
         "error" if result.failed else "success",
         result.exit_code,
         turn=turn,
+        diff=started.diff if started else "",
+        path=started.path if started else "",
     )
 
 
@@ -155,8 +157,7 @@ class SpeculationViews:
             step = _call_step(event.turn, event.call, None)
         elif isinstance(event, ToolFinished):
             result = event.result
-            started = self._find_step(spec_id, result.call_id)
-            step = _result_step(event.turn, started.args if started else "", result)
+            step = _result_step(event.turn, self._find_step(spec_id, result.call_id), result)
             self._diff_soon(spec_id)
         elif isinstance(event, (Completed, Boundary)):
             self._diff_soon(spec_id)

@@ -100,18 +100,32 @@ const TOOL_MARKS = {running: "…", success: "✓", error: "✗", refused: "⊘"
 const TOOL_WORDS = {running: "running", success: "success", error: "failed", refused: "refused",
                     cancelled: "cancelled"};
 
+// A tool's result: its first lines, and the rest folded (a file read or a test run's
+// output is long, and the conversation is read for what the model did).
+const RESULT_LINES = 3;
+
+function resultNode(resultText) {
+  if (!resultText) return "";
+  const lines = resultText.split("\n");
+  if (lines.length <= RESULT_LINES + 1) return "\n  → " + resultText;
+  const rest = lines.slice(RESULT_LINES);
+  return el("span", {class: "result"}, "\n  → " + lines.slice(0, RESULT_LINES).join("\n"),
+            el("details", {}, el("summary", {}, `${rest.length} more line(s)`),
+               el("span", {}, rest.join("\n"))));
+}
+
 function toolNode(name, args, status, exitCode, resultText, diff, path) {
   const mark = TOOL_MARKS[status] || "•";
   let word = TOOL_WORDS[status] || status;
   if (exitCode !== null && exitCode !== undefined && exitCode !== 0) word += `, exit ${exitCode}`;
-  const result = resultText ? "\n  → " + resultText : "";
+  const result = resultNode(resultText);
   if (diff && path) {  // an edit or a write: its file and its change, not its arguments
     const lines = diff.split("\n").map((line) => el("span", {
       class: line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : ""}, line + "\n"));
     return el("div", {class: `tool tool-${status}`}, `${mark} ${name} ${path} [${word}]\n`,
               el("pre", {class: "diff"}, ...lines), status === "success" ? "" : result);
   }
-  return el("div", {class: `tool tool-${status}`}, `${mark} ${name}(${args}) [${word}]${result}`);
+  return el("div", {class: `tool tool-${status}`}, `${mark} ${name}(${args}) [${word}]`, result);
 }
 
 // An approval question of a turn: the call whole (the model wrote it), why it needs a
@@ -443,16 +457,37 @@ function stepsNode(steps) {
     if (step.kind === "text") {
       box.append(step.html ? markdownNode(step.html) : el("div", {class: "model"}, step.text));
     }
-    else box.append(toolNode(step.tool, step.args, step.status, step.exit_code, step.text));
+    else {
+      box.append(toolNode(step.tool, step.args, step.status, step.exit_code, step.text,
+                          step.diff, step.path));
+    }
   }
   return box;
 }
+
+// Why no suggestion is shown, in words (protocol/wire/control.py's SuppressReason).
+const SUPPRESSED = {
+  empty: "the model guessed nothing", hidden_characters: "the guess held hidden characters",
+  done: "the model thinks the work is done", meta_text: "the guess was about guessing",
+  meta_wrapped: "the guess was about guessing", error_message: "the guess read like an error",
+  prefixed_label: "the guess came with a label", too_few_words: "the guess was too short",
+  too_many_words: "the guess was too long", too_long: "the guess was too long",
+  multiple_sentences: "the guess was more than one sentence",
+  has_formatting: "the guess had formatting", evaluative: "the guess judged instead of asking",
+  ai_voice: "the guess spoke as the assistant, not as you",
+  early_conversation: "too early in the conversation to guess",
+  no_snapshot: "nothing to guess from yet", error: "the request for a guess failed",
+  refusal: "the model declined to guess",
+  backoff: "paused after several suggestions went unused",
+  cold_cache: "skipped while the prompt cache is cold (a guess would cost many uncached tokens)",
+};
 
 function renderSuggestion() {
   const s = state.suggestion;
   if (!s || !s.text) {
     const why = s && s.pending ? "a suggestion is being generated" :
-      s && s.suppressed_reason ? `no suggestion (${s.suppressed_reason})` : "no suggestion";
+      s && s.suppressed_reason ? `no suggestion: ${SUPPRESSED[s.suppressed_reason] || s.suppressed_reason}`
+        : "no suggestion";
     fill("suggestion", el("div", {class: "muted"}, why));
     return;
   }

@@ -92,7 +92,7 @@ def test_a_reply_is_markdown_while_it_streams_and_hostile_text_in_it_stays_text(
     page.fill("#prompt", STREAMED)
     page.click("#ask button")
     # Still streaming (no end of turn yet): what came so far is already markdown.
-    page.wait_for_selector(".turn .streaming li >> text=it returns", timeout=30_000)
+    page.wait_for_selector(".turn .streaming li >> text=a + b now", timeout=30_000)
     assert page.locator(".turn .end").count() == 0, "the turn ended before it was looked at"
     streaming = page.locator(".turn .streaming")
     assert streaming.locator("h2").inner_text() == "What changed"
@@ -156,7 +156,16 @@ def test_a_speculation_that_ran_before_the_page_was_opened_shows_its_steps(
             steps = branch.locator(".steps")
             tools = steps.locator(".tool").all_inner_texts()
             assert any(t.startswith("✓ read_file(") for t in tools), tools
-            assert any(t.startswith("✓ write_file(") for t in tools), tools
+            # a write as its file and its lines, the folded rest of a long read a click away
+            assert any(t.startswith("✓ write_file tests/test_calc_negative.py [success]")
+                       for t in tools), tools
+            added = [t.strip() for t in steps.locator("pre.diff span.add").all_inner_texts()]
+            assert "+def test_add_negative_numbers():" in added, added
+            read = steps.locator(".tool", has_text="read_file").first
+            assert read.locator("details summary").inner_text() == "6 more line(s)"
+            assert "def test_multiply" not in read.inner_text()  # folded
+            read.locator("details summary").click()
+            assert "def test_multiply" in read.inner_text()
             texts = steps.locator(".model").all_inner_texts()
             assert texts[0] == "I'll follow the style of the existing tests.", texts
             # the model's text in steps is markdown too: `name` is code
@@ -164,7 +173,7 @@ def test_a_speculation_that_ran_before_the_page_was_opened_shows_its_steps(
             # the order is the speculation's: text, its read, the write, the last text
             order = page.evaluate("""() => [...document.querySelectorAll(
                 '.branch[data-rank="0"] .steps > *')].map((n) => n.classList.contains('tool')
-                ? n.textContent.split('(')[0] : 'text')""")
+                ? n.textContent.split(/[ (]/).slice(0, 2).join(' ') : 'text')""")
             assert order == ["text", "✓ read_file", "✓ write_file", "text"], order
             time.sleep(0.5)  # a step sent again as an event must not double it
             assert branch.locator(".steps > *").count() == 4
