@@ -184,14 +184,22 @@ function markdownNode(html) {
 // A reply while it streams (coordinator/web/streamed_reply.py): the blocks that ended,
 // appended once; the open block, replaced when it is rendered again; the text that came
 // after its last rendering, as text. One node per reply, updated in place: a long reply
-// is never drawn again whole at each chunk. When the reply ends, its whole rendering
-// replaces the pieces.
+// is never drawn again whole at each chunk. The ended blocks go into boxes of
+// PART_PIECES each, so the layout after a chunk walks the newest box and the list of
+// boxes, not every block of the reply. When the reply ends, its whole rendering replaces
+// the pieces, unless the pieces already are exactly it (the usual case).
+const PART_PIECES = 32;
+
 function streamedNode(item) {
   if (item.node) return item.node;
   const node = el("div", {class: "text model markdown streaming"});
   item.closedBox = el("div", {class: "md-closed"});
   item.openBox = el("div", {class: "md-open"});
   item.pending = document.createTextNode("");
+  item.part = null;
+  item.pieces = 0;
+  item.closedHtml = "";
+  item.openHtml = "";
   node.append(item.closedBox, item.openBox, el("span", {class: "md-pending"}, item.pending));
   item.node = node;
   return node;
@@ -200,9 +208,19 @@ function streamedNode(item) {
 function streamText(item, text, markdown) {
   streamedNode(item);
   if (!markdown) { item.pending.appendData(visible(text)); return; }
-  if (markdown.closed) putSanitized(item.closedBox, markdown.closed, true);
+  if (markdown.closed) {
+    if (!item.part || item.pieces >= PART_PIECES) {
+      item.part = el("div", {class: "md-part"});
+      item.closedBox.append(item.part);
+      item.pieces = 0;
+    }
+    putSanitized(item.part, markdown.closed, true);
+    item.pieces += 1;
+    item.closedHtml += markdown.closed;
+  }
   if (markdown.open !== null && markdown.open !== undefined) {
     putSanitized(item.openBox, markdown.open);
+    item.openHtml = markdown.open;
     item.pending.data = "";
   } else item.pending.appendData(visible(text));
 }
@@ -210,8 +228,9 @@ function streamText(item, text, markdown) {
 function finishText(item, html) {
   const node = streamedNode(item);
   node.classList.remove("streaming");
-  putSanitized(node, html);
-  item.closedBox = item.openBox = item.pending = null;
+  if (item.pending.data || html !== item.closedHtml + item.openHtml) putSanitized(node, html);
+  item.closedBox = item.openBox = item.pending = item.part = null;
+  item.closedHtml = item.openHtml = "";
   item.done = true;
 }
 
