@@ -187,3 +187,20 @@ def test_a_speculation_that_ran_before_the_page_was_opened_shows_its_steps(
             save_screenshot(page, "steps.png", tmp_path)
     finally:
         specrun.run("stop")
+
+
+def test_every_reason_for_no_suggestion_is_said_in_words_on_the_page() -> None:
+    import re
+    import typing
+
+    from protocol.wire.control import SuppressReason
+
+    def leaves(kind: object) -> set[str]:
+        args = typing.get_args(kind)
+        return {a for a in args if isinstance(a, str)} | {
+            leaf for a in args if not isinstance(a, str) for leaf in leaves(a)}
+
+    script = (Path(__file__).resolve().parents[3] / "coordinator/web/static/app.js").read_text()
+    table = script[script.index("const SUPPRESSED = {"):].split("};", 1)[0]
+    said = set(re.findall(r"(\w+): \"", table))
+    assert leaves(SuppressReason) <= said, leaves(SuppressReason) - said
