@@ -105,9 +105,12 @@ const TOOL_WORDS = {running: "running", success: "success", error: "failed", ref
 const RESULT_LINES = 3;
 
 function resultNode(resultText) {
-  if (!resultText) return "";
-  const lines = resultText.split("\n");
-  if (lines.length <= RESULT_LINES + 1) return "\n  → " + resultText;
+  // a command's result opens with its exit code, which the line above says already
+  const text = (resultText || "").replace(/^Exit code: 0\nStdout:\n/, "")
+    .replace(/\nStderr: \(empty\)\n?$/, "");
+  if (!text) return "";
+  const lines = text.split("\n");
+  if (lines.length <= RESULT_LINES + 1) return "\n  → " + text;
   const rest = lines.slice(RESULT_LINES);
   return el("span", {class: "result"}, "\n  → " + lines.slice(0, RESULT_LINES).join("\n"),
             el("details", {}, el("summary", {}, `${rest.length} more line(s)`),
@@ -531,7 +534,12 @@ function renderSuggestion() {
       box.append(el("div", {class: "muted"}, facts));
       if (spec.boundary_reason) box.append(el("div", {class: "warn"}, `stopped at: ${spec.boundary_reason}`));
       box.append(el("h3", {}, "Steps"), stepsNode(state.steps[spec.id]));
-      box.append(el("h3", {}, "Diff"), cachedDiffNode(state.diffs[spec.id]));
+      const diff = state.diffs[spec.id];
+      const none = !diff || (diff.files.length === 0 && !diff.refused && !(diff.links_held || []).length);
+      // "yet" only while it runs: a speculation that ended without writing wrote nothing
+      box.append(el("h3", {}, "Diff"), none
+        ? el("div", {class: "muted"}, spec.status === "running" ? "no files changed yet" : "no files changed")
+        : cachedDiffNode(diff));
     }
     nodes.push(box);
   }
@@ -595,7 +603,8 @@ function lineChart(title, caption, values, accepted) {
       const [x, y] = points[i].split(",");
       chart.append(svg("circle", {cx: x, cy: y, r: 3, class: "bar"}));
     });
-    chart.append(svg("text", {x: pad, y: 10}, `max ${max.toFixed(2)} s`));
+    // at the right: a first point sits at the left edge, under where this would be
+    chart.append(svg("text", {x: width - 4, y: 10, "text-anchor": "end"}, `max ${max.toFixed(2)} s`));
   }
   return el("div", {class: "chart"}, el("h3", {}, title), el("p", {class: "caption"}, caption), chart);
 }

@@ -34,7 +34,10 @@ STREAMED_REPLY = (
     "![pixel](data:image/png;base64,iVBORw0KGgo=) "
     "<b onclick=\"window.pwned = 'click'\">raw html</b> "
     "<iframe srcdoc=\"<script>parent.pwned='frame'</script>\"></iframe>\n\n"
-    "That is all."
+    # time for a loaded machine to look at the page before the turn ends
+    + "Then a last paragraph, long enough that the reply is still streaming while the test "
+    "looks at what came before it, on a machine as busy as a shared one can be, which "
+    "takes a few seconds more of words. That is all."
 )
 
 
@@ -44,7 +47,7 @@ def _streaming_scenario(tmp_path: Path) -> Path:
     data: dict[str, Any] = yaml.safe_load(path.read_text())
     data["rules"][0:0] = [
         {"name": "streamed markdown", "when": {"purpose": "main", "last_user": STREAMED},
-         "reply": {"text": STREAMED_REPLY, "chunk_ms": 120}},
+         "reply": {"text": STREAMED_REPLY, "chunk_ms": 150}},
     ]
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -107,9 +110,9 @@ def test_a_reply_is_markdown_while_it_streams_and_hostile_text_in_it_stays_text(
     assert [c for c in streaming.locator("li code").all_inner_texts()] == ["add", "a - b", "a + b"]
     # the hostile part streams in as text, inert, while the turn still runs
     page.wait_for_selector(".turn .streaming >> text=raw html", timeout=30_000)
-    save_screenshot(page, "streaming.png", tmp_path)
-    assert page.locator(".turn .end").count() == 0
     _no_markup_from_the_model(page)
+    assert page.locator(".turn .end").count() == 0
+    save_screenshot(page, "streaming.png", tmp_path)
 
     page.wait_for_selector(".turn .end >> text=turn completed", timeout=30_000)
     reply = page.locator(".turn .model.markdown").last
