@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from coordinator.service.live.hub import LiveHub
-from coordinator.service.speculation import preview_files
-from coordinator.service.speculation.preview import Progress
+from coordinator.service.speculation import Progress, preview_files
 from protocol.wire.chat import ToolCall, ToolResult
 from protocol.wire.control import FileDiff, LiveActivity, LiveDiff, LiveSpeculationStep
 from protocol.wire.display import call_diff, call_path, cut, format_args
