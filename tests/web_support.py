@@ -82,15 +82,17 @@ class WebView:
 
 @contextmanager
 def web_view(
-    specrun: Specrun, *args: str, timeout: float = 60, ends_itself: bool = False
+    specrun: Specrun, *args: str, timeout: float = 60, ends_itself: bool = False,
+    verbose: bool = False,
 ) -> Iterator[WebView]:
     """`specrun web` for the project's running service, stopped (SIGINT) afterwards; one
     that ended by itself meanwhile fails the test with what it wrote (unless
-    ``ends_itself``: the test stops the service, and the view with it)."""
+    ``ends_itself``: the test stops the service, and the view with it). ``verbose``:
+    `specrun --verbose web`."""
     with tempfile.TemporaryFile(mode="w+") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "coordinator", "--project", str(specrun.project), "web",
-             *args],
+            [sys.executable, "-m", "coordinator", "--project", str(specrun.project),
+             *(["--verbose"] if verbose else []), "web", *args],
             env=specrun.env.vars,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -167,7 +169,13 @@ class _ModuleChromium:
             if self.playwright is None:
                 from playwright.sync_api import sync_playwright
 
-                self.playwright = sync_playwright().start()
+                # Playwright's driver, and every Chromium it launches, inherit the
+                # environment of this moment. A module's service (``running_service``)
+                # points SPECRUN_RUNTIME_DIR at its runtime directory meanwhile, and its
+                # teardown waits 10 s for every process carrying it, then kills them: the
+                # shared Chromium then died unclosed and left its profile directory in /tmp.
+                with _environ_without("SPECRUN_RUNTIME_DIR"):
+                    self.playwright = sync_playwright().start()
             self.launched[extra_args] = self.playwright.chromium.launch(
                 executable_path=str(CHROMIUM), headless=True,
                 args=[*CHROMIUM_ARGS, *extra_args],
@@ -183,6 +191,16 @@ class _ModuleChromium:
 
 
 _MODULE_CHROMIUM: list[_ModuleChromium] = []
+
+
+@contextmanager
+def _environ_without(name: str) -> Iterator[None]:
+    saved = os.environ.pop(name, None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ[name] = saved
 
 
 @contextmanager

@@ -12,6 +12,19 @@ import msgspec
 from protocol.text.inert_text import inert
 
 
+def _boundary_words(boundary: dict[str, Any]) -> str:
+    """A speculation's boundary in words, as the terminal says it (the raw ``code:detail``
+    is an internal label; the page keeps it in ``boundary_reason``)."""
+    from coordinator.boundary_text import describe_boundary
+    from protocol.wire.boundary import BoundaryReason
+
+    try:
+        reason = msgspec.convert(boundary, BoundaryReason)
+    except msgspec.ValidationError:  # a code this side does not know: its own words
+        return str(boundary.get("code", "")).replace("_", " ")
+    return describe_boundary(reason)
+
+
 def _model_text(value: dict[Any, Any]) -> bool:
     """A conversation's model entry (``TranscriptEntry``), or a speculation's text step
     (``LiveActivity``, which has a ``call_id``)."""
@@ -21,6 +34,10 @@ def _model_text(value: dict[Any, Any]) -> bool:
 
 
 def _inert_tree(value: Any) -> Any:
+    if isinstance(value, dict) and isinstance(value.get("boundary"), dict) and (
+            "boundary_reason" in value):
+        return {**{k: _inert_tree(v) for k, v in value.items()},
+                "boundary_words": inert(_boundary_words(value["boundary"]))}
     if isinstance(value, dict) and _model_text(value):
         # the model's text also as sanitized markdown (``markdown_view``)
         from coordinator.web.markdown_view import markdown_html
