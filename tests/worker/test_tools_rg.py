@@ -436,3 +436,12 @@ def test_a_listing_runs_rg_alone(proj: Path) -> None:
         assert started == ["rg"]
         assert sorted(search.listed() or []) == ["a.py", "b/c.py"]
         assert [hit.rel for hit in search.extra() or []] == ["b/link.py"]
+
+
+def test_glob_quotes_a_name_that_is_not_utf8_as_the_walk_does(proj: Path) -> None:
+    """rg's list of a name with a byte that is not UTF-8: quoted (its escape must not read
+    as a backslash in a name), as the walk shows it; the negation keeps glob on rg."""
+    (proj / ".gitignore").write_text("__pycache__/\n*.log\n!keep.log\n")
+    (proj / "b" / "bad\udcff.py").write_bytes(b"x\n")
+    out = _both(ToolContext(access=DirectAccess(proj)), "glob", pattern="**/*.py")
+    assert '"b/bad\\xff.py"' in body(out)

@@ -68,7 +68,9 @@ def walk_listing(
     left_out: Collection[str] = (),
 ) -> Listing | None:
     """The files and symlinks below directory ``top`` (absolute) that the walk visits, or
-    ``None`` when an ignore file met on the way is not plain (use rg or the walk then).
+    ``None`` when an ignore file met on the way is not plain, or, with ignore rules, an
+    entry's name holds a newline (the walk's matcher, pathspec, matches no rule across one,
+    a name test does): use rg or the walk then.
 
     ``chain``: the rules in force in ``top`` (``None``: no ignore rules at all, as below a
     start directory that is itself ignored). ``read_rules(path)``: the rules of the ignore
@@ -100,6 +102,8 @@ def walk_listing(
             while entries:
                 entry = entries.pop()
                 name = entry.name
+                if rules is not None and "\n" in name:
+                    return None  # pathspec matches no rule across a newline; names do
                 try:
                     if entry.is_file(follow_symlinks=False):
                         if (file_rules is not None and file_rules.fullmatch(name)) or not want(

@@ -675,7 +675,7 @@ class FileSearch:
             if not end:
                 continue
             block = data[:end]
-            if self.plain and _CONTROL_BYTES.search(block) is not None:
+            if self.plain and not _plain_bytes(block):
                 self.plain = False
             rels = [entry[cut:] for entry in os.fsdecode(block).split("\0") if entry]
             if gone:
@@ -692,7 +692,7 @@ class FileSearch:
             rels = [rel for rel in rels if base + rel not in gone]
             if private:
                 rels = [rel for rel in rels if not rel.startswith(private)]
-            self.plain = self.plain and _CONTROL_BYTES.search(tail) is None
+            self.plain = self.plain and _plain_bytes(tail)
             listed += rels
             yield rels
         failed = code not in (0, 1) and not listed  # a bad argument, an unreadable start
@@ -776,6 +776,20 @@ class FileSearch:
 _CONTROL_BYTES = re.compile(rb"[\x01-\x1f\x7f]")  # NUL separates rg's paths
 
 
+def _plain_bytes(block: bytes) -> bool:
+    """Whether no path in rg's ``block`` needs ``quote_path``: no control character and no
+    byte that is not UTF-8 (shown as an escape, it must be quoted as the walk quotes it)."""
+    if _CONTROL_BYTES.search(block) is not None:
+        return False
+    if block.isascii():
+        return True
+    try:
+        block.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def start_search(
     view: TreeView,
     start: Node,
@@ -855,6 +869,8 @@ def plain_listing(
     root, top = view.root, start.path
     if not top.is_relative_to(root) or os.path.islink(top) or not os.path.isdir(top):
         return None
+    if "\n" in str(top.relative_to(root)):  # pathspec matches no rule across a newline
+        return None
     if any(p.name == ".gitignore" for p in view.overlay_files()):
         return None
     no_ignore = top != root and IgnoreRules.at(view, top).ignored(top, True)
@@ -899,7 +915,7 @@ def plain_listing(
     return search
 
 
-_CONTROL_TEXT = re.compile(r"[\x01-\x1f\x7f]")
+_CONTROL_TEXT = re.compile("[\x01-\x1f\x7f\udc80-\udcff]")  # what quote_path quotes
 
 
 def _plain_ignore_file(view: TreeView, path: Path, node: Node | None = None) -> PlainRules | None:
