@@ -132,7 +132,10 @@ def test_anything_but_plain_rules_leaves_the_fast_path(
         {".git/HEAD": "x\n", "a.py": "", "keep.log": "", "deep/er/docs/_build/b.py": "", **files},
     )
     ctx = ToolContext(access=DirectAccess(root))
+    assert not _plain(ctx.access)  # (opens the root once, for the reads below it)
+    descriptors = len(os.listdir("/proc/self/fd"))
     assert not _plain(ctx.access)
+    assert len(os.listdir("/proc/self/fd")) == descriptors  # a walk given up closes all
     _both(ctx, pattern="**/*")
 
 

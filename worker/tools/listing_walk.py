@@ -127,16 +127,20 @@ def walk_listing(
                         child = os.open(name, _DIR_FLAGS, dir_fd=fd)
                         try:
                             children = _entries(child)
-                        except OSError:
+                            own: PlainRules | None = _NO_FILE
+                            if rules is not None:
+                                own = _own_rules(children, top_prefix + inner, read_rules)
+                        except BaseException:
                             os.close(child)
                             raise
+                        if own is None:
+                            os.close(child)
+                            return None
                         below = rules
-                        if rules is not None:
-                            own = _own_rules(children, top_prefix + inner, read_rules)
-                            if own is None:
-                                os.close(child)
-                                return None
-                            below = rules.below(None if own is _NO_FILE else own)
+                        if rules is not None and own is not _NO_FILE:
+                            below = rules.below(own)
+                        elif rules is not None:
+                            below = rules.below()
                         frames.append((child, children, inner, depth + 1, below))
                         break  # its parent's entries go on once it is done
                     if entry.is_symlink() and (
