@@ -19,6 +19,10 @@ A speculation's overlay files shadow the real ones: rg lists the real tree, the 
 written in the overlay are dropped, and the overlay's files (filtered by the same ignore rules
 as the walk) are merged in at their place in the order.
 
+A listing whose ignore files hold only name rules needs no rg: :func:`plain_listing` walks the
+tree once in this process (``worker.tools.listing_walk``) and hands the same
+:class:`FileSearch` interface its files, their modification times and the symlinks.
+
 ``None`` means "use the walk": no runnable rg binary, a pattern rg would read differently from
 Python (or cannot compile), ignore rules rg would see differently (a ``.gitignore`` written in
 the overlay, ignore files above a project that is not a git repository, a directory outside the
