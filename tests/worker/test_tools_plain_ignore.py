@@ -45,6 +45,14 @@ def test_any_other_line_makes_the_file_not_plain(line: str) -> None:
     assert plain_rules(["*.pyc", line]) is None
 
 
+def test_a_file_with_many_rules_is_not_plain() -> None:
+    from worker.tools.plain_ignore import MAX_RULES
+
+    names = [f"name{i}" for i in range(MAX_RULES)]
+    assert plain_rules(["# many", *names]) is not None
+    assert plain_rules([*names, "one_more"]) is None
+
+
 def _pathspec_ignores(lines: list[str], rel: str) -> bool:
     verdict = pathspec.GitIgnoreSpec.from_lines(lines).check_file(rel).include
     return bool(verdict)

@@ -6,7 +6,8 @@ entry below the file's directory, an anchored one (``/build``) the names directl
 trailing ``/`` limits it to directories, and with no negation anywhere an entry is ignored
 as soon as one rule of any file in force names it. :func:`plain_rules` accepts exactly those
 files and gives ``None`` for any other line (a negation, a slash inside, ``**``, an escape,
-spaces at either end, a character class with more than letters and digits): the caller then
+spaces at either end, a character class with more than letters and digits) or for more than
+:data:`MAX_RULES` rules: the caller then
 uses the general path (rg, or the walk with ``pathspec``), so every answer stays the walk's.
 """
 
@@ -20,6 +21,11 @@ __all__ = ["PlainRules", "RuleChain", "plain_rules"]
 
 _PLAIN = re.compile(r"(?:[\w.+@%=~,-]|\*|\?|\[[A-Za-z0-9]+\])+")
 _PIECE = re.compile(r"\*|\?|\[[A-Za-z0-9]+\]|[^*?\[]+")
+
+
+MAX_RULES = 64
+"""More rules than this in one file: not plain. Every name is tested against one alternation
+of all rules in force, whose cost grows with their number; rg's matcher does not."""
 
 
 def _name_regex(glob: str) -> str:
@@ -56,9 +62,13 @@ def plain_rules(lines: Iterable[str]) -> PlainRules | None:
     """The rules of an ignore file's lines, or ``None`` when any line is more than a plain
     name rule (see the module's docstring)."""
     found: dict[tuple[bool, bool], list[str]] = {}
+    count = 0
     for line in lines:
         if not line or line.startswith("#"):
             continue
+        count += 1
+        if count > MAX_RULES:
+            return None
         body = line
         dir_only = body.endswith("/")
         if dir_only:
