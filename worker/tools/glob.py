@@ -77,7 +77,7 @@ def _glob(args: GlobArgs, ctx: ToolContext) -> str:
                 search = start_search(view, start, name=name, max_depth=depth)
             if search is not None:
                 with search:
-                    found = _from_rg(search, regex, str(access.root))
+                    found = _from_search(search, regex, str(access.root))
         if found is None:
             found = []
             for node, rel in walk_files(view, start):
@@ -106,7 +106,9 @@ def _glob(args: GlobArgs, ctx: ToolContext) -> str:
     return header + "\n" + body
 
 
-def _from_rg(search: FileSearch, regex: re.Pattern[str], root: str) -> list[tuple[int, str]] | None:
+def _from_search(
+    search: FileSearch, regex: re.Pattern[str], root: str
+) -> list[tuple[int, str]] | None:
     """(-mtime in ns, shown path) of every match, from rg's list (or a plain listing's), or
     ``None`` (use the walk). Tens of thousands of files on a big tree: strings only, one
     ``stat`` each, done on each block of rg's output while rg still walks (and the symlink
