@@ -23,11 +23,6 @@ from worker.tools.rg import plain_listing
 from worker.tools.tree import TreeView
 
 
-@pytest.fixture(autouse=True)
-def _fast_path_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("SPECRUN_SEARCH", raising=False)
-
-
 def _both(ctx: ToolContext, **args: str) -> str:
     """glob's output on the fast path and on the walk; fails when they differ."""
     fast = ok(ctx, "glob", **args)

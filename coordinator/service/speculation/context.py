@@ -2,8 +2,9 @@
 
 Each part (``prediction``, ``scheduler``, ``runner``, ``acceptor``) takes one
 ``SpeculationContext`` and the one or two collaborators of its own, instead of the same
-six arguments each: the project, the settings, the main chat as a speculation forks it
-(``ForkSource``), the stats, the shown suggestion and the background tasks. The context
+seven arguments each: the project, the settings, the main chat as a speculation forks it
+(``ForkSource``), the stats, the shown suggestion, the background tasks and the chats
+that say whether someone looks (``Viewers``). The context
 itself never changes; what changes inside it (the stats, the shown suggestion) changes
 through those objects' own methods.
 """
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 
 from coordinator.service.speculation.stats import Stats
 from coordinator.service.speculation.suggestion import ShownSuggestion
+from coordinator.service.speculation.viewers import Viewers
 from coordinator.settings import Settings
 from protocol.wire.approval import ApprovalMode
 from protocol.wire.chat import CacheSafeSnapshot, Message
@@ -94,3 +96,33 @@ class SpeculationContext:
     stats: Stats
     shown: ShownSuggestion = field(default_factory=ShownSuggestion)
     background: Background = field(default_factory=Background)
+    viewers: Viewers = field(default_factory=Viewers)  # the chats, and whether anyone looks
+
+
+class SpeculationPart:
+    """A part of the speculation core that reads the shared context's members by name
+    (``self.settings``, ``self.chat``, ...) instead of copying each into an attribute of
+    its own, the same lines in every part."""
+
+    def __init__(self, context: SpeculationContext) -> None:
+        self.context = context
+
+    @property
+    def project_root(self) -> Path:
+        return self.context.project_root
+
+    @property
+    def settings(self) -> Settings:
+        return self.context.settings
+
+    @property
+    def chat(self) -> ForkSource:
+        return self.context.chat
+
+    @property
+    def stats(self) -> Stats:
+        return self.context.stats
+
+    @property
+    def shown(self) -> ShownSuggestion:
+        return self.context.shown
