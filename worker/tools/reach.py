@@ -58,7 +58,6 @@ def _names_state_dir(name: str) -> bool:
     folded = name.casefold()
     return folded.rstrip(". ") == PRIVATE_TOP or folded in _PRIVATE_SHORT
 
-
 Place = Literal["inside", "outside", "private"]
 
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK
