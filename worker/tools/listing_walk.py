@@ -90,11 +90,17 @@ def walk_listing(
     except OSError:
         found.failed = True
         return found
+    try:
+        top_entries = _entries(fd)
+    except OSError:
+        os.close(fd)
+        found.failed = True
+        return found
     # A frame: the directory's descriptor, its entries not yet looked at, its path relative
     # to top ("" or ending in "/"), its depth (1: top) and the rules in force in it.
     frames: list[tuple[int, list[os.DirEntry[str]], str, int, RuleChain | None]] = []
     try:
-        frames.append((fd, _entries(fd), "", 1, chain))
+        frames.append((fd, top_entries, "", 1, chain))
         while frames:
             fd, entries, prefix, depth, rules = frames[-1]
             file_rules = rules.files if rules is not None else None
@@ -137,10 +143,8 @@ def walk_listing(
                             os.close(child)
                             return None
                         below = rules
-                        if rules is not None and own is not _NO_FILE:
-                            below = rules.below(own)
-                        elif rules is not None:
-                            below = rules.below()
+                        if rules is not None:  # (the chain without an own file is shared)
+                            below = rules.below(None if own is _NO_FILE else own)
                         frames.append((child, children, inner, depth + 1, below))
                         break  # its parent's entries go on once it is done
                     if entry.is_symlink() and (
