@@ -47,7 +47,10 @@ def test_a_memory_cannot_close_its_reminder(specrun: Specrun, tmp_path: Path) ->
     specrun.env.vars["SPECRUN_MODEL_LOG"] = str(log)
     scenario = rules_scenario(tmp_path, [
         {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": [topic]}}},
-        {"default": {"text": "Hi."}},
+        # A tool round first: recall is never awaited, and a loaded machine can finish it
+        # after the query's first request; it then comes after the tool results.
+        {"when": {"last_tool": "list_directory"}, "reply": {"text": "Hi."}},
+        {"default": {"tool_calls": [{"name": "list_directory", "arguments": {"path": "."}}]}},
     ])
     specrun.run("start", "--scenario", str(scenario), check=True)
     try:

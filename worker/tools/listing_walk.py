@@ -57,6 +57,8 @@ class Listing:
     """A directory could not be read (its entries are missing, as in the walk)."""
 
 
+# long: one loop over every entry of a 20k-file tree; a call per entry or per directory
+# costs what the walk exists to save (benchmarks.md, glob's third round)
 def walk_listing(
     top: str,
     chain: RuleChain | None,
