@@ -1,0 +1,437 @@
+"""The main chat's kernel backstop: what a shell command computes at run time cannot write
+a protected or runs-later path it was not approved to write.
+
+The parse-tree check (``worker.shell.write_targets``) asks before a command whose command
+line names such a path. It cannot see ``f=.git/hooks/pre-commit; echo x > "$f"``, a
+Makefile recipe or a script the repository brought, ``python -c "open('.git/config',
+'a')"``, or a link in the project that leads into ``.git/hooks``. So every main-chat
+command runs in a private user and mount namespace of its own where
+
+- every existing protected or runs-later path of the project (``.git/config``,
+  ``.git/hooks/``, ``.git/info/``, the ``.git`` file of a worktree, ``.gitattributes``,
+  ``.specrun/``, ``.envrc``, ``Makefile``, ``.github/workflows/``, ``.vscode/``…: the
+  one rule, ``protocol.rules.protected_writes``) and specrun's own state directories are
+  bound read-only onto themselves: a write fails with "Read-only file system", a rename
+  onto one or an unlink of one with "Device or resource busy", a new file inside a
+  protected directory (a new hook) cannot be created, whichever path leads there;
+- such a path that does not exist yet (a new ``.envrc``) cannot be held by a mount (a
+  mount needs an existing name, and a read-only project root would refuse every new file
+  and ``sed -i`` there), so it is watched: when the command made it, specrun removes it
+  right after the command and says so;
+- everything else is as before: same cwd, environment, user and files; ``.git/index``,
+  objects and refs stay writable, so ``git add`` and ``git commit`` work.
+
+A path the person said yes to for this command (the parse-tree question) stays writable,
+as does everything when the question could not name a path (a command specrun could not
+read). The namespace has our uid and gid mapped to themselves, and the
+command cannot undo the mounts: ``CAP_SYS_ADMIN`` is dropped from its bounding set before
+it starts. Where user namespaces are not available the command runs as before and the
+result says so once.
+
+Not covered (docs/security.md): a program that asks another process to write for it (a
+running editor, ``systemd-run --user``, tmux, docker) or writes through another process's
+view (``/proc/PID/root``); set-uid programs (``sudo``) run without their privilege inside
+the namespace; runs-later names deeper than three directories or past the first 4,000
+entries, and inside ``node_modules``, virtual environments and build output, are not
+bound (the parse-tree check still asks when a command names one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import os
+import re
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from overlay.kernel import libc
+from protocol.rules.protected import is_protected_name
+from protocol.rules.protected_writes import protected_write
+from protocol.rules.runs_later import DEFAULT_RUNS_LATER
+from protocol.text.inert_text import quote_name
+from protocol.wire.work import WriteGuard
+from worker.contain.mounts import bind_read_only
+from worker.shell.runner import ShellResult, run_shell
+
+CAP_SYS_ADMIN = 21
+WALK_DEPTH = 3
+WALK_ENTRIES = 4000
+# Directories never walked: tools write their own files there all the time (a
+# ``node_modules/x/package.json``, a venv's ``*.pth``), so binding them would break installs.
+SKIPPED_DIRS = frozenset({
+    "node_modules", ".venv", "venv", ".tox", ".nox", "__pycache__", ".mypy_cache",
+    ".pytest_cache", ".ruff_cache", "target", "build", "dist", "site-packages", ".cache",
+})
+_PROBE = "specrun-backstop-probe"  # a name no pattern is meant to match
+_GLOB = re.compile(r"[*?\[]")
+_REFUSED = ("Read-only file system", "Device or resource busy")
+UNAVAILABLE = ("specrun could not keep git's configuration and hooks and the files that run "
+               "later read-only for main-chat commands here ({why}): a command can still "
+               "write them through a path it computes at run time")
+
+
+@dataclass(frozen=True)
+class Opened:
+    """Paths the person said yes to writing with this command (absolute, as the parse-tree
+    check saw them); ``everything``: the yes named no path (specrun could not read the
+    command), so nothing is held back."""
+
+    paths: tuple[str, ...] = ()
+    everything: bool = False
+
+    def opens(self, path: str) -> bool:
+        if self.everything:
+            return True
+        for given in self.paths:
+            for p in {os.path.normpath(given), _real(given)}:
+                if p == path or _under(p, path) or _under(path, p):
+                    return True
+                # ``git config`` writes whichever config the repository uses (a worktree's
+                # ``.git`` is a file, its config lies in the common directory)
+                if (os.path.basename(p) == "config" and os.path.basename(os.path.dirname(p))
+                        == ".git" and os.path.basename(path) in ("config", "config.worktree")):
+                    return True
+        return False
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """What one command's namespace holds back: ``read_only`` existing paths bound
+    read-only, ``absent`` protected names not there before (removed if the command makes
+    them), ``links`` protected names that are links, with their targets (put back if the
+    command replaces them: a mount on a link would bind what it points to)."""
+
+    root: str
+    read_only: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
+    links: tuple[tuple[str, str], ...] = ()
+    reasons: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+def _real(path: str) -> str:
+    try:
+        return os.path.realpath(path)
+    except OSError:
+        return os.path.normpath(path)
+
+
+def _under(path: str, parent: str) -> bool:
+    return path.startswith(parent.rstrip("/") + "/")
+
+
+def guarded_paths(guard: WriteGuard, opened: Opened = Opened()) -> Guarded:
+    """The paths of ``guard``'s project a command may not write, less those ``opened``."""
+    plan = _Plan(guard)
+    plan.walk()
+    plan.literal_names()
+    for private in guard.private:
+        plan.add(private, reason=protected_write(guard, private) or "")
+    read_only = tuple(p for p in dict.fromkeys(plan.read_only) if not opened.opens(p))
+    absent = tuple(p for p in dict.fromkeys(plan.absent) if not opened.opens(p))
+    links = tuple((p, t) for p, t in plan.links if not opened.opens(p))
+    return Guarded(guard.root, _outermost(read_only), absent, links, plan.reasons)
+
+
+def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
+    """Without paths inside another one (a bind of ``.specrun`` holds its files already)."""
+    kept: list[str] = []
+    for path in sorted(paths):
+        if not any(path == k or _under(path, k) for k in kept):
+            kept.append(path)
+    return tuple(kept)
+
+
+class _Plan:
+    def __init__(self, guard: WriteGuard) -> None:
+        self.guard = guard
+        self.read_only: list[str] = []
+        self.absent: list[str] = []
+        self.links: list[tuple[str, str]] = []
+        self.reasons: dict[str, str] = {}
+
+    def add(self, path: str, *, reason: str = "") -> None:
+        reason = protected_write(self.guard, path) or reason
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return
+        if stat.S_ISLNK(info.st_mode):
+            return
+        if stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode):
+            self.read_only.append(path)
+            self.reasons[path] = reason
+
+    def watch(self, path: str, reason: str) -> None:
+        if not os.path.lexists(path):
+            self.absent.append(path)
+            self.reasons[path] = reason
+
+    def walk(self) -> None:
+        """Breadth first, a few levels deep and a bounded number of entries, so that a
+        large tree costs a bounded time per command."""
+        level = [self.guard.root]
+        seen = 0
+        for _depth in range(WALK_DEPTH):
+            deeper: list[str] = []
+            for directory in level:
+                try:
+                    with os.scandir(directory) as entries:
+                        listed = list(entries)
+                except OSError:
+                    continue
+                for entry in listed:
+                    seen += 1
+                    if seen > WALK_ENTRIES:
+                        return
+                    if self.entry(entry):
+                        deeper.append(entry.path)
+            level = deeper
+
+    def entry(self, entry: os.DirEntry[str]) -> bool:
+        """Judge one entry; True to walk into it."""
+        path = entry.path
+        name = entry.name
+        is_link = entry.is_symlink()
+        if name.casefold().rstrip(". ") == ".git" and not is_link:
+            self.git(path)
+            return False
+        reason = protected_write(self.guard, path) if not is_link else self._link_name(path)
+        if is_link:
+            if reason is not None:
+                with contextlib.suppress(OSError):
+                    self.links.append((path, os.readlink(path)))
+                    self.reasons[path] = reason
+            return False
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if reason is None and is_dir:
+            reason = protected_write(self.guard, os.path.join(path, _PROBE))
+        if reason is not None:
+            self.add(path, reason=reason)
+            return False
+        return is_dir and name not in SKIPPED_DIRS and not is_protected_name(name)
+
+    def _link_name(self, path: str) -> str | None:
+        """A link is judged by its own name (what it points to is bound on its own when
+        it is in the project)."""
+        rel = os.path.relpath(path, self.guard.root)
+        plain = WriteGuard(self.guard.root, self.guard.protected, self.guard.later, ())
+        parent = os.path.join(_real(os.path.dirname(path)), os.path.basename(path))
+        return protected_write(plain, parent) if not rel.startswith("..") else None
+
+    def git(self, entry: str) -> None:
+        """git's files that run programs: config, hooks, info/ (attributes), of the
+        repository's own directory and its common directory (a worktree's ``.git`` is a
+        file naming them: bound too, so it cannot be pointed elsewhere)."""
+        reason = protected_write(self.guard, os.path.join(entry, "config")) or ""
+        directory = entry
+        if os.path.isfile(entry):
+            self.add(entry, reason=reason)
+            try:
+                line = Path(entry).read_text(errors="replace").strip()
+            except OSError:
+                return
+            if not line.startswith("gitdir:"):
+                return
+            directory = os.path.join(os.path.dirname(entry), line[len("gitdir:"):].strip())
+        directories = [directory]
+        try:
+            common = Path(directory, "commondir").read_text(errors="replace").strip()
+            directories.append(os.path.normpath(os.path.join(directory, common)))
+            self.add(os.path.join(directory, "commondir"), reason=reason)
+        except OSError:
+            pass
+        for git_dir in directories:
+            if not os.path.isdir(git_dir):
+                continue
+            for name in ("config", "config.worktree", "hooks", "info"):
+                self.add(os.path.join(git_dir, name), reason=reason)
+            for name in ("hooks", "info"):
+                self.watch(os.path.join(git_dir, name), reason)
+
+    def literal_names(self) -> None:
+        """Protected names without a wildcard, at the project root: watched when absent."""
+        patterns = (*DEFAULT_RUNS_LATER, *self.guard.later, *self.guard.protected,
+                    ".git", ".gitattributes", ".gitmodules", ".specrun")
+        for pattern in patterns:
+            rel = pattern.strip().strip("/")
+            if not rel or pattern.startswith(("#", "!")) or _GLOB.search(rel):
+                continue
+            path = os.path.normpath(os.path.join(self.guard.root, rel))
+            if not _under(path, self.guard.root):
+                continue
+            reason = protected_write(self.guard, path)
+            if reason is None:
+                continue
+            self.watch(path, reason)
+            if os.path.basename(path) != ".git":  # git's own files are chosen in ``git``
+                self.add(path, reason=reason)  # deeper than the walk went
+
+
+# --- in the command's child, before exec -----------------------------------------------------
+
+
+def enter(paths: tuple[str, ...], uid: int, gid: int) -> None:
+    """In the forked child before exec: a user and mount namespace of its own with ``paths``
+    bound read-only, then no way back (``CAP_SYS_ADMIN`` leaves the bounding set, so the
+    command cannot unmount them). Our uid and gid map to themselves, so our files keep
+    their owner and the command is who it was. Raises OSError: the command does not run."""
+    libc.unshare(libc.CLONE_NEWUSER | libc.CLONE_NEWNS, what="unshare(user, mount)")
+    # The copied mounts became slaves of the originals (a less privileged mount namespace),
+    # so the binds below never propagate out. Only our own ids can be mapped from inside
+    # (more needs a helper outside writing the map): for root, files of other owners show
+    # as ``nobody`` in here.
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    for path in paths:
+        try:
+            bind_read_only(path)
+        except FileNotFoundError:
+            continue  # gone since the plan: nothing there to write
+    libc.prctl(libc.PR_CAPBSET_DROP, CAP_SYS_ADMIN, what="dropping CAP_SYS_ADMIN")
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def preexec(guarded: Guarded) -> Callable[[], None]:
+    uid, gid = os.geteuid(), os.getegid()
+    paths = guarded.read_only
+    return lambda: enter(paths, uid, gid)
+
+
+@functools.cache
+def unavailable() -> str | None:
+    """Why this machine cannot run the backstop (asked once per process), or None."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child only reports through its exit code
+        code = 1
+        try:
+            enter((), os.geteuid(), os.getegid())
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        return "user namespaces are not available"
+    return None
+
+
+# --- after the command -------------------------------------------------------------------------
+
+
+def settle(guarded: Guarded, output: str, cwd: str) -> tuple[str, ...]:
+    """After the command: remove protected names it created, put back protected links it
+    replaced, and one sentence per path the kernel refused it (found in its output)."""
+    notes: list[str] = []
+    for path in guarded.absent:
+        if os.path.lexists(path):
+            _remove(path)
+            notes.append(f"specrun removed {quote_name(_rel(guarded, path))}, which this "
+                         f"command created without your yes: {_why(guarded, path)}.")
+    for path, target in guarded.links:
+        try:
+            same = os.readlink(path) == target
+        except OSError:
+            same = False
+        if not same:
+            with contextlib.suppress(OSError):
+                if os.path.lexists(path):
+                    _remove(path)
+                os.symlink(target, path)
+            notes.append(f"specrun put back the link {quote_name(_rel(guarded, path))}, "
+                         f"which this command replaced without your yes: {_why(guarded, path)}.")
+    for path in refused_paths(guarded, output, cwd):
+        notes.append(f"specrun kept this command from writing {quote_name(_rel(guarded, path))}"
+                     f": {_why(guarded, path)}; a command that names the path asks you first.")
+    return tuple(notes)
+
+
+def _why(guarded: Guarded, path: str) -> str:
+    """``.envrc runs later without a key press (…)`` from the rule's clause
+    ``it writes .envrc, which runs later…``."""
+    name = quote_name(_rel(guarded, path))
+    reason = guarded.reasons.get(path, "")
+    _, _, tail = reason.partition(", ")
+    if not tail:
+        return f"{name} is protected"
+    return f"{name} {tail[len('which '):]}" if tail.startswith("which ") else f"{name} is {tail}"
+
+
+def _rel(guarded: Guarded, path: str) -> str:
+    return os.path.relpath(path, guarded.root) if _under(path, guarded.root) else path
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+
+
+_QUOTED = re.compile(r"""['"‘`]([^'"’`\n]+)['"’`]""")
+
+
+def refused_paths(guarded: Guarded, output: str, cwd: str) -> list[str]:
+    """The bound paths the command's error lines name ("Read-only file system", "Device or
+    resource busy"), resolved from ``cwd`` with links followed (a link into ``.git/hooks``
+    names ``.git/hooks``)."""
+    found: list[str] = []
+    for line in output.splitlines():
+        if not any(marker in line for marker in _REFUSED):
+            continue
+        head = line.split(_REFUSED[0])[0].split(_REFUSED[1])[0]
+        words = [m.group(1) for m in _QUOTED.finditer(line)]
+        words += [w.rstrip(":") for w in head.replace(":", ": ").split() if "/" in w or "." in w]
+        for word in words:
+            path = _real(os.path.join(cwd, word))
+            for bound in guarded.read_only:
+                if (path == bound or _under(path, bound)) and bound not in found:
+                    found.append(bound)
+    return found
+
+
+# --- the main chat's runner ------------------------------------------------------------------
+
+ShellRunner = Callable[[str, "str | os.PathLike[str]", float, int], ShellResult]
+_said_unavailable: list[bool] = []
+
+
+def guarded_runner(guard: WriteGuard, opened: Opened = Opened()) -> ShellRunner:
+    """``run_shell`` behind the backstop: the paths are planned per command (the tree may
+    change between commands), the command's own output stays as it is, and specrun's notes
+    follow it. Where the backstop cannot run, the command runs as before and the first such
+    result of this process says why."""
+
+    def run(command: str, cwd: str | os.PathLike[str], timeout_s: float,
+            output_cap: int) -> ShellResult:
+        why = unavailable()
+        if why is None:
+            guarded = guarded_paths(guard, opened)
+            try:
+                result = run_shell(command, cwd, timeout_s, output_cap,
+                                   preexec=preexec(guarded))
+            except subprocess.SubprocessError as exc:  # the namespace was refused: not run
+                why = f"the namespace was refused: {exc}"
+            else:
+                notes = settle(guarded, f"{result.stdout}\n{result.stderr}", os.fspath(cwd))
+                return dataclasses.replace(result, notes=result.notes + notes)
+        result = run_shell(command, cwd, timeout_s, output_cap)
+        if _said_unavailable:
+            return result
+        _said_unavailable.append(True)
+        return dataclasses.replace(result, notes=(*result.notes, UNAVAILABLE.format(why=why)))
+
+    return run
