@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fnmatch
 import functools
 import os
 import re
@@ -47,7 +48,7 @@ import shutil
 import stat
 import subprocess
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from overlay.kernel import libc
@@ -70,6 +71,8 @@ SKIPPED_DIRS = frozenset({
 })
 _PROBE = "specrun-backstop-probe"  # a name no pattern is meant to match
 _GLOB = re.compile(r"[*?\[]")
+_OUTSIDE_GIT = ("it writes git's configuration, git's own configuration (its config, hooks "
+                "and attributes run programs on your next git command, outside any sandbox)")
 _REFUSED = ("Read-only file system", "Device or resource busy")
 UNAVAILABLE = ("specrun could not keep git's configuration and hooks and the files that run "
                "later read-only for main-chat commands here ({why}): a command can still "
@@ -107,11 +110,23 @@ class Guarded:
     them), ``links`` protected names that are links, with their targets (put back if the
     command replaces them: a mount on a link would bind what it points to)."""
 
-    root: str
+    guard: WriteGuard
     read_only: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()
     links: tuple[tuple[str, str], ...] = ()
-    reasons: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def root(self) -> str:
+        return self.guard.root
+
+    def reason(self, path: str) -> str:
+        """The rule's clause for ``path`` (asked only when a note names it: the plan runs
+        before every command and must be cheap)."""
+        return (protected_write(self.guard, path)
+                or protected_write(self.guard, os.path.join(path, _PROBE))
+                or protected_write(self.guard, os.path.join(path, "config"))
+                or (_OUTSIDE_GIT if ".git" in Path(path).parts or "/worktrees/" in path
+                    else ""))
 
 
 def _real(path: str) -> str:
@@ -131,11 +146,11 @@ def guarded_paths(guard: WriteGuard, opened: Opened = Opened()) -> Guarded:
     plan.walk()
     plan.literal_names()
     for private in guard.private:
-        plan.add(private, reason=protected_write(guard, private) or "")
+        plan.add(private)
     read_only = tuple(p for p in dict.fromkeys(plan.read_only) if not opened.opens(p))
     absent = tuple(p for p in dict.fromkeys(plan.absent) if not opened.opens(p))
     links = tuple((p, t) for p, t in plan.links if not opened.opens(p))
-    return Guarded(guard.root, _outermost(read_only), absent, links, plan.reasons)
+    return Guarded(guard, _outermost(read_only), absent, links)
 
 
 def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
@@ -147,30 +162,39 @@ def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
     return tuple(kept)
 
 
+def _patterns(guard: WriteGuard) -> tuple[str, ...]:
+    return (*DEFAULT_RUNS_LATER, *guard.later, *guard.protected)
+
+
+@functools.lru_cache(maxsize=16)
+def _name_filter(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """Matches a name that some pattern's component could match (``.github`` for
+    ``.github/workflows/``, ``*.pth``): only such entries are judged by the whole rule, so
+    a walk costs a regular expression per entry, not a rule with its resolved paths."""
+    names = {part for pattern in patterns
+             for part in pattern.strip().lstrip("!").strip("/").split("/") if part}
+    return re.compile("|".join(fnmatch.translate(name) for name in sorted(names)) or "(?!)")
+
+
 class _Plan:
     def __init__(self, guard: WriteGuard) -> None:
         self.guard = guard
+        self.names = _name_filter(_patterns(guard))
         self.read_only: list[str] = []
         self.absent: list[str] = []
         self.links: list[tuple[str, str]] = []
-        self.reasons: dict[str, str] = {}
 
-    def add(self, path: str, *, reason: str = "") -> None:
-        reason = protected_write(self.guard, path) or reason
+    def add(self, path: str) -> None:
         try:
             info = os.lstat(path)
         except OSError:
             return
-        if stat.S_ISLNK(info.st_mode):
-            return
         if stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode):
             self.read_only.append(path)
-            self.reasons[path] = reason
 
-    def watch(self, path: str, reason: str) -> None:
+    def watch(self, path: str) -> None:
         if not os.path.lexists(path):
             self.absent.append(path)
-            self.reasons[path] = reason
 
     def walk(self) -> None:
         """Breadth first, a few levels deep and a bounded number of entries, so that a
@@ -195,43 +219,42 @@ class _Plan:
 
     def entry(self, entry: os.DirEntry[str]) -> bool:
         """Judge one entry; True to walk into it."""
-        path = entry.path
         name = entry.name
-        is_link = entry.is_symlink()
-        if name.casefold().rstrip(". ") == ".git" and not is_link:
-            self.git(path)
-            return False
-        reason = protected_write(self.guard, path) if not is_link else self._link_name(path)
-        if is_link:
-            if reason is not None:
+        protected_name = is_protected_name(name)
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if not protected_name and not self.names.match(name):
+            return is_dir and name not in SKIPPED_DIRS
+        path = entry.path
+        if entry.is_symlink():
+            if self._link_name(path) is not None:
                 with contextlib.suppress(OSError):
                     self.links.append((path, os.readlink(path)))
-                    self.reasons[path] = reason
             return False
-        is_dir = entry.is_dir(follow_symlinks=False)
+        if name.casefold().rstrip(". ") == ".git":
+            self.git(path)
+            return False
+        reason = protected_write(self.guard, path)
         if reason is None and is_dir:
             reason = protected_write(self.guard, os.path.join(path, _PROBE))
         if reason is not None:
-            self.add(path, reason=reason)
+            self.add(path)
             return False
-        return is_dir and name not in SKIPPED_DIRS and not is_protected_name(name)
+        return is_dir and name not in SKIPPED_DIRS and not protected_name
 
     def _link_name(self, path: str) -> str | None:
         """A link is judged by its own name (what it points to is bound on its own when
         it is in the project)."""
-        rel = os.path.relpath(path, self.guard.root)
         plain = WriteGuard(self.guard.root, self.guard.protected, self.guard.later, ())
-        parent = os.path.join(_real(os.path.dirname(path)), os.path.basename(path))
-        return protected_write(plain, parent) if not rel.startswith("..") else None
+        return protected_write(plain, os.path.join(_real(os.path.dirname(path)),
+                                                   os.path.basename(path)))
 
     def git(self, entry: str) -> None:
         """git's files that run programs: config, hooks, info/ (attributes), of the
         repository's own directory and its common directory (a worktree's ``.git`` is a
         file naming them: bound too, so it cannot be pointed elsewhere)."""
-        reason = protected_write(self.guard, os.path.join(entry, "config")) or ""
         directory = entry
         if os.path.isfile(entry):
-            self.add(entry, reason=reason)
+            self.add(entry)
             try:
                 line = Path(entry).read_text(errors="replace").strip()
             except OSError:
@@ -243,34 +266,31 @@ class _Plan:
         try:
             common = Path(directory, "commondir").read_text(errors="replace").strip()
             directories.append(os.path.normpath(os.path.join(directory, common)))
-            self.add(os.path.join(directory, "commondir"), reason=reason)
+            self.add(os.path.join(directory, "commondir"))
         except OSError:
             pass
         for git_dir in directories:
             if not os.path.isdir(git_dir):
                 continue
             for name in ("config", "config.worktree", "hooks", "info"):
-                self.add(os.path.join(git_dir, name), reason=reason)
+                self.add(os.path.join(git_dir, name))
             for name in ("hooks", "info"):
-                self.watch(os.path.join(git_dir, name), reason)
+                self.watch(os.path.join(git_dir, name))
 
     def literal_names(self) -> None:
-        """Protected names without a wildcard, at the project root: watched when absent."""
-        patterns = (*DEFAULT_RUNS_LATER, *self.guard.later, *self.guard.protected,
-                    ".git", ".gitattributes", ".gitmodules", ".specrun")
-        for pattern in patterns:
+        """Protected names without a wildcard, at the project root: watched when absent,
+        bound when the walk did not reach them."""
+        for pattern in (*_patterns(self.guard), ".git", ".gitattributes", ".gitmodules",
+                        ".specrun"):
             rel = pattern.strip().strip("/")
             if not rel or pattern.startswith(("#", "!")) or _GLOB.search(rel):
                 continue
             path = os.path.normpath(os.path.join(self.guard.root, rel))
             if not _under(path, self.guard.root):
                 continue
-            reason = protected_write(self.guard, path)
-            if reason is None:
-                continue
-            self.watch(path, reason)
+            self.watch(path)
             if os.path.basename(path) != ".git":  # git's own files are chosen in ``git``
-                self.add(path, reason=reason)  # deeper than the walk went
+                self.add(path)
 
 
 # --- in the command's child, before exec -----------------------------------------------------
@@ -362,7 +382,7 @@ def _why(guarded: Guarded, path: str) -> str:
     """``.envrc runs later without a key press (…)`` from the rule's clause
     ``it writes .envrc, which runs later…``."""
     name = quote_name(_rel(guarded, path))
-    reason = guarded.reasons.get(path, "")
+    reason = guarded.reason(path)
     _, _, tail = reason.partition(", ")
     if not tail:
         return f"{name} is protected"
