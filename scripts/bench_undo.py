@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from coordinator.service.undo.rewind import apply_plan, finish_undo, plan_undo  # noqa: E402
+from coordinator.service.undo.file_undo import apply_plan, finish_undo, plan_undo  # noqa: E402
 from coordinator.service.undo.store import CheckpointStore  # noqa: E402
 from overlay.apply import ApplyItem, apply_items  # noqa: E402
 from overlay.fingerprint import copy_with_fingerprint  # noqa: E402

@@ -17,7 +17,8 @@ are found by name, never listed by hand:
     command_table.py       docs/cli.md's command tables, made from the commands
     turns.py               one turn streamed: events shown, approvals answered, Ctrl-C
     approval.py            the approval question and its prompt
-    interactive.py         the chat REPL (prompt_toolkit, ghost text)
+    chat/                  the chat REPL (interactive.py: prompt_toolkit, ghost text),
+                           its slash commands, preview, recap and service watch
     render.py              how replies look (rich, imported on first drawing) and JSON
     client.py              the control socket client; daemon.py starts and stops the
                            service; service_start.py starts it for a command

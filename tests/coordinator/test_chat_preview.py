@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from coordinator.cli.changes_view import diff_lines, file_line
-from coordinator.cli.chat_preview import preview_lines
+from coordinator.cli.chat.preview import preview_lines
 from protocol.text.inert_text import find_hidden, inert
 from protocol.wire.control import DiffReply, DiffRequest, FileChange, FileDiff, SuggestionRequest
 from tests.coordinator.e2e import (

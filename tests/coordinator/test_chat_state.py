@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.cli.interactive import SuggestionState, ghost_rest
+from coordinator.cli.chat.interactive import SuggestionState, ghost_rest
 from protocol.wire.control import Branch, SpeculationInfo, SpeculationStatus, SuggestionReply
 
 RUN = "run the tests"

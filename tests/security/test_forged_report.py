@@ -33,7 +33,7 @@ from protocol.wire.work import (
 )
 from tests.coordinator.service.conftest import Place
 from tests.coordinator.service.fakes import Chat, Replies, Workers, run, scripted
-from tests.coordinator.service.test_speculation_manager import (
+from tests.coordinator.service.speculation.test_speculation_manager import (
     SUGGESTION,
     manager_for,
     overlay_of,

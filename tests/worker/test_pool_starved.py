@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.service.pool import run_queue
+from coordinator.service.pool.cpu import cpu_sample, starved
 from coordinator.service.pool.workers import WorkerHandle, WorkerPool
 from protocol.wire.control import WorkerState
 from tests.support import wait_until
@@ -114,7 +114,7 @@ def test_a_worker_waiting_for_a_cpu_is_starved_not_hung() -> None:
                 assert handle.state is not WorkerState.DEAD and handle.killed_at is None, (
                     "a worker that only waited for a CPU was killed as hung"
                 )
-                now = run_queue.sample(handle.pid)
+                now = cpu_sample(handle.pid)
                 assert now is not None and now.runnable
             finally:
                 hog.kill()
@@ -143,14 +143,14 @@ def test_a_stopped_worker_is_still_killed_as_hung() -> None:
 def test_a_sleeping_process_is_not_starved_and_a_gone_one_is_unknown() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        asleep = lambda: (s := run_queue.sample(child.pid)) is not None and not s.runnable  # noqa: E731
+        asleep = lambda: (s := cpu_sample(child.pid)) is not None and not s.runnable  # noqa: E731
         assert wait_until(asleep, interval=0.01)
-        before = run_queue.sample(child.pid)
+        before = cpu_sample(child.pid)
         assert before is not None
-        assert not run_queue.starved(before, before, 1.0)
+        assert not starved(before, before, 1.0)
     finally:
         child.kill()
         child.wait()
-    assert run_queue.sample(child.pid) is None
+    assert cpu_sample(child.pid) is None
 
 

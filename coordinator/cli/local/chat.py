@@ -32,7 +32,7 @@ def chat(obj: CommandContext, /, **flags: Any) -> None:
     Example:
       specrun chat --approval-mode auto-edit
     """
-    from coordinator.cli.interactive import run_chat
+    from coordinator.cli.chat.interactive import run_chat
     from coordinator.cli.service_start import ensure_service
 
     if not sys.stdin.isatty() or not sys.stdout.isatty():
@@ -51,7 +51,7 @@ def _apply_to_running(obj: CommandContext, given: dict[str, Any]) -> None:
     """The service already ran: --approval-mode changes its mode now; the other flags
     only take effect when it starts, and the chat says so instead of ignoring them."""
     from coordinator.cli import render
-    from coordinator.cli.chat_slash import set_approval_mode
+    from coordinator.cli.chat.slash import set_approval_mode
     from coordinator.settings import FLAG_NAMES
     from protocol.wire.approval import ApprovalMode
 

@@ -1,8 +1,9 @@
 """The main chat: one user query in, model and tools until a text-only answer.
 
 ``run_turn`` is the loop and reads top to bottom; everything else here is the
-session state it needs (history on disk, the cache-safe snapshot, counters) and
-the memory prefetch that runs beside it without ever being awaited.
+session state it needs (history on disk, the cache-safe snapshot, counters), the
+instruction it sends, the check that stops a model repeating itself, and the memory
+prefetch that runs beside it without ever being awaited.
 """
 
 from __future__ import annotations
@@ -26,13 +27,10 @@ from coordinator.memory import (
 )
 from coordinator.service.chat import protected_writes
 from coordinator.service.chat.approvals import Approvals
-from coordinator.service.chat.compaction import Summarized
-from coordinator.service.chat.compactor import Compactor
+from coordinator.service.chat.compaction import Compactor, Summarized
 from coordinator.service.chat.context_meter import DEFAULT_WINDOW, ContextMeter
 from coordinator.service.chat.history import HistoryStore
-from coordinator.service.chat.loop_detect import LoopDetector
 from coordinator.service.chat.model_wait import ModelWait
-from coordinator.service.chat.system_prompt import build_system_prompt
 from coordinator.service.chat.tool_exec import ToolExecutor
 from coordinator.service.chat.tools import ChatToolCalls
 from coordinator.service.chat.turn_slot import FollowUp, TurnSlot
@@ -96,6 +94,47 @@ CONTEXT_FULL = (
     "run `specrun reset` to start a new session (this one stays on disk), or set "
     "contextWindow if the model's window is smaller than specrun thinks."
 )
+
+
+# The main chat's system instruction (written for this project).
+BASE_INSTRUCTION = """\
+You are a coding assistant working inside the project at {root}.
+Use the tools to look before you change anything: read files, search, list
+directories. Make the smallest change that does what the user asked, then say
+briefly what you changed and how to check it. Paths are relative to the project
+root. When a command or an edit needs the user's permission, the tool result
+says so; do not try to work around a refusal."""
+
+
+def build_system_prompt(project_root: Path, memory_index: str) -> str:
+    text = BASE_INSTRUCTION.format(root=project_root)
+    if memory_index.strip():
+        text += "\n\n# Project memory index\n" + memory_index.strip()
+    return text
+
+
+# Stopping a model that repeats itself: the same tool calls, turn after turn.
+LOOP_REPEATS = 4  # reading a file twice is normal; four identical turns in a row is not
+
+
+class LoopDetector:
+    """Counts the same batch of tool calls, turn after turn, to end a loop the model is in."""
+
+    def __init__(self, repeats: int = LOOP_REPEATS) -> None:
+        self.repeats = repeats
+        self._last: tuple[tuple[str, str], ...] | None = None
+        self._count = 0
+
+    def observe(self, answer: Message) -> bool:
+        """True once the same batch of calls (names and arguments) came ``repeats`` times
+        in a row."""
+        batch = tuple((c.name, c.arguments) for c in answer.tool_calls)
+        if not batch:
+            self._last, self._count = None, 0
+            return False
+        self._count = self._count + 1 if batch == self._last else 1
+        self._last = batch
+        return self._count >= self.repeats
 
 
 class MainChat:

@@ -1,10 +1,19 @@
-"""The CPU a worker may use and has used: the usable CPUs, the CPU seconds
-of a worker's process tree, and the lower priority of a branch beyond the top one."""
+"""The CPU a worker may use and has used: the usable CPUs, the CPU seconds of a worker's
+process tree, the lower priority of a branch beyond the top one, and whether a process
+waits for a CPU (what tells a starved worker from a hung one).
+
+A worker's heartbeat needs a moment of CPU; a branch beyond the top one runs at nice +10 on
+purpose, so on a busy machine it can sit on a run queue, ready but not running, for longer
+than the hang limit. That silence is the scheduler's doing, not the worker's. (The kernel's
+own run-queue wait, ``schedstat``'s second field, only grows once a wait ends, so a wait
+still going on is not in it: hence a thread's state and the CPU time it got: ``cpu_sample``.)
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from typing import Final
 
 import psutil
@@ -54,3 +63,38 @@ def lower_priority(pid: int) -> None:
         for tid in threads:
             with contextlib.suppress(OSError, ValueError):
                 os.setpriority(os.PRIO_PROCESS, int(tid), EXTRA_BRANCH_NICE)
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    cpu_s: float  # CPU time its threads alive now have used
+    runnable: bool  # one of them is ready to run (running, or waiting for a CPU)
+
+
+def cpu_sample(pid: int) -> CpuSample | None:
+    """``pid``'s threads now (``/proc/<pid>/task``); None when it is gone or unreadable."""
+    base = f"/proc/{pid}/task"
+    try:
+        tids = os.listdir(base)
+    except OSError:
+        return None
+    cpu_ns, runnable, read = 0, False, False
+    for tid in tids:
+        try:
+            with open(f"{base}/{tid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split(None, 1)[0]
+            with open(f"{base}/{tid}/schedstat", "rb") as f:
+                cpu_ns += int(f.read().split()[0])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+        runnable = runnable or state == b"R"
+        read = True
+    return CpuSample(cpu_ns / 1e9, runnable) if read else None
+
+
+def starved(before: CpuSample, after: CpuSample, seconds: float) -> bool:
+    """Between two samples ``seconds`` apart: it is ready to run yet got under a quarter of
+    that time on a CPU. A stopped or blocked process is not ready; a spinning one on a CPU
+    of its own gets far more (on a machine so busy that it does not, the pool's cap on any
+    silence still catches it)."""
+    return after.runnable and after.cpu_s - before.cpu_s < seconds / 4

@@ -31,7 +31,8 @@ import zmq
 import zmq.asyncio
 
 import overlay
-from coordinator.service.pool import fork_server, run_queue
+from coordinator.service.pool import fork_server
+from coordinator.service.pool.cpu import CpuSample, cpu_sample, starved
 from coordinator.service.pool.kill import kill_tree
 from overlay.kernel import libc
 from protocol.wire import codec
@@ -134,7 +135,7 @@ _without_resource_tracker()
 _DEPARTED_S = 10.0
 _MAX_EARLY_HELLOS = 16
 # A silent worker's wait for a CPU does not count towards the hang limit (a branch at nice
-# +10 on a busy machine is starved, not hung: ``run_queue``), up to this many hang limits
+# +10 on a busy machine is starved, not hung: ``cpu.starved``), up to this many hang limits
 # of silence in all: a worker spinning where it should speak on a crowded CPU is caught too.
 _STARVED_SILENCE_CAP = 10
 
@@ -146,7 +147,7 @@ class Silence:
 
     last_seen: float  # the frame this silence follows
     checked_at: float
-    cpu: run_queue.CpuSample | None
+    cpu: CpuSample | None
     counted_s: float
     starved_logged: bool = False
 
@@ -608,16 +609,16 @@ class WorkerPool:
 def _counted_silence(handle: WorkerHandle, now: float) -> float:
     """How much of the worker's silence counts towards the hang limit: all of it up to the
     first check that found it silent, then each interval between checks unless it was
-    starved of a CPU through it (``run_queue.starved``)."""
-    cpu = run_queue.sample(handle.pid)
+    starved of a CPU through it (``cpu.starved``)."""
+    sample = cpu_sample(handle.pid)
     silence = handle.silence
     if silence is None or silence.last_seen != handle.last_seen:
-        handle.silence = Silence(handle.last_seen, now, cpu, now - handle.last_seen)
+        handle.silence = Silence(handle.last_seen, now, sample, now - handle.last_seen)
         return handle.silence.counted_s
     interval = now - silence.checked_at
-    if silence.cpu is None or cpu is None or not run_queue.starved(silence.cpu, cpu, interval):
+    if silence.cpu is None or sample is None or not starved(silence.cpu, sample, interval):
         silence.counted_s += interval
-    silence.checked_at, silence.cpu = now, cpu
+    silence.checked_at, silence.cpu = now, sample
     return silence.counted_s
 
 

@@ -3,7 +3,7 @@ before turn N (files, and with ``conversation`` the chat too).
 
 It runs in the main chat's turn slot, so no turn or accept writes files meanwhile, and it
 drops the shown suggestion first: its speculation was made for the files and the
-conversation as they were. The files go back through ``rewind`` (journaled, conflict
+conversation as they were. The files go back through ``file_undo`` (journaled, conflict
 checked); the conversation is rewound by starting a new session that holds the prompts
 before turn N and their answers (the old session stays on disk, as after ``specrun
 reset``), after which the checkpoints of the earlier turns belong to the new session.
@@ -23,7 +23,7 @@ import msgspec
 
 import overlay
 from coordinator.service.undo.checkpoints import Checkpoints
-from coordinator.service.undo.rewind import (
+from coordinator.service.undo.file_undo import (
     CHANGED_SINCE,
     FileUndo,
     Undoing,

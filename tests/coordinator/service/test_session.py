@@ -38,7 +38,7 @@ from protocol.wire.control import ErrorReply, Notice, TurnEnded
 
 from .conftest import Place
 from .fakes import Chat, FakeSession, Workers, run, scripted, until
-from .test_speculation_manager import SUGGESTION, a_completed_speculation, manager_for
+from .speculation.test_speculation_manager import SUGGESTION, a_completed_speculation, manager_for
 
 
 class World(FakeSession):

@@ -16,8 +16,8 @@ from coordinator.settings import Settings
 from protocol.model import ModelClient
 from protocol.wire.control import ModelWaitInfo, Notice, TextChunk
 
-from .conftest import Place
-from .fakes import Replies, Workers, requests_of, run, scripted, until
+from ..conftest import Place
+from ..fakes import Replies, Workers, requests_of, run, scripted, until
 
 REQ = 41
 

@@ -13,7 +13,7 @@ from coordinator.service.emitter import Emitter
 from protocol.wire.chat import ToolCall
 from protocol.wire.control import ApprovalNeeded, Notice, ToolShown
 
-from .fakes import Replies, run, until
+from ..fakes import Replies, run, until
 
 CALL = ToolCall("c1", "write_file", '{"file_path": "a.py"}')
 

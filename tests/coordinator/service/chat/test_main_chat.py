@@ -23,8 +23,8 @@ from protocol.wire.chat import Message, ToolResult
 from protocol.wire.control import ApprovalNeeded, TextChunk, ToolShown
 from protocol.wire.work import RunTool, ToolDone
 
-from .conftest import Place
-from .fakes import TOOLS, Replies, Workers, client, requests_of, run, scripted, until
+from ..conftest import Place
+from ..fakes import TOOLS, Replies, Workers, client, requests_of, run, scripted, until
 
 REQ = 41  # the request id of the turn under test
 

@@ -8,7 +8,7 @@ accept it at once. Enter on an empty line fills the line with it (nothing is sen
 second Enter sends that line, which takes the speculation as the typed-prompt path does
 (``acceptTypedPrompt``) and counts as an ``enter`` accept. ``enterAccepts`` makes the
 first Enter accept at once instead. Ctrl-O opens the preview of what Tab would apply
-(``chat_preview``). Ctrl-C aborts a running turn, Ctrl-D leaves.
+(``preview``). Ctrl-C aborts a running turn, Ctrl-D leaves.
 
 Typing does not throw the speculation away while the typed text is the beginning of
 the suggestion (case and whitespace aside, ``protocol.prompts.prediction.is_typed_prefix``):
@@ -42,10 +42,10 @@ from prompt_toolkit.styles import Style
 from coordinator.boundary_text import cut_words, describe_boundary
 from coordinator.cli import render
 from coordinator.cli.approval import ask_person
-from coordinator.cli.chat_preview import PREVIEW_KEY, PREVIEW_KEY_NAME, show_preview
-from coordinator.cli.chat_recap import show_recap
-from coordinator.cli.chat_service_watch import ServiceWatch, stopped_sentence
-from coordinator.cli.chat_slash import (
+from coordinator.cli.chat.preview import PREVIEW_KEY, PREVIEW_KEY_NAME, show_preview
+from coordinator.cli.chat.recap import show_recap
+from coordinator.cli.chat.service_watch import ServiceWatch, stopped_sentence
+from coordinator.cli.chat.slash import (
     SlashCompleter,
     SlashContext,
     as_prompt,

@@ -28,8 +28,8 @@ from protocol.wire.chat import Message, ToolCall, ToolResult
 from protocol.wire.control import Notice
 from protocol.wire.work import RunTool, ToolDone
 
-from .conftest import Place
-from .fakes import Replies, Workers, client, run, scripted
+from ..conftest import Place
+from ..fakes import Replies, Workers, client, run, scripted
 from .test_main_chat import call, main_rule
 
 REQ = 43

@@ -41,8 +41,8 @@ from protocol.wire.work import (
 from worker.boundary import SpeculatedConversation
 from worker.speculation import LoopEnd, outcome
 
-from .conftest import Place
-from .fakes import Chat, Replies, Workers, client, requests_of, run, scripted, until
+from ..conftest import Place
+from ..fakes import Chat, Replies, Workers, client, requests_of, run, scripted, until
 
 SUGGESTION = "add a test for negative numbers"
 

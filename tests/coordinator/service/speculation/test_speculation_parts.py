@@ -20,8 +20,8 @@ from protocol.wire.boundary import BoundaryReason
 from protocol.wire.control import JobKind, WorkerState
 from protocol.wire.work import Boundary, Failed, RunSpeculation, SpeculationOutcome
 
-from .conftest import Place
-from .fakes import Chat, Workers, run, until
+from ..conftest import Place
+from ..fakes import Chat, Workers, run, until
 
 
 class MarkingWorkers(Workers):

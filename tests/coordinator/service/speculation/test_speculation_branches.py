@@ -32,8 +32,8 @@ from protocol.wire.work import Completed, PipelinedSuggestion, RunSpeculation
 from worker.boundary import SpeculatedConversation
 from worker.speculation import LoopEnd, outcome
 
-from .conftest import Place
-from .fakes import Chat, Replies, Workers, client, requests_of, run, scripted, until
+from ..conftest import Place
+from ..fakes import Chat, Replies, Workers, client, requests_of, run, scripted, until
 from .test_speculation_manager import manager_for as wired_manager
 from .test_speculation_manager import overlay_of, usage
 

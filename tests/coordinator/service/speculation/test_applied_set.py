@@ -20,8 +20,8 @@ from protocol.wire.work import Completed, RunSpeculation
 from worker.boundary import SpeculatedConversation
 from worker.speculation import LoopEnd, outcome
 
-from .conftest import Place
-from .fakes import Chat, Replies, Workers, run, scripted
+from ..conftest import Place
+from ..fakes import Chat, Replies, Workers, run, scripted
 from .test_speculation_manager import SPECULATED, SUGGESTION, manager_for, overlay_of, the_job
 
 Work = Callable[[overlay.Overlay], None]

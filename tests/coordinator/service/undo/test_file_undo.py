@@ -19,7 +19,7 @@ import pytest
 import overlay
 from coordinator.service.chat.history import HistoryStore
 from coordinator.service.undo.checkpoints import Checkpoints
-from coordinator.service.undo.rewind import apply_plan, finish_undo, plan_undo
+from coordinator.service.undo.file_undo import apply_plan, finish_undo, plan_undo
 from coordinator.service.undo.rewinder import settle_undo
 from coordinator.service.undo.store import CheckpointStore
 from coordinator.settings import Settings
