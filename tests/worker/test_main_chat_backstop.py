@@ -7,8 +7,11 @@ is the old runner: ``test_the_old_runner_lets_every_attack_through`` keeps that 
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -198,3 +201,37 @@ def test_nothing_is_mounted_outside_the_command(project: Path) -> None:
     _guarded(project)("true")
     mounts = Path("/proc/self/mountinfo").read_text()
     assert str(project) not in mounts
+
+
+_WITHOUT_NAMESPACES = """
+import json, sys
+from protocol.wire.work import WriteGuard
+from worker.contain.backstop import guarded_runner
+run = guarded_runner(WriteGuard(sys.argv[1]))
+results = [run(c, sys.argv[1], 30.0, 4096) for c in ("echo one > a.txt", "echo two > b.txt")]
+print(json.dumps([[r.exit_code, list(r.notes)] for r in results]))
+"""
+
+
+def test_without_user_namespaces_commands_run_as_before_and_it_says_so_once(
+    project: Path,
+) -> None:
+    # A user namespace of the test's own with no room for another one: the backstop's
+    # namespace is refused there as on a machine without them.
+    _require_namespaces()
+    if shutil.which("unshare") is None:
+        containment_unavailable("util-linux unshare(1) is not installed")
+    script = ("echo 0 > /proc/sys/user/max_user_namespaces && "
+              'exec "$0" -c "$1" "$2"')
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "sh", "-c", script, sys.executable,
+         _WITHOUT_NAMESPACES, str(project)],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    (first_code, first_notes), (second_code, second_notes) = json.loads(done.stdout)
+    assert (first_code, second_code) == (0, 0)
+    assert (project / "a.txt").read_text() == "one\n" and (project / "b.txt").exists()
+    [said] = first_notes
+    assert "could not keep" in said and "not available" in said
+    assert second_notes == []

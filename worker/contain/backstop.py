@@ -334,17 +334,13 @@ def preexec(guarded: Guarded) -> Callable[[], None]:
 @functools.cache
 def unavailable() -> str | None:
     """Why this machine cannot run the backstop (asked once per process), or None."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child only reports through its exit code
-        code = 1
-        try:
-            enter((), os.geteuid(), os.getegid())
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        return "user namespaces are not available"
+    uid, gid = os.geteuid(), os.getegid()
+    try:
+        subprocess.run(["/bin/sh", "-c", ":"], preexec_fn=lambda: enter((), uid, gid), check=True,
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, close_fds=True)
+    except (OSError, subprocess.SubprocessError):
+        return "user and mount namespaces are not available"
     return None
 
 
