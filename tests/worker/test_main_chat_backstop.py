@@ -235,3 +235,16 @@ def test_without_user_namespaces_commands_run_as_before_and_it_says_so_once(
     [said] = first_notes
     assert "could not keep" in said and "not available" in said
     assert second_notes == []
+
+
+def test_a_runs_later_file_made_between_commands_is_held_by_the_next_one(project: Path) -> None:
+    # The plan reuses its last walk while no listed directory changed: a new entry changes
+    # its directory, so the next command's plan finds it.
+    _require_namespaces()
+    guard = WriteGuard(str(project))
+    assert str(project / "tools" / "conftest.py") not in guarded_paths(guard).read_only
+    (project / "tools" / "conftest.py").write_text("import os\n")
+    assert str(project / "tools" / "conftest.py") in guarded_paths(guard).read_only
+    result = _guarded(project)("c=tools/conftest.py; echo 'import evil' >> $c")
+    assert (project / "tools" / "conftest.py").read_text() == "import os\n"
+    assert "tools/conftest.py" in " ".join(result.notes)

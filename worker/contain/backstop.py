@@ -143,7 +143,7 @@ def _under(path: str, parent: str) -> bool:
 def guarded_paths(guard: WriteGuard, opened: Opened = Opened()) -> Guarded:
     """The paths of ``guard``'s project a command may not write, less those ``opened``."""
     plan = _Plan(guard)
-    plan.walk()
+    plan.found_in_walk()
     plan.literal_names()
     for private in guard.private:
         plan.add(private)
@@ -162,6 +162,13 @@ def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
     return tuple(kept)
 
 
+def _unchanged(listed: Iterable[tuple[str, int]]) -> bool:
+    try:
+        return all(os.stat(directory).st_mtime_ns == mtime for directory, mtime in listed)
+    except OSError:
+        return False
+
+
 def _patterns(guard: WriteGuard) -> tuple[str, ...]:
     return (*DEFAULT_RUNS_LATER, *guard.later, *guard.protected)
 
@@ -176,6 +183,14 @@ def _name_filter(patterns: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(fnmatch.translate(name) for name in sorted(names)) or "(?!)")
 
 
+# What the last walk of a project found (protected entries, ``.git`` entries, links with a
+# protected name), with the modification time of every directory it listed: while none
+# changed, no entry was added, removed or renamed there, and the next command's plan skips
+# the walk (what is found is still checked on disk every time).
+_Walked = tuple[tuple[tuple[str, int], ...], tuple[tuple[str, str], ...]]
+_WALKS: dict[tuple[str, tuple[str, ...], tuple[str, ...]], _Walked] = {}
+
+
 class _Plan:
     def __init__(self, guard: WriteGuard) -> None:
         self.guard = guard
@@ -183,6 +198,24 @@ class _Plan:
         self.read_only: list[str] = []
         self.absent: list[str] = []
         self.links: list[tuple[str, str]] = []
+        self.found: list[tuple[str, str]] = []  # (path, "bind" | "git" | "link")
+        self.listed: list[tuple[str, int]] = []  # (directory, st_mtime_ns before listing)
+
+    def found_in_walk(self) -> None:
+        key = (self.guard.root, tuple(self.guard.protected), tuple(self.guard.later))
+        cached = _WALKS.get(key)
+        if cached is None or not _unchanged(cached[0]):
+            self.walk()
+            cached = (tuple(self.listed), tuple(self.found))
+            _WALKS[key] = cached
+        for path, kind in cached[1]:
+            if kind == "git":
+                self.git(path)
+            elif kind == "link":
+                with contextlib.suppress(OSError):
+                    self.links.append((path, os.readlink(path)))
+            else:
+                self.add(path)
 
     def add(self, path: str) -> None:
         try:
@@ -205,6 +238,7 @@ class _Plan:
             deeper: list[str] = []
             for directory in level:
                 try:
+                    self.listed.append((directory, os.stat(directory).st_mtime_ns))
                     with os.scandir(directory) as entries:
                         listed = list(entries)
                 except OSError:
@@ -227,17 +261,16 @@ class _Plan:
         path = entry.path
         if entry.is_symlink():
             if self._link_name(path) is not None:
-                with contextlib.suppress(OSError):
-                    self.links.append((path, os.readlink(path)))
+                self.found.append((path, "link"))
             return False
         if name.casefold().rstrip(". ") == ".git":
-            self.git(path)
+            self.found.append((path, "git"))
             return False
         reason = protected_write(self.guard, path)
         if reason is None and is_dir:
             reason = protected_write(self.guard, os.path.join(path, _PROBE))
         if reason is not None:
-            self.add(path)
+            self.found.append((path, "bind"))
             return False
         return is_dir and name not in SKIPPED_DIRS and not protected_name
 
