@@ -248,3 +248,13 @@ def test_a_runs_later_file_made_between_commands_is_held_by_the_next_one(project
     result = _guarded(project)("c=tools/conftest.py; echo 'import evil' >> $c")
     assert (project / "tools" / "conftest.py").read_text() == "import os\n"
     assert "tools/conftest.py" in " ".join(result.notes)
+
+
+def test_git_init_in_a_project_without_a_repository_is_kept(tmp_path: Path) -> None:
+    _require_namespaces()
+    root = tmp_path / "tarball"
+    root.mkdir()
+    (root / "main.py").write_text("print(1)\n")
+    result = _guarded(Path(os.path.realpath(root)))("git init -q && git status --short")
+    assert result.exit_code == 0, result
+    assert (root / ".git" / "HEAD").is_file() and result.notes == ()

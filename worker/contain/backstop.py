@@ -313,8 +313,8 @@ class _Plan:
     def literal_names(self) -> None:
         """Protected names without a wildcard, at the project root: watched when absent,
         bound when the walk did not reach them."""
-        for pattern in (*_patterns(self.guard), ".git", ".gitattributes", ".gitmodules",
-                        ".specrun"):
+        # ``.git`` itself is not watched: a new repository (``git init``) is ordinary work
+        for pattern in (*_patterns(self.guard), ".gitattributes", ".gitmodules", ".specrun"):
             rel = pattern.strip().strip("/")
             if not rel or pattern.startswith(("#", "!")) or _GLOB.search(rel):
                 continue
@@ -322,8 +322,7 @@ class _Plan:
             if not _under(path, self.guard.root):
                 continue
             self.watch(path)
-            if os.path.basename(path) != ".git":  # git's own files are chosen in ``git``
-                self.add(path)
+            self.add(path)
 
 
 # --- in the command's child, before exec -----------------------------------------------------
