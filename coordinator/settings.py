@@ -91,6 +91,21 @@ class Settings(msgspec.Struct, kw_only=True, rename="camel"):
             ge=0,
         ),
     ] = 50000
+    suggestion_away_minutes: Annotated[
+        float,
+        _about(
+            "chat: no keystroke for this many minutes counts as away; while every chat is "
+            "away or unfocused no next prompt is predicted (0: never away)",
+            ge=0,
+        ),
+    ] = 10.0
+    suggestion_focus_reporting: Annotated[
+        bool,
+        _about(
+            "chat: turn on the terminal's focus reporting, so that a chat whose terminal "
+            "lost focus counts as nobody looking (a prediction is skipped, then made on return)"
+        ),
+    ] = True
     enable_cache_sharing: Annotated[
         bool, _about("reuse the provider's prefix cache in forked requests")
     ] = True

@@ -625,6 +625,9 @@ def show_stats(r: StatsReply, out: Console | None = None) -> None:
     row("  ignored", str(r.suggestions_ignored))
     row("  suppressed", _by_reason(r.suggestions_suppressed.total,
                                              r.suggestions_suppressed.by_reason))
+    if r.suggestions_made_on_return:
+        # skipped while nobody looked (unfocused / away), then made when someone came back
+        row("    made on return", str(r.suggestions_made_on_return))
     row("speculations completed", str(r.speculations_completed))
     row("  stopped at a boundary", _by_reason(r.speculations_boundary.total,
                                                         r.speculations_boundary.by_reason))

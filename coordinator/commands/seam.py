@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         DiffReply,
         ErrorReply,
         LiveSnapshot,
+        PresenceReport,
         StatsReply,
         StatusReply,
         SuggestionReply,
@@ -102,6 +103,11 @@ class Service(Protocol):
         ...
 
     def stats_reply(self, req_id: int) -> StatsReply: ...
+
+    def presence(self, client_pid: int, state: PresenceReport) -> None:
+        """A chat says whether someone looks at it; ``ProcessLookupError`` when
+        ``client_pid`` is gone."""
+        ...
 
     # -- undo
 

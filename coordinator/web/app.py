@@ -1,7 +1,8 @@
 """The web view's routes: the page and its two static files, the event stream, the
 snapshot, and the four actions (send a prompt, accept a branch, reject, answer an
-approval question), each the same control request the CLI sends. ``Guard`` has checked
-every request before it gets here.
+approval question), each the same control request the CLI sends; and the pages' own
+visibility, which the service hears as one client's presence (``visibility.py``).
+``Guard`` has checked every request before it gets here.
 
 A prompt or an accept sent from the page can be asked about (``can_confirm``): its
 approval questions are answered from the page, as the chat answers them; a question
@@ -11,10 +12,11 @@ asked of a terminal is answered there, not here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import AsyncIterator
 from importlib import resources
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 from starlette.applications import Starlette
@@ -25,6 +27,7 @@ from starlette.routing import Route
 from coordinator.web.fanout import CLOSED, RESYNC, Fanout, Viewer
 from coordinator.web.link import NoService, ServiceLink
 from coordinator.web.shown import shown_json
+from coordinator.web.visibility import PageVisibility
 from protocol.text.inert_text import inert
 from protocol.wire.control import (
     AcceptRequest,
@@ -36,6 +39,7 @@ from protocol.wire.control import (
     LiveSnapshot,
     LiveSnapshotRequest,
     OkReply,
+    PresenceRequest,
     RejectRequest,
     TurnEnded,
     UndoReply,
@@ -79,6 +83,13 @@ class ApproveBody(msgspec.Struct, forbid_unknown_fields=True):
 
 MAX_REASON_CHARS = 2000
 
+PageId = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")]
+
+
+class VisibilityBody(msgspec.Struct, forbid_unknown_fields=True):
+    page: PageId
+    visible: bool
+
 
 def _static() -> dict[str, tuple[bytes, str]]:
     folder = resources.files("coordinator.web") / "static"
@@ -119,6 +130,7 @@ def build_app(link: ServiceLink, fanout: Fanout) -> Starlette:
         Route("/api/reject", views.reject, methods=["POST"]),
         Route("/api/approve", views.approve, methods=["POST"]),
         Route("/api/undo", views.undo, methods=["POST"]),
+        Route("/api/visibility", views.visibility, methods=["POST"]),
     ]
     return Starlette(routes=routes)
 
@@ -179,6 +191,7 @@ class _Views:
         self.snapshots = _SharedSnapshot(link)
         # the approval questions of the page's own requests: call id -> the request's id
         self.asked: dict[str, int] = {}
+        self.pages = PageVisibility()
 
     def _note_question(self, reply: ControlReply) -> None:
         if isinstance(reply, ApprovalNeeded):
@@ -197,13 +210,14 @@ class _Views:
 
     async def events(self, request: Request) -> Response:
         viewer = self.fanout.add()
+        page = request.query_params.get("page", "")
         return StreamingResponse(
-            self._stream(viewer),
+            self._stream(viewer, page),
             media_type="text/event-stream",
             headers={"x-accel-buffering": "no"},
         )
 
-    async def _stream(self, viewer: Viewer) -> AsyncIterator[bytes]:
+    async def _stream(self, viewer: Viewer, page: str = "") -> AsyncIterator[bytes]:
         """A snapshot, then the changes after it, until a resync asks for a new one."""
         try:
             while not self.link.closed.is_set():
@@ -221,6 +235,9 @@ class _Views:
             yield _sse("closed", self._closed_json())
         finally:
             self.fanout.remove(viewer)
+            if page:  # a closed page no longer looks
+                self.pages.closed(page)
+                await self._tell_presence()
 
     def _closed_json(self) -> bytes:
         because = self.fanout.closed_because or SERVICE_STOPPED
@@ -278,6 +295,24 @@ class _Views:
                     "no": "Declined."}[body.answer]
             return JSONResponse({"ok": True, "message": said})
         return _answer(reply)
+
+    async def visibility(self, request: Request) -> Response:
+        """A page says whether it is visible; the service hears what all pages add up to."""
+        try:
+            body = msgspec.json.decode(await request.body(), type=VisibilityBody)
+        except msgspec.DecodeError as exc:
+            return JSONResponse({"ok": False, "message": f"bad request: {exc}"}, 400)
+        self.pages.seen(body.page, body.visible)
+        await self._tell_presence()
+        return JSONResponse({"ok": True, "message": ""})
+
+    async def _tell_presence(self) -> None:
+        state = self.pages.report()
+        if state is None or self.link.closed.is_set():
+            return
+        # NoService: the view ends with its service; the pages are told so
+        with contextlib.suppress(NoService):
+            await self.link.request(PresenceRequest(self.link.next_id(), state, os.getpid()))
 
     async def undo(self, request: Request) -> Response:
         """`specrun undo`: the last accept or turn that wrote files, taken back (a file

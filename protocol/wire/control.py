@@ -57,10 +57,28 @@ WorkerSandbox = Literal[Sandbox, "unknown"]
 SpeculationStatus = Literal["running", "completed", "boundary", "aborted", "failed", "accepted"]
 
 SuppressReason = Literal[
-    FilterReason, "early_conversation", "no_snapshot", "error", "refusal", "backoff", "cold_cache"
+    FilterReason,
+    "early_conversation",
+    "no_snapshot",
+    "error",
+    "refusal",
+    "backoff",
+    "cold_cache",
+    "unfocused",
+    "away",
 ]
 """Why no suggestion is shown after a turn: the filter's reason, too early in the chat, no
-cache-safe snapshot to fork from, a failed suggestion request, or a refusal."""
+cache-safe snapshot to fork from, a failed suggestion request, or a refusal; or a guard
+(``backoff``, ``cold_cache``; ``unfocused`` / ``away``: every chat that reports whether
+someone looks at it says nobody does)."""
+
+Presence = Literal["present", "unfocused", "away"]
+"""Whether someone looks at a chat: ``present``; ``unfocused``: its terminal lost focus;
+``away``: no keystroke for ``suggestionAwayMinutes``."""
+
+PresenceReport = Literal["present", "unfocused", "away", "gone"]
+"""What a client reports: a ``Presence``, or ``gone``: it no longer reports (the web view's
+last page closed); its earlier report stops counting at once."""
 
 SkipReason = Literal["budget"]
 """Why a shown suggestion is not speculated: the speculation budget is spent."""
@@ -167,6 +185,23 @@ class TypedRequest(msgspec.Struct, frozen=True, tag="typed"):
 
     req_id: int
     text: str
+
+
+class PresenceRequest(msgspec.Struct, frozen=True, tag="presence"):
+    """A chat (or the web view, for its open pages) says whether someone looks at it
+    (``Presence``), again whenever that changes and at least every ``PRESENCE_REFRESH_S``;
+    ``client_pid``: its process. While every client that reported (and lives, and reported
+    lately) says nobody looks, the service skips predicting the next prompt; with no such
+    client nothing is skipped. Answered with ``OkReply``."""
+
+    req_id: int
+    state: PresenceReport
+    client_pid: int
+
+
+PRESENCE_REFRESH_S = 20.0
+"""A chat repeats its presence this often; the service forgets a report three times as old
+(a chat stopped with Ctrl-Z, say, is then no viewer: it neither skips nor keeps anything)."""
 
 
 class RejectRequest(msgspec.Struct, frozen=True, tag="reject"):
@@ -279,6 +314,7 @@ ControlRequest = (
     | DiffRequest
     | UndoRequest
     | ApprovalModeRequest
+    | PresenceRequest
 )
 
 # --- replies (coordinator -> client) ------------------------------------------
@@ -489,6 +525,9 @@ class StatsReply(msgspec.Struct, frozen=True, tag="stats"):
     accepted_by_rank: dict[int, int] = {}  # accepts by the accepted branch's rank
     accepted_by_typing: dict[TypingAccept, int] = {}  # prefix_kept, exact_match
     branch_cost: BranchCost = BranchCost()
+    # Predictions skipped while nobody looked (``unfocused`` / ``away``) and made when
+    # someone came back before anything else was sent (counted in the skips as well).
+    suggestions_made_on_return: int = 0
 
 
 # Turn events, streamed while a query or an accept runs.

@@ -66,6 +66,7 @@ REQUESTS = [
     control.LiveSnapshotRequest(17),
     control.UndoRequest(18, 2, conversation=True),
     control.ApprovalModeRequest(19, ApprovalMode.PLAN),
+    control.PresenceRequest(20, "unfocused", 4321),
 ]
 REPLIES = [
     control.ErrorReply(1, "bad_request", "no."),

@@ -23,8 +23,10 @@ as a query; the service uses a speculation whose prompt it equals and says so.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -35,13 +37,20 @@ from prompt_toolkit.application.current import get_app
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import FormattedText
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent, merge_key_bindings
+from prompt_toolkit.key_binding.key_processor import KeyProcessor
 from prompt_toolkit.layout.processors import Processor, Transformation, TransformationInput
 from prompt_toolkit.styles import Style
 
 from coordinator.boundary_text import cut_words, describe_boundary
 from coordinator.cli import render
 from coordinator.cli.approval import ask_person
+from coordinator.cli.chat.presence import (
+    PresenceTracker,
+    focus_bindings,
+    focus_output,
+    focus_reporting_off,
+)
 from coordinator.cli.chat.preview import PREVIEW_KEY, PREVIEW_KEY_NAME, show_preview
 from coordinator.cli.chat.recap import show_recap
 from coordinator.cli.chat.service_watch import ServiceWatch, stopped_sentence
@@ -59,10 +68,13 @@ from coordinator.cli.turns import stream_turn
 from protocol.prompts.prediction import is_typed_prefix, normalize_prompt
 from protocol.text.inert_text import inert
 from protocol.wire.control import (
+    PRESENCE_REFRESH_S,
     AcceptRequest,
     AskRequest,
     Branch,
     ControlReply,
+    Presence,
+    PresenceRequest,
     StatusReply,
     StatusRequest,
     SuggestionReply,
@@ -243,13 +255,17 @@ class Poller(threading.Thread):
     typed as soon as it changes (``wake``): one request at a time, so keystrokes that
     come while one is in flight are told together, as the latest text."""
 
-    def __init__(self, project: Path, state: SuggestionState, on_change: object) -> None:
+    def __init__(self, project: Path, state: SuggestionState, on_change: object,
+                 presence: PresenceTracker | None = None,
+                 wake: threading.Event | None = None) -> None:
         super().__init__(name="specrun-suggestion-poller", daemon=True)
         self.project = project
         self.state = state
+        self.presence = presence
+        self._told_presence: tuple[Presence, float] | None = None  # what, when
         self.on_change = on_change
         self.stopping = threading.Event()
-        self.wake = threading.Event()
+        self.wake = wake or threading.Event()
         self.reconnect = threading.Event()  # set when the service was replaced
 
     def run(self) -> None:
@@ -260,6 +276,7 @@ class Poller(threading.Thread):
                     self.reconnect.clear()  # the service was replaced: a new socket
                     client.close()
                     client = None
+                    self._told_presence = None  # the new service has heard nothing
                 if client is None:
                     try:
                         client = ServiceClient(self.project, timeout_s=2.0)
@@ -269,6 +286,12 @@ class Poller(threading.Thread):
                             self._changed()
                         self.stopping.wait(POLL_INTERVAL_S * 5)
                         continue
+                try:
+                    self._tell_presence(client)
+                except ServiceTimeout:
+                    client.close()
+                    client = None
+                    continue
                 generation = self.state.generation
                 tell = self.state.to_tell()
                 result: tuple[SuggestionReply | None, str | None]
@@ -293,6 +316,19 @@ class Poller(threading.Thread):
         finally:
             if client is not None:
                 client.close()
+
+    def _tell_presence(self, client: ServiceClient) -> None:
+        """Tell the service whether someone looks at this chat when that changed, and
+        again every ``PRESENCE_REFRESH_S`` (an older report no longer counts there)."""
+        if self.presence is None:
+            return
+        state, now = self.presence.state(), time.monotonic()
+        told = self._told_presence
+        if told is not None and told[0] == state and now - told[1] < PRESENCE_REFRESH_S:
+            return
+        client.request(PresenceRequest(req_id=client.next_id(), state=state,
+                                       client_pid=os.getpid()), timeout_s=2.0)
+        self._told_presence = (state, now)
 
     def _changed(self) -> None:
         callback = self.on_change
@@ -525,12 +561,17 @@ def _show_context_fill(client: ServiceClient) -> None:
         render.console.print(Text(context_line(reply.context), style="bright_black"))
 
 
-def _prompt_session(state: SuggestionState, project: Path,
-                    enter_accepts: bool) -> PromptSession[object]:
+def _prompt_session(state: SuggestionState, project: Path, enter_accepts: bool,
+                    presence: PresenceTracker, focus_reporting: bool,
+                    presence_changed: Callable[[], None]) -> PromptSession[object]:
     return PromptSession(
         message=FormattedText([("class:prompt", PROMPT)]),
         input_processors=[GhostText(state)],
-        key_bindings=_bindings(state, project, enter_accepts),
+        key_bindings=merge_key_bindings([
+            _bindings(state, project, enter_accepts),
+            focus_bindings(presence, presence_changed),
+        ]),
+        output=focus_output() if focus_reporting else None,
         bottom_toolbar=lambda: toolbar_text(state, enter_accepts),
         style=STYLE,
         enable_history_search=False,
@@ -575,12 +616,46 @@ def _run_turn(client: ServiceClient, request: AskRequest | AcceptRequest) -> Non
                      "goes on with it.")
 
 
-def run_chat(project: Path, cli: click.Group, enter_accepts: bool = False) -> int:
+def run_chat(project: Path, cli: click.Group, enter_accepts: bool = False,
+             away_after_s: float | None = None, focus_reporting: bool = True) -> int:
     """The interactive loop; returns the exit code. ``enter_accepts``: Enter on an empty
-    line accepts the suggestion at once instead of filling the line with it."""
+    line accepts the suggestion at once instead of filling the line with it;
+    ``away_after_s``: no keystroke for this long counts as away (None: never);
+    ``focus_reporting``: the terminal's focus tells whether someone looks."""
+    # A SIGTERM ends the chat through its finally blocks (the terminal's modes restored)
+    # rather than at once, as Python's default would.
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return _chat(project, cli, enter_accepts, away_after_s, focus_reporting)
+    finally:
+        focus_reporting_off()  # however the chat ends, the terminal stops reporting focus
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _chat(project: Path, cli: click.Group, enter_accepts: bool,
+          away_after_s: float | None, focus_reporting: bool) -> int:
     state = SuggestionState()
-    session = _prompt_session(state, project, enter_accepts)
-    poller = Poller(project, state, on_change=lambda: session.app.invalidate())
+    presence = PresenceTracker(away_after_s)
+    wake = threading.Event()  # the poller's: it tells the service at once
+
+    session = _prompt_session(state, project, enter_accepts, presence, focus_reporting,
+                              wake.set)
+    poller = Poller(project, state, on_change=lambda: session.app.invalidate(),
+                    presence=presence, wake=wake)
+
+    def key_pressed(processor: KeyProcessor) -> None:
+        # After each key read: one that only starts a longer sequence (ESC of a focus
+        # report, say) waits for the binding it leads to; a focus report is no keystroke.
+        if processor.key_buffer or presence.was_focus_report():
+            return
+        presence.key_pressed()
+        poller.wake.set()  # an away chat is present again at once
+
+    session.app.key_processor.after_key_press += key_pressed
 
     def typed(buffer: Buffer) -> None:
         if state.set_typed(buffer.text):

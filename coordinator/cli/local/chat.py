@@ -44,7 +44,10 @@ def chat(obj: CommandContext, /, **flags: Any) -> None:
         _apply_to_running(obj, given)
     root = click.get_current_context().find_root().command
     assert isinstance(root, click.Group), root  # the `specrun` group: slash commands run it
-    sys.exit(run_chat(obj.project, root, enter_accepts=obj.settings(given).enter_accepts))
+    settings = obj.settings(given)
+    away_s = settings.suggestion_away_minutes * 60 if settings.suggestion_away_minutes else None
+    sys.exit(run_chat(obj.project, root, enter_accepts=settings.enter_accepts,
+                      away_after_s=away_s, focus_reporting=settings.suggestion_focus_reporting))
 
 
 def _apply_to_running(obj: CommandContext, given: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from protocol.wire.control import (
     DiffReply,
     ErrorReply,
     LiveSnapshot,
+    PresenceReport,
     StatsReply,
     StatusReply,
     SuggestionReply,
@@ -128,6 +129,9 @@ class CommandPort:
 
     def stats_reply(self, req_id: int) -> StatsReply:
         return self._svc.speculation.stats_reply(req_id)
+
+    def presence(self, client_pid: int, state: PresenceReport) -> None:
+        self._svc.speculation.context.viewers.report(client_pid, state)
 
     async def undo(self, request: UndoRequest) -> UndoReply | ErrorReply:
         return await self._svc.undo.handle(request)

@@ -2,8 +2,9 @@
 
 Each part (``prediction``, ``scheduler``, ``runner``, ``acceptor``) takes one
 ``SpeculationContext`` and the one or two collaborators of its own, instead of the same
-six arguments each: the project, the settings, the main chat as a speculation forks it
-(``ForkSource``), the stats, the shown suggestion and the background tasks. The context
+seven arguments each: the project, the settings, the main chat as a speculation forks it
+(``ForkSource``), the stats, the shown suggestion, the background tasks and the chats
+that say whether someone looks (``Viewers``). The context
 itself never changes; what changes inside it (the stats, the shown suggestion) changes
 through those objects' own methods.
 """
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 
 from coordinator.service.speculation.stats import Stats
 from coordinator.service.speculation.suggestion import ShownSuggestion
+from coordinator.service.speculation.viewers import Viewers
 from coordinator.settings import Settings
 from protocol.wire.approval import ApprovalMode
 from protocol.wire.chat import CacheSafeSnapshot, Message
@@ -94,3 +96,4 @@ class SpeculationContext:
     stats: Stats
     shown: ShownSuggestion = field(default_factory=ShownSuggestion)
     background: Background = field(default_factory=Background)
+    viewers: Viewers = field(default_factory=Viewers)  # the chats, and whether anyone looks

@@ -230,6 +230,7 @@ class SpeculationManager:
 
     async def shutdown(self) -> None:
         self.predictor.cancel()
+        self.context.viewers.close()
         await self.context.background.cancel_all()
         await self.abort("shutdown")
         await self.runner.reaped()

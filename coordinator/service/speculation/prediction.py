@@ -122,6 +122,10 @@ class Predictor:
         self.offer = offer
         self._generation: asyncio.Task[object] | None = None
         self._backoff_skipped = 0  # turns skipped since the last prediction while backing off
+        # The last turn's prediction was skipped because nobody looked: made when someone
+        # looks again, unless something was sent meanwhile.
+        self._skipped_while_away = False
+        context.viewers.on_return = self.returned
 
     @property
     def generating(self) -> bool:
@@ -136,10 +140,32 @@ class Predictor:
         if self.chat.model_turns() < 2:
             self._suppress("early_conversation")
             return
+        absent = self.context.viewers.absent()
+        if absent is not None:
+            self._skipped_while_away = True
+            self._suppress(absent)
+            return
         guard = self._guard()
         if guard is not None:
             self._suppress(guard)
             return
+        self._generation = self.context.background.spawn(self._suggest())
+
+    def returned(self) -> None:
+        """Someone looks again: the turn that ended while nobody looked gets its
+        prediction now (the person is back at the prompt, about to type the next one),
+        through the same guards as at the turn's end."""
+        if not self._skipped_while_away or self.chat.busy or self.generating:
+            return
+        self._skipped_while_away = False
+        if self.context.shown.current is not None:
+            return
+        guard = self._guard()
+        if guard is not None:
+            self._suppress(guard)
+            return
+        self.context.stats.made_on_return += 1
+        log.info("someone looks again: predicting the next prompt now")
         self._generation = self.context.background.spawn(self._suggest())
 
     def _guard(self) -> SuppressReason | None:
@@ -179,6 +205,7 @@ class Predictor:
         """The person moved on: a suggestion still being generated for the previous turn
         (or a pipelined one still on its way) must not appear during the next one."""
         self.context.shown.moved_on()
+        self._skipped_while_away = False
         if self._generation is not None and not self._generation.done():
             self._generation.cancel()
         self._generation = None

@@ -47,6 +47,7 @@ class Stats:
     ignored: int = 0
     unused_streak: int = 0  # suggestions ignored since the last accept (for the backoff)
     suppressed: Counter[str] = field(default_factory=Counter)  # by reason
+    made_on_return: int = 0  # skipped while nobody looked, predicted when someone came back
     completed: int = 0
     boundary: Counter[str] = field(default_factory=Counter)  # by reason
     aborted: int = 0
@@ -124,4 +125,5 @@ class Stats:
             accepted_by_rank=dict(sorted(self.accepted_by_rank.items())),
             accepted_by_typing=dict(self.accepted_by_typing),
             branch_cost=self.branch_cost(pending),
+            suggestions_made_on_return=self.made_on_return,
         )

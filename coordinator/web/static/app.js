@@ -601,8 +601,13 @@ function setConnection(text, ok) {
 function connect(key = KEY_GIVEN || KEY,
                  fallback = KEY_GIVEN && KEY_STORED !== KEY_GIVEN ? KEY_STORED : "") {
   if (!key) { setConnection(SIGNED_OUT, false); return; }
-  const source = new EventSource("/api/events?key=" + encodeURIComponent(key));
-  source.addEventListener("open", () => { keepKey(key); setConnection("live", true); });
+  const source = new EventSource("/api/events?key=" + encodeURIComponent(key) +
+                                 "&page=" + PAGE_ID);
+  source.addEventListener("open", () => {
+    keepKey(key);
+    setConnection("live", true);
+    reportVisibility();
+  });
   source.addEventListener("snapshot", (e) => onSnapshot(JSON.parse(e.data)));
   source.addEventListener("change", (e) => onChange(JSON.parse(e.data)));
   source.addEventListener("closed", (e) => {
@@ -620,6 +625,27 @@ function connect(key = KEY_GIVEN || KEY,
     else setConnection(SIGNED_OUT, false);
   });
 }
+
+// -- whether this page is looked at: while no page and no chat is, the service does not
+// predict the next prompt (and spends no tokens on it); it does when one is again ---------
+
+const PAGE_ID = (crypto.randomUUID ? crypto.randomUUID()
+                 : String(Math.random()).slice(2) + String(Date.now()));
+const VISIBILITY_REFRESH_MS = 20000;  // the service forgets a report after three of these
+
+async function reportVisibility() {
+  if (!KEY) return;
+  try {
+    await fetch("/api/visibility", {
+      method: "POST", headers: {"Content-Type": "application/json", "X-Specrun-Key": KEY},
+      body: JSON.stringify({page: PAGE_ID, visible: document.visibilityState === "visible"}),
+      credentials: "same-origin",
+    });
+  } catch (error) { /* the view is gone: the connection line says so */ }
+}
+
+document.addEventListener("visibilitychange", reportVisibility);
+setInterval(reportVisibility, VISIBILITY_REFRESH_MS);
 
 // -- actions: the same requests as `specrun ask`, `accept --index N`, `reject`, `undo` -------
 
