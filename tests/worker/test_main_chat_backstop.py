@@ -258,3 +258,17 @@ def test_git_init_in_a_project_without_a_repository_is_kept(tmp_path: Path) -> N
     result = _guarded(Path(os.path.realpath(root)))("git init -q && git status --short")
     assert result.exit_code == 0, result
     assert (root / ".git" / "HEAD").is_file() and result.notes == ()
+
+
+def test_hooks_that_are_a_link_are_held_where_the_link_leads(project: Path) -> None:
+    # A tarball can bring a .git whose hooks directory is a link into the project.
+    _require_namespaces()
+    hooks = project / ".git" / "hooks"
+    for entry in hooks.iterdir():
+        entry.unlink()
+    hooks.rmdir()
+    (project / "githooks").mkdir()
+    hooks.symlink_to("../githooks")
+    result = _guarded(project)('d=githooks; echo "touch /tmp/p" > $d/pre-commit')
+    assert not (project / "githooks" / "pre-commit").exists(), result
+    assert "githooks" in " ".join(result.notes)

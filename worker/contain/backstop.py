@@ -114,6 +114,8 @@ class Guarded:
     read_only: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()
     links: tuple[tuple[str, str], ...] = ()
+    # a bound path that a link of git's leads to -> that link (its reason is the link's)
+    stands_for: tuple[tuple[str, str], ...] = ()
 
     @property
     def root(self) -> str:
@@ -122,6 +124,7 @@ class Guarded:
     def reason(self, path: str) -> str:
         """The rule's clause for ``path`` (asked only when a note names it: the plan runs
         before every command and must be cheap)."""
+        path = dict(self.stands_for).get(path, path)
         return (protected_write(self.guard, path)
                 or protected_write(self.guard, os.path.join(path, _PROBE))
                 or protected_write(self.guard, os.path.join(path, "config"))
@@ -150,7 +153,7 @@ def guarded_paths(guard: WriteGuard, opened: Opened = Opened()) -> Guarded:
     read_only = tuple(p for p in dict.fromkeys(plan.read_only) if not opened.opens(p))
     absent = tuple(p for p in dict.fromkeys(plan.absent) if not opened.opens(p))
     links = tuple((p, t) for p, t in plan.links if not opened.opens(p))
-    return Guarded(guard, _outermost(read_only), absent, links)
+    return Guarded(guard, _outermost(read_only), absent, links, tuple(plan.stands_for.items()))
 
 
 def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
@@ -199,6 +202,7 @@ class _Plan:
         self.absent: list[str] = []
         self.links: list[tuple[str, str]] = []
         self.found: list[tuple[str, str]] = []  # (path, "bind" | "git" | "link")
+        self.stands_for: dict[str, str] = {}
         self.listed: list[tuple[str, int]] = []  # (directory, st_mtime_ns before listing)
 
     def found_in_walk(self) -> None:
@@ -217,12 +221,17 @@ class _Plan:
             else:
                 self.add(path)
 
-    def add(self, path: str) -> None:
+    def add(self, path: str, *, follow: bool = False) -> None:
+        """Bind ``path`` if it is a file or a directory; ``follow``: also what a link there
+        leads to (git's own files: a ``hooks`` that is a link leads to the hooks git runs)."""
         try:
-            info = os.lstat(path)
+            info = os.stat(path) if follow else os.lstat(path)
         except OSError:
             return
         if stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode):
+            if follow and os.path.islink(path):  # the mount lands where the link leads
+                self.stands_for[_real(path)] = path
+                path = _real(path)
             self.read_only.append(path)
 
     def watch(self, path: str) -> None:
@@ -306,7 +315,7 @@ class _Plan:
             if not os.path.isdir(git_dir):
                 continue
             for name in ("config", "config.worktree", "hooks", "info"):
-                self.add(os.path.join(git_dir, name))
+                self.add(os.path.join(git_dir, name), follow=True)
             for name in ("hooks", "info"):
                 self.watch(os.path.join(git_dir, name))
 
