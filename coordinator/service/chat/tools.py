@@ -3,6 +3,7 @@ about, or run on a pool worker, each result cut to fit the context window."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Awaitable, Callable
 
@@ -69,7 +70,11 @@ class ChatToolCalls:
             return await self._refused(out, call, f"{call.name} is not allowed in plan mode.")
         # Asked whatever the mode (yolo too): a name that hides what it is, or a file that
         # a later unsandboxed run executes (protected_writes). Such a yes is never kept.
-        always = hidden_name_reason(call) or self.guard.reason(call)
+        # A shell command's parse (bashlex, pure Python) runs off the event loop: a long
+        # command must not stall the service's other clients.
+        always = hidden_name_reason(call) or (
+            await asyncio.to_thread(self.guard.reason, call) if call.name == SHELL_TOOL
+            else self.guard.reason(call))
         if always and mode is ApprovalMode.PLAN and call.name == SHELL_TOOL:
             return await self._refused(out, call, "Only read-only shell commands run in plan mode.")
         if policy == "ask" or always:
