@@ -216,13 +216,14 @@ print(json.dumps([[r.exit_code, list(r.notes)] for r in results]))
 def test_without_user_namespaces_commands_run_as_before_and_it_says_so_once(
     project: Path,
 ) -> None:
-    # A user namespace of the test's own with no room for another one: the backstop's
-    # namespace is refused there as on a machine without them.
+    # A user namespace of the test's own with no room for another one, and no
+    # CAP_SYS_ADMIN for a mount namespace alone: the backstop's namespace is refused there
+    # as on a machine without them.
     _require_namespaces()
-    if shutil.which("unshare") is None:
-        containment_unavailable("util-linux unshare(1) is not installed")
-    script = ("echo 0 > /proc/sys/user/max_user_namespaces && "
-              'exec "$0" -c "$1" "$2"')
+    if shutil.which("unshare") is None or shutil.which("setpriv") is None:
+        containment_unavailable("util-linux unshare(1) or setpriv(1) is not installed")
+    script = ("echo 0 > /proc/sys/user/max_user_namespaces && exec setpriv --bounding-set "
+              '-sys_admin --inh-caps -sys_admin "$0" -c "$1" "$2"')
     done = subprocess.run(
         ["unshare", "--user", "--map-root-user", "sh", "-c", script, sys.executable,
          _WITHOUT_NAMESPACES, str(project)],
@@ -272,3 +273,38 @@ def test_hooks_that_are_a_link_are_held_where_the_link_leads(project: Path) -> N
     result = _guarded(project)('d=githooks; echo "touch /tmp/p" > $d/pre-commit')
     assert not (project / "githooks" / "pre-commit").exists(), result
     assert "githooks" in " ".join(result.notes)
+
+
+_IN_A_USER_NAMESPACE = """
+import json, sys
+from protocol.wire.work import WriteGuard
+from worker.contain.backstop import guarded_runner, unavailable
+run = guarded_runner(WriteGuard(sys.argv[1]))
+results = [run(c, sys.argv[1], 30.0, 4096) for c in (
+    'f=.git/hooks/pre-commit; echo "touch /tmp/p" > "$f"',
+    "echo ok > made.txt && git add made.txt && git commit -qm m && cat /proc/self/uid_map")]
+print(json.dumps([unavailable(), [[r.exit_code, r.stdout, list(r.notes)] for r in results]]))
+"""
+
+
+def test_root_without_cap_sys_admin_is_held_through_a_user_namespace(project: Path) -> None:
+    # Root that may mount gets a mount namespace alone (the other tests, as root); root in a
+    # container without CAP_SYS_ADMIN, and every other user, get it in a user namespace.
+    _require_namespaces()
+    if os.geteuid() != 0:
+        pytest.skip("not root: every other test here already runs in a user namespace")
+    if shutil.which("setpriv") is None:
+        containment_unavailable("util-linux setpriv(1) is not installed")
+    done = subprocess.run(
+        ["setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin",
+         sys.executable, "-c", _IN_A_USER_NAMESPACE, str(project)],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    why, ((attack_code, _, attack_notes), (work_code, uid_map, work_notes)) = json.loads(
+        done.stdout)
+    assert why is None
+    assert not (project / ".git" / "hooks" / "pre-commit").exists()
+    assert attack_code == 1 and ".git/hooks" in " ".join(attack_notes)
+    assert work_code == 0 and work_notes == [] and (project / "made.txt").exists()
+    assert uid_map.split() == ["0", "0", "1"]  # a user namespace of its own

@@ -23,8 +23,9 @@ command runs in a private user and mount namespace of its own where
 
 A path the person said yes to for this command (the parse-tree question) stays writable,
 as does everything when the question could not name a path (a command specrun could not
-read). The namespace has our uid and gid mapped to themselves, and the
-command cannot undo the mounts: ``CAP_SYS_ADMIN`` is dropped from its bounding set before
+read). Root that may mount gets a mount namespace alone; anyone else one inside a user
+namespace with our uid and gid mapped to themselves (``enter``). The command cannot undo
+the mounts: ``CAP_SYS_ADMIN`` is dropped from its bounding set before
 it starts. Where user namespaces are not available the command runs as before and the
 result says so once.
 
@@ -61,6 +62,8 @@ from worker.contain.mounts import bind_read_only
 from worker.shell.runner import ShellResult, run_shell
 
 CAP_SYS_ADMIN = 21
+_MS_REC = 1 << 14
+_MS_SLAVE = 1 << 19
 WALK_DEPTH = 3
 WALK_ENTRIES = 4000
 # Directories never walked: tools write their own files there all the time (a
@@ -338,24 +341,39 @@ class _Plan:
 
 
 def enter(paths: tuple[str, ...], uid: int, gid: int) -> None:
-    """In the forked child before exec: a user and mount namespace of its own with ``paths``
-    bound read-only, then no way back (``CAP_SYS_ADMIN`` leaves the bounding set, so the
-    command cannot unmount them). Our uid and gid map to themselves, so our files keep
-    their owner and the command is who it was. Raises OSError: the command does not run."""
-    libc.unshare(libc.CLONE_NEWUSER | libc.CLONE_NEWNS, what="unshare(user, mount)")
-    # The copied mounts became slaves of the originals (a less privileged mount namespace),
-    # so the binds below never propagate out. Only our own ids can be mapped from inside
-    # (more needs a helper outside writing the map): for root, files of other owners show
-    # as ``nobody`` in here.
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    """In the forked child before exec: a mount namespace of its own with ``paths`` bound
+    read-only, then no way back (``CAP_SYS_ADMIN`` leaves the bounding set, so the command
+    cannot unmount them). Root that may mount gets just the mount namespace, so it stays
+    root over every file as before; anyone else gets it inside a user namespace with our
+    uid and gid mapped to themselves (our files keep their owner, the command is who it
+    was). Raises OSError: the command does not run."""
+    if not (uid == 0 and _own_mount_namespace()):
+        libc.unshare(libc.CLONE_NEWUSER | libc.CLONE_NEWNS, what="unshare(user, mount)")
+        # The copied mounts became slaves of the originals (a less privileged mount
+        # namespace), so the binds below never propagate out. Only our own ids can be
+        # mapped from inside: for root without CAP_SYS_ADMIN (a container's default), files
+        # of other owners show as ``nobody`` in here.
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
     for path in paths:
         try:
             bind_read_only(path)
         except FileNotFoundError:
             continue  # gone since the plan: nothing there to write
     libc.prctl(libc.PR_CAPBSET_DROP, CAP_SYS_ADMIN, what="dropping CAP_SYS_ADMIN")
+
+
+def _own_mount_namespace() -> bool:
+    """For root: a mount namespace without a user namespace, every mount a slave of the
+    original first (so no bind propagates out); False where root may not (no
+    ``CAP_SYS_ADMIN``)."""
+    try:
+        libc.unshare(libc.CLONE_NEWNS, what="unshare(mount)")
+    except OSError:
+        return False
+    libc.mount(None, "/", None, _MS_REC | _MS_SLAVE, None)
+    return True
 
 
 def _write(path: str, text: str) -> None:
