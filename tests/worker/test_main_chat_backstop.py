@@ -308,3 +308,15 @@ def test_root_without_cap_sys_admin_is_held_through_a_user_namespace(project: Pa
     assert attack_code == 1 and ".git/hooks" in " ".join(attack_notes)
     assert work_code == 0 and work_notes == [] and (project / "made.txt").exists()
     assert uid_map.split() == ["0", "0", "1"]  # a user namespace of its own
+
+
+def test_the_command_cannot_undo_its_mounts(project: Path) -> None:
+    _require_namespaces()
+    hooks = project / ".git" / "hooks"
+    result = _guarded(project)(
+        f"umount {hooks}; mount -o remount,rw {hooks}; mount --bind /tmp {hooks}; "
+        f"unshare -Um sh -c 'umount {hooks}; echo x > {hooks}/pre-commit'; "
+        f"echo x > {hooks}/pre-commit; grep CapEff /proc/self/status")
+    assert not (hooks / "pre-commit").exists(), result
+    effective = int(result.stdout.split()[-1], 16)
+    assert not effective & (1 << 21)  # CAP_SYS_ADMIN

@@ -393,6 +393,9 @@ def preexec(guarded: Guarded) -> Callable[[], None]:
 @functools.cache
 def unavailable() -> str | None:
     """Why this machine cannot run the backstop (asked once per process), or None."""
+    if _inheritable_caps() & (1 << CAP_SYS_ADMIN):
+        # root's exec would hand it back from the inheritable set, and it unmounts the binds
+        return "CAP_SYS_ADMIN is in this process's inheritable capabilities"
     uid, gid = os.geteuid(), os.getegid()
     try:
         subprocess.run(["/bin/sh", "-c", ":"], preexec_fn=lambda: enter((), uid, gid), check=True,
@@ -401,6 +404,16 @@ def unavailable() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return "user and mount namespaces are not available"
     return None
+
+
+def _inheritable_caps() -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapInh:"):
+                return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 # --- after the command -------------------------------------------------------------------------
