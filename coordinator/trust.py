@@ -152,6 +152,8 @@ def project_files_digest(project_root: Path, memory_dir: str = "") -> tuple[str,
 
 
 def _file_digest(path: Path) -> bytes:
+    # overlay.fingerprint.hash_regular_file reads a file the same way; it is not used here
+    # because importing overlay loads its C library handle, on every CLI call that trusts.
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:

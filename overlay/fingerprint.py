@@ -75,10 +75,11 @@ def copy_with_fingerprint(src_path: str, dst_path: str) -> Fingerprint:
 def hash_regular_file(path: str) -> tuple[int, str, int] | None:
     """(size, sha256 hex, mode) of a regular file, or None if ``path`` is not one.
 
-    Symlinks are not followed, so a file replaced by a symlink does not match.
+    Symlinks are not followed, so a file replaced by a symlink does not match; nor is a
+    FIFO waited on (``O_NONBLOCK``: a project's named pipe would block the open forever).
     """
     try:
-        fd = os.open(path, fs.READ_FLAGS)
+        fd = os.open(path, fs.READ_FLAGS | os.O_NONBLOCK)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError:

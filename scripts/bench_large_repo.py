@@ -294,7 +294,7 @@ def _median_s(fn: Callable[[], object], runs: int) -> float:
 
 
 def bare(root: Path, runs: int, word: str = RARE, pattern: str = GLOB) -> dict[str, float]:
-    rg = rg_binary()
+    rg = rg_binary(root)
     assert rg is not None
     env = {**os.environ, **GIT_ENV, "GIT_OPTIONAL_LOCKS": "0"}
 

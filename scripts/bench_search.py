@@ -185,7 +185,7 @@ def _tool(ctx: ToolContext, name: str, **args: str) -> Callable[[], str]:
 
 
 def _rg(root: Path, *argv: str) -> Callable[[], bytes]:
-    binary = rg_binary()
+    binary = rg_binary(root)
     assert binary is not None
 
     def run() -> bytes:
@@ -201,7 +201,7 @@ def _processes(root: Path, tool: str, pattern: str, max_filesize: int) -> dict[s
     it, and what learns what rg skips: for grep the ``find`` the tool runs beside it (symlinks
     and files over the size cap) and both at once as the tool starts them, for glob the
     in-process scan for symlinks; medians in ms."""
-    binary, finder = rg_binary(), _find_binary()
+    binary, finder = rg_binary(root), _find_binary(root)
     assert binary is not None and finder is not None
     grep = tool == "grep_search"
     rg_argv = _rg_argv(

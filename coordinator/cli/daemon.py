@@ -53,6 +53,7 @@ def start_daemon(
     *,
     wait_warm: bool = True,
     entry: Sequence[str] = SERVICE_MODULE,
+    debug: bool = False,
 ) -> int:
     """Start ``specrun serve`` detached; returns its pid once it answers on its control
     socket and, with ``wait_warm``, once its warm workers are up too (a service whose
@@ -66,7 +67,8 @@ def start_daemon(
     ``-P``: the project directory must never shadow specrun's own packages in the service
     or in its workers (a project may well have a ``worker/`` or ``protocol/`` package).
     ``entry``: what the interpreter runs, given ``--project P serve ...``; a test passes its
-    own entry point to build the service differently (``protocol.wire.seams``)."""
+    own entry point to build the service differently (``protocol.wire.seams``). ``debug``
+    (``specrun --debug start``): the service logs at debug level."""
     log_file = log_path(project_root, env)
     ready_r, ready_w = os.pipe()
     try:
@@ -76,7 +78,7 @@ def start_daemon(
             since = log.seek(0, os.SEEK_END)  # a failed start shows this run's lines only
             proc = subprocess.Popen(
                 [sys.executable, "-P", *entry, "--project", str(project_root),
-                 "serve", *serve_args],
+                 *(["--debug"] if debug else []), "serve", *serve_args],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,

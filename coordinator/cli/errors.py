@@ -76,6 +76,9 @@ def call_friendly(debug: bool, fn: Callable[..., Any], *args: Any, **kwargs: Any
         if _raised_by("coordinator.cli.client", "ServiceTimeout", exc):
             render.error(str(exc))
             sys.exit(EXIT_ERROR)
+        if _raised_by("protocol.wire.endpoints", "RuntimeDirError", exc):
+            render.error(str(exc))  # names the directory and what to do; no traceback to see
+            sys.exit(EXIT_ERROR)
         if _raised_by("coordinator.state_dir", "StateDirError", exc) or _raised_by(
             "coordinator.user_state", "UserStateError", exc
         ):

@@ -104,7 +104,7 @@ def ensure_service(obj: CommandContext, flags: dict[str, Any],
     try:
         if render.console.is_terminal:
             with render.console.status(f"starting specrun for {obj.project}…", spinner="dots"):
-                return start_daemon(obj.project, flags_argv(flags)), True
-        return start_daemon(obj.project, flags_argv(flags)), True
+                return start_daemon(obj.project, flags_argv(flags), debug=obj.debug), True
+        return start_daemon(obj.project, flags_argv(flags), debug=obj.debug), True
     except StartError as exc:
         raise CliError(str(exc), f"The service log is {log_path(obj.project)}.") from None

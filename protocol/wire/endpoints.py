@@ -2,7 +2,11 @@
 
 Each project gets a private runtime directory (mode 0700, so other users cannot
 connect to its ``ipc://`` sockets) holding the control socket, the worker
-socket and the pidfile. ``SPECRUN_RUNTIME_DIR`` overrides the base (tests).
+socket and the pidfile. ``SPECRUN_RUNTIME_DIR`` overrides the base (tests, and a
+person whose temporary directory makes the socket paths too long); a cloned repository's
+``.envrc`` can set it too, so it must be an absolute path outside the project, or nothing
+starts (a runtime directory in the project would put the sockets and the pidfile among
+files the repository chose, and make the project's own directory mode 0700).
 """
 
 from __future__ import annotations
@@ -41,6 +45,10 @@ def runtime_base() -> Path:
     (or in /tmp, when a long TMPDIR would make the socket paths too long to bind)."""
     override = os.environ.get("SPECRUN_RUNTIME_DIR")
     if override:
+        if not os.path.isabs(override):
+            raise RuntimeDirError(
+                f"SPECRUN_RUNTIME_DIR must be an absolute path; it is {override!r}."
+            )
         return Path(override)
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg and os.access(xdg, os.W_OK) and _socket_path_len(Path(xdg) / "specrun") <= _SUN_PATH_MAX:
@@ -51,6 +59,11 @@ def runtime_base() -> Path:
     if _socket_path_len(temp) <= _SUN_PATH_MAX:
         return temp
     return Path("/tmp") / f"specrun-{os.getuid()}"
+
+
+def _inside(path: Path, project_root: Path) -> bool:
+    real = Path(os.path.realpath(path))
+    return real.is_relative_to(os.path.realpath(project_root))
 
 
 def project_key(project_root: Path) -> str:
@@ -88,6 +101,11 @@ class Endpoints:
     @classmethod
     def for_project(cls, project_root: Path, create: bool = True) -> Endpoints:
         base = runtime_base()
+        if os.environ.get("SPECRUN_RUNTIME_DIR") and _inside(base, project_root):
+            raise RuntimeDirError(
+                f"SPECRUN_RUNTIME_DIR ({base}) is inside the project {project_root}, where "
+                "specrun keeps no sockets; unset it or name a directory outside the project."
+            )
         directory = base / project_key(project_root)
         if _socket_path_len(base) > _SUN_PATH_MAX:
             raise RuntimeDirError(

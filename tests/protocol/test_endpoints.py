@@ -63,5 +63,5 @@ def test_a_too_long_runtime_dir_is_a_clear_error(
 ) -> None:
     monkeypatch.setenv("SPECRUN_RUNTIME_DIR", str(tmp_path / ("r" * 120)))
     with pytest.raises(RuntimeDirError, match=r"too long for a socket path.*SPECRUN_RUNTIME_DIR"):
-        Endpoints.for_project(tmp_path)
+        Endpoints.for_project(tmp_path / "project")  # the runtime directory is outside it
     assert not (tmp_path / ("r" * 120)).exists()

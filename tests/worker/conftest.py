@@ -30,6 +30,7 @@ from protocol.wire.work import (
     WorkerEvent,
 )
 from tests.support import shared_sandbox_helper
+from tests.worker import tool_calls
 from worker.tools import TOOL_SPECS
 from worker.tools.rg import rg_binary
 
@@ -219,14 +220,15 @@ def harness(spec_project: Path) -> Iterator[Any]:
 
 
 @pytest.fixture(params=["rg", "python"])
-def search_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+def search_engine(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> str:
     """The file search's engine for a test: ripgrep choosing the files, or the pure-Python
-    walk (a module that reads files through the tools runs every test with both)."""
+    walk (a module that reads files through the tools runs every test with both; the tools
+    are called through ``tool_calls``, which gives the walk ``use_ripgrep=False``)."""
     if request.param == "rg":
-        assert rg_binary() is not None, "the ripgrep dependency is not installed"
-        monkeypatch.delenv("SPECRUN_SEARCH", raising=False)
-    else:
-        monkeypatch.setenv("SPECRUN_SEARCH", "python")
+        assert rg_binary(tmp_path) is not None, "the ripgrep dependency is not installed"
+    monkeypatch.setattr(tool_calls, "SEARCH_ENGINE", str(request.param))
     return str(request.param)
 
 

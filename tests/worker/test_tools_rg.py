@@ -22,9 +22,8 @@ from worker.tools.tree import TreeView
 
 
 @pytest.fixture(autouse=True)
-def _rg_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("SPECRUN_SEARCH", raising=False)
-    assert rg_binary() is not None, "the ripgrep dependency is not installed"
+def _rg_allowed(tmp_path: Path) -> None:
+    assert rg_binary(tmp_path) is not None, "the ripgrep dependency is not installed"
 
 
 def _both(ctx: ToolContext, tool: str, **args: str) -> str:
@@ -362,7 +361,7 @@ def _find_links(root: Path, where: str, max_depth: int | None, name: str | None)
     """What the ``find`` a search starts beside rg prints, for a listing (no size cap)."""
     from worker.tools.rg import _find_argv, _find_binary, _ignored_dir_names
 
-    finder = _find_binary()
+    finder = _find_binary(root)
     assert finder is not None
     argv = _find_argv(finder, where, None, max_depth, name, _ignored_dir_names(root))
     out = subprocess.run(argv, cwd=root, capture_output=True, check=False).stdout

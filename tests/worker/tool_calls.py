@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,14 @@ from typing import Any
 from protocol.wire.chat import ToolCall, ToolResult
 from worker.tools import ToolContext, execute
 
+# Which engine picks the files a search tool reads: "rg", or "python" for the pure-Python
+# walk (the ``search_engine`` fixture sets it; a context's ``use_ripgrep`` is the seam).
+SEARCH_ENGINE = "rg"
+
 
 def call(ctx: ToolContext, name: str, **args: Any) -> ToolResult:
+    if SEARCH_ENGINE == "python" and ctx.use_ripgrep:
+        ctx = dataclasses.replace(ctx, use_ripgrep=False)
     return asyncio.run(execute(ToolCall("c1", name, json.dumps(args)), ctx))
 
 

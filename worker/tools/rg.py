@@ -22,8 +22,11 @@ as the walk) are merged in at their place in the order.
 ``None`` means "use the walk": no runnable rg binary, a pattern rg would read differently from
 Python (or cannot compile), ignore rules rg would see differently (a ``.gitignore`` written in
 the overlay, ignore files above a project that is not a git repository, a directory outside the
-project), or rg failing. ``SPECRUN_SEARCH=python`` in the environment (or ``use_ripgrep=False`` in
-the tool context) always uses the walk.
+project), or rg failing. ``use_ripgrep=False`` in the tool context always uses the walk.
+
+The rg and ``find`` programs run unconfined, so one named by ``SPECRUN_RG`` or found on
+``PATH`` is run only if ``protocol.rules.programs`` allows it for the project: never a file
+inside the project (a cloned repository's ``.envrc`` can set both variables).
 
 Known difference, where rg follows git and the walk (pathspec) does not: a negated pattern
 naming a directory (``!keep``) re-includes, for pathspec, files below an excluded directory
@@ -37,9 +40,9 @@ or an over-size file inside it goes unnamed.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import re
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -48,6 +51,7 @@ from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from protocol.rules import programs
 from worker.tools.tree import SKIPPED_DIRS, IgnoreRules, Node, TreeView
 
 __all__ = [
@@ -60,29 +64,38 @@ __all__ = [
     "start_search",
 ]
 
+log = logging.getLogger("specrun.worker.search")
+
 _EXE = "rg.exe" if sys.platform == "win32" else "rg"
 _TYPE = "specrunsel"
 
 
-def _candidates() -> Iterable[str]:
+def _candidates(project: Path) -> Iterable[str]:
+    """Where rg may be, first to last, each allowed for ``project``. The interpreter's own
+    directories are as trusted as the interpreter that runs this (the ``ripgrep`` wheel
+    installs rg there, in a virtual environment that may well be inside the project); a
+    file named by ``SPECRUN_RG`` or found on ``PATH`` must pass ``programs.refusal``."""
     env = os.environ.get("SPECRUN_RG")
     if env:
-        yield env
+        why = programs.refusal(env, project)
+        if why is None:
+            yield env
+        else:
+            log.warning("SPECRUN_RG is not used: %s", why)
     yield os.path.join(os.path.dirname(sys.executable), _EXE)
     scripts = sysconfig.get_path("scripts")
     if scripts:
         yield os.path.join(scripts, _EXE)
-    found = shutil.which(_EXE)
-    if found:
-        yield found
+    yield from programs.on_path(_EXE, project)
 
 
 @functools.cache
-def rg_binary() -> str | None:
-    """The first ripgrep 14 binary that runs: ``$SPECRUN_RG``, next to the interpreter (the
-    ``ripgrep`` wheel installs it there), the interpreter's scripts directory, ``PATH``."""
+def rg_binary(project: Path) -> str | None:
+    """The first ripgrep 14 binary that runs, of those ``_candidates`` allows for
+    ``project``: ``$SPECRUN_RG``, next to the interpreter, the interpreter's scripts
+    directory, ``PATH``."""
     seen: set[str] = set()
-    for path in _candidates():
+    for path in _candidates(project):
         if path in seen or not os.path.isfile(path):
             continue
         seen.add(path)
@@ -351,8 +364,9 @@ def _cores() -> int:
 
 
 @functools.cache
-def _find_binary() -> str | None:
-    return shutil.which("find")
+def _find_binary(project: Path) -> str | None:
+    """The first ``find`` on ``PATH`` that may be run for ``project``."""
+    return programs.which("find", project)
 
 
 _MAX_FIND_NAMES = 32
@@ -763,10 +777,8 @@ def start_search(
     """rg and ``find`` started on directory ``start`` (see :func:`find_files` for the
     arguments), or ``None`` when rg cannot stand in for the walk (see the module's
     docstring). Close the search (a ``with`` block) if it is not read to its end."""
-    if os.environ.get("SPECRUN_SEARCH") == "python":
-        return None
-    binary, finder = rg_binary(), _find_binary()
     root = view.root
+    binary, finder = rg_binary(root), _find_binary(root)
     if binary is None or finder is None or not start.path.is_relative_to(root):
         return None
     overlay = view.overlay_files()

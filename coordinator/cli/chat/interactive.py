@@ -647,21 +647,7 @@ def _chat(project: Path, cli: click.Group, enter_accepts: bool,
     poller = Poller(project, state, on_change=lambda: session.app.invalidate(),
                     presence=presence, wake=wake)
 
-    def key_pressed(processor: KeyProcessor) -> None:
-        # After each key read: one that only starts a longer sequence (ESC of a focus
-        # report, say) waits for the binding it leads to; a focus report is no keystroke.
-        if processor.key_buffer or presence.was_focus_report():
-            return
-        presence.key_pressed()
-        poller.wake.set()  # an away chat is present again at once
-
-    session.app.key_processor.after_key_press += key_pressed
-
-    def typed(buffer: Buffer) -> None:
-        if state.set_typed(buffer.text):
-            poller.wake.set()
-
-    session.default_buffer.on_text_changed += typed
+    _follow_keys(session, state, presence, poller)
     try:
         client = ServiceClient(project, timeout_s=30.0)
     except ServiceNotRunning as exc:
@@ -726,6 +712,28 @@ def _chat(project: Path, cli: click.Group, enter_accepts: bool,
         poller.join(timeout=3)
         watch.join(timeout=3)
         client.close()
+
+
+def _follow_keys(session: PromptSession[object], state: SuggestionState,
+                 presence: PresenceTracker, poller: Poller) -> None:
+    """What the chat learns from each key: that the person is here, and what they typed
+    (the poller asks the service at once when either changes)."""
+
+    def key_pressed(processor: KeyProcessor) -> None:
+        # After each key read: one that only starts a longer sequence (ESC of a focus
+        # report, say) waits for the binding it leads to; a focus report is no keystroke.
+        if processor.key_buffer or presence.was_focus_report():
+            return
+        presence.key_pressed()
+        poller.wake.set()  # an away chat is present again at once
+
+    session.app.key_processor.after_key_press += key_pressed
+
+    def typed(buffer: Buffer) -> None:
+        if state.set_typed(buffer.text):
+            poller.wake.set()
+
+    session.default_buffer.on_text_changed += typed
 
 
 def _say_what_keeps_running(state: SuggestionState, watch: ServiceWatch) -> None:

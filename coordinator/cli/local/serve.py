@@ -3,7 +3,6 @@ that imports the service side (``start`` runs this command in a background proce
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import click
@@ -42,7 +41,7 @@ def run_service(
     from coordinator.settings import endpoint_problem
 
     logging.basicConfig(
-        level=logging.DEBUG if obj.debug or os.environ.get("SPECRUN_DEBUG") else logging.INFO,
+        level=logging.DEBUG if obj.debug else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     settings = obj.settings(flags)

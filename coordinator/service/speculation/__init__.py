@@ -17,11 +17,11 @@ This package's names below are its seam: the rest of the service imports only th
 (``tests/test_package_graph.py`` holds it).
 """
 
-from coordinator.service.speculation.accept_record import settle_pending
 from coordinator.service.speculation.acceptor import AcceptCancelled, AcceptFallback, Debounced
 from coordinator.service.speculation.context import ForkSource
 from coordinator.service.speculation.cost import Budget, CostLedger
 from coordinator.service.speculation.manager import SpeculationManager
+from coordinator.service.speculation.pending_accept import settle_pending
 from coordinator.service.speculation.preview import preview_files
 from coordinator.service.speculation.record import AbortCause, Speculation
 from coordinator.service.speculation.runner import SpeculationWorkers

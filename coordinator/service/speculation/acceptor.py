@@ -3,7 +3,7 @@ the main chat its messages, then offer its pipelined suggestion (Tab-Tab-Tab).
 
 The files go first (all or nothing), then the history, so a failed apply leaves neither;
 a small pending record written before the files settles a crash between the two at the
-next start (``accept_record``). The overlay goes in every case.
+next start (``pending_accept``). The overlay goes in every case.
 """
 
 from __future__ import annotations
@@ -14,7 +14,14 @@ import time
 
 import overlay
 from coordinator.service.emitter import Emitter
-from coordinator.service.speculation.accept_record import (
+from coordinator.service.speculation.applied_set import (
+    AppliedSet,
+    RefusedReport,
+    SpeculationFiles,
+    held_summary,
+)
+from coordinator.service.speculation.context import Offer, SpeculationContext, SpeculationPart
+from coordinator.service.speculation.pending_accept import (
     GONE,
     LINK_MARK,
     PendingAccept,
@@ -22,13 +29,6 @@ from coordinator.service.speculation.accept_record import (
     digest,
     write_pending,
 )
-from coordinator.service.speculation.applied_set import (
-    AppliedSet,
-    RefusedReport,
-    SpeculationFiles,
-    held_summary,
-)
-from coordinator.service.speculation.context import Offer, SpeculationContext
 from coordinator.service.speculation.record import Speculation
 from coordinator.service.speculation.runner import SpeculationRunner
 from coordinator.service.speculation.suggestion import BranchRun, Suggestion
@@ -57,19 +57,14 @@ class AcceptCancelled(Exception):
     nothing runs, as a cancelled turn."""
 
 
-class Acceptor:
+class Acceptor(SpeculationPart):
     """Takes a branch of the shown suggestion and turns its completed speculation into
     the main chat's turn, or raises why the prompt must run as a normal turn instead."""
 
     def __init__(
         self, context: SpeculationContext, runner: SpeculationRunner, offer: Offer
     ) -> None:
-        self.context = context
-        self.project_root = context.project_root
-        self.settings = context.settings
-        self.chat = context.chat
-        self.stats = context.stats
-        self.shown = context.shown
+        super().__init__(context)
         self.runner = runner
         self.offer = offer
         self.accepting: Speculation | None = None  # being accepted right now

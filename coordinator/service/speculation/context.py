@@ -97,3 +97,32 @@ class SpeculationContext:
     shown: ShownSuggestion = field(default_factory=ShownSuggestion)
     background: Background = field(default_factory=Background)
     viewers: Viewers = field(default_factory=Viewers)  # the chats, and whether anyone looks
+
+
+class SpeculationPart:
+    """A part of the speculation core that reads the shared context's members by name
+    (``self.settings``, ``self.chat``, ...) instead of copying each into an attribute of
+    its own, the same lines in every part."""
+
+    def __init__(self, context: SpeculationContext) -> None:
+        self.context = context
+
+    @property
+    def project_root(self) -> Path:
+        return self.context.project_root
+
+    @property
+    def settings(self) -> Settings:
+        return self.context.settings
+
+    @property
+    def chat(self) -> ForkSource:
+        return self.context.chat
+
+    @property
+    def stats(self) -> Stats:
+        return self.context.stats
+
+    @property
+    def shown(self) -> ShownSuggestion:
+        return self.context.shown

@@ -19,10 +19,11 @@ fsmonitor, hooks, pager or prompts; its output is only ever compared with the pa
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
+
+from protocol.rules import programs
 
 CHECK_TIMEOUT_S = 10.0
 _HARDENED_ENV = {
@@ -42,7 +43,7 @@ _HARDENED_OPTIONS = (
 def git_ignored(root: str | os.PathLike[str], paths: Iterable[str]) -> frozenset[str]:
     """The subset of ``paths`` (project-relative posix paths) that git ignores in ``root``."""
     wanted = [p for p in paths if p and "\0" not in p]
-    git = shutil.which("git")
+    git = programs.which("git", Path(root))
     if not wanted or git is None:
         return frozenset()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}

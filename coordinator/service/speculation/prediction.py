@@ -18,7 +18,7 @@ from typing import get_args
 
 import msgspec
 
-from coordinator.service.speculation.context import Offer, SpeculationContext
+from coordinator.service.speculation.context import Offer, SpeculationContext, SpeculationPart
 from coordinator.service.speculation.suggestion import SUGGESTION_DELAY_MS
 from protocol.model import ChatRequest, ChatResult, ModelClient, ModelError
 from protocol.prompts.prediction import (
@@ -110,14 +110,12 @@ def _first_reason(dropped: list[tuple[str, str]]) -> SuppressReason:
     return "empty"
 
 
-class Predictor:
+class Predictor(SpeculationPart):
     """Asks the fast model after each completed turn and hands what it predicts to
     ``offer``; a suggestion still on its way when the person moves on is cancelled."""
 
     def __init__(self, context: SpeculationContext, model: ModelClient, offer: Offer) -> None:
-        self.context = context
-        self.settings = context.settings
-        self.chat = context.chat
+        super().__init__(context)
         self.model = model
         self.offer = offer
         self._generation: asyncio.Task[object] | None = None

@@ -14,6 +14,7 @@ import os
 import stat as stat_mode
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from coordinator.service.speculation.applied_set import RefusedReport, SpeculationFiles
 from coordinator.service.speculation.text_diff import unified_diff
@@ -145,7 +146,7 @@ def file_diff(root: str, overlay_dir: str, change: FileChange, *, stat: bool,
     a = "/dev/null" if change.status == "created" else f"a/{change.path}"
     b = "/dev/null" if change.status == "deleted" else f"b/{change.path}"
     until = deadline if deadline is not None else time.monotonic() + DIFF_BUDGET_S
-    text = unified_diff(before.data, after.data, a, b, until)
+    text = unified_diff(before.data, after.data, a, b, until, project=Path(root))
     if text is None:
         return _unshown(change, after)
     lines = text.splitlines()[2:]

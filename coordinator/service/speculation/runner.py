@@ -25,7 +25,7 @@ from coordinator.service.pool import (
     tree_cpu_seconds,
 )
 from coordinator.service.ports import WorkerJobs
-from coordinator.service.speculation.context import SpeculationContext
+from coordinator.service.speculation.context import SpeculationContext, SpeculationPart
 from coordinator.service.speculation.preflush import Preflush
 from coordinator.service.speculation.record import AbortCause, Speculation
 from coordinator.service.speculation.suggestion import BranchRun
@@ -72,7 +72,7 @@ class SpeculationWorkers(WorkerJobs, Protocol):
     def mark_stopping(self, handle: WorkerHandle) -> None: ...
 
 
-class SpeculationRunner:
+class SpeculationRunner(SpeculationPart):
     """Runs speculations on pool workers (``SpeculationWorkers``), forked from the main chat
     (the context's ``ForkSource``), against the model endpoint at ``base_url``. A
     speculation that stops running is seen by whoever waits on its ``finished``."""
@@ -80,11 +80,7 @@ class SpeculationRunner:
     def __init__(
         self, context: SpeculationContext, workers: SpeculationWorkers, *, base_url: str
     ) -> None:
-        self.context = context
-        self.project_root = context.project_root
-        self.settings = context.settings
-        self.chat = context.chat
-        self.stats = context.stats
+        super().__init__(context)
         self.workers = workers
         self.base_url = base_url
         self.preflush = Preflush(context.background)

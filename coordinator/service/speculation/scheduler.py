@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from coordinator.service.speculation.context import SpeculationContext
+from coordinator.service.speculation.context import SpeculationContext, SpeculationPart
 from coordinator.service.speculation.record import Speculation
 from coordinator.service.speculation.runner import SpeculationRunner
 from coordinator.service.speculation.suggestion import BranchRun, Suggestion
@@ -68,14 +68,11 @@ def branch_decision(room: BranchRoom, branches: int) -> BranchDecision:
     return "start"
 
 
-class BranchScheduler:
+class BranchScheduler(SpeculationPart):
     """Starts the shown suggestion's branches on the ``runner`` as the rules above allow."""
 
     def __init__(self, context: SpeculationContext, runner: SpeculationRunner, cpus: int) -> None:
-        self.context = context
-        self.settings = context.settings
-        self.stats = context.stats
-        self.shown = context.shown
+        super().__init__(context)
         self.runner = runner
         self.cpus = cpus
         self._lock = asyncio.Lock()  # one pass over the waiting branches at a time

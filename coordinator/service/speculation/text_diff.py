@@ -13,22 +13,26 @@ from __future__ import annotations
 
 import difflib
 import os
-import shutil
 import subprocess
 import tempfile
 import time
+from pathlib import Path
+
+from protocol.rules import programs
 
 #: Without git, difflib is used only below this many line pairs (its cost is their product).
 DIFFLIB_MAX_PAIRS = 4_000_000
 
 
 def unified_diff(old: bytes, new: bytes, a_name: str, b_name: str,
-                 deadline: float) -> str | None:
+                 deadline: float, *, project: Path) -> str | None:
     """The unified diff (with ``--- a_name``/``+++ b_name`` headers, '' when equal), or
-    None when it could not be computed before ``deadline`` (``time.monotonic``)."""
+    None when it could not be computed before ``deadline`` (``time.monotonic``). The git
+    it runs is one ``protocol.rules.programs`` allows for ``project`` (never the
+    project's own, whatever ``PATH`` says)."""
     if old == new:
         return ""
-    git = shutil.which("git")
+    git = programs.which("git", project)
     body = _git_diff(git, old, new, deadline) if git else _difflib_diff(old, new)
     if body is None:
         return None

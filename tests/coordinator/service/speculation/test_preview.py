@@ -120,7 +120,9 @@ def test_a_diff_past_its_deadline_names_the_file_and_stops(tmp_path: Path) -> No
                      deadline=time.monotonic() - 1)
     assert late.too_large and late.diff == ""
     assert (late.size, late.sha256) == (len(new), hashlib.sha256(new).hexdigest())
-    assert unified_diff(b"a\n", b"b\n", "a/x", "b/x", time.monotonic() + 0.000001) is None
+    assert unified_diff(b"a\n", b"b\n", "a/x", "b/x", time.monotonic() + 0.000001,
+                        project=Path("/nonexistent")) is None
     assert not [p for p in psutil.Process().children(recursive=True) if p.name() == "git"]
-    assert unified_diff(b"a\n", b"b\n", "a/x", "b/x", time.monotonic() + 10) == (
+    assert unified_diff(b"a\n", b"b\n", "a/x", "b/x", time.monotonic() + 10,
+                        project=Path("/nonexistent")) == (
         "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")

@@ -26,7 +26,7 @@ from coordinator.service.speculation import (
     Speculation,
     SpeculationManager,
 )
-from coordinator.service.speculation.accept_record import record_path
+from coordinator.service.speculation.pending_accept import record_path
 from coordinator.settings import Settings
 from protocol.wire.approval import ApprovalMode
 from protocol.wire.chat import Message, ToolCall, ToolResult, Usage

@@ -16,7 +16,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
@@ -25,6 +24,7 @@ import msgspec
 
 from coordinator.durable import atomic_write
 from coordinator.user_state import pending_accept_path
+from overlay.fingerprint import hash_regular_file
 from protocol.rules.protected import path_problem
 from protocol.wire.chat import Message
 
@@ -75,20 +75,6 @@ def _applied_file(project_root: Path, rel: str) -> Path | None:
     return Path(root, rel)
 
 
-def _regular_digest(path: Path) -> str:
-    """The digest of a regular file, opened without following a last link."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        sha = hashlib.sha256()
-        while chunk := os.read(fd, 1 << 20):
-            sha.update(chunk)
-        return sha.hexdigest()
-    finally:
-        os.close(fd)
-
-
 class ChatHistory(Protocol):
     """The main chat's history as the settling of an accept reads and extends it (the
     chat's ``HistoryStore``; named here so this part never imports the chat, above it)."""
@@ -127,9 +113,10 @@ def settle_pending(project_root: Path, history: ChatHistory) -> str | None:
                 applied = False
         else:
             try:
-                applied = applied and _regular_digest(target) == sha
+                found = hash_regular_file(str(target))  # never through a last link
             except OSError:
-                applied = False
+                found = None
+            applied = applied and found is not None and found[1] == sha
     outcome = "files were not applied; nothing to add"
     if applied:
         loaded = history.load()

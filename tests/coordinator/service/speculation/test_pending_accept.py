@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 from coordinator.service.chat.history import HistoryStore
-from coordinator.service.speculation.accept_record import (
+from coordinator.service.speculation.pending_accept import (
     GONE,
     PendingAccept,
     record_path,
