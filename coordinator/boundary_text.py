@@ -54,6 +54,34 @@ def _split(detail: str) -> tuple[str, str]:
     return tool.strip(), message.strip()
 
 
+# What a boundary's code stands for, in a few words (`specrun stats` counts them by code;
+# the codes stay in --json).
+_KINDS = {
+    "shell": "shell command",
+    "write_tool_no_auto": "file write (approval mode)",
+    "denied_tool": "denied tool",
+    "unknown_tool": "unknown tool",
+    "git_config": "git configuration",
+    "read_outside_project": "read outside the project",
+    "read_private": "read of specrun's own state",
+    "protected_path": "protected path",
+    "runs_later": "file that runs later",
+    "bad_path": "unsafe file name",
+    "path_rewrite_failed": "path not redirected",
+    "gate_error": "safety check undecided",
+    "limit": "resource limit",
+    "quota": "overlay quota",
+    "toolchain_missing": "toolchain out of sight",
+    "sandbox_unavailable": "sandbox layer missing",
+}
+
+
+def boundary_kind(code: str) -> str:
+    """A boundary's code in a few plain words: ``write_tool_no_auto`` -> ``file write
+    (approval mode)``; a code this does not know, with spaces for its underscores."""
+    return _KINDS.get(code, code.replace("_", " "))
+
+
 def describe_boundary(reason: BoundaryReason | None) -> str:
     """One sentence: which step the speculation stopped before, and why."""
     if reason is None:

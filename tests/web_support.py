@@ -82,15 +82,17 @@ class WebView:
 
 @contextmanager
 def web_view(
-    specrun: Specrun, *args: str, timeout: float = 60, ends_itself: bool = False
+    specrun: Specrun, *args: str, timeout: float = 60, ends_itself: bool = False,
+    verbose: bool = False,
 ) -> Iterator[WebView]:
     """`specrun web` for the project's running service, stopped (SIGINT) afterwards; one
     that ended by itself meanwhile fails the test with what it wrote (unless
-    ``ends_itself``: the test stops the service, and the view with it)."""
+    ``ends_itself``: the test stops the service, and the view with it). ``verbose``:
+    `specrun --verbose web`."""
     with tempfile.TemporaryFile(mode="w+") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "coordinator", "--project", str(specrun.project), "web",
-             *args],
+            [sys.executable, "-m", "coordinator", "--project", str(specrun.project),
+             *(["--verbose"] if verbose else []), "web", *args],
             env=specrun.env.vars,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -84,9 +84,12 @@ class CommandGroup(click.Group):
 @click.option("--project", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Project root (default: nearest directory with .specrun/ or .git).")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.option("--verbose", is_flag=True,
+              help="Also show internals: process ids, overlay and sandbox paths, session and "
+                   "speculation ids (in the chat, the web view and every command's output).")
 @click.version_option(package_name="specrun", prog_name="specrun")
 @click.pass_context
-def cli(ctx: click.Context, project: Path | None, debug: bool) -> None:
+def cli(ctx: click.Context, project: Path | None, debug: bool, verbose: bool) -> None:
     """specrun runs your coding agent's predicted next prompt before you accept it.
 
     \b
@@ -98,4 +101,4 @@ def cli(ctx: click.Context, project: Path | None, debug: bool) -> None:
       specrun stop
     Or interactively: `specrun chat`. A whole session to watch: `specrun demo`.
     """
-    ctx.obj = CommandContext.from_options(project, debug)
+    ctx.obj = CommandContext.from_options(project, debug, verbose)

@@ -10,6 +10,8 @@ with the refusal.
 
 from __future__ import annotations
 
+import shutil
+
 import click
 
 from coordinator.cli.turns import Decision
@@ -28,14 +30,20 @@ def question(reply: ApprovalNeeded) -> str:
     return inert(f"Allow {reply.call.name}({shown})? ({reply.reason})", multiline=False)
 
 
-def choices(reply: ApprovalNeeded) -> str:
-    """The answers on offer, in plain words, on one line."""
+def choices(reply: ApprovalNeeded, width: int | None = None) -> str:
+    """The answers on offer, in plain words: on one line when it fits the terminal's
+    ``width`` (default: the terminal's), else the yeses and the noes on a line each, so
+    that an 80-column terminal never breaks a word of them."""
     keep = ""
     if reply.rememberable:
         what = ("this command" if reply.call.name == "run_shell_command"
                 else inert(reply.call.name, multiline=False))
         keep = f" · a: yes, and allow {what} for this session"
-    return f"  y: yes, once{keep} · n: no · r: no, and tell the model why"
+    yes, no = f"  y: yes, once{keep}", "  n: no · r: no, and tell the model why"
+    if width is None:
+        width = shutil.get_terminal_size().columns
+    one_line = f"{yes} · {no.lstrip()}"
+    return one_line if len(one_line) < width else f"{yes}\n{no}"
 
 
 def _keys(reply: ApprovalNeeded) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
+from protocol.text.branch_number import branch_name
 from protocol.text.inert_text import inert, quote_name
 from protocol.wire.control import DiffReply, FileChange, FileDiff
 
@@ -195,7 +196,7 @@ def diff_text(reply: DiffReply) -> Text:
 
     out = Text("What Tab would do with ", style="bold")
     out.append(f"“{inert(reply.suggestion, multiline=False)}”", style="bold cyan")
-    out.append(f" (rank {reply.rank}; {state_phrase(reply)})")
+    out.append(f" ({branch_name(reply.rank)}; {state_phrase(reply)})")
     if reply.refused:
         out.append(f"\n  {inert(reply.refused)}", style="bold red")
         return out

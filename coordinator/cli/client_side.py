@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from coordinator.cli import render
 from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import fail_on_error
+from coordinator.commands.declaration import Retired
 
 if TYPE_CHECKING:
     from coordinator.cli.client import ServiceClient
@@ -59,7 +60,7 @@ class ClientSide:
         if self._as_json:
             render.print_json(reply)
         else:
-            render.show_reply(reply)
+            render.show_reply(reply, verbose=self.obj.verbose)
 
     def note(self, text: str) -> None:
         if not self._as_json:
@@ -87,6 +88,11 @@ def run_declared(obj: CommandContext, command: Command[Any], values: dict[str, A
     """Run ``command``'s client half with the command line's ``values`` (``as_json``
     among them); exit with its code."""
     side = ClientSide(obj, bool(values.pop("as_json", False)))
+    for param in command.params:  # an option it no longer takes: what to type instead
+        if isinstance(param, Retired):
+            used = values.pop(param.dest, None)
+            if used is not None:
+                side.usage_error(param.sentence(str(used)))
     try:
         code = command.run(side, values)
     finally:

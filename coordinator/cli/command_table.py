@@ -48,7 +48,8 @@ def _param(param: click.Parameter, context: click.Context) -> str:
 def _synopsis(path: str, command: click.Command, context: click.Context) -> str:
     if isinstance(command, click.Group):
         return f"specrun {path} {'|'.join(sorted(command.commands))}"
-    params = [_param(p, context) for p in command.params if p.name != "help"]
+    params = [_param(p, context) for p in command.params
+              if p.name != "help" and not getattr(p, "hidden", False)]
     return " ".join(["specrun", path, *params])
 
 

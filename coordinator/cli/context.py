@@ -1,4 +1,4 @@
-"""What every command gets: the project it acts on and ``--debug``."""
+"""What every command gets: the project it acts on, ``--debug`` and ``--verbose``."""
 
 from __future__ import annotations
 
@@ -31,16 +31,20 @@ def find_project_root(start: Path | None = None, home: Path | None = None) -> Pa
 
 
 class CommandContext:
-    """The project (``--project``, else found from the working directory) and ``--debug``;
-    makes the socket client and loads the settings for the commands that need them."""
+    """The project (``--project``, else found from the working directory), ``--debug``
+    and ``--verbose`` (show the internals: process ids, overlay and sandbox paths, ids
+    of sessions and speculations; left out of what a person reads by default); makes the
+    socket client and loads the settings for the commands that need them."""
 
-    def __init__(self, project: Path, debug: bool) -> None:
+    def __init__(self, project: Path, debug: bool, verbose: bool = False) -> None:
         self.project = project
         self.debug = debug
+        self.verbose = verbose
 
     @classmethod
-    def from_options(cls, project: Path | None, debug: bool) -> CommandContext:
-        return cls(project.resolve() if project else find_project_root(), debug)
+    def from_options(cls, project: Path | None, debug: bool,
+                     verbose: bool = False) -> CommandContext:
+        return cls(project.resolve() if project else find_project_root(), debug, verbose)
 
     def require_directory(self) -> None:
         """Refuse, in one sentence, a project that is not a directory (a path below a

@@ -11,10 +11,12 @@ from coordinator.cli.client_side import run_declared
 from coordinator.cli.context import CommandContext
 from coordinator.cli.errors import call_friendly
 from coordinator.cli.options import JSON_HELP
-from coordinator.commands.declaration import Argument, Command, Flag, Param
+from coordinator.commands.declaration import Argument, Command, Flag, Param, Retired
 
 
 def _click_param(param: Param) -> click.Parameter:
+    if isinstance(param, Retired):  # read only to say what to type instead
+        return click.Option([param.name, param.dest], hidden=True, default=None)
     if isinstance(param, Flag):
         return click.Option([param.name, param.dest], is_flag=True, help=param.help)
     if isinstance(param, Argument):

@@ -3,10 +3,11 @@
 A shell pays for every import on every call, and click (with its command tree) is
 the largest cost of a ``specrun status --json`` after the control socket and the codec.
 So ``main`` first asks ``light_call``: a command line made only of the group's
-``--project``/``--debug``, a declared command (``coordinator/commands``) whose parameters
-are flags and options, and that command's flags (each written out plainly) is run here,
-with the same client half its click command runs (``client_side.run_declared``) and the
-same error handling (``errors.call_friendly``); options left out take their defaults.
+``--project``/``--debug``/``--verbose``, a declared command (``coordinator/commands``)
+whose parameters are flags and options, and that command's flags (each written out
+plainly) is run here, with the same client half its click command runs
+(``client_side.run_declared``) and the same error handling (``errors.call_friendly``);
+options left out take their defaults.
 Anything else (help, ``--version``, a misspelt or unknown option, an option with a
 value, an argument, shell completion) goes to click, which gives the usual answer.
 
@@ -33,14 +34,15 @@ class LightCall:
     """A light command line, parsed. (A plain class: ``@dataclass`` would cost every
     call the time to write and compile its methods.)"""
 
-    __slots__ = ("command", "debug", "flags", "project")
+    __slots__ = ("command", "debug", "flags", "project", "verbose")
 
     def __init__(self, command: str, flags: dict[str, Any], project: Path | None,
-                 debug: bool) -> None:
+                 debug: bool, verbose: bool = False) -> None:
         self.command = command
-        self.flags = flags  # parameter name -> value, e.g. {"as_json": True, "index": None}
+        self.flags = flags  # parameter name -> value, e.g. {"as_json": True, "stat": False}
         self.project = project
         self.debug = debug
+        self.verbose = verbose
 
 
 def light_call(argv: list[str]) -> LightCall | None:
@@ -48,11 +50,13 @@ def light_call(argv: list[str]) -> LightCall | None:
     if os.environ.get(COMPLETION_VARIABLE):
         return None
     project: str | None = None
-    debug = False
+    debug = verbose = False
     rest = iter(argv)
     for arg in rest:
         if arg == "--debug":
             debug = True
+        elif arg == "--verbose":
+            verbose = True
         elif arg == "--project":
             project = next(rest, None)
             if project is None:
@@ -76,7 +80,8 @@ def light_call(argv: list[str]) -> LightCall | None:
         flags[names[arg]] = True
     if project is not None and not _plain_directory(project):
         return None
-    return LightCall(command, flags, Path(project) if project is not None else None, debug)
+    return LightCall(command, flags, Path(project) if project is not None else None, debug,
+                     verbose)
 
 
 def _declared(name: str) -> Command[Any] | None:
@@ -109,7 +114,7 @@ def run_light(call: LightCall) -> None:
         from coordinator.cli.context import CommandContext
         from coordinator.cli.errors import call_friendly
 
-        obj = CommandContext.from_options(call.project, call.debug)
+        obj = CommandContext.from_options(call.project, call.debug, call.verbose)
         command = _declared(call.command)
         assert command is not None, call.command
         call_friendly(call.debug, run_declared, obj, command, dict(call.flags))

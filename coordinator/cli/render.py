@@ -18,13 +18,14 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from coordinator.boundary_text import describe_boundary
+from coordinator.boundary_text import boundary_kind, describe_boundary
 from coordinator.cli.changes_view import append_listing, change_line
+from protocol.text.branch_number import branch_name
 from protocol.text.inert_text import find_hidden, inert, inert_json, quote_name
 from protocol.wire.control import (
     ApprovalNeeded,
@@ -457,19 +458,34 @@ def explain_model_error(message: str) -> tuple[str, str]:
 # -- status, workers, suggestion, stats ------------------------------------------------
 
 
-def workers_table(workers: Iterable[WorkerInfo]) -> Table:
+def workers_table(workers: Iterable[WorkerInfo], verbose: bool = False) -> Table:
+    """One row per worker. Its pid is what `specrun workers` is for (a process to look
+    at); the job's id and the overlay's path are internals, shown with ``--verbose``."""
     from rich.table import Table
 
     table = Table(show_edge=False, header_style="bold", box=None, pad_edge=False)
-    for col in ("pid", "state", "job", "kind", "overlay", "age", "rss", "sandbox"):
+    columns = ("pid", "state", "job", "kind", "overlay", "age", "rss", "sandbox")
+    shown = [c for c in columns if verbose or c not in ("job", "overlay")]
+    for col in shown:
         table.add_column(col)
     for w in workers:
         rss = f"{w.rss_bytes / 2**20:.1f} MiB" if w.rss_bytes else "-"
-        table.add_row(*cells(
+        row = dict(zip(columns, (
             str(w.pid), w.state, w.job_id or "-", w.job_kind or "-", w.overlay_dir or "-",
             f"{w.age_s:.1f}s", rss, w.sandbox,
-        ))
+        ), strict=True))
+        table.add_row(*cells(*(row[c] for c in shown)))
     return table
+
+
+def workers_summary(workers: Sequence[WorkerInfo]) -> str:
+    """``3 workers: 2 idle, 1 busy``: the pool at a glance, with no process ids."""
+    counts: dict[str, int] = {}
+    for w in workers:
+        counts[w.state] = counts.get(w.state, 0) + 1
+    states = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    noun = "worker" if len(workers) == 1 else "workers"
+    return f"{len(workers)} {noun}" + (f": {states}" if states else "")
 
 
 def cells(*values: str) -> list[Text]:
@@ -479,7 +495,9 @@ def cells(*values: str) -> list[Text]:
     return [Text(inert(value, multiline=False)) for value in values]
 
 
-def show_status(s: StatusReply, out: Console | None = None) -> None:
+def show_status(s: StatusReply, out: Console | None = None, verbose: bool = False) -> None:
+    """The service at a glance; its pid, the session's id and each worker's process and
+    overlay only with ``verbose`` (``specrun --verbose status``; ``--json`` has them all)."""
     from rich.text import Text
 
     out = out or _console()
@@ -488,9 +506,15 @@ def show_status(s: StatusReply, out: Console | None = None) -> None:
     line = Text.assemble(("specrun", "bold"), " serving ",
                          (inert(s.project, multiline=False), "cyan"))
     out.print(line)
-    out.print(Text(inert(f"  pid {s.pid}, up {_duration(s.uptime_s)}, session {s.session_id}")))
+    if verbose:
+        out.print(Text(inert(f"  pid {s.pid}, up {_duration(s.uptime_s)}, "
+                             f"session {s.session_id}")))
+    else:
+        out.print(Text(f"  up {_duration(s.uptime_s)}"))
+    # the embedded model's local address is an internal; a real endpoint's is not
+    endpoint = "" if s.scripted_model and not verbose else f" {s.model_endpoint}"
     line = Text.assemble("  model ", (inert(s.model, multiline=False), "bold"),
-                         inert(f" (fast: {s.fast_model}), {where} {s.model_endpoint}",
+                         inert(f" (fast: {s.fast_model}), {where}{endpoint}",
                                multiline=False))
     out.print(line)
     out.print(Text(f"  approval mode {s.approval_mode.value}, worker sandbox {s.sandbox}"))
@@ -502,8 +526,11 @@ def show_status(s: StatusReply, out: Console | None = None) -> None:
         out.print(Text(f"  {context_line(s.context)}"))
     if s.model_wait is not None:
         out.print(Text(f"  ⏳ {inert(s.model_wait.text, multiline=False)}", style="yellow"))
+    if not verbose:
+        out.print(Text(f"  {inert(workers_summary(s.workers))} (`specrun workers` lists them)"))
+        return
     out.print(Text(f"  {len(s.workers)} worker(s):"))
-    out.print(workers_table(s.workers))
+    out.print(workers_table(s.workers, verbose=True))
 
 
 def _duration(seconds: float) -> str:
@@ -560,8 +587,8 @@ def show_suggestion(reply: SuggestionReply, out: Console | None = None) -> None:
         line.append("  (not shown yet)", style="bright_black italic")
     alternatives = reply.branches[1:]
     if alternatives or (reply.branches and reply.branches[0].rank != 0):
-        # the rank `specrun accept --index` takes (typing can leave only a lower one)
-        line.append(f"  (--index {reply.branches[0].rank})", style="bright_black")
+        # the number `specrun accept --branch` takes (typing can leave only a lower one)
+        line.append(f"  ({branch_name(reply.branches[0].rank)})", style="bright_black")
     out.print(line)
     if reply.speculation is not None:
         out.print(speculation_line(reply.speculation))
@@ -569,8 +596,8 @@ def show_suggestion(reply: SuggestionReply, out: Console | None = None) -> None:
         out.print(Text(f"  {inert(_not_speculated(reply.speculation_skipped))}",
                        style="bright_black"))
     if alternatives:
-        out.print(Text(f"  {len(alternatives)} alternative{'s' if len(alternatives) != 1 else ''}"
-                       " (↓ in `specrun chat`, or `specrun accept --index N`):",
+        out.print(Text(f"  {len(alternatives)} more guess{'es' if len(alternatives) != 1 else ''}"
+                       " (↓ in `specrun chat`, or `specrun accept --branch N`):",
                        style="bright_black"))
         for branch in alternatives:
             out.print(branch_lines(branch))
@@ -580,12 +607,12 @@ _SKIPPED = {"budget": "the speculation budget is spent"}
 
 
 def branch_lines(branch: Branch, indent: str = "  ") -> Text:
-    """One alternative suggestion: its text and index, then its speculation."""
+    """One alternative suggestion: its text and branch number, then its speculation."""
     from rich.text import Text
 
     line = Text(f"{indent}❯ ", style="bold")
     line.append(inert(branch.text, multiline=False), style="bright_black")
-    line.append(f"  (--index {branch.rank})", style="bright_black")
+    line.append(f"  ({branch_name(branch.rank)})", style="bright_black")
     if branch.speculation is not None:
         line.append("\n")
         line.append_text(speculation_line(branch.speculation, indent + "  "))
@@ -615,9 +642,9 @@ def show_stats(r: StatsReply, out: Console | None = None) -> None:
     accepted = f"{r.suggestions_accepted}" + (f" ({by_method})" if by_method else "")
     row("  accepted", accepted)
     if r.accepted_by_rank and set(r.accepted_by_rank) != {0}:
-        # Only once an alternative (``speculationBranches``) was taken: rank 0 is the top guess.
-        row("    by rank", ", ".join(f"{_rank_name(rank)} {n}" for rank, n
-                                                 in sorted(r.accepted_by_rank.items())))
+        # Only once an alternative (``speculationBranches``) was taken: branch 1 is the top guess.
+        row("    by branch", ", ".join(f"{_rank_name(rank)}: {n}" for rank, n
+                                         in sorted(r.accepted_by_rank.items())))
     typing = {k: v for k, v in r.accepted_by_typing.items() if v}
     if typing:
         row("    while typing", ", ".join(
@@ -630,7 +657,8 @@ def show_stats(r: StatsReply, out: Console | None = None) -> None:
         row("    made on return", str(r.suggestions_made_on_return))
     row("speculations completed", str(r.speculations_completed))
     row("  stopped at a boundary", _by_reason(r.speculations_boundary.total,
-                                                        r.speculations_boundary.by_reason))
+                                              r.speculations_boundary.by_reason,
+                                              boundary_kind))
     row("  aborted", str(r.speculations_aborted))
     row("  failed", str(r.speculations_failed))
     row(
@@ -653,7 +681,7 @@ def show_stats(r: StatsReply, out: Console | None = None) -> None:
     cost = r.branch_cost
     if len(cost.by_rank) > 1 or set(cost.by_rank) - {0}:
         # What each rank of alternative spent, and what the branches thrown away cost.
-        spent = [f"{_rank_name(rank)} {_spend(s)}" for rank, s in sorted(cost.by_rank.items())]
+        spent = [f"{_rank_name(rank)}: {_spend(s)}" for rank, s in sorted(cost.by_rank.items())]
         row("speculation branches", "; ".join(spent))
         row("  thrown away", _spend(cost.discarded))
     if r.speculation_budget is not None:
@@ -679,33 +707,36 @@ _TYPING = {"prefix_kept": "typed its beginning first", "exact_match": "typed in 
 
 
 def _rank_name(rank: int) -> str:
-    """A branch's rank as a person counts: the top guess, then the 2nd, 3rd…"""
-    if rank == 0:
-        return "top"
-    ordinal = {1: "2nd", 2: "3rd"}.get(rank, f"{rank + 1}th")
-    return f"{ordinal} (--index {rank})"
+    """A branch as a person counts them (``protocol.text.branch_number``): branch 1 is
+    the top guess."""
+    return branch_name(rank) + (" (top)" if rank == 0 else "")
 
 
 def _spend(spend: BranchSpend) -> str:
     return f"{spend.tokens:,} tokens, {spend.cpu_s:.2f} s CPU"
 
 
-def _by_reason(total: int, by_reason: dict[str, int]) -> str:
+def _by_reason(total: int, by_reason: dict[str, int],
+               words: Callable[[str], str] | None = None) -> str:
+    """``3 (shell command 2, cold cache 1)``: each reason's code in words (``--json``
+    keeps the codes)."""
     if not by_reason:
         return str(total)
-    return f"{total} (" + ", ".join(f"{k} {v}" for k, v in sorted(by_reason.items())) + ")"
+    name = words or (lambda code: code.replace("_", " "))
+    return f"{total} (" + ", ".join(f"{name(k)} {v}" for k, v in sorted(by_reason.items())) + ")"
 
 
-def show_reply(reply: ControlReply) -> None:
-    """A command's final reply, drawn for a person."""
+def show_reply(reply: ControlReply, verbose: bool = False) -> None:
+    """A command's final reply, drawn for a person (``verbose``: with the internals,
+    ``specrun --verbose``)."""
     from rich.text import Text
 
     from protocol.wire.control import DiffReply, OkReply, UndoReply, WorkersReply
 
     if isinstance(reply, StatusReply):
-        show_status(reply)
+        show_status(reply, verbose=verbose)
     elif isinstance(reply, WorkersReply):
-        _console().print(workers_table(reply.workers))
+        _console().print(workers_table(reply.workers, verbose=verbose))
     elif isinstance(reply, SuggestionReply):
         show_suggestion(reply)
     elif isinstance(reply, StatsReply):

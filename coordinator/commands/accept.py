@@ -5,7 +5,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from coordinator.commands.declaration import Args, Command, Option
+from coordinator.commands.declaration import Args, Command, Option, Retired
+from protocol.text.branch_number import (
+    RETIRED_OPTION,
+    below_one_sentence,
+    rank_of,
+    retired_index_sentence,
+)
 from protocol.wire.control import AcceptRequest, ErrorReply, TurnEnded
 
 if TYPE_CHECKING:
@@ -30,7 +36,12 @@ def run(client: Client, args: Args) -> int:
     """The accept streams like a turn: the transcript, then how it ended. On a terminal a
     speculation stopped at a boundary runs as a turn that asks, as `ask` does."""
     confirm = client.can_confirm
-    return client.turn(AcceptRequest(req_id=client.next_id(), method="cli", index=args["index"],
+    branch = args["branch"]
+    wrong = below_one_sentence(branch) if branch is not None else None
+    if wrong is not None:
+        client.usage_error(wrong)
+    index = rank_of(branch) if branch is not None else None
+    return client.turn(AcceptRequest(req_id=client.next_id(), method="cli", index=index,
                                      can_confirm=confirm,
                                      client_pid=os.getpid() if confirm else None))
 
@@ -41,9 +52,10 @@ COMMAND = Command(
     reply=TurnEnded,
     serve=serve,
     run=run,
-    params=(Option("--index", "Take the alternative of this rank (see `specrun suggestion`); "
-                              "the others' speculations are killed. Default: the best-ranked "
-                              "one still live.", kind=int, minimum=0, metavar="N"),),
+    params=(Option("--branch", "Take branch N, as `specrun suggestion` numbers them (1 is "
+                               "the top guess); the others' speculations are killed. "
+                               "Default: the best one still live.", kind=int, metavar="N"),
+            Retired(RETIRED_OPTION, retired_index_sentence)),
     help="""Accept the current suggestion (Tab): apply its speculation at once.
 
     A speculation that is still running or stopped at a boundary is aborted and the
@@ -52,6 +64,6 @@ COMMAND = Command(
     \b
     Example:
       specrun accept
-      specrun accept --index 1
+      specrun accept --branch 2
     """,
 )

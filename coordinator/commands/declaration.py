@@ -78,7 +78,20 @@ class Argument:
         self.required = required
 
 
-Param = Flag | Option | Argument
+class Retired:
+    """An option a command no longer takes, kept so that an old command line gets one
+    sentence instead of click's "no such option": ``sentence(value)`` says what to type
+    now. Hidden from help and the command table; a command's client half never sees it."""
+
+    __slots__ = ("dest", "name", "sentence")
+
+    def __init__(self, name: str, sentence: Callable[[str], str]) -> None:
+        self.name = name
+        self.sentence = sentence
+        self.dest = "retired_" + name.lstrip("-").replace("-", "_")
+
+
+Param = Flag | Option | Argument | Retired
 
 
 class Command(Generic[Req]):
@@ -118,7 +131,7 @@ class Command(Generic[Req]):
         """``--flag`` -> its parameter, for a command with no positional argument (its
         command line, when it holds only these flags, runs without click: ``cli/light.py``);
         None for a command with one."""
-        if not all(isinstance(p, Flag | Option) for p in self.params):
+        if not all(isinstance(p, Flag | Option | Retired) for p in self.params):
             return None
         return {p.name: p.dest for p in self.params if isinstance(p, Flag)}
 
@@ -126,6 +139,9 @@ class Command(Generic[Req]):
         """Every parameter's value when the command line does not give it."""
         values: dict[str, Any] = {}
         for p in self.params:
+            if isinstance(p, Retired):
+                values[p.dest] = None
+                continue
             values[p.dest] = False if isinstance(p, Flag) else (
                 p.default if isinstance(p, Option) else None)
         return values

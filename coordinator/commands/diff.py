@@ -4,17 +4,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from coordinator.commands.declaration import Command, Flag, Option
+from coordinator.commands.declaration import Args, Command, Flag, Option, Retired
+from protocol.text.branch_number import (
+    RETIRED_OPTION,
+    below_one_sentence,
+    branch_name,
+    rank_of,
+    retired_index_sentence,
+)
 from protocol.wire.control import DiffReply, DiffRequest, ErrorReply
 
 if TYPE_CHECKING:
-    from coordinator.commands.seam import Service
+    from coordinator.commands.seam import Client, Service
 
 
 async def serve(service: Service, identity: bytes, req: DiffRequest) -> None:
     reply = await service.diff_reply(req.req_id, req.index, req.stat)
     if reply is None:
-        which = "the suggestion" if req.index is None else f"the suggestion ranked {req.index}"
+        which = "the suggestion" if req.index is None else branch_name(req.index)
         await service.send(identity, ErrorReply(
             req.req_id, "not_found",
             f"There is no speculation of {which} right now; `specrun suggestion` shows what "
@@ -23,15 +30,27 @@ async def serve(service: Service, identity: bytes, req: DiffRequest) -> None:
     await service.send(identity, reply)
 
 
+def run(client: Client, args: Args) -> None:
+    branch = args["branch"]
+    wrong = below_one_sentence(branch) if branch is not None else None
+    if wrong is not None:
+        client.usage_error(wrong)
+    client.show(client.request(DiffRequest(
+        req_id=client.next_id(), index=rank_of(branch) if branch is not None else None,
+        stat=bool(args["stat"]))))
+
+
 COMMAND = Command(
     "diff",
     request=DiffRequest,
     reply=DiffReply,
     serve=serve,
+    run=run,
     params=(
-        Option("--index", "The alternative of this rank (see `specrun suggestion`). Default: "
-                          "the best-ranked one still live.", kind=int, minimum=0, metavar="N"),
+        Option("--branch", "Branch N, as `specrun suggestion` numbers them (1 is the top "
+                           "guess). Default: the best one still live.", kind=int, metavar="N"),
         Flag("--stat", "One line per file with its counts, no diff."),
+        Retired(RETIRED_OPTION, retired_index_sentence),
     ),
     help="""Show what Tab would do now: each file created, modified, deleted or changed in
     mode, with its diff against the project.
@@ -44,6 +63,6 @@ COMMAND = Command(
     \b
     Example:
       specrun diff
-      specrun diff --stat --index 1
+      specrun diff --stat --branch 2
     """,
 )

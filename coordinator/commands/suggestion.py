@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from coordinator.commands.declaration import Args, Command, Flag, Option
+from coordinator.commands.declaration import Args, Command, Flag, Option, Retired
+from protocol.text.branch_number import (
+    RETIRED_OPTION,
+    below_one_sentence,
+    rank_of,
+    retired_index_sentence,
+)
 from protocol.wire.control import (
     ControlReply,
     SuggestionReply,
@@ -29,9 +35,12 @@ def run(client: Client, args: Args) -> None:
     """``--typed``: first tell the service that this much of a prompt is typed (the
     chat's keystrokes): branches it still leads to are kept, the others killed, and the
     answer shows what is left. ``--transcript``: also show the speculation so far of the
-    branch of rank ``--index``; ``--full``: with each tool result whole."""
+    branch ``--branch`` (1 the top); ``--full``: with each tool result whole."""
     wait, settled, full = bool(args["wait"]), bool(args["settled"]), bool(args["full"])
-    rank = args["index"] if args["transcript"] or full else None
+    wrong = below_one_sentence(args["branch"])
+    if wrong is not None:
+        client.usage_error(wrong)
+    rank = rank_of(args["branch"]) if args["transcript"] or full else None
     reply: ControlReply | None = None
     if args["typed"] is not None:
         reply = client.request(TypedRequest(req_id=client.next_id(), text=args["typed"]))
@@ -73,17 +82,19 @@ COMMAND = Command(
                           "it still leads to keep their speculation, the others are killed.",
                metavar="TEXT"),
         Flag("--transcript", "Also show the speculation so far: the model's text, its tool "
-                             "calls and their results (of the alternative --index N)."),
-        Option("--index", "With --transcript: the alternative of this rank (default 0, the "
-                          "top).", kind=int, minimum=0, default=0, metavar="N"),
+                             "calls and their results (of branch --branch N)."),
+        Option("--branch", "With --transcript: branch N (default 1, the top guess).",
+               kind=int, default=1, metavar="N"),
         Flag("--full", "The transcript (--transcript) with each tool result whole, as the "
                        "model got it (within the command's output limit), not cut to 500 "
                        "characters."),
+        Retired(RETIRED_OPTION, retired_index_sentence),
     ),
     help="""Show the predicted next prompt and its speculation's status.
 
-    With `speculationBranches` above 1, the ranked alternatives follow the top one,
-    each with its speculation and the `--index` that `specrun accept` takes.
+    With `speculationBranches` above 1, the other guesses follow the top one (branch 1),
+    each numbered as `specrun accept --branch N` takes it, with its speculation. In
+    `--json`, `rank` counts from 0: branch N is rank N-1.
 
     \b
     Example:

@@ -27,6 +27,7 @@ from coordinator.service.speculation import (
     SpeculationManager,
 )
 from coordinator.settings import Settings
+from protocol.text.branch_number import branch_name, branch_number
 from protocol.wire.approval import ApprovalMode
 from protocol.wire.chat import ToolCall
 from protocol.wire.control import (
@@ -147,12 +148,13 @@ class NoSuggestion:
     def reply(self, req_id: int) -> ErrorReply:
         if self.live_ranks is None:
             return ErrorReply(req_id, "not_found", "There is no suggestion to accept right now.")
-        ranks = ", ".join(str(rank) for rank in self.live_ranks)
+        live = ", ".join(str(branch_number(rank)) for rank in self.live_ranks)
+        which = "branch" if self.index is None else branch_name(self.index)
         return ErrorReply(
             req_id,
             "not_found",
-            f"There is no suggestion ranked {self.index} right now "
-            f"(live ranks: {ranks or 'none'}); `specrun suggestion` lists them.",
+            f"There is no {which} to accept right now (live branches: {live or 'none'}); "
+            "`specrun suggestion` lists them.",
         )
 
 

@@ -1,4 +1,5 @@
-"""`python -m coordinator.web --project P [--port N] [--background]`: the web view process.
+"""`python -m coordinator.web --project P [--port N] [--background] [--verbose]`: the web
+view process (``--verbose``: the page shows internals, as ``specrun --verbose``).
 
 It prints its URL as its first line. ``--background`` (what `specrun start --web` runs):
 after that line its output goes to the web log, and it ends with the service."""
@@ -21,6 +22,7 @@ def main() -> int:
     parser.add_argument("--project", type=Path, required=True)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--background", action="store_true")
+    parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
@@ -32,7 +34,7 @@ def main() -> int:
             os.close(devnull)
 
     try:
-        if asyncio.run(serve(args.project.resolve(), args.port, announce)):
+        if asyncio.run(serve(args.project.resolve(), args.port, announce, args.verbose)):
             log = logging.getLogger("specrun.web")
             log.info("the service stopped; so did this web view")
     except (NoService, PortInUse) as exc:

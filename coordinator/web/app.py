@@ -91,9 +91,15 @@ class VisibilityBody(msgspec.Struct, forbid_unknown_fields=True):
     visible: bool
 
 
-def _static() -> dict[str, tuple[bytes, str]]:
+def _static(verbose: bool = False) -> dict[str, tuple[bytes, str]]:
+    """The page's files. ``verbose`` (``specrun --verbose web``) marks the page's body so
+    that it shows the internals too (each worker's pid), as the command line does."""
     folder = resources.files("coordinator.web") / "static"
-    return {path: ((folder / name).read_bytes(), kind) for path, (name, kind) in STATIC.items()}
+    files = {path: ((folder / name).read_bytes(), kind) for path, (name, kind) in STATIC.items()}
+    if verbose:
+        page, kind = files["/"]
+        files["/"] = (page.replace(b"<body>", b'<body data-verbose="1">', 1), kind)
+    return files
 
 
 def _sse(event: str, data: bytes) -> bytes:
@@ -120,8 +126,8 @@ def _answer(reply: ControlReply) -> JSONResponse:
     return JSONResponse({"ok": False, "message": f"unexpected reply {type(reply).__name__}"}, 500)
 
 
-def build_app(link: ServiceLink, fanout: Fanout) -> Starlette:
-    views = _Views(link, fanout)
+def build_app(link: ServiceLink, fanout: Fanout, verbose: bool = False) -> Starlette:
+    views = _Views(link, fanout, verbose)
     routes = [
         *(Route(path, views.page, methods=["GET"]) for path in STATIC),
         Route("/api/events", views.events, methods=["GET"]),
@@ -184,10 +190,10 @@ async def _next_write(viewer: Viewer, seq: int) -> tuple[bytes, tuple[int, bytes
 class _Views:
     """The route handlers, all speaking to the service through one link."""
 
-    def __init__(self, link: ServiceLink, fanout: Fanout) -> None:
+    def __init__(self, link: ServiceLink, fanout: Fanout, verbose: bool = False) -> None:
         self.link = link
         self.fanout = fanout
-        self.static = _static()
+        self.static = _static(verbose)
         self.snapshots = _SharedSnapshot(link)
         # the approval questions of the page's own requests: call id -> the request's id
         self.asked: dict[str, int] = {}

@@ -81,8 +81,10 @@ def view_url(port: int, token: str) -> str:
     return f"http://{HOST}:{port}/?token={token}"
 
 
-async def serve(project_root: Path, port: int, announce: Callable[[str], None]) -> bool:
-    """Serve until the service stops (True) or the view is stopped (False)."""
+async def serve(project_root: Path, port: int, announce: Callable[[str], None],
+                verbose: bool = False) -> bool:
+    """Serve until the service stops (True) or the view is stopped (False). ``verbose``:
+    the page shows the internals too (``specrun --verbose web``)."""
     # A browser that hangs up mid-answer must be an EPIPE error on that connection, never
     # a signal that ends the view (the CLI restores SIGPIPE's default for `| head`).
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
@@ -99,7 +101,7 @@ async def serve(project_root: Path, port: int, announce: Callable[[str], None]) 
         fanout.publish(message.seq, shown_json(message.change))
 
     link.on_live = on_live
-    app = Guard(build_app(link, fanout), token, actual)
+    app = Guard(build_app(link, fanout, verbose), token, actual)
     # Every client is 127.0.0.1, which uvicorn trusts by default to rewrite the scheme and
     # the client address from X-Forwarded-* headers: no proxy stands here, so none is
     # trusted. Nor does the answer name the server.

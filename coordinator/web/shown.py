@@ -12,7 +12,24 @@ import msgspec
 from protocol.text.inert_text import inert
 
 
+def _boundary_words(boundary: dict[str, Any]) -> str:
+    """A speculation's boundary in words, as the terminal says it (the raw ``code:detail``
+    is an internal label; the page keeps it in ``boundary_reason``)."""
+    from coordinator.boundary_text import describe_boundary
+    from protocol.wire.boundary import BoundaryReason
+
+    try:
+        reason = msgspec.convert(boundary, BoundaryReason)
+    except msgspec.ValidationError:  # a code this side does not know: its own words
+        return str(boundary.get("code", "")).replace("_", " ")
+    return describe_boundary(reason)
+
+
 def _inert_tree(value: Any) -> Any:
+    if isinstance(value, dict) and isinstance(value.get("boundary"), dict) and (
+            "boundary_reason" in value):
+        return {**{k: _inert_tree(v) for k, v in value.items()},
+                "boundary_words": inert(_boundary_words(value["boundary"]))}
     if isinstance(value, dict) and value.get("kind") == "model" and isinstance(
             value.get("text"), str):
         # the model's text entries also as sanitized markdown (``markdown_view``)

@@ -174,7 +174,7 @@ def test_the_preview_is_what_a_second_enter_then_applies(
     chat.send(CTRL_O)
     shown = read_preview(chat)
     files, diff = expected_preview(reply)
-    assert shown[0].startswith(f"What Tab would do with “{EVERYTHING}” (rank 0; completed")
+    assert shown[0].startswith(f"What Tab would do with “{EVERYTHING}” (branch 1; completed")
     assert shown[1:1 + len(files)] == files
     assert [line.strip() for line in files] == [
         "created src/util.py  +40 -0", "modified src/calc.py  +1 -1", "created .envrc  +1 -0",
@@ -252,7 +252,7 @@ def test_files_warnings_and_conflicts_come_before_the_diff() -> None:
         FileDiff(FileChange("build/out.o", "created", ignored=True)),
     ))
     assert texts(reply) == [
-        "What Tab would do with “tidy” (rank 0; completed: Tab applies this)",
+        "What Tab would do with “tidy” (branch 1; completed: Tab applies this)",
         "  modified a.py — conflict: the real file was modified since  +1 -1",
         "  created .envrc  +1 -0",
         "  ⚠ runs later without a key press (check before you commit, build or open): .envrc",

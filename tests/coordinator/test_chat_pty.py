@@ -280,7 +280,8 @@ def test_down_shows_the_next_alternative_and_a_typed_prompt_is_an_accept(
     terminal.send(FIX + "\r")
     terminal.expect("done in")
     terminal.expect("run the tests")  # the top guess is the grey text
-    terminal.expect("1 of 3")  # the toolbar: "↓↑ 1 of 3 · ⏸ speculation stopped before…"
+    # the toolbar numbers it as `accept --branch` does: "↓↑ branch 1 of 3 · ⏸ stopped…"
+    terminal.expect("branch 1 of 3")
     reply = specrun.query(SuggestionRequest)
     assert [b["text"] for b in reply["branches"]] == ["run the tests", NEG, DIFF]
 
@@ -290,10 +291,10 @@ def test_down_shows_the_next_alternative_and_a_typed_prompt_is_an_accept(
                       ["status"] == "completed", timeout=30)
     terminal.send("\x0f")  # Ctrl-O previews the alternative shown, not the top one
     terminal.expect("“add a test for negative numbers”")
-    terminal.expect(r"\(rank 1; completed")
+    terminal.expect(r"\(branch 2; completed")
     terminal.expect(r"created tests/test_calc_negative\.py")
     terminal.send("\x1b")  # Esc: back to the prompt, the same alternative shown
-    terminal.expect("2 of 3")
+    terminal.expect("branch 2 of 3")
     terminal.send("\t")  # Tab takes the alternative shown
     terminal.expect("saved")
     assert (specrun.project / "tests/test_calc_negative.py").exists()

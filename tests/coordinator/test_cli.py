@@ -339,11 +339,28 @@ def test_start_json_and_status_human(specrun: Specrun) -> None:
     started = specrun.json("start", "--workers", "1")
     assert started["started"] is True and started["pid"] > 0
     try:
-        human = specrun.run("status", check=True).stdout
-        assert "embedded scripted model" in human and str(started["pid"]) in human
         assert wait_until(lambda: len(specrun.query(WorkersRequest)["workers"]) == 1)
+        status = specrun.json("status")
+        workers = specrun.json("workers")["workers"]
+        internals = [str(started["pid"]), status["session_id"], status["model_endpoint"]]
+        human = specrun.run("status", check=True).stdout
+        assert "embedded scripted model" in human and "1 worker: " in human
+        # the internals only with --verbose (issue 35): the service's pid, the session's
+        # id, the embedded model's address, each worker's pid
+        for internal in [*internals, *(str(w["pid"]) for w in workers)]:
+            assert internal not in human, (internal, human)
+        verbose = specrun.run("--verbose", "status", check=True).stdout
+        for internal in [*internals, *(str(w["pid"]) for w in workers)]:
+            assert internal in verbose, (internal, verbose)
+        # `workers` is for looking at processes: pids, but overlay paths only verbose
+        listed = specrun.run("workers", check=True).stdout
+        assert str(workers[0]["pid"]) in listed and "overlay" not in listed
+        assert "overlay" in specrun.run("--verbose", "workers", check=True).stdout
+        # the light path reads --verbose too
+        assert str(started["pid"]) in specrun.run("--verbose", "status", "--json").stdout
     finally:
-        specrun.run("stop", check=True)
+        stopped = specrun.run("stop", check=True).stdout
+        assert stopped.strip() == "specrun stopped.", stopped
     deadline = time.monotonic() + 10
     while psutil.pid_exists(started["pid"]) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -1,8 +1,10 @@
 """Issue 17 from the command line: with `speculationBranches` 3 the suggestion lists its
-ranked alternatives (JSON and human), `accept --index N` takes one and the others'
-workers go, `suggestion --typed TEXT` keeps the alternatives the text leads to, and
-`stats` shows what was taken and what the branches cost. A real service, the scripted
-model's demo scenario (its ranked answer after the fix) in a copy of the sample project."""
+ranked alternatives (JSON and human), `accept --branch N` takes one and the others'
+workers go (branches are numbered from 1 wherever a person reads or types one; the JSON
+keeps the wire's 0-based `rank`; an old `--index` gets one sentence), `suggestion --typed
+TEXT` keeps the alternatives the text leads to, and `stats` shows what was taken and what
+the branches cost. A real service, the scripted model's demo scenario (its ranked answer
+after the fix) in a copy of the sample project."""
 
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ def _settled_branches(service: Specrun) -> dict[str, Any]:
     return found
 
 
-def test_suggestion_lists_the_alternatives_and_accept_index_takes_one(service: Specrun) -> None:
+def test_suggestion_lists_the_alternatives_and_accept_branch_takes_one(service: Specrun) -> None:
     service.run("ask", FIX, check=True)
     reply = _settled_branches(service)
     as_json = service.json("suggestion")
@@ -64,14 +66,28 @@ def test_suggestion_lists_the_alternatives_and_accept_index_takes_one(service: S
     assert len(set(pids)) == 3  # each in its own worker
 
     human = " ".join(service.run("suggestion", check=True).stdout.split())
-    for shown in ("❯ run the tests (--index 0)", "stopped before the shell command",
-                  "2 alternatives (↓ in `specrun chat`, or `specrun accept --index N`):",
-                  f"❯ {NEG} (--index 1) speculation ✓ completed",
-                  "❯ show me the diff (--index 2) speculation ✓ completed"):
+    for shown in ("❯ run the tests (branch 1)", "stopped before the shell command",
+                  "2 more guesses (↓ in `specrun chat`, or `specrun accept --branch N`):",
+                  f"❯ {NEG} (branch 2) speculation ✓ completed",
+                  "❯ show me the diff (branch 3) speculation ✓ completed"):
         assert shown in human, human
     assert human.index("run the tests") < human.index(NEG) < human.index("show me the diff")
+    assert "rank" not in human and "--index" not in human
 
-    accepted = service.run("accept", "--index", "1", "--json")
+    # the old 0-based option: one sentence naming the branch it meant, nothing taken
+    for old, meant in (("0", "`--index 0` is `--branch 1`"), ("1", "`--index 1` is `--branch 2`")):
+        for command in ("accept", "diff"):
+            retired = service.run(command, "--index", old)
+            assert retired.returncode == 2 and "Traceback" not in retired.stderr
+            said = " ".join(retired.stderr.split())
+            assert "--index (counted from 0) is retired" in said and meant in said, said
+    assert not (service.project / "tests/test_calc_negative.py").exists()
+    assert "--index" not in service.run("accept", "--help", check=True).stdout
+
+    diff = " ".join(service.run("diff", "--stat", "--branch", "2", check=True).stdout.split())
+    assert f"“{NEG}” (branch 2; completed" in diff, diff
+
+    accepted = service.run("accept", "--branch", "2", "--json")
     assert accepted.returncode == 0, accepted.stderr
     events = [json.loads(line) for line in accepted.stdout.splitlines()]
     transcript = next(e for e in events if e["type"] == "transcript")
@@ -85,15 +101,23 @@ def test_suggestion_lists_the_alternatives_and_accept_index_takes_one(service: S
     assert set(stats["branch_cost"]["by_rank"]) == {"0", "1", "2"}
     assert stats["branch_cost"]["discarded"]["tokens"] > 0
     shown = " ".join(service.run("stats", check=True).stdout.split())
-    assert "by rank 2nd (--index 1) 1" in shown
-    assert "speculation branches top" in shown and "thrown away" in shown
+    assert "by branch branch 2: 1" in shown, shown
+    assert "speculation branches branch 1 (top): " in shown and "thrown away" in shown
+    # a boundary's code in words (the code stays in --json)
+    assert "stopped at a boundary 1 (shell command 1)" in shown, shown
+    assert stats["speculations_boundary"]["by_reason"] == {"shell": 1}
 
-    # a rank that is not there: one sentence, exit 1
-    missing = service.run("accept", "--index", "3")
+    # a branch that is not there: one sentence, exit 1
+    missing = service.run("accept", "--branch", "4")
     assert missing.returncode == 1 and "Traceback" not in missing.stderr
-    assert missing.stderr.strip()
-    usage = service.run("accept", "--index", "-1")
-    assert usage.returncode == 2
+    assert "There is no branch 4 to accept right now" in " ".join(missing.stderr.split())
+    for below in ("0", "-1"):  # branches count from 1: one sentence, nothing taken
+        for command in ("accept", "diff"):
+            usage = service.run(command, "--branch", below)
+            said = " ".join(usage.stderr.split())
+            assert usage.returncode == 2 and "Traceback" not in usage.stderr
+            assert (f"--branch {below} names no branch: branches are numbered from 1, the top "
+                    "guess is --branch 1.") in said, said
 
 
 def test_suggestion_typed_keeps_the_alternatives_it_leads_to(service: Specrun) -> None:
@@ -108,12 +132,14 @@ def test_suggestion_typed_keeps_the_alternatives_it_leads_to(service: Specrun) -
     assert branch["speculation"]["status"] == "completed"
     assert service.json("stats")["branch_cost"]["discarded"]["tokens"] > 0
     human = " ".join(service.run("suggestion", check=True).stdout.split())
-    assert f"❯ {NEG} (--index 1)" in human and "alternative" not in human  # one left
+    assert f"❯ {NEG} (branch 2)" in human and "more guess" not in human  # one left
 
-    # the top guess is gone: rank 0 is refused naming the ranks left, and a plain accept
-    # takes what is shown, the best-ranked branch still live
-    top = service.run("accept", "--index", "0")
-    assert top.returncode == 1 and "live ranks: 1" in top.stderr and "Traceback" not in top.stderr
+    # the top guess is gone: branch 1 is refused naming the branches left, and a plain
+    # accept takes what is shown, the best-ranked branch still live
+    top = service.run("accept", "--branch", "1")
+    said = " ".join(top.stderr.split())
+    assert top.returncode == 1 and "Traceback" not in top.stderr
+    assert "There is no branch 1 to accept right now (live branches: 2)" in said, said
     accepted = service.run("accept", "--json")
     assert accepted.returncode == 0, accepted.stderr
     assert (service.project / "tests/test_calc_negative.py").exists()

@@ -31,15 +31,21 @@ def _call(argv: list[str]) -> tuple[str, dict[str, Any], Path | None, bool] | No
 def test_plain_light_command_lines_are_parsed(tmp_path: Path) -> None:
     assert _call(["status", "--json"]) == ("status", {"as_json": True}, None, False)
     assert _call(["status"]) == ("status", {"as_json": False}, None, False)
+    verbose = light_call(["--verbose", "status", "--json"])  # the group's own flag
+    assert verbose is not None and verbose.verbose and verbose.command == "status"
+    plain = light_call(["status"])
+    assert plain is not None and not plain.verbose
     assert _call(["--debug", "--project", str(tmp_path), "workers", "--json"]) == (
         "workers", {"as_json": True}, tmp_path, True)
     assert _call([f"--project={tmp_path}", "reject"]) == (
         "reject", {"as_json": False}, tmp_path, False)
     assert _call(["suggestion", "--settled", "--json", "--wait", "--wait"]) == (
         "suggestion", {"as_json": True, "wait": True, "settled": True, "typed": None,
-                       "transcript": False, "index": 0, "full": False}, None, False)
+                       "transcript": False, "branch": 1, "full": False,
+                       "retired_index": None}, None, False)
     assert _call(["--project", str(tmp_path / "not-yet"), "accept"]) == (
-        "accept", {"as_json": False, "index": None}, tmp_path / "not-yet", False)
+        "accept", {"as_json": False, "branch": None, "retired_index": None}, tmp_path / "not-yet",
+        False)
 
 
 @pytest.mark.parametrize("argv", [
@@ -58,7 +64,8 @@ def test_plain_light_command_lines_are_parsed(tmp_path: Path) -> None:
     ["--project", "--debug", "status"],  # click takes "--debug" as the directory
     ["--project=", "status"],
     ["--bogus", "status"],
-    ["accept", "--index", "1"],
+    ["accept", "--branch", "2"],
+    ["accept", "--index", "1"],  # retired: click says what it is now
     ["suggestion", "--typed", "run"],
     ["ask", "hi"],
     ["start"],

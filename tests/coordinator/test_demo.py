@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -59,6 +60,10 @@ def test_demo_plays_the_story(env: Env, tmp_path: Path) -> None:
     ]
     assert_in_order(out, steps, out)
     assert "killed, gone" in " ".join(out.split())
+    # internals only with --verbose: no worker pid, no overlay path (issue 35, item 6)
+    assert "its worker killed, gone" in " ".join(out.split())
+    assert "speculating in worker" not in out and "specrun-speculation" not in out
+    assert not re.search(r"worker \d+", out), out
     # issue 17: three ranked guesses (the top one stops at the shell boundary, the second
     # is taken), typing the beginning of the pipelined one keeps its speculation, and the
     # first letter of something else drops "commit this"
@@ -66,9 +71,9 @@ def test_demo_plays_the_story(env: Env, tmp_path: Path) -> None:
     branch_steps = [
         "❯ run the tests",
         "2 more guesses, each speculated in its own worker",
-        "❯ show me the diff (--index 2)",
+        "❯ show me the diff (branch 3)",
         "↓ Down: the top guess stopped before the shell command `python -m pytest -q`",
-        "⇥ Tab (specrun accept --index 1)",
+        "⇥ Tab (specrun accept --branch 2)",
         "1 file applied (created tests/test_calc_negative.py)",
         "❯ show me▏ the diff",
         "'show me' is how the suggestion begins: its speculation is kept (still running",
@@ -127,7 +132,7 @@ def test_ctrl_c_in_the_middle_cleans_up(env: Env, tmp_path: Path) -> None:
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
-            if "speculating in worker" in line:
+            if "speculating in its own worker" in line:
                 break
         assert processes_with_env(env.runtime)  # the service and its workers run
         proc.send_signal(signal.SIGINT)

@@ -42,7 +42,7 @@ from prompt_toolkit.key_binding.key_processor import KeyProcessor
 from prompt_toolkit.layout.processors import Processor, Transformation, TransformationInput
 from prompt_toolkit.styles import Style
 
-from coordinator.boundary_text import cut_words, describe_boundary
+from coordinator.boundary_text import describe_boundary
 from coordinator.cli import render
 from coordinator.cli.approval import ask_person
 from coordinator.cli.chat.presence import (
@@ -66,6 +66,7 @@ from coordinator.cli.daemon import is_running
 from coordinator.cli.errors import EXIT_NO_SERVICE, EXIT_OK
 from coordinator.cli.turns import stream_turn
 from protocol.prompts.prediction import is_typed_prefix, normalize_prompt
+from protocol.text.branch_number import branch_number
 from protocol.text.inert_text import inert
 from protocol.wire.control import (
     PRESENCE_REFRESH_S,
@@ -379,12 +380,11 @@ def toolbar_text(state: SuggestionState, enter_accepts: bool = False,
                                    f" ⟳ predicting the next prompt… {waited} s"),
                                   ("class:bottom-toolbar", " · /help · Ctrl-D quits")])
         return FormattedText([("class:bottom-toolbar", " no suggestion · /help · Ctrl-D quits")])
-    # With alternatives, which one is shown comes first: a long status line is cut at
-    # the terminal's width.
+    # With alternatives, which one is shown comes first; ``fitted`` below picks the
+    # longest whole form that fits the terminal's width.
     which: list[tuple[str, str]] = []
     if len(matching) > 1:
-        position = next(i for i, b in enumerate(matching) if b.rank == branch.rank) + 1
-        which = [("class:bottom-toolbar", f" ↓↑ {position} of {len(matching)} ·")]
+        which = [("class:bottom-toolbar", f" ↓↑ {which_branch(branch, matching)} ·")]
     spec = branch.speculation
     if spec is None:
         why = " (speculation budget spent)" if branch.skipped == "budget" else ""
@@ -406,7 +406,17 @@ def toolbar_text(state: SuggestionState, enter_accepts: bool = False,
     short = {
         "running": f"⟳ speculating ({spec.tool_uses} tool use(s))",
         "completed": "✓ ready: Tab applies it at once",
-        "boundary": f"⏸ {cut_words(stopped.split(': ', 1)[0], 50)}: Tab runs it, asking",
+        "boundary": f"⏸ {stopped.split(': ', 1)[0]}: Tab runs it, asking",  # whole, or not
+        "failed": "✗ failed: Tab runs it as a turn",
+    }
+    # The shortest forms, whole: with "↓↑ branch 2 of 3" in front they still fit 80
+    # columns, where a longer one would be cut mid-word (issue 35: hints fit 80 columns).
+    terse = (f"⏸ {stopped.split(': ', 1)[0].replace('before the shell command ', 'before ')}"
+             ": Tab runs it, asking") if spec.status == "boundary" else None
+    tiny = {
+        "running": "⟳ speculating",
+        "completed": "✓ ready: Tab applies it",
+        "boundary": "⏸ stopped at a boundary: Tab runs it, asking",
         "failed": "✗ failed: Tab runs it as a turn",
     }
     cls, label = marks.get(spec.status, ("", f"speculation {spec.status}"))
@@ -420,7 +430,21 @@ def toolbar_text(state: SuggestionState, enter_accepts: bool = False,
         [*which, (style, f" {label}")],
         [*which, (style, f" {brief}"), (plain, f" · {PREVIEW_KEY_NAME} preview")],
         [*which, (style, f" {brief}")],
+        *([[*which, (style, f" {terse}")]] if terse else []),
+        [*which, (style, f" {tiny.get(spec.status, brief)}"),
+         (plain, f" · {PREVIEW_KEY_NAME} preview")],
+        [*which, (style, f" {tiny.get(spec.status, brief)}")],
     ])
+
+
+def which_branch(branch: Branch, matching: list[Branch]) -> str:
+    """The shown branch by its number (``protocol.text.branch_number``: the number
+    `specrun accept --branch` takes): ``branch 2 of 3``, or ``branch 3 (2 left)`` once
+    typing or a kill left only some of them."""
+    number = branch_number(branch.rank)
+    if [b.rank for b in matching] == list(range(len(matching))):
+        return f"branch {number} of {len(matching)}"
+    return f"branch {number} ({len(matching)} left)"
 
 
 def terminal_width() -> int:
@@ -617,16 +641,19 @@ def _run_turn(client: ServiceClient, request: AskRequest | AcceptRequest) -> Non
 
 
 def run_chat(project: Path, cli: click.Group, enter_accepts: bool = False,
-             away_after_s: float | None = None, focus_reporting: bool = True) -> int:
+             away_after_s: float | None = None, focus_reporting: bool = True,
+             verbose: bool = False) -> int:
     """The interactive loop; returns the exit code. ``enter_accepts``: Enter on an empty
     line accepts the suggestion at once instead of filling the line with it;
     ``away_after_s``: no keystroke for this long counts as away (None: never);
-    ``focus_reporting``: the terminal's focus tells whether someone looks."""
+    ``focus_reporting``: the terminal's focus tells whether someone looks; ``verbose``
+    (``specrun --verbose chat``): pids and the like in what it says, and its slash
+    commands run with ``--verbose``."""
     # A SIGTERM ends the chat through its finally blocks (the terminal's modes restored)
     # rather than at once, as Python's default would.
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
-        return _chat(project, cli, enter_accepts, away_after_s, focus_reporting)
+        return _chat(project, cli, enter_accepts, away_after_s, focus_reporting, verbose)
     finally:
         focus_reporting_off()  # however the chat ends, the terminal stops reporting focus
         signal.signal(signal.SIGTERM, previous)
@@ -637,7 +664,7 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def _chat(project: Path, cli: click.Group, enter_accepts: bool,
-          away_after_s: float | None, focus_reporting: bool) -> int:
+          away_after_s: float | None, focus_reporting: bool, verbose: bool = False) -> int:
     state = SuggestionState()
     presence = PresenceTracker(away_after_s)
     wake = threading.Event()  # the poller's: it tells the service at once
@@ -665,10 +692,10 @@ def _chat(project: Path, cli: click.Group, enter_accepts: bool,
             state.service_note = sentence
         session.app.invalidate()
 
-    watch = ServiceWatch(project, client.pid, service_changed)
+    watch = ServiceWatch(project, client.pid, service_changed, verbose)
     poller.start()
     watch.start()
-    slash = SlashContext(project, client, cli)
+    slash = SlashContext(project, client, cli, verbose=verbose)
     line = ""  # put back in the line when it could not be sent
     try:
         _banner(client, enter_accepts)
@@ -749,6 +776,7 @@ def _say_what_keeps_running(state: SuggestionState, watch: ServiceWatch) -> None
         also = (f", with the speculation of “{inert(running[0].text, multiline=False)}” "
                 "still running")
     render.console.print(
-        f"Left the chat. The specrun service keeps running in the background (pid "
-        f"{watch.pid}){also}; `specrun chat` comes back to this conversation, "
+        "Left the chat. The specrun service keeps running in the background"
+        f"{f' (pid {watch.pid})' if watch.verbose else ''}{also}; `specrun chat` comes back "
+        "to this conversation, "
         "`specrun stop` stops it.", highlight=False)

@@ -45,6 +45,7 @@ from coordinator.cli.changes_view import (
     state_phrase,
 )
 from coordinator.cli.client import ServiceClient, ServiceNotRunning, ServiceTimeout
+from protocol.text.branch_number import branch_name
 from protocol.text.inert_text import inert
 from protocol.wire.control import DiffReply, DiffRequest, ErrorReply
 
@@ -82,7 +83,7 @@ def preview_lines(reply: DiffReply | str) -> list[Line]:
     lines: list[Line] = [[
         ("class:preview.title", "What Tab would do with "),
         ("class:preview.suggestion", f"“{inert(reply.suggestion, multiline=False)}”"),
-        ("", f" (rank {reply.rank}; {state_phrase(reply)})"),
+        ("", f" ({branch_name(reply.rank)}; {state_phrase(reply)})"),
     ]]
     if reply.refused:
         lines.append([("class:preview.refused", f"  {inert(reply.refused, multiline=False)}")])

@@ -20,8 +20,10 @@ def stopped_sentence(project: Path) -> str:
     return "The service stopped; `specrun start` starts it and this chat goes on."
 
 
-def restarted_sentence(before: int | None, now: int | None) -> str:
-    return f"The service was restarted (pid {before} → {now}); the chat goes on with it."
+def restarted_sentence(before: int | None, now: int | None, verbose: bool = False) -> str:
+    """The pids are internals: named only with ``specrun --verbose chat``."""
+    pids = f" (pid {before} → {now})" if verbose else ""
+    return f"The service was restarted{pids}; the chat goes on with it."
 
 
 class ServiceWatch(threading.Thread):
@@ -29,13 +31,14 @@ class ServiceWatch(threading.Thread):
     ``alive`` and ``pid`` are what it saw last."""
 
     def __init__(self, project: Path, pid: int | None,
-                 on_change: Callable[[str | None, bool], None]) -> None:
+                 on_change: Callable[[str | None, bool], None], verbose: bool = False) -> None:
         super().__init__(name="specrun-service-watch", daemon=True)
         self.pidfile = Endpoints.for_project(project, create=False).pidfile
         self.project = project
         self.pid = pid
         self.alive = True
         self.on_change = on_change  # (sentence or None when all is well, restarted)
+        self.verbose = verbose
         self.stopping = threading.Event()
 
     def look(self) -> None:
@@ -52,7 +55,7 @@ class ServiceWatch(threading.Thread):
                 self.on_change(None, False)
             return
         before, self.pid, self.alive = self.pid, pid, True
-        self.on_change(restarted_sentence(before, pid), True)
+        self.on_change(restarted_sentence(before, pid, self.verbose), True)
 
     def run(self) -> None:
         while not self.stopping.wait(WATCH_INTERVAL_S):

@@ -43,6 +43,7 @@ class SlashContext:
     client: ServiceClient
     cli: click.Group
     web_url: str | None = None
+    verbose: bool = False  # `specrun --verbose chat`: its commands show internals too
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ def run_cli(ctx: SlashContext, *args: str) -> int:
     """The `specrun` command ``args`` run in this process, printing what it prints; its
     exit code (never raises for a failure of the command: it said why)."""
     try:
-        ctx.cli.main(["--project", str(ctx.project), *args], prog_name="specrun",
+        verbose = ["--verbose"] if ctx.verbose else []
+        ctx.cli.main(["--project", str(ctx.project), *verbose, *args], prog_name="specrun",
                      standalone_mode=False)
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else 1
@@ -136,7 +138,7 @@ def _web(ctx: SlashContext, args: list[str]) -> bool:
 
     if ctx.web_url is None:
         try:
-            ctx.web_url = start_background_view(ctx.project, 0)
+            ctx.web_url = start_background_view(ctx.project, 0, verbose=ctx.verbose)
         except CliError as exc:
             render.error(str(exc))
             return False

@@ -10,7 +10,7 @@ model, isolated from the user's own settings; then the story of the shipped scen
    ``speculationBranches`` to 3), each speculated in its own worker's overlay: the top
    one, "run the tests", stops at the shell boundary; the person moves to the second
    (Down in ``specrun chat``), "add a test for negative numbers", whose speculation
-   completed, and Tab applies it at once (``accept --index 1``; the others are killed);
+   completed, and Tab applies it at once (``accept --branch 2``; the others are killed);
 3. the pipelined suggestion "show me the diff" is being speculated while the person
    types its beginning, "show me": the speculation keeps running (same worker), and
    Tab takes it once it is done;
@@ -61,6 +61,7 @@ from coordinator.cli.turns import stream_turn
 from coordinator.settings import is_dashscope, load_settings
 from coordinator.user_state import project_state_path
 from overlay.kernel import libc
+from protocol.text.branch_number import branch_name, branch_option
 from protocol.text.inert_text import inert
 from protocol.text.secret_text import without_password
 from protocol.wire.control import (
@@ -102,6 +103,7 @@ class DemoOptions:
     pace: float = 1.0
     as_json: bool = False
     debug: bool = False
+    verbose: bool = False  # worker pids and overlay paths too (`specrun --verbose demo`)
 
 
 @dataclass
@@ -194,11 +196,11 @@ def _run_demo(options: DemoOptions, out: Console) -> int:
             started = True
             start_daemon(project, argv, env=env)
         with ServiceClient(project, timeout_s=30.0) as client:
-            session = Player(client, project, out, options.pace).play()
+            session = Player(client, project, out, options.pace, options.verbose).play()
         if options.as_json:
             render.print_json(_summary_json(session))
         else:
-            _show_summary(out, session)
+            _show_summary(out, session, options.verbose)
         return 0
     except KeyboardInterrupt:
         render.err_console.print("[yellow]demo interrupted; cleaning up[/yellow]")
@@ -384,11 +386,13 @@ def _intro(out: Console, project: Path, options: DemoOptions) -> None:
 class Player:
     """Plays the session over one control connection."""
 
-    def __init__(self, client: ServiceClient, project: Path, out: Console, pace: float) -> None:
+    def __init__(self, client: ServiceClient, project: Path, out: Console, pace: float,
+                 verbose: bool = False) -> None:
         self.client = client
         self.project = project
         self.out = out
         self.pace = pace
+        self.verbose = verbose  # name the worker processes and overlays by pid and path
         self.session = Session()
 
     def pause(self, seconds: float) -> None:
@@ -537,7 +541,8 @@ class Player:
         self.session.typed_prefix = TypedPrefixRow(reply.text, typed, before.status, pid,
                                                    kept)
         if kept and now is not None:
-            where = f"worker {pid} still alive" if alive else "its worker already done"
+            where = (f"{_worker(self.verbose, pid)} still alive" if alive
+                     else "its worker already done")
             self.out.print(Text(f"  ✓ {typed!r} is how the suggestion begins: its speculation "
                                 f"is kept ({_status_words(now)}, {where})", style="green"))
         else:
@@ -573,8 +578,9 @@ class Player:
         line.append(inert(text, multiline=False), style="bright_black")
         self.out.print(line)
         if spec.worker_pid:
-            where = self._overlay_of(spec.worker_pid)
-            self.out.print(Text(f"  speculating in worker {spec.worker_pid}"
+            where = self._overlay_of(spec.worker_pid) if self.verbose else None
+            worker = f"worker {spec.worker_pid}" if self.verbose else "its own worker"
+            self.out.print(Text(f"  speculating in {worker}"
                                 + (f" (overlay {where})" if where else ""),
                                 style="bright_black"))
 
@@ -621,7 +627,7 @@ class Player:
     def tab(self, text: str, spec: SpeculationInfo, rank: int = 0) -> None:
         """Tab on the alternative of ``rank`` (the one shown)."""
         self.pause(0.9)
-        how = f"  (specrun accept --index {rank})" if rank else ""
+        how = f"  (specrun accept {branch_option(rank)})" if rank else ""
         self.out.print(Text(f"  ⇥ Tab{how}", style="bold"))
         ended, elapsed = self.turn(
             AcceptRequest(req_id=self.client.next_id(), method="tab", index=rank),
@@ -655,7 +661,8 @@ class Player:
             mark = "✓" if gone else "✗"
             self.out.print(Text(
                 f"{mark} typed something else: the speculation of {reply.text!r} was aborted; "
-                f"worker {pid} {how}, {'gone' if gone else 'STILL ALIVE'}; overlay removed",
+                f"{_worker(self.verbose, pid)} {how}, {'gone' if gone else 'STILL ALIVE'}; "
+                "overlay removed",
                 style="green" if gone else "red",
             ))
         self.session.rejected = RejectedRow(reply.text, TYPED_INSTEAD, spec.status, pid, gone)
@@ -739,6 +746,11 @@ def _no_speculation() -> SpeculationInfo:
                            pipelined_suggestion=None)
 
 
+def _worker(verbose: bool, pid: int | None) -> str:
+    """A speculation's worker as the person reads it: by pid only with --verbose."""
+    return f"worker {pid}" if verbose and pid is not None else "its worker"
+
+
 def _alive(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -758,7 +770,7 @@ def _wait_gone(pid: int, timeout_s: float = 5.0) -> bool:
 # -- the end -------------------------------------------------------------------------------
 
 
-def _show_summary(out: Console, session: Session) -> None:
+def _show_summary(out: Console, session: Session, verbose: bool = False) -> None:
     out.print()
     table = Table(title="Time saved by speculation", title_justify="left", header_style="bold")
     table.add_column("accepted suggestion")
@@ -783,7 +795,8 @@ def _show_summary(out: Console, session: Session) -> None:
         taken = next((text for rank, text, _ in b.offered if rank == b.taken_rank), None)
         offered = ", ".join(f"{text!r} ({status})" for _, text, status in b.offered)
         out.print(Text(f"alternatives: {offered}; took "
-                       + (f"{taken!r} (--index {b.taken_rank})" if taken else "none"),
+                       + (f"{taken!r} ({branch_name(b.taken_rank)})"
+                          if taken is not None and b.taken_rank is not None else "none"),
                        style="bright_black"))
     if session.typed_prefix is not None:
         t = session.typed_prefix
@@ -794,7 +807,8 @@ def _show_summary(out: Console, session: Session) -> None:
         r = session.rejected
         out.print(Text(
             f"rejected: {r.suggestion!r} (speculation {r.status_when_typed} when you typed "
-            f"{r.typed!r}); worker {r.worker_pid} {'gone' if r.worker_gone else 'still alive'}",
+            f"{r.typed!r}); {f'worker {r.worker_pid}' if verbose else 'its worker'} "
+            f"{'gone' if r.worker_gone else 'still alive'}",
             style="bright_black"))
     if session.stats is not None:
         s = session.stats

@@ -47,7 +47,8 @@ def chat(obj: CommandContext, /, **flags: Any) -> None:
     settings = obj.settings(given)
     away_s = settings.suggestion_away_minutes * 60 if settings.suggestion_away_minutes else None
     sys.exit(run_chat(obj.project, root, enter_accepts=settings.enter_accepts,
-                      away_after_s=away_s, focus_reporting=settings.suggestion_focus_reporting))
+                      away_after_s=away_s, focus_reporting=settings.suggestion_focus_reporting,
+                      verbose=obj.verbose))
 
 
 def _apply_to_running(obj: CommandContext, given: dict[str, Any]) -> None:

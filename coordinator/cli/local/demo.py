@@ -36,5 +36,5 @@ def demo(obj: CommandContext, model: str | None, fast_model: str | None, base_ur
     from coordinator.cli.demo.run import DemoOptions, run_demo
 
     options = DemoOptions(model=model, fast_model=fast_model, base_url=base_url, pace=pace,
-                          as_json=as_json, debug=obj.debug)
+                          as_json=as_json, debug=obj.debug, verbose=obj.verbose)
     sys.exit(run_demo(options))

@@ -46,7 +46,7 @@ def start(obj: CommandContext, /, as_json: bool, no_check: bool, with_web: bool,
     if with_web:
         from coordinator.cli.local.web import start_background_view
 
-        url = start_background_view(obj.project, web_port)
+        url = start_background_view(obj.project, web_port, verbose=obj.verbose)
     if as_json:
         shown: dict[str, Any] = {"started": started, "already_running": not started, "pid": pid,
                                  "log": log}
@@ -56,8 +56,9 @@ def start(obj: CommandContext, /, as_json: bool, no_check: bool, with_web: bool,
         return
     from rich.text import Text
 
-    what = (f"specrun started for {obj.project} (pid {pid}); log: {log}" if started
-            else f"specrun is already running for {obj.project} (pid {pid}).")
+    shown_pid = f" (pid {pid})" if obj.verbose else ""  # an internal: --verbose, --json
+    what = (f"specrun started for {obj.project}{shown_pid}; log: {log}" if started
+            else f"specrun is already running for {obj.project}{shown_pid}.")
     render.console.print(Text(inert(what)))  # a path is not markup
     if url is not None:
         render.console.print("web view (it ends with the service):", highlight=False)

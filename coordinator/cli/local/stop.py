@@ -30,4 +30,5 @@ def stop(obj: CommandContext, as_json: bool) -> None:
     if as_json:
         render.print_json({"stopped": True, "pid": pid})
     else:
-        render.console.print(f"specrun stopped (pid {pid}).")
+        # the pid is an internal: said with --verbose (`--json` always has it)
+        render.console.print(f"specrun stopped (pid {pid})." if obj.verbose else "specrun stopped.")

@@ -39,7 +39,7 @@ def web(obj: CommandContext, port: int, as_json: bool) -> None:
     The page shows the conversation as it streams, every live suggestion and branch with
     its tool calls and the diff of what Tab would apply, the workers and the containment
     in force, and the stats as charts; its buttons send a prompt, accept a branch or
-    reject, exactly as `specrun ask`, `accept --index N` and `reject` do. Open the URL it
+    reject, exactly as `specrun ask`, `accept --branch N` and `reject` do. Open the URL it
     prints: it holds a token, without which the view answers nothing.
 
     \b
@@ -65,7 +65,7 @@ def web(obj: CommandContext, port: int, as_json: bool) -> None:
                                  highlight=False)
 
     try:
-        service_stopped = asyncio.run(serve(obj.project, port, announce))
+        service_stopped = asyncio.run(serve(obj.project, port, announce, obj.verbose))
     except NoService as exc:
         raise CliError(str(exc), code=EXIT_NO_SERVICE) from None
     except PortInUse as exc:
@@ -79,15 +79,17 @@ def web(obj: CommandContext, port: int, as_json: bool) -> None:
             "`specrun start`, then `specrun web`) serves a new one.", highlight=False)
 
 
-def start_background_view(project_root: Path, port: int, timeout_s: float = 20.0) -> str:
-    """Start the web view detached (it ends with the service); its URL once it serves."""
+def start_background_view(project_root: Path, port: int, timeout_s: float = 20.0,
+                          verbose: bool = False) -> str:
+    """Start the web view detached (it ends with the service); its URL once it serves.
+    ``verbose``: its page shows the internals too."""
     _check_port(port)
     log = web_log_path(project_root)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as err:
         proc = subprocess.Popen(
             [sys.executable, "-P", "-m", "coordinator.web", "--project", str(project_root),
-             "--port", str(port), "--background"],
+             "--port", str(port), "--background", *(["--verbose"] if verbose else [])],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
             start_new_session=True, close_fds=True,
         )

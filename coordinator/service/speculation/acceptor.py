@@ -35,6 +35,7 @@ from coordinator.service.speculation.suggestion import BranchRun, Suggestion
 from coordinator.service.speculation.transcript import ensure_tool_result_pairing, render_transcript
 from coordinator.service.undo import Checkpoint, Checkpoints
 from overlay.errors import describe_paths
+from protocol.text.branch_number import branch_name
 from protocol.text.inert_text import quote_name
 from protocol.wire.chat import Message
 from protocol.wire.control import AcceptMethod, Transcript
@@ -102,7 +103,7 @@ class Acceptor(SpeculationPart):
             raise AcceptFallback("there is no suggestion to accept")
         branch = suggestion.branch(index)
         if branch is None:
-            raise AcceptFallback(f"there is no suggestion ranked {index}")
+            raise AcceptFallback(f"there is no {branch_name(index)} of this suggestion")
         # Taken at once: a reject, a typed key or another prompt arriving while this accept
         # applies files finds no suggestion to dismiss, instead of killing this speculation
         # and removing its overlay mid-apply.

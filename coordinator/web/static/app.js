@@ -6,6 +6,9 @@
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
+// `specrun --verbose web` serves the page with <body data-verbose>: it then shows the
+// internals too (each worker's pid), as the command line does with --verbose.
+const VERBOSE = document.body.dataset.verbose === "1";
 
 // The key every request to /api/ must carry (coordinator/web/guard.py). The first load
 // trades the one-time code first.js took out of the address bar for it (the key itself
@@ -405,7 +408,8 @@ function renderSuggestion() {
     const accept = el("button", {class: "accept", dataset: {
       index: String(branch.rank), text: branch.text, speculation: spec ? spec.id : ""}}, "Accept");
     const head = el("div", {class: "branch-head"},
-      el("span", {class: "badge", title: "specrun accept --index N takes it"}, `--index ${branch.rank}`),
+      el("span", {class: "badge", title: `specrun accept --branch ${branch.rank + 1} takes it`},
+         `branch ${branch.rank + 1}`),
       el("span", {class: "branch-text"}, branch.text),
       el("span", {class: `badge status-${spec ? spec.status : "none"}`}, status),
       accept);
@@ -414,7 +418,9 @@ function renderSuggestion() {
       const facts = `${spec.turns} turn(s), ${spec.tool_uses} tool use(s), ${spec.elapsed_s.toFixed(2)} s` +
         "";  // the worker's pid is an internal: the Workers table has it
       box.append(el("div", {class: "muted"}, facts));
-      if (spec.boundary_reason) box.append(el("div", {class: "warn"}, `stopped at: ${spec.boundary_reason}`));
+      // in words, as the terminal says it; the raw code:detail only on a verbose page
+      if (spec.boundary_reason) box.append(el("div", {class: "warn"},
+        spec.boundary_words && !VERBOSE ? spec.boundary_words : `stopped at: ${spec.boundary_reason}`));
       box.append(el("h3", {}, "Steps"), stepsNode(state.steps[spec.id]));
       box.append(el("h3", {}, "Diff"), cachedDiffNode(state.diffs[spec.id]));
     }
@@ -429,12 +435,15 @@ function renderSuggestion() {
 function renderWorkers() {
   const w = state.workers;
   if (!w) return;
+  // A worker's pid is an internal: shown only on a page served by `specrun --verbose web`.
+  const pid = (one) => VERBOSE ? [el("td", {}, String(one.info.pid))] : [];
   const rows = w.workers.map((one) => el("tr", {},
-    el("td", {}, String(one.info.pid)), el("td", {}, one.info.state),
+    ...pid(one), el("td", {}, one.info.state),
     el("td", {}, one.info.job_kind || "–"),
     el("td", {}, one.cpu_percent === null ? "–" : `${one.cpu_percent}%`),
     el("td", {}, bytes(one.info.rss_bytes)), el("td", {}, bytes(one.overlay_bytes))));
-  const head = el("tr", {}, ...["pid", "state", "job", "CPU", "RSS", "overlay"].map((h) => el("th", {}, h)));
+  const names = [...(VERBOSE ? ["pid"] : []), "state", "job", "CPU", "RSS", "overlay"];
+  const head = el("tr", {}, ...names.map((h) => el("th", {}, h)));
   fill("workers", el("table", {}, head, ...rows));
   fill("containment", ...w.containment.map((layer) =>
     el("li", {class: layer.active ? "" : "layer-off"},
@@ -501,12 +510,13 @@ function renderStats() {
     {label: "kept", value: s.speculation_tokens.accepted},
     {label: "lost", value: s.speculation_tokens.discarded, kind: "bad"},
   ];
-  const ranks = Object.keys(live.speculated_by_rank).sort();
+  const ranks = Object.keys(live.speculated_by_rank).sort((a, b) => Number(a) - Number(b));
   const byRank = ranks.map((rank) => {
     const tried = live.speculated_by_rank[rank], taken = s.accepted_by_rank[rank] || 0;
     const rate = tried ? taken / tried : 0;
-    // numbered as `specrun accept --index N` takes them
-    return {label: `--index ${rank}`, value: rate, text: `${taken}/${tried}`};
+    // numbered as a person reads them everywhere (`specrun accept --branch N`): the wire's
+    // rank counts from 0, branch 1 is the top guess
+    return {label: `branch ${Number(rank) + 1}`, value: rate, text: `${taken}/${tried}`};
   });
   const typing = s.accepted_by_typing;
   const typed = (typing.prefix_kept || 0) + (typing.exact_match || 0);
@@ -530,7 +540,7 @@ function renderStats() {
              "Tokens of speculations that were accepted, and of those thrown away.",
              tokensKept),
     barChart("Accept rate by guess",
-             "Accepted / speculated, for each ranked guess (--index 0 is the top one); full bar: all.",
+             "Accepted / speculated, for each guess (branch 1 is the top one); full bar: all.",
              byRank, 1),
     barChart("Accepts by typing",
              "Share of accepts: after typing the beginning, typed out in full, or no typing.",
@@ -647,7 +657,7 @@ async function reportVisibility() {
 document.addEventListener("visibilitychange", reportVisibility);
 setInterval(reportVisibility, VISIBILITY_REFRESH_MS);
 
-// -- actions: the same requests as `specrun ask`, `accept --index N`, `reject`, `undo` -------
+// -- actions: the same requests as `specrun ask`, `accept --branch N`, `reject`, `undo` ------
 
 async function post(path, body) {
   const result = document.getElementById("action-result");

@@ -41,7 +41,7 @@ def test_accept_of_a_rank_that_is_gone_is_not_found() -> None:
     serve(deps, accept.serve, AcceptRequest(req_id=6, index=2))
     [reply] = deps.replies.replies
     assert isinstance(reply, ErrorReply) and reply.code == "not_found"
-    assert "ranked 2" in reply.message and "live ranks: 0, 1" in reply.message
+    assert "no branch 3" in reply.message and "live branches: 1, 2" in reply.message
     assert deps.log == []
 
 

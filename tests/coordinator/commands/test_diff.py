@@ -20,7 +20,7 @@ def test_diff_answers_with_the_branchs_diff() -> None:
 
 
 @pytest.mark.parametrize(("index", "which"), [
-    (None, "the suggestion"), (2, "the suggestion ranked 2")])
+    (None, "the suggestion"), (2, "branch 3")])
 def test_no_speculation_to_show_is_not_found(index: int | None, which: str) -> None:
     deps = Deps()
     deps.speculation.offer("add a test", None)  # shown, not speculated

@@ -1,6 +1,7 @@
 """The web view in a real browser, through a real service on the scripted model: a
 speculation appears live with its diff; Accept puts its files on disk and the CLI sees the
-accepted turn; Reject; a branch taken by its index."""
+accepted turn; Reject; a branch taken by its number (branch 1 the top guess, as the
+command line numbers them); worker pids only on a `specrun --verbose web` page."""
 
 from __future__ import annotations
 
@@ -111,11 +112,19 @@ def test_reject_in_the_page_dismisses_the_suggestion_and_kills_its_speculation(
 
 
 @pytest.mark.parametrize("started", [{"speculationBranches": 2}], indirect=True)
-def test_accept_takes_the_branch_chosen_by_its_index(started: Specrun, page: Any) -> None:
+def test_accept_takes_the_branch_chosen_by_its_number(started: Specrun, page: Any) -> None:
     assert started.run("ask", FIX).returncode == 0
     page.wait_for_selector('.branch[data-rank="1"]', timeout=30_000)
     texts = page.locator(".branch .branch-text").all_inner_texts()
     assert texts == ["run the tests", NEG]
+    # numbered as `specrun accept --branch N` takes them, never by the wire's 0-based rank
+    badges = page.locator(".branch .branch-head .badge:first-child").all_inner_texts()
+    assert badges == ["branch 1", "branch 2"], badges
+    assert "--index" not in page.locator("#suggestion").inner_text()
+    # the top guess's boundary in words, as the terminal says it, not its internal code
+    top = _branch(page, 0, "boundary").locator(".warn").inner_text()
+    assert top.startswith("stopped before the shell command `python -m pytest -q`"), top
+    assert "shell:" not in top
     second = _branch(page, 1, "completed")
     second.locator("button.accept").click()
     assert wait_until(lambda: (started.project / NEG_FILE).exists(), timeout=20)
@@ -151,3 +160,19 @@ def test_undo_in_the_page_takes_back_the_last_accept_and_names_a_file_changed_si
     assert "return a - b" in (started.project / "src/calc.py").read_text()
     save_screenshot(page, "web-undo.png", tmp_path)
     assert started.json("undo", "--list")["checkpoints"] == []
+
+
+def test_worker_pids_are_on_the_page_only_with_verbose(started: Specrun, page: Any) -> None:
+    page.wait_for_selector("#workers table tr >> nth=1")
+    heads = page.locator("#workers th").all_inner_texts()
+    assert heads[0] == "state" and "pid" not in heads, heads
+    pids = {str(w["pid"]) for w in started.json("workers")["workers"]}
+    cells = set(page.locator("#workers td").all_inner_texts())
+    assert pids and not pids & cells, cells
+    with web_view(started, verbose=True) as view, browser() as context:
+        verbose = context.new_page()
+        verbose.goto(view.url)
+        verbose.wait_for_selector("#connection.ok")
+        verbose.wait_for_selector("#workers table tr >> nth=1")
+        assert verbose.locator("#workers th").all_inner_texts()[0] == "pid"
+        assert pids & set(verbose.locator("#workers td").all_inner_texts())
