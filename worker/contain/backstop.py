@@ -1,40 +1,47 @@
-"""The main chat's kernel backstop: what a shell command computes at run time cannot write
-a protected or runs-later path it was not approved to write.
+"""The main chat's kernel backstop: what a shell command computes at run time cannot get a
+program run outside any sandbox through git's hooks, git's configuration, ``.envrc`` or
+specrun's own settings.
 
 The parse-tree check (``worker.shell.write_targets``) asks before a command whose command
-line names such a path. It cannot see ``f=.git/hooks/pre-commit; echo x > "$f"``, a
-Makefile recipe or a script the repository brought, ``python -c "open('.git/config',
-'a')"``, or a link in the project that leads into ``.git/hooks``. So every main-chat
-command runs in a private user and mount namespace of its own where
+line names a protected or runs-later path. It cannot see ``f=.git/hooks/pre-commit; echo x
+> "$f"``, a Makefile recipe or a script the repository brought, ``python -c
+"open('.git/config', 'a')"``, or a link in the project that leads into ``.git/hooks``. So
+every main-chat command runs in a private mount namespace of its own where
 
-- every existing protected or runs-later path of the project (``.git/config``,
-  ``.git/hooks/``, ``.git/info/``, the ``.git`` file of a worktree, ``.gitattributes``,
-  ``.specrun/``, ``.envrc``, ``Makefile``, ``.github/workflows/``, ``.vscode/``…: the
-  one rule, ``protocol.rules.protected_writes``) and specrun's own state directories are
-  bound read-only onto themselves: a write fails with "Read-only file system", a rename
-  onto one or an unlink of one with "Device or resource busy", a new file inside a
-  protected directory (a new hook) cannot be created, whichever path leads there;
-- such a path that does not exist yet (a new ``.envrc``) cannot be held by a mount (a
-  mount needs an existing name, and a read-only project root would refuse every new file
-  and ``sed -i`` there), so it is watched: when the command made it, specrun removes it
-  right after the command and says so;
-- everything else is as before: same cwd, environment, user and files; ``.git/index``,
-  objects and refs stay writable, so ``git add`` and ``git commit`` work.
+- git's hooks directories (the repository's, a worktree's common directory's, those of a
+  repository nested in the project; a link followed to where it leads), a worktree's
+  ``.git`` file and ``commondir``, ``.specrun/``, ``.envrc`` and what the person's
+  ``protectedPaths`` setting names, and specrun's own state directories, are bound
+  read-only onto themselves: a write fails with "Read-only file system", a rename onto one
+  or an unlink of one with "Device or resource busy", a new hook cannot be created;
+- such a path that does not exist yet (a new ``.envrc``) cannot be held by a mount, so it
+  is watched: when the command made it, specrun removes it right after and says so;
+- git's config files (``config``, ``config.worktree``, the common directory's) stay
+  writable, because ordinary work writes them (``git push -u``, ``git checkout -b x
+  origin/main``, ``git submodule update --init``, ``git remote add``): they are read
+  before the command and vetted after it. An entry that is new or changed and makes git
+  run a program (``worker.shell.git_config.config_entry_runs_program``: ``core.hooksPath``,
+  ``core.fsmonitor``, a filter, an alias, an include…), or a file git could not read, and
+  specrun puts the old bytes back and names the key;
+- everything else is as before: same cwd, environment, user and files. The files that run
+  later (``Makefile``, ``package.json``, CI and editor files, ``.gitattributes``…) are
+  writable: ``npm install``, ``cargo add``, ``./configure`` write them every day, and
+  only the parse-tree question (a command that names one) guards them.
 
-A path the person said yes to for this command (the parse-tree question) stays writable,
-as does everything when the question could not name a path (a command specrun could not
-read). Root that may mount gets a mount namespace alone; anyone else one inside a user
-namespace with our uid and gid mapped to themselves (``enter``). The command cannot undo
-the mounts: ``CAP_SYS_ADMIN`` is dropped from its bounding set before
-it starts. Where user namespaces are not available the command runs as before and the
-result says so once.
+A path the person said yes to for this command (the parse-tree question) stays writable
+and is not vetted, as is everything when the question could not name a path (a command
+specrun could not read). Root that may mount gets a mount namespace alone; anyone else one
+inside a user namespace with our uid and gid mapped to themselves (``enter``). The command
+cannot undo the mounts: ``CAP_SYS_ADMIN`` is dropped from its bounding set before it
+starts. Where namespaces are not available the command runs without the binds (the
+watched names and git's config are still checked after it) and the result says so once.
 
 Not covered (docs/security.md): a program that asks another process to write for it (a
 running editor, ``systemd-run --user``, tmux, docker) or writes through another process's
-view (``/proc/PID/root``); set-uid programs (``sudo``) run without their privilege inside
-the namespace; runs-later names deeper than three directories or past the first 4,000
-entries, and inside ``node_modules``, virtual environments and build output, are not
-bound (the parse-tree check still asks when a command names one).
+view (``/proc/PID/root``); a process the command leaves running that writes git's config
+later; set-uid programs (``sudo``) run without their privilege inside the namespace;
+``protectedPaths`` names deeper than three directories or past the first 4,000 entries,
+and inside ``node_modules``, virtual environments and build output, are not bound.
 """
 
 from __future__ import annotations
@@ -48,17 +55,20 @@ import re
 import shutil
 import stat
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pathspec
+
 from overlay.kernel import libc
 from protocol.rules.protected import is_protected_name
 from protocol.rules.protected_writes import protected_write
-from protocol.rules.runs_later import DEFAULT_RUNS_LATER
 from protocol.text.inert_text import quote_name
 from protocol.wire.work import WriteGuard
 from worker.contain.mounts import bind_read_only
+from worker.shell.git_config import config_entry_runs_program, parse_git_config
 from worker.shell.runner import ShellResult, run_shell
 
 CAP_SYS_ADMIN = 21
@@ -66,20 +76,23 @@ _MS_REC = 1 << 14
 _MS_SLAVE = 1 << 19
 WALK_DEPTH = 3
 WALK_ENTRIES = 4000
-# Directories never walked: tools write their own files there all the time (a
-# ``node_modules/x/package.json``, a venv's ``*.pth``), so binding them would break installs.
+# Directories never walked: tools write their own files there all the time, and a large
+# ``node_modules`` would use up the walk's budget.
 SKIPPED_DIRS = frozenset({
     "node_modules", ".venv", "venv", ".tox", ".nox", "__pycache__", ".mypy_cache",
     ".pytest_cache", ".ruff_cache", "target", "build", "dist", "site-packages", ".cache",
 })
+# Held wherever the walk meets them: specrun's own settings and direnv's file (it runs
+# when the person's shell enters the directory). Watched at the root when absent.
+HELD_NAMES = (".specrun", ".envrc")
 _PROBE = "specrun-backstop-probe"  # a name no pattern is meant to match
 _GLOB = re.compile(r"[*?\[]")
 _OUTSIDE_GIT = ("it writes git's configuration, git's own configuration (its config, hooks "
                 "and attributes run programs on your next git command, outside any sandbox)")
 _REFUSED = ("Read-only file system", "Device or resource busy")
-UNAVAILABLE = ("specrun could not keep git's configuration and hooks and the files that run "
-               "later read-only for main-chat commands here ({why}): a command can still "
-               "write them through a path it computes at run time")
+UNAVAILABLE = ("specrun could not keep git's hooks, .envrc and its own settings read-only "
+               "for main-chat commands here ({why}): a command can still write them through "
+               "a path it computes at run time")
 
 
 @dataclass(frozen=True)
@@ -107,11 +120,41 @@ class Opened:
 
 
 @dataclass(frozen=True)
+class ConfigBefore:
+    """One git config file as it was before the command: there at all, its bytes (None:
+    absent, unreadable or not a regular file), mode, the link it was (None: not a link)
+    and its hard link count."""
+
+    path: str
+    present: bool = False
+    data: bytes | None = None
+    mode: int = 0o644
+    link: str | None = None
+    links: int = 1
+
+
+def read_config(path: str) -> ConfigBefore:
+    try:
+        info = os.lstat(path)
+        link = os.readlink(path) if stat.S_ISLNK(info.st_mode) else None
+    except OSError:
+        return ConfigBefore(path)
+    try:
+        info = os.stat(path) if link is not None else info
+        # not opened unless a regular file: a fifo would block the read
+        data = Path(path).read_bytes() if stat.S_ISREG(info.st_mode) else None
+    except OSError:
+        return ConfigBefore(path, True, link=link)
+    return ConfigBefore(path, True, data, stat.S_IMODE(info.st_mode), link, info.st_nlink)
+
+
+@dataclass(frozen=True)
 class Guarded:
     """What one command's namespace holds back: ``read_only`` existing paths bound
-    read-only, ``absent`` protected names not there before (removed if the command makes
-    them), ``links`` protected names that are links, with their targets (put back if the
-    command replaces them: a mount on a link would bind what it points to)."""
+    read-only, ``absent`` held names not there before (removed if the command makes
+    them), ``links`` held names that are links, with their targets (put back if the
+    command replaces them: a mount on a link would bind what it points to), ``configs``
+    git's config files as they were (vetted after the command)."""
 
     guard: WriteGuard
     read_only: tuple[str, ...] = ()
@@ -119,6 +162,7 @@ class Guarded:
     links: tuple[tuple[str, str], ...] = ()
     # a bound path that a link of git's leads to -> that link (its reason is the link's)
     stands_for: tuple[tuple[str, str], ...] = ()
+    configs: tuple[ConfigBefore, ...] = ()
 
     @property
     def root(self) -> str:
@@ -147,7 +191,7 @@ def _under(path: str, parent: str) -> bool:
 
 
 def guarded_paths(guard: WriteGuard, opened: Opened = Opened()) -> Guarded:
-    """The paths of ``guard``'s project a command may not write, less those ``opened``."""
+    """What a command in ``guard``'s project may not write, less what ``opened`` opens."""
     plan = _Plan(guard)
     plan.found_in_walk()
     plan.literal_names()
@@ -156,7 +200,9 @@ def guarded_paths(guard: WriteGuard, opened: Opened = Opened()) -> Guarded:
     read_only = tuple(p for p in dict.fromkeys(plan.read_only) if not opened.opens(p))
     absent = tuple(p for p in dict.fromkeys(plan.absent) if not opened.opens(p))
     links = tuple((p, t) for p, t in plan.links if not opened.opens(p))
-    return Guarded(guard, _outermost(read_only), absent, links, tuple(plan.stands_for.items()))
+    configs = tuple(read_config(p) for p in dict.fromkeys(plan.configs) if not opened.opens(p))
+    return Guarded(guard, _outermost(read_only), absent, links, tuple(plan.stands_for.items()),
+                   configs)
 
 
 def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
@@ -176,25 +222,30 @@ def _unchanged(listed: Iterable[tuple[str, int]]) -> bool:
 
 
 def _patterns(guard: WriteGuard) -> tuple[str, ...]:
-    return (*DEFAULT_RUNS_LATER, *guard.later, *guard.protected)
+    return (*guard.protected, *HELD_NAMES)
 
 
 @functools.lru_cache(maxsize=16)
 def _name_filter(patterns: tuple[str, ...]) -> re.Pattern[str]:
-    """Matches a name that some pattern's component could match (``.github`` for
-    ``.github/workflows/``, ``*.pth``): only such entries are judged by the whole rule, so
-    a walk costs a regular expression per entry, not a rule with its resolved paths."""
+    """Matches a name that some pattern's component could match (``secrets`` for
+    ``secrets/*.key``): only such entries are judged by the whole rule, so a walk costs a
+    regular expression per entry."""
     names = {part for pattern in patterns
              for part in pattern.strip().lstrip("!").strip("/").split("/") if part}
     return re.compile("|".join(fnmatch.translate(name) for name in sorted(names)) or "(?!)")
 
 
-# What the last walk of a project found (protected entries, ``.git`` entries, links with a
-# protected name), with the modification time of every directory it listed: while none
-# changed, no entry was added, removed or renamed there, and the next command's plan skips
-# the walk (what is found is still checked on disk every time).
+@functools.lru_cache(maxsize=16)
+def _protected_paths(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
+# What the last walk of a project found (held entries, ``.git`` entries, links with a held
+# name), with the modification time of every directory it listed: while none changed, no
+# entry was added, removed or renamed there, and the next command's plan skips the walk
+# (what is found is still checked on disk every time).
 _Walked = tuple[tuple[tuple[str, int], ...], tuple[tuple[str, str], ...]]
-_WALKS: dict[tuple[str, tuple[str, ...], tuple[str, ...]], _Walked] = {}
+_WALKS: dict[tuple[str, tuple[str, ...]], _Walked] = {}
 
 
 class _Plan:
@@ -204,12 +255,13 @@ class _Plan:
         self.read_only: list[str] = []
         self.absent: list[str] = []
         self.links: list[tuple[str, str]] = []
+        self.configs: list[str] = []
         self.found: list[tuple[str, str]] = []  # (path, "bind" | "git" | "link")
         self.stands_for: dict[str, str] = {}
         self.listed: list[tuple[str, int]] = []  # (directory, st_mtime_ns before listing)
 
     def found_in_walk(self) -> None:
-        key = (self.guard.root, tuple(self.guard.protected), tuple(self.guard.later))
+        key = (self.guard.root, tuple(self.guard.protected))
         cached = _WALKS.get(key)
         if cached is None or not _unchanged(cached[0]):
             self.walk()
@@ -268,35 +320,42 @@ class _Plan:
         name = entry.name
         protected_name = is_protected_name(name)
         is_dir = entry.is_dir(follow_symlinks=False)
+        walk_into = is_dir and name not in SKIPPED_DIRS and not protected_name
         if not protected_name and not self.names.match(name):
-            return is_dir and name not in SKIPPED_DIRS
+            return walk_into
         path = entry.path
         if entry.is_symlink():
-            if self._link_name(path) is not None:
-                self.found.append((path, "link"))
+            if self.held(os.path.join(_real(os.path.dirname(path)), name), False):
+                self.found.append((path, "link"))  # judged by its own name
             return False
         if name.casefold().rstrip(". ") == ".git":
             self.found.append((path, "git"))
             return False
-        reason = protected_write(self.guard, path)
-        if reason is None and is_dir:
-            reason = protected_write(self.guard, os.path.join(path, _PROBE))
-        if reason is not None:
+        if self.held(path, is_dir):
             self.found.append((path, "bind"))
             return False
-        return is_dir and name not in SKIPPED_DIRS and not protected_name
+        return walk_into
 
-    def _link_name(self, path: str) -> str | None:
-        """A link is judged by its own name (what it points to is bound on its own when
-        it is in the project)."""
-        plain = WriteGuard(self.guard.root, self.guard.protected, self.guard.later, ())
-        return protected_write(plain, os.path.join(_real(os.path.dirname(path)),
-                                                   os.path.basename(path)))
+    def held(self, path: str, is_dir: bool) -> bool:
+        """``.specrun`` at any depth (any spelling a file system may open as it), ``.envrc``,
+        or what a ``protectedPaths`` pattern matches (a directory pattern by a name in it)."""
+        if not _under(path, self.guard.root):
+            return False
+        rel = os.path.relpath(path, self.guard.root).replace(os.sep, "/")
+        parts = rel.split("/")
+        if parts[-1] == ".envrc" or any(
+                p.casefold().rstrip(". ") == ".specrun" or p.casefold().startswith("specru~")
+                for p in parts):
+            return True
+        if not self.guard.protected:
+            return False
+        spec = _protected_paths(tuple(self.guard.protected))
+        return spec.match_file(rel) or (is_dir and spec.match_file(f"{rel}/{_PROBE}"))
 
     def git(self, entry: str) -> None:
-        """git's files that run programs: config, hooks, info/ (attributes), of the
-        repository's own directory and its common directory (a worktree's ``.git`` is a
-        file naming them: bound too, so it cannot be pointed elsewhere)."""
+        """git's hooks of the repository's own directory and its common directory (a
+        worktree's ``.git`` is a file naming them: bound too, so it cannot be pointed
+        elsewhere), and the config files there (vetted after the command)."""
         directory = entry
         if os.path.isfile(entry):
             self.add(entry)
@@ -317,16 +376,16 @@ class _Plan:
         for git_dir in directories:
             if not os.path.isdir(git_dir):
                 continue
-            for name in ("config", "config.worktree", "hooks", "info"):
-                self.add(os.path.join(git_dir, name), follow=True)
-            for name in ("hooks", "info"):
-                self.watch(os.path.join(git_dir, name))
+            self.add(os.path.join(git_dir, "hooks"), follow=True)
+            self.watch(os.path.join(git_dir, "hooks"))
+            self.configs += [os.path.join(git_dir, "config"),
+                             os.path.join(git_dir, "config.worktree")]
 
     def literal_names(self) -> None:
-        """Protected names without a wildcard, at the project root: watched when absent,
-        bound when the walk did not reach them."""
+        """Held names without a wildcard, at the project root: watched when absent, bound
+        when the walk did not reach them."""
         # ``.git`` itself is not watched: a new repository (``git init``) is ordinary work
-        for pattern in (*_patterns(self.guard), ".gitattributes", ".gitmodules", ".specrun"):
+        for pattern in _patterns(self.guard):
             rel = pattern.strip().strip("/")
             if not rel or pattern.startswith(("#", "!")) or _GLOB.search(rel):
                 continue
@@ -420,9 +479,10 @@ def _inheritable_caps() -> int:
 
 
 def settle(guarded: Guarded, output: str, cwd: str) -> tuple[str, ...]:
-    """After the command: remove protected names it created, put back protected links it
-    replaced, and one sentence per path the kernel refused it (found in its output)."""
-    notes: list[str] = []
+    """After the command: remove held names it created, put back held links it replaced
+    and git config files it gave a program to run, and one sentence per path the kernel
+    refused it (found in its output)."""
+    notes = [note for before in guarded.configs if (note := vet_config(guarded, before))]
     for path in guarded.absent:
         if os.path.lexists(path):
             _remove(path)
@@ -444,6 +504,92 @@ def settle(guarded: Guarded, output: str, cwd: str) -> tuple[str, ...]:
         notes.append(f"specrun kept this command from writing {quote_name(_rel(guarded, path))}"
                      f": {_why(guarded, path)}; a command that names the path asks you first.")
     return tuple(notes)
+
+
+def vet_config(guarded: Guarded, before: ConfigBefore) -> str | None:
+    """Put a git config file back as it was when the command left in it an entry, new or
+    changed, that makes git run a program (or a file git could not read, or a link that
+    would let a later write elsewhere change it); the note that says so, or None."""
+    after = read_config(before.path)
+    if after == before or not after.present:
+        return None  # unchanged, or removed (git then runs nothing from it)
+    why = config_change_hazard(before, after)
+    if why is None:
+        return None
+    name = quote_name(_rel(guarded, before.path))
+    try:
+        _put_back(before)
+    except OSError as exc:
+        return (f"this command {why} in {name} without your yes, and specrun could not put "
+                f"it back ({exc.strerror or exc}): check it before your next git command.")
+    return (f"specrun put {name} back as it was: this command {why} without your yes, and "
+            "git would run a program from it on your next git command, outside any sandbox.")
+
+
+def config_change_hazard(before: ConfigBefore, after: ConfigBefore) -> str | None:
+    """What the change from ``before`` to ``after`` did that lets git run a program (``set
+    core.hookspath``), or None. Only entries that are new or changed count: a repository
+    that came with an alias keeps it (the read-only git check judges the whole file)."""
+    if after.link is not None and after.link != before.link:
+        return "made it a link"
+    if after.data is None:
+        return "made it something git cannot read as a file"
+    if after.links > max(before.links, 1):
+        return "made it a hard link to another file"
+    try:
+        entries = list(parse_git_config(after.data.decode("utf-8", "surrogateescape")))
+    except ValueError as exc:
+        return f"left it unreadable to git ({exc})"
+    try:
+        old = set(parse_git_config((before.data or b"").decode("utf-8", "surrogateescape")))
+    except ValueError:
+        old = set()
+    keys = [".".join(part for part in (section, subsection, key) if part is not None)
+            for section, subsection, key, value in entries
+            if (section, subsection, key, value) not in old
+            and config_entry_runs_program(section, subsection, key, value)]
+    if not keys:
+        return None
+    return "set " + ", ".join(dict.fromkeys(keys))
+
+
+def _put_back(before: ConfigBefore) -> None:
+    """The old state, each step atomic (a name renamed over the path, the same mode)."""
+    path = before.path
+    if not before.present:
+        _remove(path)
+        return
+    if before.data is None and before.link is None:
+        raise OSError(0, "it was no readable file before the command")
+    directory = os.path.dirname(path)
+    if before.link is not None:
+        staged = os.path.join(directory, f".{os.path.basename(path)}.specrun-link")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staged)
+        os.symlink(before.link, staged)
+        _replace(staged, path)
+        if before.data is None:
+            return
+        path = _real(path)
+        directory = os.path.dirname(path)
+    fd, staged = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.specrun-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(before.data or b"")
+            os.fchmod(out.fileno(), before.mode)
+            out.flush()
+            os.fsync(out.fileno())
+        _replace(staged, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
+        raise
+
+
+def _replace(staged: str, path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):  # a rename cannot replace it
+        shutil.rmtree(path)
+    os.replace(staged, path)
 
 
 def _why(guarded: Guarded, path: str) -> str:
@@ -506,8 +652,8 @@ def guarded_runner(guard: WriteGuard, opened: Opened = Opened()) -> ShellRunner:
     def run(command: str, cwd: str | os.PathLike[str], timeout_s: float,
             output_cap: int) -> ShellResult:
         why = unavailable()
+        guarded = guarded_paths(guard, opened)
         if why is None:
-            guarded = guarded_paths(guard, opened)
             try:
                 result = run_shell(command, cwd, timeout_s, output_cap,
                                    preexec=preexec(guarded))
@@ -516,10 +662,12 @@ def guarded_runner(guard: WriteGuard, opened: Opened = Opened()) -> ShellRunner:
             else:
                 notes = settle(guarded, f"{result.stdout}\n{result.stderr}", os.fspath(cwd))
                 return dataclasses.replace(result, notes=result.notes + notes)
+        # Without the binds, what is checked after the command still is.
         result = run_shell(command, cwd, timeout_s, output_cap)
-        if _said_unavailable:
-            return result
-        _said_unavailable.append(True)
-        return dataclasses.replace(result, notes=(*result.notes, UNAVAILABLE.format(why=why)))
+        notes = settle(guarded, "", os.fspath(cwd))
+        if not _said_unavailable:
+            _said_unavailable.append(True)
+            notes = (*notes, UNAVAILABLE.format(why=why))
+        return dataclasses.replace(result, notes=result.notes + notes)
 
     return run
