@@ -14,44 +14,41 @@ if ! "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; t
   echo "specrun needs Python 3.11 or newer; $("$py" --version 2>&1) was found." >&2
   exit 1
 fi
-if [[ ! -x .venv/bin/python ]]; then
-  "$py" -m venv .venv
-fi
+source "$root/scripts/_progress.sh"
+_specrun_failed() {  # what failed: the end of the log, and where the rest is
+  tail -n 30 .venv/install.log >&2
+  echo "$1 failed; the full log is in .venv/install.log." >&2
+  exit 1
+}
 stamp=.venv/.specrun-installed
 extras="${SPECRUN_EXTRAS:-}"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 have="$(cat "$stamp" 2>/dev/null || true)"
 # the stamp is "<hash of pyproject.toml> [test]": an install with the test extra serves the demo
-if [[ "${have%% *}" != "$want" || ( -n $extras && "$have" != "$want $extras" ) ]]; then
+if [[ ! -x .venv/bin/python || "${have%% *}" != "$want" \
+      || ( -n $extras && "$have" != "$want $extras" ) ]]; then
   what="specrun and its dependencies"
   [[ -n $extras ]] && what="specrun, its dependencies and its $extras tools"
-  echo "Installing $what into .venv (log: .venv/install.log) ..." >&2
+  mkdir -p .venv
   : >.venv/install.log
-  # pip's lines go to the log; a terminal sees which package it is at and for how long
-  _specrun_progress() {
-    local line started=$SECONDS
-    while IFS= read -r line; do
-      printf '%s\n' "$line" >>.venv/install.log
-      if [[ -t 2 ]]; then
-        case $line in
-          Collecting*|Downloading*|Building*|Installing*)
-            printf '\r\033[K  %3d s  %s' $((SECONDS - started)) "${line:0:66}" >&2 ;;
-        esac
-      fi
-    done
-    if [[ -t 2 ]]; then printf '\r\033[K' >&2; fi
-  }
+  if [[ ! -x .venv/bin/python ]]; then
+    echo "First run: installing $what into .venv (about a minute)" >&2
+    _specrun_step .venv/install.log "creating .venv" "$py" -m venv .venv \
+      || _specrun_failed "Creating .venv"
+  else
+    echo "Installing $what into .venv" >&2
+  fi
   target=.
   [[ -n $extras ]] && target=".[$extras]"
-  if ! { .venv/bin/python -m pip install --upgrade pip \
-         && .venv/bin/python -m pip install -e "$target"; } 2>&1 | _specrun_progress; then
-    tail -n 30 .venv/install.log >&2
-    echo "Installing specrun's dependencies failed; the full log is in .venv/install.log." >&2
-    exit 1
-  fi
-  unset -f _specrun_progress
+  _specrun_step .venv/install.log "updating pip" .venv/bin/python -m pip install --upgrade pip \
+    || _specrun_failed "Updating pip in .venv"
+  _specrun_step .venv/install.log "dependencies" .venv/bin/python -m pip install -e "$target" \
+    || _specrun_failed "Installing specrun's dependencies"
+  echo "  Installed in $((SECONDS - _specrun_setup_started)) s (log: .venv/install.log)." >&2
   echo "$want${extras:+ $extras}" > "$stamp"
 fi
+unset -f _specrun_failed _specrun_step _specrun_follow _specrun_columns
+unset -v _specrun_setup_started
 export PATH="$root/.venv/bin:$PATH"
 # The project's own modules as bytecode: an editable install leaves them as source, and
 # where PYTHONDONTWRITEBYTECODE is set (many containers, this project's CI) every specrun

@@ -47,11 +47,18 @@ from worker.tools.rg import (  # noqa: E402
     _rg_argv,
     _scan_symlinks,
     name_glob,
+    plain_listing,
     rg_binary,
     rust_pattern,
 )
+from worker.tools.tree import TreeView, split_glob  # noqa: E402
 
 RARE = "def frobnicate_widget"
+NEGATED_GLOB = "glob '**/*.py', a negation in .gitignore (rg path)"
+# The same ignore rules plus a negation that re-includes nothing in the tree: the same answer,
+# but an ignore file that is not plain, so glob takes rg and the symlink scan beside it
+# instead of its one walk (worker/tools/listing_walk.py).
+NEGATED_GITIGNORE = "__pycache__/\n*.egg-info/\n!keep.egg-info/\n"
 COMMON = "import os"
 
 _WORDS = [
@@ -247,6 +254,21 @@ def _processes(root: Path, tool: str, pattern: str, max_filesize: int) -> dict[s
     return {name: statistics.median(_timed(fn, 5)) * 1000 for name, fn in cases}
 
 
+def _one_walk_ms(ctx: ToolContext, pattern: str) -> float:
+    """The one walk of a plain listing alone (files, links and times), median in ms."""
+    view = TreeView(ctx.access)
+    start = view.node(ctx.access.root)
+    assert start is not None
+    name = name_glob(split_glob(pattern)[1])
+
+    def walk() -> None:
+        search = plain_listing(view, start, name=name)
+        assert search is not None, "the bench tree's ignore rules are not plain"
+        search.close()
+
+    return statistics.median(_timed(walk, 5)) * 1000
+
+
 @dataclasses.dataclass
 class Result:
     name: str
@@ -311,6 +333,14 @@ def bench(n_files: int, runs: int, python_runs: int, only: str | None = None) ->
                 ("--files", "-g", "*.py"),
             ),
             (
+                NEGATED_GLOB,
+                direct,
+                "glob",
+                {"pattern": "**/*.py"},
+                "rg --files -g '*.py'",
+                ("--files", "-g", "*.py"),
+            ),
+            (
                 f"grep_search {RARE!r} in a speculation (3 overlay files)",
                 spec,
                 "grep_search",
@@ -327,8 +357,11 @@ def bench(n_files: int, runs: int, python_runs: int, only: str | None = None) ->
         results: list[Result] = []
         if only is not None:
             cases = [case for case in cases if case[2] == only]
+        gitignore = (root / ".gitignore").read_text()
         for name, ctx, tool, args, rg_name, rg_argv in cases:
             print(f"  {name} ...", file=sys.stderr, flush=True)
+            negated = name == NEGATED_GLOB
+            (root / ".gitignore").write_text(NEGATED_GITIGNORE if negated else gitignore)
             fast = _tool(ctx, tool, **args)
             slow_ctx = walk if ctx is direct else dataclasses.replace(ctx, use_ripgrep=False)
             slow = _tool(slow_ctx, tool, **args)
@@ -340,6 +373,8 @@ def bench(n_files: int, runs: int, python_runs: int, only: str | None = None) ->
             if ctx is direct and "include" not in args and "cap" not in name:
                 pattern = args["pattern"]
                 processes = _processes(root, tool, pattern, direct.search_max_file_bytes)
+                if tool == "glob" and not negated:
+                    processes = {"one_walk_ms": _one_walk_ms(ctx, pattern)}
             results.append(
                 Result(
                     name,
@@ -399,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['name']}: rg as the tool runs it {p['rg_as_tool_ms']:.1f} ms, the find "
                 f"beside it {p['find_ms']:.1f} ms, both at once {p['both_ms']:.1f} ms"
             )
+        elif "one_walk_ms" in p:
+            one_walk = p["one_walk_ms"]
+            print(f"{r['name']}: its one walk (files, links, times) alone {one_walk:.1f} ms")
         elif p:
             print(
                 f"{r['name']}: rg as the tool runs it {p['rg_as_tool_ms']:.1f} ms, the "

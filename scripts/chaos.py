@@ -296,6 +296,19 @@ def speculation_rules(
     ]
 
 
+def spare_slots(retries: int, with_branches: bool) -> list[bool]:
+    """The spare rounds after a run's plan, True for a branch round: ``retries`` of each
+    sort, alternately plain and branch (plain only when no branch kind is played)."""
+    if not with_branches:
+        return [False] * retries
+    return [slot % 2 == 1 for slot in range(2 * retries)]
+
+
+def next_spare(slots: list[bool], start: int, branch: bool) -> int | None:
+    """The first spare slot at or after ``start`` of the sort a kind needs, or None."""
+    return next((i for i in range(start, len(slots)) if slots[i] == branch), None)
+
+
 def build_scenario(
     rounds: int,
     first_round: int = 1,
@@ -965,6 +978,11 @@ class Chaos:
         self.filler = self.tmpfs / "filler"
         # Every round's fault is drawn up front: the scenario must know the branch rounds.
         self.plan = self.make_plan()
+        # Spare rounds after the plan (``--retries``), alternately plain and branch ones, for
+        # a fault kind whose every round missed its aim: True marks a branch slot.
+        self.spare_branch = spare_slots(args.retries, any(k in BRANCH_KINDS for k in self.kinds))
+        self.retried: list[str] = []
+        self.stopped_early = False
         self.write_scenario(first_round=1)
 
     # -- setup / teardown ----------------------------------------------------------
@@ -984,8 +1002,13 @@ class Chaos:
         """A restarted coordinator reloads the scenario with fresh `times` counters, so
         it gets only the rounds still to come (older suggestion rules would fire again)."""
         branch_rounds = {n for n, kind in enumerate(self.plan, 1) if kind in BRANCH_KINDS}
+        first_spare = len(self.plan) + 1
+        branch_rounds |= {first_spare + i for i, branch in enumerate(self.spare_branch) if branch}
         data = build_scenario(
-            self.args.rounds, first_round, tuple(self.hostile.commands()), branch_rounds
+            len(self.plan) + len(self.spare_branch),
+            first_round,
+            tuple(self.hostile.commands()),
+            branch_rounds,
         )
         self.scenario.write_text(json.dumps(data))
 
@@ -1095,21 +1118,53 @@ class Chaos:
             self.ask(text)
         started = time.monotonic()
         for n, kind in enumerate(self.plan, 1):
-            record = self.branch_round(n, kind) if kind in BRANCH_KINDS else self.one_round(n, kind)
-            self.records.append(record)
-            if self.args.verbose or record.violations:
-                extra = f" VIOLATIONS: {record.violations}" if record.violations else ""
-                print(
-                    f"round {n:4d} {kind:32s} {record.action:12s} landed={record.landed} "
-                    f"status={record.status} -> {record.outcome} ({record.seconds:.2f}s)"
-                    f"{' ' + record.note if record.note else ''}{extra}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            if self.args.max_seconds and time.monotonic() - started > self.args.max_seconds:
-                print(f"stopping after {n} rounds: --max-seconds reached", file=sys.stderr)
-                break
+            if not self.play(n, kind, started):
+                return 0
+        self.retry_missed(started)
         return 0
+
+    def play(self, n: int, kind: str, started: float) -> bool:
+        """Round ``n`` with fault ``kind``; False once ``--max-seconds`` is reached."""
+        record = self.branch_round(n, kind) if kind in BRANCH_KINDS else self.one_round(n, kind)
+        self.records.append(record)
+        if self.args.verbose or record.violations:
+            extra = f" VIOLATIONS: {record.violations}" if record.violations else ""
+            print(
+                f"round {n:4d} {kind:32s} {record.action:12s} landed={record.landed} "
+                f"status={record.status} -> {record.outcome} ({record.seconds:.2f}s)"
+                f"{' ' + record.note if record.note else ''}{extra}",
+                file=sys.stderr,
+                flush=True,
+            )
+        if self.args.max_seconds and time.monotonic() - started > self.args.max_seconds:
+            print(f"stopping after {n} rounds: --max-seconds reached", file=sys.stderr)
+            self.stopped_early = True
+            return False
+        return True
+
+    def missed_kinds(self) -> list[str]:
+        """The fault kinds none of whose rounds landed where it was aimed."""
+        landed = {r.kind for r in self.records if r.landed}
+        return [k for k in self.kinds if k != "none" and k not in landed]
+
+    def retry_missed(self, started: float) -> None:
+        """Replay each kind that missed its aim in the next spare round of its sort (a
+        short run deals every kind once, and a loaded machine can make a timed fault come
+        too late). Spare rounds are played in order: a restarted coordinator's scenario
+        holds only the rounds after the last one played."""
+        first_spare = len(self.plan) + 1
+        next_slot = 0
+        for kind in self.missed_kinds():
+            while True:
+                slot = next_spare(self.spare_branch, next_slot, kind in BRANCH_KINDS)
+                if slot is None:
+                    break
+                next_slot = slot + 1
+                self.retried.append(kind)
+                if not self.play(first_spare + slot, kind, started):
+                    return
+                if kind not in self.missed_kinds():
+                    break
 
     def one_round(self, n: int, kind: str) -> RoundRecord:
         tag = tag_of(n)
@@ -2302,6 +2357,9 @@ def summarize(chaos: Chaos, elapsed: float) -> dict[str, Any]:
 
     return {
         "rounds": len(chaos.records),
+        "planned_rounds": len(chaos.plan),
+        "retried": chaos.retried,
+        "stopped_early": chaos.stopped_early,
         "seed": chaos.args.seed,
         "speculation_branches": chaos.args.branches,
         "base_dir": str(chaos.base),
@@ -2435,6 +2493,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=2.0,
         help="pause at each apply checkpoint (a seam the service is built with) to widen "
         "the window of a coordinator kill during accept; 0 disables",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        help="spare rounds (of each sort, plain and branch) to replay a fault kind none of "
+        "whose rounds landed where it was aimed",
     )
     parser.add_argument("--max-seconds", type=float, default=0.0, help="stop early after this long")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")

@@ -37,28 +37,42 @@ os.environ["XDG_STATE_HOME"] = _STATE_HOME
 tests.support.SHARED_STATE_HOME = _STATE_HOME
 atexit.register(shutil.rmtree, _STATE_HOME, True)
 
-# The longest modules, longest first (measured on a 2-core machine). Under pytest-xdist
+# The longest modules, longest first (each run alone with -n 2 on a 2-core machine,
+# 2026-12-07, its tests' durations summed; load average 4-5 for the first group of
+# measurements and about 10 for the second, halved here to compare). Under pytest-xdist
 # (scripts/test: `-n ... --dist loadfile --no-loadscope-reorder`) each worker takes the
 # next whole module when it is done with one; starting these first keeps one of them
 # from being what the others wait for at the end. Without xdist the order is unchanged.
+# tests/test_suite_order.py checks that each of them still exists (a moved module would
+# silently lose its place).
 LONGEST_FIRST = (
-    "tests/test_chaos.py",
-    "tests/test_scripts_interrupt.py",
-    "tests/coordinator/test_demo.py",
+    "tests/test_chaos.py",  # 27-41 s: one deck of chaos rounds
+    "tests/coordinator/test_cli_errors.py",
+    "tests/coordinator/test_context_e2e.py",
+    "tests/coordinator/test_speculation_e2e.py",
+    "tests/coordinator/test_undo_e2e.py",
     "tests/coordinator/test_cli.py",
     "tests/test_bad_input.py",
-    "tests/coordinator/test_speculation_e2e.py",
-    "tests/coordinator/test_fuzz_control.py",
-    "tests/coordinator/test_first_minutes.py",
-    "tests/coordinator/test_service.py",
-    "tests/coordinator/test_chat.py",
-    "tests/coordinator/test_service_lifecycle.py",
-    "tests/coordinator/test_cost_e2e.py",
-    "tests/coordinator/test_approval_lifecycle.py",
+    "tests/coordinator/test_demo.py",
     "tests/coordinator/test_chat_pty.py",
-    "tests/coordinator/test_cli_errors.py",
-    "tests/overlay/test_recover.py",
+    "tests/security/test_main_chat_protected.py",
+    "tests/coordinator/web/test_web_faithful.py",
+    "tests/security/test_preview_is_what_tab_applies.py",
+    "tests/coordinator/web/test_web_browser.py",
+    "tests/coordinator/web/test_web_lifecycle.py",
+    "tests/coordinator/test_service_lifecycle.py",
+    "tests/worker/test_captured_builds.py",
+    "tests/coordinator/test_cost_e2e.py",
+    "tests/coordinator/test_first_minutes.py",
+    "tests/test_fuzz_shell.py",
+    "tests/coordinator/test_approval_lifecycle.py",
+    "tests/coordinator/test_fuzz_control.py",
+    "tests/security/test_hostile_limits_service.py",
+    "tests/coordinator/test_chat.py",
     "tests/coordinator/test_fuzz_worker.py",
+    "tests/coordinator/test_service.py",
+    "tests/test_scripts_interrupt.py",
+    "tests/overlay/test_recover.py",
     "tests/coordinator/test_cli_imports.py",
 )
 

@@ -240,19 +240,37 @@ def test_garbage_control_frames_never_decode_as_requests() -> None:
                 requests.decode(frame)
 
 
-# Three decks of every fault kind (13 single-branch kinds, 4 branch kinds, `none` twice).
-SHORT_RUN = 3 * (len(chaos.ALL_KINDS) + 1)
+def test_spare_rounds_alternate_plain_and_branch_and_are_taken_in_order() -> None:
+    assert chaos.spare_slots(2, with_branches=True) == [False, True, False, True]
+    assert chaos.spare_slots(2, with_branches=False) == [False, False]
+    slots = chaos.spare_slots(2, with_branches=True)
+    assert chaos.next_spare(slots, 0, branch=False) == 0
+    assert chaos.next_spare(slots, 0, branch=True) == 1
+    # A plain kind after a branch retry in slot 1 takes slot 2, never the unused slot 0
+    # (a restarted coordinator's scenario holds only the rounds after the last one played).
+    assert chaos.next_spare(slots, 2, branch=False) == 2
+    assert chaos.next_spare(slots, 4, branch=True) is None
 
 
-@pytest.mark.timeout(600)
+# One deck of every fault kind (14 single-branch kinds, 4 branch kinds, `none` twice), with
+# up to four spare rounds of each sort for a kind whose timed fault came too late on a loaded
+# machine (at a load average of 11 the coordinator kill 0-40 ms after Tab landed inside the
+# apply at the third try). The long runs are marked slow (docs/chaos.md says what the one
+# deck proves).
+ONE_DECK = len(chaos.ALL_KINDS) + 1
+
+
+@pytest.mark.timeout(420)
 def test_a_short_chaos_run_violates_no_invariant() -> None:
-    summary = _run("--rounds", str(SHORT_RUN), "--seed", "7", timeout=560)
+    summary = _run("--rounds", str(ONE_DECK), "--seed", "7", "--retries", "4", timeout=360)
     # For `-rP`: what a loaded run took, and the typed prompt's latency after an abort.
-    print(json.dumps({k: summary[k] for k in ("elapsed_s", "typed_prompt_after_abort")}))
+    print(json.dumps({k: summary[k] for k in ("elapsed_s", "typed_prompt_after_abort", "retried")}))
     assert summary["violations"] == []
-    assert summary["rounds"] == SHORT_RUN, "cut short by --max-seconds: a loaded machine?"
+    assert not summary["stopped_early"], "cut short by --max-seconds: a loaded machine?"
+    assert summary["planned_rounds"] == ONE_DECK
+    assert summary["rounds"] == ONE_DECK + len(summary["retried"])
     assert summary["speculation_branches"] == chaos.BRANCHES
-    assert summary["branch_rounds"] == 3 * len(chaos.BRANCH_KINDS)
+    assert summary["branch_rounds"] >= len(chaos.BRANCH_KINDS)
     ranks: dict[str, int] = {}
     for kind in chaos.BRANCH_KINDS:
         for rank, count in summary["by_kind"][kind]["accepted_ranks"].items():
@@ -260,17 +278,20 @@ def test_a_short_chaos_run_violates_no_invariant() -> None:
     assert any(int(rank) > 0 for rank in ranks), ranks  # a non-first rank was accepted
     assert summary["followups_checked"] >= 1
     assert summary["dropped_branches_gone"]["n"] >= len(chaos.BRANCH_KINDS)
-    assert summary["typed_prompt_after_abort"]["n"] >= 3
-    assert summary["gone_rank_accepts_refused"] >= 3
+    assert summary["typed_prompt_after_abort"]["n"] >= 1
+    assert summary["gone_rank_accepts_refused"] >= 1
     for kind, row in summary["by_kind"].items():
-        assert row["rounds"] >= 3, (kind, row)
+        assert row["rounds"] >= (2 if kind == "none" else 1), (kind, row)
         if kind != "none":
             assert row["landed"] >= 1, f"no {kind} fault landed where it was aimed: {row}"
     if os.geteuid() == 0:
         assert "enospc" in summary["by_kind"], summary["tmpfs"]
-    assert summary["detect_dead_worker"]["n"] >= 10
-    assert summary["detect_hung_worker"]["n"] >= 3
-    assert summary["restart_to_serving"]["n"] >= 2
+    # One deck's worker kills (before the model, mid-stream, mid-tool, mid-write, one
+    # branch's, and after completing when the worker was still there) are seen dead; both
+    # hangs are found by the watchdog; the coordinator killed during an accept serves again.
+    assert summary["detect_dead_worker"]["n"] >= 5
+    assert summary["detect_hung_worker"]["n"] >= 2
+    assert summary["restart_to_serving"]["n"] >= 1
     assert summary["garbage_frames"]["sent"] == summary["garbage_frames"]["error_replies"] > 0
 
 

@@ -169,7 +169,13 @@ class _ModuleChromium:
             if self.playwright is None:
                 from playwright.sync_api import sync_playwright
 
-                self.playwright = sync_playwright().start()
+                # Playwright's driver, and every Chromium it launches, inherit the
+                # environment of this moment. A module's service (``running_service``)
+                # points SPECRUN_RUNTIME_DIR at its runtime directory meanwhile, and its
+                # teardown waits 10 s for every process carrying it, then kills them: the
+                # shared Chromium then died unclosed and left its profile directory in /tmp.
+                with _environ_without("SPECRUN_RUNTIME_DIR"):
+                    self.playwright = sync_playwright().start()
             self.launched[extra_args] = self.playwright.chromium.launch(
                 executable_path=str(CHROMIUM), headless=True,
                 args=[*CHROMIUM_ARGS, *extra_args],
@@ -185,6 +191,16 @@ class _ModuleChromium:
 
 
 _MODULE_CHROMIUM: list[_ModuleChromium] = []
+
+
+@contextmanager
+def _environ_without(name: str) -> Iterator[None]:
+    saved = os.environ.pop(name, None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ[name] = saved
 
 
 @contextmanager

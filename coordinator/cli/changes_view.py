@@ -16,6 +16,7 @@ from protocol.text.inert_text import inert, quote_name
 from protocol.wire.control import DiffReply, FileChange, FileDiff
 
 if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
     from rich.text import Text
 
 _VERB = {"created": "created", "modified": "modified", "deleted": "deleted", "mode": "mode"}
@@ -188,17 +189,18 @@ def classified_lines(diff: str) -> list[tuple[str, DiffLineKind]]:
     return out
 
 
-def diff_text(reply: DiffReply) -> Text:
+def diff_text(reply: DiffReply) -> RenderableType:
     """``specrun diff``: the header, one line per file with its counts, each file's diff
     (colored, inert), the runs-later warning, the ignored-files summary, and what Tab would
     refuse."""
     from rich.text import Text
 
-    out = Text("What Tab would do with ", style="bold")
+    out = Text("What Tab would do with ", style="bold", end="")
     out.append(f"“{inert(reply.suggestion, multiline=False)}”", style="bold cyan")
     out.append(f" ({branch_name(reply.rank)}; {state_phrase(reply)})")
     if reply.refused:
         out.append(f"\n  {inert(reply.refused)}", style="bold red")
+        out.end = "\n"
         return out
     changes = [f.change for f in reply.files]
     listed = [f for f in reply.files if not f.change.summarized]
@@ -206,31 +208,47 @@ def diff_text(reply: DiffReply) -> Text:
         out.append("\n  no file changes", style="bright_black")
     for item in listed:
         out.append(f"\n  {file_line(item)}", style=_STYLE[item.change.status])
-    for item in listed:
-        if item.diff:
-            out.append("\n")
-            out.append_text(_diff_lines(item.diff))
+    tail = Text(style=out.style)  # the head's base style covers the whole output
     warning = runs_later_line(changes)
     if warning:
-        out.append(f"\n  {warning}", style="bold yellow")
+        tail.append(f"\n  {warning}", style="bold yellow")
     summary = ignored_line([c for c in changes if c.summarized], 0, applied=False)
     for line in (summary, links_held_line(reply.links_held)):
         if line:
-            out.append(f"\n  {line}", style="bright_black")
+            tail.append(f"\n  {line}", style="bright_black")
     refuse = conflicts_line(changes)
     if refuse:
-        out.append(f"\n  {refuse}", style="bold red")
-    return out
+        tail.append(f"\n  {refuse}", style="bold red")
+    return _DiffView(out, [item.diff for item in listed if item.diff], tail)
 
 
 _DIFF_STYLE: dict[DiffLineKind, str] = {
     "file": "bold", "hunk": "cyan", "added": "green", "removed": "red", "context": ""}
 
 
-def _diff_lines(diff: str) -> Text:
-    from rich.text import Text
+class _DiffView:
+    """``specrun diff``'s whole output: ``head`` (printed without its own line end), a blank
+    line and each file's diff lines, then ``tail``. The diff lines go out as plain segments:
+    one rich ``Text`` of them is wrapped as a whole when printed, and a 234,000-line diff
+    (a shuffled 120,000-line file) took 6-9 s of CPU there, against 0.5 s this way, with
+    the same bytes out. Each line is already inert (``inert`` escapes every control
+    character ``Text`` would strip)."""
 
-    text = Text()
-    for line, kind in classified_lines(diff):
-        text.append(f"\n{inert(line, multiline=False)}", style=_DIFF_STYLE[kind])
-    return text
+    def __init__(self, head: Text, diffs: list[str], tail: Text) -> None:
+        self.head, self.diffs, self.tail = head, diffs, tail
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.segment import Segment
+        from rich.style import Style
+
+        # As spans of one Text would: the head's base style under each kind's own.
+        base = console.get_style(self.head.style) if self.head.style else Style.null()
+        styles = {kind: base + (console.get_style(name) if name else Style.null())
+                  for kind, name in _DIFF_STYLE.items()}
+        yield self.head
+        for diff in self.diffs:
+            yield Segment("\n")
+            for line, kind in classified_lines(diff):
+                yield Segment("\n")
+                yield Segment(inert(line, multiline=False), styles[kind])
+        yield self.tail

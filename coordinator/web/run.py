@@ -28,6 +28,7 @@ from coordinator.web.fanout import Fanout
 from coordinator.web.guard import Guard
 from coordinator.web.link import ServiceLink
 from coordinator.web.shown import shown_json
+from coordinator.web.streamed_reply import StreamedReplies
 from protocol.wire.control import LiveEvent, LiveResync
 
 log = logging.getLogger("specrun.web")
@@ -93,12 +94,15 @@ async def serve(project_root: Path, port: int, announce: Callable[[str], None],
     actual = listener.getsockname()[1]
     token = secrets.token_urlsafe(32)
     fanout = Fanout()
+    replies = StreamedReplies()  # rendered once here, whatever the number of pages
 
     def on_live(message: LiveEvent | LiveResync) -> None:
         if isinstance(message, LiveResync):
+            replies.forget()
             fanout.resync_all()
             return
-        fanout.publish(message.seq, shown_json(message.change))
+        change = message.change
+        fanout.publish(message.seq, shown_json(change, replies.fields_for(change)))
 
     link.on_live = on_live
     app = Guard(build_app(link, fanout, verbose), token, actual)

@@ -25,14 +25,21 @@ def _boundary_words(boundary: dict[str, Any]) -> str:
     return describe_boundary(reason)
 
 
+def _model_text(value: dict[Any, Any]) -> bool:
+    """A conversation's model entry (``TranscriptEntry``), or a speculation's text step
+    (``LiveActivity``, which has a ``call_id``)."""
+    kind = value.get("kind")
+    return isinstance(value.get("text"), str) and (
+        kind == "model" or (kind == "text" and "call_id" in value))
+
+
 def _inert_tree(value: Any) -> Any:
     if isinstance(value, dict) and isinstance(value.get("boundary"), dict) and (
             "boundary_reason" in value):
         return {**{k: _inert_tree(v) for k, v in value.items()},
                 "boundary_words": inert(_boundary_words(value["boundary"]))}
-    if isinstance(value, dict) and value.get("kind") == "model" and isinstance(
-            value.get("text"), str):
-        # the model's text entries also as sanitized markdown (``markdown_view``)
+    if isinstance(value, dict) and _model_text(value):
+        # the model's text also as sanitized markdown (``markdown_view``)
         from coordinator.web.markdown_view import markdown_html
 
         return {**{k: _inert_tree(v) for k, v in value.items()},
@@ -52,6 +59,10 @@ def _inert_tree(value: Any) -> Any:
 _ENCODER = msgspec.json.Encoder()
 
 
-def shown_json(message: Any) -> bytes:
-    """``message`` (a msgspec struct) as the page's JSON, every string inert."""
-    return _ENCODER.encode(_inert_tree(msgspec.to_builtins(message, str_keys=True)))
+def shown_json(message: Any, extra: dict[str, object] | None = None) -> bytes:
+    """``message`` (a msgspec struct) as the page's JSON, every string inert; ``extra``:
+    fields added as they are (the sanitized HTML of a streaming reply, ``streamed_reply``)."""
+    shown = _inert_tree(msgspec.to_builtins(message, str_keys=True))
+    if extra:
+        shown.update(extra)
+    return _ENCODER.encode(shown)

@@ -694,6 +694,13 @@ class LiveActivity(msgspec.Struct, frozen=True):
     args: str = ""
     status: Literal[ToolStatus, ""] = ""
     exit_code: int | None = None  # a shell command's exit status (see ``ToolShown``)
+    # the speculation's model turn it came from: a turn has one text, so a text step sent
+    # again (a snapshot, then the event) replaces the one a view has instead of doubling it
+    turn: int = 0
+    # an ``edit`` or ``write_file`` call's change as diff lines and its file (see
+    # ``ToolShown``); '' for other steps
+    diff: str = ""
+    path: str = ""
 
 
 class LiveWorker(msgspec.Struct, frozen=True):

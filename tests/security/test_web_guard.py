@@ -213,9 +213,20 @@ def test_the_page_never_turns_text_into_markup_or_code() -> None:
     code = re.sub(r"//.*", "", script)  # its comments name what it avoids
     # The one exception: the model's markdown, which the web view renders and passes
     # through the nh3 sanitizer with no attributes allowed (coordinator/web/markdown_view.py,
-    # tests/coordinator/web/test_markdown_view.py), set on one node and nowhere else.
-    assert code.count("innerHTML") == 1 and "node.innerHTML = entry.html;" in code
-    code = code.replace("node.innerHTML = entry.html;", "")
+    # tests/coordinator/web/test_markdown_view.py), put on the page by one function only,
+    # and only ever given those fields.
+    sink = re.search(r"function putSanitized\(node, html, append = false\) \{\n(.*?)\n\}",
+                     code, re.S)
+    assert sink is not None
+    assert sink.group(1).split("\n") == [
+        '  if (append) node.insertAdjacentHTML("beforeend", html);',
+        "  else node.innerHTML = html;"]
+    code = code.replace(sink.group(0), "")
+    given = re.findall(r"putSanitized\(([^;]*)\);", code)
+    assert given and all(re.fullmatch(
+        r"(node|item\.\w+), (html|markdown\.(closed|open)(, true)?)", g) for g in given), given
+    assert set(re.findall(r"Node\(([^)]*\bhtml\b[^)]*)\)", code)) <= {
+        "entry.html", "step.html", "html"}
     for construct in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write",
                       "eval(", "new Function", "setTimeout(\"", "setInterval(\"",
                       "createContextualFragment", "DOMParser", "srcdoc"):

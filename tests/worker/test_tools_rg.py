@@ -435,3 +435,31 @@ def test_a_listing_runs_rg_alone(proj: Path) -> None:
         assert started == ["rg"]
         assert sorted(search.listed() or []) == ["a.py", "b/c.py"]
         assert [hit.rel for hit in search.extra() or []] == ["b/link.py"]
+
+
+def test_glob_quotes_a_name_that_is_not_utf8_as_the_walk_does(proj: Path) -> None:
+    """rg's list of a name with a byte that is not UTF-8: quoted (its escape must not read
+    as a backslash in a name), as the walk shows it; the negation keeps glob on rg."""
+    (proj / ".gitignore").write_text("__pycache__/\n*.log\n!keep.log\n")
+    (proj / "b" / "bad\udcff.py").write_bytes(b"x\n")
+    out = _both(ToolContext(access=DirectAccess(proj)), "glob", pattern="**/*.py")
+    assert '"b/bad\\xff.py"' in body(out)
+
+
+def test_glob_lists_a_file_rg_listed_and_that_is_gone_before_its_stat(proj: Path) -> None:
+    """rg's list is read whole, then the file goes: glob still lists it, as the walk lists a
+    file gone between reading its directory and its ``stat``, with no time (last)."""
+    from worker.tools.glob import _from_search
+    from worker.tools.tree import glob_regex
+
+    view = TreeView(DirectAccess(proj))
+    start = view.node(proj)
+    assert start is not None
+    search = start_search(view, start, name="*.py")
+    assert search is not None
+    with search:
+        assert sorted(search.listed() or []) == ["a.py", "b/c.py"]  # rg has ended
+        (proj / "b" / "c.py").unlink()
+        found = _from_search(search, glob_regex("**/*.py"), str(proj))
+    assert found is not None
+    assert sorted(found)[-1] == (0, "b/c.py") and len(found) == 2

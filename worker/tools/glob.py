@@ -13,7 +13,7 @@ from msgspec import Meta
 from worker.tools.args import PathArg, ToolArgs
 from worker.tools.base import Tool, ToolContext, quote_path, show_path
 from worker.tools.errors import ToolError
-from worker.tools.rg import FileSearch, name_glob, start_search
+from worker.tools.rg import FileSearch, name_glob, plain_listing, start_search
 from worker.tools.tree import TreeView, glob_regex, split_glob, walk_files
 
 NAME = "glob"
@@ -70,10 +70,14 @@ def _glob(args: GlobArgs, ctx: ToolContext) -> str:
     found: list[tuple[int, str]] | None = None
     if start is not None and start.is_dir:
         if ctx.use_ripgrep:
-            search = start_search(view, start, name=name_glob(rest), max_depth=_depth(rest))
+            name, depth = name_glob(rest), _depth(rest)
+            # plain ignore rules: one walk here; else rg, with a scan for links beside it
+            search = plain_listing(view, start, name=name, max_depth=depth)
+            if search is None:
+                search = start_search(view, start, name=name, max_depth=depth)
             if search is not None:
                 with search:
-                    found = _from_rg(search, regex, str(access.root))
+                    found = _from_search(search, regex, str(access.root))
         if found is None:
             found = []
             for node, rel in walk_files(view, start):
@@ -102,14 +106,18 @@ def _glob(args: GlobArgs, ctx: ToolContext) -> str:
     return header + "\n" + body
 
 
-def _from_rg(search: FileSearch, regex: re.Pattern[str], root: str) -> list[tuple[int, str]] | None:
-    """(-mtime in ns, shown path) of every match, from rg's list, or ``None`` (use the walk).
-    Tens of thousands of files on a big tree: strings only, one ``stat`` each, done on each
-    block of rg's output while rg still walks (and ``find`` looks for symlinks)."""
+def _from_search(
+    search: FileSearch, regex: re.Pattern[str], root: str
+) -> list[tuple[int, str]] | None:
+    """(-mtime in ns, shown path) of every match, from rg's list (or a plain listing's), or
+    ``None`` (use the walk). Tens of thousands of files on a big tree: strings only, one
+    ``stat`` each, done on each block of rg's output while rg still walks (and the symlink
+    scan runs); a plain listing has the times already."""
     base = search.base
     shown = base[len(root.rstrip("/")) + 1 :]  # the start directory as output shows it, + "/"
     found: list[tuple[int, str]] = []
     append, match, stat = found.append, regex.match, os.stat
+    times = search.times()
     directory: int | None = None
     try:
         for rels in search.batches():
@@ -118,6 +126,9 @@ def _from_rg(search: FileSearch, regex: re.Pattern[str], root: str) -> list[tupl
                     directory = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                 except OSError:
                     return None
+            if times:  # a plain listing: every time known (0 for a file gone before it)
+                found += [(-times[rel], shown + rel) for rel in rels if match(rel) is not None]
+                continue
             for rel in rels:
                 if match(rel) is None:
                     continue

@@ -19,6 +19,10 @@ A speculation's overlay files shadow the real ones: rg lists the real tree, the 
 written in the overlay are dropped, and the overlay's files (filtered by the same ignore rules
 as the walk) are merged in at their place in the order.
 
+A listing whose ignore files hold only name rules needs no rg: :func:`plain_listing` walks the
+tree once in this process (``worker.tools.listing_walk``) and hands the same
+:class:`FileSearch` interface its files, their modification times and the symlinks.
+
 ``None`` means "use the walk": no runnable rg binary, a pattern rg would read differently from
 Python (or cannot compile), ignore rules rg would see differently (a ``.gitignore`` written in
 the overlay, ignore files above a project that is not a git repository, a directory outside the
@@ -52,6 +56,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from protocol.rules import programs
+from worker.tools.listing_walk import NameTest, walk_listing
+from worker.tools.plain_ignore import PlainRules, RuleChain, plain_rules
 from worker.tools.tree import SKIPPED_DIRS, IgnoreRules, Node, TreeView
 
 __all__ = [
@@ -59,6 +65,7 @@ __all__ = [
     "Hit",
     "find_files",
     "name_glob",
+    "plain_listing",
     "rg_binary",
     "rust_pattern",
     "start_search",
@@ -576,6 +583,19 @@ class _LinkScan:
         self._thread.join()  # a scan is not stopped half way; it holds descriptors until done
 
 
+class _FoundLinks:
+    """The symlinks a :func:`plain_listing` walk found, standing in for ``find``."""
+
+    def __init__(self, links: list[str]) -> None:
+        self._links = links
+
+    def paths(self) -> list[str]:
+        return self._links
+
+    def close(self) -> None:
+        pass
+
+
 class _Visibility:
     """Whether the walk from ``start`` reaches a file, by the same ignore rules (cached per
     directory, for the few files checked this way: overlay files, symlinks, big files; read
@@ -623,8 +643,11 @@ class FileSearch:
         start: Path,
         visibility: _Visibility,
         rg: _Proc | None,
-        find: _Proc | _LinkScan | None,
+        find: _Proc | _LinkScan | _FoundLinks | None,
         where: str,
+        *,
+        listed: list[str] | None = None,
+        times: dict[str, int] | None = None,
     ) -> None:
         self._view = view
         self._start = start
@@ -632,7 +655,8 @@ class FileSearch:
         self._rg = rg
         self._find = find
         self._where = where
-        self._listed: list[str] | None = None if rg is not None else []
+        self._listed: list[str] | None = None if rg is not None else (listed or [])
+        self._times = times or {}
         self.base = str(start).rstrip("/") + "/"
         """The start directory's path with a trailing slash: ``base + rel`` is a file's path."""
         self.plain = True
@@ -669,7 +693,7 @@ class FileSearch:
             if not end:
                 continue
             block = data[:end]
-            if self.plain and _CONTROL_BYTES.search(block) is not None:
+            if self.plain and not _plain_bytes(block):
                 self.plain = False
             rels = [entry[cut:] for entry in os.fsdecode(block).split("\0") if entry]
             if gone:
@@ -686,7 +710,7 @@ class FileSearch:
             rels = [rel for rel in rels if base + rel not in gone]
             if private:
                 rels = [rel for rel in rels if not rel.startswith(private)]
-            self.plain = self.plain and _CONTROL_BYTES.search(tail) is None
+            self.plain = self.plain and _plain_bytes(tail)
             listed += rels
             yield rels
         failed = code not in (0, 1) and not listed  # a bad argument, an unreadable start
@@ -702,6 +726,11 @@ class FileSearch:
             for _ in self.batches():
                 pass
         return None if self.failed else self._listed
+
+    def times(self) -> dict[str, int]:
+        """Modification times (ns) the walk of a :func:`plain_listing` took, by path relative
+        to the start directory; empty for rg (the caller stats what it lists)."""
+        return self._times
 
     def extra(self, listed: Collection[str] | None = None) -> list[Hit] | None:
         """What the walk visits beyond :meth:`listed`: symlinks that are not directories,
@@ -765,6 +794,20 @@ class FileSearch:
 _CONTROL_BYTES = re.compile(rb"[\x01-\x1f\x7f]")  # NUL separates rg's paths
 
 
+def _plain_bytes(block: bytes) -> bool:
+    """Whether no path in rg's ``block`` needs ``quote_path``: no control character and no
+    byte that is not UTF-8 (shown as an escape, it must be quoted as the walk quotes it)."""
+    if _CONTROL_BYTES.search(block) is not None:
+        return False
+    if block.isascii():
+        return True
+    try:
+        block.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def start_search(
     view: TreeView,
     start: Node,
@@ -821,6 +864,115 @@ def start_search(
         rg.close()
         return None
     return FileSearch(view, start.path, visibility, rg, find, where)
+
+
+def plain_listing(
+    view: TreeView,
+    start: Node,
+    *,
+    name: str | None = None,
+    max_depth: int | None = None,
+) -> FileSearch | None:
+    """A listing of directory ``start`` (``name`` and ``max_depth`` as for
+    :func:`find_files`) done by one walk in this process (:mod:`worker.tools.listing_walk`),
+    with every listed file's modification time (:meth:`FileSearch.times`), already complete
+    when returned; or ``None`` when that walk does not apply: an ignore file in force that is
+    not plain (:mod:`worker.tools.plain_ignore`), one written in the overlay, a start that is
+    a link, outside the project or only in the overlay, a directory that could not be read.
+    Then :func:`start_search` (rg) or the walk answers."""
+    root, top = view.root, start.path
+    if not top.is_relative_to(root) or os.path.islink(top) or not os.path.isdir(top):
+        return None
+    if "\n" in str(top.relative_to(root)):  # pathspec matches no rule across a newline
+        return None
+    if any(p.name == ".gitignore" for p in view.overlay_files()):
+        return None
+    no_ignore = top != root and IgnoreRules.at(view, top).ignored(top, True)
+    chain = None if no_ignore else _plain_chain(view, top)
+    if not no_ignore and chain is None:
+        return None
+    base = str(top).rstrip("/") + "/"
+    # specrun's own state below the start is not entered (rg's list leaves it out the same way)
+    tops = () if view.shows_private else view.reach.private
+    private = [top_[len(base) :] + "/" for top_ in tops if top_.startswith(base)]
+    names = _name_alternatives(name)
+    wanted = NameTest(regex=_name_regex(name))
+    if names is not None and all(one.startswith("*") and "*" not in one[1:] for one in names):
+        wanted = NameTest(suffixes=tuple(one[1:] for one in names))  # "*.py": cheaper
+
+    def read_rules(path: str) -> PlainRules | None:
+        return _plain_ignore_file(view, Path(path))
+
+    found = walk_listing(
+        str(top),
+        chain,
+        read_rules,
+        max_depth=max_depth,
+        wanted=wanted,
+        links_named=_name_regex(name),
+        left_out=private,
+    )
+    if found is None or found.failed:
+        return None
+    times = found.files
+    listed = list(times)
+    gone = {str(p) for p in view.overlay_files()}
+    if gone:
+        listed = [rel for rel in listed if base + rel not in gone]
+    rel_start = os.path.relpath(top, root)
+    where = "." if rel_start == "." else "./" + rel_start
+    visibility = _Visibility(view, top, no_ignore)
+    search = FileSearch(
+        view, top, visibility, None, _FoundLinks(found.links), where, listed=listed, times=times
+    )
+    search.plain = _CONTROL_TEXT.search("".join(listed)) is None
+    return search
+
+
+_CONTROL_TEXT = re.compile("[\x01-\x1f\x7f\udc80-\udcff]")  # what quote_path quotes
+
+
+def _plain_ignore_file(view: TreeView, path: Path, node: Node | None = None) -> PlainRules | None:
+    """The rules of the ignore file at ``path`` as the walk reads it (through the read rule;
+    none when it is missing, a directory or unreadable), or ``None`` when it is not plain."""
+    if node is None:
+        node = view.node(path)
+    if node is None or node.is_dir:
+        return PlainRules()
+    try:
+        text = view.read_bytes(node).decode("utf-8", errors="replace")
+    except OSError:
+        return PlainRules()
+    return plain_rules(text.splitlines())
+
+
+def _plain_chain(view: TreeView, top: Path) -> RuleChain | None:
+    """The plain rules in force in ``top`` (the ignore files :meth:`IgnoreRules.at` reads),
+    or ``None`` when one of them is not plain."""
+    root = view.root
+    info = root / ".git" / "info" / "exclude"
+    files = [(root, _plain_ignore_file(view, info, Node(info, info, is_dir=False)))]
+    levels = [root, *(root / part for part in _prefixes(top, root))]
+    files += [(level, _plain_ignore_file(view, level / ".gitignore")) for level in levels]
+    inherited: list[PlainRules] = []
+    own: list[PlainRules] = []
+    for level, rules in files:
+        if rules is None:
+            return None
+        (own if level == top else inherited).append(rules)
+    merged = PlainRules(
+        anywhere=tuple(p for rules in own for p in rules.anywhere),
+        anywhere_dirs=tuple(p for rules in own for p in rules.anywhere_dirs),
+        here=tuple(p for rules in own for p in rules.here),
+        here_dirs=tuple(p for rules in own for p in rules.here_dirs),
+    )
+    return RuleChain(tuple(inherited), merged)
+
+
+def _prefixes(path: Path, root: Path) -> list[str]:
+    """The directories from ``root`` down to ``path``, relative to ``root``."""
+    parts = path.relative_to(root).parts
+    return [os.path.join(*parts[: i + 1]) for i in range(len(parts))]
 
 
 def find_files(

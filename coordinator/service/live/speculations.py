@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from coordinator.service.live.hub import LiveHub
-from coordinator.service.speculation import preview_files
+from coordinator.service.speculation import Progress, preview_files
+from protocol.wire.chat import ToolCall, ToolResult
 from protocol.wire.control import FileDiff, LiveActivity, LiveDiff, LiveSpeculationStep
-from protocol.wire.display import cut, format_args
+from protocol.wire.display import call_diff, call_path, cut, format_args
 from protocol.wire.work import (
     Boundary,
     Completed,
@@ -87,6 +88,45 @@ def bounded_for_view(files: tuple[FileDiff, ...]) -> tuple[FileDiff, ...]:
     return tuple(out)
 
 
+def _text_step(turn: int, text: str) -> LiveActivity:
+    return LiveActivity("text", cut(text, MAX_ENTRY_CHARS), turn=turn)
+
+
+def _call_step(turn: int, call: ToolCall, result: ToolResult | None) -> LiveActivity:
+    started = LiveActivity("tool", "", call.id, call.name, format_args(call), "running",
+                           turn=turn, diff=call_diff(call), path=call_path(call))
+    return started if result is None else _result_step(turn, started, result)
+
+
+def _result_step(turn: int, started: LiveActivity | None, result: ToolResult) -> LiveActivity:
+    """A call's step once its result came (``started``: its step before, if known)."""
+    return LiveActivity(
+        "tool",
+        cut((result.output if result.ok else result.error) or "", 500),
+        result.call_id,
+        result.name,
+        started.args if started else "",
+        "error" if result.failed else "success",
+        result.exit_code,
+        turn=turn,
+        diff=started.diff if started else "",
+        path=started.path if started else "",
+    )
+
+
+def steps_from_progress(progress: Progress) -> tuple[LiveActivity, ...]:
+    """A speculation's steps as the live view sends them one by one (the same
+    conversion), rebuilt from its record: per model turn its text, then its tool calls,
+    each with its result when it came; the newest ``MAX_STEPS``."""
+    steps: list[LiveActivity] = []
+    for number in sorted(progress.turns):
+        turn = progress.turns[number]
+        if turn.text:
+            steps.append(_text_step(number, turn.text))
+        steps.extend(_call_step(number, call, turn.results.get(call.id)) for call in turn.calls)
+    return tuple(steps[-MAX_STEPS:])
+
+
 Spawn = Callable[[Coroutine[Any, Any, object]], "asyncio.Task[object]"]
 
 
@@ -111,22 +151,12 @@ class SpeculationViews:
         """An event of that speculation's worker: a step to send, a diff to recompute."""
         step: LiveActivity | None = None
         if isinstance(event, ModelText):
-            step = LiveActivity("text", cut(event.text, MAX_ENTRY_CHARS))
+            step = _text_step(event.turn, event.text)
         elif isinstance(event, ToolStarted):
-            call = event.call
-            step = LiveActivity("tool", "", call.id, call.name, format_args(call), "running")
+            step = _call_step(event.turn, event.call, None)
         elif isinstance(event, ToolFinished):
             result = event.result
-            started = self._find_step(spec_id, result.call_id)
-            step = LiveActivity(
-                "tool",
-                cut((result.output if result.ok else result.error) or "", 500),
-                result.call_id,
-                result.name,
-                started.args if started else "",
-                "error" if result.failed else "success",
-                result.exit_code,
-            )
+            step = _result_step(event.turn, self._find_step(spec_id, result.call_id), result)
             self._diff_soon(spec_id)
         elif isinstance(event, (Completed, Boundary)):
             self._diff_soon(spec_id)
@@ -143,8 +173,12 @@ class SpeculationViews:
                 with contextlib.suppress(OSError):
                     self._diffs.setdefault(spec.id, await self._compute_diff(spec))
 
-    def steps_of(self, ids: list[str]) -> dict[str, tuple[LiveActivity, ...]]:
-        return {i: tuple(self._steps.get(i, ())) for i in ids}
+    @staticmethod
+    def steps_of(specs: list[Speculation]) -> dict[str, tuple[LiveActivity, ...]]:
+        """Each speculation's steps, from what its worker reported (``Progress``, which the
+        speculation keeps whoever watches): a view opened after a speculation ran, or
+        while it ran, sees all its steps, not only those sent since it subscribed."""
+        return {spec.id: steps_from_progress(spec.progress) for spec in specs}
 
     def diffs_of(self, ids: list[str]) -> dict[str, LiveDiff]:
         return {i: self._diffs[i] for i in ids if i in self._diffs}

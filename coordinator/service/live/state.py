@@ -285,13 +285,16 @@ class LiveState:
         # Everything below is read without a wait in between: the state as of ``seq``.
         suggestion = self._suggestion()
         live_ids = [b.speculation.id for b in suggestion.branches if b.speculation is not None]
+        current = self.speculation.current
+        live = [s for s in (current.speculations() if current is not None else [])
+                if s.id in live_ids]
         return LiveSnapshot(
             req_id=req_id,
             seq=self.hub.seq,
             status=self.status(req_id),
             conversation=conversation_entries(self.chat.history),
             suggestion=suggestion,
-            steps=self.speculations.steps_of(live_ids),
+            steps=self.speculations.steps_of(live),
             diffs=self.speculations.diffs_of(live_ids),
             workers=self._last_workers,
             stats=self._stats(),

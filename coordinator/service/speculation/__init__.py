@@ -22,7 +22,7 @@ from coordinator.service.speculation.context import ForkSource
 from coordinator.service.speculation.cost import Budget, CostLedger
 from coordinator.service.speculation.manager import SpeculationManager
 from coordinator.service.speculation.pending_accept import settle_pending
-from coordinator.service.speculation.preview import preview_files
+from coordinator.service.speculation.preview import Progress, preview_files
 from coordinator.service.speculation.record import AbortCause, Speculation
 from coordinator.service.speculation.runner import SpeculationWorkers
 from coordinator.service.speculation.suggestion import BranchRun, Suggestion
@@ -37,6 +37,7 @@ __all__ = [
     "CostLedger",
     "Debounced",
     "ForkSource",
+    "Progress",
     "Speculation",
     "SpeculationManager",
     "SpeculationWorkers",

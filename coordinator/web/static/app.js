@@ -2,7 +2,8 @@
 // file names, diffs): it only ever becomes a DOM text node (textContent /
 // createTextNode), never markup, and control characters are shown as escapes. No inline
 // script, no eval, no innerHTML: the Content-Security-Policy forbids the first two, and
-// this file never uses the others.
+// this file never uses the others, but in ``putSanitized`` (the model's markdown, made
+// HTML and sanitized by the web process).
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -102,18 +103,35 @@ const TOOL_MARKS = {running: "…", success: "✓", error: "✗", refused: "⊘"
 const TOOL_WORDS = {running: "running", success: "success", error: "failed", refused: "refused",
                     cancelled: "cancelled"};
 
+// A tool's result: its first lines, and the rest folded (a file read or a test run's
+// output is long, and the conversation is read for what the model did).
+const RESULT_LINES = 3;
+
+function resultNode(resultText) {
+  // a command's result opens with its exit code, which the line above says already
+  const text = (resultText || "").replace(/^Exit code: 0\nStdout:\n/, "")
+    .replace(/\nStderr: \(empty\)\n?$/, "");
+  if (!text) return "";
+  const lines = text.split("\n");
+  if (lines.length <= RESULT_LINES + 1) return "\n  → " + text;
+  const rest = lines.slice(RESULT_LINES);
+  return el("span", {class: "result"}, "\n  → " + lines.slice(0, RESULT_LINES).join("\n"),
+            el("details", {}, el("summary", {}, `${rest.length} more line(s)`),
+               el("span", {}, rest.join("\n"))));
+}
+
 function toolNode(name, args, status, exitCode, resultText, diff, path) {
   const mark = TOOL_MARKS[status] || "•";
   let word = TOOL_WORDS[status] || status;
   if (exitCode !== null && exitCode !== undefined && exitCode !== 0) word += `, exit ${exitCode}`;
-  const result = resultText ? "\n  → " + resultText : "";
+  const result = resultNode(resultText);
   if (diff && path) {  // an edit or a write: its file and its change, not its arguments
     const lines = diff.split("\n").map((line) => el("span", {
       class: line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : ""}, line + "\n"));
     return el("div", {class: `tool tool-${status}`}, `${mark} ${name} ${path} [${word}]\n`,
               el("pre", {class: "diff"}, ...lines), status === "success" ? "" : result);
   }
-  return el("div", {class: `tool tool-${status}`}, `${mark} ${name}(${args}) [${word}]${result}`);
+  return el("div", {class: `tool tool-${status}`}, `${mark} ${name}(${args}) [${word}]`, result);
 }
 
 // An approval question of a turn: the call whole (the model wrote it), why it needs a
@@ -154,15 +172,79 @@ async function answerApproval(button) {
   }
 }
 
+// The one place markup is made from what the service sent: model text the web process
+// rendered as markdown and passed through nh3 (coordinator/web/markdown_view.py: structure
+// only, no attributes, so no link, image, style or script; the text made inert first).
+// ``html`` is only ever an ``html``, ``markdown`` or ``reply_html`` field of its JSON.
+function putSanitized(node, html, append = false) {
+  if (append) node.insertAdjacentHTML("beforeend", html);
+  else node.innerHTML = html;
+}
+
+function markdownNode(html) {
+  const node = el("div", {class: "model markdown"});
+  putSanitized(node, html);
+  return node;
+}
+
+// A reply while it streams (coordinator/web/streamed_reply.py): the blocks that ended,
+// appended once; the open block, replaced when it is rendered again; the text that came
+// after its last rendering, as text. One node per reply, updated in place: a long reply
+// is never drawn again whole at each chunk. The ended blocks go into boxes of
+// PART_PIECES each, so the layout after a chunk walks the newest box and the list of
+// boxes, not every block of the reply. When the reply ends, its whole rendering replaces
+// the pieces, unless the pieces already are exactly it (the usual case).
+const PART_PIECES = 32;
+
+function streamedNode(item) {
+  if (item.node) return item.node;
+  const node = el("div", {class: "text model markdown streaming"});
+  item.closedBox = el("div", {class: "md-closed"});
+  item.openBox = el("div", {class: "md-open"});
+  item.pending = document.createTextNode("");
+  item.part = null;
+  item.pieces = 0;
+  item.closedHtml = "";
+  item.openHtml = "";
+  node.append(item.closedBox, item.openBox, el("span", {class: "md-pending"}, item.pending));
+  item.node = node;
+  return node;
+}
+
+function streamText(item, text, markdown) {
+  streamedNode(item);
+  if (!markdown) { item.pending.appendData(visible(text)); return; }
+  if (markdown.closed) {
+    if (!item.part || item.pieces >= PART_PIECES) {
+      item.part = el("div", {class: "md-part"});
+      item.closedBox.append(item.part);
+      item.pieces = 0;
+    }
+    putSanitized(item.part, markdown.closed, true);
+    item.pieces += 1;
+    item.closedHtml += markdown.closed;
+  }
+  if (markdown.open !== null && markdown.open !== undefined) {
+    putSanitized(item.openBox, markdown.open);
+    item.openHtml = markdown.open;
+    item.pending.data = "";
+  } else item.pending.appendData(visible(text));
+}
+
+function finishText(item, html) {
+  const node = streamedNode(item);
+  node.classList.remove("streaming");
+  if (item.pending.data || html !== item.closedHtml + item.openHtml) putSanitized(node, html);
+  item.closedBox = item.openBox = item.pending = item.part = null;
+  item.closedHtml = item.openHtml = "";
+  item.done = true;
+}
+
 function entryNode(entry) {
   if (entry.kind === "user") return el("div", {class: "user"}, entry.text);
   if (entry.kind === "model") {
     if (!entry.html) return el("div", {class: "model"}, entry.text);
-    // markdown rendered and sanitized by the service's web view (nh3: structure only,
-    // no attributes, so no link, image or script); the text itself was made inert first
-    const node = el("div", {class: "model markdown"});
-    node.innerHTML = entry.html;
-    return node;
+    return markdownNode(entry.html);
   }
   return toolNode(entry.tool, entry.args, entry.status, entry.exit_code, entry.text,
                   entry.diff, entry.path);
@@ -172,7 +254,7 @@ function turnNode(turn) {
   const box = el("div", {class: "turn"});
   for (const item of turn.items) {
     if (item.k === "user") box.append(el("div", {class: "user"}, item.text));
-    else if (item.k === "text") box.append(el("div", {class: "text"}, item.text));
+    else if (item.k === "text") box.append(streamedNode(item));
     else if (item.k === "tool") {
       box.append(toolNode(item.name, item.args, item.status, item.exit_code, item.result,
                           item.diff, item.path));
@@ -223,9 +305,10 @@ function renderConversation() {
   if (follow) target.scrollTop = target.scrollHeight;
 }
 
-function renderTurn(number) {
+// ``follow``: the view was at the end before the event (a reply growing in place
+// changed the height since), so it stays there.
+function renderTurn(number, follow = atBottom(document.getElementById("conversation"))) {
   const target = document.getElementById("conversation");
-  const follow = atBottom(target);
   const fresh = turnNode(turnOf(number));
   const old = state.turnNodes.get(number);
   if (old && old.isConnected) old.replaceWith(fresh);
@@ -273,14 +356,23 @@ function turnOf(number) {
   return turn;
 }
 
-function onTurnEvent(number, event) {
+// Applies a turn's event; false when it only extended the reply streaming in place (its
+// node is on the page already), true when the turn is to be drawn again.
+function onTurnEvent(number, event, change) {
   const turn = turnOf(number);
   const last = turn.items[turn.items.length - 1];
+  if (change.reply_html !== undefined && last && last.k === "text" && !last.done) {
+    finishText(last, change.reply_html);  // the text before this event ended
+  }
   switch (event.type) {
-    case "text":
-      if (last && last.k === "text") last.text += event.text;
-      else turn.items.push({k: "text", text: event.text});
-      break;
+    case "text": {
+      const extends_ = last && last.k === "text" && !last.done;
+      const item = extends_ ? last : {k: "text", text: ""};
+      if (!extends_) turn.items.push(item);
+      item.text += event.text;
+      streamText(item, event.text, change.markdown);
+      return !(extends_ && item.node.isConnected);
+    }
     case "tool": {
       const item = turn.items.find((i) => i.k === "tool" && i.id === event.call_id);
       const fresh = {k: "tool", id: event.call_id, name: event.name, args: event.args,
@@ -304,6 +396,7 @@ function onTurnEvent(number, event) {
                        speculated: event.speculated});
       break;
   }
+  return true;
 }
 
 // -- suggestion, its speculations and their diffs ---------------------------------------
@@ -386,17 +479,42 @@ function cachedDiffNode(diff) {
 function stepsNode(steps) {
   const box = el("div", {class: "steps"});
   for (const step of steps || []) {
-    if (step.kind === "text") box.append(el("div", {class: "model"}, step.text));
-    else box.append(toolNode(step.tool, step.args, step.status, step.exit_code, step.text));
+    if (step.kind === "text") {
+      box.append(step.html ? markdownNode(step.html) : el("div", {class: "model"}, step.text));
+    }
+    else {
+      box.append(toolNode(step.tool, step.args, step.status, step.exit_code, step.text,
+                          step.diff, step.path));
+    }
   }
   return box;
 }
+
+// Why no suggestion is shown, in words (protocol/wire/control.py's SuppressReason).
+const SUPPRESSED = {
+  empty: "the model guessed nothing", hidden_characters: "the guess held hidden characters",
+  done: "the model thinks the work is done", meta_text: "the guess was about guessing",
+  meta_wrapped: "the guess was about guessing", error_message: "the guess read like an error",
+  prefixed_label: "the guess came with a label", too_few_words: "the guess was too short",
+  too_many_words: "the guess was too long", too_long: "the guess was too long",
+  multiple_sentences: "the guess was more than one sentence",
+  has_formatting: "the guess had formatting", evaluative: "the guess judged instead of asking",
+  ai_voice: "the guess spoke as the assistant, not as you",
+  early_conversation: "too early in the conversation to guess",
+  no_snapshot: "nothing to guess from yet", error: "the request for a guess failed",
+  refusal: "the model declined to guess",
+  backoff: "paused after several suggestions went unused",
+  cold_cache: "skipped while the prompt cache is cold (a guess would cost many uncached tokens)",
+  unfocused: "no one is looking (every chat and page is in the background); made on return",
+  away: "no one has typed for a while; made on return",
+};
 
 function renderSuggestion() {
   const s = state.suggestion;
   if (!s || !s.text) {
     const why = s && s.pending ? "a suggestion is being generated" :
-      s && s.suppressed_reason ? `no suggestion (${s.suppressed_reason})` : "no suggestion";
+      s && s.suppressed_reason ? `no suggestion: ${SUPPRESSED[s.suppressed_reason] || s.suppressed_reason}`
+        : "no suggestion";
     fill("suggestion", el("div", {class: "muted"}, why));
     return;
   }
@@ -422,7 +540,12 @@ function renderSuggestion() {
       if (spec.boundary_reason) box.append(el("div", {class: "warn"},
         spec.boundary_words && !VERBOSE ? spec.boundary_words : `stopped at: ${spec.boundary_reason}`));
       box.append(el("h3", {}, "Steps"), stepsNode(state.steps[spec.id]));
-      box.append(el("h3", {}, "Diff"), cachedDiffNode(state.diffs[spec.id]));
+      const diff = state.diffs[spec.id];
+      const none = !diff || (diff.files.length === 0 && !diff.refused && !(diff.links_held || []).length);
+      // "yet" only while it runs: a speculation that ended without writing wrote nothing
+      box.append(el("h3", {}, "Diff"), none
+        ? el("div", {class: "muted"}, spec.status === "running" ? "no files changed yet" : "no files changed")
+        : cachedDiffNode(diff));
     }
     nodes.push(box);
   }
@@ -489,7 +612,8 @@ function lineChart(title, caption, values, accepted) {
       const [x, y] = points[i].split(",");
       chart.append(svg("circle", {cx: x, cy: y, r: 3, class: "bar"}));
     });
-    chart.append(svg("text", {x: pad, y: 10}, `max ${max.toFixed(2)} s`));
+    // at the right: a first point sits at the left edge, under where this would be
+    chart.append(svg("text", {x: width - 4, y: 10, "text-anchor": "end"}, `max ${max.toFixed(2)} s`));
   }
   return el("div", {class: "chart"}, el("h3", {}, title), el("p", {class: "caption"}, caption), chart);
 }
@@ -577,14 +701,21 @@ function onChange(change) {
       turnOf(change.turn).items.push({k: "user", text: change.text});
       renderTurn(change.turn);
       break;
-    case "turn_event":
-      onTurnEvent(change.turn, change.event);
-      renderTurn(change.turn);
+    case "turn_event": {
+      const target = document.getElementById("conversation");
+      const follow = atBottom(target);
+      if (onTurnEvent(change.turn, change.event, change)) renderTurn(change.turn, follow);
+      else if (follow) target.scrollTop = target.scrollHeight;
       break;
+    }
     case "suggestion": state.suggestion = change.suggestion; renderSuggestion(); break;
     case "speculation_step": {
       const steps = state.steps[change.speculation_id] || (state.steps[change.speculation_id] = []);
-      const at = change.step.kind === "tool" ? steps.findIndex((s) => s.call_id === change.step.call_id) : -1;
+      // a tool call comes again with its result, and a text step already in the
+      // snapshot comes again as an event: each replaces the one it updates
+      const step = change.step;
+      const at = steps.findIndex((s) => s.kind === step.kind &&
+        (step.kind === "tool" ? s.call_id === step.call_id : s.turn === step.turn));
       if (at >= 0) steps[at] = change.step; else steps.push(change.step);
       if (steps.length > MAX_STEPS) steps.splice(0, steps.length - MAX_STEPS);
       pruneSpeculations(state.steps);

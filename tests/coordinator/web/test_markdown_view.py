@@ -35,3 +35,12 @@ def test_structure_survives() -> None:
     html = markdown_html("# Title\n\n- *one*\n- `two`\n\n```\ncode\n```\n")
     for tag in ("<h1>", "<ul>", "<li>", "<em>", "<code>", "<pre>"):
         assert tag in html
+
+
+def test_a_link_shows_where_it_pointed_and_an_image_what_it_showed_as_text_only() -> None:
+    assert markdown_html("see [the docs](https://example.com/a?b=<1>) now") == (
+        "<p>see the docs (https://example.com/a?b=%3C1%3E) now</p>\n")
+    assert markdown_html("<https://example.com>") == "<p>https://example.com</p>\n"
+    assert markdown_html("![a *cat*](https://evil/x.png)") == "<p>[image: a cat]</p>\n"
+    # the links markdown-it refuses stay what the model wrote
+    assert markdown_html("[x](javascript:alert(1))") == "<p>[x](javascript:alert(1))</p>\n"

@@ -76,7 +76,8 @@ def test_a_prompt_sent_from_the_page_streams_and_its_speculation_shows_its_diff_
     assert branch.locator(".warn").count() == 0  # a test file does not run by itself
     steps = branch.locator(".steps .tool").all_inner_texts()
     assert any(s.startswith("✓ read_file(") and "[success]" in s for s in steps), steps
-    assert any(s.startswith("✓ write_file(") for s in steps), steps
+    # a write shows its file and its lines as a diff, not its arguments
+    assert any(s.startswith(f"✓ write_file {NEG_FILE} [success]") for s in steps), steps
     page.wait_for_selector("#workers table tr >> nth=1")
     page.wait_for_selector("#containment li")
     page.wait_for_selector("#stats svg")

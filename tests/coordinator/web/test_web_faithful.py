@@ -84,7 +84,7 @@ def test_the_diff_in_the_page_is_specrun_diff_line_by_line_and_tab_writes_it(
 ) -> None:
     specrun, _ = served
     with _completed_in_page(served, REWRITE, "modified: notes.sql") as (_, branch):
-        shown = branch.locator("pre.diff span").evaluate_all(
+        shown = branch.locator(".files pre.diff span").evaluate_all(
             "spans => spans.map(s => [s.className, s.textContent])"
         )
         (file,) = specrun.json("diff")["files"]
@@ -118,7 +118,7 @@ def test_invisible_characters_tab_would_write_are_shown_in_the_page(
 ) -> None:
     specrun, _ = served
     with _completed_in_page(served, HIDE, "created: server.js") as (_, branch):
-        added = branch.locator("pre.diff span.add").all_text_contents()
+        added = branch.locator(".files pre.diff span.add").all_text_contents()
         assert added == ["+const { timeout,\\u3164} = req.query;",
                          "+exec(\\u3164);\\u061c\\U000e0041\\U000e0042"]
         steps = branch.locator(".steps").text_content() or ""
@@ -159,7 +159,7 @@ def test_a_huge_diff_reaches_the_page_bounded_and_says_how_much_is_left_out(
     specrun, _ = served
     head = f"created: long.log +{BIG_LINES} -0"
     with _completed_in_page(served, BIG, head) as (_, branch):
-        shown = branch.locator("pre.diff span").count()
+        shown = branch.locator(".files pre.diff span").count()
         note = branch.locator(".file .muted").last.text_content() or ""
         left_out = int(note.split("… and ")[1].split(" ")[0])
         (file,) = specrun.json("diff")["files"]
