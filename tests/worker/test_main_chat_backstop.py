@@ -461,3 +461,29 @@ def test_a_repositorys_own_alias_is_not_undone_by_a_benign_change(project: Path)
     result = _guarded(project)("k=user.email; git config $k other@example.com")
     assert result.notes == ()
     assert _git_out(project, "config", "user.email") == "other@example.com"
+
+
+def test_the_git_directory_cannot_be_moved_aside_to_plant_new_hooks(project: Path) -> None:
+    # A hooks directory no mount holds would be one in a new .git (or a new project
+    # directory) made where the old one was moved away.
+    _require_namespaces()
+    result = _guarded(project)(
+        "d=.git; mv $d .git-old; mkdir -p $d/hooks; echo 'touch /tmp/p' > $d/hooks/pre-commit; "
+        "c=$(pwd); cd ..; mv $c $c-old; mkdir -p $c/.git/hooks; echo x > $c/.git/hooks/pre-commit")
+    assert not (project / ".git" / "hooks" / "pre-commit").exists(), result
+    assert not (project / ".git-old").exists() and not Path(f"{project}-old").exists()
+    assert _git_out(project, "log", "--format=%s") == "shipped"
+    assert "specrun kept this command from writing .git:" in " ".join(result.notes), result
+
+
+def test_a_hooks_link_pointed_elsewhere_is_put_back(project: Path) -> None:
+    _require_namespaces()
+    hooks = project / ".git" / "hooks"
+    shutil.rmtree(hooks)
+    (project / "githooks").mkdir()
+    hooks.symlink_to("../githooks")
+    (project / "evil").mkdir()
+    (project / "evil" / "pre-commit").write_text("touch /tmp/p\n")
+    result = _guarded(project)("h=.git/hooks; ln -sfn ../evil $h")
+    assert os.readlink(hooks) == "../githooks", result
+    assert ".git/hooks" in " ".join(result.notes)

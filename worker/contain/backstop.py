@@ -72,6 +72,7 @@ from worker.shell.git_config import config_entry_runs_program, parse_git_config
 from worker.shell.runner import ShellResult, run_shell
 
 CAP_SYS_ADMIN = 21
+_MS_BIND = 1 << 12
 _MS_REC = 1 << 14
 _MS_SLAVE = 1 << 19
 WALK_DEPTH = 3
@@ -163,6 +164,10 @@ class Guarded:
     # a bound path that a link of git's leads to -> that link (its reason is the link's)
     stands_for: tuple[tuple[str, str], ...] = ()
     configs: tuple[ConfigBefore, ...] = ()
+    # directories bound onto themselves writable, so that they cannot be renamed: a
+    # repository's git directory and the directories above it up to the project (``mv .git
+    # old && mkdir -p .git/hooks`` would make a hooks directory no mount holds)
+    pins: tuple[str, ...] = ()
 
     @property
     def root(self) -> str:
@@ -201,8 +206,9 @@ def guarded_paths(guard: WriteGuard, opened: Opened = Opened()) -> Guarded:
     absent = tuple(p for p in dict.fromkeys(plan.absent) if not opened.opens(p))
     links = tuple((p, t) for p, t in plan.links if not opened.opens(p))
     configs = tuple(read_config(p) for p in dict.fromkeys(plan.configs) if not opened.opens(p))
+    pins = tuple(sorted(dict.fromkeys(plan.pins), key=lambda p: p.count("/")))
     return Guarded(guard, _outermost(read_only), absent, links, tuple(plan.stands_for.items()),
-                   configs)
+                   configs, pins)
 
 
 def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
@@ -256,6 +262,7 @@ class _Plan:
         self.absent: list[str] = []
         self.links: list[tuple[str, str]] = []
         self.configs: list[str] = []
+        self.pins: list[str] = []
         self.found: list[tuple[str, str]] = []  # (path, "bind" | "git" | "link")
         self.stands_for: dict[str, str] = {}
         self.listed: list[tuple[str, int]] = []  # (directory, st_mtime_ns before listing)
@@ -376,10 +383,27 @@ class _Plan:
         for git_dir in directories:
             if not os.path.isdir(git_dir):
                 continue
-            self.add(os.path.join(git_dir, "hooks"), follow=True)
-            self.watch(os.path.join(git_dir, "hooks"))
+            hooks = os.path.join(git_dir, "hooks")
+            self.add(hooks, follow=True)
+            self.watch(hooks)
+            with contextlib.suppress(OSError):
+                self.links.append((hooks, os.readlink(hooks)))  # a link is put back
+            self.pin(_real(git_dir))
             self.configs += [os.path.join(git_dir, "config"),
                              os.path.join(git_dir, "config.worktree")]
+
+    def pin(self, git_dir: str) -> None:
+        """``git_dir`` and the directories above it up to the project root (only its parent
+        when it lies outside the project: a worktree's common directory)."""
+        self.pins.append(git_dir)
+        parent = os.path.dirname(git_dir)
+        if not _under(git_dir, self.guard.root):
+            self.pins.append(parent)
+            return
+        while parent != self.guard.root and _under(parent, self.guard.root):
+            self.pins.append(parent)
+            parent = os.path.dirname(parent)
+        self.pins.append(self.guard.root)
 
     def literal_names(self) -> None:
         """Held names without a wildcard, at the project root: watched when absent, bound
@@ -399,13 +423,14 @@ class _Plan:
 # --- in the command's child, before exec -----------------------------------------------------
 
 
-def enter(paths: tuple[str, ...], uid: int, gid: int) -> None:
-    """In the forked child before exec: a mount namespace of its own with ``paths`` bound
-    read-only, then no way back (``CAP_SYS_ADMIN`` leaves the bounding set, so the command
-    cannot unmount them). Root that may mount gets just the mount namespace, so it stays
-    root over every file as before; anyone else gets it inside a user namespace with our
-    uid and gid mapped to themselves (our files keep their owner, the command is who it
-    was). Raises OSError: the command does not run."""
+def enter(paths: tuple[str, ...], uid: int, gid: int, pins: tuple[str, ...] = ()) -> None:
+    """In the forked child before exec: a mount namespace of its own with ``pins`` bound
+    onto themselves (writable: they only become mount points, which cannot be renamed) and
+    ``paths`` bound read-only, then no way back (``CAP_SYS_ADMIN`` leaves the bounding
+    set, so the command cannot unmount them). Root that may mount gets just the mount
+    namespace, so it stays root over every file as before; anyone else gets it inside a
+    user namespace with our uid and gid mapped to themselves (our files keep their owner,
+    the command is who it was). Raises OSError: the command does not run."""
     if not (uid == 0 and _own_mount_namespace()):
         libc.unshare(libc.CLONE_NEWUSER | libc.CLONE_NEWNS, what="unshare(user, mount)")
         # The copied mounts became slaves of the originals (a less privileged mount
@@ -415,11 +440,18 @@ def enter(paths: tuple[str, ...], uid: int, gid: int) -> None:
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    for pin in pins:  # outermost first; recursive, so no mount below one is hidden
+        with contextlib.suppress(FileNotFoundError):
+            libc.mount(pin, pin, None, _MS_BIND | _MS_REC, None)
     for path in paths:
         try:
             bind_read_only(path)
         except FileNotFoundError:
             continue  # gone since the plan: nothing there to write
+    # The working directory was entered before the mounts: looked up again, a relative
+    # path meets them (else ``.git/hooks`` from the project root would pass under a pin).
+    with contextlib.suppress(OSError):
+        os.chdir(os.getcwd())
     libc.prctl(libc.PR_CAPBSET_DROP, CAP_SYS_ADMIN, what="dropping CAP_SYS_ADMIN")
 
 
@@ -445,8 +477,8 @@ def _write(path: str, text: str) -> None:
 
 def preexec(guarded: Guarded) -> Callable[[], None]:
     uid, gid = os.geteuid(), os.getegid()
-    paths = guarded.read_only
-    return lambda: enter(paths, uid, gid)
+    paths, pins = guarded.read_only, guarded.pins
+    return lambda: enter(paths, uid, gid, pins)
 
 
 @functools.cache
@@ -634,6 +666,9 @@ def refused_paths(guarded: Guarded, output: str, cwd: str) -> list[str]:
             for bound in guarded.read_only:
                 if (path == bound or _under(path, bound)) and bound not in found:
                     found.append(bound)
+            if (path in guarded.pins and os.path.basename(path) == ".git"
+                    and path not in found):
+                found.append(path)
     return found
 
 
