@@ -16,6 +16,9 @@ every main-chat command runs in a private mount namespace of its own where
   or an unlink of one with "Device or resource busy", a new hook cannot be created;
 - such a path that does not exist yet (a new ``.envrc``) cannot be held by a mount, so it
   is watched: when the command made it, specrun removes it right after and says so;
+- each git directory and the directories above it up to the project are bound onto
+  themselves, writable: as mount points they cannot be renamed, so ``mv .git old && mkdir
+  -p .git/hooks`` cannot give git a hooks directory no mount holds;
 - git's config files (``config``, ``config.worktree``, the common directory's) stay
   writable, because ordinary work writes them (``git push -u``, ``git checkout -b x
   origin/main``, ``git submodule update --init``, ``git remote add``): they are read
