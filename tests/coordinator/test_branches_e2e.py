@@ -213,7 +213,7 @@ def test_typing_keeps_only_the_branches_it_still_leads_to(
     # A rank that is gone is not found, with one sentence saying what is live.
     missing = _accept(driver, 0)
     assert isinstance(missing[-1], ErrorReply) and missing[-1].code == "not_found"
-    assert "live ranks: 2" in missing[-1].message
+    assert "live branches: 3" in missing[-1].message
 
     _wait_branches(driver, lambda r: _statuses(r) == {DIFF: "completed"})
     assert _ended(_accept(driver, 2)).reason == "accepted"

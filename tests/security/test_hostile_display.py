@@ -173,8 +173,8 @@ def test_a_file_name_with_escapes_is_never_created_by_a_speculation_and_shows_es
 def test_stats_shows_the_refusals_as_text(hostile: tuple[Specrun, Driver]) -> None:
     runner, _driver = hostile
     shown = shown_of(in_terminal(runner, "stats"))
-    assert re.search(r"suppressed\s+\d+ \(.*hidden_characters \d", shown), shown
-    assert re.search(r"stopped at a boundary\s+\d+ \(.*bad_path \d", shown), shown
+    assert re.search(r"suppressed\s+\d+ \(.*hidden characters \d", shown), shown
+    assert re.search(r"stopped at a boundary\s+\d+ \(.*unsafe file name \d", shown), shown
 
 
 def test_chat_shows_hostile_text_and_tool_arguments_escaped(

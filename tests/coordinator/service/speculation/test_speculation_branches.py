@@ -281,7 +281,7 @@ def test_an_unknown_rank_is_not_accepted(place: Place) -> None:
 
         async with manager_for(place, server, workers, Chat()) as manager:
             await manager.offer(GUESSES, delay_s=0)
-            with pytest.raises(AcceptFallback, match="no suggestion ranked 5"):
+            with pytest.raises(AcceptFallback, match="no branch 6 of this suggestion"):
                 await manager.accept("cli", Emitter(Replies(), b"c", 9), index=5)
             assert workers.killed == []
 
