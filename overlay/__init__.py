@@ -5,10 +5,12 @@ A pure library (stdlib + psutil). Typical use::
     ov = Overlay(project_root, overlay_dir_for(os.getpid(), speculation_id))
     path = ov.redirect_write("src/app.py")   # write the speculative content here
     ...
-    ov.apply_to_real()                       # on accept: all files or none
+    ov.apply_to_real(journal_dir=journals)   # on accept: all files or none
     ov.cleanup()                             # always
 
-At coordinator start: ``recover(project_root)`` then ``sweep()``.
+At coordinator start: ``recover(project_root, journal_dir=journals)`` then ``sweep()``.
+``journals`` is a directory of the caller's outside the project (specrun's state
+directory): a journal is never written into the project, where a repository could ship one.
 """
 
 from overlay.apply import ApplyResult, RecoveryResult, recover

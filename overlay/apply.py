@@ -71,7 +71,7 @@ from overlay.errors import ApplyError, ConflictError, RecoveryError
 from overlay.fingerprint import Fingerprint
 from overlay.kernel import fs
 from overlay.kernel.beneath import open_beneath
-from overlay.paths import JOURNAL_REL, real_root
+from overlay.paths import real_root
 
 JOURNAL_VERSION = 1
 STAGE_MARK = ".specrun-stage-"
@@ -177,16 +177,14 @@ class _Journal:
     root: str
     steps: list[_Step]
     dirs: list[str]  # directories the apply creates, parents first
+    # Where the journal lives: always the caller's directory outside the project
+    # (specrun's service: its per-user state directory), never one a repository can ship.
+    journal_dir: str
     state: str = "intent"
-    owns_specrun_dir: bool = True  # remove an emptied .specrun when done
-    # Where the journal lives: ``<root>/.specrun/journal`` unless the caller keeps its
-    # journals elsewhere (specrun's service: its per-user state directory, which no
-    # repository can ship a journal into).
-    journal_dir: str | None = None
 
     @property
     def jdir(self) -> str:
-        return _journal_dir(self.root, self.journal_dir)
+        return self.journal_dir
 
     @property
     def path(self) -> str:
@@ -227,6 +225,7 @@ class _Journal:
 
     @classmethod
     def load(cls, root: str, path: str) -> _Journal:
+        """The journal at ``path`` (in its journal directory, which it records as its own)."""
         with open(path, "rb") as fh:
             raw = fh.read()
         data = json.loads(raw.decode("utf-8", "surrogateescape"))
@@ -261,7 +260,8 @@ class _Journal:
         for directory in dirs:
             _no_link_on_the_way(root, os.path.relpath(directory, root) + "/.")
         apply_id = str(data["id"])
-        return cls(apply_id=apply_id, root=root, steps=steps, dirs=dirs, state=state)
+        return cls(apply_id=apply_id, root=root, steps=steps, dirs=dirs,
+                   journal_dir=os.path.dirname(path), state=state)
 
 
 def _no_link_on_the_way(root: str, rel: str) -> None:
@@ -372,58 +372,10 @@ def _side_name(name: str, mark: str, apply_id: str, index: int) -> str:
     return f".{name}{mark}{apply_id}"
 
 
-def _journal_dir(root: str, journal_dir: str | None = None) -> str:
-    return journal_dir if journal_dir is not None else os.path.join(root, JOURNAL_REL)
-
-
-def _ensure_journal_dir(
-    root: str, sync: _Sync, hook: Hook | None, journal_dir: str | None = None
-) -> bool:
-    """Create ``.specrun/journal``; True if ``.specrun`` itself had to be created. A
-    journal directory outside the project is the caller's: it must exist already."""
-    if journal_dir is not None:
-        if not os.path.isdir(journal_dir) or os.path.islink(journal_dir):
-            raise OSError(f"{journal_dir} is not a directory of specrun's")
-        return False
-    jdir = _journal_dir(root)
-    made_parent = False
-    if not os.path.isdir(jdir):
-        created: list[str] = []
-        path = jdir
-        while not os.path.isdir(path):
-            created.append(path)
-            path = os.path.dirname(path)
-        for path in reversed(created):
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(path, 0o700)
-            if hook is not None:
-                hook("mkdir")
-        made_parent = os.path.dirname(jdir) in created
-        if sync.durable and not sync.batch:  # else the first syncfs barrier covers it
-            fs.fsync_dirs(os.path.dirname(p) for p in reversed(created))
-    if os.path.realpath(jdir) != jdir:
-        raise OSError(f"{jdir} is not a plain directory inside the project")
-    return made_parent
-
-
-def _remove_journal_dir(
-    root: str, parent_too: bool, hook: Hook | None = None, journal_dir: str | None = None
-) -> None:
-    """Drop ``.specrun/journal`` if empty, and ``.specrun`` too (if empty) when asked.
-
-    An apply asks only when it created ``.specrun``; recovery always asks, because a crash
-    between creating (or removing) the two directories leaves an empty ``.specrun`` that no
-    journal mentions. (So recovery also removes an empty ``.specrun`` made by someone else.)
-    A journal directory outside the project is the caller's and stays.
-    """
-    if journal_dir is not None:
-        return
-    jdir = _journal_dir(root)
-    fs.rmdir_quiet(jdir)
-    if parent_too:
-        if hook is not None:
-            hook("rmdir")
-        fs.rmdir_quiet(os.path.dirname(jdir))
+def _check_journal_dir(journal_dir: str) -> None:
+    """The caller's journal directory must exist and be a real directory (not a link)."""
+    if not os.path.isdir(journal_dir) or os.path.islink(journal_dir):
+        raise OSError(f"{journal_dir} is not a directory of specrun's")
 
 
 def _write_journal(journal: _Journal, durable: bool) -> None:
@@ -626,7 +578,7 @@ def apply_items(
     durable: bool = True,
     source_root: str | int | None = None,
     checkpoint: Hook | None = None,
-    journal_dir: str | None = None,
+    journal_dir: str,
 ) -> ApplyResult:
     """Apply overlay files to ``root`` all-or-nothing; see the module docstring.
 
@@ -636,8 +588,9 @@ def apply_items(
     changed) or ApplyError (rolled back, unless its ``rolled_back`` is False, in which case
     the journal is left for :func:`recover`). ``checkpoint``: see :data:`Hook`; without
     one, the process's own (:func:`set_process_checkpoint`), if any. ``journal_dir``: where
-    the journal is written (default ``<root>/.specrun/journal``); :func:`recover` must be
-    given the same.
+    the journal is written, an existing directory outside the project (there is no default:
+    a journal in the project could be shipped by a repository and replayed);
+    :func:`recover` must be given the same.
     """
     started = time.perf_counter()
     root = real_root(root)
@@ -667,18 +620,17 @@ def _run(
     journal: _Journal, plan: _Plan, durable: bool, hook: Hook | None, opener: OpenSource
 ) -> None:
     sync = _Sync(durable)
-    root, journal_dir = journal.root, journal.journal_dir
+    root = journal.root
     steps = plan.steps
     paths = [s.rel for s in steps]
     try:
-        journal.owns_specrun_dir = _ensure_journal_dir(root, sync, hook, journal_dir)
+        _check_journal_dir(journal.journal_dir)
         # With syncfs it is not flushed on its own: it only serves to find stage files after a
         # crash, and the first barrier makes it durable together with them.
         _write_journal(journal, durable=sync.durable and not sync.batch)
     except Exception as exc:
         with contextlib.suppress(OSError):
             journal.remove()
-            _remove_journal_dir(root, journal.owns_specrun_dir, journal_dir=journal_dir)
         raise ApplyError(paths, exc) from exc
     if hook is not None:
         hook("intent")
@@ -726,7 +678,6 @@ def _run(
                     _mark_rollback(journal, durable)
             _rollback(journal, sync, None)
             journal.remove()
-            _remove_journal_dir(root, journal.owns_specrun_dir, journal_dir=journal_dir)
         except Exception as rollback_exc:
             if isinstance(exc, Exception):
                 raise ApplyError(
@@ -794,7 +745,6 @@ def _finish(journal: _Journal, sync: _Sync, hook: Hook | None) -> None:
     journal.remove()
     if hook is not None:
         hook("drop-journal")
-    _remove_journal_dir(journal.root, journal.owns_specrun_dir, hook, journal.journal_dir)
 
 
 def _mark_rollback(journal: _Journal, durable: bool) -> None:
@@ -865,7 +815,7 @@ def recover(
     *,
     durable: bool = True,
     checkpoint: Hook | None = None,
-    journal_dir: str | None = None,
+    journal_dir: str,
 ) -> RecoveryResult | None:
     """Finish or undo an apply that a crash interrupted; None if there was nothing to do.
     ``journal_dir``: where the applies wrote their journals (see :func:`apply_items`); a
@@ -876,8 +826,8 @@ def recover(
     another process or thread to end first. ``checkpoint`` as for :func:`apply_items`.
     """
     rroot = real_root(root)
-    jdir = _journal_dir(rroot, journal_dir)
-    if not os.path.isdir(jdir if journal_dir is not None else os.path.dirname(jdir)):
+    jdir = journal_dir
+    if not os.path.isdir(jdir):
         return None
     hook = checkpoint or _process_checkpoint()
     sync = _Sync(durable)
@@ -889,7 +839,6 @@ def recover(
         try:
             names = sorted(os.listdir(jdir))
         except FileNotFoundError:
-            _remove_journal_dir(rroot, parent_too=True, journal_dir=journal_dir)
             return None
         finals = {n[: -len(".json")] for n in names if n.endswith(".json")}
         undos = {n[: -len(ROLLBACK_SUFFIX)] for n in names if n.endswith(ROLLBACK_SUFFIX)}
@@ -898,7 +847,6 @@ def recover(
             path = os.path.join(jdir, apply_id + (ROLLBACK_SUFFIX if undoing else ".json"))
             try:
                 journal = _Journal.load(rroot, path)
-                journal.journal_dir = journal_dir
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise RecoveryError(path, exc) from exc
             try:
@@ -921,8 +869,7 @@ def recover(
             # A journal write that never completed: nothing was staged under it.
             orphan = name.endswith(".json.tmp") and name[: -len(".json.tmp")] not in known
             if orphan and fs.unlink_quiet(os.path.join(jdir, name)):
-                removed.append(os.path.join(JOURNAL_REL, name) if journal_dir is None else name)
-        _remove_journal_dir(rroot, parent_too=True, journal_dir=journal_dir)
+                removed.append(name)
     if not (ids or removed):
         return None
     return RecoveryResult(

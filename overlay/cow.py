@@ -322,7 +322,7 @@ class Overlay:
         durable: bool = True,
         yielding: Collection[str] = (),
         checkpoint: Hook | None = None,
-        journal_dir: str | None = None,
+        journal_dir: str,
     ) -> ApplyResult:
         """Copy the overlay files onto the real tree (and remove the files the speculation
         deleted): all-or-nothing and conflict-checked. Every overlay file is opened below the

@@ -35,6 +35,7 @@ import overlay  # noqa: E402
 from coordinator.service.speculation.applied_set import SpeculationFiles  # noqa: E402
 from coordinator.service.speculation.git_ignored import git_ignored  # noqa: E402
 from coordinator.settings import Settings  # noqa: E402
+from coordinator.user_state import journal_dir  # noqa: E402
 from protocol.wire.work import OriginalFile, WrittenFile  # noqa: E402
 
 
@@ -106,7 +107,7 @@ def main() -> None:
                 (checked, lambda: SpeculationFiles(root, str(ovdir), written, settings).apply(
                     durable=False)),
                 (plain, lambda: overlay.Overlay.from_record(root, ovdir, record).apply_to_real(
-                    durable=False)),
+                    durable=False, journal_dir=str(journal_dir(Path(root))))),
             ):
                 reset()
                 start = time.perf_counter()

@@ -63,13 +63,14 @@ def one_round(n: int, checkpoint: bool) -> tuple[float, float]:
     try:
         root, items = _project(base, n)
         store = CheckpointStore(_mkdir(base / "undo"), 256 * 1024 * 1024)
+        journals = str(_mkdir(base / "journal"))
         t0 = time.perf_counter()
         if checkpoint:
             cp = store.begin("accept", "s", 1, "p")
             for item in items:
                 store.take(cp, str(root / item.rel), item.rel, save=False)
             store.save(cp)
-        apply_items(str(root), items)
+        apply_items(str(root), items, journal_dir=journals)
         if checkpoint:
             store.close(cp, root)
         accept_ms = (time.perf_counter() - t0) * 1000

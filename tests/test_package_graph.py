@@ -157,8 +157,11 @@ def test_nothing_imports_coordinator() -> None:
 
 
 def test_coordinator_uses_the_worker_only_to_start_it() -> None:
+    # and to judge a main-chat shell command's protected writes itself with the worker's
+    # own function (one rule; a worker's reply is not trusted to have asked)
     assert _edges_between("coordinator", "worker") == [
-        "coordinator.service.pool.workers -> worker.process"
+        "coordinator.service.chat.protected_writes -> worker.shell.write_targets",
+        "coordinator.service.pool.workers -> worker.process",
     ]
 
 

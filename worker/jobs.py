@@ -57,8 +57,10 @@ from protocol.wire.work import (
     RunSpeculation,
     RunTool,
     ToolDone,
+    WriteGuard,
 )
 from worker.capture import capture_space, import_capture, remove_capture
+from worker.contain.backstop import Opened, ShellRunner, guarded_runner
 from worker.contain.captured_env import CapturedSetup, captured_setup, sandbox_notes
 from worker.contain.helper import Captured, Request, SandboxHelper, shell_program
 from worker.contain.landlock import restrict_writes_to
@@ -69,7 +71,7 @@ from worker.fork import ForkedChat, pipelined_suggestion
 from worker.gate import read_only_verdict
 from worker.shell.git_config import git_config_hazard
 from worker.shell.runner import ShellResult
-from worker.shell.write_targets import protected_write_reason
+from worker.shell.write_targets import protected_write_paths, protected_write_reason
 from worker.speculation import WALL_CLOCK, Emit, LoopEnd, Toolbox, final_event, run_loop
 from worker.tools import (
     DirectAccess,
@@ -135,6 +137,8 @@ async def _main_chat_tool(
             return _refused(call, boundary.text()), boundary.text(), False
     if protected is not None and not unapproved:  # yolo, or a yes that was not about this
         return _refused(call, protected), protected, True
+    if call.name == SHELL_TOOL and not unapproved:
+        ctx = dataclasses.replace(ctx, full_runner=_guarded_runner(job))
     if call.name == SHELL_TOOL and unapproved:
         reason = approval_needed(call, job.project_root, seams)
         if reason is not None:
@@ -165,6 +169,18 @@ def _protected_shell_write(job: RunTool) -> str | None:
     if not isinstance(command, str):
         return None  # the tool itself refuses a command that is not text
     return protected_write_reason(command, job.write_guard)
+
+
+def _guarded_runner(job: RunTool) -> ShellRunner:
+    """The main chat's full shell behind the kernel backstop, with what the person said
+    yes to writing (the paths the command names) left writable."""
+    guard = job.write_guard or WriteGuard(os.path.realpath(job.project_root))
+    opened = Opened()
+    command = job.call.args().get("command")
+    if job.protected_confirmed and isinstance(command, str):
+        paths, everything = protected_write_paths(command, guard)
+        opened = Opened(paths, everything)
+    return guarded_runner(guard, opened)
 
 
 def _refused(call: ToolCall, reason: str) -> ToolResult:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
-from overlay import Overlay, RecordEntry
+from overlay import ApplyResult, Overlay, RecordEntry
 from overlay.apply import BACKUP_MARK, STAGE_MARK
 
 Snapshot = dict[str, tuple[object, ...]]
@@ -30,14 +31,32 @@ def snapshot(root: Path) -> Snapshot:
     return out
 
 
+def journal_of(root: str | os.PathLike[str] | Overlay) -> str:
+    """The apply journal directory of a test's project, beside it (as specrun's state
+    directory is outside the project: a journal is never written into the project)."""
+    path = Path(os.path.realpath(root.root if isinstance(root, Overlay) else root))
+    journals = path.parent / f"{path.name}.journal"
+    journals.mkdir(mode=0o700, exist_ok=True)
+    return str(journals)
+
+
+def applied(overlay: Overlay, **options: Any) -> ApplyResult:
+    """``overlay.apply_to_real`` with the test project's journal directory."""
+    return overlay.apply_to_real(journal_dir=journal_of(overlay), **options)
+
+
 def strays(root: Path) -> list[str]:
-    """Stage, backup and journal files (and the journal dir) left anywhere below ``root``."""
+    """Stage and backup files left anywhere below ``root``, a journal in the project (there
+    must never be one), and journal files left in its journal directory."""
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
             rel = Path(dirpath, name).relative_to(root).as_posix()
             if STAGE_MARK in name or BACKUP_MARK in name or rel.startswith(".specrun/journal"):
                 found.append(rel)
+    journals = Path(os.path.realpath(root)).parent / f"{Path(os.path.realpath(root)).name}.journal"
+    if journals.is_dir():
+        found += [f"journal/{name}" for name in sorted(os.listdir(journals))]
     return found
 
 

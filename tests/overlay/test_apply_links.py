@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from overlay import ConflictError, Overlay, OverlayError
-from tests.overlay.helpers import reported_record, snapshot, strays
+from tests.overlay.helpers import applied, reported_record, snapshot, strays
 
 
 def _tab(root: Path, ovdir: Path, ov: Overlay) -> Overlay:
@@ -20,7 +20,7 @@ def test_a_link_is_created_as_a_link_never_followed(root: Path, ovdir: Path) -> 
     ov = Overlay(root, ovdir)
     ov.record_link("lib/libz.so", "libz.so.1")
     ov.record_link("README.link", "README.md")
-    result = _tab(root, ovdir, ov).apply_to_real(durable=False)
+    result = applied(_tab(root, ovdir, ov), durable=False)
     assert sorted(result.applied) == ["README.link", "lib/libz.so"]
     assert [(c.rel, c.kind, c.link) for c in result.changes] == [
         ("lib/libz.so", "created", "libz.so.1"), ("README.link", "created", "README.md")]
@@ -33,7 +33,7 @@ def test_a_link_replaces_a_file_and_keeps_nothing_of_it(root: Path, ovdir: Path)
     ov = Overlay(root, ovdir)
     ov.redirect_write("README.md").write_text("written first\n")
     ov.record_link("README.md", "docs/index.md")  # then a command made it a link
-    [change] = _tab(root, ovdir, ov).apply_to_real(durable=False).changes
+    [change] = applied(_tab(root, ovdir, ov), durable=False).changes
     assert (change.kind, change.link, change.mode_after) == ("modified", "docs/index.md", None)
     assert os.readlink(root / "README.md") == "docs/index.md"
     assert strays(root) == []
@@ -44,7 +44,7 @@ def test_a_file_written_over_a_link_is_a_file_again(root: Path, ovdir: Path) -> 
     ov.record_link("out.txt", "README.md")
     ov.redirect_write("out.txt").write_text("a file after all\n")
     assert ov.links() == {}
-    _tab(root, ovdir, ov).apply_to_real(durable=False)
+    applied(_tab(root, ovdir, ov), durable=False)
     assert not (root / "out.txt").is_symlink()
     assert (root / "out.txt").read_text() == "a file after all\n"
 
@@ -65,7 +65,7 @@ def test_something_new_at_the_links_path_is_a_conflict(
     before = snapshot(root)
     # a link now at the path is refused as the report is read (its path resolves elsewhere)
     with pytest.raises(OverlayError if meanwhile == "link" else ConflictError):
-        _tab(root, ovdir, ov).apply_to_real(durable=False)
+        applied(_tab(root, ovdir, ov), durable=False)
     assert snapshot(root) == before
 
 

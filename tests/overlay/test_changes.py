@@ -10,6 +10,7 @@ import pytest
 
 from overlay import ConflictError, Overlay
 from overlay.changes import describe_mode_change
+from tests.overlay.helpers import journal_of
 
 
 @pytest.mark.parametrize(
@@ -49,7 +50,7 @@ def test_preview_and_apply_say_the_same_per_file(root: Path, ovdir: Path) -> Non
     }
     assert same.read_text() == (root / "src/util.py").read_text()
     assert _kinds(ov.preview()) == expected
-    result = ov.apply_to_real(durable=False)
+    result = ov.apply_to_real(journal_dir=journal_of(ov), durable=False)
     assert _kinds(result.changes) == expected
     assert result.unchanged == ["src/util.py"] and result.skipped == ["never.txt"]
     assert (root / "new.txt").read_text() == "new\n"
@@ -70,7 +71,7 @@ def test_a_conflict_shows_in_the_preview_and_refuses_the_apply(root: Path, ovdir
         "src/util.py": ("deleted", "", "modified"),
     }
     with pytest.raises(ConflictError) as refused:
-        ov.apply_to_real(durable=False)
+        ov.apply_to_real(journal_dir=journal_of(ov), durable=False)
     assert set(refused.value.paths) == {"src/app.py", "src/util.py"}
     assert (root / "src/util.py").read_text() == "also edited\n"
 
@@ -83,7 +84,7 @@ def test_a_yielding_entry_that_conflicts_is_skipped_and_the_rest_applies(
     ov.redirect_write("src/app.py").write_text("speculated\n")
     (root / "cache").mkdir()
     (root / "cache/x.pyc").write_text("the person's cache\n")
-    result = ov.apply_to_real(durable=False, yielding={"cache/x.pyc"})
+    result = ov.apply_to_real(journal_dir=journal_of(ov), durable=False, yielding={"cache/x.pyc"})
     assert result.yielded == ["cache/x.pyc"] and result.applied == ["src/app.py"]
     assert (root / "cache/x.pyc").read_text() == "the person's cache\n"
     assert (root / "src/app.py").read_text() == "speculated\n"
@@ -97,5 +98,5 @@ def test_a_deletion_waits_for_the_whole_apply(root: Path, ovdir: Path) -> None:
     ov.redirect_write("src/sub/new.txt").write_text("y\n")
     (root / "src" / "sub").write_text("a file where a directory must go\n")
     with pytest.raises(ConflictError):
-        ov.apply_to_real(durable=False)
+        ov.apply_to_real(journal_dir=journal_of(ov), durable=False)
     assert (root / "README.md").read_text() == "# demo\n"

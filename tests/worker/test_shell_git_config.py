@@ -20,6 +20,7 @@ from worker.shell.git_config import (
     HARDENED_GIT_OPTIONS,
     HARDENED_SUBCOMMAND_OPTIONS,
     command_uses_git,
+    config_entry_runs_program,
     git_config_hazard,
     parse_git_config,
 )
@@ -409,3 +410,35 @@ def test_read_only_git_is_allowed_in_a_tree_of_any_size_and_still_fails_closed(
     decision = evaluate("run_shell_command", {"command": "git diff"}, "default", overlay)
     assert decision.action == "boundary" and isinstance(decision.reason, BoundaryReason)
     assert decision.reason.code == "git_config" and "filter=bulk" in decision.reason.detail
+
+
+RUNS_A_PROGRAM = [
+    ("core.hooksPath", ".evil"), ("core.editor", "sh evil.sh"), ("sequence.editor", "evil"),
+    ("credential.helper", "!sh evil.sh"), ("credential.https://x.org.helper", "evil"),
+    ("protocol.ext.allow", "always"), ("protocol.allow", "always"),
+    ("submodule.lib.update", "!sh evil.sh"), ("remote.origin.url", "ext::sh -c evil"),
+    ("url.ext::sh -c evil.insteadOf", "https://"), ("mergetool.x.cmd", "evil"),
+    ("core.fsmonitor", "evil"), ("alias.st", "!evil"),  # the read-only git rule's too
+]
+BENIGN = [
+    ("branch.main.remote", "origin"), ("branch.main.merge", "refs/heads/main"),
+    ("remote.origin.url", "https://example.com/x.git"),
+    ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
+    ("submodule.lib.url", "../lib"), ("submodule.lib.active", "true"),
+    ("submodule.lib.update", "rebase"), ("user.name", "Probe"), ("credential.helper", ""),
+    ("protocol.file.allow", "always"), ("core.sparseCheckout", "true"),
+]
+
+
+@needs_git
+@pytest.mark.parametrize(("key", "value"), RUNS_A_PROGRAM + BENIGN)
+def test_config_entry_runs_program_as_git_writes_it(tmp_path: Path, key: str, value: str) -> None:
+    # The entry as git itself writes it (``git config -f``), read back by the parser.
+    config = tmp_path / "config"
+    subprocess.run(["git", "config", "-f", str(config), key, value], check=True)
+    [entry] = list(parse_git_config(config.read_text()))
+    problem = config_entry_runs_program(*entry)
+    if (key, value) in RUNS_A_PROGRAM:
+        assert problem is not None and problem.startswith("git config "), entry
+    else:
+        assert problem is None, (entry, problem)

@@ -12,6 +12,7 @@ import pytest
 from overlay import Overlay
 from protocol.wire.boundary import BoundaryReason
 from protocol.wire.chat import ToolCall
+from tests.overlay.helpers import journal_of
 from tests.worker.tool_calls import body, err, ok
 from worker.tools import DirectAccess, OverlayAccess, ToolContext, ToolStop, execute
 
@@ -182,7 +183,7 @@ def test_apply_after_tools_puts_files_on_disk(world: tuple[Path, Overlay, ToolCo
     root, overlay, ctx = world
     ok(ctx, "edit", file_path="src/app.py", old_string="value = 1", new_string="value = 2")
     ok(ctx, "write_file", file_path="src/new/mod.py", content="m\n")
-    overlay.apply_to_real(durable=False)
+    overlay.apply_to_real(journal_dir=journal_of(overlay), durable=False)
     overlay.cleanup()
     direct = ToolContext(access=DirectAccess(root))
     assert ok(direct, "read_file", file_path="src/app.py") == "     1\tvalue = 2"

@@ -192,6 +192,12 @@ def _bind(source: str, target: str, *, read_only: bool) -> None:
         libc.mount(None, target, None, flags, None)
 
 
+def bind_read_only(path: str) -> None:
+    """``path`` (a file or a directory) bound read-only onto itself in the caller's mount
+    namespace: a write, a rename onto it or an unlink of it fails there, nowhere else."""
+    _bind(path, path, read_only=True)
+
+
 def _unescape_mountinfo(field: str) -> str:
     """mountinfo writes space, tab, newline and backslash as three-digit octal escapes."""
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)

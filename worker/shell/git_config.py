@@ -295,6 +295,47 @@ def config_entry_hazard(
     return None
 
 
+# Keys read-only git never reaches (its options switch hooks, editors, helpers and
+# transports off) but the person's own git commands do: a commit runs hooks and the editor, a
+# push the credential helper and the transport, ``git submodule update`` a ``!command``.
+_OWN_GIT_KEYS = {
+    "core": ("hookspath", "editor"),
+    "sequence": ("editor",),
+    "credential": ("helper",),
+    "mergetool": ("cmd",),
+    "difftool": ("cmd",),
+    "browser": ("cmd",),
+    "sendemail": ("smtpserver", "tocmd", "cccmd", "headercmd"),
+}
+_URL_KEYS = frozenset({"url", "pushurl", "insteadof", "pushinsteadof"})
+
+
+def config_entry_runs_program(
+    section: str, subsection: str | None, key: str, value: str | None
+) -> str | None:
+    """Why one config entry makes the person's own git (hooks on, any command, outside
+    any sandbox) run a program, or None: :func:`config_entry_hazard` and the keys read-only
+    git switches off by its options (``core.hooksPath``, editors, credential helpers, an
+    ``ext::`` transport, a submodule's ``!command`` update)."""
+    problem = config_entry_hazard(section, subsection, key, value)
+    if problem:
+        return problem
+    full = f"{section}.{subsection}.{key}" if subsection is not None else f"{section}.{key}"
+    raw = (value or "").strip().strip('"').strip()
+    if key in _OWN_GIT_KEYS.get(section, ()) and (section != "credential" or raw):
+        return f"git config defines {full}"
+    if section == "protocol" and key == "allow" and (
+        subsection is None or subsection.lower() == "ext") and raw.lower() != "never":
+        return f"git config defines {full}"
+    if section == "submodule" and key == "update" and raw.startswith("!"):
+        return f"git config defines {full}"
+    if section in ("remote", "url") and key in _URL_KEYS and (
+        raw.lower().startswith("ext::") or (section == "url" and (subsection or "").lower()
+                                            .startswith("ext::"))):
+        return f"git config defines {full}"
+    return None
+
+
 _ATTR_FILTER_RE = re.compile(r"(?:^|\s)(filter)=(\S+)")
 
 
@@ -326,6 +367,7 @@ __all__ = [
     "HARDENED_SUBCOMMAND_OPTIONS",
     "command_uses_git",
     "config_entry_hazard",
+    "config_entry_runs_program",
     "git_config_hazard",
     "parse_git_config",
 ]

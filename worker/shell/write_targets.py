@@ -52,7 +52,10 @@ class _Found(Exception):
 
 
 def protected_write_reason(command: str, guard: WriteGuard) -> str | None:
-    """Why ``command`` must ask whatever the approval mode (one clause), or None."""
+    """Why ``command`` must ask whatever the approval mode (one clause), or None.
+
+    The one implementation of this rule: the worker asks it before running a main-chat
+    command, and the coordinator asks it again itself (a worker's reply is not trusted)."""
     try:
         _Reader(guard).text(command, 0)
     except _Found as found:
@@ -60,6 +63,21 @@ def protected_write_reason(command: str, guard: WriteGuard) -> str | None:
     except Exception:  # anything unexpected: ask
         return UNREADABLE
     return None
+
+
+def protected_write_paths(command: str, guard: WriteGuard) -> tuple[tuple[str, ...], bool]:
+    """The protected paths ``command`` names as written (absolute; ``git config`` as the
+    ``.git/config`` of the directory it runs in), and whether its question named no path
+    at all (specrun could not read it, or it changes to a directory known only at run
+    time): what a yes to :func:`protected_write_reason`'s question lets it write."""
+    reader = _Reader(guard, collect=True)
+    try:
+        reader.text(command, 0)
+    except _Found:
+        return tuple(dict.fromkeys(reader.paths)), True
+    except Exception:
+        return tuple(dict.fromkeys(reader.paths)), True
+    return tuple(dict.fromkeys(reader.paths)), False
 
 
 def _node_children(n: Any) -> list[Any]:
@@ -73,8 +91,11 @@ def _node_children(n: Any) -> list[Any]:
 
 
 class _Reader:
-    def __init__(self, guard: WriteGuard) -> None:
+    def __init__(self, guard: WriteGuard, *, collect: bool = False) -> None:
         self.guard = guard
+        # collect: note every protected path and read on, instead of stopping at the first
+        self.collect = collect
+        self.paths: list[str] = []
         # Directories the following commands may run in; None: only known at run time.
         self.cwds: list[str | None] = [guard.root]
 
@@ -168,7 +189,8 @@ class _Reader:
         i = 0
         while i < len(args) and args[i].startswith("-"):
             opt = args[i]
-            if opt == "-c" or opt.startswith(("-c", "--config-env")):
+            # one run's settings: no file is written, so a yes opens no path
+            if (opt == "-c" or opt.startswith(("-c", "--config-env"))) and not self.collect:
                 raise _Found(_GIT_CONFIG.format(what="git -c"))
             if opt == "-C" and i + 1 < len(args):
                 cwds = [_join(c, args[i + 1]) for c in cwds]
@@ -176,10 +198,17 @@ class _Reader:
                 continue
             i += 1
         sub = args[i : i + 2]
+        writes = None
         if sub[:1] == ["config"] and not _git_config_reads(args[i + 1 :]):
-            raise _Found(_GIT_CONFIG.format(what="git config"))
+            writes = _GIT_CONFIG.format(what="git config")
         if sub[:1] == ["remote"] and sub[1:] and sub[1] in ("add", "set-url"):
-            raise _Found(_GIT_CONFIG.format(what=f"git remote {sub[1]}"))
+            writes = _GIT_CONFIG.format(what=f"git remote {sub[1]}")
+        if writes is not None:
+            if not self.collect:
+                raise _Found(writes)
+            self.paths += [os.path.join(c, ".git", "config") for c in cwds if c is not None]
+            if None in cwds:
+                raise _Found(_RUNTIME_DIR)
         return cwds
 
     def change_dir(self, args: list[Any]) -> None:
@@ -218,14 +247,19 @@ class _Reader:
                 else:
                     raise _Found(_RUNTIME_DIR)
             why = protected_write(self.guard, value, cwd)
-            if why is None and has_glob:
+            if why is not None:
+                self.found(why, os.path.normpath(os.path.join(cwd, value)))
+            if has_glob:
                 base = value if os.path.isabs(value) else os.path.join(cwd, value)
                 for match in glob.glob(base, include_hidden=True)[:1000]:
                     why = protected_write(self.guard, match)
                     if why is not None:
-                        break
-            if why is not None:
-                raise _Found(why)
+                        self.found(why, match)
+
+    def found(self, reason: str, path: str) -> None:
+        if not self.collect:
+            raise _Found(reason)
+        self.paths.append(path)
 
 
 _CONFIG_READ_OPTIONS = frozenset({

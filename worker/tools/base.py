@@ -50,6 +50,9 @@ class ToolContext:
     """Runs ``"read_only"`` commands instead of the plain safe runner (a speculation's
     shell helper, which shows the commands the overlay); same signature as
     ``run_read_only(command, cwd, timeout_s, output_cap)``."""
+    full_runner: Callable[[str, str | Path, float, int], ShellResult] | None = None
+    """Runs ``"full"`` commands instead of the plain ``run_shell`` (the main chat's kernel
+    backstop, ``worker.contain.backstop``); same signature as ``read_only_runner``."""
     shell_timeout_s: float = 120.0
     """Shell timeout when the call gives none."""
     shell_max_timeout_s: float = 600.0

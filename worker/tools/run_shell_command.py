@@ -97,6 +97,8 @@ async def run(args: RunShellCommandArgs, ctx: ToolContext) -> str:
         if ctx.captured_runner is None:
             raise ToolError("sandboxed shell commands are not available here")
         result = await asyncio.to_thread(ctx.captured_runner, command, cwd, timeout_s, stream_cap)
+    elif ctx.shell_mode == "full" and ctx.full_runner is not None:
+        result = await asyncio.to_thread(ctx.full_runner, command, cwd, timeout_s, stream_cap)
     elif ctx.shell_mode == "full":
         env = dict(ctx.shell_env) if ctx.shell_env is not None else None
         result = await asyncio.to_thread(run_shell, command, cwd, timeout_s, stream_cap, env=env)

@@ -30,9 +30,10 @@ from coordinator.memory import memory_dirs
 from coordinator.settings import Settings, user_settings_path
 from coordinator.user_state import user_state_root
 from protocol.rules.protected_writes import protected_write
-from protocol.rules.tools import WRITE_PATH_ARGUMENTS, WRITE_TOOLS
+from protocol.rules.tools import SHELL_TOOL, WRITE_PATH_ARGUMENTS, WRITE_TOOLS
 from protocol.wire.chat import ToolCall
 from protocol.wire.work import WriteGuard
+from worker.shell.write_targets import protected_write_reason
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,17 @@ class ProtectedWrites:
                           tuple(self.private))
 
     def reason(self, call: ToolCall) -> str | None:
-        """Why this write asks whatever the mode (one clause), or None."""
-        if call.name not in WRITE_TOOLS:
-            return None
+        """Why this write asks whatever the mode (one clause), or None. A shell command is
+        judged here too, by the worker's own function (``worker.shell.write_targets``), so
+        a worker's reply that left the question out cannot turn a protected write into an
+        unasked one."""
         rule = self.rule
         args = call.args()
+        if call.name == SHELL_TOOL:
+            command = args.get("command")
+            return protected_write_reason(command, rule) if isinstance(command, str) else None
+        if call.name not in WRITE_TOOLS:
+            return None
         for key in WRITE_PATH_ARGUMENTS.get(call.name, ()):
             value = args.get(key)
             if isinstance(value, str) and value:

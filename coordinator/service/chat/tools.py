@@ -3,6 +3,7 @@ about, or run on a pool worker, each result cut to fit the context window."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Awaitable, Callable
 
@@ -69,7 +70,13 @@ class ChatToolCalls:
             return await self._refused(out, call, f"{call.name} is not allowed in plan mode.")
         # Asked whatever the mode (yolo too): a name that hides what it is, or a file that
         # a later unsandboxed run executes (protected_writes). Such a yes is never kept.
-        always = hidden_name_reason(call) or self.guard.reason(call)
+        # A shell command's parse (bashlex, pure Python) runs off the event loop: a long
+        # command must not stall the service's other clients.
+        always = hidden_name_reason(call) or (
+            await asyncio.to_thread(self.guard.reason, call) if call.name == SHELL_TOOL
+            else self.guard.reason(call))
+        if always and mode is ApprovalMode.PLAN and call.name == SHELL_TOOL:
+            return await self._refused(out, call, "Only read-only shell commands run in plan mode.")
         if policy == "ask" or always:
             answer = await self._confirm(
                 out, call, always or f"{call.name} changes files", can_confirm,
@@ -81,8 +88,13 @@ class ChatToolCalls:
         await out.tool(call, "running")
         if self.before_write is not None and call.name in WRITE_TOOLS:
             await self.before_write(call)
-        outcome = await self.executor.run(call, shell_mode(call, mode))
-        confirmed, asked = False, 0
+        # A shell command the coordinator found writing a protected path was asked about
+        # above: it runs on that yes, with what it names left writable by the backstop.
+        shell_protected = bool(always) and call.name == SHELL_TOOL
+        outcome = await self.executor.run(
+            call, "full" if shell_protected else shell_mode(call, mode),
+            protected_confirmed=shell_protected)
+        confirmed, asked = shell_protected, 0
         # At most two questions: the mode's (a kept yes may answer it), then, if the
         # command writes a protected path, that one (every mode, never kept). A
         # protected write found first is the only question.

@@ -530,3 +530,78 @@ def test_reset_starts_a_new_session(place: Place) -> None:
 
     with scripted() as server:
         run(main())
+
+
+# -- the coordinator's own check of protected shell writes --------------------------------
+
+
+@pytest.mark.parametrize("mode", [ApprovalMode.YOLO, ApprovalMode.AUTO_EDIT])
+def test_a_worker_that_runs_a_protected_shell_write_unasked_is_never_sent_it(
+    place: Place, mode: ApprovalMode
+) -> None:
+    # The stand-in worker runs every call and never asks (a compromised or confused worker):
+    # the coordinator judges the command itself and, with no terminal, never sends it.
+    command = "echo 'touch /tmp/p' > .git/hooks/pre-commit"
+    rules = [
+        main_rule({"last_user": "set it up"},
+                  tool_calls=[call("run_shell_command", command=command)]),
+        main_rule({"last_tool": "run_shell_command"}, text="Done."),
+    ]
+    workers, replies = Workers(), Replies()
+
+    async def main() -> None:
+        async with chat_for(place, server, workers) as chat:
+            await chat.run_turn(Emitter(replies, b"c", REQ), "set it up", mode)
+
+    with scripted(*rules) as server:
+        run(main())
+    [(status, why)] = shown(replies)
+    assert status == "refused" and ".git/hooks/pre-commit" in why, why
+    assert workers.jobs_of(RunTool) == []
+
+
+def test_a_yes_to_the_coordinators_question_runs_the_command_once_with_that_yes(
+    place: Place,
+) -> None:
+    command = "git config core.editor vi"
+    rules = [
+        main_rule({"last_user": "set it up"},
+                  tool_calls=[call("run_shell_command", command=command)]),
+        main_rule({"last_tool": "run_shell_command"}, text="Done."),
+    ]
+    workers, replies = Workers(), Replies()
+
+    async def main() -> None:
+        async with chat_for(place, server, workers) as chat:
+            out = Emitter(replies, b"c", REQ)
+            turn = asyncio.ensure_future(
+                chat.run_turn(out, "set it up", ApprovalMode.YOLO, can_confirm=True))
+            await until(lambda: bool(replies.of(ApprovalNeeded)))
+            [question] = replies.of(ApprovalNeeded)
+            assert "git config" in question.reason and not question.rememberable
+            chat.answer_approval(REQ, question.call.id, True)
+            assert (await turn).reason == "completed"
+
+    with scripted(*rules) as server:
+        run(main())
+    [(_, job)] = workers.jobs_of(RunTool)
+    assert (job.shell, job.protected_confirmed) == ("full", True)
+
+
+def test_plan_mode_refuses_a_protected_shell_write_without_asking(place: Place) -> None:
+    rules = [
+        main_rule({"last_user": "set it up"},
+                  tool_calls=[call("run_shell_command", command="echo x > .envrc")]),
+        main_rule({"last_tool": "run_shell_command"}, text="Done."),
+    ]
+    workers, replies = Workers(), Replies()
+
+    async def main() -> None:
+        async with chat_for(place, server, workers) as chat:
+            out = Emitter(replies, b"c", REQ)
+            await chat.run_turn(out, "set it up", ApprovalMode.PLAN, can_confirm=True)
+
+    with scripted(*rules) as server:
+        run(main())
+    assert shown(replies) == [("refused", "Only read-only shell commands run in plan mode.")]
+    assert replies.of(ApprovalNeeded) == [] and workers.jobs_of(RunTool) == []
