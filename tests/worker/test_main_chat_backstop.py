@@ -313,7 +313,7 @@ def test_root_without_cap_sys_admin_is_held_through_a_user_namespace(project: Pa
     # container without CAP_SYS_ADMIN, and every other user, get it in a user namespace.
     _require_namespaces()
     if os.geteuid() != 0:
-        pytest.skip("not root: every other test here already runs in a user namespace")
+        pytest.skip("not root: every other test here already runs as an ordinary user")
     if shutil.which("setpriv") is None:
         containment_unavailable("util-linux setpriv(1) is not installed")
     done = subprocess.run(
