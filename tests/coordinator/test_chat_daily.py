@@ -7,6 +7,7 @@ terminal and in the JSON."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -199,20 +200,26 @@ def test_the_chat_follows_its_service_says_what_keeps_running_and_shows_the_last
     import time
 
     term: ScreenTerminal = chat_in("auto-edit")
-    term.send(FAILING + "\r")
+    term.send("fix the failing test in tests/test_calc.py\r")  # the demo's edit
     term.wait_for("done in")
+    term.send(FAILING + "\r")
+    term.wait(lambda t: t.text().count("done in") >= 2, what="the second turn's end")
     pid = specrun.service_pid()
     term.send("\x04")  # Ctrl-D: what keeps running, and how to stop it
     term.child.expect(pexpect.EOF, timeout=10)
     said = bytes(term.raw).decode(errors="replace") + (term.child.before or b"").decode(
         errors="replace")
     # the pid is an internal: `specrun --verbose chat` names it (test_chat_wording.py)
-    assert "keeps running in the background; `specrun chat` comes back" in said, said[-400:]
+    # (naming a speculation that still runs, when one does)
+    assert re.search(r"keeps running in the background(, with the speculation of .+ still"
+                     r"\s+running)?; `specrun chat` comes back", said, re.S), said[-400:]
     assert f"pid {pid}" not in said
     assert "`specrun stop` stops it" in said
 
     again: ScreenTerminal = chat_in("auto-edit")  # a reopened chat shows the last turns
     again.wait_for("the last turns of this session")
+    again.wait_for(r"✓ edit src/calc\.py")  # an edit as the live turn showed it: a diff
+    again.wait_for(r"\+return a \+ b")
     again.wait_for(f"❯ {FAILING}")
     again.wait_for(r"✗ run_shell_command\(command: ls no-such-file\)")
 

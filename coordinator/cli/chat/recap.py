@@ -11,6 +11,7 @@ from protocol.wire.control import LiveSnapshot, LiveSnapshotRequest, TranscriptE
 
 RECAP_TURNS = 3
 MODEL_LINES = 4
+DIFF_LINES = 6
 
 
 def last_turns(entries: tuple[TranscriptEntry, ...], turns: int) -> list[TranscriptEntry]:
@@ -19,6 +20,14 @@ def last_turns(entries: tuple[TranscriptEntry, ...], turns: int) -> list[Transcr
     if not starts:
         return []
     return list(entries[starts[-turns:][0]:])
+
+
+def _short(diff: str) -> str:
+    """An edit's diff as the live turn showed it, cut to ``DIFF_LINES`` lines."""
+    lines = diff.splitlines()
+    if len(lines) <= DIFF_LINES:
+        return diff
+    return "\n".join([*lines[:DIFF_LINES], f"… {len(lines) - DIFF_LINES} more line(s)"])
 
 
 def show_recap(client: ServiceClient, turns: int = RECAP_TURNS) -> int:
@@ -47,6 +56,7 @@ def show_recap(client: ServiceClient, turns: int = RECAP_TURNS) -> int:
             render.console.print(Text("\n".join(cut), style="bright_black"))
         else:
             render.console.print(render.tool_line(entry.tool, entry.args, entry.status,
-                                                  excerpt=False, exit_code=entry.exit_code))
+                                                  excerpt=False, exit_code=entry.exit_code,
+                                                  diff=_short(entry.diff), path=entry.path))
     render.console.print(Text("──", style="bright_black"))
     return total
