@@ -20,7 +20,8 @@ COMMAND = Command(
     request=StatusRequest,
     reply=StatusReply,
     serve=serve,
-    help="""Show the service: project, pid, uptime, model endpoint, workers.
+    help="""Show the service: project, uptime, model endpoint, workers (with --verbose: pids
+    and ids too).
 
     \b
     Example:

@@ -5,11 +5,12 @@ closes. The raw bytes are kept too, for the escape-sequence checks."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pexpect
@@ -109,3 +110,23 @@ class ScreenTerminal:
             self.child.terminate(force=True)
         self.child.close()
 
+
+@contextlib.contextmanager
+def chats(runner: Specrun) -> Iterator[Callable[..., ScreenTerminal]]:
+    """``start(*args, rows=40, cols=120)`` opens ``specrun *args`` (a chat) in a terminal of
+    its own and waits for its prompt; every terminal opened is closed at the end, and the
+    service the chats started is stopped."""
+    started: list[ScreenTerminal] = []
+
+    def start(*args: str, rows: int = 40, cols: int = 120) -> ScreenTerminal:
+        term = ScreenTerminal(runner, *args, rows=rows, cols=cols)
+        started.append(term)
+        term.wait_for("Ctrl-D quits")
+        return term
+
+    try:
+        yield start
+    finally:
+        for term in started:
+            term.close()
+        runner.run("stop")

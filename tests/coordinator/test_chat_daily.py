@@ -16,7 +16,7 @@ import pexpect
 import pytest
 import yaml
 
-from tests.coordinator.pty_screen import ScreenTerminal
+from tests.coordinator.pty_screen import ScreenTerminal, chats
 from tests.support import REPO, Specrun
 
 FIX = "fix the failing test in tests/test_calc.py"
@@ -58,21 +58,14 @@ def _scenario(tmp: Path) -> Path:
 @pytest.fixture
 def chat_in(specrun: Specrun, tmp_path: Path) -> Iterator[Any]:
     """Starts `specrun chat` in the given approval mode on the scenario above."""
-    started: list[ScreenTerminal] = []
+    scenario = str(_scenario(tmp_path))
+    with chats(specrun) as open_chat:
 
-    def start(mode: str = "default", *extra: str, cols: int = 120) -> ScreenTerminal:
-        term = ScreenTerminal(specrun, "chat", "--approval-mode", mode, "--scenario",
-                              str(_scenario(tmp_path)), *extra, rows=40, cols=cols)
-        started.append(term)
-        term.wait_for("Ctrl-D quits")
-        return term
+        def start(mode: str = "default", *extra: str, cols: int = 120) -> ScreenTerminal:
+            return open_chat("chat", "--approval-mode", mode, "--scenario", scenario, *extra,
+                             cols=cols)
 
-    try:
         yield start
-    finally:
-        for term in started:
-            term.close()
-        specrun.run("stop")
 
 
 def test_tab_on_a_boundary_suggestion_asks_in_the_chat_as_enter_would(

@@ -18,7 +18,7 @@ import pexpect
 import pytest
 
 from protocol.wire.control import SuggestionRequest
-from tests.coordinator.pty_screen import ScreenTerminal
+from tests.coordinator.pty_screen import ScreenTerminal, chats
 from tests.support import Specrun, wait_until
 
 FIX = "fix the failing test in tests/test_calc.py"
@@ -38,20 +38,8 @@ def _settings(specrun: Specrun, **values: Any) -> None:
 
 @pytest.fixture
 def chat(specrun: Specrun) -> Iterator[Any]:
-    started: list[ScreenTerminal] = []
-
-    def start() -> ScreenTerminal:
-        term = ScreenTerminal(specrun, "chat", "--approval-mode", "auto-edit", rows=40)
-        started.append(term)
-        term.wait_for("Ctrl-D quits")
-        return term
-
-    try:
-        yield start
-    finally:
-        for term in started:
-            term.close()
-        specrun.run("stop")
+    with chats(specrun) as start:
+        yield lambda: start("chat", "--approval-mode", "auto-edit")
 
 
 def _suggestion(specrun: Specrun) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.coordinator.pty_screen import ScreenTerminal
+from tests.coordinator.pty_screen import ScreenTerminal, chats
 from tests.support import Specrun, demo_scenario_data
 
 FIX = "fix the failing test in tests/test_calc.py"
@@ -30,24 +30,17 @@ BANNER_HINT = (
 def chat_at(specrun: Specrun, tmp_path: Path) -> Iterator[Any]:
     """Starts `specrun [--verbose] chat` (approval mode default: the fix's edit asks) with
     three ranked guesses, in a terminal ``cols`` wide."""
-    started: list[ScreenTerminal] = []
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(yaml.safe_dump(demo_scenario_data(), sort_keys=False))
     specrun.env.own_settings(specrun.project).write_text(json.dumps({"speculationBranches": 3}))
 
-    def start(cols: int, *before: str) -> ScreenTerminal:
-        term = ScreenTerminal(specrun, *before, "chat", "--approval-mode", "default",
-                              "--scenario", str(scenario), rows=40, cols=cols)
-        started.append(term)
-        term.wait_for("Ctrl-D quits")
-        return term
+    with chats(specrun) as open_chat:
 
-    try:
+        def start(cols: int, *before: str) -> ScreenTerminal:
+            return open_chat(*before, "chat", "--approval-mode", "default",
+                             "--scenario", str(scenario), cols=cols)
+
         yield start
-    finally:
-        for term in started:
-            term.close()
-        specrun.run("stop")
 
 
 def _toolbar(term: ScreenTerminal) -> str:
