@@ -123,8 +123,11 @@ class Containment(msgspec.Struct, frozen=True):
 
 
 LayerName = Literal[
-    "filesystem", "network", "ipc_signals", "limits", "privileges", "landlock", "seccomp"
+    "filesystem", "network", "ipc_signals", "limits", "privileges", "landlock", "seccomp",
+    "chat_backstop",
 ]
+"""The speculation's containment profile, then ``chat_backstop``: what holds the main
+chat's own shell commands (its kernel backstop, ``worker.contain.backstop``)."""
 
 
 class LayerStatus(msgspec.Struct, frozen=True):

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from coordinator.cli.app import cli
 from protocol.wire.control import StatusRequest, SuggestionRequest, WorkersRequest
 from tests.support import Env, Specrun, make_sample_project, running_service, wait_until
+from worker.contain.backstop import unavailable as backstop_unavailable
 
 FIX = "fix the failing test in tests/test_calc.py"
 NEG = "add a test for negative numbers"
@@ -117,6 +118,13 @@ def test_a_whole_session_with_json(service: Specrun) -> None:
 
     workers = service.json("workers")
     assert workers["type"] == "workers" and workers["workers"]
+    # the main chat's kernel backstop is a reported layer, active where it can run here,
+    # else inactive with its reason (no silent downgrade)
+    why = backstop_unavailable()
+    for layers in (status["containment"], workers["workers"][0]["containment"]):
+        backstop = next(layer for layer in layers if layer["name"] == "chat_backstop")
+        assert backstop["active"] is (why is None), backstop
+        assert (why or "read-only") in backstop["detail"]
     assert {"pid", "state", "job_id", "overlay_dir", "age_s", "rss_bytes", "sandbox"} <= set(
         workers["workers"][0])
 

@@ -315,7 +315,10 @@ FILLED = {
     ],
     "worker event": [
         work.PipelinedSuggestion("s1", 9, None, "too_few_words"),
-        work.Hello(1, 9, "none", (), (work.LayerStatus("network", True, "netns"),)),
+        work.Hello(1, 9, "none", (), (
+            work.LayerStatus("network", True, "netns"),
+            work.LayerStatus("chat_backstop", False, "unavailable: no user namespaces"),
+        )),
     ],
 }
 CODECS = {

@@ -15,6 +15,7 @@ from protocol.wire.work import CommandLimits
 from tests.coordinator.service.conftest import place
 from tests.seams import helper_entry
 from tests.support import containment_unavailable
+from worker.contain import probe
 from worker.contain.helper import HELPER_MODULE, Request, SandboxHelper
 from worker.contain.spawn import ALL_LAYERS, Layers
 from worker.shell.runner import ShellResult
@@ -23,10 +24,11 @@ __all__ = ["place"]
 
 
 def start_whole_helper(entry: tuple[str, ...] = HELPER_MODULE) -> SandboxHelper:
-    """A sandbox helper with every layer of the profile active; a machine that lacks one
-    cannot prove what the test proves."""
+    """A sandbox helper with every layer of the speculation's profile active; a machine
+    that lacks one cannot prove what the test proves (the main chat's backstop is not
+    part of it)."""
     started = SandboxHelper.start(entry)
-    if not all(layer.active for layer in started.layers):
+    if not all(layer.active for layer in probe.of_speculations(started.layers)):
         started.close()
         containment_unavailable(f"layers missing: {started.layers}")
     return started

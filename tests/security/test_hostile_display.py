@@ -120,18 +120,18 @@ def shown_of(raw: str) -> str:
     return assert_only_own_sequences(raw, MARKED)
 
 
-def decided(runner: Specrun) -> bool:
-    """The suggestion after the last turn is there, or was suppressed."""
-    reply = runner.query(SuggestionRequest)
-    return bool(reply["text"] or reply["suppressed_reason"])
+def suppressed_as_hidden(runner: Specrun) -> bool:
+    """The suggestion after the last turn was suppressed for its hidden characters. (Any
+    decision is not enough: until this turn's suggestion is made, the reply may still be
+    the previous turn's, ``early_conversation`` after the first.)"""
+    return bool(runner.query(SuggestionRequest)["suppressed_reason"] == "hidden_characters")
 
 
 def test_suggestion_never_shows_a_spoofed_suggestion(hostile: tuple[Specrun, Driver]) -> None:
     runner, driver = hostile
     driver.ask("go spoof")
-    assert wait_until(lambda: decided(runner), timeout=30)
+    assert wait_until(lambda: suppressed_as_hidden(runner), timeout=30)
     shown = shown_of(in_terminal(runner, "suggestion"))
-    assert runner.query(SuggestionRequest)["suppressed_reason"] == "hidden_characters"
     assert "no suggestion (hidden_characters)" in shown
     assert "run the tests" not in shown
 
@@ -170,9 +170,27 @@ def test_a_file_name_with_escapes_is_never_created_by_a_speculation_and_shows_es
     assert not (runner.project / name).exists()
 
 
+def new_conversation(runner: Specrun, driver: Driver) -> None:
+    """A new chat session with its first turn behind it (suggestions start from the
+    second): no earlier test's announcement is in the history to match first."""
+    runner.run("reset", check=True)
+    driver.ask("hello")
+
+
 def test_stats_shows_the_refusals_as_text(hostile: tuple[Specrun, Driver]) -> None:
-    runner, _driver = hostile
-    shown = shown_of(in_terminal(runner, "stats"))
+    """Causes what it counts (a suppressed suggestion, a speculation stopped at a file
+    name), whichever of this module's tests ran before it in this process, and leaves a
+    new conversation to the tests after it."""
+    runner, driver = hostile
+    new_conversation(runner, driver)
+    try:
+        driver.ask("go spoof")
+        assert wait_until(lambda: suppressed_as_hidden(runner), timeout=30)
+        driver.ask("go write the notes")
+        driver.wait_for_speculation("write the notes", ("boundary",), timeout=60)
+        shown = shown_of(in_terminal(runner, "stats"))
+    finally:
+        new_conversation(runner, driver)
     assert re.search(r"suppressed\s+\d+ \(.*hidden characters \d", shown), shown
     assert re.search(r"stopped at a boundary\s+\d+ \(.*unsafe file name \d", shown), shown
 

@@ -422,6 +422,7 @@ def test_the_layer_report_names_every_layer(helper: SandboxHelper) -> None:
         "privileges",
         "landlock",
         "seccomp",
+        "chat_backstop",
     ]
 
 

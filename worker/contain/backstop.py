@@ -69,7 +69,7 @@ from overlay.kernel import libc
 from protocol.rules.protected import is_protected_name
 from protocol.rules.protected_writes import protected_write
 from protocol.text.inert_text import quote_name
-from protocol.wire.work import WriteGuard
+from protocol.wire.work import LayerStatus, WriteGuard
 from worker.contain.mounts import bind_read_only
 from worker.shell.git_config import config_entry_runs_program, parse_git_config
 from worker.shell.runner import ShellResult, run_shell
@@ -491,13 +491,36 @@ def unavailable() -> str | None:
         # root's exec would hand it back from the inheritable set, and it unmounts the binds
         return "CAP_SYS_ADMIN is in this process's inheritable capabilities"
     uid, gid = os.geteuid(), os.getegid()
-    try:
-        subprocess.run(["/bin/sh", "-c", ":"], preexec_fn=lambda: enter((), uid, gid), check=True,
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, close_fds=True)
-    except (OSError, subprocess.SubprocessError):
-        return "user and mount namespaces are not available"
+    # What a main-chat command gets, on a directory of our own: a private mount namespace
+    # with it bound read-only, and a write into it refused by the kernel.
+    with tempfile.TemporaryDirectory(prefix="specrun-backstop-probe-") as held:
+        target = os.path.join(held, "hook")
+        try:
+            written = subprocess.run(
+                ["/bin/sh", "-c", ': > "$1"', "sh", target],
+                preexec_fn=lambda: enter((held,), uid, gid), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
+        except (OSError, subprocess.SubprocessError):
+            return "user and mount namespaces are not available"
+        if written.returncode == 0 or os.path.lexists(target):
+            return "a read-only bind mount did not stop a write"
     return None
+
+
+LAYER_DETAIL = ("each main-chat shell command in a private mount namespace: git's hooks, "
+                ".envrc, .specrun and protectedPaths bound read-only; git's config put back "
+                "when the command added an entry that runs a program")
+
+
+def layer() -> LayerStatus:
+    """The backstop as a containment layer for ``status``/``workers``/``sandbox``:
+    inactive with the reason where this machine cannot run it (main-chat commands then
+    still run, with only the checks after them)."""
+    why = unavailable()
+    if why is None:
+        return LayerStatus("chat_backstop", True, LAYER_DETAIL)
+    return LayerStatus("chat_backstop", False, f"unavailable: {why}; main-chat commands run "
+                       "without it (only git's config and new held names are checked after)")
 
 
 def _inheritable_caps() -> int:

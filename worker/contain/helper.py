@@ -40,7 +40,7 @@ from overlay.paths import ensure_private_base, ensure_private_dir, make_private_
 from overlay.sweep import release_pid_dir
 from protocol.wire.seams import NO_SEAMS, WorkerSeams
 from protocol.wire.work import CommandLimits, LayerStatus
-from worker.contain import cgroup, mounts, probe, spawn
+from worker.contain import backstop, cgroup, mounts, probe, spawn
 from worker.contain.limits import pid_namespace_cap
 from worker.contain.session import HOME as SESSION_HOME
 from worker.contain.session import CarryFull, Session, carry_over
@@ -588,6 +588,9 @@ class SandboxHelper:
             self.layers = msgspec.msgpack.decode(frame, type=Reply).layers
         else:
             self.layers = probe.report("namespaces", "the sandbox helper did not start", False)
+        # The main chat's commands run from this process, not the helper: its backstop is
+        # probed here (once per process), and reported whether the helper started or not.
+        self.layers = (*self.layers, backstop.layer())
         return self.layers
 
     def end_session(self) -> None:

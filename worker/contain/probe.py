@@ -123,5 +123,11 @@ def _writable_view(userxattr: bool | None) -> str:
     return ""
 
 
+def of_speculations(layers: tuple[LayerStatus, ...]) -> tuple[LayerStatus, ...]:
+    """The layers of the profile a speculation's commands run in: all but the main chat's
+    backstop (``chat_backstop``), which holds the main chat's own commands."""
+    return tuple(layer for layer in layers if layer.name != "chat_backstop")
+
+
 def all_active(layers: tuple[LayerStatus, ...]) -> bool:
     return bool(layers) and all(layer.active for layer in layers)

@@ -3,7 +3,9 @@
 A fresh sandbox helper runs one probe command per escape inside the full profile (the
 classifier is not asked: these commands are hostile on purpose) against real targets
 made for the occasion: a project file, a file in ``$HOME``, a loopback TCP listener, a
-unix socket in the specrun runtime directory, this process as a signal target. Each
+unix socket in the specrun runtime directory, this process as a signal target; and one
+main-chat command behind its kernel backstop (``worker.contain.backstop``) against a
+throw-away git repository. Each
 check says what was tried and what happened; any layer missing or any escape that got
 through makes the verification fail.
 """
@@ -17,6 +19,7 @@ import shutil
 import signal
 import socket
 import stat
+import subprocess
 import tempfile
 import threading
 import time
@@ -24,8 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.wire.work import CommandLimits
-from worker.contain import cgroup
+from protocol.wire.work import CommandLimits, WriteGuard
+from worker.contain import backstop, cgroup, probe
 from worker.contain.helper import Request, SandboxHelper
 from worker.contain.limits import pid_namespace_cap
 from worker.contain.spawn import ContainmentUnavailable
@@ -103,6 +106,33 @@ class _Targets:
         self.tcp = ConnectionRecorder.tcp()
         self.port = self.tcp.port
 
+    def backstop(self) -> tuple[bool, str]:
+        """A main-chat command behind the backstop, in a throw-away git repository, that
+        writes a hook through a path it computes and adds ``core.hooksPath`` to git's
+        config: the hook must not appear, the config must be as it was."""
+        repo = self.base / "repo"
+        made = subprocess.run(["git", "init", "-q", str(repo)], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, check=False)
+        if made.returncode != 0:
+            return False, f"git init failed: {made.stderr.strip() or made.returncode}"
+        hooks = repo / ".git" / "hooks"
+        hooks.mkdir(exist_ok=True)
+        config = repo / ".git" / "config"
+        before = config.read_bytes()
+        run = backstop.guarded_runner(WriteGuard(os.path.realpath(repo)))
+        result = run(f'd=.git/hooks; echo "touch {self.base}/ran" > "$d/pre-commit"; '
+                     f"c=config; git $c core.hooksPath {self.base}", repo, 20.0, 8192)
+        hook = (hooks / "pre-commit").exists()
+        restored = config.read_bytes() == before
+        escaped = [what for what, got_through in (
+            ("the hook was written", hook),
+            ("core.hooksPath stayed in git's config", not restored)) if got_through]
+        if escaped:
+            return False, "; ".join(escaped)
+        put_back = any("put" in note and "back" in note for note in result.notes)
+        return True, f"{_first_error(result)}; git's config " + (
+            "put back" if put_back else "unchanged")
+
     @property
     def connections(self) -> list[str]:
         return self.tcp.connections + self.unix.connections
@@ -144,8 +174,12 @@ def verify(
                 checks.append(Check(layer.name, "set up the layer", layer.detail, False))
                 if on_check is not None:
                     on_check(checks[-1])
-        if all(layer.active for layer in helper.layers):
+        if all(layer.active for layer in probe.of_speculations(helper.layers)):
             checks += _probes(helper, targets, on_check)
+        if backstop.unavailable() is None:
+            checks.append(_check("chat_backstop", BACKSTOP_TRIED, targets.backstop))
+            if on_check is not None:
+                on_check(checks[-1])
     finally:
         helper.close()
         targets.close()
@@ -153,6 +187,7 @@ def verify(
 
 
 Attempt = Callable[[], tuple[bool, str]]  # runs one escape: (held, what happened)
+BACKSTOP_TRIED = "a main-chat command writes a git hook and sets core.hooksPath"
 
 
 def _probes(
@@ -389,7 +424,7 @@ def main(argv: list[str]) -> int:
             print(json.dumps({"ok": ok, "layers": rows}))
         else:
             for x in layers:
-                print(f"{'active ' if x.active else 'MISSING'}  {x.name:<12} {x.detail}")
+                print(f"{'active ' if x.active else 'MISSING'}  {x.name:<13} {x.detail}")
         return 0 if ok else 1
     if as_json:
         checks, ok = verify(runtime_base())
@@ -402,7 +437,7 @@ def main(argv: list[str]) -> int:
 
     def say(c: Check) -> None:  # each line as its escape was tried, not all at the end
         mark = "held " if c.held else "LEAK "
-        print(f"{mark} {c.layer:<12} {c.tried}: {c.happened}", flush=True)
+        print(f"{mark} {c.layer:<13} {c.tried}: {c.happened}", flush=True)
 
     print("Trying each escape inside the sandbox, one command at a time (a few seconds) …",
           flush=True)

@@ -15,10 +15,11 @@ from coordinator.cli.options import json_option
               help="Attempt every escape inside the sandbox and report what held.")
 @json_option
 def sandbox(verify: bool, as_json: bool) -> None:
-    """Show the layers of the sandbox that unapproved shell commands run in, or with
-    --verify prove them live: a probe tries each escape (project metadata, $HOME read and
-    write, TCP, a specrun socket, a signal, CPU/file/process limits, capabilities) and
-    one line per check says what was tried and what happened. Needs no service; exits 1
+    """Show the layers of the sandbox that unapproved shell commands run in and the main
+    chat's backstop, or with --verify prove them live: a probe tries each escape (project
+    metadata, $HOME read and write, TCP, a specrun socket, a signal, CPU/file/process
+    limits, capabilities, a git hook from a main-chat command) and one line per check
+    says what was tried and what happened. Needs no service; exits 1
     if a layer is missing or leaks.
 
     \b

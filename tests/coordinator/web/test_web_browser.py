@@ -80,6 +80,8 @@ def test_a_prompt_sent_from_the_page_streams_and_its_speculation_shows_its_diff_
     assert any(s.startswith(f"✓ write_file {NEG_FILE} [success]") for s in steps), steps
     page.wait_for_selector("#workers table tr >> nth=1")
     page.wait_for_selector("#containment li")
+    # every layer, the main chat's backstop too (active here, or NOT active with its reason)
+    page.wait_for_selector("#containment li >> text=chat_backstop:")
     page.wait_for_selector("#stats svg")
     assert not (started.project / NEG_FILE).exists(), "the speculation wrote the real tree"
     save_screenshot(page, "web.png", tmp_path)
