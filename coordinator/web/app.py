@@ -225,6 +225,9 @@ class _Views:
 
     async def _stream(self, viewer: Viewer, page: str = "") -> AsyncIterator[bytes]:
         """A snapshot, then the changes after it, until a resync asks for a new one."""
+        if page:  # its visibility counts from now (it may have said so already)
+            self.pages.opened(page)
+            await self._tell_presence()
         try:
             while not self.link.closed.is_set():
                 snap = await self.snapshots.get()

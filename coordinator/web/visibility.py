@@ -7,7 +7,10 @@ the view does not count at all, as when no page was ever opened).
 
 A page is known by the random id it made at load; it counts while its event stream is open
 and it reported in the last three refresh periods (a page that stopped reporting, a frozen
-background tab, say, stops counting)."""
+background tab, say, stops counting). A report from a page whose stream is not open is kept
+but does not count: a closing tab says "hidden" as it goes, and that word may arrive after
+its stream closed (it must not leave a gone page looking unfocused, which would skip the
+next predictions)."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ class PageVisibility:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._pages: dict[str, tuple[bool, float]] = {}  # id -> (visible, reported at)
+        self._open: dict[str, int] = {}  # id -> its event streams open now
         self._reported = False  # the service has heard from this view (and not "gone")
 
     def seen(self, page: str, visible: bool) -> None:
@@ -32,13 +36,24 @@ class PageVisibility:
         while len(self._pages) > MAX_PAGES:
             del self._pages[next(iter(self._pages))]
 
+    def opened(self, page: str) -> None:
+        """An event stream of ``page`` opened (a page reconnects with the same id)."""
+        self._open[page] = self._open.get(page, 0) + 1
+
     def closed(self, page: str) -> None:
+        """An event stream of ``page`` closed; with its last one, the page stops counting."""
+        left = self._open.get(page, 0) - 1
+        if left > 0:
+            self._open[page] = left
+            return
+        self._open.pop(page, None)
         self._pages.pop(page, None)
 
     def report(self) -> PresenceReport | None:
         """What to tell the service now; None: nothing (it has heard nothing, or ``gone``)."""
         now = self._clock()
-        live = [visible for visible, at in self._pages.values() if now - at <= STALE_AFTER_S]
+        live = [visible for page, (visible, at) in self._pages.items()
+                if page in self._open and now - at <= STALE_AFTER_S]
         if live:
             self._reported = True
             return "present" if any(live) else "unfocused"
