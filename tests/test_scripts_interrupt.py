@@ -1,5 +1,6 @@
-"""Scripts stop what they started when they are interrupted: SIGTERM (a timeout) and
-SIGINT (Ctrl-C) in the middle of a run leave no service, worker or fork server behind."""
+"""Scripts stop what they started when they are interrupted: SIGTERM (a timeout), SIGINT
+(Ctrl-C) and SIGHUP (the terminal closed) in the middle of a run leave no service, worker or
+fork server behind."""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def _describe(process: psutil.Process) -> str:
         return f"{process.pid} ({type(exc).__name__})"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+                         ids=["SIGTERM", "SIGINT", "SIGHUP"])
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_an_interrupted_script_leaves_nothing_running(name: str, sig: signal.Signals) -> None:
     argv, busy = RUNS[name]

@@ -172,8 +172,9 @@ def _as_ctrl_c(signum: int, frame: object) -> None:
 
 def run_demo(options: DemoOptions) -> int:
     out = Console(quiet=True) if options.as_json else render.console
-    # SIGTERM (a timeout, `kill`) cleans up like Ctrl-C: service stopped, temp dir removed.
-    previous_term = signal.signal(signal.SIGTERM, _as_ctrl_c)
+    # SIGTERM (a timeout, `kill`) and SIGHUP (the terminal closed) clean up like Ctrl-C:
+    # service stopped, temp dir removed.
+    previous = {sig: signal.signal(sig, _as_ctrl_c) for sig in (signal.SIGTERM, signal.SIGHUP)}
     # The demo adopts what its service leaves behind: a service stopped while it starts
     # dies before its fork server and workers do, and they must not outlive the clean-up.
     with contextlib.suppress(OSError):
@@ -181,7 +182,8 @@ def run_demo(options: DemoOptions) -> int:
     try:
         return _run_demo(options, out)
     finally:
-        signal.signal(signal.SIGTERM, previous_term)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _run_demo(options: DemoOptions, out: Console) -> int:
@@ -223,8 +225,8 @@ def _run_demo(options: DemoOptions, out: Console) -> int:
 def _cleanup(base: Path, project: Path, started: bool) -> None:
     """Stop the service (and wait for every process it had), then remove the temp dir;
     a second Ctrl-C cannot interrupt this."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    previous_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN)
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         if started:
             stop_own_daemon(project)
@@ -235,8 +237,8 @@ def _cleanup(base: Path, project: Path, started: bool) -> None:
         if not _remove_tree(base, within_s=5.0):
             render.warning(f"the demo's temporary directory {base} could not be removed.")
     finally:
-        signal.signal(signal.SIGINT, previous)
-        signal.signal(signal.SIGTERM, previous_term)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _end_descendants(within_s: float) -> None:
