@@ -272,6 +272,19 @@ def open_page(context: Any, web: WebView) -> Any:
     return page
 
 
+@contextmanager
+def page_of_service(specrun: Specrun, *start_args: str) -> Iterator[Any]:
+    """``specrun start *start_args``, its web view and one page connected to it in
+    Chromium; the service is stopped at the end."""
+    need_chromium()
+    specrun.run("start", *start_args, check=True)
+    try:
+        with web_view(specrun) as view, browser() as context:
+            yield open_page(context, view)
+    finally:
+        specrun.run("stop")
+
+
 def signed_in_by(page: Any, web: WebView) -> None:
     """The printed token works once: once a browser page spent it, the test's own requests
     use the cookie and the key that page got."""

@@ -12,23 +12,15 @@ import pytest
 
 from tests.coordinator.test_chat_daily import FAILING, MARKDOWN, _scenario
 from tests.support import Specrun
-from tests.web_support import browser, need_chromium, save_screenshot, web_view
+from tests.web_support import page_of_service, save_screenshot
 
 
 @contextlib.contextmanager
 def _connected_page(specrun: Specrun, tmp_path: Path, approval_mode: str) -> Iterator[Any]:
     """The web view of a service on the daily scenario, open and connected in a browser."""
-    need_chromium()
-    specrun.run("start", "--approval-mode", approval_mode, "--scenario",
-                str(_scenario(tmp_path)), check=True)
-    try:
-        with web_view(specrun) as view, browser() as context:
-            page = context.new_page()
-            page.goto(view.url)
-            page.wait_for_selector("#connection.ok")
-            yield page
-    finally:
-        specrun.run("stop")
+    with page_of_service(specrun, "--approval-mode", approval_mode, "--scenario",
+                         str(_scenario(tmp_path))) as page:
+        yield page
 
 
 @pytest.fixture

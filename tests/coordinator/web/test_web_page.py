@@ -15,7 +15,7 @@ import yaml
 from tests.coordinator.e2e import FIX, NEG
 from tests.coordinator.test_chat_daily import _scenario
 from tests.support import Specrun, wait_until
-from tests.web_support import browser, need_chromium, save_screenshot, web_view
+from tests.web_support import browser, need_chromium, page_of_service, save_screenshot, web_view
 
 pytestmark = pytest.mark.usefixtures("shared_chromium")
 
@@ -55,17 +55,9 @@ def _streaming_scenario(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def streaming_page(specrun: Specrun, tmp_path: Path) -> Iterator[Any]:
-    need_chromium()
-    specrun.run("start", "--approval-mode", "auto-edit", "--scenario",
-                str(_streaming_scenario(tmp_path)), check=True)
-    try:
-        with web_view(specrun) as view, browser() as context:
-            page = context.new_page()
-            page.goto(view.url)
-            page.wait_for_selector("#connection.ok")
-            yield page
-    finally:
-        specrun.run("stop")
+    with page_of_service(specrun, "--approval-mode", "auto-edit", "--scenario",
+                         str(_streaming_scenario(tmp_path))) as page:
+        yield page
 
 
 # What a reply's node shows, element by element (the boxes a streaming reply is drawn in
